@@ -1,0 +1,88 @@
+/* gmp_reader: streaming reader of gpumemprof traces (docs/trace-format.md).
+ *
+ * Reads the file frame by frame: a frame's records are returned only once the whole frame has been
+ * decompressed and its checksum verified, so a file cut at any byte yields exactly the records of
+ * its whole frames. Every length, id and reference is validated; bad input gives an error code and
+ * a message (gmp_reader_error), never a crash. Definitions are returned in file order as they are
+ * read; events are merged across threads into one time order using the SYNC records (a bounded
+ * reorder window). Memory grows with the number of distinct definitions and with the events of one
+ * window, not with the length of the trace. */
+#ifndef GMP_READER_H
+#define GMP_READER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "gmp_error.h"
+#include "gmp_trace.h"
+
+typedef struct gmp_reader gmp_reader;
+
+typedef struct gmp_reader_opts {
+    int file_order;           /* 1: return records in file order, framing records (BUFFER, SYNC)
+                                 and unknown types included; 0 (default): merged time order */
+    size_t max_window_events; /* reorder window bound; 0: default (4 Mi events) */
+} gmp_reader_opts;
+
+typedef struct gmp_reader_stats {
+    uint64_t file_bytes;      /* size of the input when known, else 0 */
+    uint64_t bytes_read;      /* compressed bytes of the whole frames decoded */
+    uint64_t bytes_discarded; /* bytes after the last whole frame (a cut file) */
+    uint64_t frames;          /* whole frames decoded (skippable frames included) */
+    uint64_t records[256];    /* records read, by type byte (unknown types included) */
+    uint64_t unknown_records; /* records of types this reader does not know */
+    uint64_t events;          /* event records returned */
+    uint64_t late_events;     /* events returned after a later time (producer broke SYNC order) */
+    uint64_t lost_events;     /* sum of LOST record counts */
+    int truncated;            /* the input ends inside a frame */
+    int has_end;              /* an END record was read */
+    gmp_rec_end end;          /* the END record's totals when has_end */
+} gmp_reader_stats;
+
+/* Opens a trace file. Reads and validates the magic and the HEADER record. */
+gmp_err gmp_reader_open(gmp_reader **out, const char *path, const gmp_reader_opts *opts);
+/* Same over memory; data must outlive the reader. */
+gmp_err gmp_reader_open_mem(gmp_reader **out, const void *data, size_t n,
+                            const gmp_reader_opts *opts);
+void gmp_reader_close(gmp_reader *r);
+
+/* Last error message (with the byte offset where it applies); "" when none. Valid until the
+ * next call. After a failed open, gmp_reader_open_error() gives the message instead. */
+const char *gmp_reader_error(const gmp_reader *r);
+const char *gmp_reader_open_error(void); /* thread-local; message of the last failed open */
+
+/* The HEADER record (strings owned by the reader). */
+const gmp_rec_header *gmp_reader_header(const gmp_reader *r);
+
+/* Next record. GMP_OK: *rec points at it (valid until the next call). GMP_END: no more records in
+ * the readable part of the input (check gmp_reader_stats for a cut file). Errors: GMP_ERR_FORMAT,
+ * GMP_ERR_VERSION, GMP_ERR_IO, GMP_ERR_NOMEM, GMP_ERR_LIMIT; the reader cannot continue after one.
+ */
+gmp_err gmp_reader_next(gmp_reader *r, const gmp_rec **rec);
+
+const gmp_reader_stats *gmp_reader_get_stats(const gmp_reader *r);
+
+/* Writes one line that says whether the trace is complete and, if not, what is missing (cut file,
+ * no END record, END totals that disagree, lost events). Returns 1 when complete, 0 otherwise.
+ * Meaningful after gmp_reader_next returned GMP_END. */
+int gmp_reader_completeness(const gmp_reader *r, char *buf, size_t n);
+
+/* Lookups of definitions read so far; NULL (or an empty string) for an unknown id. Strings and
+ * records returned here stay valid until gmp_reader_close. */
+gmp_str gmp_reader_string(const gmp_reader *r, uint32_t id);
+const gmp_rec_stack *gmp_reader_stack(const gmp_reader *r, uint32_t id);
+const gmp_rec_range *gmp_reader_range(const gmp_reader *r, uint32_t id);
+const gmp_rec_device *gmp_reader_device(const gmp_reader *r, uint32_t ordinal);
+const gmp_rec_thread *gmp_reader_thread(const gmp_reader *r, uint32_t tid);
+const gmp_rec_module *gmp_reader_module(const gmp_reader *r, uint32_t id);
+/* Number of devices / modules defined so far, and the i-th of them (0-based, definition order). */
+size_t gmp_reader_device_count(const gmp_reader *r);
+const gmp_rec_device *gmp_reader_device_at(const gmp_reader *r, size_t i);
+size_t gmp_reader_module_count(const gmp_reader *r);
+const gmp_rec_module *gmp_reader_module_at(const gmp_reader *r, size_t i);
+
+/* The range path of a RANGE id, names joined with "/" ("train/step/forward"). Writes at most n
+ * bytes including the NUL; returns the full length. "" for id 0. */
+size_t gmp_reader_range_path(const gmp_reader *r, uint32_t id, char *buf, size_t n);
+
+#endif

@@ -1,0 +1,90 @@
+/* gmp_writer: writes a gpumemprof trace (docs/trace-format.md) from many threads at once.
+ *
+ * Producers append event records to their own thread's buffer (gmp_wthread) under a per-thread lock
+ * that only the writer ever contends for; whole buffers are compressed into independent zstd
+ * frames. In threaded mode all compression and I/O happens on the writer's own thread (created with
+ * every signal blocked), which wakes when a buffer fills and every flush interval; producers never
+ * wait for I/O. Memory is bounded: when no buffer is free, a producer waits at most wait_us, then
+ * counts the event as lost; the next LOST record says how many. Definitions (strings, ranges,
+ * stacks, devices, threads, modules) are deduplicated and always written before the events that
+ * refer to them. Without a thread (threaded = 0) the caller's thread compresses and writes: for
+ * tools and importers. */
+#ifndef GMP_WRITER_H
+#define GMP_WRITER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "gmp_error.h"
+#include "gmp_trace.h"
+
+typedef struct gmp_writer gmp_writer;
+typedef struct gmp_wthread gmp_wthread;
+
+typedef struct gmp_writer_opts {
+    size_t buffer_bytes;        /* per-thread buffer (default 64 KiB, at least 4 KiB) */
+    size_t max_buffered_bytes;  /* all buffers together (default 64 MiB) */
+    unsigned flush_interval_ms; /* periodic flush in threaded mode (default 200; 0: none) */
+    unsigned wait_us;           /* producer wait for a free buffer before losing (default 2000) */
+    int level;                  /* zstd level (default 3) */
+    int threaded;               /* default 1 */
+} gmp_writer_opts;
+
+typedef struct gmp_writer_stats {
+    uint64_t events;        /* event records accepted */
+    uint64_t allocs, frees; /* among them */
+    uint64_t lost;          /* events lost, all reasons */
+    uint64_t bytes_raw;     /* uncompressed bytes handed to zstd */
+    uint64_t bytes_written; /* bytes written to the file */
+    uint64_t frames;
+    int io_errno; /* errno of the first failed write, 0 if none */
+} gmp_writer_stats;
+
+void gmp_writer_opts_default(gmp_writer_opts *o);
+
+/* Starts a trace on fd (the writer owns fd from now on and closes it). Writes the magic and h. */
+gmp_err gmp_writer_open(gmp_writer **out, int fd, const gmp_writer_opts *o,
+                        const gmp_rec_header *h);
+
+/* Definitions. Thread-safe; the same value always gets the same id; 0 means failure (out of
+ * memory or a bound reached): refer to "unknown" then. */
+uint32_t gmp_writer_string(gmp_writer *w, const char *s, size_t n);
+uint32_t gmp_writer_range(gmp_writer *w, uint32_t parent, uint32_t domain, uint32_t name);
+uint32_t gmp_writer_stack_native(gmp_writer *w, uint32_t parent, uint64_t address);
+uint32_t gmp_writer_stack_python(gmp_writer *w, uint32_t parent, uint32_t file, uint32_t function,
+                                 uint32_t line);
+/* DEVICE, THREAD or MODULE records, written as given (no deduplication). */
+gmp_err gmp_writer_define(gmp_writer *w, const gmp_rec *def);
+
+/* The producer handle of one thread; the caller keeps it (thread-local) and uses it from that
+ * thread only. gmp_wthread_release hands what is left to the writer when the thread ends. */
+gmp_wthread *gmp_writer_thread(gmp_writer *w, uint32_t tid);
+void gmp_wthread_release(gmp_wthread *t);
+
+/* Appends an event. ev->time_ns == 0 means "now" (the trace clock read under the buffer lock,
+ * which is what makes SYNC exact); ev->tid is ignored. Returns 0 when written, -1 when lost. */
+int gmp_wthread_event(gmp_wthread *t, gmp_rec *ev);
+
+/* Counts events lost elsewhere (for example records CUPTI dropped); written as a LOST record. */
+void gmp_writer_lost(gmp_writer *w, uint64_t count, unsigned reason);
+
+/* Writes everything appended so far. Threaded: asks the writer thread and waits for it at most
+ * timeout_ms. Returns GMP_ERR_IO when the file can no longer be written. */
+gmp_err gmp_writer_flush(gmp_writer *w, unsigned timeout_ms);
+
+/* Writes a SYNC record for time_ns: the caller promises that no event written later has an earlier
+ * time. For callers that supply their own times (importers); in threaded mode the writer thread
+ * writes SYNC records itself at every flush. */
+void gmp_writer_sync(gmp_writer *w, uint64_t time_ns);
+
+/* Writes the END record, stops the thread, closes the file and frees everything. Idempotent per
+ * writer pointer only in the sense that it must be called once. stats_out may be NULL. */
+gmp_err gmp_writer_close(gmp_writer *w, gmp_writer_stats *stats_out);
+
+/* In a child after fork(): stop using w without writing, locking or freeing anything the parent
+ * owns (the writer thread does not exist in the child). */
+void gmp_writer_forget_after_fork(gmp_writer *w);
+
+void gmp_writer_get_stats(gmp_writer *w, gmp_writer_stats *out);
+
+#endif
