@@ -108,6 +108,7 @@ static void enc_payload(enc *e, const gmp_rec *r, uint64_t *prev_ns)
 {
     if (gmp_rec_is_event(r->type)) {
         put_s(e, (int64_t)(r->time_ns - *prev_ns));
+        *prev_ns = r->time_ns;
     }
     switch (r->type) {
     case GMP_REC_HEADER: {

@@ -77,8 +77,14 @@ gmp_err gmp_writer_flush(gmp_writer *w, unsigned timeout_ms);
  * writes SYNC records itself at every flush. */
 void gmp_writer_sync(gmp_writer *w, uint64_t time_ns);
 
-/* Writes the END record, stops the thread, closes the file and frees everything. Idempotent per
- * writer pointer only in the sense that it must be called once. stats_out may be NULL. */
+/* Writes what is pending, the END record, stops the writer thread and closes the file, but keeps
+ * the memory: producers that still hold a gmp_wthread get -1 from then on instead of touching
+ * freed memory (for the agent, whose other threads may run on during exit). Once only; stats_out
+ * may be NULL. Returns GMP_ERR_IO when some of the trace could not be written. */
+gmp_err gmp_writer_finish(gmp_writer *w, gmp_writer_stats *stats_out);
+
+/* gmp_writer_finish (unless done already), then frees everything. Only when no thread can call
+ * gmp_wthread_event any more. */
 gmp_err gmp_writer_close(gmp_writer *w, gmp_writer_stats *stats_out);
 
 /* In a child after fork(): stop using w without writing, locking or freeing anything the parent
