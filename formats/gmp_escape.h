@@ -25,7 +25,8 @@ int gmp_utf8_valid(const char *s, size_t n);
 
 /* JSON: escapes s[0..n) without the surrounding quotes. */
 size_t gmp_json_escape(char *dst, size_t cap, const char *s, size_t n);
-/* JSON: writes s[0..n) as a quoted JSON string. Returns 0, or -1 when the stream reports an error. */
+/* JSON: writes s[0..n) as a quoted JSON string. Returns 0, or -1 when the stream reports an error.
+ */
 int gmp_json_fputs(FILE *f, const char *s, size_t n);
 
 /* HTML: escapes s[0..n) for element text and quoted attribute values. */

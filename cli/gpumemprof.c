@@ -1,0 +1,100 @@
+/* gpumemprof: the command-line program. Dispatches to one command from the table below; every
+ * command is in its own file (cli/cmd_*.c). Exit status: 0 success, 1 failure, 2 bad usage. */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli_cmds.h"
+#include "cli_opts.h"
+
+#ifndef GMP_VERSION_STRING
+#error "GMP_VERSION_STRING must be defined by the build"
+#endif
+
+typedef struct command {
+    gmp_cli_cmd_info info; /* name, usage, summary */
+    int (*fn)(const gmp_cli_cmd_info *cmd, int argc, char **argv);
+} command;
+
+/* The commands, in the order --help lists them. A command appears here when it works. */
+static const command commands[] = {
+    {{"dump", "TRACE [--json] [--raw]", "print every record of a trace, one per line"},
+     gmp_cmd_dump},
+};
+
+#define NCOMMANDS (sizeof commands / sizeof commands[0])
+
+static const command *find_command(const char *name)
+{
+    for (size_t i = 0; i < NCOMMANDS; i++)
+        if (strcmp(name, commands[i].info.name) == 0)
+            return &commands[i];
+    return NULL;
+}
+
+static void print_usage(FILE *f)
+{
+    fprintf(f, "usage: gpumemprof [--help] [--version] COMMAND [ARGS...]\n");
+}
+
+static void print_help(void)
+{
+    printf("gpumemprof %s: a GPU memory profiler for CUDA programs.\n\n", GMP_VERSION_STRING);
+    print_usage(stdout);
+    printf("\nCommands:\n");
+    for (size_t i = 0; i < NCOMMANDS; i++)
+        printf("  %-10s %s\n", commands[i].info.name, commands[i].info.summary);
+    printf("\nOptions:\n"
+           "  -h, --help     show this help and exit\n"
+           "  -V, --version  print the version and exit\n"
+           "\nRun 'gpumemprof COMMAND --help' for the options of a command.\n");
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        fprintf(stderr, "gpumemprof: no command given\n");
+        print_usage(stderr);
+        fprintf(stderr, "Run 'gpumemprof --help' for the list of commands.\n");
+        return 2;
+    }
+    const char *a = argv[1];
+    if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0 || strcmp(a, "help") == 0) {
+        if (argc == 2) {
+            print_help();
+            return 0;
+        }
+        /* "gpumemprof help COMMAND" is "gpumemprof COMMAND --help" */
+        const command *c = argc == 3 ? find_command(argv[2]) : NULL;
+        if (!c) {
+            if (argc == 3)
+                fprintf(stderr, "gpumemprof: '%s' is not a gpumemprof command\n", argv[2]);
+            else
+                fprintf(stderr, "gpumemprof: %s: expected at most one command name\n", a);
+            print_usage(stderr);
+            return 2;
+        }
+        char *sub[] = {argv[2], "--help", NULL};
+        return c->fn(&c->info, 2, sub);
+    }
+    if (strcmp(a, "--version") == 0 || strcmp(a, "-V") == 0) {
+        if (argc != 2) {
+            fprintf(stderr, "gpumemprof: --version takes no arguments\n");
+            print_usage(stderr);
+            return 2;
+        }
+        printf("gpumemprof %s\n", GMP_VERSION_STRING);
+        return 0;
+    }
+    if (a[0] == '-') {
+        fprintf(stderr, "gpumemprof: %s: unknown option\n", a);
+        print_usage(stderr);
+        return 2;
+    }
+    const command *c = find_command(a);
+    if (c)
+        return c->fn(&c->info, argc - 1, argv + 1);
+    fprintf(stderr, "gpumemprof: '%s' is not a gpumemprof command\n", a);
+    print_usage(stderr);
+    fprintf(stderr, "Run 'gpumemprof --help' for the list of commands.\n");
+    return 2;
+}
