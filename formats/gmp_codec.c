@@ -99,6 +99,7 @@ size_t gmp_encode_bound(const gmp_rec *r)
     case GMP_REC_DEVICE: b += str_bound(r->u.device.name); break;
     case GMP_REC_THREAD: b += str_bound(r->u.thread.name); break;
     case GMP_REC_MODULE: b += str_bound(r->u.module.path) + str_bound(r->u.module.build_id); break;
+    case GMP_REC_NOTICE: b += str_bound(r->u.notice.message); break;
     default: break;
     }
     return b;
@@ -236,6 +237,10 @@ static void enc_payload(enc *e, const gmp_rec *r, uint64_t *prev_ns)
         put_u(e, r->u.alert.threshold);
         put_u(e, r->u.alert.live_bytes);
         put_u(e, r->u.alert.range);
+        break;
+    case GMP_REC_NOTICE:
+        put_u(e, r->u.notice.severity);
+        put_str(e, r->u.notice.message);
         break;
     case GMP_REC_LOST:
         put_u(e, r->u.lost.count);
@@ -529,6 +534,10 @@ gmp_err gmp_decode(const uint8_t *src, size_t n, gmp_rec *r, uint64_t *prev_ns, 
         r->u.alert.threshold = get_u(&d);
         r->u.alert.live_bytes = get_u(&d);
         r->u.alert.range = get_u32(&d);
+        break;
+    case GMP_REC_NOTICE:
+        r->u.notice.severity = get_u32(&d);
+        r->u.notice.message = get_str(&d);
         break;
     case GMP_REC_LOST:
         r->u.lost.count = get_u(&d);

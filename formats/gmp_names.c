@@ -25,6 +25,7 @@ const char *gmp_rec_type_name(unsigned type)
     case GMP_REC_SAMPLE: return "sample";
     case GMP_REC_RESOURCE: return "resource";
     case GMP_REC_ALERT: return "alert";
+    case GMP_REC_NOTICE: return "notice";
     case GMP_REC_LOST: return "lost";
     case GMP_REC_END: return "end";
     }
@@ -33,7 +34,7 @@ const char *gmp_rec_type_name(unsigned type)
 
 int gmp_rec_is_event(unsigned type)
 {
-    return (type >= GMP_REC_RANGE_PUSH && type <= GMP_REC_ALERT) || type == GMP_REC_LOST ||
+    return (type >= GMP_REC_RANGE_PUSH && type <= GMP_REC_NOTICE) || type == GMP_REC_LOST ||
            type == GMP_REC_END;
 }
 

@@ -49,6 +49,7 @@ typedef enum gmp_rec_type {
     GMP_REC_SAMPLE = 0x24,
     GMP_REC_RESOURCE = 0x25,
     GMP_REC_ALERT = 0x26,
+    GMP_REC_NOTICE = 0x27, /* a message from the producer: profiling degraded or impossible */
     GMP_REC_LOST = 0x30,
     GMP_REC_END = 0x3f,
 } gmp_rec_type;
@@ -243,6 +244,16 @@ typedef struct gmp_rec_alert {
     uint32_t range;
 } gmp_rec_alert;
 
+/* NOTICE severities */
+#define GMP_NOTICE_INFO 1
+#define GMP_NOTICE_WARNING 2
+#define GMP_NOTICE_ERROR 3 /* nothing (more) could be recorded */
+
+typedef struct gmp_rec_notice {
+    uint32_t severity; /* GMP_NOTICE_* */
+    gmp_str message;   /* one line, e.g. "cannot profile: CUPTI is in use by Nsight Systems" */
+} gmp_rec_notice;
+
 typedef struct gmp_rec_lost {
     uint64_t count;
     uint32_t reason; /* gmp_lost_reason */
@@ -277,6 +288,7 @@ typedef struct gmp_rec {
         gmp_rec_sample sample;
         gmp_rec_resource resource;
         gmp_rec_alert alert;
+        gmp_rec_notice notice;
         gmp_rec_lost lost;
         gmp_rec_end end;
     } u;
