@@ -13,6 +13,8 @@
 
 gmp_err gmp_cli_self_dir(char *buf, size_t n)
 {
+    if (!buf || n == 0)
+        return GMP_ERR_ARG;
     char exe[PATH_MAX];
     ssize_t len = readlink("/proc/self/exe", exe, sizeof exe - 1);
     if (len <= 0)
@@ -35,6 +37,9 @@ gmp_err gmp_cli_self_dir(char *buf, size_t n)
 
 gmp_err gmp_cli_agent_path(char *buf, size_t n)
 {
+    if (!buf || n == 0)
+        return GMP_ERR_ARG;
+    buf[0] = '\0';
     const char *env = getenv(GMP_AGENT_ENV);
     if (env && *env) {
         if ((size_t)snprintf(buf, n, "%s", env) >= n)
@@ -45,13 +50,21 @@ gmp_err gmp_cli_agent_path(char *buf, size_t n)
     gmp_err e = gmp_cli_self_dir(dir, sizeof dir);
     if (e != GMP_OK)
         return e;
-    char joined[PATH_MAX * 2];
-    snprintf(joined, sizeof joined, "%s/%s", strcmp(dir, "/") == 0 ? "" : dir, GMP_AGENT_RELPATH);
-    char resolved[PATH_MAX];
-    const char *out = joined;
-    if (realpath(joined, resolved))
-        out = resolved; /* canonical form (no "bin/../") when the file exists */
-    if ((size_t)snprintf(buf, n, "%s", out) >= n)
+    /* dir is canonical (the kernel resolved /proc/self/exe): join lexically, each leading "../"
+     * of the relative path removing one component of dir */
+    const char *rel = GMP_AGENT_RELPATH;
+    size_t dl = strlen(dir);
+    while (strncmp(rel, "../", 3) == 0) {
+        while (dl > 0 && dir[dl - 1] != '/')
+            dl--;
+        while (dl > 1 && dir[dl - 1] == '/')
+            dl--;
+        rel += 3;
+    }
+    if (dl <= 1)
+        dl = 0; /* the root: "" + "/" + rel */
+    int len = snprintf(buf, n, "%.*s/%s", (int)dl, dir, rel);
+    if (len < 0 || (size_t)len >= n)
         return GMP_ERR_LIMIT;
-    return access(out, R_OK) == 0 ? GMP_OK : GMP_ERR_IO;
+    return access(buf, R_OK) == 0 ? GMP_OK : GMP_ERR_IO;
 }

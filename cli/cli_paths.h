@@ -21,7 +21,7 @@ gmp_err gmp_cli_self_dir(char *buf, size_t n);
 
 /* Absolute path of libgpumemprof_agent.so into buf. GMP_OK when the file exists and is readable;
  * GMP_ERR_IO when it does not (buf then holds the path that was tried, for the message);
- * GMP_ERR_LIMIT when n is too small. */
+ * GMP_ERR_LIMIT when n is too small; GMP_ERR_ARG when buf is NULL or n is 0. */
 gmp_err gmp_cli_agent_path(char *buf, size_t n);
 
 #endif

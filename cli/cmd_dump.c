@@ -100,10 +100,9 @@ static void f_strid(out *o, const char *k, uint32_t id)
     f_str(o, k, gmp_reader_string(o->r, id));
 }
 
-/* A range id and its path ("train/step/forward"). */
-static void f_range(out *o, uint32_t id)
+/* The path of a range id ("train/step/forward"). */
+static void f_path(out *o, uint32_t id)
 {
-    f_u64(o, "range", id);
     size_t n = gmp_reader_range_path(o->r, id, o->path, o->path_cap);
     if (n >= o->path_cap) {
         char *p = realloc(o->path, n + 1);
@@ -116,6 +115,13 @@ static void f_range(out *o, uint32_t id)
         }
     }
     f_bytes(o, "path", o->path, n);
+}
+
+/* A range id and its path. */
+static void f_range(out *o, uint32_t id)
+{
+    f_u64(o, "range", id);
+    f_path(o, id);
 }
 
 static void begin(out *o, const gmp_rec *rec, const char *type)
@@ -338,7 +344,7 @@ static void print_record(out *o, const gmp_rec *rec)
         f_u64(o, "parent", g->parent);
         f_strid(o, "domain", g->domain);
         f_strid(o, "name", g->name);
-        f_range(o, g->id);
+        f_path(o, g->id);
         break;
     }
     case GMP_REC_BUFFER:
@@ -401,9 +407,17 @@ static void print_record(out *o, const gmp_rec *rec)
         f_range(o, a->range);
         break;
     }
+    case GMP_REC_NOTICE: {
+        static const char *const sev[] = {NULL, "info", "warning", "error"};
+        uint32_t v = rec->u.notice.severity;
+        f_enum(o, "severity", v < 4 ? sev[v] : NULL, v);
+        f_str(o, "message", rec->u.notice.message);
+        break;
+    }
     case GMP_REC_LOST:
         f_u64(o, "count", rec->u.lost.count);
-        f_word(o, "reason", gmp_lost_reason_name(rec->u.lost.reason));
+        f_bytes(o, "reason", gmp_lost_reason_name(rec->u.lost.reason),
+                strlen(gmp_lost_reason_name(rec->u.lost.reason)));
         break;
     case GMP_REC_END: {
         const gmp_rec_end *e = &rec->u.end;

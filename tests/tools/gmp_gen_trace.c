@@ -1,14 +1,16 @@
 /* gmp_gen_trace: writes a small, deterministic gpumemprof trace that holds every record type.
  *
- *   gmp_gen_trace OUT.zst [--steps N]
+ *   gmp_gen_trace OUT.zst [--steps N] [--complete]
  *
+ * --complete leaves out the LOST record (and so the only reason for a reader to call the trace
+ * incomplete).
  * Uses the trace writer (formats/gmp_writer.h) without its thread. The content stands for a short
  * PyTorch-like training job on two devices and three threads: nested NVTX ranges
  * (train/step/forward|backward), allocations and frees of every memory kind, a stream-ordered
  * pool, VMM, a failed allocation and an out-of-memory error, device samples, context and stream
- * events, an alert, and a LOST record. Strings include non-ASCII UTF-8, an invalid byte, quotes and
- * control characters so that every output's escaping is exercised. Each training step ends with a
- * SYNC and becomes its own zstd frame, so a cut file loses whole steps.
+ * events, an alert, a NOTICE and a LOST record. Strings include non-ASCII UTF-8, an invalid byte,
+ * quotes and control characters so that every output's escaping is exercised. Each training step
+ * ends with a SYNC and becomes its own zstd frame, so a cut file loses whole steps.
  *
  * Every time in the trace is fixed, except the writer's END record, which carries the time at
  * which the writer closed the file (it is the only event of thread 0). Used by the CLI tests
@@ -101,7 +103,7 @@ static void mem(gen *g, int i, unsigned type, int32_t device, unsigned kind, uns
 
 static int usage(void)
 {
-    fprintf(stderr, "usage: gmp_gen_trace OUT.zst [--steps N]\n");
+    fprintf(stderr, "usage: gmp_gen_trace OUT.zst [--steps N] [--complete]\n");
     return 2;
 }
 
@@ -109,12 +111,15 @@ int main(int argc, char **argv)
 {
     const char *outpath = NULL;
     long steps = 3;
+    int complete = 0;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--steps") == 0 && i + 1 < argc) {
             char *end;
             steps = strtol(argv[++i], &end, 10);
             if (*end || steps < 1 || steps > 100000)
                 return usage();
+        } else if (strcmp(argv[i], "--complete") == 0) {
+            complete = 1;
         } else if (argv[i][0] == '-' || outpath) {
             return usage();
         } else {
@@ -330,10 +335,15 @@ int main(int argc, char **argv)
             al.u.alert.live_bytes = 256 * MiB + 64 * 1024;
             al.u.alert.range = r_train;
             ev(&g, 0, &al);
+            gmp_rec nt = {.type = GMP_REC_NOTICE};
+            nt.u.notice.severity = GMP_NOTICE_WARNING;
+            nt.u.notice.message = cstr("activity records disabled: CUPTI 12.4 \xe2\x89\xa0 13.0");
+            ev(&g, 1, &nt);
             gmp_rec lost = {.type = GMP_REC_LOST};
             lost.u.lost.count = 3;
             lost.u.lost.reason = GMP_LOST_CUPTI_DROPPED;
-            ev(&g, 2, &lost);
+            if (!complete)
+                ev(&g, 2, &lost);
             range_ev(&g, 0, GMP_REC_RANGE_POP, r_train, 0);
             gmp_rec rs = {.type = GMP_REC_RESOURCE};
             rs.u.resource.device = 0;
