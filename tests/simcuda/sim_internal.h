@@ -1,0 +1,135 @@
+/* simcuda internal interface: what the simulated driver (libcuda.so.1), runtime (libcudart.so.13)
+ * and CUPTI (libcupti.so.13) share. Test infrastructure only; see tests/simcuda/README.md.
+ * Public types (CUcontext, CUstream, CUpti_*) are NVIDIA's own, from the toolkit headers; the
+ * opaque handle structs below are defined here because the simulated driver owns them. */
+#ifndef SIMCUDA_SIM_INTERNAL_H
+#define SIMCUDA_SIM_INTERNAL_H
+
+#include <cuda.h>
+#include <cupti.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define SIMCUDA_API __attribute__((visibility("default")))
+
+#define SIMCUDA_MAX_DEVICES 8
+#define SIMCUDA_CTX_MAGIC 0x43545853u    /* "SXTC" */
+#define SIMCUDA_STREAM_MAGIC 0x4d525453u /* "STRM" */
+#define SIMCUDA_POOL_MAGIC 0x4c4f4f50u   /* "POOL" */
+#define SIMCUDA_ARRAY_MAGIC 0x59415241u  /* "ARAY" */
+#define SIMCUDA_FUNC_MAGIC 0x434e5546u   /* "FUNC" */
+
+/* CUPTI stream ids: the legacy default stream of every context, then created streams. */
+#define SIMCUDA_DEFAULT_STREAM_ID 7u
+#define SIMCUDA_FIRST_STREAM_ID 13u
+
+struct CUstream_st {
+  uint32_t magic;
+  CUcontext ctx;
+  uint32_t id; /* CUPTI stream id */
+  unsigned int flags;
+};
+
+struct CUctx_st {
+  uint32_t magic;
+  int device;
+  uint32_t uid;    /* CUPTI context id */
+  int active;      /* primary context retained and not reset */
+  unsigned refcnt; /* cuDevicePrimaryCtxRetain count */
+  struct CUstream_st null_stream;
+};
+
+/* A kernel as the driver sees it: the runtime's kernel handles start with this. */
+struct CUfunc_st {
+  uint32_t magic;
+  const char *name; /* device (mangled) name */
+};
+
+/* ---- tool (CUPTI) hooks installed by libcupti.so.13 into the driver ---- */
+
+typedef struct simcuda_call {
+  CUpti_CallbackDomain domain;
+  CUpti_CallbackId cbid;
+  const char *name;
+  const void *params;
+  void *ret;          /* points at the CUresult / cudaError_t of the call */
+  const char *symbol; /* kernel name for launches */
+  CUcontext ctx;
+  /* filled by the tool */
+  uint32_t corr_id;
+  uint64_t corr_data;
+  int delivered;
+} simcuda_call;
+
+typedef struct simcuda_mem_event {
+  CUpti_ActivityMemoryOperationType op;
+  CUpti_ActivityMemoryKind kind;
+  uint64_t address;
+  uint64_t bytes;
+  int device;
+  CUcontext ctx;        /* may be NULL (host allocations made without a context) */
+  CUstream stream;      /* non-NULL for stream-ordered operations */
+  int is_async;
+  const char *name;     /* static variable name */
+  int has_pool;
+  uint64_t pool_address;
+  uint64_t pool_release_threshold;
+  uint64_t pool_size;
+  uint64_t pool_utilized;
+} simcuda_mem_event;
+
+typedef struct simcuda_pool_event {
+  CUpti_ActivityMemoryPoolOperationType op;
+  int device;
+  uint64_t address;
+  uint64_t size;
+  uint64_t release_threshold;
+  uint64_t utilized;
+  uint64_t min_bytes_to_keep;
+} simcuda_pool_event;
+
+typedef struct simcuda_tool_ops {
+  void (*api_enter)(simcuda_call *call);
+  void (*api_exit)(simcuda_call *call);
+  void (*resource)(CUpti_CallbackId cbid, CUcontext ctx, CUstream stream, void *descriptor);
+  void (*memory)(const simcuda_mem_event *ev);
+  void (*mempool)(const simcuda_pool_event *ev);
+} simcuda_tool_ops;
+
+/* ---- exported by libcuda.so.1 for libcupti.so.13 and libcudart.so.13 ---- */
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+SIMCUDA_API void simcuda_set_tool(const simcuda_tool_ops *ops);
+/* API call bracketing used by the driver itself and by the runtime. */
+SIMCUDA_API void simcuda_api_enter(simcuda_call *call);
+SIMCUDA_API void simcuda_api_exit(simcuda_call *call);
+SIMCUDA_API void simcuda_resource(CUpti_CallbackId cbid, CUcontext ctx, CUstream stream, void *descriptor);
+SIMCUDA_API void simcuda_emit_memory(const simcuda_mem_event *ev);
+SIMCUDA_API void simcuda_emit_pool(const simcuda_pool_event *ev);
+
+/* Runtime support: the primary context of a device, created on first use (no driver callbacks:
+ * the real runtime uses private entry points for this). Returns NULL when dev is invalid. */
+SIMCUDA_API CUcontext simcuda_primary_ctx(int dev, int create);
+/* Module (fatbin) registry: the runtime registers device variables; the driver allocates them as
+ * static device memory in every active context and releases them on unload. */
+SIMCUDA_API int simcuda_module_register(void);
+SIMCUDA_API void simcuda_module_add_var(int module, const char *name, size_t size);
+SIMCUDA_API void simcuda_module_loaded(int module);
+SIMCUDA_API void simcuda_module_unload(int module);
+/* Pool sync point (stream/device synchronization releases pool memory above the threshold). */
+SIMCUDA_API void simcuda_sync_point(CUcontext ctx);
+SIMCUDA_API int simcuda_device_count(void);
+SIMCUDA_API CUcontext simcuda_current_ctx(void);
+SIMCUDA_API void simcuda_set_current_ctx(CUcontext ctx);
+/* Device address of variable `var` of `module` in the context of device `dev` (0 if not loaded). */
+SIMCUDA_API uint64_t simcuda_module_var_address(int module, int var, int dev);
+/* Classify an address: 1 when it is simulated device memory (not host-dereferenceable). */
+SIMCUDA_API int simcuda_is_device_address(uint64_t addr);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
