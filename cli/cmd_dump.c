@@ -14,7 +14,7 @@
 static void print_help(const gmp_cli_cmd_info *cmd, const gmp_cli_opt *opts)
 {
     gmp_cli_print_usage(stdout, cmd);
-    printf("\n%s.\n\n"
+    printf("\ngpumemprof %s: %s.\n\n"
            "Prints the header, then every record of TRACE on its own line, in time order (events\n"
            "of all threads merged), then the number of records of each type and a line that says\n"
            "whether the trace is complete or what was lost (a cut file, no END record, events the\n"
@@ -22,7 +22,7 @@ static void print_help(const gmp_cli_cmd_info *cmd, const gmp_cli_opt *opts)
            "Text lines are `TIME_NS TID TYPE field=value ...`; definitions, which have no time,\n"
            "show `- -` instead. Ids are resolved where it helps (API names, range paths); strings\n"
            "are quoted and escaped as in JSON.\n\n",
-           cmd->summary);
+           cmd->name, cmd->summary);
     gmp_cli_print_options(stdout, opts);
     printf("\nExit status: 0 when the trace was read (also a cut one: what was lost is reported),\n"
            "1 when it cannot be read (not a trace, corrupt, I/O error), 2 for bad arguments.\n"
