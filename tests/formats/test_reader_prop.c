@@ -1,0 +1,408 @@
+/* Property tests: random record streams written the way the writer does (per-thread buffers
+ * flushed in random thread order, SYNC after a flush, definitions before use, frames at buffer
+ * boundaries), read back in file order (exactly what was written) and in time order (a stable sort
+ * of the events by time, definitions in file order). Variants: producer times that break the SYNC
+ * promise (late events counted, every event returned once), small reorder windows, and corrupted
+ * record bytes inside valid frames (an error with an offset, never a crash). Seeded. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "gmp_codec.h"
+#include "gmp_reader.h"
+#include "trace_build.h"
+
+#define ITERATIONS 3000
+
+typedef struct vec {
+    gmp_rec *v;
+    size_t n, cap;
+} vec;
+
+static void push(vec *x, const gmp_rec *r)
+{
+    if (x->n == x->cap) {
+        x->cap = x->cap ? 2 * x->cap : 256;
+        x->v = realloc(x->v, x->cap * sizeof *x->v);
+        assert_non_null(x->v);
+    }
+    x->v[x->n++] = *r;
+}
+
+typedef struct gen {
+    tb b;
+    vec written; /* every record in file order (header first) */
+    vec events;  /* events in file order */
+    uint64_t rng;
+    int jitter;  /* producer times may go backwards */
+    int corrupt; /* flip bytes in raw chunks (not the first) */
+    int flipped;
+} gen;
+
+static void emit(gen *g, const gmp_rec *r)
+{
+    tb_rec(&g->b, r);
+    push(&g->written, r);
+    if (gmp_rec_is_event(r->type))
+        push(&g->events, r);
+}
+
+static void frame(gen *g)
+{
+    if (g->corrupt && g->b.nframes && g->b.rlen && tb_rand(&g->rng) % 3 == 0) {
+        g->b.raw[tb_rand(&g->rng) % g->b.rlen] ^= (uint8_t)(1 + tb_rand(&g->rng) % 255);
+        g->flipped = 1;
+    }
+    tb_frame(&g->b);
+}
+
+static const unsigned ev_types[] = {
+    GMP_REC_RANGE_PUSH, GMP_REC_RANGE_POP, GMP_REC_RANGE_START, GMP_REC_RANGE_END,
+    GMP_REC_MARK,       GMP_REC_ALLOC,     GMP_REC_FREE,        GMP_REC_OOM,
+    GMP_REC_POOL,       GMP_REC_SAMPLE,    GMP_REC_RESOURCE,    GMP_REC_ALERT,
+    GMP_REC_LOST,       GMP_REC_ALLOC,     GMP_REC_FREE,        GMP_REC_NOTICE};
+
+static const char *const names[] = {"a", "bb", "forward", "backward", "cudaMalloc", "step"};
+
+static void define_triple(gen *g, uint32_t id)
+{
+    gmp_rec r;
+    memset(&r, 0, sizeof r);
+    r.type = GMP_REC_STRING;
+    r.u.string.id = id;
+    const char *s = names[tb_rand(&g->rng) % 6];
+    r.u.string.value = (gmp_str){s, (uint32_t)strlen(s)};
+    emit(g, &r);
+    memset(&r, 0, sizeof r);
+    r.type = GMP_REC_RANGE;
+    r.u.range.id = id;
+    r.u.range.parent = (uint32_t)(tb_rand(&g->rng) % id);
+    r.u.range.domain = (uint32_t)(tb_rand(&g->rng) % (id + 1));
+    r.u.range.name = id;
+    emit(g, &r);
+    memset(&r, 0, sizeof r);
+    r.type = GMP_REC_STACK;
+    r.u.stack.id = id;
+    r.u.stack.parent = (uint32_t)(tb_rand(&g->rng) % id);
+    r.u.stack.kind = tb_rand(&g->rng) % 2;
+    r.u.stack.address = tb_rand(&g->rng);
+    r.u.stack.file = (uint32_t)(tb_rand(&g->rng) % (id + 1));
+    r.u.stack.function = id;
+    r.u.stack.line = (uint32_t)tb_rand(&g->rng);
+    if (r.u.stack.kind == GMP_FRAME_NATIVE)
+        r.u.stack.file = r.u.stack.function = r.u.stack.line = 0;
+    else
+        r.u.stack.address = 0;
+    emit(g, &r);
+    if (tb_rand(&g->rng) % 4 == 0) {
+        gmp_rec d;
+        tb_random_rec(&d, tb_rand(&g->rng) % 2 ? GMP_REC_DEVICE : GMP_REC_THREAD, &g->rng, 0);
+        emit(g, &d);
+    }
+}
+
+#define MAXT 4
+typedef struct pend {
+    gmp_rec ev[64];
+    size_t n;
+} pend;
+
+static void flush_all(gen *g, pend *p, int nthreads, uint64_t now)
+{
+    int order[MAXT];
+    for (int i = 0; i < nthreads; i++)
+        order[i] = i;
+    for (int i = nthreads - 1; i > 0; i--) {
+        int j = (int)(tb_rand(&g->rng) % (uint64_t)(i + 1));
+        int t = order[i];
+        order[i] = order[j];
+        order[j] = t;
+    }
+    for (int i = 0; i < nthreads; i++) {
+        pend *q = &p[order[i]];
+        if (!q->n)
+            continue;
+        gmp_rec br;
+        memset(&br, 0, sizeof br);
+        br.type = GMP_REC_BUFFER;
+        br.u.buffer.tid = 1000 + (uint32_t)order[i];
+        uint64_t base = q->ev[0].time_ns;
+        br.u.buffer.base_ns = base - (tb_rand(&g->rng) % 2 ? 0 : (base < 5 ? base : 5));
+        emit(g, &br);
+        for (size_t k = 0; k < q->n; k++)
+            emit(g, &q->ev[k]);
+        q->n = 0;
+        if (tb_rand(&g->rng) % 3 == 0)
+            frame(g);
+    }
+    if (tb_rand(&g->rng) % 2) {
+        gmp_rec s;
+        memset(&s, 0, sizeof s);
+        s.type = GMP_REC_SYNC;
+        s.u.sync.time_ns = now;
+        emit(g, &s);
+    }
+}
+
+static void generate(gen *g, uint64_t seed, int jitter, int corrupt)
+{
+    memset(g, 0, sizeof *g);
+    tb_init(&g->b);
+    g->rng = seed;
+    g->jitter = jitter;
+    g->corrupt = corrupt;
+    gmp_rec h = tb_header();
+    tb_start(&g->b, &h);
+    push(&g->written, &h);
+    int nthreads = 1 + (int)(tb_rand(&g->rng) % MAXT);
+    pend p[MAXT];
+    memset(p, 0, sizeof p);
+    uint32_t ndef = 0;
+    uint64_t now = tb_rand(&g->rng) % 1000000;
+    int steps = (int)(tb_rand(&g->rng) % 200);
+    uint64_t evs = 0, allocs = 0, frees = 0, lost = 0;
+    if (tb_rand(&g->rng) % 2)
+        frame(g);
+    for (int s = 0; s < steps; s++) {
+        if (ndef < 40 && tb_rand(&g->rng) % 8 == 0)
+            define_triple(g, ++ndef);
+        now += tb_rand(&g->rng) % 3 ? tb_rand(&g->rng) % 50 : 0;
+        int t = (int)(tb_rand(&g->rng) % (uint64_t)nthreads);
+        if (p[t].n == 64)
+            flush_all(g, p, nthreads, now);
+        gmp_rec e;
+        tb_random_rec(&e, ev_types[tb_rand(&g->rng) % 16], &g->rng, ndef);
+        e.time_ns = now;
+        if (jitter && tb_rand(&g->rng) % 4 == 0)
+            e.time_ns = now - tb_rand(&g->rng) % (now + 1 < 300 ? now + 1 : 300);
+        e.tid = 1000 + (uint32_t)t;
+        p[t].ev[p[t].n++] = e;
+        evs++;
+        allocs += e.type == GMP_REC_ALLOC;
+        frees += e.type == GMP_REC_FREE;
+        if (e.type == GMP_REC_LOST)
+            lost += e.u.lost.count;
+        if (tb_rand(&g->rng) % 20 == 0)
+            flush_all(g, p, nthreads, now);
+    }
+    flush_all(g, p, nthreads, now);
+    if (tb_rand(&g->rng) % 8) {
+        gmp_rec br, er;
+        memset(&br, 0, sizeof br);
+        br.type = GMP_REC_BUFFER;
+        br.u.buffer.base_ns = now;
+        emit(g, &br);
+        memset(&er, 0, sizeof er);
+        er.type = GMP_REC_END;
+        er.time_ns = now + 1;
+        er.u.end = (gmp_rec_end){evs, allocs, frees, lost};
+        emit(g, &er);
+    }
+    frame(g);
+}
+
+static void gen_free(gen *g)
+{
+    tb_free(&g->b);
+    free(g->written.v);
+    free(g->events.v);
+}
+
+/* Canonical key of an event for multiset comparison. */
+typedef struct evkey {
+    uint64_t time;
+    uint32_t tid;
+    uint8_t bytes[128];
+    size_t n;
+} evkey;
+
+static void key_of(evkey *k, const gmp_rec *r)
+{
+    memset(k, 0, sizeof *k);
+    k->time = r->time_ns;
+    k->tid = r->tid;
+    uint64_t prev = r->time_ns;
+    k->n = gmp_encode(k->bytes, sizeof k->bytes, r, &prev);
+    assert_true(k->n > 0);
+}
+
+static int key_cmp(const void *pa, const void *pb)
+{
+    const evkey *a = pa, *b = pb;
+    if (a->time != b->time)
+        return a->time < b->time ? -1 : 1;
+    if (a->tid != b->tid)
+        return a->tid < b->tid ? -1 : 1;
+    if (a->n != b->n)
+        return a->n < b->n ? -1 : 1;
+    return memcmp(a->bytes, b->bytes, a->n);
+}
+
+static void check_multiset(const vec *want, const gmp_rec *got, size_t ngot)
+{
+    assert_int_equal(want->n, ngot);
+    evkey *a = calloc(ngot + 1, sizeof *a), *b = calloc(ngot + 1, sizeof *b);
+    for (size_t i = 0; i < ngot; i++) {
+        key_of(&a[i], &want->v[i]);
+        key_of(&b[i], &got[i]);
+    }
+    qsort(a, ngot, sizeof *a, key_cmp);
+    qsort(b, ngot, sizeof *b, key_cmp);
+    for (size_t i = 0; i < ngot; i++)
+        assert_int_equal(key_cmp(&a[i], &b[i]), 0);
+    free(a);
+    free(b);
+}
+
+/* Stable sort of events by time (insertion sort over indexes: streams are small). */
+static void stable_sort(vec *v)
+{
+    for (size_t i = 1; i < v->n; i++) {
+        gmp_rec x = v->v[i];
+        size_t j = i;
+        while (j > 0 && v->v[j - 1].time_ns > x.time_ns) {
+            v->v[j] = v->v[j - 1];
+            j--;
+        }
+        v->v[j] = x;
+    }
+}
+
+static void check_time_order(gen *g, size_t window, int strict)
+{
+    gmp_reader *r;
+    assert_int_equal(tb_open(&r, &g->b, SIZE_MAX, 0, window), GMP_OK);
+    tb_out o = {0};
+    assert_int_equal(tb_read_all(r, &o), GMP_END);
+    /* definitions: in file order */
+    size_t di = 0;
+    vec got = {0};
+    uint64_t maxt = 0, late = 0;
+    int any = 0;
+    for (size_t i = 0; i < o.n; i++) {
+        const gmp_rec *x = &o.recs[i];
+        if (gmp_rec_is_event(x->type)) {
+            if (any && x->time_ns < maxt)
+                late++;
+            else
+                maxt = x->time_ns;
+            any = 1;
+            push(&got, x);
+            continue;
+        }
+        while (di < g->written.n &&
+               (gmp_rec_is_event(g->written.v[di].type) ||
+                g->written.v[di].type == GMP_REC_BUFFER || g->written.v[di].type == GMP_REC_SYNC))
+            di++;
+        assert_true(di < g->written.n);
+        assert_true(tb_rec_equal(x, &g->written.v[di]));
+        di++;
+    }
+    const gmp_reader_stats *st = gmp_reader_get_stats(r);
+    assert_int_equal(st->late_events, late);
+    assert_int_equal(st->events, got.n);
+    check_multiset(&g->events, got.v, got.n);
+    if (strict) {
+        assert_int_equal(late, 0);
+        vec want = {0};
+        for (size_t i = 0; i < g->events.n; i++)
+            push(&want, &g->events.v[i]);
+        stable_sort(&want);
+        for (size_t i = 0; i < got.n; i++)
+            assert_true(tb_rec_equal(&got.v[i], &want.v[i]));
+        free(want.v);
+    }
+    if (st->has_end && !g->jitter)
+        assert_int_equal(gmp_reader_completeness(r, NULL, 0),
+                         st->lost_events == 0 && !st->truncated);
+    free(got.v);
+    tb_out_free(&o);
+    gmp_reader_close(r);
+}
+
+static void test_random_streams(void **state)
+{
+    (void)state;
+    for (uint64_t it = 0; it < ITERATIONS; it++) {
+        gen g;
+        generate(&g, 0x5eed0000 + it, 0, 0);
+        /* file order: exactly what was written */
+        gmp_reader *r;
+        assert_int_equal(tb_open(&r, &g.b, SIZE_MAX, 1, 0), GMP_OK);
+        tb_out o = {0};
+        assert_int_equal(tb_read_all(r, &o), GMP_END);
+        assert_int_equal(o.n, g.written.n);
+        for (size_t i = 0; i < o.n; i++)
+            if (!tb_rec_equal(&o.recs[i], &g.written.v[i]))
+                fail_msg("iteration %llu, record %zu", (unsigned long long)it, i);
+        tb_out_free(&o);
+        gmp_reader_close(r);
+        /* time order: stable sort by time */
+        check_time_order(&g, 0, 1);
+        /* small windows: every event once, late ones counted */
+        check_time_order(&g, 1 + tb_rand(&g.rng) % 16, 0);
+        gen_free(&g);
+    }
+}
+
+static void test_random_streams_jitter(void **state)
+{
+    (void)state;
+    for (uint64_t it = 0; it < ITERATIONS / 2; it++) {
+        gen g;
+        generate(&g, 0x71770000 + it, 1, 0);
+        check_time_order(&g, 0, 0);
+        check_time_order(&g, 1 + tb_rand(&g.rng) % 8, 0);
+        gen_free(&g);
+    }
+}
+
+/* Bytes flipped inside frames with a valid checksum: decoding must fail cleanly or succeed. */
+static void test_random_corrupt_records(void **state)
+{
+    (void)state;
+    int errors = 0, runs = 0;
+    for (uint64_t it = 0; it < ITERATIONS; it++) {
+        gen g;
+        generate(&g, 0xbad00000 + it, (int)(it % 2), 1);
+        for (int fo = 0; fo <= 1; fo++) {
+            gmp_reader *r;
+            gmp_err e = tb_open(&r, &g.b, SIZE_MAX, fo, 1 + it % 32);
+            if (e != GMP_OK) {
+                assert_true(e == GMP_ERR_FORMAT || e == GMP_ERR_VERSION);
+                assert_non_null(strstr(gmp_reader_open_error(), "byte"));
+                errors++;
+                continue;
+            }
+            tb_out o = {0};
+            e = tb_read_all(r, &o);
+            runs++;
+            if (e != GMP_END) {
+                assert_int_equal(e, GMP_ERR_FORMAT);
+                assert_non_null(strstr(gmp_reader_error(r), "at byte"));
+                errors++;
+            }
+            char line[1024];
+            gmp_reader_completeness(r, line, sizeof line);
+            tb_out_free(&o);
+            gmp_reader_close(r);
+        }
+        gen_free(&g);
+    }
+    assert_true(errors > runs / 4);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_random_streams),
+        cmocka_unit_test(test_random_streams_jitter),
+        cmocka_unit_test(test_random_corrupt_records),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
