@@ -790,3 +790,9 @@ RT_API cudaError_t CUDARTAPI cudaMemcpyFromSymbol(void *dst, const void *symbol,
   if (e == cudaSuccess) e = to_rt(cuMemcpyDtoH(dst, a + offset, count));
   RT_RETURN(e);
 }
+
+RT_API struct cudaChannelFormatDesc CUDARTAPI cudaCreateChannelDesc(int x, int y, int z, int w,
+                                                                    enum cudaChannelFormatKind f) {
+  struct cudaChannelFormatDesc d = {x, y, z, w, f};
+  return d;
+}
