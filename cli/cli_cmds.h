@@ -8,5 +8,6 @@
 #include "cli_opts.h"
 
 int gmp_cmd_dump(const gmp_cli_cmd_info *cmd, int argc, char **argv);
+int gmp_cmd_run(const gmp_cli_cmd_info *cmd, int argc, char **argv);
 
 #endif

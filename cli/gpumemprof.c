@@ -17,6 +17,9 @@ typedef struct command {
 
 /* The commands, in the order --help lists them. A command appears here when it works. */
 static const command commands[] = {
+    {{"run", "[OPTIONS] [--] COMMAND [ARGS...]",
+      "profile the GPU memory of a command and every CUDA process it starts"},
+     gmp_cmd_run},
     {{"dump", "TRACE [--json] [--raw]", "print every record of a trace, one per line"},
      gmp_cmd_dump},
 };

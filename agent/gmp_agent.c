@@ -1,0 +1,281 @@
+/* gpumemprof agent: the injection library (libgpumemprof_agent.so) the CUDA driver loads through
+ * CUDA_INJECTION64_PATH and NVTX through NVTX_INJECTION64_PATH. It is the only code of gpumemprof
+ * that runs inside the user's process, so it obeys DESIGN.md decision 3: it never exits, aborts or
+ * prints to stdout; every failure becomes one stderr line and a disabled feature; its memory is
+ * bounded (the writer's buffers); I/O happens on the writer's thread.
+ *
+ * Life cycle: the first of InitializeInjection (cuInit) and InitializeInjectionNvtx2 (first NVTX
+ * call) starts the agent: options, trace file, writer, collectors. atexit (registered while
+ * starting, so it runs before CUDA's own exit handlers) stops the collectors, flushes CUPTI with
+ * the forced flag and finishes the trace. A forked child stops recording into its parent's file. */
+#include <errno.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "gmp_agent_opts.h"
+#include "gmp_agent_out.h"
+#include "gmp_clock.h"
+#include "gmp_cupti.h"
+#include "gmp_nvtx.h"
+#include "gmp_sampler.h"
+#include "gmp_sink.h"
+#include "gmp_writer.h"
+
+#define EXPORT __attribute__((visibility("default")))
+
+/* The entry points the CUDA driver and NVTX look up with dlsym (see DESIGN.md). */
+EXPORT int InitializeInjection(void);
+EXPORT int InitializeInjectionNvtx2(void *getExportTable);
+EXPORT int InitializeInjectionNvtxExtension(void *moduleInfo);
+
+enum { ST_OFF, ST_STARTING, ST_ON, ST_DISABLED, ST_DONE };
+
+static pthread_mutex_t start_lock = PTHREAD_MUTEX_INITIALIZER;
+static atomic_int state = ST_OFF;
+static gmp_agent_opts opts;
+static gmp_writer *W;
+static gmp_sink sink;
+static pthread_key_t tkey;
+static int cuda_started, nvtx_started;
+static char trace_path[1024];
+
+static _Thread_local struct {
+    gmp_wthread *t;
+    int busy;
+} tl;
+
+static void agent_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+static void agent_log(const char *fmt, ...)
+{
+    char buf[1024];
+    int n = snprintf(buf, sizeof buf, "gpumemprof: ");
+    va_list ap;
+    va_start(ap, fmt);
+    int m = vsnprintf(buf + n, sizeof buf - (size_t)n - 1, fmt, ap);
+    va_end(ap);
+    size_t len = (size_t)n + (m < 0 ? 0 : (size_t)m);
+    if (len > sizeof buf - 2)
+        len = sizeof buf - 2;
+    buf[len++] = '\n';
+    ssize_t w = write(STDERR_FILENO, buf, len); /* one write: lines of processes do not mix */
+    (void)w;
+}
+
+static void thread_gone(void *p)
+{
+    gmp_wthread_release(p);
+}
+
+static gmp_wthread *sink_enter(void)
+{
+    if (atomic_load_explicit(&state, memory_order_acquire) != ST_ON || tl.busy)
+        return NULL;
+    tl.busy = 1;
+    if (!tl.t) {
+        uint32_t tid = (uint32_t)syscall(SYS_gettid);
+        tl.t = gmp_writer_thread(W, tid);
+        if (!tl.t) {
+            tl.busy = 0;
+            return NULL;
+        }
+        pthread_setspecific(tkey, tl.t);
+        char name[17] = "";
+        if (prctl(PR_GET_NAME, name, 0, 0, 0) == 0 && name[0]) {
+            gmp_rec r = {.type = GMP_REC_THREAD};
+            r.u.thread.tid = tid;
+            name[16] = 0;
+            r.u.thread.name = (gmp_str){name, (uint32_t)strlen(name)};
+            gmp_writer_define(W, &r);
+        }
+    }
+    return tl.t;
+}
+
+static void sink_leave(void)
+{
+    tl.busy = 0;
+}
+
+static void notice(unsigned severity, const char *msg)
+{
+    gmp_wthread *t = sink_enter();
+    if (!t)
+        return;
+    gmp_rec n = {.type = GMP_REC_NOTICE};
+    n.u.notice.severity = severity;
+    n.u.notice.message = (gmp_str){msg, (uint32_t)strnlen(msg, 4096)};
+    gmp_wthread_event(t, &n);
+    sink_leave();
+}
+
+static void agent_stop(void)
+{
+    int s = atomic_load(&state);
+    if (s != ST_ON)
+        return;
+    pthread_mutex_lock(&start_lock);
+    if (atomic_load(&state) != ST_ON) {
+        pthread_mutex_unlock(&start_lock);
+        return;
+    }
+    gmp_sampler_stop();
+    gmp_cupti_stop(); /* forced activity flush while we still record */
+    gmp_nvtx_shutdown();
+    atomic_store(&state, ST_DONE);
+    gmp_writer_stats st;
+    gmp_err rc = gmp_writer_finish(W, &st);
+    if (rc == GMP_ERR_IO)
+        agent_log("trace %s is incomplete: writing failed (%s); %llu events were not written",
+                  trace_path, strerror(st.io_errno ? st.io_errno : EIO),
+                  (unsigned long long)st.lost);
+    else if (st.lost && !opts.quiet)
+        agent_log("%llu events lost (see the trace's LOST records)", (unsigned long long)st.lost);
+    pthread_mutex_unlock(&start_lock);
+}
+
+static void at_fork_child(void)
+{
+    /* The child must never write into its parent's file; it cannot use CUDA anyway. */
+    if (atomic_load(&state) == ST_ON || atomic_load(&state) == ST_STARTING) {
+        gmp_writer_forget_after_fork(W);
+        atomic_store(&state, ST_DISABLED);
+    }
+    tl.t = NULL;
+    tl.busy = 0;
+    pthread_mutex_init(&start_lock, NULL);
+}
+
+/* Starts the trace (once per process). Returns 1 when recording. */
+static int agent_start(void)
+{
+    int s = atomic_load(&state);
+    if (s == ST_ON)
+        return 1;
+    if (s != ST_OFF)
+        return 0;
+    pthread_mutex_lock(&start_lock);
+    if (atomic_load(&state) != ST_OFF) {
+        pthread_mutex_unlock(&start_lock);
+        return atomic_load(&state) == ST_ON;
+    }
+    atomic_store(&state, ST_STARTING);
+    char err[1200];
+    if (gmp_agent_opts_read(&opts, err, sizeof err) < 0) {
+        agent_log("not profiling: %s", err);
+        atomic_store(&state, ST_DISABLED);
+        pthread_mutex_unlock(&start_lock);
+        return 0;
+    }
+    int fd =
+        gmp_agent_create(opts.output, opts.force, trace_path, sizeof trace_path, err, sizeof err);
+    if (fd < 0) {
+        agent_log("not profiling: %s", err);
+        atomic_store(&state, ST_DISABLED);
+        pthread_mutex_unlock(&start_lock);
+        return 0;
+    }
+    /* header */
+    char host[256] = "", cmd[4096], optstr[512];
+    gethostname(host, sizeof host - 1);
+    size_t cmdlen = 0;
+    FILE *f = fopen("/proc/self/cmdline", "re");
+    if (f) {
+        cmdlen = fread(cmd, 1, sizeof cmd, f);
+        fclose(f);
+        if (cmdlen && cmd[cmdlen - 1] == 0)
+            cmdlen--; /* separators between arguments only */
+    }
+    gmp_agent_opts_format(&opts, optstr, sizeof optstr);
+    char producer[64];
+    snprintf(producer, sizeof producer, "gpumemprof %s", GMP_VERSION_STRING);
+    gmp_rec_header h = {0};
+    h.producer = (gmp_str){producer, (uint32_t)strlen(producer)};
+    h.pid = (uint32_t)getpid();
+    h.ppid = (uint32_t)getppid();
+    h.hostname = (gmp_str){host, (uint32_t)strlen(host)};
+    h.cmdline = (gmp_str){cmd, (uint32_t)cmdlen};
+    h.rank = gmp_agent_rank();
+    h.start_trace_ns = gmp_clock_ns();
+    h.start_wall_ns = gmp_wall_ns();
+    h.clock = (gmp_str){GMP_CLOCK_NAME, (uint32_t)strlen(GMP_CLOCK_NAME)};
+    h.options = (gmp_str){optstr, (uint32_t)strlen(optstr)};
+    gmp_writer_opts wo;
+    gmp_writer_opts_default(&wo);
+    wo.max_buffered_bytes = opts.buffer_bytes;
+    wo.flush_interval_ms = opts.flush_ms;
+    if (gmp_writer_open(&W, fd, &wo, &h) != GMP_OK) {
+        agent_log("not profiling: cannot start the trace writer");
+        atomic_store(&state, ST_DISABLED);
+        pthread_mutex_unlock(&start_lock);
+        return 0;
+    }
+    pthread_key_create(&tkey, thread_gone);
+    sink.w = W;
+    sink.enter = sink_enter;
+    sink.leave = sink_leave;
+    sink.log = agent_log;
+    gmp_nvtx_init(&sink);
+    atexit(agent_stop);
+    pthread_atfork(NULL, NULL, at_fork_child);
+    atomic_store(&state, ST_ON);
+    pthread_mutex_unlock(&start_lock);
+    if (!opts.quiet)
+        agent_log("recording to %s", trace_path);
+    return 1;
+}
+
+/* Called by the CUDA driver during cuInit, once, on the calling thread. */
+EXPORT int InitializeInjection(void)
+{
+    if (!agent_start())
+        return 1;
+    pthread_mutex_lock(&start_lock);
+    int first = !cuda_started;
+    cuda_started = 1;
+    pthread_mutex_unlock(&start_lock);
+    if (!first)
+        return 1;
+    gmp_cupti_opts co = {opts.cupti[0] ? opts.cupti : NULL, opts.activity, 0};
+    char why[512];
+    if (gmp_cupti_start(&sink, &co, why, sizeof why) < 0) {
+        agent_log("%s; the program runs on without memory profiling", why);
+        notice(GMP_NOTICE_ERROR, why);
+        return 1;
+    }
+    if (opts.sample_ms && gmp_sampler_start(&sink, opts.sample_ms) < 0)
+        agent_log("device memory sampling unavailable (cannot start its thread)");
+    return 1;
+}
+
+/* Called by every NVTX instance (one per ELF image that includes NVTX) on its first call. */
+EXPORT int InitializeInjectionNvtx2(void *getExportTable)
+{
+    if (!agent_start())
+        return 0;
+    if (!opts.nvtx)
+        return 0;
+    nvtx_started = 1;
+    return gmp_nvtx_inject(getExportTable);
+}
+
+/* NVTX extensions (the memory extension) reach the tool through this entry. */
+EXPORT int InitializeInjectionNvtxExtension(void *moduleInfo)
+{
+    if (!agent_start() || !opts.nvtx)
+        return 0;
+    return gmp_nvtx_inject_ext(moduleInfo);
+}
+
+/* When the library is unloaded without exit() (dlclose by a host), finish the trace too. */
+__attribute__((destructor)) static void agent_unload(void)
+{
+    agent_stop();
+}

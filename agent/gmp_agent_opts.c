@@ -1,0 +1,147 @@
+#include "gmp_agent_opts.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Parses an unsigned decimal with an optional unit suffix (K, M, G: powers of 1024). */
+static int parse_size(const char *s, uint64_t *out)
+{
+    if (!s || !*s || *s == '-' || *s == '+')
+        return -1;
+    errno = 0;
+    char *end;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno || end == s)
+        return -1;
+    uint64_t mul = 1;
+    if (*end) {
+        switch (*end) {
+        case 'k':
+        case 'K': mul = 1ull << 10; break;
+        case 'm':
+        case 'M': mul = 1ull << 20; break;
+        case 'g':
+        case 'G': mul = 1ull << 30; break;
+        default: return -1;
+        }
+        end++;
+        if (*end == 'i' || *end == 'I')
+            end++;
+        if (*end == 'b' || *end == 'B')
+            end++;
+        if (*end)
+            return -1;
+    }
+    if (v > UINT64_MAX / mul)
+        return -1;
+    *out = (uint64_t)v * mul;
+    return 0;
+}
+
+static int env_num(const char *name, uint64_t lo, uint64_t hi, uint64_t *out, char *err,
+                   size_t errlen)
+{
+    const char *s = getenv(name);
+    if (!s)
+        return 0;
+    uint64_t v;
+    if (parse_size(s, &v) < 0 || v < lo || v > hi) {
+        snprintf(err, errlen, "%s=%.64s: expected a number from %llu to %llu", name, s,
+                 (unsigned long long)lo, (unsigned long long)hi);
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+static int env_bool(const char *name, int *out, char *err, size_t errlen)
+{
+    const char *s = getenv(name);
+    if (!s)
+        return 0;
+    if (!strcmp(s, "1") || !strcmp(s, "yes") || !strcmp(s, "true") || !strcmp(s, "on"))
+        *out = 1;
+    else if (!strcmp(s, "0") || !strcmp(s, "no") || !strcmp(s, "false") || !strcmp(s, "off") || !*s)
+        *out = 0;
+    else {
+        snprintf(err, errlen, "%s=%.64s: expected 0 or 1", name, s);
+        return -1;
+    }
+    return 0;
+}
+
+static int env_str(const char *name, char *dst, size_t n, char *err, size_t errlen)
+{
+    const char *s = getenv(name);
+    if (!s)
+        return 0;
+    size_t len = strlen(s);
+    if (len >= n) {
+        snprintf(err, errlen, "%s is longer than %zu bytes", name, n - 1);
+        return -1;
+    }
+    memcpy(dst, s, len + 1);
+    return 0;
+}
+
+int gmp_agent_opts_read(gmp_agent_opts *o, char *err, size_t errlen)
+{
+    memset(o, 0, sizeof *o);
+    strcpy(o->output, "gpumemprof.%p.zst");
+    o->stack_depth = 64;
+    o->sample_ms = 50;
+    o->buffer_bytes = 64u << 20;
+    o->flush_ms = 200;
+    o->nvtx = 1;
+    o->activity = 1;
+    uint64_t v;
+    if (env_str("GPUMEMPROF_OUTPUT", o->output, sizeof o->output, err, errlen) < 0)
+        return -1;
+    if (!o->output[0]) {
+        snprintf(err, errlen, "GPUMEMPROF_OUTPUT is empty");
+        return -1;
+    }
+    if (env_bool("GPUMEMPROF_FORCE", &o->force, err, errlen) < 0)
+        return -1;
+    const char *st = getenv("GPUMEMPROF_STACKS");
+    if (st && strcmp(st, "none") != 0 && *st) {
+        snprintf(err, errlen, "GPUMEMPROF_STACKS=%.32s: only 'none' is supported by this agent",
+                 st);
+        return -1;
+    }
+    v = o->stack_depth;
+    if (env_num("GPUMEMPROF_STACK_DEPTH", 1, 256, &v, err, errlen) < 0)
+        return -1;
+    o->stack_depth = (unsigned)v;
+    v = o->sample_ms;
+    if (env_num("GPUMEMPROF_SAMPLE_INTERVAL_MS", 0, 3600000, &v, err, errlen) < 0)
+        return -1;
+    o->sample_ms = (unsigned)v;
+    v = o->buffer_bytes;
+    if (env_num("GPUMEMPROF_BUFFER_SIZE", 1u << 20, 4ull << 30, &v, err, errlen) < 0)
+        return -1;
+    o->buffer_bytes = v;
+    v = o->flush_ms;
+    if (env_num("GPUMEMPROF_FLUSH_INTERVAL_MS", 1, 60000, &v, err, errlen) < 0)
+        return -1;
+    o->flush_ms = (unsigned)v;
+    if (env_str("GPUMEMPROF_CUPTI", o->cupti, sizeof o->cupti, err, errlen) < 0)
+        return -1;
+    if (env_bool("GPUMEMPROF_NVTX", &o->nvtx, err, errlen) < 0)
+        return -1;
+    if (env_bool("GPUMEMPROF_ACTIVITY", &o->activity, err, errlen) < 0)
+        return -1;
+    if (env_bool("GPUMEMPROF_QUIET", &o->quiet, err, errlen) < 0)
+        return -1;
+    return 0;
+}
+
+void gmp_agent_opts_format(const gmp_agent_opts *o, char *buf, size_t n)
+{
+    snprintf(buf, n,
+             "stacks=none sample_interval_ms=%u buffer_size=%llu flush_interval_ms=%u nvtx=%d "
+             "activity=%d",
+             o->sample_ms, (unsigned long long)o->buffer_bytes, o->flush_ms, o->nvtx, o->activity);
+}

@@ -1,0 +1,32 @@
+/* gmp_agent_opts: the agent's settings, read from GPUMEMPROF_* environment variables (set by
+ * `gpumemprof run`, or by hand). Every value is bounded and validated: a bad value disables the
+ * agent with one message, it never crashes or misleads the program. */
+#ifndef GMP_AGENT_OPTS_H
+#define GMP_AGENT_OPTS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+enum { GMP_STACKS_NONE = 0, GMP_STACKS_NATIVE = 1, GMP_STACKS_PYTHON = 2, GMP_STACKS_ALL = 3 };
+
+typedef struct gmp_agent_opts {
+    char output[1024];     /* GPUMEMPROF_OUTPUT: path pattern (%p %h %r %n %%) */
+    int force;             /* GPUMEMPROF_FORCE: overwrite an existing file */
+    int stacks;            /* GPUMEMPROF_STACKS: none (only value accepted so far) */
+    unsigned stack_depth;  /* GPUMEMPROF_STACK_DEPTH: 1..256 */
+    unsigned sample_ms;    /* GPUMEMPROF_SAMPLE_INTERVAL_MS: 0 (off) .. 3600000 */
+    uint64_t buffer_bytes; /* GPUMEMPROF_BUFFER_SIZE: trace buffers, 1 MiB .. 4 GiB */
+    unsigned flush_ms;     /* GPUMEMPROF_FLUSH_INTERVAL_MS: 1 .. 60000 */
+    char cupti[1024];      /* GPUMEMPROF_CUPTI: explicit libcupti path */
+    int nvtx;              /* GPUMEMPROF_NVTX: 0 disables NVTX recording */
+    int activity;          /* GPUMEMPROF_ACTIVITY: 0 disables CUPTI activity records */
+    int quiet;             /* GPUMEMPROF_QUIET: only errors on stderr */
+} gmp_agent_opts;
+
+/* Fills o from the environment. Returns 0, or -1 with a one-line message in err. */
+int gmp_agent_opts_read(gmp_agent_opts *o, char *err, size_t errlen);
+
+/* Writes the settings as "key=value" words (for the trace header). */
+void gmp_agent_opts_format(const gmp_agent_opts *o, char *buf, size_t n);
+
+#endif

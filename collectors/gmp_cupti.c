@@ -1,0 +1,1137 @@
+/* gmp_cupti: see gmp_cupti.h.
+ *
+ * Assumptions about real CUPTI, from the CUDA 13 headers (cupti_callbacks.h, cupti_activity.h):
+ * - Callbacks run on the thread that made the API call; CUpti_CallbackData.functionParams points
+ *   at the API's *_params struct (generated_cuda_runtime_api_meta.h, generated_cuda_meta.h);
+ *   output parameters are valid at CUPTI_API_EXIT. correlationData is shared by the enter and exit
+ *   callbacks of one call.
+ * - Whether driver callbacks fire for the driver calls the runtime makes internally is not
+ *   documented (DESIGN.md): we count a call once either way, by ignoring driver memory callbacks
+ *   while the same thread is inside a runtime memory API.
+ * - MEMORY2 records carry the kinds callbacks cannot see (DEVICE_STATIC, MANAGED_STATIC) and pool
+ *   sizes in memoryPoolConfig; everything else they report was already recorded from callbacks
+ *   ("reconciled" by kind: API memory comes from callbacks only, so nothing is counted twice).
+ * - Activity record layouts (CUpti_ActivityMemory4, CUpti_ActivityMemoryPool3) are only trusted
+ *   when cuptiGetVersion() has the major version of CUPTI_API_VERSION of our headers.
+ * - Timestamps of activity records are on CUPTI's clock; we convert them with an offset to our
+ *   trace clock measured at start (cuptiGetTimestamp vs CLOCK_MONOTONIC). */
+#include "gmp_cupti.h"
+
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cuda.h>
+#include <cuda_runtime_api.h>
+#include <cupti.h>
+/* cupti.h brings the *_params structs of generated_cuda_meta.h and
+ * generated_cuda_runtime_api_meta.h */
+
+#include "gmp_clock.h"
+#include "gmp_nvtx.h"
+
+#define CUPTI_SONAME "libcupti.so.13"
+
+/* ---- the CUPTI entry points we use, looked up with dlsym ---- */
+static struct {
+    void *lib;
+    CUptiResult (*Subscribe)(CUpti_SubscriberHandle *, CUpti_CallbackFunc, void *);
+    CUptiResult (*Subscribe_v2)(CUpti_SubscriberHandle *, CUpti_CallbackFunc, void *,
+                                CUpti_SubscriberParams *);
+    CUptiResult (*Unsubscribe)(CUpti_SubscriberHandle);
+    CUptiResult (*EnableCallback)(uint32_t, CUpti_SubscriberHandle, CUpti_CallbackDomain,
+                                  CUpti_CallbackId);
+    CUptiResult (*EnableDomain)(uint32_t, CUpti_SubscriberHandle, CUpti_CallbackDomain);
+    CUptiResult (*GetResultString)(CUptiResult, const char **);
+    CUptiResult (*GetVersion)(uint32_t *);
+    CUptiResult (*GetTimestamp)(uint64_t *);
+    CUptiResult (*GetDeviceId)(CUcontext, uint32_t *);
+    CUptiResult (*GetStreamIdEx)(CUcontext, CUstream, uint8_t, uint32_t *);
+    CUptiResult (*ActivityRegisterCallbacks)(CUpti_BuffersCallbackRequestFunc,
+                                             CUpti_BuffersCallbackCompleteFunc);
+    CUptiResult (*ActivityEnable)(CUpti_ActivityKind);
+    CUptiResult (*ActivityDisable)(CUpti_ActivityKind);
+    CUptiResult (*ActivityFlushAll)(uint32_t);
+    CUptiResult (*ActivityGetNextRecord)(uint8_t *, size_t, CUpti_Activity **);
+    CUptiResult (*ActivityGetNumDroppedRecords)(CUcontext, uint32_t, size_t *);
+} C;
+
+/* Driver entry points for device descriptions (looked up in the process, never loaded by us). */
+static struct {
+    CUresult (*DeviceGetName)(char *, int, CUdevice);
+    CUresult (*DeviceTotalMem)(size_t *, CUdevice);
+    CUresult (*DeviceGetAttribute)(int *, CUdevice_attribute, CUdevice);
+    CUresult (*DeviceGetUuid)(CUuuid *, CUdevice);
+} D;
+
+static const gmp_sink *S;
+static CUpti_SubscriberHandle sub;
+static atomic_int active;
+static int activity_on;
+static unsigned runtime_version;
+static int64_t clock_offset; /* trace clock - CUPTI clock */
+static atomic_size_t act_outstanding;
+static size_t act_limit;
+static atomic_uint_least64_t devices_seen; /* bit per device ordinal < 64 with a DEVICE record */
+static pthread_mutex_t dev_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* Per-thread state: depth inside runtime memory APIs, the last device looked up. */
+static _Thread_local struct {
+    int rt_depth;
+    uint64_t last_drv_addr; /* address recorded from a driver callback outside any runtime call */
+    CUcontext ctx;
+    int dev;
+} tl;
+
+/* ---- what each API does ---- */
+enum op { OP_NONE, OP_ALLOC, OP_FREE, OP_POOL_CREATE, OP_POOL_DESTROY, OP_POOL_TRIM, OP_POOL_ATTR };
+
+typedef struct api_desc {
+    CUpti_CallbackDomain dom;
+    CUpti_CallbackId cbid;
+    const char *name;
+    enum op op;
+    unsigned kind;
+    atomic_uint sid; /* interned name, 0 until first use */
+} api_desc;
+
+#define RT(id, nm, op, kind)                                                                       \
+    {                                                                                              \
+        CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_##id, nm, op, kind, 0                \
+    }
+#define DRV(id, nm, op, kind)                                                                      \
+    {                                                                                              \
+        CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_##id, nm, op, kind, 0                  \
+    }
+
+static api_desc apis[] = {
+    RT(cudaMalloc_v3020, "cudaMalloc", OP_ALLOC, GMP_MEM_DEVICE),
+    RT(cudaFree_v3020, "cudaFree", OP_FREE, GMP_MEM_DEVICE),
+    RT(cudaMallocPitch_v3020, "cudaMallocPitch", OP_ALLOC, GMP_MEM_DEVICE),
+    RT(cudaMalloc3D_v3020, "cudaMalloc3D", OP_ALLOC, GMP_MEM_DEVICE),
+    RT(cudaMallocArray_v3020, "cudaMallocArray", OP_ALLOC, GMP_MEM_ARRAY),
+    RT(cudaMalloc3DArray_v3020, "cudaMalloc3DArray", OP_ALLOC, GMP_MEM_ARRAY),
+    RT(cudaFreeArray_v3020, "cudaFreeArray", OP_FREE, GMP_MEM_ARRAY),
+    RT(cudaMallocHost_v3020, "cudaMallocHost", OP_ALLOC, GMP_MEM_PINNED_HOST),
+    RT(cudaHostAlloc_v3020, "cudaHostAlloc", OP_ALLOC, GMP_MEM_PINNED_HOST),
+    RT(cudaFreeHost_v3020, "cudaFreeHost", OP_FREE, GMP_MEM_PINNED_HOST),
+    RT(cudaHostRegister_v4000, "cudaHostRegister", OP_ALLOC, GMP_MEM_REGISTERED_HOST),
+    RT(cudaHostUnregister_v4000, "cudaHostUnregister", OP_FREE, GMP_MEM_REGISTERED_HOST),
+    RT(cudaMallocManaged_v6000, "cudaMallocManaged", OP_ALLOC, GMP_MEM_MANAGED),
+    RT(cudaMallocAsync_v11020, "cudaMallocAsync", OP_ALLOC, GMP_MEM_ASYNC_POOL),
+    RT(cudaMallocAsync_ptsz_v11020, "cudaMallocAsync", OP_ALLOC, GMP_MEM_ASYNC_POOL),
+    RT(cudaFreeAsync_v11020, "cudaFreeAsync", OP_FREE, GMP_MEM_ASYNC_POOL),
+    RT(cudaFreeAsync_ptsz_v11020, "cudaFreeAsync", OP_FREE, GMP_MEM_ASYNC_POOL),
+    RT(cudaMallocFromPoolAsync_v11020, "cudaMallocFromPoolAsync", OP_ALLOC, GMP_MEM_ASYNC_POOL),
+    RT(cudaMallocFromPoolAsync_ptsz_v11020, "cudaMallocFromPoolAsync", OP_ALLOC,
+       GMP_MEM_ASYNC_POOL),
+    RT(cudaMemPoolCreate_v11020, "cudaMemPoolCreate", OP_POOL_CREATE, 0),
+    RT(cudaMemPoolDestroy_v11020, "cudaMemPoolDestroy", OP_POOL_DESTROY, 0),
+    RT(cudaMemPoolTrimTo_v11020, "cudaMemPoolTrimTo", OP_POOL_TRIM, 0),
+    RT(cudaMemPoolSetAttribute_v11020, "cudaMemPoolSetAttribute", OP_POOL_ATTR, 0),
+    DRV(cuMemAlloc_v2, "cuMemAlloc", OP_ALLOC, GMP_MEM_DEVICE),
+    DRV(cuMemFree_v2, "cuMemFree", OP_FREE, GMP_MEM_DEVICE),
+    DRV(cuMemAllocPitch_v2, "cuMemAllocPitch", OP_ALLOC, GMP_MEM_DEVICE),
+    DRV(cuMemAllocHost_v2, "cuMemAllocHost", OP_ALLOC, GMP_MEM_PINNED_HOST),
+    DRV(cuMemHostAlloc, "cuMemHostAlloc", OP_ALLOC, GMP_MEM_PINNED_HOST),
+    DRV(cuMemFreeHost, "cuMemFreeHost", OP_FREE, GMP_MEM_PINNED_HOST),
+    DRV(cuMemHostRegister_v2, "cuMemHostRegister", OP_ALLOC, GMP_MEM_REGISTERED_HOST),
+    DRV(cuMemHostUnregister, "cuMemHostUnregister", OP_FREE, GMP_MEM_REGISTERED_HOST),
+    DRV(cuMemAllocManaged, "cuMemAllocManaged", OP_ALLOC, GMP_MEM_MANAGED),
+    DRV(cuMemAllocAsync, "cuMemAllocAsync", OP_ALLOC, GMP_MEM_ASYNC_POOL),
+    DRV(cuMemAllocAsync_ptsz, "cuMemAllocAsync", OP_ALLOC, GMP_MEM_ASYNC_POOL),
+    DRV(cuMemFreeAsync, "cuMemFreeAsync", OP_FREE, GMP_MEM_ASYNC_POOL),
+    DRV(cuMemFreeAsync_ptsz, "cuMemFreeAsync", OP_FREE, GMP_MEM_ASYNC_POOL),
+    DRV(cuMemAllocFromPoolAsync, "cuMemAllocFromPoolAsync", OP_ALLOC, GMP_MEM_ASYNC_POOL),
+    DRV(cuMemAllocFromPoolAsync_ptsz, "cuMemAllocFromPoolAsync", OP_ALLOC, GMP_MEM_ASYNC_POOL),
+    DRV(cuMemPoolCreate, "cuMemPoolCreate", OP_POOL_CREATE, 0),
+    DRV(cuMemPoolDestroy, "cuMemPoolDestroy", OP_POOL_DESTROY, 0),
+    DRV(cuMemPoolTrimTo, "cuMemPoolTrimTo", OP_POOL_TRIM, 0),
+    DRV(cuMemPoolSetAttribute, "cuMemPoolSetAttribute", OP_POOL_ATTR, 0),
+    DRV(cuMemCreate, "cuMemCreate", OP_ALLOC, GMP_MEM_VMM_PHYSICAL),
+    DRV(cuMemRelease, "cuMemRelease", OP_FREE, GMP_MEM_VMM_PHYSICAL),
+    DRV(cuMemMap, "cuMemMap", OP_ALLOC, GMP_MEM_VMM_MAPPING),
+    DRV(cuMemUnmap, "cuMemUnmap", OP_FREE, GMP_MEM_VMM_MAPPING),
+    DRV(cuMemAddressReserve, "cuMemAddressReserve", OP_ALLOC, GMP_MEM_VA_RESERVE),
+    DRV(cuMemAddressFree, "cuMemAddressFree", OP_FREE, GMP_MEM_VA_RESERVE),
+    DRV(cuArrayCreate_v2, "cuArrayCreate", OP_ALLOC, GMP_MEM_ARRAY),
+    DRV(cuArray3DCreate_v2, "cuArray3DCreate", OP_ALLOC, GMP_MEM_ARRAY),
+    DRV(cuArrayDestroy, "cuArrayDestroy", OP_FREE, GMP_MEM_ARRAY),
+};
+
+#define NAPIS (sizeof apis / sizeof apis[0])
+
+/* cbid -> index+1 into apis, per domain (cbids are small dense integers) */
+#define MAX_CBID 1024
+static uint8_t rt_index[MAX_CBID], drv_index[MAX_CBID];
+
+static uint32_t api_sid(api_desc *a)
+{
+    uint32_t s = atomic_load_explicit(&a->sid, memory_order_relaxed);
+    if (!s) {
+        s = gmp_writer_string(S->w, a->name, strlen(a->name));
+        atomic_store_explicit(&a->sid, s, memory_order_relaxed);
+    }
+    return s;
+}
+
+static const char *result_str(CUptiResult r)
+{
+    const char *s = NULL;
+    if (C.GetResultString && C.GetResultString(r, &s) == CUPTI_SUCCESS && s)
+        return s;
+    return "unknown CUPTI error";
+}
+
+/* ---- device descriptions ---- */
+
+static void describe_device(int dev)
+{
+    if (dev < 0 || dev >= 64)
+        return;
+    uint64_t bit = 1ull << dev;
+    if (atomic_load(&devices_seen) & bit)
+        return;
+    pthread_mutex_lock(&dev_lock);
+    if (!(atomic_load(&devices_seen) & bit)) {
+        gmp_rec r = {.type = GMP_REC_DEVICE};
+        char name[256] = "";
+        size_t total = 0;
+        int major = 0, minor = 0;
+        CUuuid uuid;
+        memset(&uuid, 0, sizeof uuid);
+        if (D.DeviceGetName)
+            D.DeviceGetName(name, sizeof name - 1, (CUdevice)dev);
+        if (D.DeviceTotalMem)
+            D.DeviceTotalMem(&total, (CUdevice)dev);
+        if (D.DeviceGetAttribute) {
+            D.DeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR,
+                                 (CUdevice)dev);
+            D.DeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR,
+                                 (CUdevice)dev);
+        }
+        if (D.DeviceGetUuid)
+            D.DeviceGetUuid(&uuid, (CUdevice)dev);
+        name[sizeof name - 1] = 0;
+        r.u.device.id = (uint32_t)dev;
+        r.u.device.name = (gmp_str){name, (uint32_t)strlen(name)};
+        memcpy(r.u.device.uuid, uuid.bytes, 16);
+        r.u.device.total_bytes = total;
+        r.u.device.cc_major = (uint32_t)major;
+        r.u.device.cc_minor = (uint32_t)minor;
+        if (gmp_writer_define(S->w, &r) == GMP_OK)
+            atomic_fetch_or(&devices_seen, bit);
+    }
+    pthread_mutex_unlock(&dev_lock);
+}
+
+static int device_of(CUcontext ctx)
+{
+    if (!ctx)
+        return -1;
+    if (ctx == tl.ctx)
+        return tl.dev;
+    uint32_t d = 0;
+    if (!C.GetDeviceId || C.GetDeviceId(ctx, &d) != CUPTI_SUCCESS)
+        return -1;
+    tl.ctx = ctx;
+    tl.dev = (int)d;
+    describe_device((int)d);
+    return (int)d;
+}
+
+static uint64_t stream_id(CUcontext ctx, const void *stream)
+{
+    uint32_t id = 0;
+    if (!stream || !C.GetStreamIdEx || !ctx)
+        return 0;
+    if (C.GetStreamIdEx(ctx, (CUstream)stream, 0, &id) != CUPTI_SUCCESS)
+        return 0;
+    return id;
+}
+
+/* ---- array sizes (approximate: element size x extent; real arrays may be padded) ---- */
+
+static uint64_t rt_array_bytes(const struct cudaChannelFormatDesc *d, size_t w, size_t h,
+                               size_t depth)
+{
+    uint64_t bits = d ? (uint64_t)(d->x + d->y + d->z + d->w) : 0;
+    return (bits / 8) * (uint64_t)w * (h ? h : 1) * (depth ? depth : 1);
+}
+
+static unsigned cu_format_bytes(CUarray_format f)
+{
+    switch (f) {
+    case CU_AD_FORMAT_UNSIGNED_INT8:
+    case CU_AD_FORMAT_SIGNED_INT8: return 1;
+    case CU_AD_FORMAT_UNSIGNED_INT16:
+    case CU_AD_FORMAT_SIGNED_INT16:
+    case CU_AD_FORMAT_HALF: return 2;
+    case CU_AD_FORMAT_UNSIGNED_INT32:
+    case CU_AD_FORMAT_SIGNED_INT32:
+    case CU_AD_FORMAT_FLOAT: return 4;
+    default: return 1;
+    }
+}
+
+/* ---- recording ---- */
+
+static void emit(gmp_wthread *t, gmp_rec *r)
+{
+    gmp_wthread_event(t, r);
+}
+
+static void record_oom(gmp_wthread *t, int dev, uint32_t api, uint64_t size, int result)
+{
+    gmp_rec o = {.type = GMP_REC_OOM};
+    o.u.oom.device = dev;
+    o.u.oom.api = api;
+    o.u.oom.requested = size;
+    o.u.oom.range = gmp_nvtx_current_range(S->w);
+    o.u.oom.result = result;
+    emit(t, &o);
+    gmp_writer_flush(S->w, 0); /* ask the writer thread to write it now; do not wait */
+}
+
+/* Fills m from the params of an allocation at API exit. Returns 0 when nothing to record. */
+static int alloc_fields(api_desc *a, const CUpti_CallbackData *cd, gmp_rec_mem *m, int *dev)
+{
+    const void *p = cd->functionParams;
+    CUcontext ctx = cd->context;
+    switch ((int)a->dom) {
+    case CUPTI_CB_DOMAIN_RUNTIME_API:
+        switch (a->cbid) {
+        case CUPTI_RUNTIME_TRACE_CBID_cudaMalloc_v3020: {
+            const cudaMalloc_v3020_params *q = p;
+            m->address = q->devPtr ? (uint64_t)(uintptr_t)*q->devPtr : 0;
+            m->size = q->size;
+            break;
+        }
+        case CUPTI_RUNTIME_TRACE_CBID_cudaMallocPitch_v3020: {
+            const cudaMallocPitch_v3020_params *q = p;
+            m->address = q->devPtr ? (uint64_t)(uintptr_t)*q->devPtr : 0;
+            m->size = (q->pitch ? *q->pitch : q->width) * (uint64_t)q->height;
+            break;
+        }
+        case CUPTI_RUNTIME_TRACE_CBID_cudaMalloc3D_v3020: {
+            const cudaMalloc3D_v3020_params *q = p;
+            if (q->pitchedDevPtr) {
+                m->address = (uint64_t)(uintptr_t)q->pitchedDevPtr->ptr;
+                m->size = (uint64_t)q->pitchedDevPtr->pitch *
+                          (q->extent.height ? q->extent.height : 1) *
+                          (q->extent.depth ? q->extent.depth : 1);
+            }
+            break;
+        }
+        case CUPTI_RUNTIME_TRACE_CBID_cudaMallocArray_v3020: {
+            const cudaMallocArray_v3020_params *q = p;
+            m->address = q->array ? (uint64_t)(uintptr_t)*q->array : 0;
+            m->size = rt_array_bytes(q->desc, q->width, q->height, 0);
+            break;
+        }
+        case CUPTI_RUNTIME_TRACE_CBID_cudaMalloc3DArray_v3020: {
+            const cudaMalloc3DArray_v3020_params *q = p;
+            m->address = q->array ? (uint64_t)(uintptr_t)*q->array : 0;
+            m->size = rt_array_bytes(q->desc, q->extent.width, q->extent.height, q->extent.depth);
+            break;
+        }
+        case CUPTI_RUNTIME_TRACE_CBID_cudaMallocHost_v3020: {
+            const cudaMallocHost_v3020_params *q = p;
+            m->address = q->ptr ? (uint64_t)(uintptr_t)*q->ptr : 0;
+            m->size = q->size;
+            *dev = -1;
+            break;
+        }
+        case CUPTI_RUNTIME_TRACE_CBID_cudaHostAlloc_v3020: {
+            const cudaHostAlloc_v3020_params *q = p;
+            m->address = q->pHost ? (uint64_t)(uintptr_t)*q->pHost : 0;
+            m->size = q->size;
+            *dev = -1;
+            break;
+        }
+        case CUPTI_RUNTIME_TRACE_CBID_cudaHostRegister_v4000: {
+            const cudaHostRegister_v4000_params *q = p;
+            m->address = (uint64_t)(uintptr_t)q->ptr;
+            m->size = q->size;
+            *dev = -1;
+            break;
+        }
+        case CUPTI_RUNTIME_TRACE_CBID_cudaMallocManaged_v6000: {
+            const cudaMallocManaged_v6000_params *q = p;
+            m->address = q->devPtr ? (uint64_t)(uintptr_t)*q->devPtr : 0;
+            m->size = q->size;
+            break;
+        }
+        case CUPTI_RUNTIME_TRACE_CBID_cudaMallocAsync_v11020:
+        case CUPTI_RUNTIME_TRACE_CBID_cudaMallocAsync_ptsz_v11020: {
+            const cudaMallocAsync_v11020_params *q = p;
+            m->address = q->devPtr ? (uint64_t)(uintptr_t)*q->devPtr : 0;
+            m->size = q->size;
+            m->stream = stream_id(ctx, q->hStream);
+            m->flags |= GMP_MEMF_ASYNC;
+            break;
+        }
+        case CUPTI_RUNTIME_TRACE_CBID_cudaMallocFromPoolAsync_v11020:
+        case CUPTI_RUNTIME_TRACE_CBID_cudaMallocFromPoolAsync_ptsz_v11020: {
+            const cudaMallocFromPoolAsync_v11020_params *q = p;
+            m->address = q->ptr ? (uint64_t)(uintptr_t)*q->ptr : 0;
+            m->size = q->size;
+            m->stream = stream_id(ctx, q->stream);
+            m->handle = (uint64_t)(uintptr_t)q->memPool;
+            m->flags |= GMP_MEMF_ASYNC;
+            break;
+        }
+        default: return 0;
+        }
+        break;
+    case CUPTI_CB_DOMAIN_DRIVER_API:
+        switch (a->cbid) {
+        case CUPTI_DRIVER_TRACE_CBID_cuMemAlloc_v2: {
+            const cuMemAlloc_v2_params *q = p;
+            m->address = q->dptr ? (uint64_t)*q->dptr : 0;
+            m->size = q->bytesize;
+            break;
+        }
+        case CUPTI_DRIVER_TRACE_CBID_cuMemAllocPitch_v2: {
+            const cuMemAllocPitch_v2_params *q = p;
+            m->address = q->dptr ? (uint64_t)*q->dptr : 0;
+            m->size = (q->pPitch ? *q->pPitch : q->WidthInBytes) * (uint64_t)q->Height;
+            break;
+        }
+        case CUPTI_DRIVER_TRACE_CBID_cuMemAllocHost_v2: {
+            const cuMemAllocHost_v2_params *q = p;
+            m->address = q->pp ? (uint64_t)(uintptr_t)*q->pp : 0;
+            m->size = q->bytesize;
+            *dev = -1;
+            break;
+        }
+        case CUPTI_DRIVER_TRACE_CBID_cuMemHostAlloc: {
+            const cuMemHostAlloc_params *q = p;
+            m->address = q->pp ? (uint64_t)(uintptr_t)*q->pp : 0;
+            m->size = q->bytesize;
+            *dev = -1;
+            break;
+        }
+        case CUPTI_DRIVER_TRACE_CBID_cuMemHostRegister_v2: {
+            const cuMemHostRegister_v2_params *q = p;
+            m->address = (uint64_t)(uintptr_t)q->p;
+            m->size = q->bytesize;
+            *dev = -1;
+            break;
+        }
+        case CUPTI_DRIVER_TRACE_CBID_cuMemAllocManaged: {
+            const cuMemAllocManaged_params *q = p;
+            m->address = q->dptr ? (uint64_t)*q->dptr : 0;
+            m->size = q->bytesize;
+            break;
+        }
+        case CUPTI_DRIVER_TRACE_CBID_cuMemAllocAsync:
+        case CUPTI_DRIVER_TRACE_CBID_cuMemAllocAsync_ptsz: {
+            const cuMemAllocAsync_params *q = p;
+            m->address = q->dptr ? (uint64_t)*q->dptr : 0;
+            m->size = q->bytesize;
+            m->stream = stream_id(ctx, q->hStream);
+            m->flags |= GMP_MEMF_ASYNC;
+            break;
+        }
+        case CUPTI_DRIVER_TRACE_CBID_cuMemAllocFromPoolAsync:
+        case CUPTI_DRIVER_TRACE_CBID_cuMemAllocFromPoolAsync_ptsz: {
+            const cuMemAllocFromPoolAsync_params *q = p;
+            m->address = q->dptr ? (uint64_t)*q->dptr : 0;
+            m->size = q->bytesize;
+            m->stream = stream_id(ctx, q->hStream);
+            m->handle = (uint64_t)(uintptr_t)q->pool;
+            m->flags |= GMP_MEMF_ASYNC;
+            break;
+        }
+        case CUPTI_DRIVER_TRACE_CBID_cuMemCreate: {
+            const cuMemCreate_params *q = p;
+            m->handle = q->handle ? (uint64_t)*q->handle : 0;
+            m->size = q->size;
+            if (q->prop && q->prop->location.type == CU_MEM_LOCATION_TYPE_DEVICE)
+                *dev = q->prop->location.id;
+            break;
+        }
+        case CUPTI_DRIVER_TRACE_CBID_cuMemMap: {
+            const cuMemMap_params *q = p;
+            m->address = (uint64_t)q->ptr;
+            m->size = q->size;
+            m->handle = (uint64_t)q->handle;
+            break;
+        }
+        case CUPTI_DRIVER_TRACE_CBID_cuMemAddressReserve: {
+            const cuMemAddressReserve_params *q = p;
+            m->address = q->ptr ? (uint64_t)*q->ptr : 0;
+            m->size = q->size;
+            break;
+        }
+        case CUPTI_DRIVER_TRACE_CBID_cuArrayCreate_v2: {
+            const cuArrayCreate_v2_params *q = p;
+            m->address = q->pHandle ? (uint64_t)(uintptr_t)*q->pHandle : 0;
+            if (q->pAllocateArray)
+                m->size = (uint64_t)cu_format_bytes(q->pAllocateArray->Format) *
+                          q->pAllocateArray->NumChannels * q->pAllocateArray->Width *
+                          (q->pAllocateArray->Height ? q->pAllocateArray->Height : 1);
+            break;
+        }
+        case CUPTI_DRIVER_TRACE_CBID_cuArray3DCreate_v2: {
+            const cuArray3DCreate_v2_params *q = p;
+            m->address = q->pHandle ? (uint64_t)(uintptr_t)*q->pHandle : 0;
+            if (q->pAllocateArray)
+                m->size = (uint64_t)cu_format_bytes(q->pAllocateArray->Format) *
+                          q->pAllocateArray->NumChannels * q->pAllocateArray->Width *
+                          (q->pAllocateArray->Height ? q->pAllocateArray->Height : 1) *
+                          (q->pAllocateArray->Depth ? q->pAllocateArray->Depth : 1);
+            break;
+        }
+        default: return 0;
+        }
+        break;
+    default: return 0;
+    }
+    return 1;
+}
+
+/* Fills m from the params of a free (valid at entry and at exit). */
+static void rt_free_fields(CUpti_CallbackId cbid, const CUpti_CallbackData *cd, gmp_rec_mem *m,
+                           int *dev)
+{
+    const void *p = cd->functionParams;
+    switch (cbid) {
+    case CUPTI_RUNTIME_TRACE_CBID_cudaFree_v3020:
+        m->address = (uint64_t)(uintptr_t)((const cudaFree_v3020_params *)p)->devPtr;
+        break;
+    case CUPTI_RUNTIME_TRACE_CBID_cudaFreeArray_v3020:
+        m->address = (uint64_t)(uintptr_t)((const cudaFreeArray_v3020_params *)p)->array;
+        break;
+    case CUPTI_RUNTIME_TRACE_CBID_cudaFreeHost_v3020:
+        m->address = (uint64_t)(uintptr_t)((const cudaFreeHost_v3020_params *)p)->ptr;
+        *dev = -1;
+        break;
+    case CUPTI_RUNTIME_TRACE_CBID_cudaHostUnregister_v4000:
+        m->address = (uint64_t)(uintptr_t)((const cudaHostUnregister_v4000_params *)p)->ptr;
+        *dev = -1;
+        break;
+    case CUPTI_RUNTIME_TRACE_CBID_cudaFreeAsync_v11020:
+    case CUPTI_RUNTIME_TRACE_CBID_cudaFreeAsync_ptsz_v11020: {
+        const cudaFreeAsync_v11020_params *q = p;
+        m->address = (uint64_t)(uintptr_t)q->devPtr;
+        m->stream = stream_id(cd->context, q->hStream);
+        m->flags |= GMP_MEMF_ASYNC;
+        break;
+    }
+    default: break;
+    }
+}
+
+static void drv_free_fields(CUpti_CallbackId cbid, const CUpti_CallbackData *cd, gmp_rec_mem *m,
+                            int *dev)
+{
+    const void *p = cd->functionParams;
+    switch (cbid) {
+    case CUPTI_DRIVER_TRACE_CBID_cuMemFree_v2:
+        m->address = (uint64_t)((const cuMemFree_v2_params *)p)->dptr;
+        break;
+    case CUPTI_DRIVER_TRACE_CBID_cuMemFreeHost:
+        m->address = (uint64_t)(uintptr_t)((const cuMemFreeHost_params *)p)->p;
+        *dev = -1;
+        break;
+    case CUPTI_DRIVER_TRACE_CBID_cuMemHostUnregister:
+        m->address = (uint64_t)(uintptr_t)((const cuMemHostUnregister_params *)p)->p;
+        *dev = -1;
+        break;
+    case CUPTI_DRIVER_TRACE_CBID_cuMemFreeAsync:
+    case CUPTI_DRIVER_TRACE_CBID_cuMemFreeAsync_ptsz: {
+        const cuMemFreeAsync_params *q = p;
+        m->address = (uint64_t)q->dptr;
+        m->stream = stream_id(cd->context, q->hStream);
+        m->flags |= GMP_MEMF_ASYNC;
+        break;
+    }
+    case CUPTI_DRIVER_TRACE_CBID_cuMemRelease:
+        m->handle = (uint64_t)((const cuMemRelease_params *)p)->handle;
+        break;
+    case CUPTI_DRIVER_TRACE_CBID_cuMemUnmap: {
+        const cuMemUnmap_params *q = p;
+        m->address = (uint64_t)q->ptr;
+        m->size = q->size;
+        break;
+    }
+    case CUPTI_DRIVER_TRACE_CBID_cuMemAddressFree: {
+        const cuMemAddressFree_params *q = p;
+        m->address = (uint64_t)q->ptr;
+        m->size = q->size;
+        break;
+    }
+    case CUPTI_DRIVER_TRACE_CBID_cuArrayDestroy:
+        m->address = (uint64_t)(uintptr_t)((const cuArrayDestroy_params *)p)->hArray;
+        break;
+    default: break;
+    }
+}
+
+static int is_oom(CUpti_CallbackDomain dom, int result)
+{
+    if (dom == CUPTI_CB_DOMAIN_RUNTIME_API)
+        return result == (int)cudaErrorMemoryAllocation;
+    return result == (int)CUDA_ERROR_OUT_OF_MEMORY;
+}
+
+static void pool_event(gmp_wthread *t, api_desc *a, const CUpti_CallbackData *cd, int dev,
+                       int result)
+{
+    const void *p = cd->functionParams;
+    gmp_rec r = {.type = GMP_REC_POOL};
+    r.u.pool.device = dev;
+    int rt = a->dom == CUPTI_CB_DOMAIN_RUNTIME_API;
+    switch (a->op) {
+    case OP_POOL_CREATE:
+        r.u.pool.op = GMP_POOL_CREATE;
+        if (rt) {
+            const cudaMemPoolCreate_v11020_params *q = p;
+            r.u.pool.pool = q->memPool ? (uint64_t)(uintptr_t)*q->memPool : 0;
+            if (q->poolProps && q->poolProps->location.type == cudaMemLocationTypeDevice)
+                r.u.pool.device = q->poolProps->location.id;
+        } else {
+            const cuMemPoolCreate_params *q = p;
+            r.u.pool.pool = q->pool ? (uint64_t)(uintptr_t)*q->pool : 0;
+            if (q->poolProps && q->poolProps->location.type == CU_MEM_LOCATION_TYPE_DEVICE)
+                r.u.pool.device = q->poolProps->location.id;
+        }
+        break;
+    case OP_POOL_DESTROY:
+        r.u.pool.op = GMP_POOL_DESTROY;
+        r.u.pool.pool =
+            rt ? (uint64_t)(uintptr_t)((const cudaMemPoolDestroy_v11020_params *)p)->memPool
+               : (uint64_t)(uintptr_t)((const cuMemPoolDestroy_params *)p)->pool;
+        break;
+    case OP_POOL_TRIM:
+        r.u.pool.op = GMP_POOL_TRIM;
+        if (rt) {
+            const cudaMemPoolTrimTo_v11020_params *q = p;
+            r.u.pool.pool = (uint64_t)(uintptr_t)q->memPool;
+            r.u.pool.value = q->minBytesToKeep;
+        } else {
+            const cuMemPoolTrimTo_params *q = p;
+            r.u.pool.pool = (uint64_t)(uintptr_t)q->pool;
+            r.u.pool.value = q->minBytesToKeep;
+        }
+        break;
+    case OP_POOL_ATTR:
+        if (rt) {
+            const cudaMemPoolSetAttribute_v11020_params *q = p;
+            if (q->attr != cudaMemPoolAttrReleaseThreshold || !q->value)
+                return;
+            r.u.pool.pool = (uint64_t)(uintptr_t)q->memPool;
+            r.u.pool.value = *(const uint64_t *)q->value;
+        } else {
+            const cuMemPoolSetAttribute_params *q = p;
+            if (q->attr != CU_MEMPOOL_ATTR_RELEASE_THRESHOLD || !q->value)
+                return;
+            r.u.pool.pool = (uint64_t)(uintptr_t)q->pool;
+            r.u.pool.value = *(const uint64_t *)q->value;
+        }
+        r.u.pool.op = GMP_POOL_THRESHOLD;
+        break;
+    default: return;
+    }
+    if (result != 0)
+        return; /* a failed pool call changes nothing */
+    emit(t, &r);
+}
+
+static void on_api(CUpti_CallbackDomain dom, CUpti_CallbackId cbid, const CUpti_CallbackData *cd)
+{
+    if (cbid >= MAX_CBID)
+        return;
+    int rt = dom == CUPTI_CB_DOMAIN_RUNTIME_API;
+    unsigned idx = rt ? rt_index[cbid] : drv_index[cbid];
+    if (!idx)
+        return;
+    api_desc *a = &apis[idx - 1];
+    int enter = cd->callbackSite == CUPTI_API_ENTER;
+
+    if (rt) {
+        if (enter) {
+            tl.rt_depth++;
+            if (cd->correlationData)
+                *cd->correlationData = 1; /* the exit callback knows its entry was seen */
+        }
+    } else if (tl.rt_depth > 0) {
+        return; /* a driver call inside a runtime memory API: counted by the runtime call */
+    }
+    int outermost = rt ? (enter ? tl.rt_depth == 1 : tl.rt_depth <= 1) : 1;
+    if (rt && !enter) {
+        int entered = cd->correlationData && *cd->correlationData == 1;
+        if (tl.rt_depth > 0)
+            tl.rt_depth--;
+        if (!entered && a->op == OP_ALLOC) {
+            /* subscribed in the middle of this call (lazy initialization): the driver callback
+             * inside it may already have recorded the allocation */
+            gmp_rec_mem m = {0};
+            int dev = -1;
+            if (cd->functionParams && alloc_fields(a, cd, &m, &dev) && m.address &&
+                m.address == tl.last_drv_addr)
+                return;
+        }
+    }
+    if (!outermost || !atomic_load_explicit(&active, memory_order_acquire))
+        return;
+
+    gmp_wthread *t = S->enter();
+    if (!t)
+        return;
+    int dev = device_of(cd->context);
+    if (a->op == OP_FREE) {
+        if (enter) {
+            /* recorded at entry, before the memory is released: an address reused by another
+             * thread is always freed before it is allocated again in the trace */
+            gmp_rec r = {.type = GMP_REC_FREE};
+            r.u.mem.kind = a->kind;
+            r.u.mem.api = api_sid(a);
+            r.u.mem.correlation = cd->correlationId;
+            r.u.mem.range = gmp_nvtx_current_range(S->w);
+            if (rt)
+                rt_free_fields(cbid, cd, &r.u.mem, &dev);
+            else
+                drv_free_fields(cbid, cd, &r.u.mem, &dev);
+            r.u.mem.device = dev;
+            if (r.u.mem.address || r.u.mem.handle) /* cudaFree(NULL) frees nothing */
+                emit(t, &r);
+        } else if (cd->functionReturnValue && *(const int *)cd->functionReturnValue != 0) {
+            /* the free failed: a second record with the failure and the same correlation id */
+            gmp_rec r = {.type = GMP_REC_FREE};
+            r.u.mem.kind = a->kind;
+            r.u.mem.flags = GMP_MEMF_FAILED;
+            r.u.mem.api = api_sid(a);
+            r.u.mem.correlation = cd->correlationId;
+            r.u.mem.result = *(const int *)cd->functionReturnValue;
+            if (rt)
+                rt_free_fields(cbid, cd, &r.u.mem, &dev);
+            else
+                drv_free_fields(cbid, cd, &r.u.mem, &dev);
+            r.u.mem.device = dev;
+            if (r.u.mem.address || r.u.mem.handle)
+                emit(t, &r);
+        }
+    } else if (!enter) {
+        int result = cd->functionReturnValue ? *(const int *)cd->functionReturnValue : 0;
+        if (a->op == OP_ALLOC) {
+            gmp_rec r = {.type = GMP_REC_ALLOC};
+            r.u.mem.kind = a->kind;
+            r.u.mem.api = api_sid(a);
+            r.u.mem.correlation = cd->correlationId;
+            r.u.mem.range = gmp_nvtx_current_range(S->w);
+            r.u.mem.result = result;
+            if (alloc_fields(a, cd, &r.u.mem, &dev)) {
+                if (result != 0) {
+                    r.u.mem.flags |= GMP_MEMF_FAILED;
+                    r.u.mem.address = 0;
+                    r.u.mem.handle = 0;
+                }
+                r.u.mem.device = dev;
+                emit(t, &r);
+                if (!rt && result == 0)
+                    tl.last_drv_addr = r.u.mem.address;
+                if (result != 0 && is_oom(dom, result))
+                    record_oom(t, dev, r.u.mem.api, r.u.mem.size, result);
+            }
+        } else {
+            pool_event(t, a, cd, dev, result);
+        }
+    }
+    S->leave();
+}
+
+static void on_resource(CUpti_CallbackId cbid, const void *data)
+{
+    if (!atomic_load_explicit(&active, memory_order_acquire))
+        return;
+    gmp_rec r = {.type = GMP_REC_RESOURCE};
+    int dev = -1;
+    switch (cbid) {
+    case CUPTI_CBID_RESOURCE_CONTEXT_CREATED:
+    case CUPTI_CBID_RESOURCE_CONTEXT_DESTROY_STARTING: {
+        const CUpti_ResourceData *rd = data;
+        r.u.resource.op = cbid == CUPTI_CBID_RESOURCE_CONTEXT_CREATED ? GMP_RES_CONTEXT_CREATE
+                                                                      : GMP_RES_CONTEXT_DESTROY;
+        uint32_t d = 0;
+        if (rd && rd->context && C.GetDeviceId && C.GetDeviceId(rd->context, &d) == CUPTI_SUCCESS)
+            dev = (int)d;
+        r.u.resource.handle = (uint64_t)(uintptr_t)(rd ? rd->context : NULL);
+        if (dev >= 0)
+            describe_device(dev);
+        if (tl.ctx == (rd ? rd->context : NULL))
+            tl.ctx = NULL; /* a destroyed context's address may be reused */
+        break;
+    }
+    case CUPTI_CBID_RESOURCE_STREAM_CREATED:
+    case CUPTI_CBID_RESOURCE_STREAM_DESTROY_STARTING: {
+        const CUpti_ResourceData *rd = data;
+        r.u.resource.op = cbid == CUPTI_CBID_RESOURCE_STREAM_CREATED ? GMP_RES_STREAM_CREATE
+                                                                     : GMP_RES_STREAM_DESTROY;
+        uint32_t d = 0;
+        if (rd && rd->context && C.GetDeviceId && C.GetDeviceId(rd->context, &d) == CUPTI_SUCCESS)
+            dev = (int)d;
+        r.u.resource.handle = rd ? stream_id(rd->context, rd->resourceHandle.stream) : 0;
+        break;
+    }
+    case CUPTI_CBID_RESOURCE_MODULE_LOADED:
+    case CUPTI_CBID_RESOURCE_MODULE_UNLOAD_STARTING: {
+        const CUpti_ResourceData *rd = data;
+        const CUpti_ModuleResourceData *md = rd ? rd->resourceDescriptor : NULL;
+        r.u.resource.op =
+            cbid == CUPTI_CBID_RESOURCE_MODULE_LOADED ? GMP_RES_MODULE_LOAD : GMP_RES_MODULE_UNLOAD;
+        uint32_t d = 0;
+        if (rd && rd->context && C.GetDeviceId && C.GetDeviceId(rd->context, &d) == CUPTI_SUCCESS)
+            dev = (int)d;
+        r.u.resource.handle = md ? md->moduleId : 0;
+        break;
+    }
+    default: return;
+    }
+    r.u.resource.device = dev;
+    gmp_wthread *t = S->enter();
+    if (!t)
+        return;
+    emit(t, &r);
+    S->leave();
+}
+
+static void CUPTIAPI on_callback(void *ud, CUpti_CallbackDomain dom, CUpti_CallbackId cbid,
+                                 const void *data)
+{
+    (void)ud;
+    if (!data)
+        return;
+    if (dom == CUPTI_CB_DOMAIN_RESOURCE)
+        on_resource(cbid, data);
+    else if (dom == CUPTI_CB_DOMAIN_RUNTIME_API || dom == CUPTI_CB_DOMAIN_DRIVER_API)
+        on_api(dom, cbid, data);
+}
+
+/* ---- activity ---- */
+
+#define ACT_BUF_BYTES (1u << 20)
+
+static void CUPTIAPI buf_requested(uint8_t **buffer, size_t *size, size_t *max_records)
+{
+    *max_records = 0;
+    *buffer = NULL;
+    *size = 0;
+    if (atomic_fetch_add(&act_outstanding, ACT_BUF_BYTES) + ACT_BUF_BYTES > act_limit) {
+        atomic_fetch_sub(&act_outstanding, ACT_BUF_BYTES);
+        return; /* CUPTI drops records and counts them: reported as LOST */
+    }
+    void *p = NULL;
+    if (posix_memalign(&p, 8, ACT_BUF_BYTES) != 0) {
+        atomic_fetch_sub(&act_outstanding, ACT_BUF_BYTES);
+        return;
+    }
+    *buffer = p;
+    *size = ACT_BUF_BYTES;
+}
+
+static uint32_t static_range(const char *name)
+{
+    /* static memory is attributed to a range "[static]/<variable>" */
+    static atomic_uint root;
+    uint32_t r = atomic_load(&root);
+    if (!r) {
+        r = gmp_writer_range(S->w, 0, 0, gmp_writer_string(S->w, "[static]", 8));
+        atomic_store(&root, r);
+    }
+    if (!name || !*name)
+        return r;
+    size_t n = strnlen(name, GMP_MAX_STRING_BYTES);
+    return gmp_writer_range(S->w, r, 0, gmp_writer_string(S->w, name, n));
+}
+
+static void on_memory2(gmp_wthread *t, const CUpti_ActivityMemory4 *m)
+{
+    static atomic_uint api;
+    uint64_t ts = m->timestamp ? (uint64_t)((int64_t)m->timestamp + clock_offset) : 0;
+    if (m->memoryPoolConfig.memoryPoolType != CUPTI_ACTIVITY_MEMORY_POOL_TYPE_INVALID &&
+        m->memoryPoolConfig.memoryPoolType == CUPTI_ACTIVITY_MEMORY_POOL_TYPE_LOCAL) {
+        gmp_rec p = {.type = GMP_REC_POOL, .time_ns = ts};
+        p.u.pool.device = (int32_t)m->deviceId;
+        p.u.pool.op = GMP_POOL_RESERVED;
+        p.u.pool.pool = m->memoryPoolConfig.address;
+        p.u.pool.value = m->memoryPoolConfig.pool.size;
+        emit(t, &p);
+    }
+    unsigned kind;
+    if (m->memoryKind == CUPTI_ACTIVITY_MEMORY_KIND_DEVICE_STATIC)
+        kind = GMP_MEM_STATIC;
+    else if (m->memoryKind == CUPTI_ACTIVITY_MEMORY_KIND_MANAGED_STATIC)
+        kind = GMP_MEM_MANAGED;
+    else
+        return; /* recorded from the API callbacks */
+    uint32_t a = atomic_load(&api);
+    if (!a) {
+        a = gmp_writer_string(S->w, "MEMORY2", 7);
+        atomic_store(&api, a);
+    }
+    gmp_rec r = {.type = m->memoryOperationType == CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_RELEASE
+                             ? GMP_REC_FREE
+                             : GMP_REC_ALLOC,
+                 .time_ns = ts};
+    r.u.mem.device = (int32_t)m->deviceId;
+    r.u.mem.kind = kind;
+    r.u.mem.flags = GMP_MEMF_ACTIVITY;
+    r.u.mem.api = a;
+    r.u.mem.address = m->address;
+    r.u.mem.size = m->bytes;
+    r.u.mem.stream = m->streamId;
+    r.u.mem.correlation = m->correlationId;
+    r.u.mem.range = static_range(m->name);
+    describe_device((int)m->deviceId);
+    emit(t, &r);
+}
+
+static void on_memory_pool(gmp_wthread *t, const CUpti_ActivityMemoryPool3 *m)
+{
+    uint64_t ts = m->timestamp ? (uint64_t)((int64_t)m->timestamp + clock_offset) : 0;
+    if (m->memoryPoolOperationType == CUPTI_ACTIVITY_MEMORY_POOL_OPERATION_TYPE_DESTROYED)
+        return; /* from the callbacks */
+    gmp_rec p = {.type = GMP_REC_POOL, .time_ns = ts};
+    p.u.pool.device = (int32_t)m->deviceId;
+    p.u.pool.op = GMP_POOL_RESERVED;
+    p.u.pool.pool = m->address;
+    p.u.pool.value = m->size;
+    emit(t, &p);
+}
+
+static void CUPTIAPI buf_completed(CUcontext ctx, uint32_t stream, uint8_t *buffer, size_t size,
+                                   size_t valid)
+{
+    (void)size;
+    gmp_wthread *t = S ? S->enter() : NULL;
+    if (t && buffer) {
+        CUpti_Activity *rec = NULL;
+        while (C.ActivityGetNextRecord(buffer, valid, &rec) == CUPTI_SUCCESS) {
+            if (rec->kind == CUPTI_ACTIVITY_KIND_MEMORY2)
+                on_memory2(t, (const CUpti_ActivityMemory4 *)rec);
+            else if (rec->kind == CUPTI_ACTIVITY_KIND_MEMORY_POOL)
+                on_memory_pool(t, (const CUpti_ActivityMemoryPool3 *)rec);
+        }
+        size_t dropped = 0;
+        if (C.ActivityGetNumDroppedRecords &&
+            C.ActivityGetNumDroppedRecords(ctx, stream, &dropped) == CUPTI_SUCCESS && dropped)
+            gmp_writer_lost(S->w, dropped, GMP_LOST_CUPTI_DROPPED);
+    }
+    if (t)
+        S->leave();
+    if (buffer) {
+        free(buffer);
+        atomic_fetch_sub(&act_outstanding, ACT_BUF_BYTES);
+    }
+}
+
+/* ---- loading ---- */
+
+static void *try_open(const char *path)
+{
+    void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    return h;
+}
+
+static void *load_cupti(const char *explicit_path, char *why, size_t whylen)
+{
+    if (explicit_path && *explicit_path) {
+        void *h = try_open(explicit_path);
+        if (!h)
+            snprintf(why, whylen, "cannot load CUPTI from %s: %s", explicit_path, dlerror());
+        return h;
+    }
+    char path[4096];
+    /* 1. next to the driver the process is using */
+    void *cuinit = dlsym(RTLD_DEFAULT, "cuInit");
+    Dl_info di;
+    if (cuinit && dladdr(cuinit, &di) && di.dli_fname) {
+        const char *slash = strrchr(di.dli_fname, '/');
+        if (slash) {
+            snprintf(path, sizeof path, "%.*s/%s", (int)(slash - di.dli_fname), di.dli_fname,
+                     CUPTI_SONAME);
+            void *h = try_open(path);
+            if (h)
+                return h;
+        }
+    }
+    /* 2. the toolkit named by the environment */
+    const char *homes[] = {getenv("CUDA_HOME"), getenv("CUDA_PATH")};
+    for (size_t i = 0; i < 2; i++) {
+        if (!homes[i] || !*homes[i])
+            continue;
+        const char *subs[] = {"lib64", "extras/CUPTI/lib64", "lib"};
+        for (size_t j = 0; j < 3; j++) {
+            snprintf(path, sizeof path, "%s/%s/%s", homes[i], subs[j], CUPTI_SONAME);
+            void *h = try_open(path);
+            if (h)
+                return h;
+        }
+    }
+    /* 3. the dynamic linker's search path, then the usual install places */
+    const char *names[] = {CUPTI_SONAME, "/usr/local/cuda/lib64/" CUPTI_SONAME,
+                           "/usr/local/cuda/extras/CUPTI/lib64/" CUPTI_SONAME,
+                           "/usr/lib/x86_64-linux-gnu/" CUPTI_SONAME, "libcupti.so"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        void *h = try_open(names[i]);
+        if (h)
+            return h;
+    }
+    snprintf(why, whylen,
+             "cannot profile: %s not found (looked next to libcuda, in CUDA_HOME, on the library "
+             "path and in /usr/local/cuda; use --cupti PATH)",
+             CUPTI_SONAME);
+    return NULL;
+}
+
+#define SYM(field, name) (*(void **)&C.field = dlsym(C.lib, name))
+
+int gmp_cupti_start(const gmp_sink *sink, const gmp_cupti_opts *o, char *why, size_t whylen)
+{
+    S = sink;
+    why[0] = 0;
+    C.lib = load_cupti(o->path, why, whylen);
+    if (!C.lib)
+        return -1;
+    SYM(Subscribe, "cuptiSubscribe");
+    SYM(Subscribe_v2, "cuptiSubscribe_v2");
+    SYM(Unsubscribe, "cuptiUnsubscribe");
+    SYM(EnableCallback, "cuptiEnableCallback");
+    SYM(EnableDomain, "cuptiEnableDomain");
+    SYM(GetResultString, "cuptiGetResultString");
+    SYM(GetVersion, "cuptiGetVersion");
+    SYM(GetTimestamp, "cuptiGetTimestamp");
+    SYM(GetDeviceId, "cuptiGetDeviceId");
+    SYM(GetStreamIdEx, "cuptiGetStreamIdEx");
+    SYM(ActivityRegisterCallbacks, "cuptiActivityRegisterCallbacks");
+    SYM(ActivityEnable, "cuptiActivityEnable");
+    SYM(ActivityDisable, "cuptiActivityDisable");
+    SYM(ActivityFlushAll, "cuptiActivityFlushAll");
+    SYM(ActivityGetNextRecord, "cuptiActivityGetNextRecord");
+    SYM(ActivityGetNumDroppedRecords, "cuptiActivityGetNumDroppedRecords");
+    if ((!C.Subscribe && !C.Subscribe_v2) || !C.EnableCallback || !C.EnableDomain ||
+        !C.Unsubscribe) {
+        snprintf(why, whylen, "cannot profile: the CUPTI library found lacks cuptiSubscribe");
+        return -1;
+    }
+    *(void **)&D.DeviceGetName = dlsym(RTLD_DEFAULT, "cuDeviceGetName");
+    *(void **)&D.DeviceTotalMem = dlsym(RTLD_DEFAULT, "cuDeviceTotalMem_v2");
+    *(void **)&D.DeviceGetAttribute = dlsym(RTLD_DEFAULT, "cuDeviceGetAttribute");
+    *(void **)&D.DeviceGetUuid = dlsym(RTLD_DEFAULT, "cuDeviceGetUuid_v2");
+    if (!D.DeviceGetUuid)
+        *(void **)&D.DeviceGetUuid = dlsym(RTLD_DEFAULT, "cuDeviceGetUuid");
+
+    for (size_t i = 0; i < NAPIS; i++) {
+        if (apis[i].cbid >= MAX_CBID)
+            continue;
+        if (apis[i].dom == CUPTI_CB_DOMAIN_RUNTIME_API)
+            rt_index[apis[i].cbid] = (uint8_t)(i + 1);
+        else
+            drv_index[apis[i].cbid] = (uint8_t)(i + 1);
+    }
+
+    uint32_t ver = 0;
+    if (C.GetVersion)
+        C.GetVersion(&ver);
+    runtime_version = ver;
+
+    CUptiResult r;
+    char holder[CUPTI_OLD_SUBSCRIBER_NAME_MIN_LEN * 2] = "";
+    if (C.Subscribe_v2) {
+        CUpti_SubscriberParams sp;
+        memset(&sp, 0, sizeof sp);
+        sp.structSize = CUpti_SubscriberParams_STRUCT_SIZE;
+        sp.subscriberName = "gpumemprof";
+        sp.oldSubscriberName = holder;
+        sp.oldSubscriberSize = sizeof holder;
+        r = C.Subscribe_v2(&sub, on_callback, NULL, &sp);
+    } else {
+        r = C.Subscribe(&sub, on_callback, NULL);
+    }
+    if (r != CUPTI_SUCCESS) {
+        if (r == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED)
+            snprintf(why, whylen,
+                     "cannot profile: CUPTI is already in use by %s (CUPTI allows one subscriber; "
+                     "run without the other profiler)",
+                     holder[0] ? holder : "another tool");
+        else
+            snprintf(why, whylen, "cannot profile: cuptiSubscribe failed: %s", result_str(r));
+        return -1;
+    }
+    int ok = 1;
+    for (size_t i = 0; i < NAPIS; i++)
+        if (C.EnableCallback(1, sub, apis[i].dom, apis[i].cbid) != CUPTI_SUCCESS)
+            ok = 0;
+    if (!ok)
+        sink->log("some memory API callbacks could not be enabled; their calls are not recorded");
+    const CUpti_CallbackId res_ids[] = {
+        CUPTI_CBID_RESOURCE_CONTEXT_CREATED, CUPTI_CBID_RESOURCE_CONTEXT_DESTROY_STARTING,
+        CUPTI_CBID_RESOURCE_STREAM_CREATED,  CUPTI_CBID_RESOURCE_STREAM_DESTROY_STARTING,
+        CUPTI_CBID_RESOURCE_MODULE_LOADED,   CUPTI_CBID_RESOURCE_MODULE_UNLOAD_STARTING};
+    for (size_t i = 0; i < sizeof res_ids / sizeof res_ids[0]; i++)
+        C.EnableCallback(1, sub, CUPTI_CB_DOMAIN_RESOURCE, res_ids[i]);
+
+    atomic_store(&active, 1);
+
+    /* activity records, only from a CUPTI whose record layouts we were built with */
+    act_limit = o->activity_bytes ? o->activity_bytes : (8u << 20);
+    if (o->activity) {
+        if (ver / 10000 != CUPTI_API_VERSION / 10000) {
+            char msg[200];
+            snprintf(msg, sizeof msg,
+                     "activity records disabled: CUPTI API version %u found, built for %u; "
+                     "static device memory and pool sizes are not recorded",
+                     ver, (unsigned)CUPTI_API_VERSION);
+            sink->log("%s", msg);
+            gmp_wthread *t = sink->enter();
+            if (t) {
+                gmp_rec n = {.type = GMP_REC_NOTICE};
+                n.u.notice.severity = GMP_NOTICE_WARNING;
+                n.u.notice.message = (gmp_str){msg, (uint32_t)strlen(msg)};
+                emit(t, &n);
+                sink->leave();
+            }
+        } else if (C.ActivityRegisterCallbacks && C.ActivityEnable && C.ActivityGetNextRecord &&
+                   C.ActivityRegisterCallbacks(buf_requested, buf_completed) == CUPTI_SUCCESS) {
+            uint64_t c0 = 0;
+            if (C.GetTimestamp && C.GetTimestamp(&c0) == CUPTI_SUCCESS)
+                clock_offset = (int64_t)gmp_clock_ns() - (int64_t)c0;
+            int a1 = C.ActivityEnable(CUPTI_ACTIVITY_KIND_MEMORY2) == CUPTI_SUCCESS;
+            int a2 = C.ActivityEnable(CUPTI_ACTIVITY_KIND_MEMORY_POOL) == CUPTI_SUCCESS;
+            activity_on = a1 || a2;
+            if (!a1 || !a2)
+                sink->log("activity records partly unavailable (MEMORY2: %s, MEMORY_POOL: %s)",
+                          a1 ? "on" : "off", a2 ? "on" : "off");
+        }
+    }
+    return 0;
+}
+
+void gmp_cupti_flush(void)
+{
+    if (activity_on && C.ActivityFlushAll)
+        C.ActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+}
+
+void gmp_cupti_stop(void)
+{
+    if (!atomic_load(&active))
+        return;
+    gmp_cupti_flush();
+    atomic_store(&active, 0);
+    if (activity_on && C.ActivityDisable) {
+        C.ActivityDisable(CUPTI_ACTIVITY_KIND_MEMORY2);
+        C.ActivityDisable(CUPTI_ACTIVITY_KIND_MEMORY_POOL);
+    }
+}
+
+unsigned gmp_cupti_runtime_version(void)
+{
+    return runtime_version;
+}
