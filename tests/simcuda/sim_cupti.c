@@ -20,10 +20,12 @@ struct CUpti_Subscriber_st {
   void *userdata;
   char name[CUPTI_OLD_SUBSCRIBER_NAME_MIN_LEN];
   atomic_uchar enabled[CUPTI_CB_DOMAIN_SIZE][MAX_CBID];
+  struct CUpti_Subscriber_st *retired_next;
 };
 
 static pthread_mutex_t g_sub_mu = PTHREAD_MUTEX_INITIALIZER;
 static _Atomic(struct CUpti_Subscriber_st *) g_sub;
+static struct CUpti_Subscriber_st *g_retired; /* unsubscribed handles, kept: see cuptiUnsubscribe */
 static atomic_uint g_next_corr = 1;
 static _Thread_local int tl_in_callback;
 static _Thread_local uint32_t tl_corr_stack[64];
@@ -196,8 +198,10 @@ CUptiResult CUPTIAPI cuptiUnsubscribe(CUpti_SubscriberHandle subscriber) {
     return ret(CUPTI_ERROR_INVALID_PARAMETER);
   }
   atomic_store(&g_sub, NULL);
-  pthread_mutex_unlock(&g_sub_mu);
   /* the handle is not freed: a callback may be running on another thread */
+  subscriber->retired_next = g_retired;
+  g_retired = subscriber;
+  pthread_mutex_unlock(&g_sub_mu);
   return CUPTI_SUCCESS;
 }
 
@@ -599,7 +603,12 @@ CUptiResult CUPTIAPI cuptiFinalize(void) {
   atomic_store(&g_kind_memory2, 0);
   atomic_store(&g_kind_pool, 0);
   pthread_mutex_lock(&g_sub_mu);
+  struct CUpti_Subscriber_st *s = atomic_load(&g_sub);
   atomic_store(&g_sub, NULL);
+  if (s) {
+    s->retired_next = g_retired;
+    g_retired = s;
+  }
   pthread_mutex_unlock(&g_sub_mu);
   return CUPTI_SUCCESS;
 }
