@@ -24,76 +24,76 @@
 #define SIMCUDA_FIRST_STREAM_ID 13u
 
 struct CUstream_st {
-  uint32_t magic;
-  CUcontext ctx;
-  uint32_t id; /* CUPTI stream id */
-  unsigned int flags;
+    uint32_t magic;
+    CUcontext ctx;
+    uint32_t id; /* CUPTI stream id */
+    unsigned int flags;
 };
 
 struct CUctx_st {
-  uint32_t magic;
-  int device;
-  uint32_t uid;    /* CUPTI context id */
-  int active;      /* primary context retained and not reset */
-  unsigned refcnt; /* cuDevicePrimaryCtxRetain count */
-  struct CUstream_st null_stream;
+    uint32_t magic;
+    int device;
+    uint32_t uid;    /* CUPTI context id */
+    int active;      /* primary context retained and not reset */
+    unsigned refcnt; /* cuDevicePrimaryCtxRetain count */
+    struct CUstream_st null_stream;
 };
 
 /* A kernel as the driver sees it: the runtime's kernel handles start with this. */
 struct CUfunc_st {
-  uint32_t magic;
-  const char *name; /* device (mangled) name */
+    uint32_t magic;
+    const char *name; /* device (mangled) name */
 };
 
 /* ---- tool (CUPTI) hooks installed by libcupti.so.13 into the driver ---- */
 
 typedef struct simcuda_call {
-  CUpti_CallbackDomain domain;
-  CUpti_CallbackId cbid;
-  const char *name;
-  const void *params;
-  void *ret;          /* points at the CUresult / cudaError_t of the call */
-  const char *symbol; /* kernel name for launches */
-  CUcontext ctx;
-  /* filled by the tool */
-  uint32_t corr_id;
-  uint64_t corr_data;
-  int delivered;
+    CUpti_CallbackDomain domain;
+    CUpti_CallbackId cbid;
+    const char *name;
+    const void *params;
+    void *ret;          /* points at the CUresult / cudaError_t of the call */
+    const char *symbol; /* kernel name for launches */
+    CUcontext ctx;
+    /* filled by the tool */
+    uint32_t corr_id;
+    uint64_t corr_data;
+    int delivered;
 } simcuda_call;
 
 typedef struct simcuda_mem_event {
-  CUpti_ActivityMemoryOperationType op;
-  CUpti_ActivityMemoryKind kind;
-  uint64_t address;
-  uint64_t bytes;
-  int device;
-  CUcontext ctx;        /* may be NULL (host allocations made without a context) */
-  CUstream stream;      /* non-NULL for stream-ordered operations */
-  int is_async;
-  const char *name;     /* static variable name */
-  int has_pool;
-  uint64_t pool_address;
-  uint64_t pool_release_threshold;
-  uint64_t pool_size;
-  uint64_t pool_utilized;
+    CUpti_ActivityMemoryOperationType op;
+    CUpti_ActivityMemoryKind kind;
+    uint64_t address;
+    uint64_t bytes;
+    int device;
+    CUcontext ctx;   /* may be NULL (host allocations made without a context) */
+    CUstream stream; /* non-NULL for stream-ordered operations */
+    int is_async;
+    const char *name; /* static variable name */
+    int has_pool;
+    uint64_t pool_address;
+    uint64_t pool_release_threshold;
+    uint64_t pool_size;
+    uint64_t pool_utilized;
 } simcuda_mem_event;
 
 typedef struct simcuda_pool_event {
-  CUpti_ActivityMemoryPoolOperationType op;
-  int device;
-  uint64_t address;
-  uint64_t size;
-  uint64_t release_threshold;
-  uint64_t utilized;
-  uint64_t min_bytes_to_keep;
+    CUpti_ActivityMemoryPoolOperationType op;
+    int device;
+    uint64_t address;
+    uint64_t size;
+    uint64_t release_threshold;
+    uint64_t utilized;
+    uint64_t min_bytes_to_keep;
 } simcuda_pool_event;
 
 typedef struct simcuda_tool_ops {
-  void (*api_enter)(simcuda_call *call);
-  void (*api_exit)(simcuda_call *call);
-  void (*resource)(CUpti_CallbackId cbid, CUcontext ctx, CUstream stream, void *descriptor);
-  void (*memory)(const simcuda_mem_event *ev);
-  void (*mempool)(const simcuda_pool_event *ev);
+    void (*api_enter)(simcuda_call *call);
+    void (*api_exit)(simcuda_call *call);
+    void (*resource)(CUpti_CallbackId cbid, CUcontext ctx, CUstream stream, void *descriptor);
+    void (*memory)(const simcuda_mem_event *ev);
+    void (*mempool)(const simcuda_pool_event *ev);
 } simcuda_tool_ops;
 
 /* ---- exported by libcuda.so.1 for libcupti.so.13 and libcudart.so.13 ---- */
@@ -105,7 +105,8 @@ SIMCUDA_API void simcuda_set_tool(const simcuda_tool_ops *ops);
 /* API call bracketing used by the driver itself and by the runtime. */
 SIMCUDA_API void simcuda_api_enter(simcuda_call *call);
 SIMCUDA_API void simcuda_api_exit(simcuda_call *call);
-SIMCUDA_API void simcuda_resource(CUpti_CallbackId cbid, CUcontext ctx, CUstream stream, void *descriptor);
+SIMCUDA_API void simcuda_resource(CUpti_CallbackId cbid, CUcontext ctx, CUstream stream,
+                                  void *descriptor);
 SIMCUDA_API void simcuda_emit_memory(const simcuda_mem_event *ev);
 SIMCUDA_API void simcuda_emit_pool(const simcuda_pool_event *ev);
 
