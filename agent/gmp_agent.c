@@ -69,6 +69,21 @@ static void agent_log(const char *fmt, ...)
     (void)w;
 }
 
+/* Warnings about degraded features: silenced by GPUMEMPROF_QUIET (errors are not). */
+static void agent_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+static void agent_warn(const char *fmt, ...)
+{
+    if (opts.quiet)
+        return;
+    char buf[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    agent_log("%s", buf);
+}
+
 static void thread_gone(void *p)
 {
     gmp_wthread_release(p);
@@ -221,7 +236,7 @@ static int agent_start(void)
     sink.w = W;
     sink.enter = sink_enter;
     sink.leave = sink_leave;
-    sink.log = agent_log;
+    sink.log = agent_warn;
     gmp_nvtx_init(&sink);
     atexit(agent_stop);
     pthread_atfork(NULL, NULL, at_fork_child);
