@@ -1,0 +1,1202 @@
+/* gmp_replay: one pass over a trace, shared by every output. See gmp_replay.h and docs/replay.md.
+ *
+ * Data structures (all open addressing, linear probing, backward-shift deletion, power-of-two
+ * capacity, grown at 3/4 load): one live-allocation table per address space (ordinary memory, VMM
+ * physical handles, VMM mappings, VA reservations, NVTX regions: the same address can be live in
+ * several at once), the site table, pools, threads, and START/END handles. The live set at the peak
+ * is kept per site with an epoch stamp: each device counts its new peaks (epoch); a site remembers
+ * its live bytes as of the last peak the first time it changes after that peak, so the value at
+ * the final peak is known at the end without any copy at peak time and without a log. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gmp_replay.h"
+
+#define MAX_OUTPUTS 16
+#define FREED_CACHE 16384 /* recently freed addresses kept for double-free detection */
+
+enum { SP_MEM, SP_VMM_PHYS, SP_VMM_MAP, SP_VA, SP_REGION, NSPACE };
+
+/* ---- generic open-addressing map: entries begin with a uint64_t key ---- */
+
+typedef struct omap {
+    unsigned char *ent;
+    unsigned char *used;
+    size_t cap, n, esz;
+} omap;
+
+static inline size_t hash64(uint64_t k)
+{
+    k ^= k >> 33;
+    k *= 0xff51afd7ed558ccdULL;
+    k ^= k >> 33;
+    return (size_t)k;
+}
+
+static inline uint64_t ent_key(const omap *m, size_t i)
+{
+    uint64_t k;
+    memcpy(&k, m->ent + i * m->esz, sizeof k);
+    return k;
+}
+
+static void *omap_find(const omap *m, uint64_t key)
+{
+    if (!m->cap)
+        return NULL;
+    size_t mask = m->cap - 1;
+    for (size_t i = hash64(key) & mask; m->used[i]; i = (i + 1) & mask)
+        if (ent_key(m, i) == key)
+            return m->ent + i * m->esz;
+    return NULL;
+}
+
+static int omap_grow(omap *m)
+{
+    size_t ncap = m->cap ? m->cap * 2 : 64;
+    unsigned char *ne = calloc(ncap, m->esz);
+    unsigned char *nu = calloc(ncap, 1);
+    if (!ne || !nu) {
+        free(ne);
+        free(nu);
+        return -1;
+    }
+    for (size_t i = 0; i < m->cap; i++) {
+        if (!m->used[i])
+            continue;
+        size_t j = hash64(ent_key(m, i)) & (ncap - 1);
+        while (nu[j])
+            j = (j + 1) & (ncap - 1);
+        nu[j] = 1;
+        memcpy(ne + j * m->esz, m->ent + i * m->esz, m->esz);
+    }
+    free(m->ent);
+    free(m->used);
+    m->ent = ne;
+    m->used = nu;
+    m->cap = ncap;
+    return 0;
+}
+
+/* Finds key or inserts a zeroed entry with it (*fresh = 1). NULL when out of memory. The pointer
+ * is valid until the next insertion or deletion. */
+static void *omap_put(omap *m, uint64_t key, int *fresh)
+{
+    *fresh = 0;
+    if ((m->n + 1) * 4 > m->cap * 3 && omap_grow(m) < 0)
+        return NULL;
+    size_t mask = m->cap - 1, i = hash64(key) & mask;
+    for (; m->used[i]; i = (i + 1) & mask)
+        if (ent_key(m, i) == key)
+            return m->ent + i * m->esz;
+    m->used[i] = 1;
+    m->n++;
+    unsigned char *e = m->ent + i * m->esz;
+    memset(e, 0, m->esz);
+    memcpy(e, &key, sizeof key);
+    *fresh = 1;
+    return e;
+}
+
+static void omap_del(omap *m, void *entp)
+{
+    size_t mask = m->cap - 1;
+    size_t i = (size_t)((unsigned char *)entp - m->ent) / m->esz;
+    size_t j = i;
+    for (;;) {
+        j = (j + 1) & mask;
+        if (!m->used[j])
+            break;
+        size_t k = hash64(ent_key(m, j)) & mask;
+        /* move j into the hole at i unless its home k lies cyclically in (i, j] */
+        int stay = i <= j ? (i < k && k <= j) : (i < k || k <= j);
+        if (stay)
+            continue;
+        memcpy(m->ent + i * m->esz, m->ent + j * m->esz, m->esz);
+        i = j;
+    }
+    m->used[i] = 0;
+    m->n--;
+}
+
+static void omap_free(omap *m)
+{
+    free(m->ent);
+    free(m->used);
+    memset(m, 0, sizeof *m);
+}
+
+/* ---- state ---- */
+
+typedef struct live_ent {
+    uint64_t key; /* address, or handle for VMM physical memory */
+    uint64_t size, time_ns, handle, stream;
+    uint32_t site; /* index into sites */
+    uint32_t tid, flags;
+} live_ent;
+
+typedef struct site_int {
+    gmp_replay_site pub;
+    uint64_t epoch; /* device peak epoch of snap_* */
+    uint64_t snap_bytes, snap_count;
+    struct dev_int *dev;
+} site_int;
+
+typedef struct dev_int {
+    gmp_replay_device pub;
+    uint64_t epoch;         /* number of new peaks of allocated so far */
+    uint64_t nonpool;       /* live bytes of device kinds other than ASYNC_POOL */
+    uint64_t async_live;    /* live bytes of ASYNC_POOL */
+    uint64_t pool_reported; /* sum of the pools' last reported reserved sizes */
+} dev_int;
+
+typedef struct pool_ent {
+    uint64_t key; /* pool handle */
+    uint64_t reported;
+    struct dev_int *dev;
+} pool_ent;
+
+typedef struct open_range {
+    uint32_t range;
+    uint64_t begin;
+} open_range;
+
+typedef struct thread_ent {
+    uint64_t key; /* tid */
+    open_range *st;
+    uint32_t depth, cap;
+} thread_ent;
+
+typedef struct handle_ent {
+    uint64_t key; /* nvtxRangeId_t */
+    uint64_t begin;
+    uint32_t range, tid;
+} handle_ent;
+
+typedef struct freed_ent {
+    uint64_t key;
+    uint32_t space1; /* space + 1; 0 = empty */
+} freed_ent;
+
+typedef struct notice {
+    char *msg;
+    uint32_t severity;
+    uint64_t time_ns;
+} notice;
+
+typedef struct output {
+    const gmp_replay_ops *ops;
+    void *ctx;
+} output;
+
+struct gmp_replay {
+    gmp_reader *r;
+    gmp_replay_opts o;
+    output outs[MAX_OUTPUTS];
+    size_t nouts;
+    int ran;
+    char err[512];
+
+    dev_int **devs; /* sorted by id */
+    size_t ndevs, devcap;
+    dev_int *last_dev;
+
+    site_int *sites;
+    size_t nsites, sitecap;
+    uint32_t *sitemap; /* site index + 1; 0 empty */
+    size_t sitemap_cap;
+    size_t last_site;
+
+    omap live[NSPACE];
+    uint64_t nlive;
+    omap pools, threads, handles;
+    freed_ent *freed;
+
+    gmp_replay_oom *ooms;
+    size_t nooms;
+    notice *notices;
+    size_t nnotices;
+
+    gmp_replay_alloc *scratch; /* allocations freed by one unmap */
+    size_t scratch_cap;
+
+    gmp_replay_summary sum;
+};
+
+/* ---- errors ---- */
+
+gmp_err gmp_replay_fail(gmp_replay *rp, gmp_err e, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(rp->err, sizeof rp->err, fmt, ap);
+    va_end(ap);
+    return e;
+}
+
+const char *gmp_replay_error(const gmp_replay *rp)
+{
+    return rp ? rp->err : "";
+}
+
+/* ---- creation ---- */
+
+gmp_err gmp_replay_new(gmp_replay **out, gmp_reader *r, const gmp_replay_opts *opts)
+{
+    *out = NULL;
+    if (!r)
+        return GMP_ERR_ARG;
+    gmp_replay *rp = calloc(1, sizeof *rp);
+    if (!rp)
+        return GMP_ERR_NOMEM;
+    rp->r = r;
+    if (opts)
+        rp->o = *opts;
+    if (!rp->o.max_ooms)
+        rp->o.max_ooms = 1024;
+    if (!rp->o.max_notices)
+        rp->o.max_notices = 64;
+    for (int i = 0; i < NSPACE; i++)
+        rp->live[i].esz = sizeof(live_ent);
+    rp->pools.esz = sizeof(pool_ent);
+    rp->threads.esz = sizeof(thread_ent);
+    rp->handles.esz = sizeof(handle_ent);
+    rp->freed = calloc(FREED_CACHE, sizeof *rp->freed);
+    rp->last_site = SIZE_MAX;
+    if (!rp->freed) {
+        gmp_replay_free(rp);
+        return GMP_ERR_NOMEM;
+    }
+    *out = rp;
+    return GMP_OK;
+}
+
+void gmp_replay_free(gmp_replay *rp)
+{
+    if (!rp)
+        return;
+    for (size_t i = 0; i < rp->ndevs; i++)
+        free(rp->devs[i]);
+    free(rp->devs);
+    free(rp->sites);
+    free(rp->sitemap);
+    for (int i = 0; i < NSPACE; i++)
+        omap_free(&rp->live[i]);
+    omap_free(&rp->pools);
+    for (size_t i = 0; i < rp->threads.cap; i++) {
+        if (rp->threads.used[i])
+            free(((thread_ent *)(void *)(rp->threads.ent + i * rp->threads.esz))->st);
+    }
+    omap_free(&rp->threads);
+    omap_free(&rp->handles);
+    free(rp->freed);
+    free(rp->ooms);
+    for (size_t i = 0; i < rp->nnotices; i++)
+        free(rp->notices[i].msg);
+    free(rp->notices);
+    free(rp->scratch);
+    free(rp);
+}
+
+gmp_err gmp_replay_add(gmp_replay *rp, const gmp_replay_ops *ops, void *ctx)
+{
+    if (!rp || !ops || rp->ran)
+        return GMP_ERR_ARG;
+    if (rp->nouts == MAX_OUTPUTS)
+        return GMP_ERR_LIMIT;
+    rp->outs[rp->nouts].ops = ops;
+    rp->outs[rp->nouts].ctx = ctx;
+    rp->nouts++;
+    return GMP_OK;
+}
+
+/* ---- devices ---- */
+
+static dev_int *dev_get(gmp_replay *rp, int32_t id)
+{
+    if (rp->last_dev && rp->last_dev->pub.id == id)
+        return rp->last_dev;
+    size_t lo = 0, hi = rp->ndevs;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (rp->devs[mid]->pub.id < id)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    if (lo < rp->ndevs && rp->devs[lo]->pub.id == id)
+        return rp->last_dev = rp->devs[lo];
+    if (rp->ndevs == rp->devcap) {
+        size_t nc = rp->devcap ? rp->devcap * 2 : 8;
+        dev_int **nd = realloc(rp->devs, nc * sizeof *nd);
+        if (!nd)
+            return NULL;
+        rp->devs = nd;
+        rp->devcap = nc;
+    }
+    dev_int *d = calloc(1, sizeof *d);
+    if (!d)
+        return NULL;
+    d->pub.id = id;
+    if (id >= 0)
+        d->pub.def = gmp_reader_device(rp->r, (uint32_t)id);
+    memmove(rp->devs + lo + 1, rp->devs + lo, (rp->ndevs - lo) * sizeof *rp->devs);
+    rp->devs[lo] = d;
+    rp->ndevs++;
+    return rp->last_dev = d;
+}
+
+/* ---- sites ---- */
+
+static inline size_t site_hash(int32_t dev, uint32_t kind, uint32_t api, uint32_t range,
+                               uint32_t stack)
+{
+    uint64_t h = (uint64_t)(uint32_t)dev * 0x9e3779b97f4a7c15ULL;
+    h = (h ^ kind) * 0xff51afd7ed558ccdULL;
+    h = (h ^ api) * 0xc4ceb9fe1a85ec53ULL;
+    h = (h ^ range) * 0x9e3779b97f4a7c15ULL;
+    h = (h ^ stack) * 0xff51afd7ed558ccdULL;
+    return (size_t)(h ^ (h >> 29));
+}
+
+static int site_match(const site_int *s, int32_t dev, uint32_t kind, uint32_t api, uint32_t range,
+                      uint32_t stack)
+{
+    return s->pub.device == dev && s->pub.kind == kind && s->pub.api == api &&
+           s->pub.range == range && s->pub.stack == stack;
+}
+
+static int sitemap_grow(gmp_replay *rp)
+{
+    size_t ncap = rp->sitemap_cap ? rp->sitemap_cap * 2 : 256;
+    uint32_t *nm = calloc(ncap, sizeof *nm);
+    if (!nm)
+        return -1;
+    for (size_t i = 0; i < rp->nsites; i++) {
+        const gmp_replay_site *p = &rp->sites[i].pub;
+        size_t j = site_hash(p->device, p->kind, p->api, p->range, p->stack) & (ncap - 1);
+        while (nm[j])
+            j = (j + 1) & (ncap - 1);
+        nm[j] = (uint32_t)i + 1;
+    }
+    free(rp->sitemap);
+    rp->sitemap = nm;
+    rp->sitemap_cap = ncap;
+    return 0;
+}
+
+/* The site's index, created when new; SIZE_MAX when out of memory. */
+static size_t site_get(gmp_replay *rp, dev_int *d, uint32_t kind, uint32_t api, uint32_t range,
+                       uint32_t stack)
+{
+    int32_t dv = d->pub.id;
+    if (rp->last_site != SIZE_MAX &&
+        site_match(&rp->sites[rp->last_site], dv, kind, api, range, stack))
+        return rp->last_site;
+    if ((rp->nsites + 1) * 4 > rp->sitemap_cap * 3 && sitemap_grow(rp) < 0)
+        return SIZE_MAX;
+    size_t mask = rp->sitemap_cap - 1;
+    size_t j = site_hash(dv, kind, api, range, stack) & mask;
+    for (; rp->sitemap[j]; j = (j + 1) & mask) {
+        size_t i = rp->sitemap[j] - 1;
+        if (site_match(&rp->sites[i], dv, kind, api, range, stack))
+            return rp->last_site = i;
+    }
+    if (rp->nsites >= UINT32_MAX - 1)
+        return SIZE_MAX;
+    if (rp->nsites == rp->sitecap) {
+        size_t nc = rp->sitecap ? rp->sitecap * 2 : 256;
+        site_int *ns = realloc(rp->sites, nc * sizeof *ns);
+        if (!ns)
+            return SIZE_MAX;
+        rp->sites = ns;
+        rp->sitecap = nc;
+    }
+    site_int *s = &rp->sites[rp->nsites];
+    memset(s, 0, sizeof *s);
+    s->pub.device = dv;
+    s->pub.kind = kind;
+    s->pub.api = api;
+    s->pub.range = range;
+    s->pub.stack = stack;
+    s->epoch = d->epoch;
+    s->dev = d;
+    rp->sitemap[j] = (uint32_t)rp->nsites + 1;
+    return rp->last_site = rp->nsites++;
+}
+
+/* Before a device-kind site changes: remember its value at the device's last peak. */
+static inline void site_touch(site_int *s, const dev_int *d)
+{
+    if (s->epoch != d->epoch) {
+        s->snap_bytes = s->pub.live_bytes;
+        s->snap_count = s->pub.live_count;
+        s->epoch = d->epoch;
+    }
+}
+
+/* ---- accounting ---- */
+
+static inline unsigned kind_slot(uint32_t kind)
+{
+    return kind < GMP_MEM_KIND_COUNT ? kind : GMP_MEM_UNKNOWN;
+}
+
+static inline int space_of(uint32_t kind)
+{
+    switch (kind) {
+    case GMP_MEM_VMM_PHYSICAL: return SP_VMM_PHYS;
+    case GMP_MEM_VMM_MAPPING: return SP_VMM_MAP;
+    case GMP_MEM_VA_RESERVE: return SP_VA;
+    case GMP_MEM_NVTX_REGION: return SP_REGION;
+    default: return SP_MEM;
+    }
+}
+
+static void update_reserved(dev_int *d, uint64_t t)
+{
+    uint64_t pool = d->pool_reported > d->async_live ? d->pool_reported : d->async_live;
+    d->pub.pool_reserved = pool;
+    d->pub.reserved = d->nonpool + pool;
+    if (d->pub.reserved > d->pub.peak_reserved) {
+        d->pub.peak_reserved = d->pub.reserved;
+        d->pub.peak_reserved_time_ns = t;
+    }
+}
+
+/* Adds an allocation of size bytes to its site, kind and device. Returns 1 on a new peak of the
+ * device's allocated bytes. */
+static int account_add(dev_int *d, site_int *s, unsigned kind, uint64_t size, uint64_t t)
+{
+    int dk = gmp_mem_kind_is_device(kind);
+    if (dk)
+        site_touch(s, d);
+    gmp_replay_site *p = &s->pub;
+    p->live_bytes += size;
+    p->live_count++;
+    p->allocs++;
+    p->alloc_bytes += size;
+    if (size > p->max_alloc_bytes)
+        p->max_alloc_bytes = size;
+    gmp_replay_kind_stats *k = &d->pub.kind[kind];
+    k->allocs++;
+    k->alloc_bytes += size;
+    k->live_bytes += size;
+    k->live_count++;
+    if (size > k->max_alloc_bytes)
+        k->max_alloc_bytes = size;
+    if (k->live_bytes > k->peak_bytes) {
+        k->peak_bytes = k->live_bytes;
+        k->peak_time_ns = t;
+    }
+    if (!dk)
+        return 0;
+    gmp_replay_device *dp = &d->pub;
+    dp->allocated += size;
+    dp->allocs++;
+    dp->alloc_bytes += size;
+    dp->live_count++;
+    if (kind == GMP_MEM_ASYNC_POOL)
+        d->async_live += size;
+    else
+        d->nonpool += size;
+    update_reserved(d, t);
+    if (dp->allocated > dp->peak_allocated) {
+        dp->peak_allocated = dp->allocated;
+        dp->peak_time_ns = t;
+        d->epoch++;
+        return 1;
+    }
+    return 0;
+}
+
+/* Removes an allocation; counted: a real free (not a replaced allocation). */
+static void account_sub(dev_int *d, site_int *s, unsigned kind, uint64_t size, uint64_t t,
+                        int counted)
+{
+    int dk = gmp_mem_kind_is_device(kind);
+    if (dk)
+        site_touch(s, d);
+    gmp_replay_site *p = &s->pub;
+    p->live_bytes -= size;
+    p->live_count--;
+    gmp_replay_kind_stats *k = &d->pub.kind[kind];
+    k->live_bytes -= size;
+    k->live_count--;
+    if (counted) {
+        p->frees++;
+        p->free_bytes += size;
+        k->frees++;
+    }
+    if (!dk)
+        return;
+    gmp_replay_device *dp = &d->pub;
+    dp->allocated -= size;
+    dp->live_count--;
+    if (counted)
+        dp->frees++;
+    if (kind == GMP_MEM_ASYNC_POOL)
+        d->async_live -= size;
+    else
+        d->nonpool -= size;
+    update_reserved(d, t);
+}
+
+static void fill_alloc(const gmp_replay *rp, int space, const live_ent *e, gmp_replay_alloc *a)
+{
+    const site_int *s = &rp->sites[e->site];
+    a->address = space == SP_VMM_PHYS ? 0 : e->key;
+    a->size = e->size;
+    a->time_ns = e->time_ns;
+    a->handle = e->handle;
+    a->stream = e->stream;
+    a->tid = e->tid;
+    a->flags = e->flags;
+    a->device = s->pub.device;
+    a->kind = s->pub.kind;
+    a->api = s->pub.api;
+    a->range = s->pub.range;
+    a->stack = s->pub.stack;
+    a->site = e->site;
+}
+
+/* Removes a live entry and its accounting. */
+static void live_remove(gmp_replay *rp, int space, live_ent *e, uint64_t t, int counted)
+{
+    site_int *s = &rp->sites[e->site];
+    dev_int *d = s->dev;
+    account_sub(d, s, s->pub.kind, e->size, t, counted);
+    omap_del(&rp->live[space], e);
+    rp->nlive--;
+}
+
+static inline size_t freed_slot(int space, uint64_t key)
+{
+    return hash64(key ^ ((uint64_t)space << 56)) & (FREED_CACHE - 1);
+}
+
+static inline void freed_remember(gmp_replay *rp, int space, uint64_t key)
+{
+    freed_ent *f = &rp->freed[freed_slot(space, key)];
+    f->key = key;
+    f->space1 = (uint32_t)space + 1;
+}
+
+static inline void freed_forget(gmp_replay *rp, int space, uint64_t key)
+{
+    freed_ent *f = &rp->freed[freed_slot(space, key)];
+    if (f->space1 == (uint32_t)space + 1 && f->key == key)
+        f->space1 = 0;
+}
+
+static inline int freed_seen(const gmp_replay *rp, int space, uint64_t key)
+{
+    const freed_ent *f = &rp->freed[freed_slot(space, key)];
+    return f->space1 == (uint32_t)space + 1 && f->key == key;
+}
+
+/* ---- dispatch ---- */
+
+#define DISPATCH(rp, member, ...)                                                                  \
+    do {                                                                                           \
+        for (size_t i_ = 0; i_ < (rp)->nouts; i_++) {                                              \
+            const gmp_replay_ops *o_ = (rp)->outs[i_].ops;                                         \
+            if (o_->member) {                                                                      \
+                gmp_err e_ = o_->member((rp)->outs[i_].ctx, (rp), __VA_ARGS__);                    \
+                if (e_ != GMP_OK)                                                                  \
+                    return e_;                                                                     \
+            }                                                                                      \
+        }                                                                                          \
+    } while (0)
+
+#define DISPATCH0(rp, member)                                                                      \
+    do {                                                                                           \
+        for (size_t i_ = 0; i_ < (rp)->nouts; i_++) {                                              \
+            const gmp_replay_ops *o_ = (rp)->outs[i_].ops;                                         \
+            if (o_->member) {                                                                      \
+                gmp_err e_ = o_->member((rp)->outs[i_].ctx, (rp));                                 \
+                if (e_ != GMP_OK)                                                                  \
+                    return e_;                                                                     \
+            }                                                                                      \
+        }                                                                                          \
+    } while (0)
+
+static gmp_err nomem(gmp_replay *rp)
+{
+    return gmp_replay_fail(rp, GMP_ERR_NOMEM, "out of memory while replaying the trace");
+}
+
+/* ---- events ---- */
+
+static gmp_err on_alloc(gmp_replay *rp, const gmp_rec *rec)
+{
+    const gmp_rec_mem *m = &rec->u.mem;
+    rp->sum.alloc_records++;
+    dev_int *d = dev_get(rp, m->device);
+    if (!d)
+        return nomem(rp);
+    gmp_replay_mem ev = {rec, GMP_REPLAY_OK, NULL, 0, &d->pub, 0};
+    gmp_replay_alloc a;
+    if (m->flags & GMP_MEMF_FAILED) {
+        d->pub.failed_allocs++;
+        rp->sum.failed_allocs++;
+        ev.status = GMP_REPLAY_FAILED;
+        DISPATCH(rp, alloc, &ev);
+        return GMP_OK;
+    }
+    unsigned kind = kind_slot(m->kind);
+    int sp = space_of(kind);
+    uint64_t key = sp == SP_VMM_PHYS ? m->handle : m->address;
+    live_ent *old = omap_find(&rp->live[sp], key);
+    if (old) {
+        const site_int *os = &rp->sites[old->site];
+        if (old->size == m->size && os->pub.kind == kind &&
+            ((old->flags ^ m->flags) & GMP_MEMF_ACTIVITY)) {
+            /* the same allocation seen by a callback and an activity record */
+            rp->sum.duplicate_allocs++;
+            ev.status = GMP_REPLAY_DUPLICATE;
+            fill_alloc(rp, sp, old, &a);
+            ev.alloc = &a;
+            ev.nalloc = 1;
+            DISPATCH(rp, alloc, &ev);
+            return GMP_OK;
+        }
+        rp->sum.replaced_allocs++;
+        ev.status = GMP_REPLAY_REPLACED;
+        live_remove(rp, sp, old, rec->time_ns, 0);
+    }
+    freed_forget(rp, sp, key);
+    size_t si = site_get(rp, d, kind, m->api, m->range, m->stack);
+    if (si == SIZE_MAX)
+        return nomem(rp);
+    int fresh;
+    live_ent *e = omap_put(&rp->live[sp], key, &fresh);
+    if (!e)
+        return nomem(rp);
+    e->size = m->size;
+    e->time_ns = rec->time_ns;
+    e->handle = m->handle;
+    e->stream = m->stream;
+    e->site = (uint32_t)si;
+    e->tid = rec->tid;
+    e->flags = m->flags;
+    if (++rp->nlive > rp->sum.max_live_allocs)
+        rp->sum.max_live_allocs = rp->nlive;
+    int peak = account_add(d, &rp->sites[si], kind, m->size, rec->time_ns);
+    ev.counted = gmp_mem_kind_is_device(kind);
+    fill_alloc(rp, sp, e, &a);
+    ev.alloc = &a;
+    ev.nalloc = 1;
+    DISPATCH(rp, alloc, &ev);
+    if (peak)
+        DISPATCH(rp, peak, &d->pub, rec->time_ns);
+    return GMP_OK;
+}
+
+static gmp_replay_alloc *scratch_slot(gmp_replay *rp, size_t i)
+{
+    if (i >= rp->scratch_cap) {
+        size_t nc = rp->scratch_cap ? rp->scratch_cap * 2 : 16;
+        gmp_replay_alloc *ns = realloc(rp->scratch, nc * sizeof *ns);
+        if (!ns)
+            return NULL;
+        rp->scratch = ns;
+        rp->scratch_cap = nc;
+    }
+    return &rp->scratch[i];
+}
+
+/* cuMemUnmap of a range that covers several mappings. Returns the number removed, or -1. */
+static long unmap_range(gmp_replay *rp, uint64_t lo, uint64_t size, uint64_t t,
+                        const gmp_replay_device **devp)
+{
+    omap *m = &rp->live[SP_VMM_MAP];
+    uint64_t hi = lo + size < lo ? UINT64_MAX : lo + size;
+    long n = 0;
+    for (size_t i = 0; i < m->cap;) {
+        if (m->used[i]) {
+            live_ent *e = (live_ent *)(void *)(m->ent + i * m->esz);
+            if (e->key >= lo && e->key < hi) {
+                gmp_replay_alloc *a = scratch_slot(rp, (size_t)n);
+                if (!a)
+                    return -1;
+                fill_alloc(rp, SP_VMM_MAP, e, a);
+                *devp = &rp->sites[e->site].dev->pub;
+                live_remove(rp, SP_VMM_MAP, e, t, 1);
+                freed_remember(rp, SP_VMM_MAP, a->address);
+                n++;
+                continue; /* slot i now holds a shifted entry (or is empty): look again */
+            }
+        }
+        i++;
+    }
+    return n;
+}
+
+static gmp_err on_free(gmp_replay *rp, const gmp_rec *rec)
+{
+    const gmp_rec_mem *m = &rec->u.mem;
+    rp->sum.free_records++;
+    gmp_replay_mem ev = {rec, GMP_REPLAY_OK, NULL, 0, NULL, 0};
+    gmp_replay_alloc a;
+    unsigned kind = kind_slot(m->kind);
+    int sp = space_of(kind);
+    uint64_t key = sp == SP_VMM_PHYS ? m->handle : m->address;
+    if (m->flags & GMP_MEMF_FAILED) {
+        dev_int *d = dev_get(rp, m->device);
+        if (!d)
+            return nomem(rp);
+        d->pub.failed_frees++;
+        rp->sum.failed_frees++;
+        ev.status = GMP_REPLAY_FAILED;
+        ev.dev = &d->pub;
+        DISPATCH(rp, free, &ev);
+        return GMP_OK;
+    }
+    live_ent *e = omap_find(&rp->live[sp], key);
+    if (e && sp == SP_VMM_MAP && m->size > e->size)
+        e = NULL; /* one unmap over several mappings */
+    if (!e && sp == SP_VMM_MAP && m->size) {
+        const gmp_replay_device *dv = NULL;
+        long n = unmap_range(rp, m->address, m->size, rec->time_ns, &dv);
+        if (n < 0)
+            return nomem(rp);
+        if (n > 0) {
+            ev.alloc = rp->scratch;
+            ev.nalloc = (size_t)n;
+            ev.dev = dv;
+            DISPATCH(rp, free, &ev);
+            return GMP_OK;
+        }
+    }
+    if (!e) {
+        dev_int *d = dev_get(rp, m->device);
+        if (!d)
+            return nomem(rp);
+        if (freed_seen(rp, sp, key)) {
+            d->pub.double_frees++;
+            rp->sum.double_frees++;
+            ev.status = GMP_REPLAY_DOUBLE_FREE;
+        } else {
+            d->pub.unknown_frees++;
+            rp->sum.unknown_frees++;
+            ev.status = GMP_REPLAY_UNKNOWN_FREE;
+        }
+        ev.dev = &d->pub;
+        DISPATCH(rp, free, &ev);
+        return GMP_OK;
+    }
+    fill_alloc(rp, sp, e, &a);
+    dev_int *d = rp->sites[e->site].dev;
+    ev.counted = gmp_mem_kind_is_device(a.kind);
+    live_remove(rp, sp, e, rec->time_ns, 1);
+    freed_remember(rp, sp, key);
+    ev.alloc = &a;
+    ev.nalloc = 1;
+    ev.dev = &d->pub;
+    DISPATCH(rp, free, &ev);
+    return GMP_OK;
+}
+
+static gmp_err on_pool(gmp_replay *rp, const gmp_rec *rec)
+{
+    const gmp_rec_pool *p = &rec->u.pool;
+    dev_int *d = dev_get(rp, p->device);
+    if (!d)
+        return nomem(rp);
+    int fresh;
+    pool_ent *pe = omap_put(&rp->pools, p->pool, &fresh);
+    if (!pe)
+        return nomem(rp);
+    if (fresh)
+        pe->dev = d;
+    else
+        d = pe->dev; /* a pool belongs to the device it was first seen on */
+    switch (p->op) {
+    case GMP_POOL_RESERVED:
+        d->pool_reported = d->pool_reported - pe->reported + p->value;
+        pe->reported = p->value;
+        break;
+    case GMP_POOL_DESTROY:
+        d->pool_reported -= pe->reported;
+        omap_del(&rp->pools, pe);
+        break;
+    default: break;
+    }
+    update_reserved(d, rec->time_ns);
+    DISPATCH(rp, pool, rec, &d->pub);
+    return GMP_OK;
+}
+
+static gmp_err on_sample(gmp_replay *rp, const gmp_rec *rec)
+{
+    const gmp_rec_sample *s = &rec->u.sample;
+    dev_int *d = dev_get(rp, s->device);
+    if (!d)
+        return nomem(rp);
+    rp->sum.samples++;
+    gmp_replay_sample ev = {rec, &d->pub, 0, 0};
+    if (s->process_used != UINT64_MAX)
+        ev.used = s->process_used;
+    else
+        ev.used = s->total_bytes >= s->free_bytes ? s->total_bytes - s->free_bytes : 0;
+    ev.unexplained = ev.used > d->pub.reserved ? ev.used - d->pub.reserved : 0;
+    d->pub.samples++;
+    d->pub.sample_used = ev.used;
+    d->pub.sample_total = s->total_bytes;
+    if (ev.unexplained > d->pub.max_unexplained) {
+        d->pub.max_unexplained = ev.unexplained;
+        d->pub.max_unexplained_time_ns = rec->time_ns;
+    }
+    DISPATCH(rp, sample, &ev);
+    return GMP_OK;
+}
+
+static gmp_err on_oom(gmp_replay *rp, const gmp_rec *rec)
+{
+    const gmp_rec_oom *o = &rec->u.oom;
+    dev_int *d = dev_get(rp, o->device);
+    if (!d)
+        return nomem(rp);
+    d->pub.ooms++;
+    rp->sum.ooms++;
+    gmp_replay_oom ev = {rec->time_ns,    rec->tid,      o->device,    o->api,
+                         o->range,        o->stack,      o->requested, d->pub.allocated,
+                         d->pub.reserved, o->free_bytes, o->result};
+    if (rp->nooms < rp->o.max_ooms) {
+        if (!rp->ooms) {
+            rp->ooms = calloc(rp->o.max_ooms, sizeof *rp->ooms);
+            if (!rp->ooms)
+                return nomem(rp);
+        }
+        rp->ooms[rp->nooms++] = ev;
+    }
+    DISPATCH(rp, oom, &ev);
+    return GMP_OK;
+}
+
+static thread_ent *thread_get(gmp_replay *rp, uint32_t tid)
+{
+    int fresh;
+    return omap_put(&rp->threads, tid, &fresh);
+}
+
+static gmp_err on_range(gmp_replay *rp, const gmp_rec *rec)
+{
+    uint32_t range = rec->u.rev.range;
+    gmp_replay_range ev = {rec, GMP_REPLAY_MARK, rec->tid, range, rec->time_ns, rec->time_ns, 0, 0};
+    switch (rec->type) {
+    case GMP_REC_RANGE_PUSH: {
+        thread_ent *t = thread_get(rp, rec->tid);
+        if (!t)
+            return nomem(rp);
+        if (t->depth == t->cap) {
+            uint32_t nc = t->cap ? t->cap * 2 : 16;
+            open_range *ns = nc > t->cap ? realloc(t->st, nc * sizeof *ns) : NULL;
+            if (!ns)
+                return nomem(rp);
+            t->st = ns;
+            t->cap = nc;
+        }
+        t->st[t->depth].range = range;
+        t->st[t->depth].begin = rec->time_ns;
+        t->depth++;
+        rp->sum.range_pushes++;
+        ev.op = GMP_REPLAY_PUSH;
+        ev.depth = t->depth;
+        DISPATCH(rp, range, &ev);
+        return GMP_OK;
+    }
+    case GMP_REC_RANGE_POP: {
+        thread_ent *t = omap_find(&rp->threads, rec->tid);
+        uint32_t k = t ? t->depth : 0;
+        if (range) {
+            while (k > 0 && t->st[k - 1].range != range)
+                k--;
+        }
+        if (k == 0) {
+            rp->sum.unmatched_pops++;
+            return GMP_OK;
+        }
+        /* close what is above the matched range (implicitly), then the range itself */
+        ev.op = GMP_REPLAY_POP;
+        while (t->depth >= k) {
+            open_range o = t->st[t->depth - 1];
+            t->depth--;
+            ev.range = o.range;
+            ev.begin_ns = o.begin;
+            ev.depth = t->depth;
+            ev.implicit = t->depth >= k;
+            if (ev.implicit)
+                rp->sum.implicit_pops++;
+            DISPATCH(rp, range, &ev);
+            if (t->depth == 0)
+                break;
+        }
+        return GMP_OK;
+    }
+    case GMP_REC_RANGE_START: {
+        int fresh;
+        handle_ent *h = omap_put(&rp->handles, rec->u.rev.handle, &fresh);
+        if (!h)
+            return nomem(rp);
+        h->range = range;
+        h->begin = rec->time_ns;
+        h->tid = rec->tid;
+        rp->sum.range_starts++;
+        ev.op = GMP_REPLAY_START;
+        DISPATCH(rp, range, &ev);
+        return GMP_OK;
+    }
+    case GMP_REC_RANGE_END: {
+        handle_ent *h = omap_find(&rp->handles, rec->u.rev.handle);
+        if (!h) {
+            rp->sum.unmatched_ends++;
+            return GMP_OK;
+        }
+        ev.op = GMP_REPLAY_END;
+        ev.range = h->range;
+        ev.begin_ns = h->begin;
+        omap_del(&rp->handles, h);
+        DISPATCH(rp, range, &ev);
+        return GMP_OK;
+    }
+    default: /* MARK */ DISPATCH(rp, range, &ev); return GMP_OK;
+    }
+}
+
+static gmp_err on_notice(gmp_replay *rp, const gmp_rec *rec)
+{
+    rp->sum.notices++;
+    if (rp->nnotices >= rp->o.max_notices)
+        return GMP_OK;
+    if (!rp->notices) {
+        rp->notices = calloc(rp->o.max_notices, sizeof *rp->notices);
+        if (!rp->notices)
+            return nomem(rp);
+    }
+    const gmp_rec_notice *n = &rec->u.notice;
+    char *s = malloc((size_t)n->message.len + 1);
+    if (!s)
+        return nomem(rp);
+    if (n->message.len)
+        memcpy(s, n->message.ptr, n->message.len);
+    s[n->message.len] = '\0';
+    notice *nt = &rp->notices[rp->nnotices++];
+    nt->msg = s;
+    nt->severity = n->severity;
+    nt->time_ns = rec->time_ns;
+    return GMP_OK;
+}
+
+static void finish(gmp_replay *rp)
+{
+    for (size_t i = 0; i < rp->nsites; i++) {
+        site_int *s = &rp->sites[i];
+        const dev_int *d = s->dev;
+        if (!gmp_mem_kind_is_device(s->pub.kind) || d->epoch == 0) {
+            s->pub.peak_bytes = s->pub.peak_count = 0;
+        } else if (s->epoch == d->epoch) {
+            s->pub.peak_bytes = s->snap_bytes;
+            s->pub.peak_count = s->snap_count;
+        } else {
+            s->pub.peak_bytes = s->pub.live_bytes;
+            s->pub.peak_count = s->pub.live_count;
+        }
+    }
+    const gmp_reader_stats *st = gmp_reader_get_stats(rp->r);
+    rp->sum.lost_events = st->lost_events;
+    rp->sum.late_events = st->late_events;
+    rp->sum.truncated = st->truncated;
+    rp->sum.complete =
+        gmp_reader_completeness(rp->r, rp->sum.completeness, sizeof rp->sum.completeness);
+}
+
+static int is_definition(unsigned type)
+{
+    return type >= GMP_REC_HEADER && type <= GMP_REC_RANGE;
+}
+
+gmp_err gmp_replay_run(gmp_replay *rp)
+{
+    if (!rp || rp->ran)
+        return GMP_ERR_ARG;
+    rp->ran = 1;
+    DISPATCH0(rp, begin);
+    const gmp_rec *rec;
+    gmp_err e;
+    while ((e = gmp_reader_next(rp->r, &rec)) == GMP_OK) {
+        unsigned type = rec->type;
+        if (is_definition(type)) {
+            if (type == GMP_REC_HEADER)
+                continue;
+            if (type == GMP_REC_DEVICE) {
+                dev_int *d = dev_get(rp, (int32_t)rec->u.device.id);
+                if (!d)
+                    return nomem(rp);
+                d->pub.def = gmp_reader_device(rp->r, rec->u.device.id);
+            }
+            DISPATCH(rp, def, rec);
+            continue;
+        }
+        rp->sum.events++;
+        if (type != GMP_REC_END && type != GMP_REC_LOST) {
+            if (!rp->sum.first_ns || rec->time_ns < rp->sum.first_ns)
+                rp->sum.first_ns = rec->time_ns;
+            if (rec->time_ns > rp->sum.last_ns)
+                rp->sum.last_ns = rec->time_ns;
+        }
+        gmp_err ce = GMP_OK;
+        switch (type) {
+        case GMP_REC_ALLOC: ce = on_alloc(rp, rec); break;
+        case GMP_REC_FREE: ce = on_free(rp, rec); break;
+        case GMP_REC_RANGE_PUSH:
+        case GMP_REC_RANGE_POP:
+        case GMP_REC_RANGE_START:
+        case GMP_REC_RANGE_END:
+        case GMP_REC_MARK: ce = on_range(rp, rec); break;
+        case GMP_REC_POOL: ce = on_pool(rp, rec); break;
+        case GMP_REC_SAMPLE: ce = on_sample(rp, rec); break;
+        case GMP_REC_OOM: ce = on_oom(rp, rec); break;
+        case GMP_REC_NOTICE:
+            ce = on_notice(rp, rec);
+            if (ce == GMP_OK)
+                DISPATCH(rp, event, rec);
+            break;
+        default: DISPATCH(rp, event, rec); break;
+        }
+        if (ce != GMP_OK)
+            return ce;
+    }
+    if (e != GMP_END) {
+        const char *m = gmp_reader_error(rp->r);
+        return gmp_replay_fail(rp, e, "%s", m && *m ? m : gmp_err_str(e));
+    }
+    finish(rp);
+    DISPATCH0(rp, end);
+    return GMP_OK;
+}
+
+/* ---- queries ---- */
+
+gmp_reader *gmp_replay_reader(const gmp_replay *rp)
+{
+    return rp->r;
+}
+
+const gmp_replay_summary *gmp_replay_get_summary(const gmp_replay *rp)
+{
+    return &rp->sum;
+}
+
+size_t gmp_replay_device_count(const gmp_replay *rp)
+{
+    return rp->ndevs;
+}
+
+const gmp_replay_device *gmp_replay_device_at(const gmp_replay *rp, size_t i)
+{
+    return i < rp->ndevs ? &rp->devs[i]->pub : NULL;
+}
+
+const gmp_replay_device *gmp_replay_device_find(const gmp_replay *rp, int32_t id)
+{
+    for (size_t i = 0; i < rp->ndevs; i++)
+        if (rp->devs[i]->pub.id == id)
+            return &rp->devs[i]->pub;
+    return NULL;
+}
+
+size_t gmp_replay_site_count(const gmp_replay *rp)
+{
+    return rp->nsites;
+}
+
+const gmp_replay_site *gmp_replay_site_at(const gmp_replay *rp, size_t i)
+{
+    return i < rp->nsites ? &rp->sites[i].pub : NULL;
+}
+
+size_t gmp_replay_oom_count(const gmp_replay *rp)
+{
+    return rp->nooms;
+}
+
+const gmp_replay_oom *gmp_replay_oom_at(const gmp_replay *rp, size_t i)
+{
+    return i < rp->nooms ? &rp->ooms[i] : NULL;
+}
+
+size_t gmp_replay_notice_count(const gmp_replay *rp)
+{
+    return rp->nnotices;
+}
+
+const char *gmp_replay_notice_at(const gmp_replay *rp, size_t i, uint32_t *severity,
+                                 uint64_t *time_ns)
+{
+    if (i >= rp->nnotices)
+        return NULL;
+    if (severity)
+        *severity = rp->notices[i].severity;
+    if (time_ns)
+        *time_ns = rp->notices[i].time_ns;
+    return rp->notices[i].msg;
+}
+
+gmp_err gmp_replay_live_foreach(const gmp_replay *rp,
+                                gmp_err (*fn)(void *ctx, const gmp_replay_alloc *a), void *ctx)
+{
+    gmp_replay_alloc a;
+    for (int sp = 0; sp < NSPACE; sp++) {
+        const omap *m = &rp->live[sp];
+        for (size_t i = 0; i < m->cap; i++) {
+            if (!m->used[i])
+                continue;
+            fill_alloc(rp, sp, (const live_ent *)(const void *)(m->ent + i * m->esz), &a);
+            gmp_err e = fn(ctx, &a);
+            if (e != GMP_OK)
+                return e;
+        }
+    }
+    return GMP_OK;
+}
+
+size_t gmp_replay_stack_frames(const gmp_replay *rp, uint32_t stack, gmp_replay_frame *out,
+                               size_t max)
+{
+    size_t n = 0;
+    size_t nmod = gmp_reader_module_count(rp->r);
+    for (uint32_t id = stack; id && n < 65536;) {
+        const gmp_rec_stack *s = gmp_reader_stack(rp->r, id);
+        if (!s)
+            break;
+        if (n < max) {
+            gmp_replay_frame *f = &out[n];
+            memset(f, 0, sizeof *f);
+            f->kind = s->kind;
+            if (s->kind == GMP_FRAME_NATIVE) {
+                f->address = s->address;
+                for (size_t i = 0; i < nmod; i++) {
+                    const gmp_rec_module *m = gmp_reader_module_at(rp->r, i);
+                    if (m && s->address >= m->lo && s->address - m->lo < m->size) {
+                        f->module = m;
+                        f->offset = s->address - m->base;
+                        break;
+                    }
+                }
+            } else {
+                f->function = gmp_reader_string(rp->r, s->function);
+                f->file = gmp_reader_string(rp->r, s->file);
+                f->line = s->line;
+            }
+        }
+        n++;
+        if (s->parent == id)
+            break;
+        id = s->parent;
+    }
+    return n;
+}
