@@ -754,9 +754,11 @@ SIMCUDA_API void simcuda_sync_point(CUcontext ctx)
 /* ------------------------------------------------------------------------------------------ */
 /* initialization and injection */
 
+/* Other threads wait in cuInit until the injection is initialized; the initializing thread itself
+ * may call the driver from InitializeInjection. */
 static int initialized(void)
 {
-    return atomic_load(&g_initialized) != 0;
+    return tl_in_init || atomic_load(&g_initialized) != 0;
 }
 
 static void load_injection(void)
@@ -782,11 +784,11 @@ CUresult CUDAAPI cuInit(unsigned int Flags)
             tl_in_init = 1;
             lock();
             pthread_mutex_unlock(&g_mu);
-            atomic_store(&g_initialized, 1);
             load_injection();
-            tl_in_init = 0;
-            pthread_mutex_unlock(&g_init_mu);
             simcuda_resource(CUPTI_CBID_RESOURCE_CU_INIT_FINISHED, NULL, NULL, NULL);
+            tl_in_init = 0;
+            atomic_store(&g_initialized, 1);
+            pthread_mutex_unlock(&g_init_mu);
             return CUDA_SUCCESS;
         }
         pthread_mutex_unlock(&g_init_mu);

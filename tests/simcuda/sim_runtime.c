@@ -19,12 +19,23 @@ static _Thread_local int tl_device;
 static _Thread_local cudaError_t tl_last_error;
 static atomic_int g_rt_inited;
 
+static pthread_mutex_t g_rt_init_mu = PTHREAD_MUTEX_INITIALIZER;
+static _Thread_local int tl_rt_initializing;
+
+/* The runtime initializes the driver once; other threads wait for it. The initializing thread may
+ * re-enter the runtime from InitializeInjection. */
 static void rt_init(void)
 {
+    if (atomic_load(&g_rt_inited) || tl_rt_initializing)
+        return;
+    pthread_mutex_lock(&g_rt_init_mu);
     if (!atomic_load(&g_rt_inited)) {
+        tl_rt_initializing = 1;
         cuInit(0);
+        tl_rt_initializing = 0;
         atomic_store(&g_rt_inited, 1);
     }
+    pthread_mutex_unlock(&g_rt_init_mu);
 }
 
 static cudaError_t to_rt(CUresult r)
