@@ -119,8 +119,8 @@ int main(int argc, char **argv)
     tb b;
     tb_init(&b);
     body(&b, frame);
-    save("valid.zst", b.file, b.len);
-    save("cut.zst", b.file, b.frame_end[1] + (b.len - b.frame_end[1]) / 2);
+    save("valid.trace", b.file, b.len);
+    save("cut.trace", b.file, b.frame_end[1] + (b.len - b.frame_end[1]) / 2);
     tb_free(&b);
 
     tb_init(&b);
@@ -128,7 +128,7 @@ int main(int argc, char **argv)
     tb_file_bytes(&b, skip, sizeof skip);
     body(&b, frame);
     tb_file_bytes(&b, skip, sizeof skip);
-    save("skippable.zst", b.file, b.len);
+    save("skippable.trace", b.file, b.len);
     tb_free(&b);
 
     tb out, src;
