@@ -54,7 +54,9 @@ const char *gmp_reader_open_error(void); /* thread-local; message of the last fa
 /* The HEADER record (strings owned by the reader). */
 const gmp_rec_header *gmp_reader_header(const gmp_reader *r);
 
-/* Next record. GMP_OK: *rec points at it (valid until the next call). GMP_END: no more records in
+/* Next record; the first one is the HEADER (as in the file; also gmp_reader_header()), and in
+ * time order the events held in the reorder window are returned at each SYNC and at the end.
+ * GMP_OK: *rec points at it (valid until the next call). GMP_END: no more records in
  * the readable part of the input (check gmp_reader_stats for a cut file). Errors: GMP_ERR_FORMAT,
  * GMP_ERR_VERSION, GMP_ERR_IO, GMP_ERR_NOMEM, GMP_ERR_LIMIT; the reader cannot continue after one.
  */

@@ -54,7 +54,9 @@ typedef enum gmp_rec_type {
     GMP_REC_END = 0x3f,
 } gmp_rec_type;
 
-/* Types 0x40..0xff are reserved; a reader skips a record of a type it does not know. */
+/* Types 0x40..0xff are reserved; a reader skips a record of a type it does not know. Unknown types
+ * 0x10..0x3f are future events: their payload starts with dt, which a reader applies to the
+ * buffer's time even when it skips the record (docs/trace-format.md, "Record encoding"). */
 #define GMP_REC_TYPE_MAX 0xff
 
 /* Memory kinds. Device peaks count DEVICE, ASYNC_POOL, VMM_PHYSICAL, ARRAY and STATIC. */
