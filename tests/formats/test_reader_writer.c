@@ -1,0 +1,263 @@
+/* Writer -> reader round trips: every record type through gmp_writer (unthreaded) and back, field
+ * by field; and four producer threads through the threaded writer, read back in time order with
+ * nothing late, per-thread order kept, END totals matching the writer's own counts. */
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "gmp_reader.h"
+#include "gmp_writer.h"
+#include "trace_build.h"
+
+static int tmpfile_fd(char *path)
+{
+    strcpy(path, "/tmp/gmp_rw_testXXXXXX");
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    return fd;
+}
+
+static void test_every_record_through_writer(void **state)
+{
+    (void)state;
+    char path[64];
+    int fd = tmpfile_fd(path);
+    gmp_writer_opts o;
+    gmp_writer_opts_default(&o);
+    o.threaded = 0;
+    gmp_rec h = tb_header();
+    gmp_writer *w;
+    assert_int_equal(gmp_writer_open(&w, fd, &o, &h.u.header), GMP_OK);
+    uint32_t api = gmp_writer_string(w, "cudaMalloc", 10);
+    uint32_t s_train = gmp_writer_string(w, "train", 5);
+    uint32_t s_fwd = gmp_writer_string(w, "forward", 7);
+    uint32_t s_file = gmp_writer_string(w, "model.py", 8);
+    assert_int_equal(gmp_writer_string(w, "train", 5), s_train);
+    uint32_t r1 = gmp_writer_range(w, 0, 0, s_train);
+    uint32_t r2 = gmp_writer_range(w, r1, 0, s_fwd);
+    uint32_t k1 = gmp_writer_stack_native(w, 0, 0x401234);
+    uint32_t k2 = gmp_writer_stack_python(w, k1, s_file, s_fwd, 42);
+    gmp_rec defs[3];
+    memset(defs, 0, sizeof defs);
+    defs[0].type = GMP_REC_DEVICE;
+    defs[0].u.device.id = 1;
+    defs[0].u.device.name = (gmp_str){"GPU 1", 5};
+    defs[0].u.device.uuid[3] = 7;
+    defs[0].u.device.total_bytes = 1ull << 34;
+    defs[0].u.device.cc_major = 8;
+    defs[0].u.device.cc_minor = 6;
+    defs[1].type = GMP_REC_THREAD;
+    defs[1].u.thread.tid = 77;
+    defs[1].u.thread.name = (gmp_str){"worker", 6};
+    defs[2].type = GMP_REC_MODULE;
+    defs[2].u.module.id = 1;
+    defs[2].u.module.path = (gmp_str){"/lib/x.so", 9};
+    defs[2].u.module.base = 0x7000;
+    defs[2].u.module.lo = 0x8000;
+    defs[2].u.module.size = 0x1000;
+    defs[2].u.module.build_id = (gmp_str){"\xab\xcd", 2};
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(gmp_writer_define(w, &defs[i]), GMP_OK);
+
+    static const unsigned types[] = {
+        GMP_REC_RANGE_PUSH, GMP_REC_RANGE_START, GMP_REC_MARK,     GMP_REC_ALLOC,    GMP_REC_FREE,
+        GMP_REC_OOM,        GMP_REC_POOL,        GMP_REC_SAMPLE,   GMP_REC_RESOURCE, GMP_REC_ALERT,
+        GMP_REC_NOTICE,     GMP_REC_RANGE_END,   GMP_REC_RANGE_POP};
+    enum { NT = sizeof types / sizeof types[0] };
+    gmp_rec evs[NT];
+    gmp_wthread *t = gmp_writer_thread(w, 77);
+    assert_non_null(t);
+    uint64_t rng = 3;
+    for (size_t i = 0; i < NT; i++) {
+        tb_random_rec(&evs[i], types[i], &rng, 0);
+        switch (types[i]) {
+        case GMP_REC_RANGE_PUSH:
+        case GMP_REC_RANGE_POP:
+        case GMP_REC_MARK: evs[i].u.rev.range = r2; break;
+        case GMP_REC_RANGE_START: evs[i].u.rev.range = r1; break;
+        case GMP_REC_ALLOC:
+        case GMP_REC_FREE:
+            evs[i].u.mem.api = api;
+            evs[i].u.mem.stack = k2;
+            evs[i].u.mem.range = r2;
+            break;
+        case GMP_REC_OOM:
+            evs[i].u.oom.api = api;
+            evs[i].u.oom.stack = k1;
+            evs[i].u.oom.range = r1;
+            break;
+        case GMP_REC_ALERT: evs[i].u.alert.range = r1; break;
+        default: break;
+        }
+        evs[i].time_ns = 1000 + 10 * i;
+        evs[i].tid = 77;
+        gmp_rec copy = evs[i];
+        assert_int_equal(gmp_wthread_event(t, &copy), 0);
+    }
+    gmp_writer_lost(w, 4, GMP_LOST_CUPTI_DROPPED);
+    gmp_wthread_release(t);
+    gmp_writer_stats ws;
+    assert_int_equal(gmp_writer_close(w, &ws), GMP_OK);
+
+    gmp_reader *r;
+    gmp_reader_opts ro = {0, 0};
+    assert_int_equal(gmp_reader_open(&r, path, &ro), GMP_OK);
+    tb_out out = {0};
+    assert_int_equal(tb_read_all(r, &out), GMP_END);
+    size_t ei = 0;
+    int saw_lost = 0, saw_end = 0;
+    for (size_t i = 0; i < out.n; i++) {
+        const gmp_rec *x = &out.recs[i];
+        if (x->type == GMP_REC_HEADER)
+            assert_true(tb_rec_equal(x, &h));
+        else if (x->type == GMP_REC_DEVICE)
+            assert_true(tb_rec_equal(x, &defs[0]));
+        else if (x->type == GMP_REC_THREAD)
+            assert_true(tb_rec_equal(x, &defs[1]));
+        else if (x->type == GMP_REC_MODULE)
+            assert_true(tb_rec_equal(x, &defs[2]));
+        else if (x->type == GMP_REC_LOST) {
+            assert_int_equal(x->u.lost.count, 4);
+            assert_int_equal(x->u.lost.reason, GMP_LOST_CUPTI_DROPPED);
+            saw_lost = 1;
+        } else if (x->type == GMP_REC_END) {
+            saw_end = 1;
+        } else if (gmp_rec_is_event(x->type)) {
+            assert_true(ei < NT);
+            assert_true(tb_rec_equal(x, &evs[ei]));
+            ei++;
+        }
+    }
+    assert_int_equal(ei, NT);
+    assert_true(saw_lost && saw_end);
+    char pathbuf[64];
+    gmp_reader_range_path(r, r2, pathbuf, sizeof pathbuf);
+    assert_string_equal(pathbuf, "train/forward");
+    assert_int_equal(gmp_reader_stack(r, k2)->line, 42);
+    assert_int_equal(gmp_reader_stack(r, k2)->parent, k1);
+    char line[512];
+    assert_int_equal(gmp_reader_completeness(r, line, sizeof line), 0); /* 4 lost */
+    assert_non_null(strstr(line, "END totals match"));
+    assert_non_null(strstr(line, "4 events lost"));
+    const gmp_reader_stats *st = gmp_reader_get_stats(r);
+    assert_int_equal(ws.events, NT);
+    assert_int_equal(st->end.events, NT + 1); /* and the LOST record */
+    assert_int_equal(st->late_events, 0);
+    tb_out_free(&out);
+    gmp_reader_close(r);
+    unlink(path);
+}
+
+#define THREADS 4
+#define PER_THREAD 50000
+
+typedef struct prod {
+    gmp_writer *w;
+    uint32_t tid, api, range;
+    uint64_t written;
+} prod;
+
+static void *producer(void *arg)
+{
+    prod *p = arg;
+    gmp_wthread *t = gmp_writer_thread(p->w, p->tid);
+    for (uint64_t i = 0; i < PER_THREAD; i++) {
+        gmp_rec e;
+        memset(&e, 0, sizeof e);
+        e.type = i % 2 ? GMP_REC_FREE : GMP_REC_ALLOC;
+        e.u.mem.kind = GMP_MEM_DEVICE;
+        e.u.mem.api = p->api;
+        e.u.mem.range = p->range;
+        e.u.mem.address = 0x7f0000000000ull + (i / 2) * 4096;
+        e.u.mem.size = 4096;
+        e.u.mem.correlation = i + 1; /* per-thread sequence */
+        if (gmp_wthread_event(t, &e) == 0)
+            p->written++;
+    }
+    gmp_wthread_release(t);
+    return NULL;
+}
+
+static void test_threaded_writer_time_order(void **state)
+{
+    (void)state;
+    char path[64];
+    int fd = tmpfile_fd(path);
+    gmp_writer_opts o;
+    gmp_writer_opts_default(&o);
+    o.buffer_bytes = 4096;
+    o.flush_interval_ms = 2;
+    o.wait_us = 200000;
+    o.level = 1;
+    gmp_rec h = tb_header();
+    gmp_writer *w;
+    assert_int_equal(gmp_writer_open(&w, fd, &o, &h.u.header), GMP_OK);
+    prod p[THREADS];
+    pthread_t th[THREADS];
+    for (int i = 0; i < THREADS; i++) {
+        memset(&p[i], 0, sizeof p[i]);
+        p[i].w = w;
+        p[i].tid = 5000 + (uint32_t)i;
+        char name[16];
+        snprintf(name, sizeof name, "layer%d", i);
+        p[i].api = gmp_writer_string(w, "cudaMalloc", 10);
+        p[i].range = gmp_writer_range(w, 0, 0, gmp_writer_string(w, name, strlen(name)));
+        assert_int_equal(pthread_create(&th[i], NULL, producer, &p[i]), 0);
+    }
+    for (int i = 0; i < THREADS; i++)
+        pthread_join(th[i], NULL);
+    gmp_writer_stats ws;
+    assert_int_equal(gmp_writer_close(w, &ws), GMP_OK);
+
+    gmp_reader *r;
+    gmp_reader_opts ro = {0, 0};
+    assert_int_equal(gmp_reader_open(&r, path, &ro), GMP_OK);
+    const gmp_rec *x;
+    gmp_err e;
+    uint64_t last_t = 0, seq[THREADS] = {0}, n = 0;
+    while ((e = gmp_reader_next(r, &x)) == GMP_OK) {
+        if (x->type != GMP_REC_ALLOC && x->type != GMP_REC_FREE)
+            continue;
+        assert_true(x->time_ns >= last_t);
+        last_t = x->time_ns;
+        assert_true(x->tid >= 5000 && x->tid < 5000 + THREADS);
+        uint64_t *s = &seq[x->tid - 5000];
+        assert_true(x->u.mem.correlation > *s); /* per-thread order kept */
+        *s = x->u.mem.correlation;
+        n++;
+    }
+    assert_int_equal(e, GMP_END);
+    uint64_t written = 0;
+    for (int i = 0; i < THREADS; i++)
+        written += p[i].written;
+    assert_int_equal(n, written);
+    const gmp_reader_stats *st = gmp_reader_get_stats(r);
+    assert_int_equal(st->late_events, 0);
+    assert_int_equal(st->has_end, 1);
+    assert_int_equal(st->end.allocs + st->end.frees, written);
+    assert_int_equal(st->bytes_read, ws.bytes_written);
+    assert_true(st->records[GMP_REC_SYNC] > 0);
+    char line[512];
+    int complete = gmp_reader_completeness(r, line, sizeof line);
+    assert_int_equal(complete, ws.lost == 0);
+    if (!complete)
+        assert_non_null(strstr(line, "END totals match"));
+    gmp_reader_close(r);
+    unlink(path);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_every_record_through_writer),
+        cmocka_unit_test(test_threaded_writer_time_order),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
