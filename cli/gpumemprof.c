@@ -20,6 +20,9 @@ static const command commands[] = {
     {{"run", "[OPTIONS] [--] COMMAND [ARGS...]",
       "profile the GPU memory of a command and every CUDA process it starts"},
      gmp_cmd_run},
+    {{"report", "TRACE [--format text|json] [--top N] [--device N] [-o FILE]",
+      "peaks, what was live at them, leaks and OOMs of a trace"},
+     gmp_cmd_report},
     {{"dump", "TRACE [--json] [--raw]", "print every record of a trace, one per line"},
      gmp_cmd_dump},
 };

@@ -1041,7 +1041,8 @@ gmp_err gmp_replay_run(gmp_replay *rp)
             DISPATCH(rp, def, rec);
             continue;
         }
-        rp->sum.events++;
+        if (type != GMP_REC_END)
+            rp->sum.events++;
         if (type != GMP_REC_END && type != GMP_REC_LOST) {
             if (!rp->sum.first_ns || rec->time_ns < rp->sum.first_ns)
                 rp->sum.first_ns = rec->time_ns;

@@ -157,7 +157,7 @@ typedef struct gmp_replay_sample {
 
 /* Totals of the whole run. */
 typedef struct gmp_replay_summary {
-    uint64_t events;        /* event records replayed */
+    uint64_t events;        /* event records replayed (END excluded, as in END's count) */
     uint64_t alloc_records; /* ALLOC records (every kind, failed ones included) */
     uint64_t free_records;  /* FREE records (every kind, failed ones included) */
     uint64_t failed_allocs, failed_frees;
@@ -231,13 +231,14 @@ gmp_reader *gmp_replay_reader(const gmp_replay *rp);
 const gmp_replay_summary *gmp_replay_get_summary(const gmp_replay *rp);
 
 /* Devices seen (ALLOC/FREE/POOL/SAMPLE/OOM records or DEVICE definitions), ordered by id, the host
- * (-1) first when present. Pointers stay valid until the next event is replayed (between runs:
- * until gmp_replay_free). */
+ * (-1) first when present. A device's pointer stays valid until gmp_replay_free; the index of a
+ * device changes when a device with a lower id appears. */
 size_t gmp_replay_device_count(const gmp_replay *rp);
 const gmp_replay_device *gmp_replay_device_at(const gmp_replay *rp, size_t i);
 const gmp_replay_device *gmp_replay_device_find(const gmp_replay *rp, int32_t id);
 
-/* Allocation sites, in the order they were first seen. */
+/* Allocation sites, in the order they were first seen. Pointers are valid until the next event is
+ * replayed (the table grows); after the run, until gmp_replay_free. */
 size_t gmp_replay_site_count(const gmp_replay *rp);
 const gmp_replay_site *gmp_replay_site_at(const gmp_replay *rp, size_t i);
 
