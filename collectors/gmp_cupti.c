@@ -680,6 +680,10 @@ static void on_api(CUpti_CallbackDomain dom, CUpti_CallbackId cbid, const CUpti_
     }
     if (!outermost || !atomic_load_explicit(&active, memory_order_acquire))
         return;
+    /* allocations and pool calls are recorded at exit, frees at entry (and at exit on failure) */
+    int result = !enter && cd->functionReturnValue ? *(const int *)cd->functionReturnValue : 0;
+    if (enter ? a->op != OP_FREE : (a->op == OP_FREE && result == 0))
+        return;
 
     gmp_wthread *t = S->enter();
     if (!t)
@@ -701,14 +705,14 @@ static void on_api(CUpti_CallbackDomain dom, CUpti_CallbackId cbid, const CUpti_
             r.u.mem.device = dev;
             if (r.u.mem.address || r.u.mem.handle) /* cudaFree(NULL) frees nothing */
                 emit(t, &r);
-        } else if (cd->functionReturnValue && *(const int *)cd->functionReturnValue != 0) {
+        } else {
             /* the free failed: a second record with the failure and the same correlation id */
             gmp_rec r = {.type = GMP_REC_FREE};
             r.u.mem.kind = a->kind;
             r.u.mem.flags = GMP_MEMF_FAILED;
             r.u.mem.api = api_sid(a);
             r.u.mem.correlation = cd->correlationId;
-            r.u.mem.result = *(const int *)cd->functionReturnValue;
+            r.u.mem.result = result;
             if (rt)
                 rt_free_fields(cbid, cd, &r.u.mem, &dev);
             else
@@ -717,8 +721,7 @@ static void on_api(CUpti_CallbackDomain dom, CUpti_CallbackId cbid, const CUpti_
             if (r.u.mem.address || r.u.mem.handle)
                 emit(t, &r);
         }
-    } else if (!enter) {
-        int result = cd->functionReturnValue ? *(const int *)cd->functionReturnValue : 0;
+    } else {
         if (a->op == OP_ALLOC) {
             gmp_rec r = {.type = GMP_REC_ALLOC};
             r.u.mem.kind = a->kind;

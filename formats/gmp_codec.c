@@ -46,13 +46,22 @@ typedef struct enc {
     int bad;
 } enc;
 
-static void put_u(enc *e, uint64_t v)
+static inline void put_u(enc *e, uint64_t v)
 {
-    if (e->bad || (size_t)(e->end - e->p) < gmp_uvarint_len(v)) {
-        e->bad = 1;
-        return;
+    /* 10 bytes is the longest varint: one comparison instead of measuring v first */
+    if (e->bad || (size_t)(e->end - e->p) < 10) {
+        if (e->bad || (size_t)(e->end - e->p) < gmp_uvarint_len(v)) {
+            e->bad = 1;
+            return;
+        }
     }
-    e->p += gmp_put_uvarint(e->p, v);
+    uint8_t *p = e->p;
+    while (v >= 0x80) {
+        *p++ = (uint8_t)(v | 0x80);
+        v >>= 7;
+    }
+    *p++ = (uint8_t)v;
+    e->p = p;
 }
 
 static void put_s(enc *e, int64_t v)
@@ -256,8 +265,57 @@ static void enc_payload(enc *e, const gmp_rec *r, uint64_t *prev_ns)
     }
 }
 
+/* Unchecked varint store: the caller guarantees 10 bytes of room. */
+static inline uint8_t *fast_u(uint8_t *p, uint64_t v)
+{
+    while (v >= 0x80) {
+        *p++ = (uint8_t)(v | 0x80);
+        v >>= 7;
+    }
+    *p++ = (uint8_t)v;
+    return p;
+}
+
+#define MEM_FAST_ROOM (2 + 13 * 10) /* type, one-byte length, 13 varints at most */
+
+/* ALLOC and FREE, the records of the agent's hot path, without per-field checks. */
+static size_t encode_mem_fast(uint8_t *dst, const gmp_rec *r, uint64_t *prev_ns)
+{
+    const gmp_rec_mem *m = &r->u.mem;
+    uint8_t *p = dst + 2;
+    p = fast_u(p, gmp_zigzag((int64_t)(r->time_ns - *prev_ns)));
+    p = fast_u(p, gmp_zigzag(m->device));
+    p = fast_u(p, m->kind);
+    p = fast_u(p, m->flags);
+    p = fast_u(p, m->api);
+    p = fast_u(p, m->address);
+    p = fast_u(p, m->size);
+    p = fast_u(p, m->stream);
+    p = fast_u(p, m->stack);
+    p = fast_u(p, m->range);
+    p = fast_u(p, m->correlation);
+    p = fast_u(p, gmp_zigzag(m->result));
+    p = fast_u(p, m->handle);
+    size_t plen = (size_t)(p - (dst + 2));
+    if (plen >= 0x80) { /* two length bytes */
+        memmove(dst + 3, dst + 2, plen);
+        dst[1] = (uint8_t)(plen | 0x80);
+        dst[2] = (uint8_t)(plen >> 7);
+        dst[0] = (uint8_t)r->type;
+        *prev_ns = r->time_ns;
+        return 3 + plen;
+    }
+    dst[0] = (uint8_t)r->type;
+    dst[1] = (uint8_t)plen;
+    *prev_ns = r->time_ns;
+    return 2 + plen;
+}
+
 size_t gmp_encode(uint8_t *dst, size_t cap, const gmp_rec *r, uint64_t *prev_ns)
 {
+    if ((r->type == GMP_REC_ALLOC || r->type == GMP_REC_FREE) && cap >= MEM_FAST_ROOM + 1 &&
+        r->u.mem.kind < GMP_MEM_KIND_COUNT)
+        return encode_mem_fast(dst, r, prev_ns);
     if (cap < 2 || !gmp_rec_type_name(r->type))
         return 0;
     uint64_t prev = *prev_ns;

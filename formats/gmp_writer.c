@@ -130,7 +130,7 @@ void gmp_writer_opts_default(gmp_writer_opts *o)
     o->max_buffered_bytes = 64u << 20;
     o->flush_interval_ms = 200;
     o->wait_us = 2000;
-    o->level = 3;
+    o->level = 1;
     o->threaded = 1;
 }
 
@@ -464,7 +464,7 @@ static void buf_encode(gmp_buf *b, uint64_t *prev, const gmp_rec *r)
 {
     size_t n = gmp_encode(b->data + b->len, b->cap - b->len, r, prev);
     b->len += n;
-    if (n && gmp_rec_is_event(r->type)) {
+    if (n && r->type != GMP_REC_BUFFER && r->type != GMP_REC_SYNC) { /* every other is an event */
         b->events++;
         if (r->type == GMP_REC_ALLOC)
             b->allocs++;
@@ -506,7 +506,9 @@ int gmp_wthread_event(gmp_wthread *t, gmp_rec *ev)
         tunlock(t);
         return -1;
     }
-    size_t need = gmp_encode_bound(ev) + RECORD_SLACK;
+    size_t need = (ev->type == GMP_REC_ALLOC || ev->type == GMP_REC_FREE)
+                      ? 160 + RECORD_SLACK /* fixed fields only: no strings to measure */
+                      : gmp_encode_bound(ev) + RECORD_SLACK;
     if (ensure_room(t, need) < 0 || atomic_load_explicit(&w->closed, memory_order_relaxed)) {
         t->lost_pending++;
         t->lost++;

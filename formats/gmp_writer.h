@@ -26,7 +26,7 @@ typedef struct gmp_writer_opts {
     size_t max_buffered_bytes;  /* all buffers together (default 64 MiB) */
     unsigned flush_interval_ms; /* periodic flush in threaded mode (default 200; 0: none) */
     unsigned wait_us;           /* producer wait for a free buffer before losing (default 2000) */
-    int level;                  /* zstd level (default 3) */
+    int level;                  /* zstd level (default 1: the writer thread must keep up) */
     int threaded;               /* default 1 */
 } gmp_writer_opts;
 
