@@ -1335,10 +1335,32 @@ int gmp_nvtx_inject_ext(void *moduleInfo)
 /* ------------------------------------------------------------------------------------------- */
 /* Lifecycle                                                                                    */
 
+/* fork(): the registry and region locks are taken around it so that a child never inherits one
+ * held by a thread that does not exist there. */
+static void fork_prepare(void)
+{
+    pthread_mutex_lock(&g_reg_lock);
+    pthread_mutex_lock(&g_mem_lock);
+}
+
+static void fork_release(void)
+{
+    pthread_mutex_unlock(&g_mem_lock);
+    pthread_mutex_unlock(&g_reg_lock);
+}
+
+static pthread_once_t g_atfork_once = PTHREAD_ONCE_INIT;
+
+static void install_atfork(void)
+{
+    pthread_atfork(fork_prepare, fork_release, fork_release);
+}
+
 int gmp_nvtx_init(const gmp_sink *sink)
 {
     if (!sink || !sink->w || !sink->enter || !sink->leave)
         return -1;
+    pthread_once(&g_atfork_once, install_atfork);
     atomic_store_explicit(&g_active, 0, memory_order_release);
     g_sink = *sink;
     atomic_store_explicit(&g_w, sink->w, memory_order_relaxed);

@@ -33,9 +33,13 @@
 
 #define GMP_NVTX_MAX_DEPTH 256 /* range levels per thread that get a path node */
 
-/* Remembers the sink (copied) and starts recording. Call before any injection call; may be called
- * again with a new sink (for example a new writer): threads then start from empty stacks.
- * Returns 0, or -1 when sink or sink->w, enter or leave is NULL (log may be NULL). */
+/* Remembers the sink (copied) and starts recording. The first call registers pthread_atfork
+ * handlers that hold this module's two mutexes across fork(); they run before any handler
+ * registered earlier, so an agent whose own prepare handler locks the writer must register it
+ * before calling this (a thread may hold a region lock while it waits for the writer). Call before
+ * any injection call; may be called again with a new sink (for example a new writer): threads then
+ * start from empty stacks. Returns 0, or -1 when sink or sink->w, enter or leave is NULL (log may
+ * be NULL). */
 int gmp_nvtx_init(const gmp_sink *sink);
 
 /* The body of InitializeInjectionNvtx2(NvtxGetExportTableFunc_t getExportTable): fills the
