@@ -379,8 +379,10 @@ static nvtx_tls *tls_get(void)
         t->gen = g;
         t->depth = 0;
         t->cur = 0;
-        for (unsigned i = 0; i < CACHE_SLOTS; i++)
-            t->cache[i].kind = MSG_NONE, t->cache[i].path = 0;
+        for (unsigned i = 0; i < CACHE_SLOTS; i++) {
+            t->cache[i].kind = MSG_NONE;
+            t->cache[i].path = 0; /* an empty slot */
+        }
     }
     return t;
 }
