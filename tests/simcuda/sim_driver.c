@@ -921,6 +921,19 @@ CUresult CUDAAPI cuDeviceGetUuid(CUuuid *uuid, CUdevice dev)
     DRV_RETURN(CUDA_SUCCESS);
 }
 
+/* PCI bus id "0000:<bus>:00.0", bus = 0x10 + ordinal (NVML looks devices up by it). */
+CUresult CUDAAPI cuDeviceGetPCIBusId(char *pciBusId, int len, CUdevice dev)
+{
+    DRV_CALL(cuDeviceGetPCIBusId, pciBusId, len, dev);
+    REQUIRE_INIT();
+    if (!pciBusId || len <= 0)
+        DRV_RETURN(CUDA_ERROR_INVALID_VALUE);
+    if (!valid_dev(dev))
+        DRV_RETURN(CUDA_ERROR_INVALID_DEVICE);
+    snprintf(pciBusId, (size_t)len, "0000:%02x:00.0", 0x10 + dev);
+    DRV_RETURN(CUDA_SUCCESS);
+}
+
 /* ------------------------------------------------------------------------------------------ */
 /* contexts */
 
@@ -1010,6 +1023,21 @@ CUresult CUDAAPI cuDevicePrimaryCtxRelease(CUdevice dev)
     DRV_RETURN(CUDA_SUCCESS);
 }
 
+CUresult CUDAAPI cuDevicePrimaryCtxGetState(CUdevice dev, unsigned int *flags, int *active)
+{
+    DRV_CALL(cuDevicePrimaryCtxGetState, dev, flags, active);
+    REQUIRE_INIT();
+    if (!flags || !active)
+        DRV_RETURN(CUDA_ERROR_INVALID_VALUE);
+    if (!valid_dev(dev))
+        DRV_RETURN(CUDA_ERROR_INVALID_DEVICE);
+    lock();
+    *active = g_dev[dev].ctx.active;
+    pthread_mutex_unlock(&g_mu);
+    *flags = 0;
+    DRV_RETURN(CUDA_SUCCESS);
+}
+
 CUresult CUDAAPI cuDevicePrimaryCtxReset(CUdevice dev)
 {
     DRV_CALL(cuDevicePrimaryCtxReset_v2, dev);
@@ -1041,6 +1069,37 @@ CUresult CUDAAPI cuCtxSetCurrent(CUcontext ctx)
     if (ctx && ctx->magic != SIMCUDA_CTX_MAGIC)
         DRV_RETURN(CUDA_ERROR_INVALID_CONTEXT);
     tl_ctx = ctx;
+    DRV_RETURN(CUDA_SUCCESS);
+}
+
+/* Context stack (push/pop) for tools that read a device without changing the program's current
+ * context, e.g. the gpumemprof sampler. The current context is the top of the stack. */
+#define SIM_CTX_STACK 16
+static _Thread_local CUcontext tl_ctx_stack[SIM_CTX_STACK];
+static _Thread_local int tl_ctx_depth;
+
+CUresult CUDAAPI cuCtxPushCurrent(CUcontext ctx)
+{
+    DRV_CALL(cuCtxPushCurrent_v2, ctx);
+    REQUIRE_INIT();
+    if (!ctx || ctx->magic != SIMCUDA_CTX_MAGIC)
+        DRV_RETURN(CUDA_ERROR_INVALID_CONTEXT);
+    if (tl_ctx_depth >= SIM_CTX_STACK)
+        DRV_RETURN(CUDA_ERROR_OUT_OF_MEMORY);
+    tl_ctx_stack[tl_ctx_depth++] = tl_ctx;
+    tl_ctx = ctx;
+    DRV_RETURN(CUDA_SUCCESS);
+}
+
+CUresult CUDAAPI cuCtxPopCurrent(CUcontext *pctx)
+{
+    DRV_CALL(cuCtxPopCurrent_v2, pctx);
+    REQUIRE_INIT();
+    if (!tl_ctx)
+        DRV_RETURN(CUDA_ERROR_INVALID_CONTEXT);
+    if (pctx)
+        *pctx = tl_ctx;
+    tl_ctx = tl_ctx_depth > 0 ? tl_ctx_stack[--tl_ctx_depth] : NULL;
     DRV_RETURN(CUDA_SUCCESS);
 }
 

@@ -374,6 +374,28 @@ RT_API cudaError_t CUDARTAPI cudaMallocArray(cudaArray_t *array,
     RT_RETURN(to_rt(r));
 }
 
+RT_API cudaError_t CUDARTAPI cudaMalloc3DArray(cudaArray_t *array,
+                                               const struct cudaChannelFormatDesc *desc,
+                                               struct cudaExtent extent, unsigned int flags)
+{
+    RT_CALL(cudaMalloc3DArray, v3020, array, desc, extent, flags);
+    if (!array || !desc)
+        RT_RETURN(cudaErrorInvalidValue);
+    RT_NEED_CTX();
+    CUDA_ARRAY3D_DESCRIPTOR ad;
+    memset(&ad, 0, sizeof(ad));
+    ad.Width = extent.width;
+    ad.Height = extent.height;
+    ad.Depth = extent.depth;
+    ad.Format = channel_format(desc, &ad.NumChannels);
+    ad.Flags = flags;
+    CUarray h = NULL;
+    CUresult r = cuArray3DCreate(&h, &ad);
+    if (r == CUDA_SUCCESS)
+        *array = (cudaArray_t)(void *)h;
+    RT_RETURN(to_rt(r));
+}
+
 RT_API cudaError_t CUDARTAPI cudaFreeArray(cudaArray_t array)
 {
     RT_CALL(cudaFreeArray, v3020, array);
