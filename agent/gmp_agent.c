@@ -86,6 +86,9 @@ static void agent_warn(const char *fmt, ...)
 
 static void thread_gone(void *p)
 {
+    /* Later TLS destructors of this thread may still free GPU memory: they get a new handle. */
+    if (tl.t == p)
+        tl.t = NULL;
     gmp_wthread_release(p);
 }
 

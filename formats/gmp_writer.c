@@ -95,6 +95,7 @@ struct gmp_writer {
 
     pthread_mutex_t wlock, olock, listlock;
     int finished;
+    int abandoned; /* the writer thread did not stop in time: nothing may be freed */
     pthread_cond_t wcond;    /* writer thread waits here */
     pthread_cond_t donecond; /* flush requesters wait here */
     int stop;
@@ -999,7 +1000,20 @@ gmp_err gmp_writer_finish(gmp_writer *w, gmp_writer_stats *stats_out)
             w->stop = 1;
             pthread_cond_signal(&w->wcond);
             pthread_mutex_unlock(&w->wlock);
-            pthread_join(w->thread, NULL);
+            /* Bounded: a writer stuck on a hung file system must not hang the program's exit. */
+            struct timespec dl;
+            clock_gettime(CLOCK_REALTIME, &dl);
+            dl.tv_sec += 10;
+            if (pthread_timedjoin_np(w->thread, NULL, &dl) != 0) {
+                pthread_detach(w->thread);
+                w->has_thread = 0;
+                w->abandoned = 1;
+                if (stats_out) {
+                    gmp_writer_get_stats(w, stats_out);
+                    stats_out->io_errno = ETIMEDOUT;
+                }
+                return GMP_ERR_IO; /* the END record may be missing; memory is kept */
+            }
             w->has_thread = 0;
         } else {
             run_cycle(w, 1);
@@ -1026,6 +1040,8 @@ gmp_err gmp_writer_close(gmp_writer *w, gmp_writer_stats *stats_out)
         rc = gmp_writer_finish(w, stats_out);
     else if (stats_out)
         gmp_writer_get_stats(w, stats_out);
+    if (w->abandoned)
+        return GMP_ERR_IO; /* its thread may still run: leak rather than free under it */
     /* free everything */
     gmp_wthread *t = w->threads;
     while (t) {
