@@ -8,6 +8,7 @@
  * its live bytes as of the last peak the first time it changes after that peak, so the value at
  * the final peak is known at the end without any copy at peak time and without a log. */
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,10 +23,11 @@ enum { SP_MEM, SP_VMM_PHYS, SP_VMM_MAP, SP_VA, SP_REGION, NSPACE };
 /* ---- generic open-addressing map: entries begin with a uint64_t key ---- */
 
 typedef struct omap {
-    unsigned char *ent;
-    unsigned char *used;
-    size_t cap, n, esz;
+    unsigned char *ent; /* cap entries of esz bytes; entry byte uoff is its "used" flag */
+    size_t cap, n, esz, uoff;
 } omap;
+
+#define USED(m, i) ((m)->ent[(i) * (m)->esz + (m)->uoff])
 
 static inline size_t hash64(uint64_t k)
 {
@@ -47,7 +49,7 @@ static void *omap_find(const omap *m, uint64_t key)
     if (!m->cap)
         return NULL;
     size_t mask = m->cap - 1;
-    for (size_t i = hash64(key) & mask; m->used[i]; i = (i + 1) & mask)
+    for (size_t i = hash64(key) & mask; USED(m, i); i = (i + 1) & mask)
         if (ent_key(m, i) == key)
             return m->ent + i * m->esz;
     return NULL;
@@ -57,25 +59,18 @@ static int omap_grow(omap *m)
 {
     size_t ncap = m->cap ? m->cap * 2 : 64;
     unsigned char *ne = calloc(ncap, m->esz);
-    unsigned char *nu = calloc(ncap, 1);
-    if (!ne || !nu) {
-        free(ne);
-        free(nu);
+    if (!ne)
         return -1;
-    }
     for (size_t i = 0; i < m->cap; i++) {
-        if (!m->used[i])
+        if (!USED(m, i))
             continue;
         size_t j = hash64(ent_key(m, i)) & (ncap - 1);
-        while (nu[j])
+        while (ne[j * m->esz + m->uoff])
             j = (j + 1) & (ncap - 1);
-        nu[j] = 1;
         memcpy(ne + j * m->esz, m->ent + i * m->esz, m->esz);
     }
     free(m->ent);
-    free(m->used);
     m->ent = ne;
-    m->used = nu;
     m->cap = ncap;
     return 0;
 }
@@ -88,14 +83,14 @@ static void *omap_put(omap *m, uint64_t key, int *fresh)
     if ((m->n + 1) * 4 > m->cap * 3 && omap_grow(m) < 0)
         return NULL;
     size_t mask = m->cap - 1, i = hash64(key) & mask;
-    for (; m->used[i]; i = (i + 1) & mask)
+    for (; USED(m, i); i = (i + 1) & mask)
         if (ent_key(m, i) == key)
             return m->ent + i * m->esz;
-    m->used[i] = 1;
     m->n++;
     unsigned char *e = m->ent + i * m->esz;
     memset(e, 0, m->esz);
     memcpy(e, &key, sizeof key);
+    e[m->uoff] = 1;
     *fresh = 1;
     return e;
 }
@@ -107,7 +102,7 @@ static void omap_del(omap *m, void *entp)
     size_t j = i;
     for (;;) {
         j = (j + 1) & mask;
-        if (!m->used[j])
+        if (!USED(m, j))
             break;
         size_t k = hash64(ent_key(m, j)) & mask;
         /* move j into the hole at i unless its home k lies cyclically in (i, j] */
@@ -117,24 +112,26 @@ static void omap_del(omap *m, void *entp)
         memcpy(m->ent + i * m->esz, m->ent + j * m->esz, m->esz);
         i = j;
     }
-    m->used[i] = 0;
+    USED(m, i) = 0;
     m->n--;
 }
 
 static void omap_free(omap *m)
 {
     free(m->ent);
-    free(m->used);
-    memset(m, 0, sizeof *m);
+    m->ent = NULL;
+    m->cap = m->n = 0;
 }
 
 /* ---- state ---- */
 
-typedef struct live_ent {
-    uint64_t key; /* address, or handle for VMM physical memory */
-    uint64_t size, time_ns, handle, stream;
+typedef struct live_ent { /* 48 bytes: one cache miss per lookup */
+    uint64_t key;         /* address, or handle for VMM physical memory */
+    uint64_t size, time_ns, handle;
     uint32_t site; /* index into sites */
-    uint32_t tid, flags;
+    uint32_t tid;
+    uint8_t flags; /* GMP_MEMF_* (the low 8 bits) */
+    uint8_t used;
 } live_ent;
 
 typedef struct site_int {
@@ -156,6 +153,7 @@ typedef struct pool_ent {
     uint64_t key; /* pool handle */
     uint64_t reported;
     struct dev_int *dev;
+    uint8_t used;
 } pool_ent;
 
 typedef struct open_range {
@@ -167,12 +165,14 @@ typedef struct thread_ent {
     uint64_t key; /* tid */
     open_range *st;
     uint32_t depth, cap;
+    uint8_t used;
 } thread_ent;
 
 typedef struct handle_ent {
     uint64_t key; /* nvtxRangeId_t */
     uint64_t begin;
     uint32_t range, tid;
+    uint8_t used;
 } handle_ent;
 
 typedef struct freed_ent {
@@ -258,11 +258,16 @@ gmp_err gmp_replay_new(gmp_replay **out, gmp_reader *r, const gmp_replay_opts *o
         rp->o.max_ooms = 1024;
     if (!rp->o.max_notices)
         rp->o.max_notices = 64;
-    for (int i = 0; i < NSPACE; i++)
+    for (int i = 0; i < NSPACE; i++) {
         rp->live[i].esz = sizeof(live_ent);
+        rp->live[i].uoff = offsetof(live_ent, used);
+    }
     rp->pools.esz = sizeof(pool_ent);
+    rp->pools.uoff = offsetof(pool_ent, used);
     rp->threads.esz = sizeof(thread_ent);
+    rp->threads.uoff = offsetof(thread_ent, used);
     rp->handles.esz = sizeof(handle_ent);
+    rp->handles.uoff = offsetof(handle_ent, used);
     rp->freed = calloc(FREED_CACHE, sizeof *rp->freed);
     rp->last_site = SIZE_MAX;
     if (!rp->freed) {
@@ -286,7 +291,7 @@ void gmp_replay_free(gmp_replay *rp)
         omap_free(&rp->live[i]);
     omap_free(&rp->pools);
     for (size_t i = 0; i < rp->threads.cap; i++) {
-        if (rp->threads.used[i])
+        if (USED(&rp->threads, i))
             free(((thread_ent *)(void *)(rp->threads.ent + i * rp->threads.esz))->st);
     }
     omap_free(&rp->threads);
@@ -439,6 +444,16 @@ static inline void site_touch(site_int *s, const dev_int *d)
 
 /* ---- accounting ---- */
 
+/* gmp_mem_kind_is_device for kinds < GMP_MEM_KIND_COUNT, inline: DEVICE, ASYNC_POOL,
+ * VMM_PHYSICAL, ARRAY, STATIC. */
+#define DEVICE_KINDS                                                                               \
+    ((1u << GMP_MEM_DEVICE) | (1u << GMP_MEM_ASYNC_POOL) | (1u << GMP_MEM_VMM_PHYSICAL) |          \
+     (1u << GMP_MEM_ARRAY) | (1u << GMP_MEM_STATIC))
+static inline int is_dev_kind(unsigned kind)
+{
+    return (DEVICE_KINDS >> kind) & 1u;
+}
+
 static inline unsigned kind_slot(uint32_t kind)
 {
     return kind < GMP_MEM_KIND_COUNT ? kind : GMP_MEM_UNKNOWN;
@@ -470,7 +485,7 @@ static void update_reserved(dev_int *d, uint64_t t)
  * device's allocated bytes. */
 static int account_add(dev_int *d, site_int *s, unsigned kind, uint64_t size, uint64_t t)
 {
-    int dk = gmp_mem_kind_is_device(kind);
+    int dk = is_dev_kind(kind);
     if (dk)
         site_touch(s, d);
     gmp_replay_site *p = &s->pub;
@@ -516,7 +531,7 @@ static int account_add(dev_int *d, site_int *s, unsigned kind, uint64_t size, ui
 static void account_sub(dev_int *d, site_int *s, unsigned kind, uint64_t size, uint64_t t,
                         int counted)
 {
-    int dk = gmp_mem_kind_is_device(kind);
+    int dk = is_dev_kind(kind);
     if (dk)
         site_touch(s, d);
     gmp_replay_site *p = &s->pub;
@@ -551,7 +566,6 @@ static void fill_alloc(const gmp_replay *rp, int space, const live_ent *e, gmp_r
     a->size = e->size;
     a->time_ns = e->time_ns;
     a->handle = e->handle;
-    a->stream = e->stream;
     a->tid = e->tid;
     a->flags = e->flags;
     a->device = s->pub.device;
@@ -678,14 +692,13 @@ static gmp_err on_alloc(gmp_replay *rp, const gmp_rec *rec)
     e->size = m->size;
     e->time_ns = rec->time_ns;
     e->handle = m->handle;
-    e->stream = m->stream;
     e->site = (uint32_t)si;
     e->tid = rec->tid;
-    e->flags = m->flags;
+    e->flags = (uint8_t)m->flags;
     if (++rp->nlive > rp->sum.max_live_allocs)
         rp->sum.max_live_allocs = rp->nlive;
     int peak = account_add(d, &rp->sites[si], kind, m->size, rec->time_ns);
-    ev.counted = gmp_mem_kind_is_device(kind);
+    ev.counted = is_dev_kind(kind);
     fill_alloc(rp, sp, e, &a);
     ev.alloc = &a;
     ev.nalloc = 1;
@@ -716,7 +729,7 @@ static long unmap_range(gmp_replay *rp, uint64_t lo, uint64_t size, uint64_t t,
     uint64_t hi = lo + size < lo ? UINT64_MAX : lo + size;
     long n = 0;
     for (size_t i = 0; i < m->cap;) {
-        if (m->used[i]) {
+        if (USED(m, i)) {
             live_ent *e = (live_ent *)(void *)(m->ent + i * m->esz);
             if (e->key >= lo && e->key < hi) {
                 gmp_replay_alloc *a = scratch_slot(rp, (size_t)n);
@@ -790,7 +803,7 @@ static gmp_err on_free(gmp_replay *rp, const gmp_rec *rec)
     }
     fill_alloc(rp, sp, e, &a);
     dev_int *d = rp->sites[e->site].dev;
-    ev.counted = gmp_mem_kind_is_device(a.kind);
+    ev.counted = is_dev_kind(a.kind);
     live_remove(rp, sp, e, rec->time_ns, 1);
     freed_remember(rp, sp, key);
     ev.alloc = &a;
@@ -996,7 +1009,7 @@ static void finish(gmp_replay *rp)
     for (size_t i = 0; i < rp->nsites; i++) {
         site_int *s = &rp->sites[i];
         const dev_int *d = s->dev;
-        if (!gmp_mem_kind_is_device(s->pub.kind) || d->epoch == 0) {
+        if (!is_dev_kind(s->pub.kind) || d->epoch == 0) {
             s->pub.peak_bytes = s->pub.peak_count = 0;
         } else if (s->epoch == d->epoch) {
             s->pub.peak_bytes = s->snap_bytes;
@@ -1154,7 +1167,7 @@ gmp_err gmp_replay_live_foreach(const gmp_replay *rp,
     for (int sp = 0; sp < NSPACE; sp++) {
         const omap *m = &rp->live[sp];
         for (size_t i = 0; i < m->cap; i++) {
-            if (!m->used[i])
+            if (!USED(m, i))
                 continue;
             fill_alloc(rp, sp, (const live_ent *)(const void *)(m->ent + i * m->esz), &a);
             gmp_err e = fn(ctx, &a);

@@ -82,9 +82,8 @@ typedef struct gmp_replay_alloc {
     uint64_t size;
     uint64_t time_ns; /* when it was allocated */
     uint64_t handle;  /* pool, VMM handle, NVTX heap */
-    uint64_t stream;
-    uint32_t tid;
-    uint32_t flags; /* GMP_MEMF_* of its ALLOC */
+    uint32_t tid;     /* thread that allocated it */
+    uint32_t flags;   /* GMP_MEMF_* of its ALLOC */
     int32_t device;
     uint32_t kind, api, range, stack;
     size_t site; /* index for gmp_replay_site_at */

@@ -117,6 +117,34 @@ def check_json(doc):
        ["stacks: native frames not symbolized"])
 
 
+def zstd_frames(data):
+    """(start, end) of every zstd frame of data (RFC 8878 frame layout)."""
+    out, pos = [], 0
+    while pos < len(data):
+        start = pos
+        magic = int.from_bytes(data[pos:pos + 4], "little")
+        if 0x184D2A50 <= magic <= 0x184D2A5F:  # skippable frame
+            pos += 8 + int.from_bytes(data[pos + 4:pos + 8], "little")
+            out.append((start, pos))
+            continue
+        fhd = data[pos + 4]
+        single = (fhd >> 5) & 1
+        pos += 5 + (0 if single else 1)
+        pos += [0, 1, 2, 4][fhd & 3]
+        pos += [1 if single else 0, 2, 4, 8][fhd >> 6]
+        while True:
+            bh = int.from_bytes(data[pos:pos + 3], "little")
+            pos += 3
+            btype, bsize = (bh >> 1) & 3, bh >> 3
+            pos += 1 if btype == 1 else bsize
+            if bh & 1:
+                break
+        if (fhd >> 2) & 1:
+            pos += 4
+        out.append((start, pos))
+    return out
+
+
 def main():
     mode, gpumemprof, report_trace, golden = sys.argv[1:5]
     tmp = tempfile.mkdtemp(prefix="gmp_report_")
@@ -139,7 +167,12 @@ def main():
                 sys.exit("text report differs from %s:\n%s" % (path, out))
         elif mode == "truncated":
             data = open(os.path.join(tmp, "report.zst"), "rb").read()
-            open(os.path.join(tmp, "cut.zst"), "wb").write(data[:len(data) * 2 // 3])
+            frames = zstd_frames(data)
+            eq("frames cover the file", frames[-1][1], len(data))
+            if len(frames) < 4:
+                sys.exit("the fixture has %d frames, expected several" % len(frames))
+            a, b = frames[len(frames) * 2 // 3]  # cut inside a frame after the middle
+            open(os.path.join(tmp, "cut.zst"), "wb").write(data[:(a + b) // 2])
             out, err = run([gpumemprof, "report", "cut.zst", "--format", "json"], tmp)
             lines = err.splitlines()
             eq("stderr lines", len(lines), 1)
