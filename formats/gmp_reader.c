@@ -257,10 +257,9 @@ struct gmp_reader {
     deftab strings, stacks, ranges, modules, devices, threads;
 
     /* window */
-    wslot *slots;
+    wslot *slots; /* appended in file order; type 0 once returned */
     size_t slots_n, slots_cap;
-    uint64_t *freel;
-    size_t free_n;
+    uint32_t *remap; /* scratch for compacting slots */
     wkey *keys, *tmp;
     size_t keys_n, keys_cap, sorted_n;
     size_t rel_pos, rel_n; /* keys[rel_pos..rel_n) are being returned */
@@ -272,12 +271,16 @@ struct gmp_reader {
     uint64_t end_ev, end_allocs, end_frees, end_lost;
     uint64_t lost_by_reason[6];
 
+    uint8_t cls[256]; /* CLS_* of each type byte */
     gmp_reader_stats stats;
     gmp_rec dec; /* the record being decoded */
     gmp_rec out; /* the record returned */
 };
 
 static _Thread_local char open_err[512];
+
+/* Record classes by type byte. */
+enum { CLS_UNKNOWN = 0, CLS_UNKNOWN_EVENT, CLS_DEF, CLS_FRAMING, CLS_EVENT };
 
 static gmp_err fail(gmp_reader *r, gmp_err e, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
@@ -522,16 +525,43 @@ static int window_grow(gmp_reader *r)
     if (!nt)
         return -1;
     r->tmp = nt;
-    wslot *ns = realloc(r->slots, nc * sizeof *ns);
-    if (!ns)
-        return -1;
-    r->slots = ns;
-    uint64_t *nf = realloc(r->freel, nc * sizeof *nf);
-    if (!nf)
-        return -1;
-    r->freel = nf;
     r->keys_cap = nc;
-    r->slots_cap = nc;
+    return 0;
+}
+
+/* Makes room to append a slot. Slots are written in file order, so that both the writes and the
+ * reads of a merge (a few sequential runs) stay friendly to caches; returned slots are dead. When
+ * the array is full, the live slots slide down in place (their order kept), or the array doubles
+ * when more than half of it is live: amortized O(1) per event, at most ~2 slots per window event.
+ */
+static int slot_room(gmp_reader *r)
+{
+    if (r->slots_n < r->slots_cap)
+        return 0;
+    if (!r->slots_cap || r->keys_n * 2 > r->slots_cap) {
+        size_t nc = r->slots_cap ? r->slots_cap * 2 : 4096;
+        wslot *ns = realloc(r->slots, nc * sizeof *ns);
+        if (!ns)
+            return -1;
+        r->slots = ns;
+        uint32_t *nm = realloc(r->remap, nc * sizeof *nm);
+        if (!nm)
+            return -1;
+        r->remap = nm;
+        r->slots_cap = nc;
+        return 0;
+    }
+    size_t j = 0;
+    for (size_t i = 0; i < r->slots_n; i++) {
+        if (!r->slots[i].type)
+            continue;
+        if (i != j)
+            r->slots[j] = r->slots[i];
+        r->remap[i] = (uint32_t)j++;
+    }
+    for (size_t k = 0; k < r->keys_n; k++)
+        r->keys[k].slot = r->remap[r->keys[k].slot];
+    r->slots_n = j;
     return 0;
 }
 
@@ -560,8 +590,12 @@ static void window_sort(gmp_reader *r)
             while (e < n && a[e - 1].time <= a[e].time)
                 e++;
             size_t x = i, y = m, o = i;
-            while (x < m && y < e)
-                t[o++] = a[y].time < a[x].time ? a[y++] : a[x++];
+            while (x < m && y < e) { /* branch-free: the runs of threads interleave at random */
+                int right = a[y].time < a[x].time;
+                t[o++] = *(right ? &a[y] : &a[x]);
+                y += (size_t)right;
+                x += (size_t)!right;
+            }
             if (x < m)
                 memcpy(t + o, a + x, (m - x) * sizeof *a);
             else
@@ -766,8 +800,18 @@ static gmp_reader *reader_new(const gmp_reader_opts *opts)
     }
     if (!r->max_window)
         r->max_window = DEFAULT_WINDOW;
-    if (r->max_window > ((size_t)1 << 31))
-        r->max_window = (size_t)1 << 31;
+    if (r->max_window > ((size_t)1 << 30))
+        r->max_window = (size_t)1 << 30;
+    for (unsigned t = 0; t < 256; t++) {
+        if (!gmp_rec_type_name(t))
+            r->cls[t] = t >= 0x10 && t <= 0x3f ? CLS_UNKNOWN_EVENT : CLS_UNKNOWN;
+        else if (gmp_rec_is_event(t))
+            r->cls[t] = CLS_EVENT;
+        else if (t == GMP_REC_BUFFER || t == GMP_REC_SYNC)
+            r->cls[t] = CLS_FRAMING;
+        else
+            r->cls[t] = CLS_DEF;
+    }
     r->dctx = ZSTD_createDCtx();
     if (!r->dctx) {
         free(r);
@@ -918,7 +962,7 @@ void gmp_reader_close(gmp_reader *r)
     }
     free(r->notice_out);
     free(r->slots);
-    free(r->freel);
+    free(r->remap);
     free(r->keys);
     free(r->tmp);
     arena_free(&r->ar);
@@ -947,16 +991,100 @@ const gmp_reader_stats *gmp_reader_get_stats(const gmp_reader *r)
 
 /* ---- next ---- */
 
+/* A fast path for ALLOC and FREE, the bulk of every trace: for a well-formed record it gives what
+ * gmp_decode gives (checked by the fuzz build, GMP_READER_VERIFY_FAST); for anything unusual (a
+ * cut or malformed record, a field out of range, a record of 128 bytes or more) it returns 0 and
+ * gmp_decode decides, with its message. */
+static inline int fast_u(const uint8_t **pp, const uint8_t *end, uint64_t *v)
+{
+    const uint8_t *p = *pp;
+    if (p < end && *p < 0x80) {
+        *v = *p;
+        *pp = p + 1;
+        return 1;
+    }
+    uint64_t x = 0;
+    for (unsigned i = 0; i < 10 && p + i < end; i++) {
+        uint8_t b = p[i];
+        if (i == 9 && b > 1)
+            return 0;
+        x |= (uint64_t)(b & 0x7f) << (7 * i);
+        if (!(b & 0x80)) {
+            *v = x;
+            *pp = p + i + 1;
+            return 1;
+        }
+    }
+    return 0;
+}
+
+static inline int fits_s32(uint64_t z)
+{
+    int64_t v = gmp_unzigzag(z);
+    return v >= INT32_MIN && v <= INT32_MAX;
+}
+
+static int fast_mem(const uint8_t *src, size_t n, gmp_rec *d, uint64_t *prev_ns, size_t *used)
+{
+    if (n < 2 || src[1] >= 0x80 || src[1] > n - 2)
+        return 0;
+    const uint8_t *p = src + 2, *end = p + src[1];
+    uint64_t f[13]; /* dt, device, kind, flags, api, address, size, stream, stack, range,
+                       correlation, result, handle */
+    for (int i = 0; i < 13; i++)
+        if (!fast_u(&p, end, &f[i]))
+            return 0;
+    if (!fits_s32(f[1]) || f[2] >= GMP_MEM_KIND_COUNT || f[3] > UINT32_MAX || f[4] > UINT32_MAX ||
+        f[8] > UINT32_MAX || f[9] > UINT32_MAX || !fits_s32(f[11]))
+        return 0;
+    d->type = src[0];
+    d->time_ns = *prev_ns + (uint64_t)gmp_unzigzag(f[0]);
+    d->tid = 0;
+    gmp_rec_mem *m = &d->u.mem;
+    m->device = (int32_t)gmp_unzigzag(f[1]);
+    m->kind = (uint32_t)f[2];
+    m->flags = (uint32_t)f[3];
+    m->api = (uint32_t)f[4];
+    m->address = f[5];
+    m->size = f[6];
+    m->stream = f[7];
+    m->stack = (uint32_t)f[8];
+    m->range = (uint32_t)f[9];
+    m->correlation = f[10];
+    m->result = (int32_t)gmp_unzigzag(f[11]);
+    m->handle = f[12];
+    *prev_ns = d->time_ns;
+    *used = 2 + (size_t)src[1];
+    return 1;
+}
+
+#ifdef GMP_READER_VERIFY_FAST
+static void verify_fast(const uint8_t *src, size_t n, const gmp_rec *d, uint64_t prev, size_t used)
+{
+    gmp_rec x;
+    size_t u = 0;
+    if (gmp_decode(src, n, &x, &prev, &u, NULL) != GMP_OK || u != used || x.type != d->type ||
+        x.time_ns != d->time_ns || prev != d->time_ns || x.u.mem.device != d->u.mem.device ||
+        x.u.mem.kind != d->u.mem.kind || x.u.mem.flags != d->u.mem.flags ||
+        x.u.mem.api != d->u.mem.api || x.u.mem.address != d->u.mem.address ||
+        x.u.mem.size != d->u.mem.size || x.u.mem.stream != d->u.mem.stream ||
+        x.u.mem.stack != d->u.mem.stack || x.u.mem.range != d->u.mem.range ||
+        x.u.mem.correlation != d->u.mem.correlation || x.u.mem.result != d->u.mem.result ||
+        x.u.mem.handle != d->u.mem.handle)
+        abort();
+}
+#endif
+
 static inline void emit_slot(gmp_reader *r, uint64_t slot)
 {
-    const wslot *s = &r->slots[slot];
+    wslot *s = &r->slots[slot];
     r->out.type = s->type;
     r->out.time_ns = s->time;
     r->out.tid = s->tid;
     memcpy(&r->out.u, &s->u, sizeof s->u);
     if (s->type == GMP_REC_NOTICE)
         r->notice_out = (char *)s->u.notice.message.ptr;
-    r->freel[r->free_n++] = slot;
+    s->type = 0;
 }
 
 gmp_err gmp_reader_next(gmp_reader *r, const gmp_rec **rec)
@@ -1017,7 +1145,21 @@ gmp_err gmp_reader_next(gmp_reader *r, const gmp_rec **rec)
         size_t off = r->fpos, used = 0;
         const char *msg = NULL;
         gmp_rec *d = &r->dec;
-        gmp_err e = gmp_decode(r->fbuf + off, r->flen - off, d, &r->prev_ns, &used, &msg);
+        const uint8_t *src = r->fbuf + off;
+        gmp_err e = GMP_OK;
+        if (src[0] == GMP_REC_ALLOC || src[0] == GMP_REC_FREE) {
+#ifdef GMP_READER_VERIFY_FAST
+            uint64_t prev0 = r->prev_ns;
+#endif
+            if (!fast_mem(src, r->flen - off, d, &r->prev_ns, &used))
+                e = gmp_decode(src, r->flen - off, d, &r->prev_ns, &used, &msg);
+#ifdef GMP_READER_VERIFY_FAST
+            else
+                verify_fast(src, r->flen - off, d, prev0, used);
+#endif
+        } else {
+            e = gmp_decode(src, r->flen - off, d, &r->prev_ns, &used, &msg);
+        }
         if (e == GMP_ERR_TRUNCATED)
             return fail_rec(r, off, "%s (a record must not span frames)",
                             msg ? msg : "record cut short");
@@ -1027,9 +1169,10 @@ gmp_err gmp_reader_next(gmp_reader *r, const gmp_rec **rec)
         unsigned type = d->type;
         r->stats.records[type]++;
 
-        if (!gmp_rec_type_name(type)) {
+        unsigned cls = r->cls[type];
+        if (cls <= CLS_UNKNOWN_EVENT) {
             r->stats.unknown_records++;
-            if (type >= 0x10 && type <= 0x3f) {
+            if (cls == CLS_UNKNOWN_EVENT) {
                 /* A future event: its payload starts with dt, which keeps the time chain. */
                 if (!r->in_buffer)
                     return fail_rec(r, off,
@@ -1055,7 +1198,7 @@ gmp_err gmp_reader_next(gmp_reader *r, const gmp_rec **rec)
             continue;
         }
 
-        if (gmp_rec_is_event(type)) {
+        if (cls == CLS_EVENT) {
             if (!r->in_buffer)
                 return fail_rec(r, off, "%s event before any BUFFER record in its frame",
                                 gmp_rec_type_name(type));
@@ -1071,10 +1214,10 @@ gmp_err gmp_reader_next(gmp_reader *r, const gmp_rec **rec)
                 *rec = &r->out;
                 return GMP_OK;
             }
-            if (r->keys_n == r->keys_cap && window_grow(r))
+            if ((r->keys_n == r->keys_cap && window_grow(r)) || slot_room(r))
                 return fail(r, GMP_ERR_NOMEM, "out of memory for the reorder window (%zu events)",
                             r->keys_n);
-            uint64_t slot = r->free_n ? r->freel[--r->free_n] : r->slots_n++;
+            uint64_t slot = r->slots_n++;
             wslot *s = &r->slots[slot];
             s->time = d->time_ns;
             s->tid = d->tid;
@@ -1084,8 +1227,7 @@ gmp_err gmp_reader_next(gmp_reader *r, const gmp_rec **rec)
                 gmp_str *m = &s->u.notice.message;
                 char *c = malloc((size_t)m->len + 1);
                 if (!c) {
-                    s->type = GMP_REC_MARK; /* owns nothing */
-                    r->freel[r->free_n++] = slot;
+                    s->type = 0; /* owns nothing */
                     return nomem(r);
                 }
                 if (m->len)
