@@ -10,6 +10,9 @@
  * the forced flag and finishes the trace. A forked child stops recording into its parent's file. */
 #include <errno.h>
 #include <pthread.h>
+#include <semaphore.h>
+#include <signal.h>
+#include <time.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -159,8 +162,91 @@ static void agent_stop(void)
     pthread_mutex_unlock(&start_lock);
 }
 
+/* ---- termination signals ----
+ * A program killed by SIGTERM or SIGINT with their default action would not run atexit, and its
+ * trace would lack the last flush window and the END record. When (and only when) the program
+ * leaves these signals at their default action, the agent catches them: the handler wakes a
+ * finisher thread (sem_post is async-signal-safe), waits for it at most 3 s, then restores the
+ * default action and raises the signal again, so the program still dies of it (same exit status
+ * for its parent). A program that installs its own handler later simply replaces ours. */
+static const int term_sigs[] = {SIGTERM, SIGINT, SIGHUP};
+#define NTERM (sizeof term_sigs / sizeof term_sigs[0])
+static int term_installed[NTERM];
+static sem_t term_sem;
+static atomic_int term_done;
+static pthread_t term_thread;
+
+static void on_term(int sig)
+{
+    int saved = errno;
+    struct sigaction dfl;
+    memset(&dfl, 0, sizeof dfl);
+    dfl.sa_handler = SIG_DFL;
+    sigaction(sig, &dfl, NULL);
+    sem_post(&term_sem);
+    for (int i = 0; i < 300 && !atomic_load(&term_done); i++) {
+        struct timespec ts = {0, 10 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    errno = saved;
+    raise(sig);
+}
+
+static void *term_main(void *arg)
+{
+    (void)arg;
+    while (sem_wait(&term_sem) != 0 && errno == EINTR)
+        ;
+    agent_stop();
+    atomic_store(&term_done, 1);
+    return NULL;
+}
+
+static void term_install(void)
+{
+    if (sem_init(&term_sem, 0, 0) != 0)
+        return;
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    int rc = pthread_create(&term_thread, NULL, term_main, NULL);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (rc != 0)
+        return;
+    pthread_detach(term_thread);
+    for (size_t i = 0; i < NTERM; i++) {
+        struct sigaction cur;
+        if (sigaction(term_sigs[i], NULL, &cur) != 0 || (cur.sa_flags & SA_SIGINFO) ||
+            cur.sa_handler != SIG_DFL)
+            continue; /* the program handles (or ignores) it: leave it alone */
+        struct sigaction sa;
+        memset(&sa, 0, sizeof sa);
+        sa.sa_handler = on_term;
+        sigemptyset(&sa.sa_mask);
+        sa.sa_flags = SA_RESTART;
+        if (sigaction(term_sigs[i], &sa, NULL) == 0)
+            term_installed[i] = 1;
+    }
+}
+
+static void term_uninstall_in_child(void)
+{
+    /* the finisher thread does not exist in a forked child: give the signals back */
+    for (size_t i = 0; i < NTERM; i++) {
+        struct sigaction cur;
+        if (!term_installed[i] || sigaction(term_sigs[i], NULL, &cur) != 0 ||
+            cur.sa_handler != on_term)
+            continue;
+        struct sigaction dfl;
+        memset(&dfl, 0, sizeof dfl);
+        dfl.sa_handler = SIG_DFL;
+        sigaction(term_sigs[i], &dfl, NULL);
+    }
+}
+
 static void at_fork_child(void)
 {
+    term_uninstall_in_child();
     /* The child must never write into its parent's file; it cannot use CUDA anyway. */
     if (atomic_load(&state) == ST_ON || atomic_load(&state) == ST_STARTING) {
         gmp_writer_forget_after_fork(W);
@@ -244,6 +330,7 @@ static int agent_start(void)
     atexit(agent_stop);
     pthread_atfork(NULL, NULL, at_fork_child);
     atomic_store(&state, ST_ON);
+    term_install();
     pthread_mutex_unlock(&start_lock);
     if (!opts.quiet)
         agent_log("recording to %s", trace_path);
