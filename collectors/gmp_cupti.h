@@ -13,7 +13,7 @@
 typedef struct gmp_cupti_opts {
     const char *path;      /* explicit libcupti path (--cupti / GPUMEMPROF_CUPTI), or NULL */
     int activity;          /* enable activity records (when the version allows) */
-    size_t activity_bytes; /* bound on outstanding activity buffers (default 8 MiB) */
+    size_t activity_bytes; /* bound on outstanding activity buffers (default 32 MiB) */
 } gmp_cupti_opts;
 
 /* Loads CUPTI and subscribes. Returns 0 when recording, -1 when CUPTI cannot be used; why then
