@@ -633,6 +633,10 @@ static void stage_bytes(gmp_writer *w, const uint8_t *p, size_t n)
 static void stage_defs(gmp_writer *w, const uint8_t *p, size_t n)
 {
     size_t start = 0, i = 0;
+    /* The first definitions begin with the file's magic, which is not a record: walk the records
+     * after it (definition types are 01-07, so a buffer starting with 'G' is the magic). */
+    if (n >= GMP_TRACE_MAGIC_LEN && memcmp(p, GMP_TRACE_MAGIC, GMP_TRACE_MAGIC_LEN) == 0)
+        i = GMP_TRACE_MAGIC_LEN;
     while (i < n) {
         uint64_t plen = 0;
         size_t lw = gmp_get_uvarint(p + i + 1, n - i - 1, &plen);
