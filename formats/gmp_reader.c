@@ -529,6 +529,12 @@ static int window_grow(gmp_reader *r)
     return 0;
 }
 
+static int cmp_key_time(const void *a, const void *b)
+{
+    uint64_t x = ((const wkey *)a)->time, y = ((const wkey *)b)->time;
+    return x < y ? -1 : x > y;
+}
+
 /* Makes room to append a slot. Slots are written in file order, so that both the writes and the
  * reads of a merge (a few sequential runs) stay friendly to caches; returned slots are dead. When
  * the array is full, the live slots slide down in place (their order kept), or the array doubles
@@ -549,6 +555,22 @@ static int slot_room(gmp_reader *r)
             return -1;
         r->remap = nm;
         r->slots_cap = nc;
+        return 0;
+    }
+    if (r->keys_n * 8 < r->slots_n) {
+        /* few live slots (the usual case): find them through the keys rather than scanning */
+        wkey *t = r->tmp;
+        for (size_t k = 0; k < r->keys_n; k++) {
+            t[k].time = r->keys[k].slot;
+            t[k].slot = k;
+        }
+        qsort(t, r->keys_n, sizeof *t, cmp_key_time);
+        for (size_t j = 0; j < r->keys_n; j++) {
+            if (t[j].time != j)
+                r->slots[j] = r->slots[t[j].time];
+            r->keys[t[j].slot].slot = j;
+        }
+        r->slots_n = r->keys_n;
         return 0;
     }
     size_t j = 0;

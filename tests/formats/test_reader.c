@@ -486,6 +486,19 @@ static void bad_u32(tb *b)
     static const uint8_t rec[] = {GMP_REC_MARK, 6, 0, 0x80, 0x80, 0x80, 0x80, 0x10};
     tb_raw(b, rec, sizeof rec);
 }
+static void bad_dup_module(tb *b)
+{
+    gmp_rec m = mk(GMP_REC_MODULE);
+    m.u.module.id = 3;
+    tb_rec(b, &m);
+    tb_rec(b, &m);
+}
+static void bad_unknown_event_no_dt(tb *b)
+{
+    static const uint8_t rec[] = {0x2b, 0};
+    tb_buffer(b, 1, 0);
+    tb_raw(b, rec, sizeof rec);
+}
 static void bad_unknown_event_before_buffer(tb *b)
 {
     static const uint8_t rec[] = {0x2a, 1, 0};
@@ -520,6 +533,8 @@ static void test_bad_input(void **state)
         {bad_varint, "varint"},
         {bad_u32, "32-bit"},
         {bad_unknown_event_before_buffer, "before any BUFFER"},
+        {bad_dup_module, "module id 3 defined twice"},
+        {bad_unknown_event_no_dt, "no time delta"},
     };
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         for (int fo = 0; fo <= 1; fo++) {
@@ -603,6 +618,23 @@ static void test_not_a_trace(void **state)
     /* cut in the first frame */
     assert_int_equal(tb_open(&r, &b, b.len - 1, 0, 0), GMP_ERR_TRUNCATED);
     assert_non_null(strstr(gmp_reader_open_error(), "first frame"));
+    tb_free(&b);
+
+    /* a HEADER cut short, and one with format version 0 */
+    tb_init(&b);
+    tb_raw(&b, GMP_TRACE_MAGIC, 8);
+    static const uint8_t short_header[] = {GMP_REC_HEADER, 2, 1, 1};
+    tb_raw(&b, short_header, sizeof short_header);
+    tb_frame(&b);
+    assert_int_equal(tb_open(&r, &b, SIZE_MAX, 0, 0), GMP_ERR_FORMAT);
+    assert_non_null(strstr(gmp_reader_open_error(), "bad HEADER"));
+    tb_free(&b);
+    tb_init(&b);
+    h.u.header.format_version = 0;
+    tb_start(&b, &h);
+    tb_frame(&b);
+    assert_int_equal(tb_open(&r, &b, SIZE_MAX, 0, 0), GMP_ERR_FORMAT);
+    assert_non_null(strstr(gmp_reader_open_error(), "format version 0"));
     tb_free(&b);
 
     /* frames without checksums are refused */
@@ -1045,6 +1077,60 @@ static void test_file_chunks(void **state)
     tb_free(&b);
 }
 
+/* Frames bigger than the reader's first input buffer (read from a file), and frames that do not
+ * declare their decompressed size. */
+static void test_big_frames_unknown_size(void **state)
+{
+    (void)state;
+    for (int unknown = 0; unknown <= 1; unknown++) {
+        tb b;
+        tb_init(&b);
+        b.no_content_size = unknown;
+        tb_start(&b, NULL);
+        tb_frame(&b);
+        uint64_t rng = 5;
+        static char junk[60000];
+        uint32_t id = 0;
+        for (int f = 0; f < 3; f++) {
+            for (int i = 0; i < 60; i++) { /* ~3.6 MB of incompressible strings */
+                for (size_t k = 0; k < sizeof junk; k++)
+                    junk[k] = (char)(1 + tb_rand(&rng) % 255);
+                gmp_rec s = mk(GMP_REC_STRING);
+                s.u.string.id = ++id;
+                s.u.string.value = (gmp_str){junk, sizeof junk};
+                tb_rec(&b, &s);
+            }
+            tb_frame(&b);
+        }
+        assert_true(b.frame_end[1] - b.frame_end[0] > (2u << 20));
+        char path[] = "/tmp/gmp_reader_bigXXXXXX";
+        int fd = mkstemp(path);
+        assert_true(fd >= 0);
+        close(fd);
+        assert_int_equal(tb_write(&b, path), 0);
+        gmp_reader *r;
+        gmp_reader_opts o = {1, 0};
+        assert_int_equal(gmp_reader_open(&r, path, &o), GMP_OK);
+        tb_out out = {0};
+        assert_int_equal(tb_read_all(r, &out), GMP_END);
+        assert_int_equal(out.n, 1 + 180);
+        assert_int_equal(gmp_reader_string(r, 180).len, sizeof junk);
+        assert_int_equal(gmp_reader_get_stats(r)->bytes_read, b.len);
+        tb_out_free(&out);
+        gmp_reader_close(r);
+        /* cut in the middle of the big last frame */
+        assert_int_equal(truncate(path, (off_t)(b.frame_end[2] + 3000000)), 0);
+        assert_int_equal(gmp_reader_open(&r, path, &o), GMP_OK);
+        assert_int_equal(tb_read_all(r, &out), GMP_END);
+        assert_int_equal(out.n, 1 + 120);
+        assert_int_equal(gmp_reader_get_stats(r)->bytes_discarded, 3000000);
+        tb_out_free(&out);
+        gmp_reader_close(r);
+        unlink(path);
+        tb_free(&b);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1063,6 +1149,7 @@ int main(void)
         cmocka_unit_test(test_redefine_device_thread),
         cmocka_unit_test(test_sparse_ids),
         cmocka_unit_test(test_file_chunks),
+        cmocka_unit_test(test_big_frames_unknown_size),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -149,6 +149,8 @@ static void flush_all(gen *g, pend *p, int nthreads, uint64_t now)
     }
 }
 
+static int big_steps; /* > 0: this many events instead of a random few */
+
 static void generate(gen *g, uint64_t seed, int jitter, int corrupt)
 {
     memset(g, 0, sizeof *g);
@@ -164,7 +166,7 @@ static void generate(gen *g, uint64_t seed, int jitter, int corrupt)
     memset(p, 0, sizeof p);
     uint32_t ndef = 0;
     uint64_t now = tb_rand(&g->rng) % 1000000;
-    int steps = (int)(tb_rand(&g->rng) % 200);
+    int steps = big_steps ? big_steps : (int)(tb_rand(&g->rng) % 200);
     uint64_t evs = 0, allocs = 0, frees = 0, lost = 0;
     if (tb_rand(&g->rng) % 2)
         frame(g);
@@ -397,12 +399,28 @@ static void test_random_corrupt_records(void **state)
     assert_true(errors > runs / 4);
 }
 
+/* Long streams: the reorder window's storage is compacted and grown many times over. */
+static void test_long_streams(void **state)
+{
+    (void)state;
+    big_steps = 150000;
+    for (uint64_t it = 0; it < 4; it++) {
+        gen g;
+        generate(&g, 0x10000 + it, (int)(it % 2), 0);
+        check_time_order(&g, 0, !(it % 2));
+        check_time_order(&g, 1000 + it * 3000, 0);
+        gen_free(&g);
+    }
+    big_steps = 0;
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_random_streams),
         cmocka_unit_test(test_random_streams_jitter),
         cmocka_unit_test(test_random_corrupt_records),
+        cmocka_unit_test(test_long_streams),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

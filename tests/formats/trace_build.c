@@ -128,7 +128,21 @@ void tb_frame(tb *b)
     ZSTD_CCtx_setParameter(c, ZSTD_c_checksumFlag, b->no_checksum ? 0 : 1);
     size_t bound = ZSTD_compressBound(b->rlen);
     grow(&b->file, &b->cap, b->len, bound);
-    size_t n = ZSTD_compress2(c, b->file + b->len, bound, b->raw, b->rlen);
+    size_t n;
+    if (b->no_content_size) {
+        /* streamed in two steps: the frame header cannot know the size */
+        ZSTD_outBuffer out = {b->file + b->len, bound, 0};
+        ZSTD_inBuffer in = {b->raw, b->rlen / 2, 0};
+        n = ZSTD_compressStream2(c, &out, &in, ZSTD_e_flush);
+        in.size = b->rlen;
+        do
+            n = ZSTD_isError(n) ? n : ZSTD_compressStream2(c, &out, &in, ZSTD_e_end);
+        while (!ZSTD_isError(n) && n != 0);
+        if (!ZSTD_isError(n))
+            n = out.pos;
+    } else {
+        n = ZSTD_compress2(c, b->file + b->len, bound, b->raw, b->rlen);
+    }
     ZSTD_freeCCtx(c);
     if (ZSTD_isError(n)) {
         fprintf(stderr, "trace_build: %s\n", ZSTD_getErrorName(n));

@@ -19,8 +19,9 @@ typedef struct tb {
     uint64_t prev_ns;  /* delta base of the current BUFFER */
     size_t *frame_end; /* file offset after each frame */
     size_t nframes, fcap;
-    int level;       /* zstd level (default 1) */
-    int no_checksum; /* write frames without the checksum flag */
+    int level;           /* zstd level (default 1) */
+    int no_checksum;     /* write frames without the checksum flag */
+    int no_content_size; /* write frames that do not declare their decompressed size */
 } tb;
 
 void tb_init(tb *b);
