@@ -246,7 +246,8 @@ struct gmp_reader {
     int in_buffer;      /* a BUFFER record was read in this frame */
     uint32_t cur_tid;
     uint64_t prev_ns;
-    int eof; /* no more frames */
+    int eof;      /* no more frames */
+    int draining; /* an error is pending: the window is being returned first */
     int header_pending;
 
     gmp_err err;
@@ -1109,11 +1110,9 @@ static inline void emit_slot(gmp_reader *r, uint64_t slot)
     s->type = 0;
 }
 
-gmp_err gmp_reader_next(gmp_reader *r, const gmp_rec **rec)
+static gmp_err next_inner(gmp_reader *r, const gmp_rec **rec)
 {
-    if (!r || !rec)
-        return GMP_ERR_ARG;
-    if (r->err)
+    if (r->err && !r->draining)
         return r->err;
     if (r->notice_out) {
         free(r->notice_out);
@@ -1294,6 +1293,25 @@ gmp_err gmp_reader_next(gmp_reader *r, const gmp_rec **rec)
             return GMP_OK;
         }
     }
+}
+
+gmp_err gmp_reader_next(gmp_reader *r, const gmp_rec **rec)
+{
+    if (!r || !rec)
+        return GMP_ERR_ARG;
+    gmp_err e = next_inner(r, rec);
+    if (e < 0 && !r->draining && !r->file_order && r->keys_n) {
+        /* bad input: first return the events the window holds (all read before the error) */
+        r->draining = 1;
+        r->eof = 1;
+        r->fpos = r->flen;
+        e = next_inner(r, rec);
+    }
+    if (r->draining && e == GMP_END) {
+        r->draining = 0;
+        return r->err;
+    }
+    return e;
 }
 
 /* ---- completeness ---- */

@@ -1131,6 +1131,39 @@ static void test_big_frames_unknown_size(void **state)
     }
 }
 
+/* Bad input after events still held in the window: they are returned first, then the error. */
+static void test_window_before_error(void **state)
+{
+    (void)state;
+    tb b;
+    tb_init(&b);
+    tb_start(&b, NULL);
+    tb_frame(&b);
+    tb_buffer(&b, 1, 0);
+    for (int i = 0; i < 3; i++) {
+        gmp_rec a = ev_alloc(30 - 10 * (uint64_t)i, (uint64_t)i);
+        tb_rec(&b, &a);
+    }
+    tb_frame(&b);
+    tb_file_bytes(&b, "garbage!", 8);
+    gmp_reader *r;
+    assert_int_equal(tb_open(&r, &b, SIZE_MAX, 0, 0), GMP_OK);
+    tb_out o = {0};
+    assert_int_equal(tb_read_all(r, &o), GMP_ERR_FORMAT);
+    assert_int_equal(o.n, 4);
+    assert_int_equal(o.recs[1].time_ns, 10);
+    assert_int_equal(o.recs[3].time_ns, 30);
+    const gmp_rec *x;
+    assert_int_equal(gmp_reader_next(r, &x), GMP_ERR_FORMAT);
+    assert_non_null(strstr(gmp_reader_error(r), "byte"));
+    char line[512];
+    assert_int_equal(gmp_reader_completeness(r, line, sizeof line), 0);
+    assert_non_null(strstr(line, "incomplete: 3 events read, then: corrupt trace"));
+    tb_out_free(&o);
+    gmp_reader_close(r);
+    tb_free(&b);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1150,6 +1183,7 @@ int main(void)
         cmocka_unit_test(test_sparse_ids),
         cmocka_unit_test(test_file_chunks),
         cmocka_unit_test(test_big_frames_unknown_size),
+        cmocka_unit_test(test_window_before_error),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
