@@ -25,6 +25,9 @@ static const command commands[] = {
      gmp_cmd_report},
     {{"dump", "TRACE [--json] [--raw]", "print every record of a trace, one per line"},
      gmp_cmd_dump},
+    {{"import", "INPUT -o TRACE [--force]",
+      "convert another tool's recording (Nsight Systems SQLite) into a trace"},
+     gmp_cmd_import},
 };
 
 #define NCOMMANDS (sizeof commands / sizeof commands[0])
