@@ -29,6 +29,7 @@
 #include "gmp_nvtx.h"
 #include "gmp_sampler.h"
 #include "gmp_sink.h"
+#include "gmp_stack.h"
 #include "gmp_writer.h"
 
 #define EXPORT __attribute__((visibility("default")))
@@ -48,6 +49,7 @@ static gmp_sink sink;
 static pthread_key_t tkey;
 static int cuda_started, nvtx_started;
 static char trace_path[1024];
+static char stack_why[256]; /* why native stacks are degraded or off: a NOTICE once recording */
 
 static _Thread_local struct {
     gmp_wthread *t;
@@ -149,6 +151,7 @@ static void agent_stop(void)
     }
     gmp_sampler_stop();
     gmp_cupti_stop(); /* forced activity flush while we still record */
+    gmp_stack_stop();
     gmp_nvtx_shutdown();
     atomic_store(&state, ST_DONE);
     gmp_writer_stats st;
@@ -326,10 +329,19 @@ static int agent_start(void)
     sink.enter = sink_enter;
     sink.leave = sink_leave;
     sink.log = agent_warn;
+    if (opts.stacks & GMP_STACKS_NATIVE) {
+        const char *nc = getenv("GPUMEMPROF_STACK_CACHE"); /* benchmarks: 0 = no per-thread cache */
+        gmp_stack_opts so = {GMP_STACK_NATIVE, opts.stack_depth, (gmp_unwind)opts.unwind,
+                             nc && !strcmp(nc, "0")};
+        if (gmp_stack_start(&sink, &so, stack_why, sizeof stack_why) != 0 && stack_why[0])
+            agent_warn("%s", stack_why);
+    }
     gmp_nvtx_init(&sink);
     atexit(agent_stop);
     pthread_atfork(NULL, NULL, at_fork_child);
     atomic_store(&state, ST_ON);
+    if (stack_why[0])
+        notice(GMP_NOTICE_WARNING, stack_why);
     term_install();
     pthread_mutex_unlock(&start_lock);
     if (!opts.quiet)

@@ -106,10 +106,30 @@ int gmp_agent_opts_read(gmp_agent_opts *o, char *err, size_t errlen)
     if (env_bool("GPUMEMPROF_FORCE", &o->force, err, errlen) < 0)
         return -1;
     const char *st = getenv("GPUMEMPROF_STACKS");
-    if (st && strcmp(st, "none") != 0 && *st) {
-        snprintf(err, errlen, "GPUMEMPROF_STACKS=%.32s: only 'none' is supported by this agent",
-                 st);
-        return -1;
+    o->stacks = GMP_STACKS_NATIVE;
+    if (st && *st) {
+        if (!strcmp(st, "none"))
+            o->stacks = GMP_STACKS_NONE;
+        else if (!strcmp(st, "native"))
+            o->stacks = GMP_STACKS_NATIVE;
+        else {
+            snprintf(err, errlen, "GPUMEMPROF_STACKS=%.32s: expected none or native", st);
+            return -1;
+        }
+    }
+    const char *uw = getenv("GPUMEMPROF_STACK_UNWIND");
+    if (uw && *uw) {
+        if (!strcmp(uw, "libunwind"))
+            o->unwind = 0;
+        else if (!strcmp(uw, "glibc"))
+            o->unwind = 1;
+        else if (!strcmp(uw, "fp"))
+            o->unwind = 2;
+        else {
+            snprintf(err, errlen, "GPUMEMPROF_STACK_UNWIND=%.32s: expected libunwind, glibc or fp",
+                     uw);
+            return -1;
+        }
     }
     v = o->stack_depth;
     if (env_num("GPUMEMPROF_STACK_DEPTH", 1, 256, &v, err, errlen) < 0)
@@ -140,8 +160,14 @@ int gmp_agent_opts_read(gmp_agent_opts *o, char *err, size_t errlen)
 
 void gmp_agent_opts_format(const gmp_agent_opts *o, char *buf, size_t n)
 {
+    static const char *const unwinders[] = {"libunwind", "glibc", "fp"};
+    char st[64] = "stacks=none";
+    if (o->stacks & GMP_STACKS_NATIVE)
+        snprintf(st, sizeof st, "stacks=native stack_depth=%u stack_unwind=%s", o->stack_depth,
+                 unwinders[o->unwind >= 0 && o->unwind <= 2 ? o->unwind : 0]);
     snprintf(buf, n,
-             "stacks=none sample_interval_ms=%u buffer_size=%llu flush_interval_ms=%u nvtx=%d "
+             "%s sample_interval_ms=%u buffer_size=%llu flush_interval_ms=%u nvtx=%d "
              "activity=%d",
-             o->sample_ms, (unsigned long long)o->buffer_bytes, o->flush_ms, o->nvtx, o->activity);
+             st, o->sample_ms, (unsigned long long)o->buffer_bytes, o->flush_ms, o->nvtx,
+             o->activity);
 }

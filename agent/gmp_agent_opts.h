@@ -12,7 +12,8 @@ enum { GMP_STACKS_NONE = 0, GMP_STACKS_NATIVE = 1, GMP_STACKS_PYTHON = 2, GMP_ST
 typedef struct gmp_agent_opts {
     char output[1024];     /* GPUMEMPROF_OUTPUT: path pattern (%p %h %r %n %%) */
     int force;             /* GPUMEMPROF_FORCE: overwrite an existing file */
-    int stacks;            /* GPUMEMPROF_STACKS: none (only value accepted so far) */
+    int stacks;            /* GPUMEMPROF_STACKS: none | native (default) */
+    int unwind;            /* GPUMEMPROF_STACK_UNWIND: libunwind (default) | glibc | fp */
     unsigned stack_depth;  /* GPUMEMPROF_STACK_DEPTH: 1..256 */
     unsigned sample_ms;    /* GPUMEMPROF_SAMPLE_INTERVAL_MS: 0 (off) .. 3600000 */
     uint64_t buffer_bytes; /* GPUMEMPROF_BUFFER_SIZE: trace buffers, 1 MiB .. 4 GiB */

@@ -14,6 +14,7 @@
 #include "gmp_escape.h"
 #include "gmp_reader.h"
 #include "gmp_replay.h"
+#include "gmp_symbolize.h"
 #include "gmp_trace.h"
 
 #define DEFAULT_TOP_TEXT 10
@@ -28,6 +29,10 @@ typedef struct report {
     uint64_t t0;    /* base of relative times in text */
     char *buf;      /* scratch for range paths */
     size_t cap;
+    gmp_symbolizer *sym;   /* native frames, made on first use (after the replay: all modules) */
+    const char *debug_dir; /* --debug-dir */
+    struct agg *by_stack;  /* text: live at the peak by (device, stack) */
+    size_t nby_stack;
 } report;
 
 /* ---- aggregation of sites ---- */
@@ -192,6 +197,35 @@ static void text_strid(report *R, uint32_t id, const char *none)
         text_bytes(R->f, s.ptr, s.len);
 }
 
+static gmp_symbolizer *symbolizer(report *R);
+
+#define TEXT_STACK_FRAMES 4
+
+/* A stack on one line, innermost first: "f (a.c:12) < g (b.c:40) < ...". */
+static void text_stack(report *R, uint32_t stack)
+{
+    gmp_replay_frame fr[TEXT_STACK_FRAMES];
+    size_t n = gmp_replay_stack_frames(R->rp, stack, fr, TEXT_STACK_FRAMES);
+    gmp_symbolizer *sym = symbolizer(R);
+    size_t shown = 0;
+    for (size_t i = 0; i < n && i < TEXT_STACK_FRAMES; i++) {
+        char name[512];
+        if (fr[i].kind == GMP_FRAME_PYTHON) {
+            snprintf(name, sizeof name, "%.*s (%.*s:%" PRIu32 ")", (int)fr[i].function.len,
+                     fr[i].function.ptr, (int)fr[i].file.len, fr[i].file.ptr, fr[i].line);
+        } else if (sym) {
+            gmp_symbolize_frame(sym, fr[i].address, 0, name, sizeof name);
+        } else {
+            snprintf(name, sizeof name, "0x%" PRIx64, fr[i].address);
+        }
+        if (shown++)
+            fputs(" < ", R->f);
+        text_bytes(R->f, name, strlen(name));
+    }
+    if (n > TEXT_STACK_FRAMES)
+        fputs(" < ...", R->f);
+}
+
 static const char *fmt_bytes(uint64_t b, char *buf, size_t n)
 {
     static const char *const units[] = {"KiB", "MiB", "GiB", "TiB", "PiB"};
@@ -334,6 +368,27 @@ static void text_device(report *R, const gmp_replay_device *d, const agg *live, 
         }
     }
     total = shown = 0;
+    for (size_t i = 0; i < R->nby_stack; i++)
+        total += R->by_stack[i].device == d->id && R->by_stack[i].stack;
+    if (total) {
+        fprintf(f, "\n  Live at the peak, by call stack");
+        if (R->top && total > R->top)
+            fprintf(f, " (top %zu of %zu)", R->top, total);
+        fprintf(f, ":\n  %12s %7s %8s  %s\n", "bytes", "share", "count", "stack (innermost first)");
+        for (size_t i = 0; i < R->nby_stack; i++) {
+            const agg *g = &R->by_stack[i];
+            if (g->device != d->id || !g->stack || (R->top && shown >= R->top))
+                continue;
+            shown++;
+            double pct =
+                d->peak_allocated ? 100.0 * (double)g->bytes / (double)d->peak_allocated : 0.0;
+            fprintf(f, "  %12s %6.1f%% %8" PRIu64 "  ", fmt_bytes(g->bytes, b1, sizeof b1), pct,
+                    g->count);
+            text_stack(R, g->stack);
+            fputc('\n', f);
+        }
+    }
+    total = shown = 0;
     for (size_t i = 0; i < nleaks; i++)
         total += leaks[i].device == d->id;
     if (total) {
@@ -456,6 +511,25 @@ static void text_anomalies(report *R)
 static void write_text(report *R, agg *live, size_t nlive, const agg *leaks, size_t nleaks)
 {
     text_header(R);
+    /* by stack: the same rows merged over ranges instead */
+    R->by_stack = malloc((nlive ? nlive : 1) * sizeof *R->by_stack);
+    if (R->by_stack) {
+        memcpy(R->by_stack, live, nlive * sizeof *live);
+        for (size_t i = 0; i < nlive; i++)
+            R->by_stack[i].range = 0;
+        qsort(R->by_stack, nlive, sizeof *live, agg_by_key);
+        size_t m = 0;
+        for (size_t i = 0; i < nlive; i++) {
+            if (m && agg_by_key(&R->by_stack[m - 1], &R->by_stack[i]) == 0) {
+                R->by_stack[m - 1].bytes += R->by_stack[i].bytes;
+                R->by_stack[m - 1].count += R->by_stack[i].count;
+            } else {
+                R->by_stack[m++] = R->by_stack[i];
+            }
+        }
+        qsort(R->by_stack, m, sizeof *live, agg_by_bytes);
+        R->nby_stack = m;
+    }
     nlive = merge_stacks(live, nlive);
     int any = 0;
     for (size_t i = 0; i < gmp_replay_device_count(R->rp); i++) {
@@ -510,6 +584,21 @@ static void j_strid(report *R, uint32_t id)
     j_str(R->f, s.ptr, s.len);
 }
 
+static gmp_symbolizer *symbolizer(report *R)
+{
+    if (!R->sym) {
+        gmp_sym_opts so = {R->debug_dir, 0};
+        if (gmp_symbolizer_new(&R->sym, &so) != GMP_OK)
+            return NULL;
+    }
+    gmp_symbolizer_add_reader_modules(R->sym, R->r); /* modules defined since the last call */
+    return R->sym;
+}
+
+/* JSON frames of a stack, innermost first: {function, file, line, module, address} for native
+ * frames (a native address gives several frames when functions were inlined there; "inlined":
+ * true marks them; "unknown" says why a frame has no function), {function, file, line} for
+ * Python frames. */
 static void j_stack(report *R, uint32_t stack)
 {
     FILE *f = R->f;
@@ -517,35 +606,70 @@ static void j_stack(report *R, uint32_t stack)
     size_t n = gmp_replay_stack_frames(R->rp, stack, fr, 256);
     if (n > 256)
         n = 256;
+    gmp_symbolizer *sym = symbolizer(R);
     fputs(",\"stack\":[", f);
+    int first = 1;
     for (size_t i = 0; i < n; i++) {
         const gmp_replay_frame *x = &fr[i];
-        fputs(i ? ",{" : "{", f);
         if (x->kind == GMP_FRAME_PYTHON) {
+            fputs(first ? "{" : ",{", f);
+            first = 0;
             fputs("\"function\":", f);
             j_str(f, x->function.ptr, x->function.len);
             fputs(",\"file\":", f);
             j_str(f, x->file.ptr, x->file.len);
-            fprintf(f, ",\"line\":%" PRIu32, x->line);
-        } else {
-            fprintf(f, "\"address\":\"0x%" PRIx64 "\"", x->address);
-            if (x->module) {
+            fprintf(f, ",\"line\":%" PRIu32 "}", x->line);
+            continue;
+        }
+        const gmp_sym_frame *sf = NULL;
+        size_t ns = sym ? gmp_symbolize(sym, x->address, &sf) : 0;
+        gmp_sym_frame plain = {.address = x->address, .status = GMP_SYM_NO_MODULE};
+        if (!ns) {
+            sf = &plain;
+            ns = 1;
+        }
+        for (size_t k = 0; k < ns; k++) {
+            const gmp_sym_frame *y = &sf[k];
+            fputs(first ? "{" : ",{", f);
+            first = 0;
+            fputs("\"function\":", f);
+            if (y->function)
+                j_str(f, y->function, strlen(y->function));
+            else
+                fputs("null", f);
+            fputs(",\"file\":", f);
+            if (y->file)
+                j_str(f, y->file, strlen(y->file));
+            else
+                fputs("null", f);
+            fprintf(f, ",\"line\":%" PRIu32, y->line);
+            if (y->module) {
                 char off[32];
-                snprintf(off, sizeof off, "+0x%" PRIx64, x->offset);
-                size_t pl = x->module->path.len, ol = strlen(off);
+                snprintf(off, sizeof off, "+0x%" PRIx64, y->offset);
+                size_t pl = strlen(y->module), ol = strlen(off);
                 char *m = malloc(pl + ol + 1);
                 fputs(",\"module\":", f);
                 if (m) {
-                    memcpy(m, x->module->path.ptr, pl);
+                    memcpy(m, y->module, pl);
                     memcpy(m + pl, off, ol + 1);
                     j_str(f, m, pl + ol);
                     free(m);
                 } else {
-                    j_str(f, x->module->path.ptr, pl);
+                    j_str(f, y->module, pl);
                 }
+            } else {
+                fputs(",\"module\":null", f);
             }
+            fprintf(f, ",\"address\":\"0x%" PRIx64 "\"", y->address);
+            if (y->inlined)
+                fputs(",\"inlined\":true", f);
+            if (y->status != GMP_SYM_OK) {
+                const char *why = gmp_sym_status_name(y->status);
+                fputs(",\"unknown\":", f);
+                j_str(f, why, strlen(why));
+            }
+            fputc('}', f);
         }
-        fputc('}', f);
     }
     fputc(']', f);
 }
@@ -738,7 +862,8 @@ static void print_help(const gmp_cli_cmd_info *cmd, const gmp_cli_opt *opts)
     printf("\n%s.\n\n"
            "Replays TRACE once and prints, per device: the peak of allocated device memory and\n"
            "when it happened, the peak reserved (pools and VMM included), allocation counts,\n"
-           "what was live at the peak by NVTX range (and stack in JSON), what was still live at\n"
+           "what was live at the peak by NVTX range and by call stack (native frames symbolized\n"
+           "from the binaries' DWARF or ELF symbols), what was still live at\n"
            "exit (leaks); then totals per memory kind (managed and pinned/registered host memory\n"
            "are reported there, not in the device peak), out-of-memory errors, anomalies (frees\n"
            "of unknown addresses, double frees, ...) and whether the trace is complete.\n\n",
@@ -756,7 +881,7 @@ static void print_help(const gmp_cli_cmd_info *cmd, const gmp_cli_opt *opts)
 
 int gmp_cmd_report(const gmp_cli_cmd_info *cmd, int argc, char **argv)
 {
-    const char *format = "text", *out_path = NULL;
+    const char *format = "text", *out_path = NULL, *debug_dir = NULL;
     int64_t top = -1, device = INT64_MIN;
     int npos = 0;
     const gmp_cli_opt opts[] = {
@@ -764,6 +889,8 @@ int gmp_cmd_report(const gmp_cli_cmd_info *cmd, int argc, char **argv)
         {"top", 'n', GMP_CLI_INT, &top, "N", "rows per device in each table (0: all)", 0},
         {"device", 'd', GMP_CLI_INT, &device, "N", "only this device (ordinal; -1: host)", 0},
         {"output", 'o', GMP_CLI_STRING, &out_path, "FILE", "write to FILE instead of stdout", 0},
+        {"debug-dir", 0, GMP_CLI_STRING, &debug_dir, "DIR",
+         "separate debug files (default /usr/lib/debug)", 0},
         {NULL, 0, GMP_CLI_FLAG, NULL, NULL, NULL, 0},
     };
     int rc = gmp_cli_parse(cmd, opts, argc, argv, &npos);
@@ -829,6 +956,7 @@ int gmp_cmd_report(const gmp_cli_cmd_info *cmd, int argc, char **argv)
     R.r = r;
     R.path = path;
     R.device = device;
+    R.debug_dir = debug_dir;
     R.top = top >= 0 ? (size_t)top : json ? 0 : DEFAULT_TOP_TEXT;
     const gmp_rec_header *h = gmp_reader_header(r);
     const gmp_replay_summary *s = gmp_replay_get_summary(rp);
@@ -860,6 +988,8 @@ int gmp_cmd_report(const gmp_cli_cmd_info *cmd, int argc, char **argv)
     free(live);
     free(leaks);
     free(R.buf);
+    free(R.by_stack);
+    gmp_symbolizer_free(R.sym);
     if (fflush(f) != 0 || ferror(f)) {
         fprintf(stderr, "gpumemprof report: cannot write the output\n");
         status = 1;

@@ -94,7 +94,8 @@ static int valid_pattern(const char *pat)
 int gmp_cmd_run(const gmp_cli_cmd_info *cmd, int argc, char **argv)
 {
     const char *output = "gpumemprof.%p.zst";
-    const char *stacks = "none";
+    const char *stacks = "native";
+    const char *unwind = "libunwind";
     const char *cupti = NULL;
     int force = 0, quiet = 0, no_nvtx = 0, no_activity = 0;
     int64_t depth = 64;
@@ -105,7 +106,10 @@ int gmp_cmd_run(const gmp_cli_cmd_info *cmd, int argc, char **argv)
          "trace file; %p pid, %h host, %r rank, %n counter (default gpumemprof.%p.zst)", 0},
         {"force", 0, GMP_CLI_FLAG, &force, NULL, "overwrite existing trace files", 0},
         {"quiet", 'q', GMP_CLI_FLAG, &quiet, NULL, "no summary; the agent reports errors only", 0},
-        {"stacks", 0, GMP_CLI_STRING, &stacks, "KIND", "call stacks to record: none", 0},
+        {"stacks", 0, GMP_CLI_STRING, &stacks, "KIND",
+         "call stacks recorded at each allocation and free: native (default) or none", 0},
+        {"stack-unwind", 0, GMP_CLI_STRING, &unwind, "HOW",
+         "native unwinder: libunwind (default), glibc or fp (frame pointers)", 0},
         {"stack-depth", 0, GMP_CLI_INT, &depth, "N", "deepest stack recorded, 1-256 (default 64)",
          0},
         {"sample-interval", 0, GMP_CLI_DURATION, &sample_ns, "MS",
@@ -166,11 +170,12 @@ int gmp_cmd_run(const gmp_cli_cmd_info *cmd, int argc, char **argv)
         return gmp_cli_usage_error(cmd, "no command to run");
     if (!*output || !valid_pattern(output))
         return gmp_cli_usage_error(cmd, "--output %s: use %%p, %%h, %%r, %%n or %%%% only", output);
-    if (strcmp(stacks, "none") != 0)
-        return gmp_cli_usage_error(cmd,
-                                   "--stacks %s: this version records no call stacks; use "
-                                   "'none'",
-                                   stacks);
+    if (strcmp(stacks, "none") != 0 && strcmp(stacks, "native") != 0)
+        return gmp_cli_usage_error(cmd, "--stacks %s: expected none or native", stacks);
+    if (strcmp(unwind, "libunwind") != 0 && strcmp(unwind, "glibc") != 0 &&
+        strcmp(unwind, "fp") != 0)
+        return gmp_cli_usage_error(cmd, "--stack-unwind %s: expected libunwind, glibc or fp",
+                                   unwind);
     if (depth < 1 || depth > 256)
         return gmp_cli_usage_error(cmd, "--stack-depth %lld: expected 1 to 256", (long long)depth);
     if (sample_ns > 3600000ull * ms || (sample_ns && sample_ns < ms))
@@ -230,6 +235,7 @@ int gmp_cmd_run(const gmp_cli_cmd_info *cmd, int argc, char **argv)
     setenv("GPUMEMPROF_FORCE", force ? "1" : "0", 1);
     setenv("GPUMEMPROF_STACKS", stacks, 1);
     setenv_u("GPUMEMPROF_STACK_DEPTH", (unsigned long long)depth);
+    setenv("GPUMEMPROF_STACK_UNWIND", unwind, 1);
     setenv_u("GPUMEMPROF_SAMPLE_INTERVAL_MS", sample_ns / ms);
     setenv_u("GPUMEMPROF_BUFFER_SIZE", buffer);
     setenv_u("GPUMEMPROF_FLUSH_INTERVAL_MS", flush_ns / ms);

@@ -32,6 +32,7 @@
 
 #include "gmp_clock.h"
 #include "gmp_nvtx.h"
+#include "gmp_stack.h"
 
 #define CUPTI_SONAME "libcupti.so.13"
 
@@ -284,9 +285,11 @@ static void emit(gmp_wthread *t, gmp_rec *r)
     gmp_wthread_event(t, r);
 }
 
-static void record_oom(gmp_wthread *t, int dev, uint32_t api, uint64_t size, int result)
+static void record_oom(gmp_wthread *t, int dev, uint32_t api, uint64_t size, int result,
+                       uint32_t stack)
 {
     gmp_rec o = {.type = GMP_REC_OOM};
+    o.u.oom.stack = stack;
     o.u.oom.device = dev;
     o.u.oom.api = api;
     o.u.oom.requested = size;
@@ -703,8 +706,10 @@ static void on_api(CUpti_CallbackDomain dom, CUpti_CallbackId cbid, const CUpti_
             else
                 drv_free_fields(cbid, cd, &r.u.mem, &dev);
             r.u.mem.device = dev;
-            if (r.u.mem.address || r.u.mem.handle) /* cudaFree(NULL) frees nothing */
+            if (r.u.mem.address || r.u.mem.handle) { /* cudaFree(NULL) frees nothing */
+                r.u.mem.stack = gmp_stack_current();
                 emit(t, &r);
+            }
         } else {
             /* the free failed: a second record with the failure and the same correlation id */
             gmp_rec r = {.type = GMP_REC_FREE};
@@ -718,8 +723,10 @@ static void on_api(CUpti_CallbackDomain dom, CUpti_CallbackId cbid, const CUpti_
             else
                 drv_free_fields(cbid, cd, &r.u.mem, &dev);
             r.u.mem.device = dev;
-            if (r.u.mem.address || r.u.mem.handle)
+            if (r.u.mem.address || r.u.mem.handle) {
+                r.u.mem.stack = gmp_stack_current();
                 emit(t, &r);
+            }
         }
     } else {
         if (a->op == OP_ALLOC) {
@@ -730,6 +737,7 @@ static void on_api(CUpti_CallbackDomain dom, CUpti_CallbackId cbid, const CUpti_
             r.u.mem.range = gmp_nvtx_current_range(S->w);
             r.u.mem.result = result;
             if (alloc_fields(a, cd, &r.u.mem, &dev)) {
+                r.u.mem.stack = gmp_stack_current();
                 if (result != 0) {
                     r.u.mem.flags |= GMP_MEMF_FAILED;
                     r.u.mem.address = 0;
@@ -740,7 +748,7 @@ static void on_api(CUpti_CallbackDomain dom, CUpti_CallbackId cbid, const CUpti_
                 if (!rt && result == 0)
                     tl.last_drv_addr = r.u.mem.address;
                 if (result != 0 && is_oom(dom, result))
-                    record_oom(t, dev, r.u.mem.api, r.u.mem.size, result);
+                    record_oom(t, dev, r.u.mem.api, r.u.mem.size, result, r.u.mem.stack);
             }
         } else {
             pool_event(t, a, cd, dev, result);
