@@ -28,6 +28,11 @@ static const command commands[] = {
     {{"import", "INPUT -o TRACE [--force]",
       "convert another tool's recording (Nsight Systems SQLite) into a trace"},
      gmp_cmd_import},
+    {{"diff", "A B [--format text|json] [--top N] [-o FILE]",
+      "compare two traces: peaks, live at the peak by range and stack, leaks"},
+     gmp_cmd_diff},
+    {{"info", "[--json]", "driver, CUDA, CUPTI, devices: can profiling work here, and if not why"},
+     gmp_cmd_info},
 };
 
 #define NCOMMANDS (sizeof commands / sizeof commands[0])

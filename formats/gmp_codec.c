@@ -23,22 +23,6 @@ size_t gmp_put_uvarint(uint8_t *dst, uint64_t v)
     return n;
 }
 
-size_t gmp_get_uvarint(const uint8_t *src, size_t n, uint64_t *v)
-{
-    uint64_t r = 0;
-    for (size_t i = 0; i < n && i < 10; i++) {
-        uint8_t b = src[i];
-        if (i == 9 && b > 1)
-            return 0; /* more than 64 bits */
-        r |= (uint64_t)(b & 0x7f) << (7 * i);
-        if (!(b & 0x80)) {
-            *v = r;
-            return i + 1;
-        }
-    }
-    return 0;
-}
-
 /* ---- encoding ---- */
 
 typedef struct enc {

@@ -34,8 +34,27 @@ gmp_err gmp_decode(const uint8_t *src, size_t n, gmp_rec *r, uint64_t *prev_ns, 
 /* LEB128 helpers, exposed for tests and for other formats of the project. */
 size_t gmp_put_uvarint(uint8_t *dst, uint64_t v); /* writes 1..10 bytes */
 size_t gmp_uvarint_len(uint64_t v);
-/* Returns bytes read (1..10), or 0 when src ends first or the varint is over-long. */
-size_t gmp_get_uvarint(const uint8_t *src, size_t n, uint64_t *v);
+/* Returns bytes read (1..10), or 0 when src ends first or the varint is over-long. Inline: the
+ * reader calls it for every field. */
+static inline size_t gmp_get_uvarint(const uint8_t *src, size_t n, uint64_t *v)
+{
+    if (n && src[0] < 0x80) { /* one byte: the common case */
+        *v = src[0];
+        return 1;
+    }
+    uint64_t r = 0;
+    for (size_t i = 0; i < n && i < 10; i++) {
+        uint8_t b = src[i];
+        if (i == 9 && b > 1)
+            return 0; /* more than 64 bits */
+        r |= (uint64_t)(b & 0x7f) << (7 * i);
+        if (!(b & 0x80)) {
+            *v = r;
+            return i + 1;
+        }
+    }
+    return 0;
+}
 static inline uint64_t gmp_zigzag(int64_t v)
 {
     return ((uint64_t)v << 1) ^ (uint64_t)(v >> 63);
