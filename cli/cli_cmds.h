@@ -10,6 +10,7 @@
 int gmp_cmd_dump(const gmp_cli_cmd_info *cmd, int argc, char **argv);
 int gmp_cmd_run(const gmp_cli_cmd_info *cmd, int argc, char **argv);
 int gmp_cmd_report(const gmp_cli_cmd_info *cmd, int argc, char **argv);
+int gmp_cmd_convert(const gmp_cli_cmd_info *cmd, int argc, char **argv);
 int gmp_cmd_import(const gmp_cli_cmd_info *cmd, int argc, char **argv);
 int gmp_cmd_diff(const gmp_cli_cmd_info *cmd, int argc, char **argv);
 int gmp_cmd_info(const gmp_cli_cmd_info *cmd, int argc, char **argv);

@@ -1,0 +1,314 @@
+/* Helpers shared by the output formats (see gmp_output.h). */
+#include "gmp_output.h"
+
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gmp_escape.h"
+
+#define JW_CAP (256u << 10)
+
+/* ---- JSON writer ---- */
+
+gmp_err gmp_jw_init(gmp_jw *w, FILE *f)
+{
+    memset(w, 0, sizeof *w);
+    w->f = f;
+    w->buf = malloc(JW_CAP);
+    if (!w->buf)
+        return GMP_ERR_NOMEM;
+    w->cap = JW_CAP;
+    return GMP_OK;
+}
+
+void gmp_jw_free(gmp_jw *w)
+{
+    free(w->buf);
+    w->buf = NULL;
+    w->len = w->cap = 0;
+}
+
+gmp_err gmp_jw_flush(gmp_jw *w)
+{
+    if (w->len) {
+        if (!w->err && fwrite(w->buf, 1, w->len, w->f) != w->len)
+            w->err = 1;
+        w->written += w->len;
+        w->len = 0;
+    }
+    return w->err ? GMP_ERR_IO : GMP_OK;
+}
+
+void gmp_jw_spill(gmp_jw *w, size_t need)
+{
+    (void)need;
+    gmp_jw_flush(w);
+}
+
+void gmp_jw_cstr_raw(gmp_jw *w, const char *s)
+{
+    gmp_jw_raw(w, s, strlen(s));
+}
+
+void gmp_jw_u64(gmp_jw *w, uint64_t v)
+{
+    char b[24];
+    size_t i = sizeof b;
+    do {
+        b[--i] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v);
+    gmp_jw_raw(w, b + i, sizeof b - i);
+}
+
+void gmp_jw_i64(gmp_jw *w, int64_t v)
+{
+    if (v < 0) {
+        gmp_jw_char(w, '-');
+        gmp_jw_u64(w, (uint64_t)0 - (uint64_t)v);
+    } else {
+        gmp_jw_u64(w, (uint64_t)v);
+    }
+}
+
+void gmp_jw_us(gmp_jw *w, int64_t ns)
+{
+    uint64_t u = ns < 0 ? (uint64_t)0 - (uint64_t)ns : (uint64_t)ns;
+    if (ns < 0)
+        gmp_jw_char(w, '-');
+    gmp_jw_u64(w, u / 1000);
+    unsigned f = (unsigned)(u % 1000);
+    char b[4] = {'.', (char)('0' + f / 100), (char)('0' + f / 10 % 10), (char)('0' + f % 10)};
+    gmp_jw_raw(w, b, 4);
+}
+
+void gmp_jw_hex(gmp_jw *w, uint64_t v)
+{
+    static const char hex[] = "0123456789abcdef";
+    char b[24];
+    size_t i = sizeof b;
+    b[--i] = '"';
+    do {
+        b[--i] = hex[v & 0xf];
+        v >>= 4;
+    } while (v);
+    b[--i] = 'x';
+    b[--i] = '0';
+    b[--i] = '"';
+    gmp_jw_raw(w, b + i, sizeof b - i);
+}
+
+void gmp_jw_str(gmp_jw *w, const char *s, size_t n)
+{
+    if (!s)
+        n = 0;
+    size_t i = 0;
+    while (i < n) { /* plain printable ASCII needs no escaping */
+        unsigned char c = (unsigned char)s[i];
+        if (c < 0x20 || c >= 0x7f || c == '"' || c == '\\')
+            break;
+        i++;
+    }
+    if (i == n) {
+        gmp_jw_char(w, '"');
+        gmp_jw_raw(w, s, n);
+        gmp_jw_char(w, '"');
+        return;
+    }
+    size_t worst = 6 * n + 3; /* \u00XX per byte, quotes, NUL */
+    if (worst <= w->cap / 2) {
+        if (w->cap - w->len < worst)
+            gmp_jw_spill(w, worst);
+        w->buf[w->len++] = '"';
+        w->len += gmp_json_escape(w->buf + w->len, w->cap - w->len, s, n);
+        w->buf[w->len++] = '"';
+        return;
+    }
+    gmp_jw_flush(w);
+    if (!w->err && gmp_json_fputs(w->f, s, n) != 0)
+        w->err = 1;
+}
+
+/* ---- growable buffer ---- */
+
+static int obuf_reserve(gmp_obuf *b, size_t n)
+{
+    if (b->oom)
+        return 0;
+    if (b->cap - b->len > n)
+        return 1;
+    size_t nc = b->cap ? b->cap : 256;
+    while (nc - b->len <= n)
+        nc *= 2;
+    char *p = realloc(b->p, nc);
+    if (!p) {
+        b->oom = 1;
+        return 0;
+    }
+    b->p = p;
+    b->cap = nc;
+    return 1;
+}
+
+void gmp_obuf_add(gmp_obuf *b, const char *s, size_t n)
+{
+    if (!obuf_reserve(b, n))
+        return;
+    if (n)
+        memcpy(b->p + b->len, s, n);
+    b->len += n;
+    b->p[b->len] = '\0';
+}
+
+void gmp_obuf_printf(gmp_obuf *b, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    char tmp[256];
+    int n = vsnprintf(tmp, sizeof tmp, fmt, ap);
+    va_end(ap);
+    if (n < 0)
+        return;
+    if ((size_t)n < sizeof tmp) {
+        gmp_obuf_add(b, tmp, (size_t)n);
+        return;
+    }
+    if (!obuf_reserve(b, (size_t)n))
+        return;
+    va_start(ap, fmt);
+    vsnprintf(b->p + b->len, (size_t)n + 1, fmt, ap);
+    va_end(ap);
+    b->len += (size_t)n;
+}
+
+void gmp_obuf_json(gmp_obuf *b, const char *s, size_t n)
+{
+    if (!s)
+        n = 0;
+    size_t worst = 6 * n + 3;
+    if (!obuf_reserve(b, worst))
+        return;
+    b->p[b->len++] = '"';
+    b->len += gmp_json_escape(b->p + b->len, b->cap - b->len, s, n);
+    b->p[b->len++] = '"';
+    b->p[b->len] = '\0';
+}
+
+void gmp_obuf_free(gmp_obuf *b)
+{
+    free(b->p);
+    memset(b, 0, sizeof *b);
+}
+
+/* ---- map ---- */
+
+static inline size_t omap_hash(uint64_t k)
+{
+    k ^= k >> 33;
+    k *= 0xff51afd7ed558ccdULL;
+    k ^= k >> 33;
+    return (size_t)k;
+}
+
+uint64_t *gmp_omap_get(const gmp_omap *m, uint64_t key)
+{
+    if (!m->cap)
+        return NULL;
+    size_t mask = m->cap - 1;
+    for (size_t i = omap_hash(key) & mask;; i = (i + 1) & mask) {
+        if (!m->used[i])
+            return NULL;
+        if (m->keys[i] == key)
+            return &m->vals[i];
+    }
+}
+
+static int omap_grow(gmp_omap *m)
+{
+    size_t nc = m->cap ? m->cap * 2 : 64;
+    uint64_t *k = calloc(nc, sizeof *k), *v = calloc(nc, sizeof *v);
+    uint8_t *u = calloc(nc, 1);
+    if (!k || !v || !u) {
+        free(k);
+        free(v);
+        free(u);
+        return 0;
+    }
+    for (size_t i = 0; i < m->cap; i++) {
+        if (!m->used[i])
+            continue;
+        size_t j = omap_hash(m->keys[i]) & (nc - 1);
+        while (u[j])
+            j = (j + 1) & (nc - 1);
+        u[j] = 1;
+        k[j] = m->keys[i];
+        v[j] = m->vals[i];
+    }
+    free(m->keys);
+    free(m->vals);
+    free(m->used);
+    m->keys = k;
+    m->vals = v;
+    m->used = u;
+    m->cap = nc;
+    return 1;
+}
+
+uint64_t *gmp_omap_put(gmp_omap *m, uint64_t key, int *fresh)
+{
+    *fresh = 0;
+    uint64_t *v = gmp_omap_get(m, key);
+    if (v)
+        return v;
+    if ((m->n + 1) * 4 > m->cap * 3 && !omap_grow(m))
+        return NULL;
+    size_t mask = m->cap - 1, i = omap_hash(key) & mask;
+    while (m->used[i])
+        i = (i + 1) & mask;
+    m->used[i] = 1;
+    m->keys[i] = key;
+    m->vals[i] = 0;
+    m->n++;
+    *fresh = 1;
+    return &m->vals[i];
+}
+
+void gmp_omap_free(gmp_omap *m)
+{
+    free(m->keys);
+    free(m->vals);
+    free(m->used);
+    memset(m, 0, sizeof *m);
+}
+
+const char *gmp_output_device_label(int32_t device, char *buf, size_t n)
+{
+    if (device < 0)
+        snprintf(buf, n, "host");
+    else
+        snprintf(buf, n, "GPU %" PRId32, device);
+    return buf;
+}
+
+void gmp_output_frame_text(gmp_obuf *b, const gmp_replay_frame *f)
+{
+    if (f->kind == GMP_FRAME_PYTHON) {
+        gmp_obuf_add(b, f->function.ptr, f->function.len);
+        gmp_obuf_add(b, " (", 2);
+        gmp_obuf_add(b, f->file.ptr, f->file.len);
+        gmp_obuf_printf(b, ":%" PRIu32 ")", f->line);
+        return;
+    }
+    if (f->module) {
+        const char *p = f->module->path.ptr;
+        size_t n = f->module->path.len, s = n;
+        while (s > 0 && p[s - 1] != '/')
+            s--;
+        gmp_obuf_add(b, p + s, n - s);
+        gmp_obuf_printf(b, "+0x%" PRIx64, f->offset);
+        return;
+    }
+    gmp_obuf_printf(b, "0x%" PRIx64, f->address);
+}
