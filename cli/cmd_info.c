@@ -111,7 +111,7 @@ static void *try_open(lib *L, const char *name, int flags)
     void *h = dlopen(name, flags | RTLD_LOCAL);
     if (!h && !L->error[0]) {
         const char *e = dlerror();
-        snprintf(L->error, sizeof L->error, "%s", e ? e : name);
+        snprintf(L->error, sizeof L->error, "%.500s", e ? e : name);
     }
     return h;
 }
