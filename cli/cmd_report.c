@@ -201,28 +201,43 @@ static gmp_symbolizer *symbolizer(report *R);
 
 #define TEXT_STACK_FRAMES 4
 
-/* A stack on one line, innermost first: "f (a.c:12) < g (b.c:40) < ...". */
+/* A stack on one line, innermost first (inlined functions as frames of their own):
+ * "f (a.c:12) < g (b.c:40) < ...". */
 static void text_stack(report *R, uint32_t stack)
 {
     gmp_replay_frame fr[TEXT_STACK_FRAMES];
     size_t n = gmp_replay_stack_frames(R->rp, stack, fr, TEXT_STACK_FRAMES);
     gmp_symbolizer *sym = symbolizer(R);
     size_t shown = 0;
-    for (size_t i = 0; i < n && i < TEXT_STACK_FRAMES; i++) {
+    int more = n > TEXT_STACK_FRAMES;
+    for (size_t i = 0; i < n && i < TEXT_STACK_FRAMES && shown < TEXT_STACK_FRAMES; i++) {
         char name[512];
-        if (fr[i].kind == GMP_FRAME_PYTHON) {
-            snprintf(name, sizeof name, "%.*s (%.*s:%" PRIu32 ")", (int)fr[i].function.len,
-                     fr[i].function.ptr, (int)fr[i].file.len, fr[i].file.ptr, fr[i].line);
-        } else if (sym) {
-            gmp_symbolize_frame(sym, fr[i].address, 0, name, sizeof name);
-        } else {
-            snprintf(name, sizeof name, "0x%" PRIx64, fr[i].address);
+        const gmp_sym_frame *sf = NULL;
+        size_t ns = 0;
+        if (fr[i].kind == GMP_FRAME_NATIVE && sym)
+            ns = gmp_symbolize(sym, fr[i].address, &sf);
+        for (size_t k = 0; k < (ns ? ns : 1); k++) {
+            if (shown == TEXT_STACK_FRAMES) {
+                more = 1;
+                break;
+            }
+            if (fr[i].kind == GMP_FRAME_PYTHON)
+                snprintf(name, sizeof name, "%.*s (%.*s:%" PRIu32 ")", (int)fr[i].function.len,
+                         fr[i].function.ptr, (int)fr[i].file.len, fr[i].file.ptr, fr[i].line);
+            else if (!ns)
+                snprintf(name, sizeof name, "0x%" PRIx64, fr[i].address);
+            else if (sf[k].function && sf[k].file && sf[k].line) {
+                const char *b = strrchr(sf[k].file, '/');
+                snprintf(name, sizeof name, "%s (%s:%" PRIu32 ")", sf[k].function,
+                         b ? b + 1 : sf[k].file, sf[k].line);
+            } else
+                gmp_symbolize_frame(sym, fr[i].address, 1, name, sizeof name);
+            if (shown++)
+                fputs(" < ", R->f);
+            text_bytes(R->f, name, strlen(name));
         }
-        if (shown++)
-            fputs(" < ", R->f);
-        text_bytes(R->f, name, strlen(name));
     }
-    if (n > TEXT_STACK_FRAMES)
+    if (more)
         fputs(" < ...", R->f);
 }
 

@@ -1,0 +1,187 @@
+/* test_symbolize: the symbolizer on a list of known addresses of this very program (built -O1 -g):
+ * return addresses in main and through an inlined function, with DWARF and with ELF symbols only;
+ * an address in no module, a module whose file is missing, one whose build-id changed; the cache.
+ */
+#include <elf.h>
+#include <link.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "gmp_symbolize.h"
+
+static int failures;
+
+#define CHECK(c, ...)                                                                              \
+    do {                                                                                           \
+        if (!(c)) {                                                                                \
+            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);                                   \
+            fprintf(stderr, __VA_ARGS__);                                                          \
+            fputc('\n', stderr);                                                                   \
+            failures++;                                                                            \
+        }                                                                                          \
+    } while (0)
+
+static __attribute__((noinline)) uint64_t ret_addr(void)
+{
+    uint64_t a = (uint64_t)(uintptr_t)__builtin_return_address(0);
+    __asm__ volatile("" ::: "memory");
+    return a;
+}
+
+static int inl_line, outer_line;
+
+static inline __attribute__((always_inline)) uint64_t inlined_fn(void)
+{
+    /* clang-format off */
+    uint64_t a = ret_addr(); inl_line = __LINE__;
+    /* clang-format on */
+    return a;
+}
+
+static __attribute__((noinline)) uint64_t outer_fn(void)
+{
+    /* clang-format off */
+    uint64_t a = inlined_fn(); outer_line = __LINE__;
+    /* clang-format on */
+    __asm__ volatile("" ::: "memory");
+    return a;
+}
+
+static char exe[4096];
+static uint8_t bid[64];
+static gmp_rec_module self;
+
+static int find_self(struct dl_phdr_info *info, size_t size, void *arg)
+{
+    (void)size;
+    (void)arg;
+    uint64_t lo = UINT64_MAX, hi = 0;
+    for (int i = 0; i < info->dlpi_phnum; i++) {
+        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+        if (ph->p_type == PT_LOAD) {
+            uint64_t a = info->dlpi_addr + ph->p_vaddr;
+            if (a < lo)
+                lo = a;
+            if (a + ph->p_memsz > hi)
+                hi = a + ph->p_memsz;
+        } else if (ph->p_type == PT_NOTE && !self.build_id.len) {
+            const uint8_t *p = (const uint8_t *)(info->dlpi_addr + ph->p_vaddr);
+            const ElfW(Nhdr) *nh = (const void *)p;
+            if (nh->n_type == NT_GNU_BUILD_ID && nh->n_descsz <= sizeof bid) {
+                memcpy(bid, p + sizeof *nh + ((nh->n_namesz + 3) & ~3u), nh->n_descsz);
+                self.build_id = (gmp_str){(const char *)bid, nh->n_descsz};
+            }
+        }
+    }
+    self.base = info->dlpi_addr;
+    self.lo = lo;
+    self.size = hi - lo;
+    return 1; /* the program is the first object */
+}
+
+static void expect_frame(const gmp_sym_frame *f, const char *fn, int line, int inlined)
+{
+    CHECK(f->status == GMP_SYM_OK, "status %s", gmp_sym_status_name(f->status));
+    CHECK(f->function && !strcmp(f->function, fn), "function %s, want %s",
+          f->function ? f->function : "(null)", fn);
+    CHECK(f->line == (uint32_t)line, "%s: line %u, want %d", fn, f->line, line);
+    CHECK(f->file && strstr(f->file, "test_symbolize.c"), "%s: file %s", fn,
+          f->file ? f->file : "(null)");
+    CHECK(f->inlined == inlined, "%s: inlined %d", fn, f->inlined);
+}
+
+int main(void)
+{
+    /* clang-format off */
+    uint64_t a_main = ret_addr(); int main_line = __LINE__;
+    /* clang-format on */
+    uint64_t a_inl = outer_fn();
+    ssize_t k = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (k <= 0)
+        return 1;
+    exe[k] = 0;
+    self.id = 1;
+    self.path = (gmp_str){exe, (uint32_t)k};
+    dl_iterate_phdr(find_self, NULL);
+    CHECK(self.build_id.len > 0, "no build-id in this program");
+
+    gmp_symbolizer *s;
+    CHECK(gmp_symbolizer_new(&s, NULL) == GMP_OK, "new");
+    gmp_symbolizer_add_module(s, &self);
+    const gmp_sym_frame *f;
+    size_t n = gmp_symbolize(s, a_main, &f);
+    CHECK(n == 1, "main: %zu frames", n);
+    expect_frame(&f[0], "main", main_line, 0);
+    CHECK(f[0].offset == a_main - self.base, "offset");
+
+    n = gmp_symbolize(s, a_inl, &f);
+    CHECK(n == 2, "inlined: %zu frames", n);
+    if (n == 2) {
+        expect_frame(&f[0], "inlined_fn", inl_line, 1);
+        expect_frame(&f[1], "outer_fn", outer_line, 0);
+    }
+    char buf[256];
+    gmp_symbolize_frame(s, a_inl, 0, buf, sizeof buf);
+    char want[256];
+    snprintf(want, sizeof want, "outer_fn (test_symbolize.c:%d) > inlined_fn (test_symbolize.c:%d)",
+             outer_line, inl_line);
+    CHECK(!strcmp(buf, want), "frame name '%s', want '%s'", buf, want);
+
+    /* cache: the same address again is not resolved again */
+    gmp_sym_stats st0, st1;
+    gmp_symbolizer_get_stats(s, &st0);
+    for (int i = 0; i < 1000; i++)
+        gmp_symbolize(s, a_main, &f);
+    gmp_symbolizer_get_stats(s, &st1);
+    CHECK(st1.cache_hits - st0.cache_hits == 1000, "cache hits %llu",
+          (unsigned long long)(st1.cache_hits - st0.cache_hits));
+    CHECK(st1.modules_loaded == 1 && st1.dwarf_modules == 1, "modules loaded %llu",
+          (unsigned long long)st1.modules_loaded);
+
+    /* no module */
+    n = gmp_symbolize(s, 0x10, &f);
+    CHECK(n == 1 && f[0].status == GMP_SYM_NO_MODULE && !f[0].function && !f[0].module,
+          "no module");
+    CHECK(!strcmp(gmp_symbolize_frame(s, 0x10, 1, buf, sizeof buf), "0x10"), "'%s'", buf);
+
+    /* missing file, changed build-id: module+offset, never a name */
+    gmp_rec_module gone = {2,      {"/nonexistent/libgone.so", 23}, 0x100000, 0x100000, 0x10000,
+                           {"", 0}};
+    gmp_symbolizer_add_module(s, &gone);
+    n = gmp_symbolize(s, 0x101234, &f);
+    CHECK(n == 1 && f[0].status == GMP_SYM_MISSING && !f[0].function, "missing");
+    CHECK(!strcmp(gmp_symbolize_frame(s, 0x101234, 1, buf, sizeof buf), "libgone.so+0x1234"),
+          "'%s'", buf);
+    gmp_rec_module changed = self;
+    changed.id = 3;
+    changed.base = changed.lo = 0x200000;
+    uint8_t other[64];
+    memcpy(other, bid, sizeof other);
+    other[0] ^= 0xff;
+    changed.build_id = (gmp_str){(const char *)other, self.build_id.len};
+    gmp_symbolizer_add_module(s, &changed);
+    n = gmp_symbolize(s, 0x200000 + (a_main - self.base), &f);
+    CHECK(n == 1 && f[0].status == GMP_SYM_CHANGED && !f[0].function, "changed: %s",
+          gmp_sym_status_name(f[0].status));
+    gmp_symbolizer_free(s);
+
+    /* ELF symbols only */
+    gmp_sym_opts o = {NULL, 1};
+    CHECK(gmp_symbolizer_new(&s, &o) == GMP_OK, "new");
+    gmp_symbolizer_add_module(s, &self);
+    n = gmp_symbolize(s, a_main, &f);
+    CHECK(n == 1 && f[0].status == GMP_SYM_OK && f[0].function && !strcmp(f[0].function, "main") &&
+              f[0].line == 0,
+          "symtab: %s", f[0].function ? f[0].function : "(null)");
+    gmp_symbolizer_free(s);
+
+    if (failures) {
+        fprintf(stderr, "%d failure(s)\n", failures);
+        return 1;
+    }
+    printf("ok\n");
+    return 0;
+}
