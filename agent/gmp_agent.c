@@ -24,6 +24,7 @@
 
 #include "gmp_agent_opts.h"
 #include "gmp_agent_out.h"
+#include "gmp_alert.h"
 #include "gmp_clock.h"
 #include "gmp_cupti.h"
 #include "gmp_nvtx.h"
@@ -362,6 +363,9 @@ EXPORT int InitializeInjection(void)
         return 1;
     gmp_cupti_opts co = {opts.cupti[0] ? opts.cupti : NULL, opts.activity, 0};
     char why[512];
+    if ((opts.alert_bytes || opts.alert_percent) &&
+        gmp_alert_init(&sink, opts.alert_bytes, opts.alert_percent) < 0)
+        agent_log("alerts unavailable (out of memory)");
     if (gmp_cupti_start(&sink, &co, why, sizeof why) < 0) {
         agent_log("%s; the program runs on without memory profiling", why);
         notice(GMP_NOTICE_ERROR, why);

@@ -155,6 +155,31 @@ int gmp_agent_opts_read(gmp_agent_opts *o, char *err, size_t errlen)
         return -1;
     if (env_bool("GPUMEMPROF_QUIET", &o->quiet, err, errlen) < 0)
         return -1;
+    const char *al = getenv("GPUMEMPROF_ALERT_THRESHOLD");
+    if (al && *al) {
+        size_t len = strlen(al);
+        if (al[len - 1] == '%') {
+            char num[16];
+            uint64_t pct;
+            if (len - 1 == 0 || len - 1 >= sizeof num) {
+                snprintf(err, errlen, "GPUMEMPROF_ALERT_THRESHOLD=%.32s: expected BYTES or 1-100%%",
+                         al);
+                return -1;
+            }
+            memcpy(num, al, len - 1);
+            num[len - 1] = 0;
+            if (parse_size(num, &pct) < 0 || pct < 1 || pct > 100) {
+                snprintf(err, errlen, "GPUMEMPROF_ALERT_THRESHOLD=%.32s: expected BYTES or 1-100%%",
+                         al);
+                return -1;
+            }
+            o->alert_percent = (unsigned)pct;
+        } else if (parse_size(al, &o->alert_bytes) < 0 || o->alert_bytes == 0) {
+            snprintf(err, errlen, "GPUMEMPROF_ALERT_THRESHOLD=%.32s: expected BYTES or 1-100%%",
+                     al);
+            return -1;
+        }
+    }
     return 0;
 }
 

@@ -10,18 +10,20 @@
 enum { GMP_STACKS_NONE = 0, GMP_STACKS_NATIVE = 1, GMP_STACKS_PYTHON = 2, GMP_STACKS_ALL = 3 };
 
 typedef struct gmp_agent_opts {
-    char output[1024];     /* GPUMEMPROF_OUTPUT: path pattern (%p %h %r %n %%) */
-    int force;             /* GPUMEMPROF_FORCE: overwrite an existing file */
-    int stacks;            /* GPUMEMPROF_STACKS: none | native (default) */
-    int unwind;            /* GPUMEMPROF_STACK_UNWIND: libunwind (default) | glibc | fp */
-    unsigned stack_depth;  /* GPUMEMPROF_STACK_DEPTH: 1..256 */
-    unsigned sample_ms;    /* GPUMEMPROF_SAMPLE_INTERVAL_MS: 0 (off) .. 3600000 */
-    uint64_t buffer_bytes; /* GPUMEMPROF_BUFFER_SIZE: trace buffers, 1 MiB .. 4 GiB */
-    unsigned flush_ms;     /* GPUMEMPROF_FLUSH_INTERVAL_MS: 1 .. 60000 */
-    char cupti[1024];      /* GPUMEMPROF_CUPTI: explicit libcupti path */
-    int nvtx;              /* GPUMEMPROF_NVTX: 0 disables NVTX recording */
-    int activity;          /* GPUMEMPROF_ACTIVITY: 0 disables CUPTI activity records */
-    int quiet;             /* GPUMEMPROF_QUIET: only errors on stderr */
+    char output[1024];      /* GPUMEMPROF_OUTPUT: path pattern (%p %h %r %n %%) */
+    int force;              /* GPUMEMPROF_FORCE: overwrite an existing file */
+    int stacks;             /* GPUMEMPROF_STACKS: none | native (default) */
+    int unwind;             /* GPUMEMPROF_STACK_UNWIND: libunwind (default) | glibc | fp */
+    unsigned stack_depth;   /* GPUMEMPROF_STACK_DEPTH: 1..256 */
+    unsigned sample_ms;     /* GPUMEMPROF_SAMPLE_INTERVAL_MS: 0 (off) .. 3600000 */
+    uint64_t buffer_bytes;  /* GPUMEMPROF_BUFFER_SIZE: trace buffers, 1 MiB .. 4 GiB */
+    unsigned flush_ms;      /* GPUMEMPROF_FLUSH_INTERVAL_MS: 1 .. 60000 */
+    char cupti[1024];       /* GPUMEMPROF_CUPTI: explicit libcupti path */
+    int nvtx;               /* GPUMEMPROF_NVTX: 0 disables NVTX recording */
+    int activity;           /* GPUMEMPROF_ACTIVITY: 0 disables CUPTI activity records */
+    int quiet;              /* GPUMEMPROF_QUIET: only errors on stderr */
+    uint64_t alert_bytes;   /* GPUMEMPROF_ALERT_THRESHOLD: "40G" (bytes) ... */
+    unsigned alert_percent; /* ... or "90%" of each device's memory; both 0: no alert */
 } gmp_agent_opts;
 
 /* Fills o from the environment. Returns 0, or -1 with a one-line message in err. */

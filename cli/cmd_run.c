@@ -97,6 +97,7 @@ int gmp_cmd_run(const gmp_cli_cmd_info *cmd, int argc, char **argv)
     const char *stacks = "native";
     const char *unwind = "libunwind";
     const char *cupti = NULL;
+    const char *alert = NULL;
     int force = 0, quiet = 0, no_nvtx = 0, no_activity = 0;
     int64_t depth = 64;
     uint64_t sample_ns = 50000000ull, flush_ns = 200000000ull, buffer = 64ull << 20;
@@ -120,6 +121,8 @@ int gmp_cmd_run(const gmp_cli_cmd_info *cmd, int argc, char **argv)
          "write buffered events at least this often, 1-60000 ms (default 200)", 1000000},
         {"cupti", 0, GMP_CLI_STRING, &cupti, "PATH", "libcupti to use instead of the one found", 0},
         {"no-nvtx", 0, GMP_CLI_FLAG, &no_nvtx, NULL, "do not record NVTX ranges", 0},
+        {"alert-threshold", 0, GMP_CLI_STRING, &alert, "BYTES|PCT%",
+         "say once on stderr (and in the trace) when a device's allocated memory reaches this", 0},
         {"no-activity", 0, GMP_CLI_FLAG, &no_activity, NULL,
          "do not enable CUPTI activity records (static memory, pool sizes)", 0},
         {NULL, 0, 0, NULL, NULL, NULL, 0},
@@ -184,6 +187,26 @@ int gmp_cmd_run(const gmp_cli_cmd_info *cmd, int argc, char **argv)
         return gmp_cli_usage_error(cmd, "--flush-interval: expected 1 ms to 60 s");
     if (buffer < (1ull << 20) || buffer > (4ull << 30))
         return gmp_cli_usage_error(cmd, "--buffer-size: expected 1M to 4G");
+    if (alert) {
+        size_t al = strlen(alert);
+        uint64_t v = 0;
+        int ok;
+        if (al > 1 && alert[al - 1] == '%') {
+            char num[16] = "";
+            ok = al - 1 < sizeof num;
+            if (ok) {
+                memcpy(num, alert, al - 1);
+                ok = gmp_cli_parse_uint(num, &v) == 0 && v >= 1 && v <= 100;
+            }
+        } else {
+            ok = gmp_cli_parse_size(alert, &v) == 0 && v > 0;
+        }
+        if (!ok)
+            return gmp_cli_usage_error(cmd,
+                                       "--alert-threshold %s: expected a size (40G) or a "
+                                       "percentage of device memory (90%%)",
+                                       alert);
+    }
     if (cupti && access(cupti, R_OK) != 0)
         return gmp_cli_usage_error(cmd, "--cupti %s: %s", cupti, strerror(errno));
 
@@ -246,6 +269,19 @@ int gmp_cmd_run(const gmp_cli_cmd_info *cmd, int argc, char **argv)
     setenv("GPUMEMPROF_NVTX", no_nvtx ? "0" : "1", 1);
     setenv("GPUMEMPROF_ACTIVITY", no_activity ? "0" : "1", 1);
     setenv("GPUMEMPROF_QUIET", quiet ? "1" : "0", 1);
+    if (alert) {
+        /* the agent parses sizes in whole units: pass bytes (or the percentage) */
+        size_t al = strlen(alert);
+        if (alert[al - 1] == '%') {
+            setenv("GPUMEMPROF_ALERT_THRESHOLD", alert, 1);
+        } else {
+            uint64_t v = 0;
+            gmp_cli_parse_size(alert, &v);
+            setenv_u("GPUMEMPROF_ALERT_THRESHOLD", v);
+        }
+    } else {
+        unsetenv("GPUMEMPROF_ALERT_THRESHOLD");
+    }
 
     struct timespec t0;
     clock_gettime(CLOCK_REALTIME, &t0);

@@ -32,6 +32,7 @@
 
 #include "gmp_clock.h"
 #include "gmp_nvtx.h"
+#include "gmp_alert.h"
 #include "gmp_stack.h"
 
 #define CUPTI_SONAME "libcupti.so.13"
@@ -709,6 +710,8 @@ static void on_api(CUpti_CallbackDomain dom, CUpti_CallbackId cbid, const CUpti_
             if (r.u.mem.address || r.u.mem.handle) { /* cudaFree(NULL) frees nothing */
                 r.u.mem.stack = gmp_stack_current();
                 emit(t, &r);
+                if (gmp_alert_on)
+                    gmp_alert_free(&r.u.mem);
             }
         } else {
             /* the free failed: a second record with the failure and the same correlation id */
@@ -745,6 +748,8 @@ static void on_api(CUpti_CallbackDomain dom, CUpti_CallbackId cbid, const CUpti_
                 }
                 r.u.mem.device = dev;
                 emit(t, &r);
+                if (gmp_alert_on && result == 0)
+                    gmp_alert_alloc(t, &r.u.mem);
                 if (!rt && result == 0)
                     tl.last_drv_addr = r.u.mem.address;
                 if (result != 0 && is_oom(dom, result))
@@ -901,6 +906,12 @@ static void on_memory2(gmp_wthread *t, const CUpti_ActivityMemory4 *m)
     r.u.mem.range = static_range(m->name);
     describe_device((int)m->deviceId);
     emit(t, &r);
+    if (gmp_alert_on) {
+        if (r.type == GMP_REC_ALLOC)
+            gmp_alert_alloc(t, &r.u.mem);
+        else
+            gmp_alert_free(&r.u.mem);
+    }
 }
 
 static void on_memory_pool(gmp_wthread *t, const CUpti_ActivityMemoryPool3 *m)

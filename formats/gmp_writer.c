@@ -95,7 +95,7 @@ struct gmp_writer {
 
     pthread_mutex_t wlock, olock, listlock;
     int finished;
-    int abandoned; /* the writer thread did not stop in time: nothing may be freed */
+    int abandoned;           /* the writer thread did not stop in time: nothing may be freed */
     pthread_cond_t wcond;    /* writer thread waits here */
     pthread_cond_t donecond; /* flush requesters wait here */
     int stop;
@@ -312,6 +312,46 @@ uint32_t gmp_writer_stack_python(gmp_writer *w, uint32_t parent, uint32_t file, 
     r.u.stack.function = function;
     r.u.stack.line = line;
     return intern_node(w, &w->stacks, k, &r);
+}
+
+static const ientry *find_id(const itable *t, uint32_t id)
+{
+    for (size_t i = 0; id && i < t->cap; i++)
+        if (t->e[i].id == id)
+            return &t->e[i];
+    return NULL;
+}
+
+void gmp_writer_range_path(gmp_writer *w, uint32_t range, char *buf, size_t n)
+{
+    if (!n)
+        return;
+    buf[0] = 0;
+    if (!w)
+        return;
+    uint32_t chain[64];
+    size_t depth = 0;
+    pthread_mutex_lock(&w->dlock);
+    for (uint32_t r = range; r && depth < 64;) {
+        const ientry *e = find_id(&w->ranges, r);
+        if (!e)
+            break;
+        chain[depth++] = (uint32_t)e->k[2]; /* name string id */
+        r = (uint32_t)e->k[0];              /* parent */
+    }
+    size_t o = 0;
+    for (size_t i = depth; i-- > 0;) {
+        const ientry *s = find_id(&w->strings, chain[i]);
+        const char *name = s && s->str ? s->str : "?";
+        size_t len = s && s->str ? s->len : 1;
+        if (o && o + 1 < n)
+            buf[o++] = '/';
+        size_t take = len < n - 1 - o ? len : n - 1 - o;
+        memcpy(buf + o, name, take);
+        o += take;
+    }
+    buf[o] = 0;
+    pthread_mutex_unlock(&w->dlock);
 }
 
 gmp_err gmp_writer_define(gmp_writer *w, const gmp_rec *def)

@@ -53,6 +53,11 @@ uint32_t gmp_writer_range(gmp_writer *w, uint32_t parent, uint32_t domain, uint3
 uint32_t gmp_writer_stack_native(gmp_writer *w, uint32_t parent, uint64_t address);
 uint32_t gmp_writer_stack_python(gmp_writer *w, uint32_t parent, uint32_t file, uint32_t function,
                                  uint32_t line);
+/* The display form of a range path defined with gmp_writer_range ("train/step/forward"), for
+ * messages of the producer itself. Slow (scans the tables): not for hot paths. Writes at most n
+ * bytes including the NUL; "" for an unknown id. */
+void gmp_writer_range_path(gmp_writer *w, uint32_t range, char *buf, size_t n);
+
 /* DEVICE, THREAD or MODULE records, written as given (no deduplication). */
 gmp_err gmp_writer_define(gmp_writer *w, const gmp_rec *def);
 
