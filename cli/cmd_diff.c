@@ -121,7 +121,7 @@ static void write_text(FILE *f, const gmp_diff_profile *A, const gmp_diff_profil
     fputs("\n  B: ", f);
     text_bytes(f, B->path, strlen(B->path));
     fputs("\n\nPer device (B - A):\n", f);
-    fprintf(f, "  %-22s %14s %14s %15s %7s\n", "", "A", "B", "change", "");
+    fprintf(f, "  %-22s %14s %14s %15s\n", "", "A", "B", "change");
     for (size_t i = 0; i < D->ndev; i++) {
         const gmp_diff_dev *d = &D->dev[i];
         fputs("  device ", f);
