@@ -16,6 +16,7 @@
 #include "cli_cmds.h"
 #include "cli_opts.h"
 #include "gmp_import_nsys.h"
+#include "gmp_import_torch.h"
 
 /* One importer: the head of the input (at most HEAD_BYTES, fewer for a short file) decides. run
  * writes the trace to out_fd (owning it) and, on failure, one line into msg; on success it may
@@ -52,6 +53,8 @@ static gmp_err run_nsys(const char *in, int out_fd, char *msg, size_t msglen)
 /* The importers, tried in this order. */
 static const importer importers[] = {
     {"nsys", "Nsight Systems SQLite export (nsys export --type sqlite)", probe_nsys, run_nsys},
+    {"pytorch", "PyTorch memory snapshot (torch.cuda.memory._dump_snapshot)",
+     gmp_import_torch_probe, gmp_import_torch_run},
 };
 
 #define NIMPORTERS (sizeof importers / sizeof importers[0])

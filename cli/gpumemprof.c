@@ -29,7 +29,8 @@ static const command commands[] = {
     {{"dump", "TRACE [--json] [--raw]", "print every record of a trace, one per line"},
      gmp_cmd_dump},
     {{"import", "INPUT -o TRACE [--force]",
-      "convert another tool's recording (Nsight Systems SQLite) into a trace"},
+      "convert another tool's recording (Nsight Systems SQLite, PyTorch memory snapshot) into a "
+      "trace"},
      gmp_cmd_import},
     {{"diff", "A B [--format text|json] [--top N] [-o FILE]",
       "compare two traces: peaks, live at the peak by range and stack, leaks"},

@@ -1,0 +1,68 @@
+/* gmp_import_torch: converts a PyTorch CUDA memory snapshot (torch.cuda.memory._dump_snapshot, a
+ * pickle read with gmp_pickle: nothing in it is executed) into a gpumemprof trace.
+ *
+ * The caching allocator is a memory pool, and the trace says so with the records a stream-ordered
+ * pool uses (docs/import.md has the whole mapping):
+ *  - a segment (segment_alloc / segment_free: the allocator's cudaMalloc / cudaFree) is a pool
+ *    whose handle is the segment's address: POOL create + POOL reserved (its size), POOL destroy;
+ *  - the mapped memory of expandable segments (segment_map / segment_unmap: cuMemMap / cuMemUnmap)
+ *    is one pool per device whose reserved size follows the mapped bytes;
+ *  - a tensor block (alloc / free_completed) is an ALLOC / FREE of kind async-pool, api
+ *    "CUDACachingAllocator.malloc" / "CUDACachingAllocator.free", with its frames as a stack of
+ *    Python frames (file, function, line); free_requested is only a request and is not recorded;
+ *  - oom is an OOM record (requested size, device_free as the free bytes).
+ * The replay (docs/replay.md) then gives reserved = the bytes of segments and allocated = the bytes
+ * of blocks, which is what torch.cuda.memory_reserved / memory_allocated count.
+ * Memory that existed before the recorded window (the trace is a ring buffer) is reconstructed
+ * from the final `segments` and written at the start: segments and blocks alive at the dump that no
+ * event of the window created, and those the window frees without having created them.
+ * time_us becomes the trace time (ns); without it, event order is the time (1 us apart). The
+ * legacy format (a bare list of segments, no trace) imports as the state at the dump. */
+#ifndef GMP_IMPORT_TORCH_H
+#define GMP_IMPORT_TORCH_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "gmp_error.h"
+
+#define GMP_TORCH_MAX_DEVICES 1024 /* device ordinals accepted: 0 .. this - 1 */
+#define GMP_TORCH_MAX_FILE ((size_t)2 << 30)
+/* The pool handle that holds the mapped memory of device d's expandable segments. */
+#define GMP_TORCH_EXPANDABLE_POOL(d) (0xe000000000000000ull | (uint64_t)(d))
+
+typedef struct gmp_import_torch_stats {
+    int legacy;             /* the input was a bare list of segments */
+    uint64_t entries;       /* trace entries read, all devices */
+    uint64_t allocs;        /* alloc */
+    uint64_t frees;         /* free_completed */
+    uint64_t segments;      /* segment_alloc + segment_map */
+    uint64_t segment_frees; /* segment_free + segment_unmap */
+    uint64_t ooms;          /* oom */
+    uint64_t ignored;       /* free_requested, snapshot and unknown actions */
+    uint64_t pre_segments;  /* segments reconstructed as existing before the window */
+    uint64_t pre_blocks;    /* blocks reconstructed as existing before the window */
+    uint64_t pre_reserved;  /* their bytes, all devices */
+    uint64_t pre_allocated;
+    uint64_t inconsistencies; /* places where the snapshot contradicts itself (see the notices) */
+    uint32_t devices;         /* devices with events or segments */
+    int has_time;             /* time_us was present */
+} gmp_import_torch_stats;
+
+/* Non-zero when head[0..n) begins a pickle of protocol 2 to 5 (0x80, then 2..5). */
+int gmp_import_torch_probe(const unsigned char *head, size_t n);
+
+/* Converts the snapshot data[0..n) and writes a trace to out_fd (owned from now on: closed).
+ * source names the input in the trace header. On failure returns an error code and writes one
+ * line into msg. stats may be NULL. */
+gmp_err gmp_import_torch_mem(const void *data, size_t n, const char *source, int out_fd,
+                             gmp_import_torch_stats *stats, char *msg, size_t msglen);
+
+/* The same from a file (at most GMP_TORCH_MAX_FILE bytes). */
+gmp_err gmp_import_torch(const char *in_path, int out_fd, gmp_import_torch_stats *stats, char *msg,
+                         size_t msglen);
+
+/* For the import command's table: gmp_import_torch, and on success a one-line summary in msg. */
+gmp_err gmp_import_torch_run(const char *in_path, int out_fd, char *msg, size_t msglen);
+
+#endif

@@ -1,0 +1,222 @@
+#!/usr/bin/env python3
+"""`gpumemprof import` of PyTorch snapshots, cases the real files lack (stdlib only).
+
+  torch_cli.py synthetic GPUMEMPROF DATA_DIR WORK_DIR
+      snapshots written here with pickle (protocols 2 and 4): the legacy format, no time_us,
+      several devices, memory freed in the window that the window never allocated, segment_free,
+      expandable segments, oom, free_requested and unknown actions; each checked against the
+      independent replay of torch_replay.py. A snapshot that contradicts itself imports with a
+      warning notice.
+  torch_cli.py cli GPUMEMPROF DATA_DIR WORK_DIR
+      bad inputs: a pickle with a global (refused, nothing executed), a pickle that is not a
+      snapshot, a cut snapshot, an existing output without --force; --help names the format.
+"""
+import collections
+import json
+import os
+import pickle
+import shutil
+import subprocess
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import torch_replay  # noqa: E402
+
+GiB, MiB = 1 << 30, 1 << 20
+FR = [{"name": "forward", "filename": "/src/model.py", "line": 42},
+      {"name": "<module>", "filename": "/src/train.py", "line": 7}]
+
+
+def entry(action, addr, size, t=None, **kw):
+    e = {"action": action, "addr": addr, "size": size, "stream": 0, "frames": FR}
+    if t is not None:
+        e["time_us"] = t
+    e.update(kw)
+    return e
+
+
+def seg(device, addr, total, blocks, expandable=False):
+    return {"device": device, "address": addr, "total_size": total, "allocated_size": 0,
+            "active_size": 0, "requested_size": 0, "stream": 0, "segment_type": "large",
+            "segment_pool_id": (0, 0), "is_expandable": expandable, "frames": [],
+            "blocks": blocks}
+
+
+def blk(addr, size, state, req=None):
+    return {"address": addr, "size": size, "requested_size": size if req is None else req,
+            "state": state, "frames": FR}
+
+
+def snapshots():
+    A, B = 0x7f0000000000, 0x7f1000000000
+    # 1. legacy: a bare list of segments, blocks with history and no address
+    legacy = [
+        {"device": 0, "address": A, "total_size": 20 * MiB, "allocated_size": 0,
+         "active_size": 0, "stream": 0, "segment_type": "large",
+         "blocks": [{"size": 4 * MiB, "state": "active_allocated",
+                     "history": [{"addr": A, "real_size": 3 * MiB, "frames": FR}]},
+                    {"size": 16 * MiB, "state": "inactive", "history": []}]},
+        {"device": 1, "address": B, "total_size": 2 * MiB, "allocated_size": 0,
+         "active_size": 0, "stream": 0, "segment_type": "small",
+         "blocks": [{"size": 512, "state": "active_allocated"},
+                    {"size": 2 * MiB - 512, "state": "inactive"}]},
+    ]
+    # 2. no time_us, two devices (0 and 2), memory from before the window on both
+    tr0 = [
+        entry("free_requested", A, 1 * MiB),
+        entry("free_completed", A, 1 * MiB),          # allocated before the window
+        entry("segment_free", A, 20 * MiB),           # a segment from before the window
+        entry("segment_alloc", A + 64 * MiB, 40 * MiB),
+        entry("alloc", A + 64 * MiB, 30 * MiB),
+        entry("alloc", A + 94 * MiB, 10 * MiB),
+        entry("snapshot", 0, 0),
+        entry("free_requested", A + 94 * MiB, 10 * MiB),
+        entry("free_completed", A + 94 * MiB, 10 * MiB),
+        entry("something_new", 0, 0),
+        {"action": "oom", "size": 3 * GiB, "device_free": 5 * MiB, "stream": 0, "frames": FR},
+    ]
+    tr2 = [entry("segment_map", B, 20 * MiB), entry("alloc", B, 6 * MiB),
+           entry("segment_map", B + 20 * MiB, 20 * MiB), entry("alloc", B + 20 * MiB, 18 * MiB),
+           entry("free_completed", B + 20 * MiB, 18 * MiB),
+           entry("segment_unmap", B + 20 * MiB, 20 * MiB)]
+    notime = {
+        "segments": [
+            seg(0, A + 32 * MiB, 2 * MiB, [blk(A + 32 * MiB, 2 * MiB, "active_allocated",
+                                               1500000)]),          # untouched by the window
+            seg(0, A + 64 * MiB, 40 * MiB, [blk(A + 64 * MiB, 30 * MiB, "active_allocated"),
+                                            blk(A + 94 * MiB, 10 * MiB, "inactive")]),
+            seg(2, B, 20 * MiB, [blk(B, 6 * MiB, "active_pending_free"),
+                                 blk(B + 6 * MiB, 14 * MiB, "inactive")], expandable=True),
+        ],
+        "device_traces": [tr0, [], tr2],
+    }
+    # 3. time_us, a segment allocated and freed in the window, times out of order
+    tr = [entry("segment_alloc", A, 2 * MiB, 1000), entry("alloc", A, 512, 1001),
+          entry("alloc", A + 512, 1024, 999), entry("free_completed", A, 512, 1005),
+          entry("free_completed", A + 512, 1024, 1006), entry("segment_free", A, 2 * MiB, 1007),
+          entry("segment_alloc", A, 4 * MiB, 1010), entry("alloc", A, 3 * MiB, 1011)]
+    timed = {"segments": [seg(0, A, 4 * MiB, [blk(A, 3 * MiB, "active_allocated"),
+                                              blk(A + 3 * MiB, 1 * MiB, "inactive")])],
+             "device_traces": [tr]}
+    # 4. an empty snapshot
+    empty = {"segments": [], "device_traces": []}
+    return {"legacy": (legacy, 4), "notime": (notime, 2), "timed": (timed, 4),
+            "empty": (empty, 4)}
+
+
+def run(cmd, **kw):
+    return subprocess.run(cmd, capture_output=True, text=True, **kw)
+
+
+def synthetic(gmp, work):
+    bad = 0
+    for name, (obj, proto) in snapshots().items():
+        path = os.path.join(work, name + ".pickle")
+        with open(path, "wb") as f:
+            pickle.dump(obj, f, protocol=proto)
+        rc = torch_replay.check(gmp, path, work)
+        bad += rc != 0
+    # the trace has the frames as a Python stack, the OOM and the notice
+    rep = json.loads(run([gmp, "report", os.path.join(work, "notime.pickle.zst"), "--format",
+                          "json"]).stdout)
+    ooms = rep["ooms"]
+    if len(ooms) != 1 or ooms[0]["requested_bytes"] != 3 * GiB or ooms[0]["free_bytes"] != 5 * MiB \
+            or ooms[0]["stack"][0] != {"function": "forward", "file": "/src/model.py", "line": 42}:
+        print(f"unexpected OOMs: {ooms}", file=sys.stderr)
+        bad += 1
+    if not any("imported from a PyTorch memory snapshot" in n["message"] for n in rep["notices"]):
+        print("no import notice", file=sys.stderr)
+        bad += 1
+    if rep["anomalies"]["unknown_frees"] or rep["anomalies"]["replaced_allocations"]:
+        print(f"anomalies: {rep['anomalies']}", file=sys.stderr)
+        bad += 1
+    # a snapshot whose trace frees more than its final state explains: imported, with a warning
+    A = 0x7f0000000000
+    contra = {"segments": [], "device_traces": [[entry("alloc", A, 100, 5),
+                                                 entry("segment_alloc", A, 1 * MiB, 4)]]}
+    path = os.path.join(work, "contradiction.pickle")
+    with open(path, "wb") as f:
+        pickle.dump(contra, f, protocol=4)
+    out = os.path.join(work, "contradiction.zst")
+    r = run([gmp, "import", path, "-o", out, "--force"])
+    rep = json.loads(run([gmp, "report", out, "--format", "json"]).stdout) if r.returncode == 0 \
+        else {"notices": []}
+    if r.returncode != 0 or not any(n["severity"] == 2 for n in rep["notices"]):
+        print(f"contradiction: rc {r.returncode} {r.stderr} {rep['notices']}", file=sys.stderr)
+        bad += 1
+    return 1 if bad else 0
+
+
+def expect_fail(gmp, args, what, out=None):
+    r = run([gmp, "import"] + args)
+    ok = r.returncode == 1 and what in r.stderr and (out is None or not os.path.exists(out))
+    print(f"{'ok' if ok else 'FAILED'}: import {' '.join(os.path.basename(a) for a in args)}: "
+          f"{r.stderr.strip()}")
+    return 0 if ok else 1
+
+
+def cli(gmp, work):
+    bad = 0
+    evil = os.path.join(work, "evil.pickle")
+    with open(evil, "wb") as f:
+        # unpickling this with pickle.load would call os.system
+        f.write(b"\x80\x04\x95\x1d\x00\x00\x00\x00\x00\x00\x00\x8c\x05posix\x94\x8c\x06system"
+                b"\x94\x93\x94\x8c\x05touch\x94\x85\x94R\x94.")
+    out = os.path.join(work, "evil.zst")
+    bad += expect_fail(gmp, [evil, "-o", out], "STACK_GLOBAL", out)
+    od = os.path.join(work, "ordered.pickle")
+    with open(od, "wb") as f:
+        pickle.dump(collections.OrderedDict(a=1), f, protocol=2)
+    bad += expect_fail(gmp, [od, "-o", out], "refused", out)
+    other = os.path.join(work, "other.pickle")
+    with open(other, "wb") as f:
+        pickle.dump({"model": [1, 2, 3]}, f, protocol=4)
+    bad += expect_fail(gmp, [other, "-o", out], "without 'segments'", out)
+    notdict = os.path.join(work, "str.pickle")
+    with open(notdict, "wb") as f:
+        pickle.dump("segments", f, protocol=4)
+    bad += expect_fail(gmp, [notdict, "-o", out], "holds a str", out)
+    badtype = os.path.join(work, "badtype.pickle")
+    with open(badtype, "wb") as f:
+        pickle.dump({"segments": [{"device": "0", "address": 1, "total_size": 1}]}, f, protocol=4)
+    bad += expect_fail(gmp, [badtype, "-o", out], "'device' is a str", out)
+    baddev = os.path.join(work, "baddev.pickle")
+    with open(baddev, "wb") as f:
+        pickle.dump({"segments": [{"device": 5000, "address": 1, "total_size": 1}]}, f, protocol=4)
+    bad += expect_fail(gmp, [baddev, "-o", out], "device 5000", out)
+    good = os.path.join(work, "good.pickle")
+    with open(good, "wb") as f:
+        pickle.dump(snapshots()["timed"][0], f, protocol=4)
+    data = open(good, "rb").read()
+    cut = os.path.join(work, "cut.pickle")
+    with open(cut, "wb") as f:
+        f.write(data[: len(data) // 2])
+    bad += expect_fail(gmp, [cut, "-o", out], "not a readable PyTorch memory snapshot", out)
+    r = run([gmp, "import", good, "-o", out])
+    if r.returncode != 0 or "(pytorch)" not in r.stderr:
+        print(f"FAILED: import good: {r.returncode} {r.stderr}")
+        bad += 1
+    bad += expect_fail(gmp, [good, "-o", out], "exists")
+    r = run([gmp, "import", good, "-o", out, "--force", "--quiet"])
+    if r.returncode != 0 or r.stderr:
+        print(f"FAILED: import --force --quiet: {r.returncode} {r.stderr}")
+        bad += 1
+    r = run([gmp, "import", "--help"])
+    if r.returncode != 0 or "PyTorch memory snapshot" not in r.stdout:
+        print(f"FAILED: import --help: {r.stdout}")
+        bad += 1
+    return 1 if bad else 0
+
+
+def main(argv):
+    if len(argv) != 5 or argv[1] not in ("synthetic", "cli"):
+        print(__doc__, file=sys.stderr)
+        return 2
+    case, gmp, _data, work = argv[1:]
+    shutil.rmtree(work, ignore_errors=True)
+    os.makedirs(work)
+    return synthetic(gmp, work) if case == "synthetic" else cli(gmp, work)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
