@@ -7,6 +7,7 @@ and may add its own. Each test gets a fresh private temporary directory under --
 import argparse
 import json
 import os
+import select
 import shutil
 import subprocess
 import sys
@@ -83,6 +84,66 @@ def gmp_run(c, opts, cmd, env=None, cwd=None, timeout=60):
     """gpumemprof run OPTS -- CMD; returns (rc, stdout, stderr)."""
     return run([c.gmp, "run"] + list(opts) + ["--"] + list(cmd), env or c.env, cwd=cwd,
                timeout=timeout)
+
+
+class Proc:
+    """A running command: stdout is read line by line, stderr goes to a file."""
+
+    def __init__(self, cmd, env, errpath, cwd=None):
+        self.errpath = errpath
+        self.err = open(errpath, "wb")
+        # a session of its own: kill_all() ends the command and everything it started
+        self.p = subprocess.Popen(cmd, env=env, cwd=cwd, stdin=subprocess.DEVNULL,
+                                  stdout=subprocess.PIPE, stderr=self.err, start_new_session=True)
+        self.out = b""
+        self.lines = []
+
+    def kill_all(self):
+        try:
+            os.killpg(self.p.pid, 9)
+        except OSError:
+            pass
+
+    def line_starting(self, prefix, timeout=20.0):
+        """Reads lines until one starts with prefix; returns it, or None."""
+        deadline = time.monotonic() + timeout
+        while True:
+            line = self.readline(max(0.0, deadline - time.monotonic()))
+            if line is None:
+                return None
+            self.lines.append(line)
+            if line.startswith(prefix):
+                return line
+
+    def readline(self, timeout=20.0):
+        """The next line of stdout (without the newline), or None at EOF or timeout."""
+        deadline = time.monotonic() + timeout
+        while b"\n" not in self.out:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return None
+            r, _, _ = select.select([self.p.stdout], [], [], left)
+            if not r:
+                continue
+            chunk = os.read(self.p.stdout.fileno(), 65536)
+            if not chunk:
+                return None
+            self.out += chunk
+        line, self.out = self.out.split(b"\n", 1)
+        return line.decode("utf-8", "replace")
+
+    def wait(self, timeout=30.0):
+        """Waits for the end; returns (rc, rest of stdout, stderr)."""
+        try:
+            rest, _ = self.p.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.kill_all()
+            rest, _ = self.p.communicate()
+            check(False, "%s did not end in %.0f s" % (self.p.args[0], timeout))
+        self.err.close()
+        with open(self.errpath, "rb") as f:
+            err = f.read().decode("utf-8", "replace")
+        return self.p.returncode, (self.out + (rest or b"")).decode("utf-8", "replace"), err
 
 
 def direct_env(c, output, preload=False, **kv):

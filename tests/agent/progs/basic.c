@@ -87,6 +87,7 @@ int main(int argc, char **argv)
              * agent must not record it into the parent's trace */
             void *c = NULL;
             int rc = cudaMalloc(&c, 2 * MIB);
+            printf("child: pid %ld\n", (long)getpid());
             printf("child: cudaMalloc returned %d\n", rc);
             fflush(stdout);
             exit(0); /* exit handlers run in the child too */
