@@ -5,7 +5,7 @@
 #   scripts/install-deps.sh --browser  also chromium and node's speedscope (viewer tests)
 set -euo pipefail
 pkgs=(build-essential cmake pkg-config libzstd-dev zstd libdwarf-dev libelf-dev libcmocka-dev
-      libsqlite3-dev clang libclang-rt-14-dev python3 file)
+      libunwind8 libsqlite3-dev clang libclang-rt-14-dev python3 file)
 if [[ "${1:-}" == "--browser" ]]; then
   pkgs+=(chromium nodejs npm)
 fi
