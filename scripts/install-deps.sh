@@ -6,8 +6,14 @@
 set -euo pipefail
 pkgs=(build-essential cmake pkg-config libzstd-dev zstd libdwarf-dev libelf-dev libcmocka-dev
       libunwind8 libsqlite3-dev clang libclang-rt-14-dev python3 file)
+browser=0
 if [[ "${1:-}" == "--browser" ]]; then
-  pkgs+=(chromium nodejs npm)
+  browser=1
+  pkgs+=(chromium)
+  # node and npm by command: a nodejs from elsewhere (NodeSource) ships npm and conflicts with
+  # Debian's npm package
+  command -v node >/dev/null || pkgs+=(nodejs)
+  command -v npm >/dev/null || pkgs+=(npm)
 fi
 missing=()
 for p in "${pkgs[@]}"; do
@@ -17,11 +23,25 @@ for p in "${pkgs[@]}"; do
 done
 if ((${#missing[@]} == 0)); then
   echo "install-deps: all ${#pkgs[@]} packages present"
-  exit 0
+else
+  echo "install-deps: installing ${missing[*]}"
+  SUDO=""
+  if [[ $(id -u) -ne 0 ]]; then SUDO=sudo; fi
+  export DEBIAN_FRONTEND=noninteractive
+  $SUDO apt-get update -qq
+  $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
-echo "install-deps: installing ${missing[*]}"
-SUDO=""
-if [[ $(id -u) -ne 0 ]]; then SUDO=sudo; fi
-export DEBIAN_FRONTEND=noninteractive
-$SUDO apt-get update -qq
-$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+# The speedscope viewer for tests/convert: the npm package, pinned by its package-lock.json, in a
+# project-local node_modules (not committed).
+if ((browser)); then
+  viewer="$(dirname "$0")/../tests/convert/viewer"
+  want=$(sed -n 's/.*"speedscope": *"\([0-9.]*\)".*/\1/p' "$viewer/package.json" | head -n1)
+  have=$(sed -n 's/^ *"version": *"\([0-9.]*\)".*/\1/p' \
+    "$viewer/node_modules/speedscope/package.json" 2>/dev/null | head -n1 || true)
+  if [[ -n "$want" && "$have" == "$want" ]]; then
+    echo "install-deps: speedscope $have present"
+  else
+    echo "install-deps: npm ci (speedscope $want) in tests/convert/viewer"
+    (cd "$viewer" && npm ci --no-audit --no-fund --loglevel=error)
+  fi
+fi
