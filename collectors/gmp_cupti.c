@@ -1077,11 +1077,15 @@ int gmp_cupti_start(const gmp_sink *sink, const gmp_cupti_opts *o, char *why, si
         r = C.Subscribe(&sub, on_callback, NULL);
     }
     if (r != CUPTI_SUCCESS) {
+        /* CUPTI prefixes the holder's own name with "CUPTI for " (cupti_callbacks.h) */
+        const char *who = holder;
+        if (!strncmp(who, "CUPTI for ", 10) && who[10])
+            who += 10;
         if (r == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED)
             snprintf(why, whylen,
                      "cannot profile: CUPTI is already in use by %s (CUPTI allows one subscriber; "
                      "run without the other profiler)",
-                     holder[0] ? holder : "another tool");
+                     who[0] ? who : "another tool");
         else
             snprintf(why, whylen, "cannot profile: cuptiSubscribe failed: %s", result_str(r));
         return -1;
