@@ -966,7 +966,8 @@ static void *load_cupti(const char *explicit_path, char *why, size_t whylen)
     if (explicit_path && *explicit_path) {
         void *h = try_open(explicit_path);
         if (!h)
-            snprintf(why, whylen, "cannot load CUPTI from %s: %s", explicit_path, dlerror());
+            snprintf(why, whylen, "cannot profile: cannot load CUPTI from %s: %s", explicit_path,
+                     dlerror());
         return h;
     }
     char path[4096];
