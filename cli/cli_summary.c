@@ -137,6 +137,30 @@ static void one_trace(FILE *f, const char *path)
     gmp_reader_close(r);
 }
 
+/* s[0..n) followed by suffix as one shell word (single-quoted when it needs quoting). */
+static void shell_word(FILE *f, const char *s, size_t n, const char *suffix)
+{
+    int plain = n > 0;
+    for (size_t i = 0; i < n && plain; i++)
+        plain = strchr("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._/-+=:,@%",
+                       s[i]) != NULL &&
+                s[i] != '\0';
+    if (plain) {
+        fwrite(s, 1, n, f);
+        fputs(suffix, f);
+        return;
+    }
+    fputc('\'', f);
+    for (size_t i = 0; i < n; i++) {
+        if (s[i] == '\'')
+            fputs("'\\''", f);
+        else
+            fputc(s[i], f);
+    }
+    fputs(suffix, f);
+    fputc('\'', f);
+}
+
 void gmp_cli_print_run_summary(FILE *f, const char *const *traces, size_t n)
 {
     if (n == 0) {
@@ -146,8 +170,28 @@ void gmp_cli_print_run_summary(FILE *f, const char *const *traces, size_t n)
     }
     for (size_t i = 0; i < n; i++)
         one_trace(f, traces[i]);
-    fprintf(f, "gpumemprof: next: gpumemprof report");
-    for (size_t i = 0; i < n; i++)
-        fprintf(f, " %s", traces[i]);
-    fprintf(f, "\n");
+    /* outputs named after the first trace without ".zst" (and, for several, without its pid) */
+    const char *t0 = traces[0];
+    size_t bl = strlen(t0);
+    if (bl > 4 && strcmp(t0 + bl - 4, ".zst") == 0)
+        bl -= 4;
+    if (n > 1) {
+        size_t d = bl;
+        while (d > 0 && t0[d - 1] >= '0' && t0[d - 1] <= '9')
+            d--;
+        if (d < bl && d > 1 && t0[d - 1] == '.' && t0[d - 2] != '/')
+            bl = d - 1;
+    }
+    fprintf(f, "gpumemprof: next: gpumemprof convert");
+    for (size_t i = 0; i < n; i++) {
+        fputc(' ', f);
+        shell_word(f, traces[i], strlen(traces[i]), "");
+    }
+    fputs(" --speedscope ", f);
+    shell_word(f, t0, bl, ".speedscope.json");
+    fputs(" --chrome ", f);
+    shell_word(f, t0, bl, ".chrome.json");
+    fputs("\ngpumemprof:   or: gpumemprof report ", f);
+    shell_word(f, t0, strlen(t0), "");
+    fputc('\n', f);
 }
