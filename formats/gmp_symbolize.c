@@ -592,13 +592,14 @@ static int find_debug_file(gmp_symbolizer *s, const image *im, Elf *e, const uin
         strcpy(dir, ".");
     const char *fmts[] = {"%s/%s", "%s/.debug/%s", NULL};
     for (int i = 0; fmts[i]; i++) {
-        snprintf(p, sizeof p, fmts[i], dir, name);
-        if (strcmp(p, im->path) != 0 && open_debug(out, p, im, bid, bidlen, 1, crc) == 0)
+        int k = snprintf(p, sizeof p, fmts[i], dir, name);
+        if (k > 0 && (size_t)k < sizeof p && strcmp(p, im->path) != 0 &&
+            open_debug(out, p, im, bid, bidlen, 1, crc) == 0)
             return 0;
     }
     if (s->debug_dir[0]) {
-        snprintf(p, sizeof p, "%s%s/%s", s->debug_dir, dir, name);
-        if (open_debug(out, p, im, bid, bidlen, 1, crc) == 0)
+        int k = snprintf(p, sizeof p, "%s%s/%s", s->debug_dir, dir, name);
+        if (k > 0 && (size_t)k < sizeof p && open_debug(out, p, im, bid, bidlen, 1, crc) == 0)
             return 0;
     }
     return -1;
