@@ -843,6 +843,76 @@ static gmp_err on_pool(gmp_replay *rp, const gmp_rec *rec)
     return GMP_OK;
 }
 
+/* A destroyed context (cudaDeviceReset, cuCtxDestroy, cuDevicePrimaryCtxReset) frees all the
+ * memory it held without a free call: CUPTI reports no MEMORY2 release and the program makes no
+ * free. Every live allocation of that device (VMM and address reservations included; host memory
+ * and NVTX regions excluded) is freed here as if by a FREE record flagged GMP_MEMF_IMPLICIT, so the
+ * outputs see ordinary free events, and the device's pools are emptied. Assumes the destroyed
+ * context is the device's only one (the primary context), as in almost every program. */
+static gmp_err on_context_destroy(gmp_replay *rp, const gmp_rec *rec)
+{
+    int32_t dev = rec->u.resource.device;
+    if (dev < 0)
+        return GMP_OK;
+    static const int spaces[] = {SP_MEM, SP_VMM_MAP, SP_VMM_PHYS, SP_VA};
+    for (size_t si = 0; si < sizeof spaces / sizeof spaces[0]; si++) {
+        int sp = spaces[si];
+        omap *m = &rp->live[sp];
+        size_t n = 0, cap = 0;
+        gmp_rec *frees = NULL;
+        for (size_t i = 0; i < m->cap; i++) {
+            if (!USED(m, i))
+                continue;
+            const live_ent *e = (const live_ent *)(m->ent + i * m->esz);
+            const site_int *st = &rp->sites[e->site];
+            if (st->pub.device != dev)
+                continue;
+            if (n == cap) {
+                cap = cap ? 2 * cap : 64;
+                gmp_rec *nf = realloc(frees, cap * sizeof *nf);
+                if (!nf) {
+                    free(frees);
+                    return nomem(rp);
+                }
+                frees = nf;
+            }
+            gmp_rec *f = &frees[n++];
+            memset(f, 0, sizeof *f);
+            f->type = GMP_REC_FREE;
+            f->time_ns = rec->time_ns;
+            f->tid = rec->tid;
+            f->u.mem.device = dev;
+            f->u.mem.kind = st->pub.kind;
+            f->u.mem.flags = GMP_MEMF_IMPLICIT;
+            if (sp == SP_VMM_PHYS)
+                f->u.mem.handle = e->key;
+            else
+                f->u.mem.address = e->key;
+            f->u.mem.size = sp == SP_VMM_MAP ? e->size : 0;
+        }
+        gmp_err ce = GMP_OK;
+        for (size_t i = 0; i < n && ce == GMP_OK; i++)
+            ce = on_free(rp, &frees[i]);
+        free(frees);
+        if (ce != GMP_OK)
+            return ce;
+    }
+    dev_int *d = dev_get(rp, dev);
+    if (!d)
+        return nomem(rp);
+    for (size_t i = 0; i < rp->pools.cap; i++) {
+        if (!USED(&rp->pools, i))
+            continue;
+        pool_ent *pe = (pool_ent *)(rp->pools.ent + i * rp->pools.esz);
+        if (pe->dev == d) {
+            d->pool_reported -= pe->reported;
+            pe->reported = 0;
+        }
+    }
+    update_reserved(d, rec->time_ns);
+    return GMP_OK;
+}
+
 static gmp_err on_sample(gmp_replay *rp, const gmp_rec *rec)
 {
     const gmp_rec_sample *s = &rec->u.sample;
@@ -1076,6 +1146,12 @@ gmp_err gmp_replay_run(gmp_replay *rp)
         case GMP_REC_OOM: ce = on_oom(rp, rec); break;
         case GMP_REC_NOTICE:
             ce = on_notice(rp, rec);
+            if (ce == GMP_OK)
+                DISPATCH(rp, event, rec);
+            break;
+        case GMP_REC_RESOURCE:
+            if (rec->u.resource.op == GMP_RES_CONTEXT_DESTROY)
+                ce = on_context_destroy(rp, rec);
             if (ce == GMP_OK)
                 DISPATCH(rp, event, rec);
             break;

@@ -450,6 +450,41 @@ static void test_pools(void **state)
     run_done(&b, &x);
 }
 
+/* A destroyed context (cudaDeviceReset) frees its device's memory without free calls: the replay
+ * frees every live allocation of that device implicitly, empties its pools, and leaves the other
+ * devices and host memory alone. */
+static void test_context_destroy(void **state)
+{
+    tb b;
+    tb_open(&b, NULL);
+    uint32_t m = tb_str(&b, "cudaMalloc"), ma = tb_str(&b, "cudaMallocAsync");
+    uint32_t h = tb_str(&b, "cudaMallocHost");
+    const uint64_t P = 0x5000;
+    tb_alloc(&b, 0, 1, 0, GMP_MEM_DEVICE, 0x1000, 10 * TB_MiB, m, 0, 0);
+    tb_alloc(&b, 0, 2, 1, GMP_MEM_DEVICE, 0x9000, 20 * TB_MiB, m, 0, 0);
+    tb_alloc(&b, 0, 3, -1, GMP_MEM_PINNED_HOST, 0x7000, 1 * TB_MiB, h, 0, 0);
+    tb_mem a1 = {0, GMP_MEM_ASYNC_POOL, GMP_MEMF_ASYNC, ma, 0, 0, 0x2000, 4 * TB_MiB, P, 7};
+    tb_memrec(&b, 0, GMP_REC_ALLOC, 4, &a1);
+    tb_pool(&b, 0, 5, 0, GMP_POOL_RESERVED, P, 8 * TB_MiB);
+    gmp_rec rd = {.type = GMP_REC_RESOURCE, .time_ns = 6};
+    rd.u.resource.device = 0;
+    rd.u.resource.op = GMP_RES_CONTEXT_DESTROY;
+    tb_event(&b, 0, &rd);
+    tb_close(&b);
+    run x;
+    replay(&b, &x);
+    const gmp_replay_device *d0 = dev(&x, 0), *d1 = dev(&x, 1), *host = dev(&x, -1);
+    assert_int_equal(d0->peak_allocated, 14 * TB_MiB);
+    assert_int_equal(d0->allocated, 0);
+    assert_int_equal(d0->reserved, 0);
+    assert_int_equal(d0->live_count, 0);
+    assert_int_equal(d0->frees, 2);
+    assert_int_equal(d1->allocated, 20 * TB_MiB); /* another device: untouched */
+    assert_int_equal(host->kind[GMP_MEM_PINNED_HOST].live_bytes, 1 * TB_MiB);
+    assert_int_equal(x.s.frees, 2); /* outputs saw two ordinary free events */
+    run_done(&b, &x);
+}
+
 /* VMM: physical memory counts (matched by handle), mappings and reservations do not; one unmap
  * covers two mappings. */
 static void test_vmm(void **state)
@@ -745,6 +780,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_anomalies),
         cmocka_unit_test(test_oom),
         cmocka_unit_test(test_pools),
+        cmocka_unit_test(test_context_destroy),
         cmocka_unit_test(test_vmm),
         cmocka_unit_test(test_kinds),
         cmocka_unit_test(test_ranges),
