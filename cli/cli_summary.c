@@ -107,6 +107,10 @@ static void one_trace(FILE *f, const char *path)
         if (d->id < 0)
             continue;
         char b1[32], b2[32], b3[32];
+        /* static __device__ memory lives as long as its module, which CUDA unloads after the
+         * trace ends: not a leak */
+        const gmp_replay_kind_stats *st = &d->kind[GMP_MEM_STATIC];
+        uint64_t leaked = d->allocated - st->live_bytes, leaked_n = d->live_count - st->live_count;
         double at = d->peak_time_ns >= h->start_trace_ns
                         ? (double)(d->peak_time_ns - h->start_trace_ns) / 1e9
                         : 0.0;
@@ -117,7 +121,7 @@ static void one_trace(FILE *f, const char *path)
                 d->def ? d->def->name.ptr : "", d->def ? ")" : "",
                 gmp_cli_bytes(d->peak_allocated, b1, sizeof b1), at,
                 gmp_cli_bytes(d->peak_reserved, b2, sizeof b2), (unsigned long long)d->allocs,
-                gmp_cli_bytes(d->allocated, b3, sizeof b3), (unsigned long long)d->live_count);
+                gmp_cli_bytes(leaked, b3, sizeof b3), (unsigned long long)leaked_n);
         if (d->peak_allocated) {
             fprintf(f, "    at the peak:\n");
             top_ranges(f, rp, d->id);
