@@ -31,6 +31,8 @@ static const struct conv_output {
      &gmp_out_speedscope},
     {"chrome", "Chrome trace JSON (Perfetto, chrome://tracing): counters, ranges, allocations",
      &gmp_out_chrome},
+    {"pytorch-snapshot", "PyTorch memory snapshot pickle (pytorch.org/memory_viz)",
+     &gmp_out_pytorch},
 };
 #define NOUTPUTS (sizeof outputs / sizeof outputs[0])
 

@@ -81,6 +81,7 @@ typedef struct gmp_output {
 /* The formats (one file each: formats/gmp_out_NAME.c). */
 extern const gmp_output gmp_out_speedscope;
 extern const gmp_output gmp_out_chrome;
+extern const gmp_output gmp_out_pytorch;
 
 /* ---- helpers for outputs ---- */
 

@@ -7,6 +7,10 @@
       expandable segments, oom, free_requested and unknown actions; each checked against the
       independent replay of torch_replay.py. A snapshot that contradicts itself imports with a
       warning notice.
+  torch_cli.py generic GPUMEMPROF DATA_DIR WORK_DIR   (GEN: tests/tools/gmp_gen_trace)
+      a generated trace (cudaMalloc, stream-ordered pools with POOL records, VMM, host memory,
+      OOM) converted with --pytorch-snapshot and imported again: the same peaks per device,
+      and the snapshot's replay here agrees.
   torch_cli.py cli GPUMEMPROF DATA_DIR WORK_DIR
       bad inputs: a pickle with a global (refused, nothing executed), a pickle that is not a
       snapshot, a cut snapshot, an existing output without --force; --help names the format.
@@ -208,14 +212,45 @@ def cli(gmp, work):
     return 1 if bad else 0
 
 
+def generic(gmp, work):
+    gen = os.environ.get("GEN")
+    if not gen:
+        print("skipped: GEN (gmp_gen_trace) not set")
+        return 77
+    trace = os.path.join(work, "gen.zst")
+    snap = os.path.join(work, "gen.pickle")
+    again = os.path.join(work, "gen2.zst")
+    for cmd in ([gen, trace, "--complete"], [gmp, "convert", trace, "--pytorch-snapshot", snap],
+                [gmp, "import", snap, "-o", again, "--quiet"]):
+        r = run(cmd)
+        if r.returncode != 0:
+            print(f"{cmd}: {r.returncode} {r.stderr}", file=sys.stderr)
+            return 1
+    first = torch_replay.report_peaks(gmp, trace)
+    second = torch_replay.report_peaks(gmp, again)
+    replayed = torch_replay.replay(torch_replay.load(snap))
+    bad = 0
+    for d, g in first.items():
+        if d < 0:
+            continue
+        for key in ("peak_allocated_bytes", "peak_reserved_bytes"):
+            vals = (g[key], second.get(d, {}).get(key), replayed.get(d, {}).get(key))
+            ok = vals[0] == vals[1] == vals[2]
+            bad += not ok
+            print(f"device {d} {key:22} trace {vals[0]}  after the round trip {vals[1]}  "
+                  f"snapshot replayed {vals[2]}  {'ok' if ok else 'DIFFERENT'}")
+    return 1 if bad else 0
+
+
 def main(argv):
-    if len(argv) != 5 or argv[1] not in ("synthetic", "cli"):
+    cases = {"synthetic": synthetic, "cli": cli, "generic": generic}
+    if len(argv) != 5 or argv[1] not in cases:
         print(__doc__, file=sys.stderr)
         return 2
     case, gmp, _data, work = argv[1:]
     shutil.rmtree(work, ignore_errors=True)
     os.makedirs(work)
-    return synthetic(gmp, work) if case == "synthetic" else cli(gmp, work)
+    return cases[case](gmp, work)
 
 
 if __name__ == "__main__":

@@ -15,6 +15,10 @@ whose find_class refuses every global, and follows amounts, not addresses:
 Usage:
   torch_replay.py SNAPSHOT                         print the peaks per device (JSON)
   torch_replay.py --check GPUMEMPROF SNAPSHOT DIR  import, report, compare; exit 1 on a difference
+  torch_replay.py --roundtrip GPUMEMPROF SNAPSHOT DIR
+      import, convert --pytorch-snapshot, then: the exported snapshot replays (here) to the same
+      peaks as the original, every segment's blocks add up to its size, and importing it again
+      gives the same report peaks
 """
 import json
 import os
@@ -112,9 +116,50 @@ def check(gmp, snapshot, workdir):
     return 1 if bad else 0
 
 
+def peaks_only(replayed):
+    return {d: (v["peak_allocated_bytes"], v["peak_reserved_bytes"]) for d, v in replayed.items()
+            if v["peak_allocated_bytes"] or v["peak_reserved_bytes"]}
+
+
+def roundtrip(gmp, snapshot, workdir):
+    os.makedirs(workdir, exist_ok=True)
+    base = os.path.join(workdir, os.path.basename(snapshot))
+    for cmd in ([gmp, "import", snapshot, "-o", base + ".zst", "--force", "--quiet"],
+                [gmp, "convert", base + ".zst", "--pytorch-snapshot", base + ".rt.pickle"]):
+        r = subprocess.run(cmd, capture_output=True, text=True)
+        if r.returncode != 0:
+            print(f"{cmd[1]} failed ({r.returncode}): {r.stderr}", file=sys.stderr)
+            return 1
+    original = peaks_only(replay(load(snapshot)))
+    exported_snap = load(base + ".rt.pickle")
+    exported = peaks_only(replay(exported_snap))
+    bad = 0
+    if exported != original:
+        print(f"exported snapshot replays to {exported}, the original to {original}",
+              file=sys.stderr)
+        bad += 1
+    for s in exported_snap["segments"]:
+        if sum(b["size"] for b in s["blocks"]) != s["total_size"]:
+            print(f"segment {s['address']:#x}: blocks do not add up to its size", file=sys.stderr)
+            bad += 1
+    bad += check(gmp, base + ".rt.pickle", workdir)
+    first = report_peaks(gmp, base + ".zst")
+    again = report_peaks(gmp, base + ".rt.pickle.zst")
+    for d, g in first.items():
+        for key in ("peak_allocated_bytes", "peak_reserved_bytes"):
+            if again.get(d, {}).get(key) != g[key]:
+                print(f"device {d} {key}: {g[key]} imported, {again.get(d, {}).get(key)} after "
+                      f"the round trip", file=sys.stderr)
+                bad += 1
+    print(f"round trip {'ok' if not bad else 'FAILED'}: {original}")
+    return 1 if bad else 0
+
+
 def main(argv):
     if len(argv) == 5 and argv[1] == "--check":
         return check(argv[2], argv[3], argv[4])
+    if len(argv) == 5 and argv[1] == "--roundtrip":
+        return roundtrip(argv[2], argv[3], argv[4])
     if len(argv) == 2:
         print(json.dumps(replay(load(argv[1])), indent=1, sort_keys=True))
         return 0
