@@ -18,6 +18,7 @@
 #include "gmp_output.h"
 #include "gmp_reader.h"
 #include "gmp_replay.h"
+#include "gmp_symbolize.h"
 
 #define DEFAULT_MAX_SPANS 200000
 
@@ -115,6 +116,42 @@ static void progress_clear(progress *p)
     if (p->shown)
         fprintf(stderr, "\r%80s\r", "");
     p->shown = 0;
+}
+
+/* ---- native frames: the offline symbolizer, one per trace (each has its own module map) ---- */
+
+typedef struct symctx {
+    gmp_symbolizer *s;
+    const gmp_reader *r; /* the trace s was made for */
+    int failed;
+} symctx;
+
+static int symbolize_frame(void *ctx, const gmp_reader *r, uint64_t address, gmp_obuf *name,
+                           gmp_obuf *file, uint32_t *line)
+{
+    symctx *sc = ctx;
+    if (sc->r != r) {
+        gmp_symbolizer_free(sc->s);
+        sc->s = NULL;
+        sc->r = r;
+        sc->failed = gmp_symbolizer_new(&sc->s, NULL) != GMP_OK;
+    }
+    if (sc->failed)
+        return 0;
+    gmp_symbolizer_add_reader_modules(sc->s, r); /* modules defined since the last call */
+    const gmp_sym_frame *fr = NULL;
+    size_t n = gmp_symbolize(sc->s, address, &fr);
+    if (!n || fr[0].status != GMP_SYM_OK)
+        return 0; /* unknown: the caller's "module+0xoffset" */
+    char buf[1024];
+    gmp_symbolize_frame(sc->s, address, 0, buf, sizeof buf);
+    gmp_obuf_add(name, buf, strlen(buf));
+    if (fr[0].file)
+        gmp_obuf_add(file, fr[0].file, strlen(fr[0].file));
+    else if (fr[0].module)
+        gmp_obuf_add(file, fr[0].module, strlen(fr[0].module));
+    *line = fr[0].file ? fr[0].line : 0;
+    return 1;
 }
 
 /* ---- command ---- */
@@ -337,12 +374,15 @@ int gmp_cmd_convert(const gmp_cli_cmd_info *cmd, int argc, char **argv)
         if (tl >= sizeof title)
             tl = sizeof title - 1;
     }
+    symctx sym = {NULL, NULL, 0};
     gmp_output_opts oo = {
         .exporter = "gpumemprof " GMP_VERSION_STRING,
         .title = title,
         .ntraces = ntr,
         .chrome_torch_compat = torch,
         .max_spans = max_spans,
+        .symbolize = symbolize_frame,
+        .symbolize_ctx = &sym,
     };
     for (size_t i = 0; i < nof; i++) {
         gmp_err e = of[i].def->fmt->start(&of[i].ctx, of[i].f, of[i].path, &oo);
@@ -364,6 +404,8 @@ int gmp_cmd_convert(const gmp_cli_cmd_info *cmd, int argc, char **argv)
 
     int status = 0;
     for (size_t i = 0; i < ntr && !status; i++) {
+        gmp_symbolizer_free(sym.s); /* a fresh one per trace: a reader's address may be reused */
+        sym = (symctx){NULL, NULL, 0};
         gmp_reader *r = NULL;
         gmp_replay *rp = NULL;
         gmp_err e = gmp_reader_open(&r, tr[i].path, NULL);
@@ -407,6 +449,7 @@ int gmp_cmd_convert(const gmp_cli_cmd_info *cmd, int argc, char **argv)
         gmp_replay_free(rp);
         gmp_reader_close(r);
     }
+    gmp_symbolizer_free(sym.s);
     if (status) {
         abandon(of, nof);
         free(tr);

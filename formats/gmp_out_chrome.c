@@ -185,12 +185,13 @@ static void w_stack(gmp_output_ctx *c, ctrace *t, uint32_t id)
         gmp_replay_frame fr[MAX_STACK_FRAMES];
         size_t depth = gmp_replay_stack_frames(t->rp, id, fr, MAX_STACK_FRAMES);
         size_t k = depth < MAX_STACK_FRAMES ? depth : MAX_STACK_FRAMES;
-        gmp_obuf one = {0};
+        gmp_obuf one = {0}, file = {0};
+        uint32_t line;
         t->tmp.len = 0;
         gmp_obuf_add(&t->tmp, "[", 1);
         for (size_t i = 0; i < k; i++) {
-            one.len = 0;
-            gmp_output_frame_text(&one, &fr[i]);
+            one.len = file.len = 0;
+            gmp_output_frame(&c->o, t->r, &fr[i], &one, &file, &line);
             if (i)
                 gmp_obuf_add(&t->tmp, ",", 1);
             gmp_obuf_json(&t->tmp, one.p, one.len);
@@ -199,6 +200,7 @@ static void w_stack(gmp_output_ctx *c, ctrace *t, uint32_t id)
             gmp_obuf_printf(&t->tmp, ",\"... %zu more\"", depth - k);
         gmp_obuf_add(&t->tmp, "]", 1);
         gmp_obuf_free(&one);
+        gmp_obuf_free(&file);
         p = frag_put(t, key, &n);
     }
     if (p)

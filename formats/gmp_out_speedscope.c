@@ -198,17 +198,15 @@ static uint32_t stack_frame(gmp_output_ctx *c, strace *t, uint32_t id)
     if (gmp_replay_stack_frames(t->rp, id, &fr, 1) == 0) {
         f = frame_make(c, t, "(unknown frame)", 15, NULL, 0, 0);
     } else {
-        gmp_obuf s = {0};
-        gmp_output_frame_text(&s, &fr);
-        if (s.oom)
+        gmp_obuf s = {0}, file = {0};
+        uint32_t line = 0;
+        gmp_output_frame(&c->o, t->r, &fr, &s, &file, &line);
+        if (s.oom || file.oom)
             f = UINT32_MAX;
-        else if (fr.kind == GMP_FRAME_PYTHON)
-            f = frame_make(c, t, s.p, s.len, fr.file.ptr, fr.file.len, fr.line);
-        else if (fr.module)
-            f = frame_make(c, t, s.p, s.len, fr.module->path.ptr, fr.module->path.len, 0);
         else
-            f = frame_make(c, t, s.p, s.len, NULL, 0, 0);
+            f = frame_make(c, t, s.p ? s.p : "", s.len, file.p, file.len, line);
         gmp_obuf_free(&s);
+        gmp_obuf_free(&file);
     }
     if (f == UINT32_MAX)
         return f;

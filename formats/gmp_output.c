@@ -312,3 +312,24 @@ void gmp_output_frame_text(gmp_obuf *b, const gmp_replay_frame *f)
     }
     gmp_obuf_printf(b, "0x%" PRIx64, f->address);
 }
+
+void gmp_output_frame(const gmp_output_opts *o, const gmp_reader *r, const gmp_replay_frame *f,
+                      gmp_obuf *name, gmp_obuf *file, uint32_t *line)
+{
+    *line = 0;
+    if (f->kind == GMP_FRAME_PYTHON) {
+        gmp_output_frame_text(name, f);
+        gmp_obuf_add(file, f->file.ptr, f->file.len);
+        *line = f->line;
+        return;
+    }
+    size_t n0 = name->len, f0 = file->len;
+    if (o && o->symbolize && o->symbolize(o->symbolize_ctx, r, f->address, name, file, line))
+        return;
+    name->len = n0;
+    file->len = f0;
+    *line = 0;
+    gmp_output_frame_text(name, f);
+    if (f->module)
+        gmp_obuf_add(file, f->module->path.ptr, f->module->path.len);
+}

@@ -33,13 +33,24 @@
 /* Each format defines its own context. */
 typedef struct gmp_output_ctx gmp_output_ctx;
 
+typedef struct gmp_obuf gmp_obuf;
+
+/* Names a native frame (the CLI's offline symbolizer: formats/ does not depend on it). Writes the
+ * display name into name ("function (file.c:42)", inlined functions joined "a > b"), the source
+ * file into file (may stay empty) and *line; returns 1, or 0 to leave the frame unnamed. r is the
+ * reader of the trace being converted (its modules). */
+typedef int (*gmp_output_symbolize_fn)(void *ctx, const gmp_reader *r, uint64_t address,
+                                       gmp_obuf *name, gmp_obuf *file, uint32_t *line);
+
 /* Settings of one conversion; formats use what applies to them. */
 typedef struct gmp_output_opts {
-    const char *exporter;    /* "gpumemprof 0.1.0" */
-    const char *title;       /* a name for the whole document (the traces' file names) */
-    size_t ntraces;          /* traces that will be added */
-    int chrome_torch_compat; /* Chrome: also PyTorch-profiler-style "[memory]" events */
-    uint64_t max_spans;      /* Chrome: allocation spans written at most (0: no limit) */
+    const char *exporter;              /* "gpumemprof 0.1.0" */
+    const char *title;                 /* a name for the whole document (the traces' file names) */
+    size_t ntraces;                    /* traces that will be added */
+    int chrome_torch_compat;           /* Chrome: also PyTorch-profiler-style "[memory]" events */
+    uint64_t max_spans;                /* Chrome: allocation spans written at most (0: no limit) */
+    gmp_output_symbolize_fn symbolize; /* native frames; NULL: "module+0xoffset" */
+    void *symbolize_ctx;
 } gmp_output_opts;
 
 /* One trace of the conversion, as outputs should show it. */
@@ -139,11 +150,11 @@ static inline void gmp_jw_cstr(gmp_jw *w, const char *s)
 }
 
 /* A growable byte buffer (for text kept between callbacks: cached fragments, per-trace notes). */
-typedef struct gmp_obuf {
+struct gmp_obuf {
     char *p;
     size_t len, cap;
     int oom; /* an append failed */
-} gmp_obuf;
+};
 void gmp_obuf_add(gmp_obuf *b, const char *s, size_t n);
 void gmp_obuf_printf(gmp_obuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* s[0..n) quoted and JSON-escaped */
@@ -166,6 +177,11 @@ void gmp_omap_free(gmp_omap *m);
  * "function (file:line)", native frames "libfoo.so+0x1a2b" when a module covers the address (its
  * file name), else "0x7f001234". */
 void gmp_output_frame_text(gmp_obuf *b, const gmp_replay_frame *f);
+/* The same with the conversion's symbolizer for native frames: name as above or symbolized; file
+ * and *line when known (Python frames: their file and line; native: the source, else the module's
+ * path, line 0). */
+void gmp_output_frame(const gmp_output_opts *o, const gmp_reader *r, const gmp_replay_frame *f,
+                      gmp_obuf *name, gmp_obuf *file, uint32_t *line);
 
 /* "GPU 3" or "host" (device -1). */
 const char *gmp_output_device_label(int32_t device, char *buf, size_t n);

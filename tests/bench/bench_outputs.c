@@ -74,8 +74,8 @@ static uint64_t gen(const char *path, uint64_t n)
 static double pass(const char *trace, const gmp_output *fmt, const gmp_output_opts *o,
                    uint64_t *events, uint64_t *bytes_out)
 {
-    gmp_reader *r;
-    gmp_replay *rp;
+    gmp_reader *r = NULL;
+    gmp_replay *rp = NULL;
     if (gmp_reader_open(&r, trace, NULL) != GMP_OK || gmp_replay_new(&rp, r, NULL) != GMP_OK)
         tb_die("cannot open the trace");
     char out[] = "/tmp/gmp_bench_out_XXXXXX";
@@ -125,7 +125,7 @@ int main(int argc, char **argv)
         tb_die("mkstemp");
     close(fd);
     gen(trace, n);
-    gmp_output_opts o = {"gpumemprof bench", "bench", 1, 0, 0};
+    gmp_output_opts o = {.exporter = "gpumemprof bench", .title = "bench", .ntraces = 1};
     uint64_t ev, bytes;
     double base = best(trace, NULL, &o, &ev, &bytes);
     printf("outputs_trace_events: %llu events\n", (unsigned long long)ev);
