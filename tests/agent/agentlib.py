@@ -192,8 +192,12 @@ class Trace:
         return self.header["start_wall_ns"] + (t - self.header["start_trace_ns"])
 
 
-def dump(c, path, ok_rc=(0,)):
+def dump(c, path, ok_rc=(0,), must=True):
+    """`dump --json PATH` as a Trace. must=False (polling a file being written): None when the
+    trace cannot be read yet, without counting a failure."""
     rc, out, err = run([c.gmp, "dump", "--json", path], c.env)
+    if not must and rc not in ok_rc:
+        return None
     recs = []
     summary = None
     for line in out.splitlines():

@@ -67,8 +67,8 @@ def main():
         pid = int(line.split()[1])
 
         def has_ooms():
-            t2 = L.dump(c, out2)
-            return t2 if len(t2.of("oom")) == 2 else None
+            t2 = L.dump(c, out2, must=False)
+            return t2 if t2 and len(t2.of("oom")) == 2 else None
 
         t2 = L.wait_for(has_ooms, 10, "the OOM records in the file of a running program")
         os.kill(pid, signal.SIGKILL)
