@@ -51,7 +51,7 @@ typedef struct trace_in {
 
 typedef struct progress {
     int enabled, shown;
-    double t0;
+    double t0, last_draw;
     uint64_t total_bytes, done_bytes; /* traces before the current one */
     size_t index, count;
     gmp_reader *r;
@@ -86,8 +86,11 @@ static gmp_err progress_tick(progress *p)
 {
     if ((++p->calls & 0x3fff) != 0)
         return GMP_OK;
-    if (now_s() - p->t0 >= 1.0)
+    double t = now_s();
+    if (t - p->t0 >= 1.0 && t - p->last_draw >= 0.1) { /* after a second, ten times a second */
+        p->last_draw = t;
         progress_draw(p);
+    }
     return GMP_OK;
 }
 
