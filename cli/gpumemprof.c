@@ -20,8 +20,10 @@ static const command commands[] = {
     {{"run", "[OPTIONS] [--] COMMAND [ARGS...]",
       "profile the GPU memory of a command and every CUDA process it starts"},
      gmp_cmd_run},
-    {{"report", "TRACE [--format text|json] [--top N] [--device N] [-o FILE]",
-      "peaks, what was live at them, leaks and OOMs of a trace"},
+    {{"report",
+      "TRACE... [--format text|markdown|html|json] [--top N] [--device N] [--by KEYS] "
+      "[--sort KEY] [-o FILE]",
+      "peaks, what was live at them, leaks, OOMs and per-range statistics of traces"},
      gmp_cmd_report},
     {{"convert", "TRACE... [--speedscope FILE] [--chrome FILE] [--chrome-torch-compat]",
       "write traces as speedscope and Chrome/Perfetto files"},

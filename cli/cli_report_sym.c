@@ -1,0 +1,67 @@
+/* cli_report_sym: see cli_report_sym.h. One symbolizer per trace (the module maps of several
+ * processes must not mix), made on the first native frame of the trace. */
+#include "cli_report_sym.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "gmp_report.h"
+#include "gmp_symbolize.h"
+
+static const char *g_debug_dir;
+
+/* The names tables show, as gpumemprof's text report has always shown them: "function
+ * (file.c:42)" when the line is known, else the symbolizer's innermost name for the address. */
+static void display(gmp_symbolizer *sym, const gmp_sym_frame *y, char *buf, size_t n)
+{
+    if (y->function && y->file && y->line) {
+        const char *b = strrchr(y->file, '/');
+        snprintf(buf, n, "%s (%s:%" PRIu32 ")", y->function, b ? b + 1 : y->file, y->line);
+    } else {
+        gmp_symbolize_frame(sym, y->address, 1, buf, n);
+    }
+}
+
+static size_t resolve(void **state, const gmp_reader *r, uint64_t address, gmp_report_sym *out,
+                      size_t max)
+{
+    gmp_symbolizer *sym = *state;
+    if (!sym) {
+        gmp_sym_opts so = {g_debug_dir, 0};
+        if (gmp_symbolizer_new(&sym, &so) != GMP_OK)
+            return 0;
+        *state = sym;
+    }
+    gmp_symbolizer_add_reader_modules(sym, r); /* modules defined since the last call */
+    const gmp_sym_frame *sf = NULL;
+    size_t n = gmp_symbolize(sym, address, &sf);
+    if (n > max)
+        n = max;
+    for (size_t k = 0; k < n; k++) {
+        const gmp_sym_frame *y = &sf[k];
+        gmp_report_sym *o = &out[k];
+        o->function = y->function;
+        o->file = y->file;
+        o->line = y->line;
+        o->module = y->module;
+        o->offset = y->offset;
+        o->inlined = y->inlined;
+        o->unknown = y->status != GMP_SYM_OK ? gmp_sym_status_name(y->status) : NULL;
+        display(sym, y, o->display, sizeof o->display);
+    }
+    return n;
+}
+
+static void free_state(void *state)
+{
+    gmp_symbolizer_free(state);
+}
+
+static const gmp_report_symbolizer cli_symbolizer = {resolve, free_state};
+
+void gmp_cli_report_symbolizer_install(const char *debug_dir)
+{
+    g_debug_dir = debug_dir;
+    gmp_report_set_symbolizer(&cli_symbolizer);
+}

@@ -1,0 +1,1784 @@
+/* gmp_report: the report model (see gmp_report.h). The pass state (struct gmp_report_live) lives
+ * only during the replay; gmp_report_trace holds the frozen result. */
+#include "gmp_report.h"
+
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "gmp_reader.h"
+
+#define NODEV INT32_MIN /* a frame whose device is not known yet */
+
+/* ---- small containers ---- */
+
+/* Open-addressing map from 64-bit keys to 64-bit values. */
+typedef struct u64map {
+    uint64_t *keys, *vals;
+    uint8_t *used;
+    size_t cap, n;
+} u64map;
+
+static size_t u64hash(uint64_t k)
+{
+    k ^= k >> 33;
+    k *= 0xff51afd7ed558ccdull;
+    k ^= k >> 33;
+    return (size_t)k;
+}
+
+static uint64_t *u64map_put(u64map *m, uint64_t key, int *fresh)
+{
+    if ((m->n + 1) * 4 > m->cap * 3) {
+        size_t nc = m->cap ? m->cap * 2 : 64;
+        u64map g = {calloc(nc, 8), calloc(nc, 8), calloc(nc, 1), nc, 0};
+        if (!g.keys || !g.vals || !g.used) {
+            free(g.keys);
+            free(g.vals);
+            free(g.used);
+            return NULL;
+        }
+        for (size_t i = 0; i < m->cap; i++) {
+            if (!m->used[i])
+                continue;
+            size_t j = u64hash(m->keys[i]) & (nc - 1);
+            while (g.used[j])
+                j = (j + 1) & (nc - 1);
+            g.used[j] = 1;
+            g.keys[j] = m->keys[i];
+            g.vals[j] = m->vals[i];
+        }
+        g.n = m->n;
+        free(m->keys);
+        free(m->vals);
+        free(m->used);
+        *m = g;
+    }
+    size_t i = u64hash(key) & (m->cap - 1);
+    while (m->used[i]) {
+        if (m->keys[i] == key) {
+            *fresh = 0;
+            return &m->vals[i];
+        }
+        i = (i + 1) & (m->cap - 1);
+    }
+    m->used[i] = 1;
+    m->keys[i] = key;
+    m->vals[i] = 0;
+    m->n++;
+    *fresh = 1;
+    return &m->vals[i];
+}
+
+static void u64map_free(u64map *m)
+{
+    free(m->keys);
+    free(m->vals);
+    free(m->used);
+    memset(m, 0, sizeof *m);
+}
+
+/* Grows *p (n elements of size sz, capacity *cap) to hold one more; 0 when out of memory. */
+static int grow(void **p, size_t *cap, size_t n, size_t sz)
+{
+    if (n < *cap)
+        return 1;
+    size_t nc = *cap ? *cap * 2 : 8;
+    void *q = realloc(*p, nc * sz);
+    if (!q)
+        return 0;
+    *p = q;
+    *cap = nc;
+    return 1;
+}
+
+/* ---- pass state ---- */
+
+typedef struct bucket {
+    uint64_t amin, amax, alast, rmin, rmax, rlast, fmax, umax;
+    uint8_t has, has_used;
+} bucket;
+
+typedef struct devslot {
+    int used;
+    uint64_t allocated, reserved;
+    long double F;   /* integral of reserved - allocated over time, up to last_t */
+    uint64_t last_t; /* time of the last state change (0: none yet) */
+    uint64_t frag;   /* reserved - allocated now */
+    uint64_t frag_max, frag_max_t;
+    long double unexpl_sum;
+    uint64_t unexpl_n, unexpl_last;
+    uint64_t hist_count[GMP_REPORT_HIST], hist_bytes[GMP_REPORT_HIST];
+    bucket *b; /* GMP_REPORT_BUCKETS */
+} devslot;
+
+typedef struct rframe {
+    uint32_t range;
+    int32_t device;
+    uint32_t tid;
+    uint64_t handle; /* START/END */
+    uint64_t begin, dev_t;
+    long double F_begin;
+    uint64_t allocs, abytes, frees, fbytes;
+    int64_t inside; /* allocated inside (by this range) and still live */
+    uint64_t peak, peak_inside, peak_time;
+} rframe;
+
+typedef struct rthread {
+    uint32_t tid;
+    int32_t last_device; /* NODEV: none yet */
+    size_t n, cap;
+    rframe *f;
+    size_t active_pos; /* index in live->active + 1, 0 when not active */
+} rthread;
+
+typedef struct rstat {
+    uint32_t range;
+    int32_t device;
+    int thread_bound;
+    uint64_t entered, closed, open_at_end, total_ns, max_ns;
+    uint64_t allocs, abytes, frees, fbytes, left;
+    uint64_t peak, peak_inside, peak_time;
+    int has_peak;
+    long double frag_int;
+    uint64_t frag_t;
+} rstat;
+
+typedef struct lanebuf {
+    uint32_t tid, depth;
+    uint32_t *id;
+    uint64_t *cov;
+} lanebuf;
+
+typedef struct heapent {
+    gmp_report_alloc a; /* api/range/stack hold trace ids until the freeze */
+} heapent;
+
+struct gmp_report_live {
+    gmp_report_doc *doc;
+    gmp_report_trace *t;
+    gmp_replay *rp;
+    gmp_reader *r;
+    char path[4096];
+    char label[256];
+    /* timeline axis */
+    int axis_started;
+    uint64_t t0, w;
+    uint64_t last_idx;
+    devslot dev[GMP_REPORT_MAX_DEVICES];
+    /* ranges */
+    u64map threads; /* tid -> index + 1 */
+    rthread *th;
+    size_t nth, capth;
+    size_t *active; /* threads with open ranges */
+    size_t nactive, capactive;
+    rframe *se; /* open START/END ranges */
+    size_t nse, capse;
+    u64map stats; /* range id (+ 2^32 for start/end) -> index */
+    rstat *st;
+    size_t nst, capst;
+    lanebuf lanes[GMP_REPORT_MAX_LANES];
+    size_t nlanes;
+    /* largest allocations (min-heap by size) */
+    heapent *heap;
+    size_t nheap, kheap;
+    /* freeze */
+    u64map strmap; /* content hash -> chain in the trace's strings (index + 1) */
+    u64map rangemap, apimap, stackmap;
+    size_t capstrs, capstacks;
+    char *buf;
+    size_t bufcap;
+    void *symstate; /* the symbolizer's, for this trace */
+};
+
+typedef struct gmp_report_live live;
+
+static devslot *slot_of(live *L, int32_t id)
+{
+    if (id < -1 || id >= GMP_REPORT_MAX_DEVICES - 1)
+        return NULL;
+    devslot *s = &L->dev[id + 1];
+    if (!s->used) {
+        s->b = calloc(GMP_REPORT_BUCKETS, sizeof *s->b);
+        if (!s->b)
+            return NULL;
+        s->used = 1;
+    }
+    return s;
+}
+
+/* ---- timeline axis ---- */
+
+static void merge_bucket(bucket *o, const bucket *a, const bucket *b)
+{
+    if (!a->has && !b->has) {
+        memset(o, 0, sizeof *o);
+    } else if (!a->has || !b->has) {
+        *o = a->has ? *a : *b;
+        if (a->has_used && !o->has_used) {
+            o->has_used = 1;
+            o->umax = a->umax;
+        }
+    } else {
+        bucket m = *b;
+        m.amin = a->amin < b->amin ? a->amin : b->amin;
+        m.amax = a->amax > b->amax ? a->amax : b->amax;
+        m.rmin = a->rmin < b->rmin ? a->rmin : b->rmin;
+        m.rmax = a->rmax > b->rmax ? a->rmax : b->rmax;
+        m.fmax = a->fmax > b->fmax ? a->fmax : b->fmax;
+        *o = m;
+    }
+    if (a->has_used && b->has_used) {
+        o->has_used = 1;
+        o->umax = a->umax > b->umax ? a->umax : b->umax;
+    } else if (a->has_used || b->has_used) {
+        o->has_used = 1;
+        o->umax = a->has_used ? a->umax : b->umax;
+    }
+}
+
+static void axis_double(live *L)
+{
+    const size_t N = GMP_REPORT_BUCKETS;
+    for (size_t d = 0; d < GMP_REPORT_MAX_DEVICES; d++) {
+        bucket *b = L->dev[d].b;
+        if (!b)
+            continue;
+        for (size_t i = 0; i < N / 2; i++) {
+            bucket m;
+            merge_bucket(&m, &b[2 * i], &b[2 * i + 1]);
+            b[i] = m;
+        }
+        memset(b + N / 2, 0, N / 2 * sizeof *b);
+    }
+    for (size_t l = 0; l < L->nlanes; l++) {
+        lanebuf *lb = &L->lanes[l];
+        for (size_t i = 0; i < N / 2; i++) {
+            uint32_t ia = lb->id[2 * i], ib = lb->id[2 * i + 1];
+            uint64_t ca = lb->cov[2 * i], cb = lb->cov[2 * i + 1];
+            if (ia == ib) {
+                lb->id[i] = ia;
+                lb->cov[i] = ca + cb;
+            } else if (cb > ca || !ia) {
+                lb->id[i] = ib;
+                lb->cov[i] = cb;
+            } else {
+                lb->id[i] = ia;
+                lb->cov[i] = ca;
+            }
+        }
+        memset(lb->id + N / 2, 0, N / 2 * sizeof *lb->id);
+        memset(lb->cov + N / 2, 0, N / 2 * sizeof *lb->cov);
+    }
+    L->w *= 2;
+    L->last_idx /= 2;
+}
+
+/* The bucket of time t, widening the buckets until t fits. */
+static size_t axis_index(live *L, uint64_t t)
+{
+    if (!L->axis_started) {
+        L->axis_started = 1;
+        L->t0 = t;
+        L->w = 1024;
+    }
+    if (t < L->t0)
+        return 0;
+    while ((t - L->t0) / L->w >= GMP_REPORT_BUCKETS)
+        axis_double(L);
+    size_t i = (size_t)((t - L->t0) / L->w);
+    if (i > L->last_idx)
+        L->last_idx = i;
+    return i;
+}
+
+/* ---- devices ---- */
+
+static long double slot_F(const devslot *s, uint64_t t)
+{
+    if (!s || !s->last_t || t <= s->last_t)
+        return s ? s->F : 0;
+    return s->F + (long double)s->frag * (long double)(t - s->last_t);
+}
+
+static void dev_update(live *L, const gmp_replay_device *dev, uint64_t t)
+{
+    if (!dev)
+        return;
+    devslot *s = slot_of(L, dev->id);
+    if (!s)
+        return;
+    if (s->last_t && t > s->last_t)
+        s->F += (long double)s->frag * (long double)(t - s->last_t);
+    if (!s->last_t || t > s->last_t)
+        s->last_t = t;
+    s->allocated = dev->allocated;
+    s->reserved = dev->reserved;
+    s->frag = dev->reserved > dev->allocated ? dev->reserved - dev->allocated : 0;
+    if (s->frag > s->frag_max) {
+        s->frag_max = s->frag;
+        s->frag_max_t = t;
+    }
+    bucket *b = &s->b[axis_index(L, t)];
+    if (!b->has) {
+        b->has = 1;
+        b->amin = b->amax = s->allocated;
+        b->rmin = b->rmax = s->reserved;
+        b->fmax = s->frag;
+    } else {
+        if (s->allocated < b->amin)
+            b->amin = s->allocated;
+        if (s->allocated > b->amax)
+            b->amax = s->allocated;
+        if (s->reserved < b->rmin)
+            b->rmin = s->reserved;
+        if (s->reserved > b->rmax)
+            b->rmax = s->reserved;
+        if (s->frag > b->fmax)
+            b->fmax = s->frag;
+    }
+    b->alast = s->allocated;
+    b->rlast = s->reserved;
+}
+
+/* ---- ranges ---- */
+
+static rthread *thread_get(live *L, uint32_t tid)
+{
+    int fresh;
+    uint64_t *v = u64map_put(&L->threads, tid, &fresh);
+    if (!v)
+        return NULL;
+    if (fresh) {
+        if (!grow((void **)&L->th, &L->capth, L->nth, sizeof *L->th))
+            return NULL;
+        rthread *t = &L->th[L->nth];
+        memset(t, 0, sizeof *t);
+        t->tid = tid;
+        t->last_device = NODEV;
+        *v = ++L->nth;
+    }
+    return &L->th[*v - 1];
+}
+
+static rstat *stat_get(live *L, uint32_t range, int thread_bound)
+{
+    int fresh;
+    uint64_t key = (uint64_t)range | (thread_bound ? 0 : (1ull << 32));
+    uint64_t *v = u64map_put(&L->stats, key, &fresh);
+    if (!v)
+        return NULL;
+    if (fresh) {
+        if (!grow((void **)&L->st, &L->capst, L->nst, sizeof *L->st))
+            return NULL;
+        rstat *s = &L->st[L->nst];
+        memset(s, 0, sizeof *s);
+        s->range = range;
+        s->device = NODEV;
+        s->thread_bound = thread_bound;
+        *v = ++L->nst;
+    }
+    return &L->st[*v - 1];
+}
+
+static void frame_set_device(live *L, rframe *f, int32_t dev, uint64_t t)
+{
+    devslot *s = slot_of(L, dev);
+    f->device = dev;
+    f->F_begin = slot_F(s, t);
+    f->dev_t = t;
+    f->peak = s ? s->allocated : 0;
+    f->peak_inside = 0;
+    f->peak_time = t;
+}
+
+static void frame_open(live *L, rframe *f, uint32_t range, uint32_t tid, int32_t dev, uint64_t t)
+{
+    memset(f, 0, sizeof *f);
+    f->range = range;
+    f->tid = tid;
+    f->begin = t;
+    f->device = NODEV;
+    if (dev != NODEV) {
+        frame_set_device(L, f, dev, t);
+        return;
+    }
+    /* until its device is known: the largest device */
+    for (size_t i = 0; i < GMP_REPORT_MAX_DEVICES; i++)
+        if (L->dev[i].used && L->dev[i].allocated > f->peak)
+            f->peak = L->dev[i].allocated;
+    f->peak_time = t;
+}
+
+static lanebuf *lane_get(live *L, uint32_t tid, uint32_t depth)
+{
+    for (size_t i = 0; i < L->nlanes; i++)
+        if (L->lanes[i].tid == tid && L->lanes[i].depth == depth)
+            return &L->lanes[i];
+    if (L->nlanes >= GMP_REPORT_MAX_LANES)
+        return NULL;
+    lanebuf *lb = &L->lanes[L->nlanes];
+    lb->id = calloc(GMP_REPORT_BUCKETS, sizeof *lb->id);
+    lb->cov = calloc(GMP_REPORT_BUCKETS, sizeof *lb->cov);
+    if (!lb->id || !lb->cov) {
+        free(lb->id);
+        free(lb->cov);
+        lb->id = NULL;
+        lb->cov = NULL;
+        return NULL;
+    }
+    lb->tid = tid;
+    lb->depth = depth;
+    L->nlanes++;
+    return lb;
+}
+
+static void lane_add(live *L, uint32_t tid, uint32_t depth, uint32_t range, uint64_t b, uint64_t e)
+{
+    if (depth >= GMP_REPORT_LANE_DEPTH)
+        return;
+    size_t i1 = axis_index(L, e), i0 = axis_index(L, b); /* e first: it may widen the buckets */
+    lanebuf *lb = lane_get(L, tid, depth);
+    if (!lb)
+        return;
+    for (size_t i = i0; i <= i1 && i < GMP_REPORT_BUCKETS; i++) {
+        uint64_t bs = L->t0 + i * L->w, be = bs + L->w;
+        uint64_t lo = b > bs ? b : bs, hi = e < be ? e : be;
+        uint64_t cov = hi > lo ? hi - lo : 0;
+        if (!lb->id[i] || cov > lb->cov[i] || (lb->id[i] == range && cov)) {
+            if (lb->id[i] == range)
+                lb->cov[i] += cov;
+            else
+                lb->cov[i] = cov;
+            lb->id[i] = range;
+        }
+    }
+}
+
+/* Closes a frame into its range's statistics. */
+static void frame_close(live *L, rframe *f, uint64_t end, int thread_bound, int at_end)
+{
+    rstat *s = stat_get(L, f->range, thread_bound);
+    if (!s)
+        return;
+    uint64_t dur = end > f->begin ? end - f->begin : 0;
+    if (at_end)
+        s->open_at_end++;
+    else
+        s->closed++;
+    s->total_ns += dur;
+    if (dur > s->max_ns)
+        s->max_ns = dur;
+    s->allocs += f->allocs;
+    s->abytes += f->abytes;
+    s->frees += f->frees;
+    s->fbytes += f->fbytes;
+    s->left += f->inside > 0 ? (uint64_t)f->inside : 0;
+    if (!s->has_peak || f->peak > s->peak) {
+        s->has_peak = 1;
+        s->peak = f->peak;
+        s->peak_inside = f->peak_inside;
+        s->peak_time = f->peak_time;
+        if (f->device != NODEV || s->device == NODEV)
+            s->device = f->device;
+    }
+    if (f->device != NODEV) {
+        devslot *ds = slot_of(L, f->device);
+        if (ds && end > f->dev_t) {
+            s->frag_int += slot_F(ds, end) - f->F_begin;
+            s->frag_t += end - f->dev_t;
+        }
+    }
+}
+
+static void thread_active(live *L, rthread *t, size_t ti)
+{
+    if (t->n && !t->active_pos) {
+        if (!grow((void **)&L->active, &L->capactive, L->nactive, sizeof *L->active))
+            return;
+        L->active[L->nactive++] = ti;
+        t->active_pos = L->nactive;
+    } else if (!t->n && t->active_pos) {
+        size_t p = t->active_pos - 1, last = L->active[--L->nactive];
+        L->active[p] = last;
+        L->th[last].active_pos = p + 1;
+        t->active_pos = 0;
+    }
+}
+
+static void thread_pop(live *L, rthread *t, uint64_t end, int at_end)
+{
+    rframe *f = &t->f[--t->n];
+    lane_add(L, t->tid, (uint32_t)t->n, f->range, f->begin, end);
+    frame_close(L, f, end, 1, at_end);
+    if (t->n) { /* the parent takes what happened inside its child */
+        rframe *p = &t->f[t->n - 1];
+        p->allocs += f->allocs;
+        p->abytes += f->abytes;
+        p->frees += f->frees;
+        p->fbytes += f->fbytes;
+        p->inside += f->inside;
+    }
+}
+
+static gmp_err on_range(void *ctx, gmp_replay *rp, const gmp_replay_range *ev)
+{
+    live *L = ((gmp_report_trace *)ctx)->live;
+    axis_index(L, ev->end_ns);
+    if (ev->op == GMP_REPLAY_PUSH) {
+        rthread *t = thread_get(L, ev->tid);
+        if (!t || !grow((void **)&t->f, &t->cap, t->n, sizeof *t->f))
+            return gmp_replay_fail(rp, GMP_ERR_NOMEM, "report: out of memory");
+        rstat *s = stat_get(L, ev->range, 1);
+        if (!s)
+            return gmp_replay_fail(rp, GMP_ERR_NOMEM, "report: out of memory");
+        s->entered++;
+        /* the device of the thread's last allocation; else the first one allocated inside */
+        frame_open(L, &t->f[t->n++], ev->range, ev->tid, t->last_device, ev->end_ns);
+        thread_active(L, t, (size_t)(t - L->th));
+    } else if (ev->op == GMP_REPLAY_POP) {
+        rthread *t = thread_get(L, ev->tid);
+        if (!t)
+            return gmp_replay_fail(rp, GMP_ERR_NOMEM, "report: out of memory");
+        while (t->n > ev->depth)
+            thread_pop(L, t, ev->end_ns, 0);
+        thread_active(L, t, (size_t)(t - L->th));
+    } else if (ev->op == GMP_REPLAY_START) {
+        if (L->nse >= 4096) /* open START ranges followed at most */
+            return GMP_OK;
+        if (!grow((void **)&L->se, &L->capse, L->nse, sizeof *L->se))
+            return gmp_replay_fail(rp, GMP_ERR_NOMEM, "report: out of memory");
+        rstat *s = stat_get(L, ev->range, 0);
+        if (!s)
+            return gmp_replay_fail(rp, GMP_ERR_NOMEM, "report: out of memory");
+        s->entered++;
+        rframe *f = &L->se[L->nse++];
+        frame_open(L, f, ev->range, ev->tid, NODEV, ev->end_ns);
+        f->handle = ev->rec->u.rev.handle;
+    } else if (ev->op == GMP_REPLAY_END) {
+        for (size_t i = L->nse; i-- > 0;) {
+            if (L->se[i].handle != ev->rec->u.rev.handle)
+                continue;
+            frame_close(L, &L->se[i], ev->end_ns, 0, 0);
+            L->se[i] = L->se[--L->nse];
+            break;
+        }
+    }
+    return GMP_OK;
+}
+
+/* ---- memory events ---- */
+
+static int hist_bucket(uint64_t size)
+{
+    int b = 0;
+    while (size > 1 && b < GMP_REPORT_HIST - 1) {
+        size >>= 1;
+        b++;
+    }
+    return b;
+}
+
+static void heap_down(heapent *h, size_t n, size_t i)
+{
+    for (;;) {
+        size_t l = 2 * i + 1, r = l + 1, m = i;
+        if (l < n && h[l].a.size < h[m].a.size)
+            m = l;
+        if (r < n && h[r].a.size < h[m].a.size)
+            m = r;
+        if (m == i)
+            return;
+        heapent x = h[i];
+        h[i] = h[m];
+        h[m] = x;
+        i = m;
+    }
+}
+
+static void heap_up(heapent *h, size_t i)
+{
+    while (i) {
+        size_t p = (i - 1) / 2;
+        if (h[p].a.size <= h[i].a.size)
+            return;
+        heapent x = h[i];
+        h[i] = h[p];
+        h[p] = x;
+        i = p;
+    }
+}
+
+static void largest_add(live *L, const gmp_replay_alloc *a)
+{
+    if (!L->kheap || !L->heap)
+        return;
+    heapent e;
+    memset(&e, 0, sizeof e);
+    e.a.device = a->device;
+    e.a.kind = a->kind;
+    e.a.api = a->api;
+    e.a.range = a->range;
+    e.a.stack = a->stack;
+    e.a.tid = a->tid;
+    e.a.address = a->address;
+    e.a.size = a->size;
+    e.a.time_ns = a->time_ns;
+    if (L->nheap < L->kheap) {
+        L->heap[L->nheap] = e;
+        heap_up(L->heap, L->nheap++);
+    } else if (a->size > L->heap[0].a.size) {
+        L->heap[0] = e;
+        heap_down(L->heap, L->nheap, 0);
+    }
+}
+
+static void largest_free(live *L, const gmp_replay_alloc *a, uint64_t t)
+{
+    if (!L->nheap || a->size < L->heap[0].a.size)
+        return;
+    for (size_t i = 0; i < L->nheap; i++) {
+        gmp_report_alloc *x = &L->heap[i].a;
+        if (x->address == a->address && x->time_ns == a->time_ns && x->size == a->size &&
+            x->device == a->device && !x->free_ns) {
+            x->free_ns = t;
+            return;
+        }
+    }
+}
+
+/* A new device value v on device d: the peaks of the open ranges on d. */
+static void ranges_peak(live *L, int32_t d, uint64_t v, uint64_t t)
+{
+    for (size_t k = 0; k < L->nactive; k++) {
+        rthread *th = &L->th[L->active[k]];
+        int64_t sum = 0;
+        for (size_t i = th->n; i-- > 0;) {
+            rframe *f = &th->f[i];
+            sum += f->inside;
+            if (f->device != d && f->device != NODEV)
+                continue;
+            if (v <= f->peak) {
+                if (f->device == d)
+                    break; /* the frames below on d have seen at least as much */
+                continue;
+            }
+            f->peak = v;
+            f->peak_inside = sum > 0 ? (uint64_t)sum : 0;
+            f->peak_time = t;
+        }
+    }
+    for (size_t i = 0; i < L->nse; i++) {
+        rframe *f = &L->se[i];
+        if ((f->device == d || f->device == NODEV) && v > f->peak) {
+            f->peak = v;
+            f->peak_inside = f->inside > 0 ? (uint64_t)f->inside : 0;
+            f->peak_time = t;
+        }
+    }
+}
+
+static gmp_err on_alloc(void *ctx, gmp_replay *rp, const gmp_replay_mem *ev)
+{
+    live *L = ((gmp_report_trace *)ctx)->live;
+    uint64_t t = ev->rec->time_ns;
+    axis_index(L, t);
+    const gmp_replay_alloc *a = ev->alloc;
+    if ((ev->status != GMP_REPLAY_OK && ev->status != GMP_REPLAY_REPLACED) || !a) {
+        dev_update(L, ev->dev, t);
+        return GMP_OK;
+    }
+    if (gmp_report_kind_holds_memory(a->kind)) {
+        devslot *s = slot_of(L, a->device);
+        if (s) {
+            int b = hist_bucket(a->size);
+            s->hist_count[b]++;
+            s->hist_bytes[b] += a->size;
+        }
+        largest_add(L, a);
+    }
+    if (gmp_mem_kind_is_device(a->kind)) {
+        rthread *th = thread_get(L, ev->rec->tid);
+        if (!th)
+            return gmp_replay_fail(rp, GMP_ERR_NOMEM, "report: out of memory");
+        th->last_device = a->device;
+        /* frames that learn their device now start from the value before this allocation */
+        for (size_t i = th->n; i-- > 0 && th->f[i].device == NODEV;)
+            frame_set_device(L, &th->f[i], a->device, t);
+        for (size_t i = 0; i < L->nse; i++)
+            if (L->se[i].device == NODEV)
+                frame_set_device(L, &L->se[i], a->device, t);
+        dev_update(L, ev->dev, t);
+        if (th->n) {
+            rframe *f = &th->f[th->n - 1];
+            f->allocs++;
+            f->abytes += a->size;
+            f->inside += (int64_t)a->size;
+        }
+        for (size_t i = 0; i < L->nse; i++) {
+            rframe *f = &L->se[i];
+            f->allocs++;
+            f->abytes += a->size;
+            f->inside += (int64_t)a->size;
+        }
+        if (ev->counted && ev->dev)
+            ranges_peak(L, ev->dev->id, ev->dev->allocated, t);
+        return GMP_OK;
+    }
+    dev_update(L, ev->dev, t);
+    return GMP_OK;
+}
+
+static gmp_err on_free(void *ctx, gmp_replay *rp, const gmp_replay_mem *ev)
+{
+    live *L = ((gmp_report_trace *)ctx)->live;
+    uint64_t t = ev->rec->time_ns;
+    axis_index(L, t);
+    dev_update(L, ev->dev, t);
+    if (ev->status != GMP_REPLAY_OK || !ev->alloc)
+        return GMP_OK;
+    for (size_t k = 0; k < ev->nalloc; k++) {
+        const gmp_replay_alloc *a = &ev->alloc[k];
+        if (gmp_report_kind_holds_memory(a->kind))
+            largest_free(L, a, t);
+        if (!gmp_mem_kind_is_device(a->kind))
+            continue;
+        rthread *th = thread_get(L, ev->rec->tid);
+        if (!th)
+            return gmp_replay_fail(rp, GMP_ERR_NOMEM, "report: out of memory");
+        if (th->n) {
+            rframe *f = &th->f[th->n - 1];
+            f->frees++;
+            f->fbytes += a->size;
+        }
+        /* what the ranges open on the allocating thread had allocated inside them */
+        rthread *owner = a->tid == ev->rec->tid ? th : thread_get(L, a->tid);
+        if (!owner)
+            return gmp_replay_fail(rp, GMP_ERR_NOMEM, "report: out of memory");
+        for (size_t i = owner->n; i-- > 0;) {
+            if (owner->f[i].begin <= a->time_ns) {
+                owner->f[i].inside -= (int64_t)a->size;
+                break;
+            }
+        }
+        for (size_t i = 0; i < L->nse; i++) {
+            rframe *f = &L->se[i];
+            f->frees++;
+            f->fbytes += a->size;
+            if (f->begin <= a->time_ns)
+                f->inside -= (int64_t)a->size;
+        }
+    }
+    return GMP_OK;
+}
+
+static gmp_err on_pool(void *ctx, gmp_replay *rp, const gmp_rec *rec, const gmp_replay_device *dev)
+{
+    live *L = ((gmp_report_trace *)ctx)->live;
+    axis_index(L, rec->time_ns);
+    dev_update(L, dev, rec->time_ns);
+    return GMP_OK;
+}
+
+static gmp_err on_sample(void *ctx, gmp_replay *rp, const gmp_replay_sample *ev)
+{
+    live *L = ((gmp_report_trace *)ctx)->live;
+    uint64_t t = ev->rec->time_ns;
+    size_t i = axis_index(L, t);
+    if (!ev->dev)
+        return GMP_OK;
+    devslot *s = slot_of(L, ev->dev->id);
+    if (!s)
+        return GMP_OK;
+    s->unexpl_sum += (long double)ev->unexplained;
+    s->unexpl_n++;
+    s->unexpl_last = ev->unexplained;
+    bucket *b = &s->b[i];
+    if (!b->has_used || ev->used > b->umax)
+        b->umax = ev->used;
+    b->has_used = 1;
+    return GMP_OK;
+}
+
+static gmp_err on_event(void *ctx, gmp_replay *rp, const gmp_rec *rec)
+{
+    live *L = ((gmp_report_trace *)ctx)->live;
+    if (rec->type != GMP_REC_END && rec->time_ns)
+        axis_index(L, rec->time_ns);
+    return GMP_OK;
+}
+
+static gmp_err on_oom(void *ctx, gmp_replay *rp, const gmp_replay_oom *ev)
+{
+    live *L = ((gmp_report_trace *)ctx)->live;
+    axis_index(L, ev->time_ns);
+    return GMP_OK;
+}
+
+/* ---- freeze: copy what the renderers need ---- */
+
+static uint64_t strhash(const char *s, size_t n)
+{
+    uint64_t h = 1469598103934665603ull;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ (unsigned char)s[i]) * 1099511628211ull;
+    return h;
+}
+
+/* Index of a copy of s[0..n) in t->strs (equal strings share one index); UINT32_MAX when out of
+ * memory (shown as ""). */
+static uint32_t intern(live *L, const char *s, size_t n)
+{
+    gmp_report_trace *t = L->t;
+    if (!n)
+        return 0;
+    uint64_t h = strhash(s, n);
+    for (uint64_t k = h;; k++) { /* probe by successive keys: collisions of content hashes */
+        int fresh;
+        uint64_t *v = u64map_put(&L->strmap, k, &fresh);
+        if (!v)
+            return UINT32_MAX;
+        if (!fresh) {
+            gmp_str x = t->strs[*v];
+            if (x.len == n && memcmp(x.ptr, s, n) == 0)
+                return (uint32_t)*v;
+            continue;
+        }
+        if (!grow((void **)&t->strs, &L->capstrs, t->nstrs, sizeof *t->strs) || n > UINT32_MAX) {
+            *v = 0;
+            return UINT32_MAX;
+        }
+        char *p = malloc(n + 1);
+        if (!p) {
+            *v = 0;
+            return UINT32_MAX;
+        }
+        memcpy(p, s, n);
+        p[n] = 0;
+        t->strs[t->nstrs] = (gmp_str){p, (uint32_t)n};
+        *v = t->nstrs;
+        return (uint32_t)t->nstrs++;
+    }
+}
+
+static uint32_t intern_cstr(live *L, const char *s)
+{
+    return intern(L, s, s ? strlen(s) : 0);
+}
+
+static uint32_t range_str(live *L, uint32_t id)
+{
+    if (!id)
+        return 0;
+    int fresh;
+    uint64_t *v = u64map_put(&L->rangemap, id, &fresh);
+    if (!v)
+        return 0;
+    if (!fresh)
+        return (uint32_t)*v;
+    size_t n = gmp_reader_range_path(L->r, id, L->buf, L->bufcap);
+    if (n >= L->bufcap) {
+        char *p = realloc(L->buf, n + 1);
+        if (!p)
+            return 0;
+        L->buf = p;
+        L->bufcap = n + 1;
+        n = gmp_reader_range_path(L->r, id, L->buf, L->bufcap);
+    }
+    uint32_t s = intern(L, L->buf, n);
+    *v = s == UINT32_MAX ? 0 : s;
+    return (uint32_t)*v;
+}
+
+static uint32_t api_str(live *L, uint32_t id)
+{
+    if (!id)
+        return 0;
+    int fresh;
+    uint64_t *v = u64map_put(&L->apimap, id, &fresh);
+    if (!v)
+        return 0;
+    if (fresh) {
+        gmp_str s = gmp_reader_string(L->r, id);
+        uint32_t i = intern(L, s.ptr, s.len);
+        *v = i == UINT32_MAX ? 0 : i;
+    }
+    return (uint32_t)*v;
+}
+
+static const gmp_report_symbolizer *g_symbolizer;
+
+void gmp_report_set_symbolizer(const gmp_report_symbolizer *s)
+{
+    g_symbolizer = s;
+}
+
+#define MAX_FRAMES 256
+
+/* The one place where native frames get their names: the symbolizer plugged in with
+ * gmp_report_set_symbolizer, else module+offset from the trace's module map. Appends to fr. */
+static size_t native_frame(live *L, const gmp_replay_frame *x, gmp_report_frame *out, size_t max)
+{
+    const gmp_report_symbolizer *sy = g_symbolizer;
+    if (sy && sy->resolve && max) {
+        gmp_report_sym sf[16];
+        size_t want = max < 16 ? max : 16;
+        size_t n = sy->resolve(&L->symstate, L->r, x->address, sf, want);
+        if (n > want)
+            n = want;
+        for (size_t k = 0; k < n; k++) {
+            gmp_report_frame *o = &out[k];
+            memset(o, 0, sizeof *o);
+            o->kind = GMP_FRAME_NATIVE;
+            o->address = x->address;
+            o->symbolized = 1;
+            o->function = intern_cstr(L, sf[k].function);
+            o->file = intern_cstr(L, sf[k].file);
+            o->line = sf[k].line;
+            o->module = intern_cstr(L, sf[k].module);
+            o->offset = sf[k].offset;
+            o->inlined = sf[k].inlined;
+            o->unknown = intern_cstr(L, sf[k].unknown);
+            o->display = intern_cstr(L, sf[k].display);
+        }
+        if (n)
+            return n;
+    }
+    gmp_report_frame *o = &out[0];
+    memset(o, 0, sizeof *o);
+    o->kind = GMP_FRAME_NATIVE;
+    o->address = x->address;
+    if (x->module) {
+        o->module = intern(L, x->module->path.ptr, x->module->path.len);
+        o->offset = x->offset;
+    }
+    return 1;
+}
+
+static uint32_t stack_copy(live *L, uint32_t id)
+{
+    if (!id)
+        return GMP_REPORT_NO_STACK;
+    int fresh;
+    uint64_t *v = u64map_put(&L->stackmap, id, &fresh);
+    if (!v)
+        return GMP_REPORT_NO_STACK;
+    if (!fresh)
+        return (uint32_t)*v;
+    *v = GMP_REPORT_NO_STACK;
+    gmp_report_trace *t = L->t;
+    gmp_replay_frame fr[MAX_FRAMES];
+    size_t n = gmp_replay_stack_frames(L->rp, id, fr, MAX_FRAMES);
+    if (n > MAX_FRAMES)
+        n = MAX_FRAMES;
+    if (!grow((void **)&t->stacks, &L->capstacks, t->nstacks, sizeof *t->stacks))
+        return GMP_REPORT_NO_STACK;
+    gmp_report_frame *out = calloc(MAX_FRAMES, sizeof *out);
+    if (!out)
+        return GMP_REPORT_NO_STACK;
+    size_t k = 0;
+    for (size_t i = 0; i < n && k < MAX_FRAMES; i++) {
+        const gmp_replay_frame *x = &fr[i];
+        if (x->kind == GMP_FRAME_PYTHON) {
+            gmp_report_frame *o = &out[k++];
+            o->kind = x->kind;
+            o->function = intern(L, x->function.ptr, x->function.len);
+            o->file = intern(L, x->file.ptr, x->file.len);
+            o->line = x->line;
+        } else {
+            k += native_frame(L, x, out + k, MAX_FRAMES - k);
+        }
+    }
+    gmp_report_stack *s = &t->stacks[t->nstacks];
+    s->nframes = k;
+    s->frames = out;
+    *v = t->nstacks++;
+    return (uint32_t)*v;
+}
+
+static uint32_t depth_of(const gmp_str s)
+{
+    uint32_t d = s.len ? 1 : 0;
+    for (uint32_t i = 0; i < s.len; i++)
+        d += s.ptr[i] == '/';
+    return d;
+}
+
+static int range_by_path(const void *a, const void *b)
+{
+    const gmp_report_range *x = a, *y = b;
+    if (x->path != y->path)
+        return x->path < y->path ? -1 : 1;
+    return x->thread_bound - y->thread_bound;
+}
+
+static gmp_err freeze_ranges(live *L)
+{
+    gmp_report_trace *t = L->t;
+    t->ranges = calloc(L->nst ? L->nst : 1, sizeof *t->ranges);
+    if (!t->ranges)
+        return GMP_ERR_NOMEM;
+    size_t n = 0;
+    for (size_t i = 0; i < L->nst; i++) {
+        const rstat *s = &L->st[i];
+        gmp_report_range *o = &t->ranges[n++];
+        o->path = range_str(L, s->range);
+        o->thread_bound = s->thread_bound;
+        o->device = s->device == NODEV ? -2 : s->device;
+        o->entered = s->entered;
+        o->closed = s->closed;
+        o->open_at_end = s->open_at_end;
+        o->total_ns = s->total_ns;
+        o->max_ns = s->max_ns;
+        o->allocs = s->allocs;
+        o->alloc_bytes = s->abytes;
+        o->frees = s->frees;
+        o->free_bytes = s->fbytes;
+        o->left_bytes = s->left;
+        o->peak_bytes = s->peak;
+        o->peak_time_ns = s->peak_time;
+        o->peak_inside_bytes = s->peak_inside;
+        o->frag_mean_bytes = s->frag_t ? (double)(s->frag_int / (long double)s->frag_t) : 0.0;
+        o->depth = depth_of(gmp_report_str(t, o->path));
+        /* weight for merging below */
+        o->net_bytes = (int64_t)s->frag_t;
+    }
+    qsort(t->ranges, n, sizeof *t->ranges, range_by_path);
+    /* several ids with one path (domains, or a path defined twice): one row */
+    size_t m = 0;
+    for (size_t i = 0; i < n; i++) {
+        gmp_report_range *x = &t->ranges[i];
+        if (m && t->ranges[m - 1].path == x->path &&
+            t->ranges[m - 1].thread_bound == x->thread_bound) {
+            gmp_report_range *o = &t->ranges[m - 1];
+            double wo = (double)o->net_bytes, wx = (double)x->net_bytes;
+            if (wo + wx > 0)
+                o->frag_mean_bytes =
+                    (o->frag_mean_bytes * wo + x->frag_mean_bytes * wx) / (wo + wx);
+            o->net_bytes += x->net_bytes;
+            o->entered += x->entered;
+            o->closed += x->closed;
+            o->open_at_end += x->open_at_end;
+            o->total_ns += x->total_ns;
+            if (x->max_ns > o->max_ns)
+                o->max_ns = x->max_ns;
+            o->allocs += x->allocs;
+            o->alloc_bytes += x->alloc_bytes;
+            o->frees += x->frees;
+            o->free_bytes += x->free_bytes;
+            o->left_bytes += x->left_bytes;
+            if (x->peak_bytes > o->peak_bytes) {
+                o->peak_bytes = x->peak_bytes;
+                o->peak_time_ns = x->peak_time_ns;
+                o->peak_inside_bytes = x->peak_inside_bytes;
+                o->device = x->device;
+            }
+        } else {
+            t->ranges[m++] = *x;
+        }
+    }
+    for (size_t i = 0; i < m; i++) {
+        gmp_report_range *o = &t->ranges[i];
+        o->net_bytes = (int64_t)o->alloc_bytes - (int64_t)o->free_bytes;
+    }
+    t->nranges = m;
+    return GMP_OK;
+}
+
+static gmp_err freeze_lanes(live *L)
+{
+    gmp_report_trace *t = L->t;
+    t->lanes = calloc(L->nlanes ? L->nlanes : 1, sizeof *t->lanes);
+    if (!t->lanes)
+        return GMP_ERR_NOMEM;
+    for (size_t l = 0; l < L->nlanes; l++) {
+        const lanebuf *lb = &L->lanes[l];
+        gmp_report_lane *o = &t->lanes[t->nlanes++];
+        o->tid = lb->tid;
+        o->depth = lb->depth;
+        o->spans = calloc(GMP_REPORT_BUCKETS, sizeof *o->spans);
+        if (!o->spans)
+            return GMP_ERR_NOMEM;
+        for (size_t i = 0; i < GMP_REPORT_BUCKETS; i++) {
+            if (!lb->id[i])
+                continue;
+            uint64_t bs = L->t0 + i * L->w;
+            uint32_t p = range_str(L, lb->id[i]);
+            gmp_report_span *last = o->nspans ? &o->spans[o->nspans - 1] : NULL;
+            if (last && last->path == p && last->t1_ns == bs) {
+                last->t1_ns = bs + L->w;
+                continue;
+            }
+            o->spans[o->nspans++] = (gmp_report_span){bs, bs + L->w, p};
+        }
+    }
+    /* lanes ordered by thread (first seen) and depth */
+    for (size_t i = 1; i < t->nlanes; i++) {
+        gmp_report_lane x = t->lanes[i];
+        size_t j = i;
+        while (j > 0 && (t->lanes[j - 1].tid > x.tid ||
+                         (t->lanes[j - 1].tid == x.tid && t->lanes[j - 1].depth > x.depth))) {
+            t->lanes[j] = t->lanes[j - 1];
+            j--;
+        }
+        t->lanes[j] = x;
+    }
+    return GMP_OK;
+}
+
+static gmp_err freeze_devices(live *L)
+{
+    gmp_report_trace *t = L->t;
+    gmp_replay *rp = L->rp;
+    size_t nd = gmp_replay_device_count(rp);
+    t->devices = calloc(nd ? nd : 1, sizeof *t->devices);
+    if (!t->devices)
+        return GMP_ERR_NOMEM;
+    const gmp_replay_summary *sum = gmp_replay_get_summary(rp);
+    uint64_t last = sum->last_ns;
+    for (size_t i = 0; i < nd; i++) {
+        const gmp_replay_device *d = gmp_replay_device_at(rp, i);
+        gmp_report_device *o = &t->devices[t->ndevices++];
+        o->id = d->id;
+        o->d = *d;
+        o->d.def = NULL;
+        if (d->def) {
+            o->has_def = 1;
+            o->name = intern(L, d->def->name.ptr, d->def->name.len);
+            o->total_bytes = d->def->total_bytes;
+        }
+        o->listed = d->id >= 0 || d->allocs > 0;
+        devslot *s = d->id >= -1 && d->id < GMP_REPORT_MAX_DEVICES - 1 ? &L->dev[d->id + 1] : NULL;
+        if (!s || !s->used)
+            continue;
+        o->frag_max = s->frag_max;
+        o->frag_max_time_ns = s->frag_max_t;
+        uint64_t span = last > sum->first_ns ? last - sum->first_ns : 0;
+        if (span)
+            o->frag_mean = (double)(slot_F(s, last) / (long double)span);
+        if (s->unexpl_n)
+            o->unexplained_mean = (double)(s->unexpl_sum / (long double)s->unexpl_n);
+        o->unexplained_last = s->unexpl_last;
+        memcpy(o->hist_count, s->hist_count, sizeof o->hist_count);
+        memcpy(o->hist_bytes, s->hist_bytes, sizeof o->hist_bytes);
+        size_t np = L->axis_started ? (size_t)L->last_idx + 1 : 0;
+        o->points = calloc(np ? np : 1, sizeof *o->points);
+        if (!o->points)
+            return GMP_ERR_NOMEM;
+        gmp_report_point cur;
+        memset(&cur, 0, sizeof cur);
+        for (size_t k = 0; k < np; k++) {
+            const bucket *b = &s->b[k];
+            gmp_report_point *p = &o->points[k];
+            if (b->has) {
+                p->alloc_min = b->amin;
+                p->alloc_max = b->amax;
+                p->alloc_last = b->alast;
+                p->res_min = b->rmin;
+                p->res_max = b->rmax;
+                p->res_last = b->rlast;
+                p->frag_max = b->fmax;
+                p->has = 1;
+                cur = *p;
+            } else {
+                p->alloc_min = p->alloc_max = p->alloc_last = cur.alloc_last;
+                p->res_min = p->res_max = p->res_last = cur.res_last;
+                p->frag_max = cur.res_last > cur.alloc_last ? cur.res_last - cur.alloc_last : 0;
+            }
+            p->t0_ns = L->t0 + k * L->w;
+            p->t1_ns = p->t0_ns + L->w;
+            p->has_used = b->has_used;
+            p->used_max = b->umax;
+        }
+        o->npoints = np;
+    }
+    t->bucket_ns = L->w;
+    return GMP_OK;
+}
+
+static int largest_cmp(const void *a, const void *b)
+{
+    const heapent *x = a, *y = b;
+    if (x->a.size != y->a.size)
+        return x->a.size > y->a.size ? -1 : 1;
+    if (x->a.time_ns != y->a.time_ns)
+        return x->a.time_ns < y->a.time_ns ? -1 : 1;
+    return 0;
+}
+
+static gmp_err freeze(live *L)
+{
+    gmp_report_trace *t = L->t;
+    gmp_replay *rp = L->rp;
+    gmp_err e;
+    L->r = gmp_replay_reader(rp);
+    t->strs = calloc(64, sizeof *t->strs);
+    if (!t->strs)
+        return GMP_ERR_NOMEM;
+    L->capstrs = 64;
+    t->strs[0] = (gmp_str){"", 0};
+    t->nstrs = 1;
+    t->path = intern_cstr(L, L->path);
+    t->label = intern_cstr(L, L->label);
+    const gmp_rec_header *h = gmp_reader_header(L->r);
+    t->sum = *gmp_replay_get_summary(rp);
+    t->has_end = gmp_reader_get_stats(L->r)->has_end;
+    if (h) {
+        t->has_header = 1;
+        t->producer = intern(L, h->producer.ptr, h->producer.len);
+        t->hostname = intern(L, h->hostname.ptr, h->hostname.len);
+        t->cmdline = intern(L, h->cmdline.ptr, h->cmdline.len);
+        t->pid = h->pid;
+        t->ppid = h->ppid;
+        t->rank = h->rank;
+        t->start_wall_ns = h->start_wall_ns;
+        t->start_trace_ns = h->start_trace_ns;
+    } else {
+        t->rank = -1;
+    }
+    t->t0_ns = t->sum.first_ns;
+    if (h && h->start_trace_ns && h->start_trace_ns <= t->sum.first_ns)
+        t->t0_ns = h->start_trace_ns;
+
+    if ((e = freeze_devices(L)) != GMP_OK)
+        return e;
+    size_t ns = gmp_replay_site_count(rp);
+    t->sites = calloc(ns ? ns : 1, sizeof *t->sites);
+    if (!t->sites)
+        return GMP_ERR_NOMEM;
+    for (size_t i = 0; i < ns; i++) {
+        const gmp_replay_site *s = gmp_replay_site_at(rp, i);
+        gmp_report_row *o = &t->sites[t->nsites++];
+        o->device = s->device;
+        o->kind = s->kind;
+        o->api = api_str(L, s->api);
+        o->range = range_str(L, s->range);
+        o->stack = stack_copy(L, s->stack);
+        o->allocs = s->allocs;
+        o->alloc_bytes = s->alloc_bytes;
+        o->frees = s->frees;
+        o->live_bytes = s->live_bytes;
+        o->live_count = s->live_count;
+        o->peak_bytes = s->peak_bytes;
+        o->peak_count = s->peak_count;
+        o->max_alloc_bytes = s->max_alloc_bytes;
+    }
+    if ((e = freeze_ranges(L)) != GMP_OK || (e = freeze_lanes(L)) != GMP_OK)
+        return e;
+    qsort(L->heap, L->nheap, sizeof *L->heap, largest_cmp);
+    t->largest = calloc(L->nheap ? L->nheap : 1, sizeof *t->largest);
+    if (!t->largest)
+        return GMP_ERR_NOMEM;
+    for (size_t i = 0; i < L->nheap; i++) {
+        gmp_report_alloc a = L->heap[i].a;
+        a.api = api_str(L, a.api);
+        a.range = range_str(L, a.range);
+        a.stack = stack_copy(L, a.stack);
+        t->largest[t->nlargest++] = a;
+    }
+    size_t no = gmp_replay_oom_count(rp);
+    t->ooms = calloc(no ? no : 1, sizeof *t->ooms);
+    if (!t->ooms)
+        return GMP_ERR_NOMEM;
+    for (size_t i = 0; i < no; i++) {
+        gmp_report_oom *o = &t->ooms[t->nooms++];
+        o->o = *gmp_replay_oom_at(rp, i);
+        o->o.api = api_str(L, o->o.api);
+        o->o.range = range_str(L, o->o.range);
+        o->o.stack = stack_copy(L, o->o.stack);
+    }
+    size_t nn = gmp_replay_notice_count(rp);
+    t->notices = calloc(nn ? nn : 1, sizeof *t->notices);
+    if (!t->notices)
+        return GMP_ERR_NOMEM;
+    for (size_t i = 0; i < nn; i++) {
+        gmp_report_notice *o = &t->notices[t->nnotices++];
+        const char *m = gmp_replay_notice_at(rp, i, &o->severity, &o->time_ns);
+        o->message = intern_cstr(L, m);
+    }
+    for (size_t i = 0; i < t->nstrs; i++) /* out of memory while interning */
+        if (!t->strs[i].ptr)
+            return GMP_ERR_NOMEM;
+    return GMP_OK;
+}
+
+static void live_free(live *L)
+{
+    if (!L)
+        return;
+    for (size_t i = 0; i < GMP_REPORT_MAX_DEVICES; i++)
+        free(L->dev[i].b);
+    for (size_t i = 0; i < L->nth; i++)
+        free(L->th[i].f);
+    free(L->th);
+    free(L->active);
+    free(L->se);
+    free(L->st);
+    for (size_t i = 0; i < L->nlanes; i++) {
+        free(L->lanes[i].id);
+        free(L->lanes[i].cov);
+    }
+    free(L->heap);
+    free(L->buf);
+    u64map_free(&L->threads);
+    u64map_free(&L->stats);
+    u64map_free(&L->strmap);
+    u64map_free(&L->rangemap);
+    u64map_free(&L->apimap);
+    u64map_free(&L->stackmap);
+    if (L->symstate && g_symbolizer && g_symbolizer->free_state)
+        g_symbolizer->free_state(L->symstate);
+    free(L);
+}
+
+static gmp_err on_end(void *ctx, gmp_replay *rp)
+{
+    gmp_report_trace *t = ctx;
+    live *L = t->live;
+    const gmp_replay_summary *s = gmp_replay_get_summary(rp);
+    uint64_t end = s->last_ns;
+    /* ranges still open at the end: closed at the last event */
+    for (size_t i = 0; i < L->nth; i++) {
+        rthread *th = &L->th[i];
+        while (th->n)
+            thread_pop(L, th, end > th->f[th->n - 1].begin ? end : th->f[th->n - 1].begin, 1);
+    }
+    for (size_t i = 0; i < L->nse; i++)
+        frame_close(L, &L->se[i], end > L->se[i].begin ? end : L->se[i].begin, 0, 1);
+    L->nse = 0;
+    gmp_err e = freeze(L);
+    live_free(L);
+    t->live = NULL;
+    if (e != GMP_OK)
+        return gmp_replay_fail(rp, e, "report: out of memory");
+    return GMP_OK;
+}
+
+static const gmp_replay_ops report_ops = {
+    .alloc = on_alloc,
+    .free = on_free,
+    .range = on_range,
+    .pool = on_pool,
+    .sample = on_sample,
+    .oom = on_oom,
+    .event = on_event,
+    .end = on_end,
+};
+
+/* ---- document ---- */
+
+gmp_err gmp_report_doc_new(gmp_report_doc **out, const gmp_report_opts *opts)
+{
+    gmp_report_doc *d = calloc(1, sizeof *d);
+    if (!d)
+        return GMP_ERR_NOMEM;
+    if (opts)
+        d->opts = *opts;
+    if (!d->opts.max_largest)
+        d->opts.max_largest = 20;
+    if (d->opts.max_largest > 1000)
+        d->opts.max_largest = 1000;
+    *out = d;
+    return GMP_OK;
+}
+
+static void trace_free(gmp_report_trace *t)
+{
+    if (!t)
+        return;
+    live_free(t->live);
+    for (size_t i = 0; i < t->ndevices; i++)
+        free(t->devices[i].points);
+    free(t->devices);
+    free(t->sites);
+    free(t->ranges);
+    for (size_t i = 0; i < t->nlanes; i++)
+        free(t->lanes[i].spans);
+    free(t->lanes);
+    free(t->largest);
+    free(t->ooms);
+    free(t->notices);
+    for (size_t i = 0; i < t->nstacks; i++)
+        free(t->stacks[i].frames);
+    free(t->stacks);
+    for (size_t i = 1; i < t->nstrs; i++)
+        free((char *)t->strs[i].ptr);
+    free(t->strs);
+    free(t);
+}
+
+void gmp_report_doc_free(gmp_report_doc *doc)
+{
+    if (!doc)
+        return;
+    for (size_t i = 0; i < doc->ntraces; i++)
+        trace_free(doc->traces[i]);
+    free(doc->traces);
+    free(doc);
+}
+
+gmp_err gmp_report_doc_add(gmp_report_doc *doc, gmp_replay *rp, const char *path, const char *label)
+{
+    gmp_report_trace **tv = realloc(doc->traces, (doc->ntraces + 1) * sizeof *tv);
+    if (!tv)
+        return GMP_ERR_NOMEM;
+    doc->traces = tv;
+    gmp_report_trace *t = calloc(1, sizeof *t);
+    live *L = calloc(1, sizeof *L);
+    if (!t || !L) {
+        free(t);
+        free(L);
+        return GMP_ERR_NOMEM;
+    }
+    t->live = L;
+    L->doc = doc;
+    L->t = t;
+    L->rp = rp;
+    snprintf(L->path, sizeof L->path, "%s", path ? path : "");
+    snprintf(L->label, sizeof L->label, "%s", label ? label : "");
+    L->kheap = doc->opts.max_largest;
+    L->heap = calloc(L->kheap, sizeof *L->heap);
+    gmp_err e = L->heap ? gmp_replay_add(rp, &report_ops, t) : GMP_ERR_NOMEM;
+    if (e != GMP_OK) {
+        trace_free(t);
+        return e;
+    }
+    doc->traces[doc->ntraces++] = t;
+    return GMP_OK;
+}
+
+/* ---- views ---- */
+
+static const char *const by_names[] = {"range", "stack", "kind", "api"};
+
+const char *gmp_report_by_name(unsigned by)
+{
+    for (unsigned i = 0; i < 4; i++)
+        if (by == (1u << i))
+            return by_names[i];
+    return "";
+}
+
+unsigned gmp_report_parse_by(const char *s)
+{
+    unsigned m = 0;
+    while (s && *s) {
+        const char *c = strchr(s, ',');
+        size_t n = c ? (size_t)(c - s) : strlen(s);
+        unsigned bit = 0;
+        for (unsigned i = 0; i < 4; i++)
+            if (strlen(by_names[i]) == n && memcmp(by_names[i], s, n) == 0)
+                bit = 1u << i;
+        if (!bit)
+            return 0;
+        m |= bit;
+        s += n;
+        if (*s == ',')
+            s++;
+    }
+    return m;
+}
+
+static const char *const sort_names[] = {"path", "time", "count", "alloc", "freed",
+                                         "net",  "left", "peak",  "frag"};
+
+int gmp_report_parse_sort(const char *s, gmp_report_sort *out)
+{
+    for (int i = 0; i < (int)(sizeof sort_names / sizeof *sort_names); i++) {
+        if (s && strcmp(s, sort_names[i]) == 0) {
+            *out = (gmp_report_sort)i;
+            return 1;
+        }
+    }
+    return 0;
+}
+
+const char *gmp_report_sort_name(gmp_report_sort s)
+{
+    return (unsigned)s < sizeof sort_names / sizeof *sort_names ? sort_names[s] : "path";
+}
+
+int gmp_report_wanted(const gmp_report_view *v, int32_t device)
+{
+    return v->device == INT64_MIN || v->device == device;
+}
+
+int gmp_report_kind_holds_memory(uint32_t kind)
+{
+    return kind != GMP_MEM_VMM_MAPPING && kind != GMP_MEM_NVTX_REGION && kind != GMP_MEM_VA_RESERVE;
+}
+
+/* string order for ties: by content, so that outputs do not depend on interning order */
+static const gmp_report_trace *cmp_trace;
+
+static int strcmp_idx(uint32_t a, uint32_t b)
+{
+    if (a == b)
+        return 0;
+    gmp_str x = gmp_report_str(cmp_trace, a), y = gmp_report_str(cmp_trace, b);
+    size_t n = x.len < y.len ? x.len : y.len;
+    int c = n ? memcmp(x.ptr, y.ptr, n) : 0;
+    if (c)
+        return c;
+    return x.len < y.len ? -1 : x.len > y.len ? 1 : 0;
+}
+
+static int row_key(const void *a, const void *b)
+{
+    const gmp_report_row *x = a, *y = b;
+    if (x->device != y->device)
+        return x->device < y->device ? -1 : 1;
+    if (x->kind != y->kind)
+        return x->kind < y->kind ? -1 : 1;
+    int c = strcmp_idx(x->range, y->range);
+    if (c)
+        return c;
+    if (x->stack != y->stack)
+        return x->stack < y->stack ? -1 : 1;
+    return strcmp_idx(x->api, y->api);
+}
+
+static int row_value(const void *a, const void *b)
+{
+    const gmp_report_row *x = a, *y = b;
+    if (x->device != y->device)
+        return x->device < y->device ? -1 : 1;
+    if (x->bytes != y->bytes)
+        return x->bytes > y->bytes ? -1 : 1;
+    if (x->count != y->count)
+        return x->count > y->count ? -1 : 1;
+    return row_key(a, b);
+}
+
+static int row_sites(const void *a, const void *b)
+{
+    const gmp_report_row *x = a, *y = b;
+    if (x->device != y->device)
+        return x->device < y->device ? -1 : 1;
+    if (x->count != y->count)
+        return x->count > y->count ? -1 : 1;
+    if (x->bytes != y->bytes)
+        return x->bytes > y->bytes ? -1 : 1;
+    return row_key(a, b);
+}
+
+gmp_report_row *gmp_report_group(const gmp_report_trace *t, const gmp_report_view *v,
+                                 gmp_report_what what, unsigned by, size_t *n)
+{
+    gmp_report_row *a = calloc(t->nsites ? t->nsites : 1, sizeof *a);
+    if (!a)
+        return NULL;
+    size_t k = 0;
+    for (size_t i = 0; i < t->nsites; i++) {
+        const gmp_report_row *s = &t->sites[i];
+        if (!gmp_report_wanted(v, s->device))
+            continue;
+        gmp_report_row g = *s;
+        if (what == GMP_REPORT_PEAK) {
+            if (!s->peak_count || !gmp_mem_kind_is_device(s->kind))
+                continue;
+            g.bytes = s->peak_bytes;
+            g.count = s->peak_count;
+        } else if (what == GMP_REPORT_LEAKS) {
+            if (!s->live_count || !gmp_report_kind_holds_memory(s->kind))
+                continue;
+            g.bytes = s->live_bytes;
+            g.count = s->live_count;
+        } else {
+            if (!s->allocs || !gmp_report_kind_holds_memory(s->kind))
+                continue;
+            g.bytes = s->alloc_bytes;
+            g.count = s->allocs;
+        }
+        if (!(by & GMP_REPORT_BY_KIND))
+            g.kind = GMP_REPORT_ALL;
+        if (!(by & GMP_REPORT_BY_API))
+            g.api = GMP_REPORT_ALL;
+        if (!(by & GMP_REPORT_BY_RANGE))
+            g.range = GMP_REPORT_ALL;
+        if (!(by & GMP_REPORT_BY_STACK))
+            g.stack = GMP_REPORT_ALL;
+        a[k++] = g;
+    }
+    cmp_trace = t;
+    qsort(a, k, sizeof *a, row_key);
+    size_t m = 0;
+    for (size_t i = 0; i < k; i++) {
+        if (m && row_key(&a[m - 1], &a[i]) == 0) {
+            gmp_report_row *o = &a[m - 1];
+            o->bytes += a[i].bytes;
+            o->count += a[i].count;
+            o->allocs += a[i].allocs;
+            o->alloc_bytes += a[i].alloc_bytes;
+            o->frees += a[i].frees;
+            o->live_bytes += a[i].live_bytes;
+            o->live_count += a[i].live_count;
+            o->peak_bytes += a[i].peak_bytes;
+            o->peak_count += a[i].peak_count;
+            if (a[i].max_alloc_bytes > o->max_alloc_bytes)
+                o->max_alloc_bytes = a[i].max_alloc_bytes;
+        } else {
+            a[m++] = a[i];
+        }
+    }
+    qsort(a, m, sizeof *a, what == GMP_REPORT_SITES ? row_sites : row_value);
+    cmp_trace = NULL;
+    *n = m;
+    return a;
+}
+
+static gmp_report_sort cmp_sort;
+
+static int range_cmp(const void *a, const void *b)
+{
+    const gmp_report_range *x = a, *y = b;
+    double vx = 0, vy = 0;
+    switch (cmp_sort) {
+    case GMP_REPORT_SORT_PATH: break;
+    case GMP_REPORT_SORT_TIME: vx = (double)x->total_ns, vy = (double)y->total_ns; break;
+    case GMP_REPORT_SORT_COUNT: vx = (double)x->entered, vy = (double)y->entered; break;
+    case GMP_REPORT_SORT_ALLOC: vx = (double)x->alloc_bytes, vy = (double)y->alloc_bytes; break;
+    case GMP_REPORT_SORT_FREED: vx = (double)x->free_bytes, vy = (double)y->free_bytes; break;
+    case GMP_REPORT_SORT_NET: vx = (double)x->net_bytes, vy = (double)y->net_bytes; break;
+    case GMP_REPORT_SORT_LEFT: vx = (double)x->left_bytes, vy = (double)y->left_bytes; break;
+    case GMP_REPORT_SORT_PEAK: vx = (double)x->peak_bytes, vy = (double)y->peak_bytes; break;
+    case GMP_REPORT_SORT_FRAG: vx = x->frag_mean_bytes, vy = y->frag_mean_bytes; break;
+    }
+    if (vx != vy)
+        return vx > vy ? -1 : 1;
+    int c = strcmp_idx(x->path, y->path);
+    if (c)
+        return c;
+    return y->thread_bound - x->thread_bound;
+}
+
+gmp_report_range *gmp_report_sorted_ranges(const gmp_report_trace *t, const gmp_report_view *v,
+                                           size_t *n)
+{
+    gmp_report_range *a = calloc(t->nranges ? t->nranges : 1, sizeof *a);
+    if (!a)
+        return NULL;
+    size_t k = 0;
+    for (size_t i = 0; i < t->nranges; i++)
+        if (v->device == INT64_MIN || t->ranges[i].device == v->device)
+            a[k++] = t->ranges[i];
+    cmp_trace = t;
+    cmp_sort = v->sort;
+    qsort(a, k, sizeof *a, range_cmp);
+    cmp_trace = NULL;
+    *n = k;
+    return a;
+}
+
+/* ---- formatting ---- */
+
+const char *gmp_report_fmt_bytes(uint64_t b, char *buf, size_t n)
+{
+    static const char *const units[] = {"KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+    if (b < 1024) {
+        snprintf(buf, n, "%" PRIu64 " B", b);
+        return buf;
+    }
+    double v = (double)b;
+    int u = -1;
+    while (v >= 1024.0 && u < 5) {
+        v /= 1024.0;
+        u++;
+    }
+    snprintf(buf, n, "%.2f %s", v, units[u]);
+    return buf;
+}
+
+const char *gmp_report_fmt_time(const gmp_report_trace *t, uint64_t ns, char *buf, size_t n)
+{
+    uint64_t t0 = t->t0_ns;
+    if (ns >= t0)
+        snprintf(buf, n, "+%" PRIu64 ".%06" PRIu64 " s", (ns - t0) / 1000000000u,
+                 (ns - t0) % 1000000000u / 1000u);
+    else
+        snprintf(buf, n, "-%" PRIu64 ".%06" PRIu64 " s", (t0 - ns) / 1000000000u,
+                 (t0 - ns) % 1000000000u / 1000u);
+    return buf;
+}
+
+const char *gmp_report_fmt_dur(uint64_t ns, char *buf, size_t n)
+{
+    if (ns < 1000)
+        snprintf(buf, n, "%" PRIu64 " ns", ns);
+    else if (ns < 1000000)
+        snprintf(buf, n, "%.3f us", (double)ns / 1e3);
+    else if (ns < 1000000000)
+        snprintf(buf, n, "%.3f ms", (double)ns / 1e6);
+    else
+        snprintf(buf, n, "%.3f s", (double)ns / 1e9);
+    return buf;
+}
+
+size_t gmp_report_frame_text(const gmp_report_trace *t, const gmp_report_frame *f, char *buf,
+                             size_t n)
+{
+    int k;
+    gmp_str fn = gmp_report_str(t, f->function), file = gmp_report_str(t, f->file);
+    gmp_str disp = gmp_report_str(t, f->display);
+    if (disp.len) {
+        k = snprintf(buf, n, "%.*s", (int)disp.len, disp.ptr);
+    } else if (f->kind == GMP_FRAME_PYTHON) {
+        k = snprintf(buf, n, "%.*s (%.*s:%" PRIu32 ")", (int)fn.len, fn.ptr, (int)file.len,
+                     file.ptr, f->line);
+    } else if (fn.len) {
+        const char *b = file.ptr;
+        for (uint32_t i = 0; i < file.len; i++)
+            if (file.ptr[i] == '/')
+                b = file.ptr + i + 1;
+        if (file.len && f->line)
+            k = snprintf(buf, n, "%.*s (%.*s:%" PRIu32 ")", (int)fn.len, fn.ptr,
+                         (int)(file.len - (uint32_t)(b - file.ptr)), b, f->line);
+        else
+            k = snprintf(buf, n, "%.*s", (int)fn.len, fn.ptr);
+    } else if (f->module) {
+        gmp_str m = gmp_report_str(t, f->module);
+        const char *base = m.ptr;
+        for (uint32_t i = 0; i < m.len; i++)
+            if (m.ptr[i] == '/')
+                base = m.ptr + i + 1;
+        k = snprintf(buf, n, "%.*s+0x%" PRIx64, (int)(m.len - (uint32_t)(base - m.ptr)), base,
+                     f->offset);
+    } else {
+        k = snprintf(buf, n, "0x%" PRIx64, f->address);
+    }
+    if (k < 0)
+        return 0;
+    return (size_t)k < n ? (size_t)k : (n ? n - 1 : 0);
+}
+
+gmp_report_writer gmp_report_writer_by_name(const char *name)
+{
+    if (!name)
+        return NULL;
+    if (strcmp(name, "text") == 0 || strcmp(name, "txt") == 0)
+        return gmp_report_write_text;
+    if (strcmp(name, "markdown") == 0 || strcmp(name, "md") == 0)
+        return gmp_report_write_md;
+    if (strcmp(name, "html") == 0)
+        return gmp_report_write_html;
+    if (strcmp(name, "json") == 0)
+        return gmp_report_write_json;
+    return NULL;
+}
+
+const char *gmp_report_format_for_path(const char *path)
+{
+    const char *dot = path ? strrchr(path, '.') : NULL;
+    if (!dot || strchr(dot, '/'))
+        return NULL;
+    if (strcasecmp(dot, ".txt") == 0 || strcasecmp(dot, ".text") == 0)
+        return "text";
+    if (strcasecmp(dot, ".md") == 0 || strcasecmp(dot, ".markdown") == 0)
+        return "markdown";
+    if (strcasecmp(dot, ".html") == 0 || strcasecmp(dot, ".htm") == 0)
+        return "html";
+    if (strcasecmp(dot, ".json") == 0)
+        return "json";
+    return NULL;
+}
