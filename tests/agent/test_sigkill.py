@@ -4,7 +4,7 @@
 marked incomplete (no END), and holds the events up to at most one flush interval (50 ms, plus a
 small allowance for compressing and writing the last frame) before the kill: the last event's
 time, converted with the header's start_wall_ns/start_trace_ns, is compared with the time of the
-kill. Usage: test_sigkill.py COMMON-OPTIONS [--seed N] [--runs N]"""
+kill (each run within 50 + 250 ms, the median within 50 + 50 ms). Usage: test_sigkill.py COMMON-OPTIONS [--seed N] [--runs N]"""
 import os
 import random
 import signal
