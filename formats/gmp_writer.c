@@ -46,6 +46,7 @@ struct gmp_wthread {
     uint64_t prev_ns;          /* time of the last event in cur */
     uint64_t lost_pending;     /* lost events not yet written as a LOST record */
     uint64_t accepted, lost;   /* totals */
+    uint64_t max_ns;           /* latest event time accepted */
     struct gmp_wthread *next;
 };
 
@@ -103,6 +104,7 @@ struct gmp_writer {
     atomic_int full_pending;
     gmp_wthread *threads;
     uint64_t released_accepted, released_lost;
+    uint64_t max_ns; /* latest event time seen when collecting (writer side) */
 
     pthread_mutex_t qlock;
     pthread_cond_t freecond;
@@ -563,10 +565,13 @@ int gmp_wthread_event(gmp_wthread *t, gmp_rec *ev)
     size_t before = b->len;
     buf_encode(b, &t->prev_ns, ev);
     int ok = b->len > before;
-    if (ok)
+    if (ok) {
         t->accepted++;
-    else
+        if (ev->time_ns > t->max_ns)
+            t->max_ns = ev->time_ns;
+    } else {
         t->lost++; /* a record the codec refused (out-of-range field): counted, not written */
+    }
     tunlock(t);
     return ok ? 0 : -1;
 }
@@ -742,6 +747,8 @@ static void run_cycle(gmp_writer *w, int final)
         }
         t->full = t->full_tail = NULL;
         int gone = t->released;
+        if (t->max_ns > w->max_ns)
+            w->max_ns = t->max_ns;
         if (final || gone) {
             pend_lost += t->lost_pending;
             t->lost_pending = 0;
@@ -805,7 +812,13 @@ static void run_cycle(gmp_writer *w, int final)
         }
         gmp_buf *b = w->own;
         if (b) {
-            uint64_t now = gmp_clock_ns();
+            /* the writer's own records follow every event: with callers' own times (importers,
+             * tests) the clock may be earlier than their last event */
+            uint64_t now = w->has_thread ? gmp_clock_ns() : 0;
+            if (now <= w->max_ns)
+                now = w->max_ns + 1; /* after a SYNC at the last event's time too */
+            if (!now)
+                now = gmp_clock_ns();
             uint64_t zero = 0;
             buf_prologue(b, own_tid(), &w->own_prev, now, &zero, 0);
             if (pend_lost) {
