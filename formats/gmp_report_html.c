@@ -136,11 +136,22 @@ static void svg_timeline(const hw *w, const gmp_report_device *o)
         char b[32];
         fprintf(f,
                 "<line x1=\"%.1f\" y1=\"4\" x2=\"%.1f\" y2=\"%.0f\" stroke=\"#f2f2f2\"/>"
-                "<text x=\"%.1f\" y=\"%.0f\" text-anchor=\"middle\">%s</text>",
-                x, x, H + 4, x, H + 18, gmp_report_fmt_time(t, tt, b, sizeof b));
+                "<text x=\"%.1f\" y=\"%.0f\" text-anchor=\"%s\">%s</text>",
+                x, x, H + 4, x, H + 18,
+                k == 5 ? "end"
+                : k    ? "middle"
+                       : "start",
+                gmp_report_fmt_time(t, tt, b, sizeof b));
     }
 #define Y(v) (H + 4 - H * (double)(v) / (double)ymax)
-    /* allocated: min..max envelope */
+    /* allocated: the area under its maximum, then the min..max envelope of each bucket */
+    fprintf(f, "<path fill=\"#dbe8f6\" stroke=\"none\" d=\"M%.1f %.1f", ML, Y(0));
+    for (size_t i = 0; i < o->npoints; i++) {
+        const gmp_report_point *p = &o->points[i];
+        fprintf(f, "L%.1f %.1fL%.1f %.1f", xpos(p->t0_ns, t0, t1), Y(p->alloc_max),
+                xpos(p->t1_ns, t0, t1), Y(p->alloc_max));
+    }
+    fprintf(f, "L%.1f %.1fZ\"/>", xpos(o->points[o->npoints - 1].t1_ns, t0, t1), Y(0));
     fputs("<path fill=\"#9cc3ea\" stroke=\"none\" d=\"", f);
     for (size_t i = 0; i < o->npoints; i++) {
         const gmp_report_point *p = &o->points[i];

@@ -40,11 +40,6 @@ static void md_bytes(FILE *f, const char *s, size_t n)
             case '|':
             case '#':
             case '~':
-            case '!':
-            case '(':
-            case ')':
-            case '{':
-            case '}':
                 fputc('\\', f);
                 fputc(p[i], f);
                 break;

@@ -1,0 +1,269 @@
+#!/usr/bin/env python3
+"""Tests of the report's formats (gpumemprof report --format text|markdown|html|json).
+
+    check_report_formats.py MODE GPUMEMPROF REPORT_TRACE REPORT_TRACES GOLDEN_DIR
+
+MODE: golden_md, golden_html (the fixture of tests/replay/report_trace against golden files;
+GMP_REGEN_GOLDEN=1 rewrites them), ranges_json (exact per-range statistics of a crafted trace),
+html_hostile (hostile strings: no injected element, parsed with html.parser), md_hostile,
+html_selfcontained (no network reference), multi (several traces: a section per process and a
+summary, in every format), options (--by, --sort, --top, format from -o's extension, bad
+arguments)."""
+import html.parser
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+
+MiB = 1 << 20
+T0 = 1000000000
+
+
+def us(x):
+    return T0 + int(x * 1000)
+
+
+def run(args, cwd, expect_rc=0):
+    p = subprocess.run(args, cwd=cwd, capture_output=True)
+    if p.returncode != expect_rc:
+        sys.exit("%s: exit %d, expected %d\nstdout:\n%s\nstderr:\n%s" %
+                 (" ".join(args), p.returncode, expect_rc, p.stdout.decode(errors="replace"),
+                  p.stderr.decode(errors="replace")))
+    return p.stdout, p.stderr.decode()
+
+
+def eq(what, got, want):
+    if got != want:
+        sys.exit("%s: got %r, expected %r" % (what, got, want))
+
+
+def golden(name, out, gdir):
+    path = os.path.join(gdir, name)
+    if os.environ.get("GMP_REGEN_GOLDEN"):
+        with open(path, "wb") as f:
+            f.write(out)
+    with open(path, "rb") as f:
+        want = f.read()
+    if out != want:
+        sys.exit("output differs from %s (GMP_REGEN_GOLDEN=1 rewrites it):\n%s" %
+                 (path, out.decode(errors="replace")[:4000]))
+
+
+ALLOWED = {"html", "head", "meta", "title", "style", "body", "h1", "h2", "h3", "h4", "p", "br",
+           "code", "span", "b", "i", "table", "tr", "th", "td", "section", "svg", "g", "rect",
+           "path", "line", "circle", "text", "ul", "li", "div"}
+
+
+class Collect(html.parser.HTMLParser):
+    def __init__(self):
+        super().__init__(convert_charrefs=True)
+        self.tags, self.attrs, self.data, self.stack = [], [], [], []
+
+    def handle_starttag(self, tag, attrs):
+        self.tags.append(tag)
+        self.attrs.extend((tag, k, v) for k, v in attrs)
+        if tag not in ("meta", "br"):
+            self.stack.append(tag)
+
+    def handle_endtag(self, tag):
+        if not self.stack or self.stack[-1] != tag:
+            sys.exit("unbalanced </%s>, open: %r" % (tag, self.stack[-5:]))
+        self.stack.pop()
+
+    def handle_data(self, d):
+        self.data.append(d)
+
+
+def parse_html(doc):
+    p = Collect()
+    p.feed(doc)
+    p.close()
+    eq("elements left open", p.stack, [])
+    bad = sorted(set(p.tags) - ALLOWED)
+    if bad:
+        sys.exit("unexpected elements in the HTML: %r" % bad)
+    for tag, k, v in p.attrs:
+        if k.startswith("on") or k in ("src", "href", "xlink:href", "action", "formaction"):
+            sys.exit("unexpected attribute %s=%r on <%s>" % (k, v, tag))
+    return p
+
+
+def self_contained(doc):
+    for pat in ("http://", "https://", "url(", "@import", "<script", "<link", "<img", "<iframe"):
+        if pat in doc.lower():
+            sys.exit("the HTML is not self-contained: it has %r" % pat)
+
+
+def check_ranges(doc):
+    rs = {(r["path"], r["kind"]): r for r in doc["ranges"]}
+    eq("range paths", sorted(rs), [("outer", "push"), ("outer/inner", "push"),
+                                   ("phase", "start")])
+    want = {
+        ("outer", "push"): dict(
+            depth=1, device=0, entered=1, open_at_end=0, total_ns=11000, mean_ns=11000,
+            allocations=4, allocated_bytes=190 * MiB, frees=1, freed_bytes=100 * MiB,
+            net_bytes=90 * MiB, left_bytes=40 * MiB, peak_bytes=150 * MiB, peak_time_ns=us(4),
+            peak_inside_bytes=150 * MiB, fragmentation_mean_bytes=200 * MiB),
+        ("outer/inner", "push"): dict(
+            depth=2, device=0, entered=2, open_at_end=0, total_ns=6000, mean_ns=3000,
+            max_ns=4000, allocations=3, allocated_bytes=90 * MiB, frees=1,
+            freed_bytes=100 * MiB, net_bytes=-10 * MiB, left_bytes=40 * MiB,
+            peak_bytes=150 * MiB, peak_time_ns=us(4), peak_inside_bytes=50 * MiB,
+            fragmentation_mean_bytes=200 * MiB),
+        ("phase", "start"): dict(
+            depth=1, device=0, entered=1, total_ns=6000, allocations=2, allocated_bytes=80 * MiB,
+            frees=2, freed_bytes=150 * MiB, net_bytes=-70 * MiB, left_bytes=30 * MiB,
+            peak_bytes=150 * MiB, peak_time_ns=us(4), peak_inside_bytes=50 * MiB,
+            fragmentation_mean_bytes=200 * MiB),
+    }
+    for key, w in want.items():
+        for k, v in w.items():
+            eq("ranges[%s].%s" % (key[0], k), rs[key][k], v)
+
+
+def main():
+    mode, gmp, report_trace, traces, gdir = sys.argv[1:6]
+    tmp = tempfile.mkdtemp(prefix="gmp_report_fmt_")
+    try:
+        run([report_trace, "report.zst"], tmp)
+        if mode == "golden_md":
+            out, err = run([gmp, "report", "report.zst", "--format", "markdown"], tmp)
+            eq("stderr", err, "")
+            golden("report.md", out, gdir)
+        elif mode == "golden_html":
+            out, err = run([gmp, "report", "report.zst", "--format", "html"], tmp)
+            eq("stderr", err, "")
+            doc = out.decode("utf-8")
+            parse_html(doc)
+            self_contained(doc)
+            golden("report.html", out, gdir)
+        elif mode == "ranges_json":
+            run([traces, "ranges", "ranges.zst"], tmp)
+            out, _ = run([gmp, "report", "ranges.zst", "--format", "json"], tmp)
+            doc = json.loads(out)
+            check_ranges(doc)
+            eq("fragmentation max", doc["devices"][0]["fragmentation_max_bytes"], 200 * MiB)
+            eq("schema kept", doc["schema"], "gpumemprof-report/1")
+            # every format shows the table
+            for fmt, needle in (("text", "Ranges, sorted by path"), ("markdown", "### Ranges"),
+                                ("html", "<h3>Ranges")):
+                o, _ = run([gmp, "report", "ranges.zst", "--format", fmt], tmp)
+                if needle not in o.decode() or "outer/inner" not in o.decode():
+                    sys.exit("%s: no ranges table" % fmt)
+            # --sort
+            o, _ = run([gmp, "report", "ranges.zst", "-f", "json", "--sort", "alloc"], tmp)
+            eq("--sort alloc", [r["path"] for r in json.loads(o)["ranges"]],
+               ["outer", "outer/inner", "phase"])
+            o, _ = run([gmp, "report", "ranges.zst", "-f", "json", "--sort", "net"], tmp)
+            eq("--sort net", [r["path"] for r in json.loads(o)["ranges"]],
+               ["outer", "outer/inner", "phase"])
+            o, _ = run([gmp, "report", "ranges.zst", "-f", "json", "--sort", "time", "--top",
+                        "1"], tmp)
+            eq("--sort time --top 1", [r["path"] for r in json.loads(o)["ranges"]], ["outer"])
+        elif mode in ("html_hostile", "md_hostile", "html_selfcontained"):
+            run([traces, "hostile", "hostile.zst"], tmp)
+            if mode == "md_hostile":
+                out, _ = run([gmp, "report", "hostile.zst", "--format", "markdown"], tmp)
+                doc = out.decode("utf-8")
+                for bad in ("<script", "<img", "<svg", "<b>", "<x>", "</title>"):
+                    if bad in doc:
+                        sys.exit("markdown has raw %r" % bad)
+                for line in doc.splitlines():
+                    if line.startswith("|") and "---" not in line:
+                        cells = re.split(r"(?<!\\)\|", line)
+                        if len(cells) < 3:
+                            sys.exit("broken table row: %r" % line)
+                # a table row per cell count: every row of a table has the header's count
+                rows = [l for l in doc.splitlines() if l.startswith("|")]
+                prev = None
+                for l in rows:
+                    n = len(re.split(r"(?<!\\)\|", l))
+                    if l.startswith("|---") or l.startswith("| ---"):
+                        continue
+                    prev = n if prev is None else prev
+                out, _ = run([gmp, "report", "hostile.zst"], tmp)
+                if b"\x1b" in out:
+                    sys.exit("text report to a pipe has colour codes")
+                if b"\nline2" in out:
+                    sys.exit("text report let a newline of a range name through")
+            else:
+                for fmt in ("html",):
+                    out, _ = run([gmp, "report", "hostile.zst", "--format", fmt, "--top", "0"], tmp)
+                    doc = out.decode("utf-8")  # strict: invalid UTF-8 must not pass through
+                    self_contained(doc)
+                    p = parse_html(doc)
+                    if mode == "html_hostile":
+                        text = "".join(p.data)
+                        for s in ('"><script>alert(1)</script>', "a'b\"c&d|e*f_g`h",
+                                  "GPU</title><script>alert('d')</script>",
+                                  "\ufffd\ufffd<img src=x onerror=alert(1)>",
+                                  "fn\"><svg onload=alert(2)>", "line1\nline2"):
+                            if s not in text:
+                                sys.exit("hostile string %r not shown as text" % s)
+                # JSON stays valid and keeps the bytes
+                out, _ = run([gmp, "report", "hostile.zst", "--format", "json"], tmp)
+                doc = json.loads(out)
+                paths = [r["path"] for r in doc["ranges"]]
+                if '"><script>alert(1)</script>' not in paths:
+                    sys.exit("json ranges: %r" % paths)
+        elif mode == "multi":
+            for r in (0, 1, 2):
+                run([traces, "rank", str(r), "r%d.zst" % r], tmp)
+            names = ["r0.zst", "r1.zst", "r2.zst"]
+            out, _ = run([gmp, "report", "--format", "json"] + names, tmp)
+            doc = json.loads(out)
+            eq("multi schema", doc["schema"], "gpumemprof-report-multi/1")
+            eq("processes", len(doc["processes"]), 3)
+            eq("peaks", [p["devices"][0]["peak_allocated_bytes"] for p in doc["processes"]],
+               [100 * MiB, 200 * MiB, 300 * MiB])
+            eq("summary peaks", [s["peak_allocated_bytes"] for s in doc["summary"]],
+               [100 * MiB, 200 * MiB, 300 * MiB])
+            eq("summary paths", [s["path"] for s in doc["summary"]], names)
+            out, _ = run([gmp, "report"] + names, tmp)
+            t = out.decode()
+            eq("text sections", t.count("=== process "), 3)
+            if "Across the processes" not in t or "ratio 3.00" not in t:
+                sys.exit("text: no cross-process summary:\n" + t)
+            out, _ = run([gmp, "report", "-f", "markdown"] + names, tmp)
+            t = out.decode()
+            eq("markdown sections", t.count("\n## "), 4)
+            out, _ = run([gmp, "report", "-f", "html"] + names, tmp)
+            t = out.decode()
+            parse_html(t)
+            self_contained(t)
+            eq("html sections", t.count("<section>"), 3)
+            if "Across the 3 processes" not in t:
+                sys.exit("html: no summary")
+        elif mode == "options":
+            out, _ = run([gmp, "report", "report.zst", "-o", "r.md"], tmp)
+            eq("-o r.md: stdout", out, b"")
+            if not open(os.path.join(tmp, "r.md")).read().startswith("# gpumemprof report"):
+                sys.exit("-o r.md is not Markdown")
+            run([gmp, "report", "report.zst", "-o", "r.html"], tmp)
+            if "<!DOCTYPE html>" not in open(os.path.join(tmp, "r.html")).read():
+                sys.exit("-o r.html is not HTML")
+            run([gmp, "report", "report.zst", "-o", "r.json"], tmp)
+            json.load(open(os.path.join(tmp, "r.json")))
+            out, _ = run([gmp, "report", "report.zst", "--by", "api,kind"], tmp)
+            t = out.decode()
+            if "by API" not in t or "by kind" not in t or "by range" in t:
+                sys.exit("--by api,kind:\n" + t)
+            out, _ = run([gmp, "report", "report.zst", "-f", "json", "--by", "stack"], tmp)
+            eq("--by stack json", list(json.loads(out)["live_at_peak_by"]), ["stack"])
+            out, _ = run([gmp, "report", "report.zst", "--color", "always"], tmp)
+            if b"\x1b[1m" not in out:
+                sys.exit("--color always: no colour")
+            for bad in (["--by", "range,bogus"], ["--sort", "x"], ["--color", "blue"],
+                        ["--format", "pdf"]):
+                run([gmp, "report", "report.zst"] + bad, tmp, 2)
+        else:
+            sys.exit("unknown mode " + mode)
+    finally:
+        shutil.rmtree(tmp)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,123 @@
+/* report_traces: the fixed traces behind the report tests (tests/report/check_report_formats.py).
+ *
+ *   report_traces ranges OUT.zst         nested ranges with known allocations (exact ranges[])
+ *   report_traces hostile OUT.zst        hostile strings everywhere a trace has strings
+ *   report_traces rank N OUT.zst         a small training step as rank N (several traces)
+ *
+ * Times are microseconds after start_trace_ns (T(x)). */
+#include "replay_tb.h"
+
+#define T0 1000000000ull
+#define T(x) (T0 + (uint64_t)((x)*1000.0))
+
+static void pool(tb *b, double t, uint64_t reserved)
+{
+    tb_pool(b, 0, T(t), 0, GMP_POOL_CREATE, 0x5000, 0);
+    tb_pool(b, 0, T(t + 0.1), 0, GMP_POOL_RESERVED, 0x5000, reserved);
+}
+
+/* Thread 0: outer [1,12] { inner [3,7] { B, C; frees A }, inner [9,11] { D } }, A before inner;
+ * thread 1 frees B at 6.5 (inside inner, another thread) and has a start/end range "phase"
+ * [3.5, 9.5]. A pool holds 200 MiB reserved from 1.5 on (fragmentation 200 MiB). */
+static void ranges(const char *out)
+{
+    tb b;
+    tb_open(&b, out);
+    tb_device(&b, 0, "Test GPU", 16 * TB_GiB);
+    uint32_t m = tb_str(&b, "cudaMalloc"), f = tb_str(&b, "cudaFree");
+    uint32_t outer = tb_range(&b, "outer"), inner = tb_range(&b, "outer/inner");
+    uint32_t phase = tb_range(&b, "phase");
+    const uint64_t A = 0x10000000, B = 0x20000000, C = 0x30000000, D = 0x40000000;
+    tb_range_ev(&b, 0, GMP_REC_RANGE_PUSH, T(1), outer, 0);
+    pool(&b, 1.4, 200 * TB_MiB);
+    tb_alloc(&b, 0, T(2), 0, GMP_MEM_DEVICE, A, 100 * TB_MiB, m, outer, 0);
+    tb_range_ev(&b, 0, GMP_REC_RANGE_PUSH, T(3), inner, 0);
+    tb_range_ev(&b, 1, GMP_REC_RANGE_START, T(3.5), phase, 7);
+    tb_alloc(&b, 0, T(4), 0, GMP_MEM_DEVICE, B, 50 * TB_MiB, m, inner, 0);
+    tb_free(&b, 0, T(5), 0, GMP_MEM_DEVICE, A, 0, f);
+    tb_alloc(&b, 0, T(6), 0, GMP_MEM_DEVICE, C, 30 * TB_MiB, m, inner, 0);
+    tb_free(&b, 1, T(6.5), 0, GMP_MEM_DEVICE, B, 0, f);
+    tb_range_ev(&b, 0, GMP_REC_RANGE_POP, T(7), inner, 0);
+    tb_range_ev(&b, 0, GMP_REC_RANGE_PUSH, T(9), inner, 0);
+    tb_range_ev(&b, 1, GMP_REC_RANGE_END, T(9.5), 0, 7);
+    tb_alloc(&b, 0, T(10), 0, GMP_MEM_DEVICE, D, 10 * TB_MiB, m, inner, 0);
+    tb_range_ev(&b, 0, GMP_REC_RANGE_POP, T(11), inner, 0);
+    tb_range_ev(&b, 0, GMP_REC_RANGE_POP, T(12), outer, 0);
+    tb_free(&b, 1, T(13), 0, GMP_MEM_DEVICE, C, 0, f);
+    tb_close(&b);
+}
+
+#define EVIL_SCRIPT "\"><script>alert(1)</script>"
+#define EVIL_IMG "\xff\xfe<img src=x onerror=alert(1)>"
+
+static void hostile(const char *out)
+{
+    tb b;
+    tb_open(&b, out);
+    tb_device(&b, 0, "GPU</title><script>alert('d')</script>", 16 * TB_GiB);
+    tb_module(&b, 1, "/opt/<b>evil</b>/lib\"x\".so", 0x7f0000000000ull, 0x7f0000001000ull,
+              0x200000);
+    uint32_t m = tb_str(&b, "cuda<Malloc>&\"'"), f = tb_str(&b, "cudaFree");
+    uint32_t r1 = tb_range(&b, EVIL_SCRIPT);
+    uint32_t r2 = tb_range(&b, EVIL_SCRIPT "/a'b\"c&d|e*f_g`h");
+    uint32_t r3 = tb_range(&b, "line1\nline2\r\t<x>");
+    uint32_t r4 = tb_range(&b, EVIL_IMG);
+    uint32_t s_py = gmp_writer_stack_python(b.w, 0, tb_str(&b, "<script>x.py</script>"),
+                                            tb_str(&b, "fn\"><svg onload=alert(2)>"), 7);
+    uint32_t s_nat = gmp_writer_stack_native(b.w, s_py, 0x7f0000012340ull);
+    tb_range_ev(&b, 0, GMP_REC_RANGE_PUSH, T(1), r1, 0);
+    tb_range_ev(&b, 0, GMP_REC_RANGE_PUSH, T(2), r2, 0);
+    tb_alloc(&b, 0, T(3), 0, GMP_MEM_DEVICE, 0x1000000, 64 * TB_MiB, m, r2, s_nat);
+    tb_range_ev(&b, 0, GMP_REC_RANGE_POP, T(4), r2, 0);
+    tb_range_ev(&b, 0, GMP_REC_RANGE_POP, T(5), r1, 0);
+    tb_range_ev(&b, 1, GMP_REC_RANGE_PUSH, T(6), r3, 0);
+    tb_alloc(&b, 1, T(7), 0, GMP_MEM_DEVICE, 0x2000000, 32 * TB_MiB, m, r3, 0);
+    tb_range_ev(&b, 1, GMP_REC_RANGE_POP, T(8), r3, 0);
+    tb_range_ev(&b, 1, GMP_REC_RANGE_PUSH, T(9), r4, 0);
+    tb_alloc(&b, 1, T(10), 0, GMP_MEM_DEVICE, 0x3000000, 16 * TB_MiB, m, r4, 0);
+    tb_free(&b, 1, T(11), 0, GMP_MEM_DEVICE, 0x2000000, 0, f);
+    tb_oom(&b, 1, T(11.5), 0, m, 64 * TB_GiB, r4, s_nat);
+    tb_range_ev(&b, 1, GMP_REC_RANGE_POP, T(12), r4, 0);
+    gmp_rec n;
+    memset(&n, 0, sizeof n);
+    n.type = GMP_REC_NOTICE;
+    n.time_ns = T(13);
+    n.u.notice.severity = GMP_NOTICE_WARNING;
+    n.u.notice.message = (gmp_str){"notice <script>alert(3)</script>\n\x80", 38};
+    tb_event(&b, 0, &n);
+    tb_close(&b);
+}
+
+/* Rank r: allocates (r + 1) * 100 MiB in "step/forward", frees half. */
+static void rank(const char *out, int r)
+{
+    tb b;
+    tb_open(&b, out);
+    tb_device(&b, 0, "Test GPU", 16 * TB_GiB);
+    uint32_t m = tb_str(&b, "cudaMalloc"), f = tb_str(&b, "cudaFree");
+    uint32_t step = tb_range(&b, "step"), fwd = tb_range(&b, "step/forward");
+    uint64_t sz = (uint64_t)(r + 1) * 50 * TB_MiB;
+    tb_range_ev(&b, 0, GMP_REC_RANGE_PUSH, T(1), step, 0);
+    tb_range_ev(&b, 0, GMP_REC_RANGE_PUSH, T(2), fwd, 0);
+    tb_alloc(&b, 0, T(3), 0, GMP_MEM_DEVICE, 0x1000000, sz, m, fwd, 0);
+    tb_alloc(&b, 0, T(4), 0, GMP_MEM_DEVICE, 0x9000000, sz, m, fwd, 0);
+    tb_range_ev(&b, 0, GMP_REC_RANGE_POP, T(5), fwd, 0);
+    tb_free(&b, 0, T(6), 0, GMP_MEM_DEVICE, 0x1000000, 0, f);
+    tb_range_ev(&b, 0, GMP_REC_RANGE_POP, T(7), step, 0);
+    tb_close(&b);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc == 3 && strcmp(argv[1], "ranges") == 0)
+        ranges(argv[2]);
+    else if (argc == 3 && strcmp(argv[1], "hostile") == 0)
+        hostile(argv[2]);
+    else if (argc == 4 && strcmp(argv[1], "rank") == 0)
+        rank(argv[3], atoi(argv[2]));
+    else {
+        fprintf(stderr, "usage: report_traces ranges|hostile OUT.zst | rank N OUT.zst\n");
+        return 2;
+    }
+    return 0;
+}
