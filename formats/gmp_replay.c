@@ -178,6 +178,8 @@ typedef struct handle_ent {
 typedef struct freed_ent {
     uint64_t key;
     uint32_t space1; /* space + 1; 0 = empty */
+    uint32_t site;   /* what was freed, so that a failed free can be undone */
+    uint64_t size, correlation, handle;
 } freed_ent;
 
 typedef struct notice {
@@ -766,6 +768,34 @@ static gmp_err on_free(gmp_replay *rp, const gmp_rec *rec)
         ev.status = GMP_REPLAY_FAILED;
         ev.dev = &d->pub;
         DISPATCH(rp, free, &ev);
+        /* The agent records a free at the API's entry (before the memory is released, so that an
+         * address reused by another thread is freed before it is allocated again) and, when the
+         * call then fails, this second record with the same correlation id: the free did not
+         * happen, so what the first record freed is live again (an ALLOC event for the outputs). */
+        freed_ent *fe = &rp->freed[freed_slot(sp, key)];
+        if (m->correlation && fe->space1 == (uint32_t)sp + 1 && fe->key == key &&
+            fe->correlation == m->correlation && !omap_find(&rp->live[sp], key)) {
+            const site_int *st = &rp->sites[fe->site];
+            gmp_rec back;
+            memset(&back, 0, sizeof back);
+            back.type = GMP_REC_ALLOC;
+            back.time_ns = rec->time_ns;
+            back.tid = rec->tid;
+            back.u.mem.device = st->pub.device;
+            back.u.mem.kind = st->pub.kind;
+            back.u.mem.api = st->pub.api;
+            back.u.mem.range = st->pub.range;
+            back.u.mem.stack = st->pub.stack;
+            back.u.mem.address = sp == SP_VMM_PHYS ? 0 : key;
+            back.u.mem.handle = fe->handle;
+            back.u.mem.size = fe->size;
+            back.u.mem.correlation = m->correlation;
+            fe->space1 = 0;
+            rp->sum.undone_frees++;
+            gmp_err ue = on_alloc(rp, &back);
+            rp->sum.alloc_records--; /* not a record of the trace */
+            return ue;
+        }
         return GMP_OK;
     }
     live_ent *e = omap_find(&rp->live[sp], key);
@@ -806,6 +836,11 @@ static gmp_err on_free(gmp_replay *rp, const gmp_rec *rec)
     ev.counted = is_dev_kind(a.kind);
     live_remove(rp, sp, e, rec->time_ns, 1);
     freed_remember(rp, sp, key);
+    freed_ent *fe = &rp->freed[freed_slot(sp, key)];
+    fe->site = (uint32_t)a.site;
+    fe->size = a.size;
+    fe->correlation = m->correlation;
+    fe->handle = a.handle;
     ev.alloc = &a;
     ev.nalloc = 1;
     ev.dev = &d->pub;

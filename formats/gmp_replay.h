@@ -160,6 +160,7 @@ typedef struct gmp_replay_summary {
     uint64_t alloc_records; /* ALLOC records (every kind, failed ones included) */
     uint64_t free_records;  /* FREE records (every kind, failed ones included) */
     uint64_t failed_allocs, failed_frees;
+    uint64_t undone_frees;     /* frees undone by a failed-free record of the same call */
     uint64_t unknown_frees, double_frees;
     uint64_t duplicate_allocs; /* GMP_REPLAY_DUPLICATE */
     uint64_t replaced_allocs;  /* GMP_REPLAY_REPLACED */

@@ -450,6 +450,46 @@ static void test_pools(void **state)
     run_done(&b, &x);
 }
 
+/* A free is recorded at the API's entry; when the call fails, a second FREE flagged failed with
+ * the same correlation id follows: the replay undoes the first. */
+static void test_failed_free_undone(void **state)
+{
+    tb b;
+    tb_open(&b, NULL);
+    uint32_t m = tb_str(&b, "cudaMalloc"), f = tb_str(&b, "cudaFree");
+    tb_alloc(&b, 0, 1, 0, GMP_MEM_DEVICE, 0x1000, 10 * TB_MiB, m, 0, 0);
+    gmp_rec fr = {.type = GMP_REC_FREE, .time_ns = 2};
+    fr.u.mem.kind = GMP_MEM_DEVICE;
+    fr.u.mem.api = f;
+    fr.u.mem.address = 0x1000;
+    fr.u.mem.correlation = 9;
+    tb_event(&b, 0, &fr);
+    gmp_rec ff = fr;
+    ff.time_ns = 3;
+    ff.u.mem.flags = GMP_MEMF_FAILED;
+    ff.u.mem.result = 1;
+    tb_event(&b, 0, &ff);
+    /* a failed free of another call (other correlation id) undoes nothing */
+    tb_alloc(&b, 0, 4, 0, GMP_MEM_DEVICE, 0x2000, 1 * TB_MiB, m, 0, 0);
+    fr.time_ns = 5;
+    fr.u.mem.address = 0x2000;
+    fr.u.mem.correlation = 11;
+    tb_event(&b, 0, &fr);
+    ff.time_ns = 6;
+    ff.u.mem.address = 0x2000;
+    ff.u.mem.correlation = 12;
+    tb_event(&b, 0, &ff);
+    tb_close(&b);
+    run x;
+    replay(&b, &x);
+    const gmp_replay_device *d0 = dev(&x, 0);
+    assert_int_equal(d0->allocated, 10 * TB_MiB); /* the first is live again, the second freed */
+    assert_int_equal(d0->live_count, 1);
+    assert_int_equal(d0->failed_frees, 2);
+    assert_int_equal(gmp_replay_get_summary(x.rp)->undone_frees, 1);
+    run_done(&b, &x);
+}
+
 /* A destroyed context (cudaDeviceReset) frees its device's memory without free calls: the replay
  * frees every live allocation of that device implicitly, empties its pools, and leaves the other
  * devices and host memory alone. */
@@ -780,6 +820,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_anomalies),
         cmocka_unit_test(test_oom),
         cmocka_unit_test(test_pools),
+        cmocka_unit_test(test_failed_free_undone),
         cmocka_unit_test(test_context_destroy),
         cmocka_unit_test(test_vmm),
         cmocka_unit_test(test_kinds),
