@@ -19,6 +19,7 @@
 #include "gmp_reader.h"
 #include "gmp_replay.h"
 #include "gmp_symbolize.h"
+#include "cli_report_sym.h"
 
 #define DEFAULT_MAX_SPANS 200000
 
@@ -34,6 +35,9 @@ static const struct conv_output {
      &gmp_out_chrome},
     {"pytorch-snapshot", "PyTorch memory snapshot pickle (pytorch.org/memory_viz)",
      &gmp_out_pytorch},
+    {"report", "report: text, Markdown or HTML by the extension (.txt, .md, .html)",
+     &gmp_out_report},
+    {"json", "report as JSON (schema gpumemprof-report/1)", &gmp_out_report_json},
 };
 #define NOUTPUTS (sizeof outputs / sizeof outputs[0])
 
@@ -378,6 +382,7 @@ int gmp_cmd_convert(const gmp_cli_cmd_info *cmd, int argc, char **argv)
             tl = sizeof title - 1;
     }
     symctx sym = {NULL, NULL, 0};
+    gmp_cli_report_symbolizer_install(NULL); /* native frames of --report and --json */
     gmp_output_opts oo = {
         .exporter = "gpumemprof " GMP_VERSION_STRING,
         .title = title,

@@ -93,6 +93,8 @@ typedef struct gmp_output {
 extern const gmp_output gmp_out_speedscope;
 extern const gmp_output gmp_out_chrome;
 extern const gmp_output gmp_out_pytorch;
+extern const gmp_output gmp_out_report;      /* text, Markdown or HTML by extension */
+extern const gmp_output gmp_out_report_json; /* the JSON report */
 
 /* ---- helpers for outputs ---- */
 

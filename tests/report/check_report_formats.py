@@ -6,7 +6,8 @@
 MODE: golden_md, golden_html (the fixture of tests/replay/report_trace against golden files;
 GMP_REGEN_GOLDEN=1 rewrites them), ranges_json (exact per-range statistics of a crafted trace),
 html_hostile (hostile strings: no injected element, parsed with html.parser), md_hostile,
-html_selfcontained (no network reference), multi (several traces: a section per process and a
+html_selfcontained (no network reference), convert (convert --report/--json),
+multi (several traces: a section per process and a
 summary, in every format), options (--by, --sort, --top, format from -o's extension, bad
 arguments)."""
 import html.parser
@@ -237,6 +238,25 @@ def main():
             eq("html sections", t.count("<section>"), 3)
             if "Across the 3 processes" not in t:
                 sys.exit("html: no summary")
+        elif mode == "convert":
+            # convert --report F (format by extension) and --json F: the same as report
+            for ext, fmt in (("html", "html"), ("md", "markdown"), ("txt", "text")):
+                run([gmp, "convert", "report.zst", "--report", "c." + ext, "--json", "c.json",
+                     "--no-progress"], tmp)
+                want, _ = run([gmp, "report", "report.zst", "--format", fmt, "--color", "never"],
+                              tmp)
+                eq("convert --report c." + ext, open(os.path.join(tmp, "c." + ext), "rb").read(),
+                   want)
+                want, _ = run([gmp, "report", "report.zst", "--format", "json"], tmp)
+                eq("convert --json", open(os.path.join(tmp, "c.json"), "rb").read(), want)
+            run([traces, "rank", "0", "r0.zst"], tmp)
+            run([traces, "rank", "1", "r1.zst"], tmp)
+            run([gmp, "convert", "r0.zst", "r1.zst", "--json", "m.json", "--report", "m.html"],
+                tmp)
+            doc = json.load(open(os.path.join(tmp, "m.json")))
+            eq("convert several: processes", len(doc["processes"]), 2)
+            eq("convert several: html sections",
+               open(os.path.join(tmp, "m.html")).read().count("<section>"), 2)
         elif mode == "options":
             out, _ = run([gmp, "report", "report.zst", "-o", "r.md"], tmp)
             eq("-o r.md: stdout", out, b"")

@@ -1,0 +1,77 @@
+/* gmp_out_report: the report as outputs of `gpumemprof convert` (formats/gmp_output.h):
+ * --report FILE (text, Markdown or HTML by FILE's extension: .txt, .md, .html; text otherwise)
+ * and --json FILE (the JSON report). The model (gmp_report.h) registers on each trace's replay;
+ * the renderer writes the document at finish. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "gmp_output.h"
+#include "gmp_report.h"
+
+struct gmp_output_ctx {
+    FILE *out;
+    gmp_report_writer writer;
+    gmp_report_doc *doc;
+    gmp_report_view view;
+};
+
+static gmp_err start_as(gmp_output_ctx **ctx, FILE *out, gmp_report_writer writer)
+{
+    gmp_output_ctx *c = calloc(1, sizeof *c);
+    if (!c)
+        return GMP_ERR_NOMEM;
+    gmp_err e = gmp_report_doc_new(&c->doc, NULL);
+    if (e != GMP_OK) {
+        free(c);
+        return e;
+    }
+    c->out = out;
+    c->writer = writer;
+    c->view.top = writer == gmp_report_write_json ? 0 : 10;
+    c->view.device = INT64_MIN;
+    *ctx = c;
+    return GMP_OK;
+}
+
+static gmp_err start_report(gmp_output_ctx **ctx, FILE *out, const char *path,
+                            const gmp_output_opts *opts)
+{
+    const char *fmt = gmp_report_format_for_path(path);
+    gmp_report_writer w = gmp_report_writer_by_name(fmt ? fmt : "text");
+    if (w == gmp_report_write_json) /* --report r.json: the JSON report too */
+        w = gmp_report_write_json;
+    return start_as(ctx, out, w);
+}
+
+static gmp_err start_json(gmp_output_ctx **ctx, FILE *out, const char *path,
+                          const gmp_output_opts *opts)
+{
+    return start_as(ctx, out, gmp_report_write_json);
+}
+
+static gmp_err add_trace(gmp_output_ctx *c, gmp_replay *rp, const gmp_output_trace *t)
+{
+    return gmp_report_doc_add(c->doc, rp, t->path, t->label ? t->label : "");
+}
+
+static void discard(gmp_output_ctx *c)
+{
+    if (!c)
+        return;
+    gmp_report_doc_free(c->doc);
+    free(c);
+}
+
+static gmp_err finish(gmp_output_ctx *c, gmp_output_result *res)
+{
+    gmp_err e = c->writer(c->doc, c->out, &c->view);
+    if (e == GMP_OK && (fflush(c->out) != 0 || ferror(c->out)))
+        e = GMP_ERR_IO;
+    if (e != GMP_OK)
+        snprintf(res->error, sizeof res->error, "cannot write the report");
+    discard(c);
+    return e;
+}
+
+const gmp_output gmp_out_report = {"report", start_report, add_trace, finish, discard};
+const gmp_output gmp_out_report_json = {"json", start_json, add_trace, finish, discard};
