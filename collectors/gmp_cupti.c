@@ -13,16 +13,22 @@
  *   ("reconciled" by kind: API memory comes from callbacks only, so nothing is counted twice).
  * - Activity record layouts (CUpti_ActivityMemory4, CUpti_ActivityMemoryPool3) are only trusted
  *   when cuptiGetVersion() has the major version of CUPTI_API_VERSION of our headers.
- * - Timestamps of activity records are on CUPTI's clock; we convert them with an offset to our
- *   trace clock measured at start (cuptiGetTimestamp vs CLOCK_MONOTONIC). */
+ * - Activity records reach us in buffers, after the fact (a buffer is delivered when it fills or on
+ *   a flush). They keep CUPTI's timestamps, converted to our trace clock with an offset measured at
+ *   start (cuptiGetTimestamp vs CLOCK_MONOTONIC). So that they are not older than the last SYNC
+ *   record the writer wrote (the reader would apply them late, and a peak could miss static
+ *   memory), a flush thread forces CUPTI to deliver every flush interval, and the agent asks the
+ *   writer to keep its SYNC times behind by a few intervals (gmp_writer_opts.sync_lag_ns). */
 #include "gmp_cupti.h"
 
 #include <dlfcn.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <cuda.h>
 #include <cuda_runtime_api.h>
@@ -73,8 +79,8 @@ static const gmp_sink *S;
 static CUpti_SubscriberHandle sub;
 static atomic_int active;
 static int activity_on;
-static unsigned runtime_version;
 static int64_t clock_offset; /* trace clock - CUPTI clock */
+static unsigned runtime_version;
 static atomic_size_t act_outstanding;
 static size_t act_limit;
 static atomic_uint_least64_t devices_seen; /* bit per device ordinal < 64 with a DEVICE record */
@@ -1013,6 +1019,8 @@ static void *load_cupti(const char *explicit_path, char *why, size_t whylen)
     return NULL;
 }
 
+static void flusher_start(unsigned ms);
+
 #define SYM(field, name) (*(void **)&C.field = dlsym(C.lib, name))
 
 int gmp_cupti_start(const gmp_sink *sink, const gmp_cupti_opts *o, char *why, size_t whylen)
@@ -1134,12 +1142,76 @@ int gmp_cupti_start(const gmp_sink *sink, const gmp_cupti_opts *o, char *why, si
             int a1 = C.ActivityEnable(CUPTI_ACTIVITY_KIND_MEMORY2) == CUPTI_SUCCESS;
             int a2 = C.ActivityEnable(CUPTI_ACTIVITY_KIND_MEMORY_POOL) == CUPTI_SUCCESS;
             activity_on = a1 || a2;
+            if (activity_on && o->flush_ms)
+                flusher_start(o->flush_ms);
             if (!a1 || !a2)
                 sink->log("activity records partly unavailable (MEMORY2: %s, MEMORY_POOL: %s)",
                           a1 ? "on" : "off", a2 ? "on" : "off");
         }
     }
     return 0;
+}
+
+/* ---- the flush thread ---- */
+
+static pthread_t flusher;
+static int flusher_running, flusher_stop;
+static unsigned flusher_ms;
+static pthread_mutex_t flusher_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t flusher_cond;
+
+static void *flusher_main(void *arg)
+{
+    (void)arg;
+    pthread_mutex_lock(&flusher_lock);
+    while (!flusher_stop) {
+        struct timespec dl;
+        clock_gettime(CLOCK_MONOTONIC, &dl);
+        dl.tv_sec += flusher_ms / 1000;
+        dl.tv_nsec += (long)(flusher_ms % 1000) * 1000000L;
+        if (dl.tv_nsec >= 1000000000L) {
+            dl.tv_nsec -= 1000000000L;
+            dl.tv_sec++;
+        }
+        while (!flusher_stop && pthread_cond_timedwait(&flusher_cond, &flusher_lock, &dl) == 0)
+            ;
+        if (flusher_stop)
+            break;
+        pthread_mutex_unlock(&flusher_lock);
+        if (C.ActivityFlushAll)
+            C.ActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED); /* partly filled ones too */
+        pthread_mutex_lock(&flusher_lock);
+    }
+    pthread_mutex_unlock(&flusher_lock);
+    return NULL;
+}
+
+static void flusher_start(unsigned ms)
+{
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&flusher_cond, &ca);
+    pthread_condattr_destroy(&ca);
+    flusher_ms = ms;
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    if (pthread_create(&flusher, NULL, flusher_main, NULL) == 0)
+        flusher_running = 1;
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+}
+
+static void flusher_join(void)
+{
+    if (!flusher_running)
+        return;
+    pthread_mutex_lock(&flusher_lock);
+    flusher_stop = 1;
+    pthread_cond_signal(&flusher_cond);
+    pthread_mutex_unlock(&flusher_lock);
+    pthread_join(flusher, NULL);
+    flusher_running = 0;
 }
 
 void gmp_cupti_flush(void)
@@ -1152,6 +1224,7 @@ void gmp_cupti_stop(void)
 {
     if (!atomic_load(&active))
         return;
+    flusher_join();
     gmp_cupti_flush();
     atomic_store(&active, 0);
     if (activity_on && C.ActivityDisable) {

@@ -14,6 +14,8 @@ typedef struct gmp_cupti_opts {
     const char *path;      /* explicit libcupti path (--cupti / GPUMEMPROF_CUPTI), or NULL */
     int activity;          /* enable activity records (when the version allows) */
     size_t activity_bytes; /* bound on outstanding activity buffers (default 32 MiB) */
+    unsigned flush_ms;     /* ask CUPTI for completed activity buffers this often (0: only at
+                              exit); the agent passes its trace flush interval */
 } gmp_cupti_opts;
 
 /* Loads CUPTI and subscribes. Returns 0 when recording, -1 when CUPTI cannot be used; why then

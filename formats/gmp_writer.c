@@ -123,8 +123,9 @@ struct gmp_writer {
     uint64_t own_prev;
     atomic_ullong ext_lost[8]; /* gmp_writer_lost counts by reason, not yet written */
     int io_failed;
-    gmp_writer_stats st; /* written totals (events/allocs/frees/lost in the file) */
-    uint64_t lost_io;    /* events dropped because the file could not be written */
+    gmp_writer_stats st;     /* written totals (events/allocs/frees/lost in the file) */
+    uint64_t lost_io;        /* events dropped because the file could not be written */
+    atomic_ullong ext_taken; /* gmp_writer_lost counts already taken into LOST records */
 };
 
 void gmp_writer_opts_default(gmp_writer_opts *o)
@@ -135,6 +136,7 @@ void gmp_writer_opts_default(gmp_writer_opts *o)
     o->wait_us = 2000;
     o->level = 1;
     o->threaded = 1;
+    o->sync_lag_ns = 0;
 }
 
 /* ---------- intern tables ---------- */
@@ -794,6 +796,7 @@ static void run_cycle(gmp_writer *w, int final)
     int any_ext = 0;
     for (int i = 0; i < 8; i++) {
         ext[i] = atomic_exchange(&w->ext_lost[i], 0);
+        atomic_fetch_add(&w->ext_taken, ext[i]);
         any_ext |= ext[i] != 0;
     }
     if (any_ext || pend_lost || final) {
@@ -853,7 +856,8 @@ static void run_cycle(gmp_writer *w, int final)
         }
     }
 
-    uint64_t sync_t = w->has_thread ? t_sync : sync_req;
+    uint64_t sync_t =
+        w->has_thread ? (t_sync > w->o.sync_lag_ns ? t_sync - w->o.sync_lag_ns : 0) : sync_req;
     if (sync_t && !final && (w->stage.len || w->st.frames != frames_before)) {
         gmp_rec sr = {.type = GMP_REC_SYNC};
         sr.u.sync.time_ns = sync_t;
@@ -1029,7 +1033,7 @@ void gmp_writer_get_stats(gmp_writer *w, gmp_writer_stats *out)
     pthread_mutex_unlock(&w->listlock);
     *out = w->st;
     out->events = acc;
-    out->lost = lost + w->lost_io;
+    out->lost = lost + w->lost_io + atomic_load(&w->ext_taken);
     for (int i = 0; i < 8; i++)
         out->lost += atomic_load(&w->ext_lost[i]);
     pthread_mutex_unlock(&w->olock);

@@ -28,6 +28,9 @@ typedef struct gmp_writer_opts {
     unsigned wait_us;           /* producer wait for a free buffer before losing (default 2000) */
     int level;                  /* zstd level (default 1: the writer thread must keep up) */
     int threaded;               /* default 1 */
+    uint64_t sync_lag_ns;       /* threaded: SYNC records promise only what is older than this
+                                   (for producers that add events with past times, e.g. activity
+                                   records delivered up to a flush interval late); default 0 */
 } gmp_writer_opts;
 
 typedef struct gmp_writer_stats {
