@@ -128,7 +128,15 @@ static void one_trace(FILE *f, const char *path)
         }
         shown++;
     }
-    if (!shown && !gmp_replay_notice_count(rp))
+    int fatal = 0;
+    for (size_t i = 0; i < gmp_replay_notice_count(rp); i++) {
+        uint32_t sev = 0;
+        gmp_replay_notice_at(rp, i, &sev, NULL);
+        fatal |= sev >= GMP_NOTICE_ERROR;
+    }
+    if (fatal && !s->alloc_records)
+        fprintf(f, "  nothing was recorded (see the error above); the program ran unprofiled\n");
+    else if (!shown)
         fprintf(f, "  no device memory was allocated\n");
     if (s->ooms)
         fprintf(f, "  out of memory: %llu time%s\n", (unsigned long long)s->ooms,

@@ -745,7 +745,10 @@ static void on_api(CUpti_CallbackDomain dom, CUpti_CallbackId cbid, const CUpti_
             r.u.mem.correlation = cd->correlationId;
             r.u.mem.range = gmp_nvtx_current_range(S->w);
             r.u.mem.result = result;
-            if (alloc_fields(a, cd, &r.u.mem, &dev)) {
+            /* a successful call that returns no memory (cudaMalloc of 0 bytes gives NULL) has
+             * allocated nothing: nothing to record */
+            if (alloc_fields(a, cd, &r.u.mem, &dev) &&
+                (result != 0 || r.u.mem.address || r.u.mem.handle)) {
                 r.u.mem.stack = gmp_stack_current();
                 if (result != 0) {
                     r.u.mem.flags |= GMP_MEMF_FAILED;
