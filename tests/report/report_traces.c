@@ -83,7 +83,8 @@ static void hostile(const char *out)
     n.type = GMP_REC_NOTICE;
     n.time_ns = T(13);
     n.u.notice.severity = GMP_NOTICE_WARNING;
-    n.u.notice.message = (gmp_str){"notice <script>alert(3)</script>\n\x80", 38};
+    static const char msg[] = "notice <script>alert(3)</script>\n\x80";
+    n.u.notice.message = (gmp_str){msg, sizeof msg - 1};
     tb_event(&b, 0, &n);
     tb_close(&b);
 }
