@@ -6,23 +6,7 @@
 
 #include "gmp_reader.h"
 #include "gmp_replay.h"
-
-const char *gmp_cli_bytes(unsigned long long b, char *buf, size_t n)
-{
-    const char *units[] = {"KiB", "MiB", "GiB", "TiB"};
-    if (b < 1024) {
-        snprintf(buf, n, "%llu B", b);
-        return buf;
-    }
-    double v = (double)b;
-    int u = -1;
-    while (v >= 1024.0 && u < 3) {
-        v /= 1024.0;
-        u++;
-    }
-    snprintf(buf, n, "%.2f %s", v, units[u]);
-    return buf;
-}
+#include "gmp_units.h"
 
 typedef struct range_total {
     uint32_t range;
@@ -62,7 +46,7 @@ static void top_ranges(FILE *f, gmp_replay *rp, int32_t dev)
             gmp_reader_range_path(r, t[i].range, path, sizeof path);
         else
             snprintf(path, sizeof path, "(no range)");
-        fprintf(f, "      %-10s %s\n", gmp_cli_bytes(t[i].bytes, b, sizeof b), path);
+        fprintf(f, "      %-10s %s\n", gmp_fmt_bytes(t[i].bytes, b, sizeof b), path);
     }
     free(t);
 }
@@ -119,9 +103,9 @@ static void one_trace(FILE *f, const char *path)
                 "allocations, leaked %s in %llu\n",
                 d->id, d->def ? " (" : "", d->def ? (int)d->def->name.len : 0,
                 d->def ? d->def->name.ptr : "", d->def ? ")" : "",
-                gmp_cli_bytes(d->peak_allocated, b1, sizeof b1), at,
-                gmp_cli_bytes(d->peak_reserved, b2, sizeof b2), (unsigned long long)d->allocs,
-                gmp_cli_bytes(leaked, b3, sizeof b3), (unsigned long long)leaked_n);
+                gmp_fmt_bytes(d->peak_allocated, b1, sizeof b1), at,
+                gmp_fmt_bytes(d->peak_reserved, b2, sizeof b2), (unsigned long long)d->allocs,
+                gmp_fmt_bytes(leaked, b3, sizeof b3), (unsigned long long)leaked_n);
         if (d->peak_allocated) {
             fprintf(f, "    at the peak:\n");
             top_ranges(f, rp, d->id);

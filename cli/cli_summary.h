@@ -11,7 +11,4 @@
 /* Prints the summary of the traces (paths) of one run. */
 void gmp_cli_print_run_summary(FILE *f, const char *const *traces, size_t n);
 
-/* Formats a byte count for people ("1.50 GiB", "512 B"). */
-const char *gmp_cli_bytes(unsigned long long b, char *buf, size_t n);
-
 #endif

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "cli_cmds.h"
+#include "gmp_units.h"
 #include "cli_opts.h"
 #include "gmp_diff.h"
 #include "gmp_escape.h"
@@ -23,23 +24,6 @@ static const char *const table_title[GMP_DIFF_NTABLES] = {
 static const char *const table_json[GMP_DIFF_NTABLES] = {"live_at_peak_by_range",
                                                          "live_at_peak_by_stack", "leaks"};
 
-static const char *fmt_bytes(uint64_t b, char *buf, size_t n)
-{
-    static const char *const units[] = {"KiB", "MiB", "GiB", "TiB", "PiB"};
-    if (b < 1024) {
-        snprintf(buf, n, "%" PRIu64 " B", b);
-        return buf;
-    }
-    double v = (double)b;
-    int u = -1;
-    while (v >= 1024.0 && u < 4) {
-        v /= 1024.0;
-        u++;
-    }
-    snprintf(buf, n, "%.2f %s", v, units[u]);
-    return buf;
-}
-
 static const char *fmt_delta(int64_t d, char *buf, size_t n)
 {
     char b[32];
@@ -48,7 +32,7 @@ static const char *fmt_delta(int64_t d, char *buf, size_t n)
         return buf;
     }
     uint64_t m = d < 0 ? (uint64_t)(-(d + 1)) + 1 : (uint64_t)d;
-    snprintf(buf, n, "%c%s", d < 0 ? '-' : '+', fmt_bytes(m, b, sizeof b));
+    snprintf(buf, n, "%c%s", d < 0 ? '-' : '+', gmp_fmt_bytes(m, b, sizeof b));
     return buf;
 }
 
@@ -107,8 +91,8 @@ static void text_dev(FILE *f, const gmp_diff_dev *d)
 static void text_pair(FILE *f, uint64_t a, uint64_t b, int in_a, int in_b)
 {
     char x[32], y[32], z[32], p[32];
-    fprintf(f, "%14s %14s %15s %7s", in_a ? fmt_bytes(a, x, sizeof x) : "-",
-            in_b ? fmt_bytes(b, y, sizeof y) : "-",
+    fprintf(f, "%14s %14s %15s %7s", in_a ? gmp_fmt_bytes(a, x, sizeof x) : "-",
+            in_b ? gmp_fmt_bytes(b, y, sizeof y) : "-",
             fmt_delta(gmp_diff_delta(in_a ? a : 0, in_b ? b : 0), z, sizeof z),
             fmt_pct(in_a ? a : 0, in_b ? b : 0, p, sizeof p));
 }

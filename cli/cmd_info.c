@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "cli_cmds.h"
+#include "gmp_units.h"
 #include "cli_opts.h"
 #include "cli_paths.h"
 #include "gmp_escape.h"
@@ -335,23 +336,6 @@ static void probe(info *I)
 
 /* ---- output ---- */
 
-static const char *fmt_bytes(uint64_t b, char *buf, size_t n)
-{
-    static const char *const units[] = {"KiB", "MiB", "GiB", "TiB"};
-    if (b < 1024) {
-        snprintf(buf, n, "%" PRIu64 " B", b);
-        return buf;
-    }
-    double v = (double)b;
-    int u = -1;
-    while (v >= 1024.0 && u < 3) {
-        v /= 1024.0;
-        u++;
-    }
-    snprintf(buf, n, "%.2f %s", v, units[u]);
-    return buf;
-}
-
 static const char *fmt_cuda_version(int v, char *buf, size_t n)
 {
     snprintf(buf, n, "%d.%d", v / 1000, v % 1000 / 10);
@@ -378,7 +362,8 @@ static void write_text(const info *I)
         for (int i = 0; i < I->ndev; i++) {
             const device *d = &I->dev[i];
             printf("    %d: %s, %s (%" PRIu64 " bytes), compute capability %d.%d\n", d->ordinal,
-                   d->name, fmt_bytes(d->total, a, sizeof a), d->total, d->cc_major, d->cc_minor);
+                   d->name, gmp_fmt_bytes(d->total, a, sizeof a), d->total, d->cc_major,
+                   d->cc_minor);
         }
     }
     if (I->runtime.found)

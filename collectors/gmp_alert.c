@@ -10,6 +10,7 @@
 #include <cuda.h>
 
 #include "gmp_clock.h"
+#include "gmp_units.h"
 
 #define MAX_DEV 64
 
@@ -86,19 +87,6 @@ static uint64_t device_limit(int dev)
     return (uint64_t)((unsigned __int128)total * threshold_pct / 100);
 }
 
-static const char *human(uint64_t b, char *buf, size_t n)
-{
-    const char *u[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-    double v = (double)b;
-    int i = 0;
-    while (v >= 1024.0 && i < 4) {
-        v /= 1024.0;
-        i++;
-    }
-    snprintf(buf, n, i ? "%.2f %s" : "%.0f %s", v, u[i]);
-    return buf;
-}
-
 typedef struct rtot {
     uint32_t range;
     uint64_t bytes;
@@ -150,12 +138,13 @@ static void fire(gmp_wthread *t, int dev)
     char line[1024], b1[32], b2[32];
     int n = snprintf(line, sizeof line,
                      "gpumemprof: alert: device %d has %s allocated, over the threshold of %s", dev,
-                     human(allocated[dev], b1, sizeof b1), human(limit[dev], b2, sizeof b2));
+                     gmp_fmt_bytes(allocated[dev], b1, sizeof b1),
+                     gmp_fmt_bytes(limit[dev], b2, sizeof b2));
     for (int k = 0; k < 3 && top[k].bytes && n > 0 && (size_t)n < sizeof line; k++) {
         char path[256];
         gmp_writer_range_path(S->w, top[k].range, path, sizeof path);
         n += snprintf(line + n, sizeof line - (size_t)n, "%s %s %s",
-                      k ? "," : "; top ranges:", human(top[k].bytes, b1, sizeof b1),
+                      k ? "," : "; top ranges:", gmp_fmt_bytes(top[k].bytes, b1, sizeof b1),
                       path[0] ? path : "(no range)");
     }
     if (n > 0 && (size_t)n < sizeof line - 1) {
