@@ -177,14 +177,17 @@ def main():
                         cells = re.split(r"(?<!\\)\|", line)
                         if len(cells) < 3:
                             sys.exit("broken table row: %r" % line)
-                # a table row per cell count: every row of a table has the header's count
-                rows = [l for l in doc.splitlines() if l.startswith("|")]
+                # every row of a table has as many cells as its header
                 prev = None
-                for l in rows:
-                    n = len(re.split(r"(?<!\\)\|", l))
-                    if l.startswith("|---") or l.startswith("| ---"):
+                for l in doc.splitlines():
+                    if not l.startswith("|"):
+                        prev = None
                         continue
-                    prev = n if prev is None else prev
+                    n = len(re.split(r"(?<!\\)\|", l))
+                    if prev is None:
+                        prev = n
+                    elif n != prev:
+                        sys.exit("table row with %d cells, header has %d: %r" % (n, prev, l))
                 out, _ = run([gmp, "report", "hostile.zst"], tmp)
                 if b"\x1b" in out:
                     sys.exit("text report to a pipe has colour codes")
