@@ -28,7 +28,6 @@
 #include "gmp_clock.h"
 #include "gmp_cupti.h"
 #include "gmp_nvtx.h"
-#include "gmp_pystack.h"
 #include "gmp_sampler.h"
 #include "gmp_sink.h"
 #include "gmp_stack.h"
@@ -40,10 +39,6 @@
 EXPORT int InitializeInjection(void);
 EXPORT int InitializeInjectionNvtx2(void *getExportTable);
 EXPORT int InitializeInjectionNvtxExtension(void *moduleInfo);
-/* Ranges for the `run --layers` PyTorch hooks (found with ctypes in this library): the same
- * per-thread stack as NVTX ranges (see gmp_nvtx_layer_push). */
-EXPORT int gmp_range_push(const char *name);
-EXPORT int gmp_range_pop(void);
 
 enum { ST_OFF, ST_STARTING, ST_ON, ST_DISABLED, ST_DONE };
 
@@ -157,17 +152,6 @@ static void agent_stop(void)
     }
     gmp_sampler_stop();
     gmp_cupti_stop(); /* forced activity flush while we still record */
-    gmp_pystack_stats ps;
-    gmp_pystack_get_stats(&ps);
-    if (ps.no_gil && (opts.stacks & GMP_STACKS_PYTHON) && gmp_pystack_minor()) {
-        char m[300];
-        snprintf(m, sizeof m,
-                 "%llu calls from Python threads that did not hold the GIL have no Python frames "
-                 "(PyTorch operators and ctypes.CDLL functions release it; see docs/python.md)",
-                 (unsigned long long)ps.no_gil);
-        notice(GMP_NOTICE_INFO, m);
-    }
-    gmp_pystack_stop();
     gmp_stack_stop();
     gmp_nvtx_shutdown();
     atomic_store(&state, ST_DONE);
@@ -350,27 +334,12 @@ static int agent_start(void)
     sink.enter = sink_enter;
     sink.leave = sink_leave;
     sink.log = agent_warn;
-    if (opts.stacks) {
+    if (opts.stacks & GMP_STACKS_NATIVE) {
         const char *nc = getenv("GPUMEMPROF_STACK_CACHE"); /* benchmarks: 0 = no per-thread cache */
-        int kinds = ((opts.stacks & GMP_STACKS_NATIVE) ? GMP_STACK_NATIVE : 0) |
-                    ((opts.stacks & GMP_STACKS_PYTHON) ? GMP_STACK_PYTHON : 0);
-        gmp_stack_opts so = {kinds, opts.stack_depth, (gmp_unwind)opts.unwind,
+        gmp_stack_opts so = {GMP_STACK_NATIVE, opts.stack_depth, (gmp_unwind)opts.unwind,
                              nc && !strcmp(nc, "0")};
-        int src = gmp_stack_start(&sink, &so, stack_why, sizeof stack_why);
-        if (src != 0 && stack_why[0] && (kinds & GMP_STACK_NATIVE))
+        if (gmp_stack_start(&sink, &so, stack_why, sizeof stack_why) != 0 && stack_why[0])
             agent_warn("%s", stack_why);
-        else
-            stack_why[0] = 0;
-        if (src >= 0 && (kinds & GMP_STACK_PYTHON)) {
-            char pwhy[200];
-            int prc = gmp_pystack_start(pwhy, sizeof pwhy);
-            /* auto: silent when the program is not Python; asked for: say why there is none */
-            if (prc < 0 || (prc == 0 && !opts.stacks_auto)) {
-                agent_warn("Python stacks off: %s", pwhy);
-                if (!stack_why[0])
-                    snprintf(stack_why, sizeof stack_why, "Python stacks off: %s", pwhy);
-            }
-        }
     }
     gmp_nvtx_init(&sink);
     atexit(agent_stop);
@@ -396,8 +365,7 @@ EXPORT int InitializeInjection(void)
     pthread_mutex_unlock(&start_lock);
     if (!first)
         return 1;
-    gmp_cupti_opts co = {opts.cupti[0] ? opts.cupti : NULL, opts.activity,
-                         (size_t)opts.activity_bytes, opts.flush_ms};
+    gmp_cupti_opts co = {opts.cupti[0] ? opts.cupti : NULL, opts.activity, 0, opts.flush_ms};
     char why[512];
     if ((opts.alert_bytes || opts.alert_percent) &&
         gmp_alert_init(&sink, opts.alert_bytes, opts.alert_percent) < 0)
@@ -429,20 +397,6 @@ EXPORT int InitializeInjectionNvtxExtension(void *moduleInfo)
     if (!agent_start() || !opts.nvtx)
         return 0;
     return gmp_nvtx_inject_ext(moduleInfo);
-}
-
-EXPORT int gmp_range_push(const char *name)
-{
-    if (!agent_start() || !opts.nvtx)
-        return -1;
-    return gmp_nvtx_layer_push(name);
-}
-
-EXPORT int gmp_range_pop(void)
-{
-    if (atomic_load(&state) != ST_ON || !opts.nvtx)
-        return -1;
-    return gmp_nvtx_layer_pop();
 }
 
 /* When the library is unloaded without exit() (dlclose by a host), finish the trace too. */
