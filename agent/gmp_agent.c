@@ -28,6 +28,7 @@
 #include "gmp_clock.h"
 #include "gmp_cupti.h"
 #include "gmp_nvtx.h"
+#include "gmp_pystack.h"
 #include "gmp_sampler.h"
 #include "gmp_sink.h"
 #include "gmp_stack.h"
@@ -39,6 +40,10 @@
 EXPORT int InitializeInjection(void);
 EXPORT int InitializeInjectionNvtx2(void *getExportTable);
 EXPORT int InitializeInjectionNvtxExtension(void *moduleInfo);
+/* Ranges for the `run --layers` PyTorch hooks (found with ctypes in this library): the same
+ * per-thread stack as NVTX ranges (see gmp_nvtx_layer_push). */
+EXPORT int gmp_range_push(const char *name);
+EXPORT int gmp_range_pop(void);
 
 enum { ST_OFF, ST_STARTING, ST_ON, ST_DISABLED, ST_DONE };
 
@@ -70,6 +75,9 @@ static void agent_log(const char *fmt, ...)
     size_t len = (size_t)n + (m < 0 ? 0 : (size_t)m);
     if (len > sizeof buf - 2)
         len = sizeof buf - 2;
+    for (size_t i = 0; i < len; i++) /* one line, whatever a path or a value holds */
+        if ((unsigned char)buf[i] < 0x20 || buf[i] == 0x7f)
+            buf[i] = '?';
     buf[len++] = '\n';
     ssize_t w = write(STDERR_FILENO, buf, len); /* one write: lines of processes do not mix */
     (void)w;
@@ -152,6 +160,17 @@ static void agent_stop(void)
     }
     gmp_sampler_stop();
     gmp_cupti_stop(); /* forced activity flush while we still record */
+    gmp_pystack_stats ps;
+    gmp_pystack_get_stats(&ps);
+    if (ps.no_gil && (opts.stacks & GMP_STACKS_PYTHON) && gmp_pystack_minor()) {
+        char m[300];
+        snprintf(m, sizeof m,
+                 "%llu calls from Python threads that did not hold the GIL have no Python frames "
+                 "(PyTorch operators and ctypes.CDLL functions release it; see docs/python.md)",
+                 (unsigned long long)ps.no_gil);
+        notice(GMP_NOTICE_INFO, m);
+    }
+    gmp_pystack_stop();
     gmp_stack_stop();
     gmp_nvtx_shutdown();
     atomic_store(&state, ST_DONE);
@@ -334,12 +353,27 @@ static int agent_start(void)
     sink.enter = sink_enter;
     sink.leave = sink_leave;
     sink.log = agent_warn;
-    if (opts.stacks & GMP_STACKS_NATIVE) {
+    if (opts.stacks) {
         const char *nc = getenv("GPUMEMPROF_STACK_CACHE"); /* benchmarks: 0 = no per-thread cache */
-        gmp_stack_opts so = {GMP_STACK_NATIVE, opts.stack_depth, (gmp_unwind)opts.unwind,
+        int kinds = ((opts.stacks & GMP_STACKS_NATIVE) ? GMP_STACK_NATIVE : 0) |
+                    ((opts.stacks & GMP_STACKS_PYTHON) ? GMP_STACK_PYTHON : 0);
+        gmp_stack_opts so = {kinds, opts.stack_depth, (gmp_unwind)opts.unwind,
                              nc && !strcmp(nc, "0")};
-        if (gmp_stack_start(&sink, &so, stack_why, sizeof stack_why) != 0 && stack_why[0])
+        int src = gmp_stack_start(&sink, &so, stack_why, sizeof stack_why);
+        if (src != 0 && stack_why[0] && (kinds & GMP_STACK_NATIVE))
             agent_warn("%s", stack_why);
+        else
+            stack_why[0] = 0;
+        if (src >= 0 && (kinds & GMP_STACK_PYTHON)) {
+            char pwhy[200];
+            int prc = gmp_pystack_start(pwhy, sizeof pwhy);
+            /* auto: silent when the program is not Python; asked for: say why there is none */
+            if (prc < 0 || (prc == 0 && !opts.stacks_auto)) {
+                agent_warn("Python stacks off: %s", pwhy);
+                if (!stack_why[0])
+                    snprintf(stack_why, sizeof stack_why, "Python stacks off: %s", pwhy);
+            }
+        }
     }
     gmp_nvtx_init(&sink);
     atexit(agent_stop);
@@ -397,6 +431,20 @@ EXPORT int InitializeInjectionNvtxExtension(void *moduleInfo)
     if (!agent_start() || !opts.nvtx)
         return 0;
     return gmp_nvtx_inject_ext(moduleInfo);
+}
+
+EXPORT int gmp_range_push(const char *name)
+{
+    if (!agent_start() || !opts.nvtx)
+        return -1;
+    return gmp_nvtx_layer_push(name);
+}
+
+EXPORT int gmp_range_pop(void)
+{
+    if (atomic_load(&state) != ST_ON || !opts.nvtx)
+        return -1;
+    return gmp_nvtx_layer_pop();
 }
 
 /* When the library is unloaded without exit() (dlclose by a host), finish the trace too. */

@@ -106,14 +106,21 @@ int gmp_agent_opts_read(gmp_agent_opts *o, char *err, size_t errlen)
     if (env_bool("GPUMEMPROF_FORCE", &o->force, err, errlen) < 0)
         return -1;
     const char *st = getenv("GPUMEMPROF_STACKS");
-    o->stacks = GMP_STACKS_NATIVE;
-    if (st && *st) {
+    o->stacks = GMP_STACKS_ALL;
+    o->stacks_auto = 1;
+    if (st && *st && strcmp(st, "auto")) {
+        o->stacks_auto = 0;
         if (!strcmp(st, "none"))
             o->stacks = GMP_STACKS_NONE;
         else if (!strcmp(st, "native"))
             o->stacks = GMP_STACKS_NATIVE;
+        else if (!strcmp(st, "python"))
+            o->stacks = GMP_STACKS_PYTHON;
+        else if (!strcmp(st, "all"))
+            o->stacks = GMP_STACKS_ALL;
         else {
-            snprintf(err, errlen, "GPUMEMPROF_STACKS=%.32s: expected none or native", st);
+            snprintf(err, errlen,
+                     "GPUMEMPROF_STACKS=%.32s: expected none, native, python, all or auto", st);
             return -1;
         }
     }
@@ -186,9 +193,11 @@ int gmp_agent_opts_read(gmp_agent_opts *o, char *err, size_t errlen)
 void gmp_agent_opts_format(const gmp_agent_opts *o, char *buf, size_t n)
 {
     static const char *const unwinders[] = {"libunwind", "glibc", "fp"};
-    char st[64] = "stacks=none";
-    if (o->stacks & GMP_STACKS_NATIVE)
-        snprintf(st, sizeof st, "stacks=native stack_depth=%u stack_unwind=%s", o->stack_depth,
+    static const char *const kinds[] = {"none", "native", "python", "all"};
+    char st[80] = "stacks=none";
+    if (o->stacks)
+        snprintf(st, sizeof st, "stacks=%s stack_depth=%u stack_unwind=%s",
+                 o->stacks_auto ? "auto" : kinds[o->stacks & 3], o->stack_depth,
                  unwinders[o->unwind >= 0 && o->unwind <= 2 ? o->unwind : 0]);
     snprintf(buf, n,
              "%s sample_interval_ms=%u buffer_size=%llu flush_interval_ms=%u nvtx=%d "

@@ -12,7 +12,8 @@ enum { GMP_STACKS_NONE = 0, GMP_STACKS_NATIVE = 1, GMP_STACKS_PYTHON = 2, GMP_ST
 typedef struct gmp_agent_opts {
     char output[1024];      /* GPUMEMPROF_OUTPUT: path pattern (%p %h %r %n %%) */
     int force;              /* GPUMEMPROF_FORCE: overwrite an existing file */
-    int stacks;             /* GPUMEMPROF_STACKS: none | native (default) */
+    int stacks;             /* GPUMEMPROF_STACKS: none | native | python | all | auto (default) */
+    int stacks_auto;        /* auto: native, plus Python frames when the process runs CPython */
     int unwind;             /* GPUMEMPROF_STACK_UNWIND: libunwind (default) | glibc | fp */
     unsigned stack_depth;   /* GPUMEMPROF_STACK_DEPTH: 1..256 */
     unsigned sample_ms;     /* GPUMEMPROF_SAMPLE_INTERVAL_MS: 0 (off) .. 3600000 */

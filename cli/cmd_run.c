@@ -2,7 +2,12 @@
  * and NVTX_INJECTION64_PATH at the agent, passes the options as GPUMEMPROF_* variables, runs the
  * command, forwards SIGINT/SIGTERM/SIGHUP/SIGQUIT sent to gpumemprof, and exits with the command's
  * status (128+N when signal N ended it). Then it finds every trace the run wrote (one per process
- * that initialized CUDA) and prints a summary of each on stderr. */
+ * that initialized CUDA) and prints a summary of each on stderr.
+ *
+ * For Python programs: --layers puts the agent's sitecustomize (python/ beside the agent) first on
+ * PYTHONPATH (it runs any sitecustomize found after it, then hooks torch.nn modules into ranges);
+ * --torch-alloc picks PyTorch's CUDA allocator backend in PYTORCH_CUDA_ALLOC_CONF (docs/python.md).
+ */
 #include <errno.h>
 #include <fcntl.h>
 #include <glob.h>
@@ -79,6 +84,35 @@ static int glob_pattern(const char *pat, char *out, size_t n)
     return 0;
 }
 
+/* Sets backend:B in the comma-separated allocator configuration variable name, keeping the other
+ * keys of an existing value. */
+static int merge_alloc_conf(const char *name, const char *backend)
+{
+    const char *old = getenv(name);
+    size_t cap = (old ? strlen(old) : 0) + strlen(backend) + 16;
+    char *v = malloc(cap);
+    if (!v)
+        return -1;
+    size_t o = (size_t)snprintf(v, cap, "backend:%s", backend);
+    for (const char *p = old; p && *p;) {
+        const char *e = strchr(p, ',');
+        size_t len = e ? (size_t)(e - p) : strlen(p);
+        const char *k = p;
+        while (k < p + len && (*k == ' ' || *k == '\t'))
+            k++;
+        if (len && !(p + len - k >= 8 && !strncmp(k, "backend:", 8)) && k < p + len) {
+            v[o++] = ',';
+            memcpy(v + o, p, len);
+            o += len;
+            v[o] = 0;
+        }
+        p = e ? e + 1 : p + len;
+    }
+    int rc = setenv(name, v, 1);
+    free(v);
+    return rc;
+}
+
 static int valid_pattern(const char *pat)
 {
     for (const char *p = pat; *p; p++) {
@@ -94,7 +128,9 @@ static int valid_pattern(const char *pat)
 int gmp_cmd_run(const gmp_cli_cmd_info *cmd, int argc, char **argv)
 {
     const char *output = "gpumemprof.%p.zst";
-    const char *stacks = "native";
+    const char *stacks = "auto";
+    const char *torch_alloc = NULL;
+    int layers = 0;
     const char *unwind = "libunwind";
     const char *cupti = NULL;
     const char *alert = NULL;
@@ -108,7 +144,9 @@ int gmp_cmd_run(const gmp_cli_cmd_info *cmd, int argc, char **argv)
         {"force", 0, GMP_CLI_FLAG, &force, NULL, "overwrite existing trace files", 0},
         {"quiet", 'q', GMP_CLI_FLAG, &quiet, NULL, "no summary; the agent reports errors only", 0},
         {"stacks", 0, GMP_CLI_STRING, &stacks, "KIND",
-         "call stacks recorded at each allocation and free: native (default) or none", 0},
+         "call stacks at each allocation and free: auto (default: native, with Python frames "
+         "spliced in when the program runs CPython), native, python, all or none",
+         0},
         {"stack-unwind", 0, GMP_CLI_STRING, &unwind, "HOW",
          "native unwinder: libunwind (default), glibc or fp (frame pointers)", 0},
         {"stack-depth", 0, GMP_CLI_INT, &depth, "N", "deepest stack recorded, 1-256 (default 64)",
@@ -121,6 +159,13 @@ int gmp_cmd_run(const gmp_cli_cmd_info *cmd, int argc, char **argv)
          "write buffered events at least this often, 1-60000 ms (default 200)", 1000000},
         {"cupti", 0, GMP_CLI_STRING, &cupti, "PATH", "libcupti to use instead of the one found", 0},
         {"no-nvtx", 0, GMP_CLI_FLAG, &no_nvtx, NULL, "do not record NVTX ranges", 0},
+        {"layers", 0, GMP_CLI_FLAG, &layers, NULL,
+         "PyTorch: a range per nn.Module call (forward and backward), named by its qualified name",
+         0},
+        {"torch-alloc", 0, GMP_CLI_STRING, &torch_alloc, "BACKEND",
+         "PyTorch's CUDA allocator: async (cudaMallocAsync: every tensor visible) or native "
+         "(the caching allocator: segments only)",
+         0},
         {"alert-threshold", 0, GMP_CLI_STRING, &alert, "BYTES|PCT%",
          "say once on stderr (and in the trace) when a device's allocated memory reaches this", 0},
         {"no-activity", 0, GMP_CLI_FLAG, &no_activity, NULL,
@@ -173,8 +218,14 @@ int gmp_cmd_run(const gmp_cli_cmd_info *cmd, int argc, char **argv)
         return gmp_cli_usage_error(cmd, "no command to run");
     if (!*output || !valid_pattern(output))
         return gmp_cli_usage_error(cmd, "--output %s: use %%p, %%h, %%r, %%n or %%%% only", output);
-    if (strcmp(stacks, "none") != 0 && strcmp(stacks, "native") != 0)
-        return gmp_cli_usage_error(cmd, "--stacks %s: expected none or native", stacks);
+    if (strcmp(stacks, "none") != 0 && strcmp(stacks, "native") != 0 &&
+        strcmp(stacks, "python") != 0 && strcmp(stacks, "all") != 0 && strcmp(stacks, "auto") != 0)
+        return gmp_cli_usage_error(cmd, "--stacks %s: expected auto, native, python, all or none",
+                                   stacks);
+    if (torch_alloc && strcmp(torch_alloc, "async") != 0 && strcmp(torch_alloc, "native") != 0)
+        return gmp_cli_usage_error(cmd, "--torch-alloc %s: expected async or native", torch_alloc);
+    if (layers && no_nvtx)
+        return gmp_cli_usage_error(cmd, "--layers records ranges: it cannot go with --no-nvtx");
     if (strcmp(unwind, "libunwind") != 0 && strcmp(unwind, "glibc") != 0 &&
         strcmp(unwind, "fp") != 0)
         return gmp_cli_usage_error(cmd, "--stack-unwind %s: expected libunwind, glibc or fp",
@@ -217,6 +268,40 @@ int gmp_cmd_run(const gmp_cli_cmd_info *cmd, int argc, char **argv)
                 "gpumemprof or set GPUMEMPROF_AGENT\n",
                 agent);
         return 1;
+    }
+    if (layers) {
+        /* python/sitecustomize.py beside the agent, first on PYTHONPATH */
+        char dir[4200];
+        const char *slash = strrchr(agent, '/');
+        int dl = slash ? (int)(slash - agent) : 1;
+        snprintf(dir, sizeof dir, "%.*s/python", dl, slash ? agent : ".");
+        char site[4300];
+        snprintf(site, sizeof site, "%s/sitecustomize.py", dir);
+        if (access(site, R_OK) != 0) {
+            fprintf(stderr, "gpumemprof run: --layers: %s is missing; reinstall gpumemprof\n",
+                    site);
+            return 1;
+        }
+        const char *pp = getenv("PYTHONPATH");
+        size_t cap = strlen(dir) + (pp ? strlen(pp) : 0) + 2;
+        char *v = malloc(cap);
+        if (!v)
+            return 1;
+        if (pp && *pp)
+            snprintf(v, cap, "%s:%s", dir, pp);
+        else
+            snprintf(v, cap, "%s", dir);
+        setenv("PYTHONPATH", v, 1);
+        free(v);
+        setenv("GPUMEMPROF_LAYERS", "1", 1);
+    }
+    if (torch_alloc) {
+        const char *b = strcmp(torch_alloc, "async") == 0 ? "cudaMallocAsync" : "native";
+        if (merge_alloc_conf("PYTORCH_CUDA_ALLOC_CONF", b) != 0 ||
+            (getenv("PYTORCH_ALLOC_CONF") && merge_alloc_conf("PYTORCH_ALLOC_CONF", b) != 0)) {
+            fprintf(stderr, "gpumemprof run: out of memory\n");
+            return 1;
+        }
     }
     /* an absolute pattern: processes that change directory still write beside each other */
     char pattern[4096];

@@ -827,6 +827,40 @@ static nvtxDomainHandle_t NVTX_API impl_DomainCreateA(const char *name)
     return (nvtxDomainHandle_t)reg_create(REG_TAG_DOMAIN, name, bounded_len(name));
 }
 
+static _Atomic(nvtxDomainHandle_t) g_layer_domain;
+
+static nvtxDomainHandle_t layer_domain(void)
+{
+    nvtxDomainHandle_t d = atomic_load_explicit(&g_layer_domain, memory_order_acquire);
+    if (!d) {
+        /* two threads may both create it: the same name gives the same domain string id */
+        d = impl_DomainCreateA("gpumemprof.layers");
+        if (d)
+            atomic_store_explicit(&g_layer_domain, d, memory_order_release);
+    }
+    return d;
+}
+
+int gmp_nvtx_layer_push(const char *name)
+{
+    if (!active() || !name)
+        return NVTX_NO_PUSH_POP_TRACKING;
+    nvtxDomainHandle_t d = layer_domain();
+    if (!d)
+        return NVTX_NO_PUSH_POP_TRACKING;
+    nvtx_msg m;
+    msg_ascii(&m, name);
+    return do_push(d, &m);
+}
+
+int gmp_nvtx_layer_pop(void)
+{
+    if (!active())
+        return NVTX_NO_PUSH_POP_TRACKING;
+    nvtxDomainHandle_t d = atomic_load_explicit(&g_layer_domain, memory_order_acquire);
+    return d ? do_pop(d) : -1;
+}
+
 static nvtxDomainHandle_t NVTX_API impl_DomainCreateW(const wchar_t *name)
 {
     if (!active() || !name)

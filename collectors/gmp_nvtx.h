@@ -57,6 +57,14 @@ int gmp_nvtx_inject_ext(void *moduleInfo);
  * allocations. A thread-local read; 0 when w is not the writer being recorded to. */
 uint32_t gmp_nvtx_current_range(gmp_writer *w);
 
+/* Ranges opened by the agent's own entry points (gmp_range_push/gmp_range_pop, used by the
+ * `run --layers` PyTorch hooks): the same per-thread stack as NVTX ranges, in a domain of their
+ * own ("gpumemprof.layers", not shown in paths), so that an NVTX pop of the program never closes
+ * a layer and a layer pop never closes the program's range. Same return values as nvtxRangePush
+ * and nvtxRangePop. */
+int gmp_nvtx_layer_push(const char *name);
+int gmp_nvtx_layer_pop(void);
+
 /* Stops recording: every NVTX call becomes a no-op (handles already returned stay harmless). */
 void gmp_nvtx_shutdown(void);
 

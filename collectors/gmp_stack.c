@@ -67,7 +67,9 @@ static _Thread_local struct {
     tc_entry *e;
     uint64_t gen;
     uintptr_t stack_lo, stack_hi;
-    int bounds; /* 0 unknown, 1 known, -1 cannot be had */
+    int bounds;          /* 0 unknown, 1 known, -1 cannot be had */
+    const uint64_t *raw; /* the raw frames of the call the hook runs in (gmp_stack_refresh) */
+    unsigned nraw;
 } tl;
 
 const char *gmp_unwind_name(gmp_unwind u)
@@ -497,8 +499,15 @@ uint32_t gmp_stack_current(void)
         n = filter(raw, nraw, pcs, O.depth);
     }
     gmp_writer *w = S->w;
-    if ((O.kinds & GMP_STACK_PYTHON) && hook_fn)
-        return hook_fn(hook_ctx, w, O.kinds, pcs, n, O.depth);
+    if ((O.kinds & GMP_STACK_PYTHON) && hook_fn) {
+        tl.raw = raw;
+        tl.nraw = nraw;
+        uint32_t id = hook_fn(hook_ctx, w, O.kinds, pcs, n, O.depth);
+        tl.raw = NULL;
+        tl.nraw = 0;
+        if (id)
+            return id;
+    }
     if (!n)
         return 0;
     if (!O.no_cache) {
@@ -582,6 +591,16 @@ void gmp_stack_set_hook(gmp_stack_hook fn, void *ctx)
 {
     hook_ctx = ctx;
     hook_fn = fn;
+}
+
+unsigned gmp_stack_refresh(uint64_t *pcs, unsigned max)
+{
+    if (!tl.raw)
+        return 0;
+    if (max > GMP_STACK_MAX_DEPTH)
+        max = GMP_STACK_MAX_DEPTH;
+    check_modules(tl.raw, tl.nraw);
+    return filter(tl.raw, tl.nraw, pcs, max);
 }
 
 void gmp_stack_get_stats(gmp_stack_stats *out)

@@ -73,13 +73,19 @@ uint32_t gmp_stack_intern_native(gmp_writer *w, uint32_t parent, const uint64_t 
 /* Hook for other stack kinds (the Python engineer's): when set and the requested kinds include
  * GMP_STACK_PYTHON, gmp_stack_current() calls it on the allocating thread with the native frames
  * it captured (innermost first, filtered; n is 0 when native stacks were not requested) and
- * records the id it returns (0: none). The hook builds the trie itself: native parts with
+ * records the id it returns; 0 means "no Python frames here": the native frames are then
+ * recorded as without a hook. The hook builds the trie itself: native parts with
  * gmp_stack_intern_native or gmp_writer_stack_native, Python frames with gmp_writer_stack_python
  * (kinds mix freely in one trie). It runs under the agent's re-entrancy guard and must not block.
- */
+ * Before interning a stack it has not seen, the hook calls gmp_stack_refresh. */
 typedef uint32_t (*gmp_stack_hook)(void *ctx, gmp_writer *w, int kinds, const uint64_t *native,
                                    unsigned n, unsigned depth);
 void gmp_stack_set_hook(gmp_stack_hook fn, void *ctx);
+
+/* From inside the hook only: makes sure the module map covers the native frames of this call
+ * (records the objects loaded since the last scan) and filters them again into pcs (a library
+ * loaded since may be a CUDA library whose frames go). Returns the number of frames. */
+unsigned gmp_stack_refresh(uint64_t *pcs, unsigned max);
 
 /* Counters, for tests and benchmarks. */
 typedef struct gmp_stack_stats {

@@ -1,0 +1,547 @@
+/* gmp_pystack: Python call stacks through CPython's public C API (see gmp_pystack.h). */
+#include "gmp_pystack.h"
+
+#include <dlfcn.h>
+#include <link.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/types.h>
+
+#include "gmp_stack.h"
+
+#define CODE_SLOTS 1024 /* per-thread code object cache (direct mapped, power of two) */
+#define STK_SLOTS 256   /* per-thread whole-stack cache (direct mapped, power of two) */
+#define MAX_NODES (2 * GMP_STACK_MAX_DEPTH)
+
+typedef void *pyobj; /* PyObject *, PyFrameObject *, PyThreadState *: opaque here */
+typedef ssize_t py_ssize;
+
+/* The CPython functions used, all exported by libpython (or by a python executable linked with it
+ * statically). Entries marked "3.9+" etc. are NULL on older versions. */
+static struct {
+    int (*is_initialized)(void);
+    pyobj (*this_thread_state)(void); /* PyGILState_GetThisThreadState */
+    pyobj (*unchecked_get)(void);     /* _PyThreadState_UncheckedGet, PyThreadState_GetUnchecked */
+    pyobj (*thread_frame)(pyobj);     /* 3.9+ PyThreadState_GetFrame: new reference */
+    pyobj (*frame_back)(pyobj);       /* 3.9+ PyFrame_GetBack: new reference */
+    pyobj (*frame_code)(pyobj);       /* 3.9+ PyFrame_GetCode: new reference */
+    pyobj (*eval_frame)(void);        /* 3.8: PyEval_GetFrame: borrowed */
+    int (*frame_line)(pyobj);         /* PyFrame_GetLineNumber */
+    int (*frame_lasti)(pyobj);        /* 3.11+ PyFrame_GetLasti: caches lines by instruction */
+    pyobj (*getattr)(pyobj, const char *);
+    pyobj (*getattr_obj)(pyobj, pyobj); /* 3.8: PyObject_GetAttr with ... */
+    pyobj (*intern)(const char *);      /* ... names interned once */
+    pyobj s_code, s_back;               /* "f_code", "f_back" (3.8; GIL held) */
+    const char *(*utf8)(pyobj, py_ssize *);
+    void (*incref)(pyobj);
+    void (*decref)(pyobj);
+    void (*err_fetch)(pyobj *, pyobj *, pyobj *);
+    void (*err_restore)(pyobj, pyobj, pyobj);
+    void (*err_clear)(void);
+    int (*gc_disable)(void); /* 3.10+ */
+    int (*gc_enable)(void);
+    pyobj none;
+    uintptr_t eval_lo, eval_hi; /* _PyEval_EvalFrameDefault: (lo, hi] holds its return addresses */
+    int minor;
+} P;
+
+static atomic_int on;
+static atomic_uint_fast64_t generation;
+static atomic_uint_fast64_t st_python, st_no_gil, st_misses;
+
+#define LINE_SLOTS 4 /* per code object: instruction offset -> line (3.11+) */
+
+typedef struct code_ent {
+    pyobj code; /* a strong reference while cached */
+    uint32_t file, func;
+    int lasti[LINE_SLOTS], line[LINE_SLOTS]; /* lasti -1: empty */
+    unsigned next;
+} code_ent;
+
+typedef struct node {
+    uint64_t a; /* native: address; Python: file << 32 | function */
+    uint32_t line;
+    uint32_t kind; /* GMP_FRAME_* */
+} node;
+
+typedef struct stk_ent {
+    uint64_t hash;
+    node *nodes;
+    uint32_t id, n, cap;
+} stk_ent;
+
+typedef struct pytls {
+    code_ent *codes;
+    stk_ent *stacks;
+    uint64_t gen;
+} pytls;
+
+static pthread_key_t tls_key;
+static int tls_key_ok;
+static _Thread_local pytls *T;
+
+static uint32_t hook(void *ctx, gmp_writer *w, int kinds, const uint64_t *native, unsigned n,
+                     unsigned depth);
+static void tls_free(void *p);
+
+/* ---------- start ---------- */
+
+typedef struct find_ctx {
+    char path[4096];
+} find_ctx;
+
+static int find_libpython(struct dl_phdr_info *info, size_t size, void *arg)
+{
+    (void)size;
+    find_ctx *c = arg;
+    const char *n = info->dlpi_name ? info->dlpi_name : "";
+    const char *b = strrchr(n, '/');
+    b = b ? b + 1 : n;
+    if (!strncmp(b, "libpython3.", 11) && strstr(b, ".so")) {
+        snprintf(c->path, sizeof c->path, "%s", n);
+        return 1;
+    }
+    return 0;
+}
+
+/* A symbol of the process's global scope, else of a libpython loaded privately (RTLD_LOCAL, as an
+ * embedding program or a plugin host may do). */
+static void *sym(void *lib, const char *name)
+{
+    void *p = dlsym(RTLD_DEFAULT, name);
+    if (!p && lib)
+        p = dlsym(lib, name);
+    return p;
+}
+
+#define LOAD(field, name) (*(void **)&P.field = sym(lib, name))
+
+int gmp_pystack_start(char *why, size_t whylen)
+{
+    if (why && whylen)
+        why[0] = 0;
+    atomic_store(&on, 0);
+    gmp_stack_set_hook(NULL, NULL);
+    memset(&P, 0, sizeof P);
+    void *lib = NULL;
+    if (!dlsym(RTLD_DEFAULT, "Py_IsInitialized")) {
+        find_ctx c = {{0}};
+        dl_iterate_phdr(find_libpython, &c);
+        if (c.path[0])
+            lib = dlopen(c.path, RTLD_NOW | RTLD_NOLOAD | RTLD_LOCAL);
+    }
+    LOAD(is_initialized, "Py_IsInitialized");
+    const char *(*version)(void) = NULL;
+    *(void **)&version = sym(lib, "Py_GetVersion");
+    if (!P.is_initialized || !version) {
+        if (why)
+            snprintf(why, whylen, "no Python interpreter in this process");
+        return 0;
+    }
+    const char *v = version();
+    int major = 0, minor = 0;
+    if (!v || sscanf(v, "%d.%d", &major, &minor) != 2 || major != 3 || minor < 8) {
+        if (why)
+            snprintf(why, whylen, "Python %.16s: Python stacks need CPython 3.8 or later",
+                     v ? v : "?");
+        return -1;
+    }
+    P.minor = minor;
+    LOAD(this_thread_state, "PyGILState_GetThisThreadState");
+    LOAD(unchecked_get, "PyThreadState_GetUnchecked"); /* 3.13 */
+    if (!P.unchecked_get)
+        LOAD(unchecked_get, "_PyThreadState_UncheckedGet"); /* 3.5 - 3.12 (3.13: alias) */
+    if (minor >= 9) {
+        LOAD(thread_frame, "PyThreadState_GetFrame");
+        LOAD(frame_back, "PyFrame_GetBack");
+        LOAD(frame_code, "PyFrame_GetCode");
+    } else {
+        LOAD(eval_frame, "PyEval_GetFrame");
+        LOAD(getattr_obj, "PyObject_GetAttr");
+        LOAD(intern, "PyUnicode_InternFromString");
+    }
+    LOAD(frame_line, "PyFrame_GetLineNumber");
+    LOAD(getattr, "PyObject_GetAttrString");
+    LOAD(utf8, "PyUnicode_AsUTF8AndSize");
+    LOAD(incref, "Py_IncRef");
+    LOAD(decref, "Py_DecRef");
+    LOAD(err_fetch, "PyErr_Fetch");
+    LOAD(err_restore, "PyErr_Restore");
+    LOAD(err_clear, "PyErr_Clear");
+    if (minor >= 11) {
+        LOAD(frame_lasti, "PyFrame_GetLasti");
+        LOAD(gc_disable, "PyGC_Disable");
+        LOAD(gc_enable, "PyGC_Enable");
+    }
+    P.none = sym(lib, "_Py_NoneStruct");
+    const char *missing = NULL;
+#define NEED(f, name)                                                                              \
+    if (!missing && !P.f)                                                                          \
+    missing = name
+    NEED(this_thread_state, "PyGILState_GetThisThreadState");
+    NEED(unchecked_get, "_PyThreadState_UncheckedGet");
+    if (minor >= 9) {
+        NEED(thread_frame, "PyThreadState_GetFrame");
+        NEED(frame_back, "PyFrame_GetBack");
+        NEED(frame_code, "PyFrame_GetCode");
+    } else {
+        NEED(eval_frame, "PyEval_GetFrame");
+        NEED(getattr_obj, "PyObject_GetAttr");
+        NEED(intern, "PyUnicode_InternFromString");
+        NEED(none, "_Py_NoneStruct");
+    }
+    NEED(frame_line, "PyFrame_GetLineNumber");
+    NEED(getattr, "PyObject_GetAttrString");
+    NEED(utf8, "PyUnicode_AsUTF8AndSize");
+    NEED(incref, "Py_IncRef");
+    NEED(decref, "Py_DecRef");
+    NEED(err_fetch, "PyErr_Fetch");
+    NEED(err_restore, "PyErr_Restore");
+    NEED(err_clear, "PyErr_Clear");
+    if (minor >= 11) {
+        NEED(gc_disable, "PyGC_Disable");
+        NEED(gc_enable, "PyGC_Enable");
+    }
+#undef NEED
+    if (missing) {
+        if (why)
+            snprintf(why, whylen, "Python 3.%d: %s not found: no Python stacks", minor, missing);
+        return -1;
+    }
+    /* the evaluation loop's extent, for splicing */
+    void *ev = sym(lib, "_PyEval_EvalFrameDefault");
+    Dl_info di;
+    const ElfW(Sym) *es = NULL;
+    if (ev && dladdr1(ev, &di, (void **)&es, RTLD_DL_SYMENT) && es && es->st_size) {
+        P.eval_lo = (uintptr_t)ev;
+        P.eval_hi = (uintptr_t)ev + es->st_size;
+    }
+    if (!tls_key_ok && pthread_key_create(&tls_key, tls_free) == 0)
+        tls_key_ok = 1;
+    atomic_fetch_add(&generation, 1);
+    if (why)
+        snprintf(why, whylen, "Python 3.%d", minor);
+    atomic_store(&on, 1);
+    gmp_stack_set_hook(hook, NULL);
+    return 1;
+}
+
+int gmp_pystack_minor(void)
+{
+    return P.minor;
+}
+
+/* ---------- the walk ---------- */
+
+/* The calling thread holds the GIL: it has a current thread state and that state is the one
+ * PyGILState knows for this thread. Neither call needs the GIL. */
+static pyobj gil_state(void)
+{
+    if (!P.is_initialized())
+        return NULL;
+    pyobj cur = P.unchecked_get();
+    if (!cur)
+        return NULL;
+    pyobj mine = P.this_thread_state();
+    if (cur != mine) {
+        if (mine)
+            atomic_fetch_add_explicit(&st_no_gil, 1, memory_order_relaxed);
+        return NULL;
+    }
+    return cur;
+}
+
+static void tls_free(void *p)
+{
+    pytls *t = p;
+    if (!t)
+        return;
+    /* The code references stay (no GIL here to drop them): bounded by CODE_SLOTS. */
+    free(t->codes);
+    if (t->stacks)
+        for (unsigned i = 0; i < STK_SLOTS; i++)
+            free(t->stacks[i].nodes);
+    free(t->stacks);
+    free(t);
+}
+
+/* The thread's caches, reset when the trace changed (string ids of another writer). GIL held. */
+static pytls *tls_get(void)
+{
+    uint64_t g = atomic_load_explicit(&generation, memory_order_acquire);
+    pytls *t = T;
+    if (t && t->gen == g)
+        return t;
+    if (!t) {
+        if (!tls_key_ok)
+            return NULL;
+        t = calloc(1, sizeof *t);
+        if (!t)
+            return NULL;
+        t->codes = calloc(CODE_SLOTS, sizeof *t->codes);
+        t->stacks = calloc(STK_SLOTS, sizeof *t->stacks);
+        if (!t->codes || !t->stacks) {
+            free(t->codes);
+            free(t->stacks);
+            free(t);
+            return NULL;
+        }
+        /* tls_free frees the arrays and t itself */
+        pthread_setspecific(tls_key, t);
+        T = t;
+    } else {
+        for (unsigned i = 0; i < CODE_SLOTS; i++) {
+            if (t->codes[i].code)
+                P.decref(t->codes[i].code);
+            t->codes[i].code = NULL;
+        }
+        for (unsigned i = 0; i < STK_SLOTS; i++)
+            t->stacks[i].id = 0;
+    }
+    t->gen = g;
+    return t;
+}
+
+/* A Python str as a trace string id; 0 when it is not a str. */
+static uint32_t str_id(gmp_writer *w, pyobj s)
+{
+    if (!s)
+        return 0;
+    py_ssize n = 0;
+    const char *u = P.utf8(s, &n);
+    if (!u || n < 0)
+        return 0;
+    if ((size_t)n > GMP_MAX_STRING_BYTES)
+        n = GMP_MAX_STRING_BYTES;
+    return gmp_writer_string(w, u, (size_t)n);
+}
+
+/* (file, function) string ids of a code object, through the thread's cache. GIL held. */
+static code_ent *code_info(pytls *t, gmp_writer *w, pyobj code)
+{
+    uintptr_t k = (uintptr_t)code;
+    code_ent *e = &t->codes[((k >> 4) * 0x9E3779B97F4A7C15ull) >> 54 & (CODE_SLOTS - 1)];
+    if (e->code == code)
+        return e;
+    pyobj file = P.getattr(code, "co_filename");
+    pyobj func = P.getattr(code, P.minor >= 11 ? "co_qualname" : "co_name");
+    uint32_t fid = str_id(w, file), nid = str_id(w, func);
+    if (file)
+        P.decref(file);
+    if (func)
+        P.decref(func);
+    if (!fid || !nid)
+        return NULL;
+    if (e->code)
+        P.decref(e->code);
+    P.incref(code);
+    e->code = code;
+    e->file = fid;
+    e->func = nid;
+    for (unsigned i = 0; i < LINE_SLOTS; i++)
+        e->lasti[i] = -1;
+    e->next = 0;
+    return e;
+}
+
+/* The calling thread's Python frames, innermost first, at most max. GIL held. */
+static unsigned walk(pytls *t, gmp_writer *w, pyobj ts, node *out, unsigned max)
+{
+    unsigned n = 0;
+    pyobj f;
+    if (P.minor >= 9) {
+        f = P.thread_frame(ts);
+    } else {
+        if (!P.s_code)
+            P.s_code = P.intern("f_code"); /* kept for the life of the process */
+        if (!P.s_back)
+            P.s_back = P.intern("f_back");
+        if (!P.s_code || !P.s_back)
+            return 0;
+        f = P.eval_frame();
+        if (f)
+            P.incref(f);
+    }
+    while (f && n < max) {
+        pyobj code = P.minor >= 9 ? P.frame_code(f) : P.getattr_obj(f, P.s_code);
+        if (code) {
+            code_ent *e = code_info(t, w, code);
+            if (e) {
+                /* PyFrame_GetLineNumber scans the code's line table from its start: cache the
+                 * lines of the last few instruction offsets of this code object */
+                int line = -1;
+                int lasti = P.frame_lasti ? P.frame_lasti(f) : -1;
+                if (lasti >= 0) {
+                    for (unsigned i = 0; i < LINE_SLOTS; i++)
+                        if (e->lasti[i] == lasti) {
+                            line = e->line[i];
+                            break;
+                        }
+                }
+                if (line < 0) {
+                    line = P.frame_line(f);
+                    if (lasti >= 0) {
+                        unsigned i = e->next++ % LINE_SLOTS;
+                        e->lasti[i] = lasti;
+                        e->line[i] = line;
+                    }
+                }
+                out[n].kind = GMP_FRAME_PYTHON;
+                out[n].a = (uint64_t)e->file << 32 | e->func;
+                out[n].line = line > 0 ? (uint32_t)line : 0;
+                n++;
+            }
+            P.decref(code);
+        }
+        pyobj back = P.minor >= 9 ? P.frame_back(f) : P.getattr_obj(f, P.s_back);
+        if (back == P.none && back) {
+            P.decref(back);
+            back = NULL;
+        }
+        P.decref(f);
+        f = back;
+    }
+    if (f)
+        P.decref(f);
+    return n;
+}
+
+static int is_eval(uint64_t pc)
+{
+    return pc > P.eval_lo && pc <= P.eval_hi;
+}
+
+/* Native frames with the Python frames spliced in where the evaluation loop runs them. */
+static unsigned splice(const uint64_t *pcs, unsigned n, const node *py, unsigned np, node *out)
+{
+    unsigned nev = 0, k = 0, pi = 0, ei = 0;
+    if (P.eval_lo)
+        for (unsigned i = 0; i < n; i++)
+            nev += is_eval(pcs[i]);
+    for (unsigned i = 0; i < n; i++) {
+        if (P.eval_lo && pi < np && is_eval(pcs[i])) {
+            unsigned take = ++ei == nev ? np - pi : 1;
+            for (unsigned j = 0; j < take; j++)
+                out[k++] = py[pi++];
+            continue;
+        }
+        out[k].kind = GMP_FRAME_NATIVE;
+        out[k].a = pcs[i];
+        out[k].line = 0;
+        k++;
+    }
+    while (pi < np)
+        out[k++] = py[pi++];
+    return k;
+}
+
+static uint64_t hash_nodes(const node *x, unsigned n)
+{
+    uint64_t h = 0xcbf29ce484222325ull ^ n;
+    for (unsigned i = 0; i < n; i++) {
+        h ^= x[i].a + ((uint64_t)x[i].line << 40 | x[i].kind);
+        h *= 0xff51afd7ed558ccdull;
+        h ^= h >> 31;
+    }
+    return h;
+}
+
+static uint32_t intern(gmp_writer *w, const node *x, unsigned n)
+{
+    uint32_t id = 0;
+    for (unsigned i = n; i-- > 0;) {
+        if (x[i].kind == GMP_FRAME_NATIVE)
+            id = gmp_writer_stack_native(w, id, x[i].a);
+        else
+            id = gmp_writer_stack_python(w, id, (uint32_t)(x[i].a >> 32), (uint32_t)x[i].a,
+                                         x[i].line);
+        if (!id)
+            return 0;
+    }
+    return id;
+}
+
+static uint32_t lookup_or_intern(pytls *t, gmp_writer *w, int kinds, node *x, unsigned n,
+                                 const node *py, unsigned np, unsigned depth)
+{
+    uint64_t h = hash_nodes(x, n);
+    stk_ent *e = &t->stacks[h & (STK_SLOTS - 1)];
+    if (e->id && e->hash == h && e->n == n && !memcmp(e->nodes, x, n * sizeof *x))
+        return e->id;
+    atomic_fetch_add_explicit(&st_misses, 1, memory_order_relaxed);
+    uint64_t h0 = h;
+    if (kinds & GMP_STACK_NATIVE) {
+        /* a stack not seen on this thread: the module map first (new objects, new exclusions) */
+        uint64_t pcs[GMP_STACK_MAX_DEPTH];
+        unsigned m = gmp_stack_refresh(pcs, depth);
+        n = splice(pcs, m, py, np, x);
+        h = hash_nodes(x, n);
+    }
+    uint32_t id = intern(w, x, n);
+    if (!id || h != h0)
+        return id; /* the frames changed under the refresh: the next call caches them */
+    if (e->cap < n) {
+        node *nn = realloc(e->nodes, n * sizeof *nn);
+        if (!nn) {
+            e->id = 0;
+            return id;
+        }
+        e->nodes = nn;
+        e->cap = n;
+    }
+    memcpy(e->nodes, x, n * sizeof *x);
+    e->n = n;
+    e->hash = h;
+    e->id = id;
+    return id;
+}
+
+static uint32_t hook(void *ctx, gmp_writer *w, int kinds, const uint64_t *native, unsigned n,
+                     unsigned depth)
+{
+    (void)ctx;
+    if (!atomic_load_explicit(&on, memory_order_acquire) || !w)
+        return 0;
+    pyobj ts = gil_state();
+    if (!ts)
+        return 0;
+    pytls *t = tls_get();
+    if (!t)
+        return 0;
+    node py[GMP_STACK_MAX_DEPTH], x[MAX_NODES];
+    pyobj et = NULL, ev = NULL, etb = NULL;
+    P.err_fetch(&et, &ev, &etb); /* the program's pending exception, if any, is kept */
+    int gc_was = P.gc_disable ? P.gc_disable() : 0;
+    unsigned np = walk(t, w, ts, py, depth < GMP_STACK_MAX_DEPTH ? depth : GMP_STACK_MAX_DEPTH);
+    if (gc_was)
+        P.gc_enable();
+    P.err_clear();
+    P.err_restore(et, ev, etb);
+    if (!np)
+        return 0;
+    atomic_fetch_add_explicit(&st_python, 1, memory_order_relaxed);
+    unsigned nx;
+    if (kinds & GMP_STACK_NATIVE) {
+        nx = splice(native, n, py, np, x);
+    } else {
+        memcpy(x, py, np * sizeof *py);
+        nx = np;
+    }
+    return lookup_or_intern(t, w, kinds, x, nx, py, np, depth);
+}
+
+void gmp_pystack_stop(void)
+{
+    atomic_store(&on, 0);
+    gmp_stack_set_hook(NULL, NULL);
+}
+
+void gmp_pystack_get_stats(gmp_pystack_stats *out)
+{
+    out->python = atomic_load(&st_python);
+    out->no_gil = atomic_load(&st_no_gil);
+    out->misses = atomic_load(&st_misses);
+}

@@ -1,0 +1,52 @@
+/* gmp_pystack: Python call stacks at allocation time, when the profiled process runs CPython.
+ *
+ * The agent does not link against libpython: at start it looks up CPython's public C API with
+ * dlsym (RTLD_DEFAULT, then the libpython object of the module map opened with RTLD_NOLOAD) and
+ * reads the interpreter's version (Py_GetVersion). CPython 3.8 to 3.13 are handled; see
+ * docs/python.md for what each version uses.
+ *
+ * Safety: on the allocating thread, Python frames are read only when CPython is initialized and
+ * that thread holds the GIL (its current thread state is its own PyGILState state). A thread that
+ * released the GIL (ctypes.CDLL functions, PyTorch's operators, any `Py_BEGIN_ALLOW_THREADS`), a
+ * thread Python does not know (a C thread) or a process without an interpreter gets native frames
+ * only. The pending exception, if any, is saved and restored around the walk; errors the walk
+ * raises are cleared; the cyclic GC is held off while 3.11+ materializes frame objects (no
+ * finalizer runs inside a CUDA call). Depth is bounded by the stack depth option.
+ *
+ * Cost: a per-thread cache maps code objects (strong references, so an address is never reused
+ * while cached) to their (file, function) string ids, and a per-thread cache maps whole stacks to
+ * their STACK ids: a repeated stack costs the frame walk and two hashes, no lock.
+ *
+ * Splicing (GMP_STACK_NATIVE | GMP_STACK_PYTHON): native frames innermost first; each native
+ * frame inside the interpreter's evaluation loop (_PyEval_EvalFrameDefault) is replaced by the
+ * Python frames it runs, in reading order. Up to 3.10 each Python frame has its own evaluation
+ * frame (exact). From 3.11 one evaluation frame runs every Python-to-Python call until the next
+ * call from C: each inner evaluation frame gets one Python frame and the outermost gets the rest
+ * (the order is always right; the boundary between two C-level entries is a heuristic). Python
+ * frames with no evaluation frame in the native stack go outside (after) the native frames. */
+#ifndef GMP_PYSTACK_H
+#define GMP_PYSTACK_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Looks for CPython in the process and, when found, installs the gmp_stack hook. Call after
+ * gmp_stack_start. Returns 1 when Python stacks are on (why names the version), 0 when the
+ * process does not run CPython (why says so), -1 when it does but cannot be profiled (why says
+ * why: version, missing function). */
+int gmp_pystack_start(char *why, size_t whylen);
+
+/* Removes the hook. */
+void gmp_pystack_stop(void);
+
+/* CPython version found (3.x minor), 0 when none. */
+int gmp_pystack_minor(void);
+
+typedef struct gmp_pystack_stats {
+    uint64_t python; /* stacks with Python frames */
+    uint64_t no_gil; /* calls from a thread Python knows that did not hold the GIL */
+    uint64_t misses; /* stacks interned node by node */
+} gmp_pystack_stats;
+void gmp_pystack_get_stats(gmp_pystack_stats *out);
+
+#endif

@@ -1,0 +1,315 @@
+#!/usr/bin/env python3
+"""Python stacks and the PyTorch switches of `gpumemprof run`, end to end on the simulated device.
+
+  test_python.py --gpumemprof BIN --simcuda DIR --progs DIR --src DIR --tmp DIR [--preload LIB]
+                 [--python EXE] MODE
+MODE: python     --stacks python: exact file:function:line frames; a thread that released the GIL
+                 (ctypes.CDLL) and a C thread get no Python frames (and no crash); a pending
+                 exception survives the walk
+      all        --stacks all: Python frames spliced into the native stack in reading order
+      default    no --stacks: Python frames with native ones (the default for Python programs)
+      versions   `python` checks on every CPython 3.8-3.13 found on this machine (skips if none
+                 other than --python)
+      layers     --layers with torch (skipped when torch is absent): range names, nesting,
+                 forward and backward, an allocation's path under the program's NVTX range
+      site       --layers keeps an existing sitecustomize working; no hooks without --layers
+      torchalloc --torch-alloc merges backend:... into PYTORCH_CUDA_ALLOC_CONF
+Exit 77: skipped.
+"""
+import argparse
+import glob
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+
+ap = argparse.ArgumentParser()
+for a in ("gpumemprof", "simcuda", "progs", "src", "tmp"):
+    ap.add_argument("--" + a, required=True)
+ap.add_argument("--preload", default="")
+ap.add_argument("--python", default="/usr/bin/python3")
+ap.add_argument("mode")
+args = ap.parse_args()
+
+failures = []
+MiB = 1 << 20
+SKIP = 77
+
+
+def check(what, got, want):
+    if got != want:
+        failures.append(f"{what}: got {got!r}, want {want!r}")
+
+
+def finish():
+    if failures:
+        print("FAIL\n  " + "\n  ".join(failures))
+        sys.exit(1)
+    print("ok")
+    sys.exit(0)
+
+
+def markers(name):
+    m = {}
+    with open(os.path.join(args.src, "progs", name)) as fh:
+        for i, line in enumerate(fh, 1):
+            for k in re.findall(r"# @(\w+)", line):
+                m[k] = i
+    return m
+
+
+work = os.path.join(args.tmp, args.mode)
+shutil.rmtree(work, ignore_errors=True)
+os.makedirs(work)
+
+
+def base_env():
+    env = dict(os.environ)
+    for k in ("CUDA_INJECTION64_PATH", "NVTX_INJECTION64_PATH", "LD_PRELOAD", "CUDA_HOME",
+              "CUDA_PATH", "PYTHONPATH", "PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF",
+              "PYTHONSTARTUP", "PYTHONHOME") + tuple(k for k in os.environ
+                                                      if k.startswith("GPUMEMPROF_")):
+        env.pop(k, None)
+    env["LD_LIBRARY_PATH"] = args.progs + ":" + args.simcuda
+    if args.preload:
+        # an uninstrumented interpreter loading the sanitized agent; Python's own allocations
+        # are not ours to report
+        env["LD_PRELOAD"] = args.preload
+        env["ASAN_OPTIONS"] = "detect_leaks=0"
+    env["LC_ALL"] = "C"
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
+    return env
+
+
+def run(opts, prog, python=None, env=None, trace="t.zst", expect_ok=True):
+    trace = os.path.join(work, trace)
+    cmd = [args.gpumemprof, "run", "-q", "-o", trace, "--force"] + opts + \
+        ["--", python or args.python, os.path.join(args.src, "progs", prog), args.progs]
+    p = subprocess.run(cmd, env=env or base_env(), capture_output=True, text=True, timeout=120)
+    if expect_ok and p.returncode != 0:
+        print(f"FAIL: {' '.join(cmd)}: exit {p.returncode}\n{p.stdout}{p.stderr}")
+        sys.exit(1)
+    return p, trace
+
+
+def report(trace):
+    cmd = [args.gpumemprof, "report", "--format", "json", trace]
+    r = subprocess.run(cmd, env=base_env(), capture_output=True, text=True, timeout=120)
+    if r.returncode != 0:
+        print(f"FAIL: {' '.join(cmd)}: exit {r.returncode}\n{r.stderr}")
+        sys.exit(1)
+    return json.loads(r.stdout)
+
+
+def stacks_by_size(doc):
+    return {e["bytes"]: e.get("stack", []) for e in doc["live_at_peak"]}
+
+
+def is_py(f):
+    return "module" not in f
+
+
+def py_frames(st):
+    return [(f["function"], os.path.basename(f["file"] or ""), f["line"]) for f in st if is_py(f)]
+
+
+def python_version(exe):
+    out = subprocess.run([exe, "-c", "import sys; print(sys.version_info[1])"],
+                         capture_output=True, text=True, timeout=60, env=base_env())
+    return int(out.stdout.strip()) if out.returncode == 0 else None
+
+
+A = markers("py_alloc.py")
+
+
+def want_alloc(minor, size_marker):
+    step = "Model.step" if minor >= 11 else "step"  # co_qualname from 3.11
+    f = "py_alloc.py"
+    chain = [("alloc", f, A["alloc"]), ("inner", f, A["inner"]), ("outer", f, A["outer"]),
+             (step, f, A["step"]), ("main", f, A[size_marker]), ("<module>", f, A["module"])]
+    return chain
+
+
+def check_alloc(label, doc, minor, only_python):
+    by = stacks_by_size(doc)
+    st3 = by.get(3 * MiB, [])
+    w3 = [want_alloc(minor, "main3")[0]] + want_alloc(minor, "main3")[1:]
+    check(f"{label}: 3 MiB Python frames", py_frames(st3), w3)
+    w1 = [("alloc", "py_alloc.py", A["alloc"]), ("main", "py_alloc.py", A["main1"]),
+          ("<module>", "py_alloc.py", A["module"])]
+    check(f"{label}: 1 MiB Python frames (exception pending)", py_frames(by.get(1 * MiB, [])), w1)
+    # the thread released the GIL (ctypes.CDLL): no Python frames
+    check(f"{label}: 5 MiB (GIL released) Python frames", py_frames(by.get(5 * MiB, [])), [])
+    # a C thread Python does not know
+    check(f"{label}: 7 MiB (C thread) Python frames", py_frames(by.get(7 * MiB, [])), [])
+    if only_python:
+        check(f"{label}: only Python frames", [f for f in st3 if not is_py(f)], [])
+        check(f"{label}: 5 MiB stack with --stacks python", by.get(5 * MiB, []), [])
+    else:
+        nat5 = [f for f in by.get(5 * MiB, []) if not is_py(f)]
+        check(f"{label}: 5 MiB native frames present", len(nat5) > 0, True)
+        nat7 = [f.get("function") for f in by.get(7 * MiB, [])]
+        check(f"{label}: 7 MiB C thread frames", "thread_main" in nat7, True)
+
+
+def check_spliced(label, doc, minor):
+    st = stacks_by_size(doc).get(3 * MiB, [])
+    kinds = "".join("P" if is_py(f) else "n" for f in st)
+    # native frames inside (ctypes, libffi), Python frames, native frames outside (the
+    # interpreter's main): the Python frames are spliced into the native stack
+    check(f"{label}: frame kinds {kinds}", bool(re.fullmatch(r"n+P[nP]*Pn+", kinds)), True)
+    check(f"{label}: Python frames in reading order", py_frames(st), want_alloc(minor, "main3"))
+    check(f"{label}: innermost frame is ctypes' call (libffi or _ctypes)",
+          bool(st and re.search(r"libffi|_ctypes", st[0].get("module") or "")), True)
+    names = [f.get("function") for f in st if not is_py(f)]
+    check(f"{label}: outer native frames reach main", any(
+        n in ("main", "Py_BytesMain", "__libc_start_main", "_start") for n in names), True)
+    if "_PyEval_EvalFrameDefault" in names and minor >= 11:
+        failures.append(f"{label}: an evaluation-loop frame was not replaced: {names}")
+
+
+minor = python_version(args.python)
+if minor is None:
+    print(f"skip: {args.python} does not run")
+    sys.exit(SKIP)
+
+if args.mode == "python":
+    p, t = run(["--stacks", "python"], "py_alloc.py")
+    check("program output", "py_alloc: ok" in p.stdout, True)
+    check_alloc("python", report(t), minor, True)
+elif args.mode == "all":
+    p, t = run(["--stacks", "all"], "py_alloc.py")
+    doc = report(t)
+    check_alloc("all", doc, minor, False)
+    check_spliced("all", doc, minor)
+elif args.mode == "default":
+    p, t = run([], "py_alloc.py")
+    doc = report(t)
+    check_alloc("default", doc, minor, False)
+    check_spliced("default", doc, minor)
+    head = subprocess.run([args.gpumemprof, "dump", t], capture_output=True, text=True,
+                          env=base_env(), timeout=60).stdout.split("\n", 1)[0]
+    check("header options say stacks=auto", "stacks=auto" in head, True)
+elif args.mode == "versions":
+    found = {}
+    cands = [shutil.which(f"python3.{m}") for m in range(8, 14)]
+    cands += sorted(glob.glob(os.path.expanduser("~/.pyenv/versions/3.*/bin/python3")))
+    for exe in cands:
+        if not exe:
+            continue
+        m = python_version(exe)
+        if m is not None and 8 <= m <= 13 and m not in found:
+            found[m] = exe
+    if not found:
+        print("skip: no CPython 3.8-3.13 found")
+        sys.exit(SKIP)
+    print("interpreters: " + ", ".join(f"3.{m}={e}" for m, e in sorted(found.items())))
+    for m, exe in sorted(found.items()):
+        p, t = run(["--stacks", "python"], "py_alloc.py", python=exe, trace=f"py3{m}.zst")
+        check_alloc(f"3.{m} python", report(t), m, True)
+        p, t = run(["--stacks", "all"], "py_alloc.py", python=exe, trace=f"all3{m}.zst")
+        doc = report(t)
+        check_alloc(f"3.{m} all", doc, m, False)
+        check_spliced(f"3.{m} all", doc, m)
+elif args.mode == "layers":
+    r = subprocess.run([args.python, "-c", "import torch"], capture_output=True, env=base_env())
+    if r.returncode != 0:
+        print("skip: torch is not installed for " + args.python)
+        sys.exit(SKIP)
+    p, t = run(["--layers", "--stacks", "none"], "py_layers.py")
+    check("program output", "py_layers: ok" in p.stdout, True)
+    dump = subprocess.run([args.gpumemprof, "dump", t], capture_output=True, text=True,
+                          env=base_env(), timeout=60)
+    events = []
+    for line in dump.stdout.splitlines():
+        mm = re.search(r" (range_push|range_pop) .*path=\"([^\"]*)\"", line)
+        if mm:
+            events.append((mm.group(1), mm.group(2)))
+    # forward: every module call is a range named by its qualified name, nested as the calls
+    L = "model.encoder.layers"
+    fwd = [e for e in events if "(backward)" not in e[1]]
+    want = [("range_push", "train"), ("range_push", "train/model"),
+            ("range_push", "train/model/model.encoder")]
+    for i in range(4):
+        base = f"train/model/model.encoder/{L}.{i}"
+        want += [("range_push", base), ("range_push", f"{base}/{L}.{i}.attn"),
+                 ("range_push", f"{base}/{L}.{i}.attn/{L}.{i}.attn.q"),
+                 ("range_pop", f"{base}/{L}.{i}.attn/{L}.{i}.attn.q"),
+                 ("range_pop", f"{base}/{L}.{i}.attn"),
+                 ("range_push", f"{base}/{L}.{i}.ff"), ("range_pop", f"{base}/{L}.{i}.ff"),
+                 ("range_pop", base)]
+    want += [("range_pop", "train/model/model.encoder"), ("range_push", "train/model/model.head"),
+             ("range_pop", "train/model/model.head"), ("range_pop", "train/model")]
+    check("forward ranges", fwd[:len(want)], want)
+    # backward: `<name> (backward)` ranges, outer modules around inner ones, layers in reverse
+    bwd = [(k, "/".join(s for s in path.split("/") if s != "train"))
+           for k, path in events if "(backward)" in path]
+    B = " (backward)"
+    wantb = [("range_push", "model" + B), ("range_push", "model" + B + "/model.head" + B),
+             ("range_pop", "model" + B + "/model.head" + B),
+             ("range_push", "model" + B + "/model.encoder" + B)]
+    for i in (3, 2, 1, 0):
+        base = f"model{B}/model.encoder{B}/{L}.{i}{B}"
+        wantb += [("range_push", base), ("range_push", f"{base}/{L}.{i}.ff{B}"),
+                  ("range_pop", f"{base}/{L}.{i}.ff{B}"),
+                  ("range_push", f"{base}/{L}.{i}.attn{B}"),
+                  ("range_push", f"{base}/{L}.{i}.attn{B}/{L}.{i}.attn.q{B}")]
+        if i:
+            wantb += [("range_pop", f"{base}/{L}.{i}.attn{B}/{L}.{i}.attn.q{B}"),
+                      ("range_pop", f"{base}/{L}.{i}.attn{B}"), ("range_pop", base)]
+    check("backward ranges", bwd[:len(wantb)], wantb)
+    check("backward ranges inside train", all(path.startswith("train/") for k, path in events
+                                              if "(backward)" in path), True)
+    # the allocations made inside each layer's attention block
+    doc = report(t)
+    got = {}
+    for e in doc["live_at_peak"]:
+        got[e["bytes"]] = e.get("range") or e.get("path")
+    for i in range(4):
+        check(f"allocation in layer {i}", got.get((i + 1) * MiB),
+              f"train/model/model.encoder/{L}.{i}/{L}.{i}.attn")
+elif args.mode == "site":
+    env = base_env()
+    env["PYTHONPATH"] = os.path.join(args.src, "progs", "usersite")
+    p, t = run(["--layers", "--torch-alloc", "async"], "py_env.py", env=env)
+    check("user sitecustomize ran", "user_site=ran" in p.stdout, True)
+    check("sys.modules['sitecustomize'] is the user's",
+          "site=" + os.path.join(args.src, "progs", "usersite", "sitecustomize.py") in p.stdout,
+          True)
+    check("torch watcher installed", "watcher=True" in p.stdout, True)
+    p, t = run([], "py_env.py", env=env, trace="t2.zst")
+    check("without --layers: user sitecustomize ran", "user_site=ran" in p.stdout, True)
+    check("without --layers: no watcher", "watcher=False" in p.stdout, True)
+    check("without --torch-alloc: conf untouched", "conf=<unset>" in p.stdout, True)
+    bad = subprocess.run([args.gpumemprof, "run", "--layers", "--no-nvtx", "--", "true"],
+                         capture_output=True, text=True, env=base_env())
+    check("--layers --no-nvtx exit", bad.returncode, 2)
+    bad = subprocess.run([args.gpumemprof, "run", "--stacks", "bogus", "--", "true"],
+                         capture_output=True, text=True, env=base_env())
+    check("--stacks bogus exit", bad.returncode, 2)
+    check("--stacks bogus message", "expected auto, native, python, all or none" in bad.stderr,
+          True)
+elif args.mode == "torchalloc":
+    cases = [
+        ("async", None, "backend:cudaMallocAsync"),
+        ("async", "expandable_segments:True", "backend:cudaMallocAsync,expandable_segments:True"),
+        ("async", "backend:native,max_split_size_mb:128",
+         "backend:cudaMallocAsync,max_split_size_mb:128"),
+        ("native", "backend:cudaMallocAsync", "backend:native"),
+    ]
+    for i, (mode, old, want) in enumerate(cases):
+        env = base_env()
+        if old is not None:
+            env["PYTORCH_CUDA_ALLOC_CONF"] = old
+        p, t = run(["--torch-alloc", mode], "py_env.py", env=env, trace=f"t{i}.zst")
+        check(f"--torch-alloc {mode} with {old!r}", re.search(r"conf=(.*)", p.stdout).group(1),
+              want)
+    bad = subprocess.run([args.gpumemprof, "run", "--torch-alloc", "sync", "--", "true"],
+                         capture_output=True, text=True, env=base_env())
+    check("--torch-alloc sync exit", bad.returncode, 2)
+else:
+    print("unknown mode " + args.mode)
+    sys.exit(2)
+finish()
