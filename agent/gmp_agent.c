@@ -399,7 +399,8 @@ EXPORT int InitializeInjection(void)
     pthread_mutex_unlock(&start_lock);
     if (!first)
         return 1;
-    gmp_cupti_opts co = {opts.cupti[0] ? opts.cupti : NULL, opts.activity, 0, opts.flush_ms};
+    gmp_cupti_opts co = {opts.cupti[0] ? opts.cupti : NULL, opts.activity,
+                         (size_t)opts.activity_bytes, opts.flush_ms};
     char why[512];
     if ((opts.alert_bytes || opts.alert_percent) &&
         gmp_alert_init(&sink, opts.alert_bytes, opts.alert_percent) < 0)

@@ -5,6 +5,19 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* A value as shown in a message: at most 64 bytes, control characters as '?', so that the message
+ * stays one line whatever the environment holds. */
+static const char *shown(const char *s, char buf[68])
+{
+    size_t i = 0;
+    for (; s[i] && i < 64; i++)
+        buf[i] = ((unsigned char)s[i] < 0x20 || s[i] == 0x7f) ? '?' : s[i];
+    if (s[i] && i == 64)
+        buf[i++] = '~'; /* cut */
+    buf[i] = 0;
+    return buf;
+}
+
 /* Parses an unsigned decimal with an optional unit suffix (K, M, G: powers of 1024). */
 static int parse_size(const char *s, uint64_t *out)
 {
@@ -48,7 +61,8 @@ static int env_num(const char *name, uint64_t lo, uint64_t hi, uint64_t *out, ch
         return 0;
     uint64_t v;
     if (parse_size(s, &v) < 0 || v < lo || v > hi) {
-        snprintf(err, errlen, "%s=%.64s: expected a number from %llu to %llu", name, s,
+        char b[68];
+        snprintf(err, errlen, "%s=%s: expected a number from %llu to %llu", name, shown(s, b),
                  (unsigned long long)lo, (unsigned long long)hi);
         return -1;
     }
@@ -66,7 +80,8 @@ static int env_bool(const char *name, int *out, char *err, size_t errlen)
     else if (!strcmp(s, "0") || !strcmp(s, "no") || !strcmp(s, "false") || !strcmp(s, "off") || !*s)
         *out = 0;
     else {
-        snprintf(err, errlen, "%s=%.64s: expected 0 or 1", name, s);
+        char b[68];
+        snprintf(err, errlen, "%s=%s: expected 0 or 1", name, shown(s, b));
         return -1;
     }
     return 0;
@@ -96,6 +111,7 @@ int gmp_agent_opts_read(gmp_agent_opts *o, char *err, size_t errlen)
     o->flush_ms = 200;
     o->nvtx = 1;
     o->activity = 1;
+    o->activity_bytes = 32u << 20;
     uint64_t v;
     if (env_str("GPUMEMPROF_OUTPUT", o->output, sizeof o->output, err, errlen) < 0)
         return -1;
@@ -119,8 +135,10 @@ int gmp_agent_opts_read(gmp_agent_opts *o, char *err, size_t errlen)
         else if (!strcmp(st, "all"))
             o->stacks = GMP_STACKS_ALL;
         else {
+            char b[68];
             snprintf(err, errlen,
-                     "GPUMEMPROF_STACKS=%.32s: expected none, native, python, all or auto", st);
+                     "GPUMEMPROF_STACKS=%s: expected none, native, python, all or auto",
+                     shown(st, b));
             return -1;
         }
     }
@@ -133,8 +151,9 @@ int gmp_agent_opts_read(gmp_agent_opts *o, char *err, size_t errlen)
         else if (!strcmp(uw, "fp"))
             o->unwind = 2;
         else {
-            snprintf(err, errlen, "GPUMEMPROF_STACK_UNWIND=%.32s: expected libunwind, glibc or fp",
-                     uw);
+            char b[68];
+            snprintf(err, errlen, "GPUMEMPROF_STACK_UNWIND=%s: expected libunwind, glibc or fp",
+                     shown(uw, b));
             return -1;
         }
     }
@@ -162,28 +181,33 @@ int gmp_agent_opts_read(gmp_agent_opts *o, char *err, size_t errlen)
         return -1;
     if (env_bool("GPUMEMPROF_QUIET", &o->quiet, err, errlen) < 0)
         return -1;
+    v = o->activity_bytes;
+    if (env_num("GPUMEMPROF_ACTIVITY_BUFFER", 1u << 20, 1u << 30, &v, err, errlen) < 0)
+        return -1;
+    o->activity_bytes = v;
     const char *al = getenv("GPUMEMPROF_ALERT_THRESHOLD");
+    char alb[68];
     if (al && *al) {
         size_t len = strlen(al);
         if (al[len - 1] == '%') {
             char num[16];
             uint64_t pct;
             if (len - 1 == 0 || len - 1 >= sizeof num) {
-                snprintf(err, errlen, "GPUMEMPROF_ALERT_THRESHOLD=%.32s: expected BYTES or 1-100%%",
-                         al);
+                snprintf(err, errlen, "GPUMEMPROF_ALERT_THRESHOLD=%s: expected BYTES or 1-100%%",
+                         shown(al, alb));
                 return -1;
             }
             memcpy(num, al, len - 1);
             num[len - 1] = 0;
             if (parse_size(num, &pct) < 0 || pct < 1 || pct > 100) {
-                snprintf(err, errlen, "GPUMEMPROF_ALERT_THRESHOLD=%.32s: expected BYTES or 1-100%%",
-                         al);
+                snprintf(err, errlen, "GPUMEMPROF_ALERT_THRESHOLD=%s: expected BYTES or 1-100%%",
+                         shown(al, alb));
                 return -1;
             }
             o->alert_percent = (unsigned)pct;
         } else if (parse_size(al, &o->alert_bytes) < 0 || o->alert_bytes == 0) {
-            snprintf(err, errlen, "GPUMEMPROF_ALERT_THRESHOLD=%.32s: expected BYTES or 1-100%%",
-                     al);
+            snprintf(err, errlen, "GPUMEMPROF_ALERT_THRESHOLD=%s: expected BYTES or 1-100%%",
+                     shown(al, alb));
             return -1;
         }
     }
@@ -201,7 +225,7 @@ void gmp_agent_opts_format(const gmp_agent_opts *o, char *buf, size_t n)
                  unwinders[o->unwind >= 0 && o->unwind <= 2 ? o->unwind : 0]);
     snprintf(buf, n,
              "%s sample_interval_ms=%u buffer_size=%llu flush_interval_ms=%u nvtx=%d "
-             "activity=%d",
+             "activity=%d activity_buffer=%llu",
              st, o->sample_ms, (unsigned long long)o->buffer_bytes, o->flush_ms, o->nvtx,
-             o->activity);
+             o->activity, (unsigned long long)o->activity_bytes);
 }

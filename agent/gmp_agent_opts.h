@@ -25,6 +25,9 @@ typedef struct gmp_agent_opts {
     int quiet;              /* GPUMEMPROF_QUIET: only errors on stderr */
     uint64_t alert_bytes;   /* GPUMEMPROF_ALERT_THRESHOLD: "40G" (bytes) ... */
     unsigned alert_percent; /* ... or "90%" of each device's memory; both 0: no alert */
+    /* GPUMEMPROF_ACTIVITY_BUFFER: CUPTI activity buffers held at once, 1 MiB .. 1 GiB (default
+     * 32 MiB); beyond it CUPTI drops records, which are counted (LOST, reason cupti-dropped) */
+    uint64_t activity_bytes;
 } gmp_agent_opts;
 
 /* Fills o from the environment. Returns 0, or -1 with a one-line message in err. */

@@ -85,13 +85,26 @@ int gmp_agent_create(const char *pattern, int force, char *path, size_t pathlen,
                      pattern);
             return -1;
         }
-        int flags = O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC;
+        /* O_NONBLOCK: with --force, a FIFO planted at the path would otherwise block the
+         * program's CUDA initialization until someone reads it; only regular files are used */
+        int flags = O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK | O_NOCTTY;
         flags |= force ? O_TRUNC : O_EXCL;
         int fd = open(path, flags, 0600);
+        struct stat sb;
+        if (fd >= 0 && (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode))) {
+            close(fd);
+            snprintf(err, errlen, "%.600s is not a regular file; refusing to write to it", path);
+            return -1;
+        }
         if (fd >= 0) {
+            (void)fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
             if (force)
                 (void)fchmod(fd, 0600); /* an overwritten file keeps no wider mode */
             return fd;
+        }
+        if (errno == ENXIO) { /* a FIFO nobody reads (O_WRONLY|O_NONBLOCK) */
+            snprintf(err, errlen, "%.600s is not a regular file; refusing to write to it", path);
+            return -1;
         }
         if (errno == EEXIST && has_n)
             continue;

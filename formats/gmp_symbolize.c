@@ -362,10 +362,30 @@ typedef struct elf_file {
     Elf *e;
 } elf_file;
 
+/* Module paths come from the trace, which is untrusted input: a path may name a FIFO (opening it
+ * would block for ever), a device (/dev/zero, a tape, a terminal) or anything else. Files are
+ * opened read-only, without blocking and without becoming a controlling terminal, and used only
+ * when they are regular files of at most 16 GiB; symbolic links are followed (shared libraries
+ * are usually reached through one). Nothing is ever written. See docs/reliability.md. */
+#define MAX_MODULE_FILE (16ull << 30)
+
+static int open_regular(const char *path)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+    if (fd < 0)
+        return -1;
+    struct stat sb;
+    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode) || (uint64_t)sb.st_size > MAX_MODULE_FILE) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
 static int elf_open(elf_file *f, const char *path)
 {
     f->e = NULL;
-    f->fd = open(path, O_RDONLY | O_CLOEXEC);
+    f->fd = open_regular(path);
     if (f->fd < 0)
         return -1;
     f->e = elf_begin(f->fd, ELF_C_READ_MMAP, NULL);
@@ -516,7 +536,7 @@ static uint32_t crc32_update(uint32_t crc, const uint8_t *p, size_t n)
 
 static int file_crc(const char *path, uint32_t *out)
 {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    int fd = open_regular(path);
     if (fd < 0)
         return -1;
     uint8_t buf[1 << 16];
