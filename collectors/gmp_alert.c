@@ -1,3 +1,4 @@
+#include "gmp_driver.h"
 #include "gmp_alert.h"
 
 #include <dlfcn.h>
@@ -80,7 +81,7 @@ static uint64_t device_limit(int dev)
     if (threshold_bytes)
         return threshold_bytes;
     CUresult (*total_mem)(size_t *, CUdevice);
-    *(void **)&total_mem = dlsym(RTLD_DEFAULT, "cuDeviceTotalMem_v2");
+    *(void **)&total_mem = gmp_driver_sym("cuDeviceTotalMem_v2");
     size_t total = 0;
     if (!total_mem || total_mem(&total, (CUdevice)dev) != CUDA_SUCCESS || !total)
         return UINT64_MAX; /* unknown total: a percentage cannot be applied */

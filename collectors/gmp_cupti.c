@@ -19,6 +19,7 @@
  *   record the writer wrote (the reader would apply them late, and a peak could miss static
  *   memory), a flush thread forces CUPTI to deliver every flush interval, and the agent asks the
  *   writer to keep its SYNC times behind by a few intervals (gmp_writer_opts.sync_lag_ns). */
+#include "gmp_driver.h"
 #include "gmp_cupti.h"
 
 #include <dlfcn.h>
@@ -980,18 +981,13 @@ static void *load_cupti(const char *explicit_path, char *why, size_t whylen)
         return h;
     }
     char path[4096];
-    /* 1. next to the driver the process is using */
-    void *cuinit = dlsym(RTLD_DEFAULT, "cuInit");
-    Dl_info di;
-    if (cuinit && dladdr(cuinit, &di) && di.dli_fname) {
-        const char *slash = strrchr(di.dli_fname, '/');
-        if (slash) {
-            snprintf(path, sizeof path, "%.*s/%s", (int)(slash - di.dli_fname), di.dli_fname,
-                     CUPTI_SONAME);
-            void *h = try_open(path);
-            if (h)
-                return h;
-        }
+    /* 1. next to the driver the process is using (found even when loaded privately) */
+    char dir[4000];
+    if (gmp_driver_dir(dir, sizeof dir) == 0) {
+        snprintf(path, sizeof path, "%.4000s/%s", dir, CUPTI_SONAME);
+        void *h = try_open(path);
+        if (h)
+            return h;
     }
     /* 2. the toolkit named by the environment */
     const char *homes[] = {getenv("CUDA_HOME"), getenv("CUDA_PATH")};
@@ -1054,12 +1050,12 @@ int gmp_cupti_start(const gmp_sink *sink, const gmp_cupti_opts *o, char *why, si
         snprintf(why, whylen, "cannot profile: the CUPTI library found lacks cuptiSubscribe");
         return -1;
     }
-    *(void **)&D.DeviceGetName = dlsym(RTLD_DEFAULT, "cuDeviceGetName");
-    *(void **)&D.DeviceTotalMem = dlsym(RTLD_DEFAULT, "cuDeviceTotalMem_v2");
-    *(void **)&D.DeviceGetAttribute = dlsym(RTLD_DEFAULT, "cuDeviceGetAttribute");
-    *(void **)&D.DeviceGetUuid = dlsym(RTLD_DEFAULT, "cuDeviceGetUuid_v2");
+    *(void **)&D.DeviceGetName = gmp_driver_sym("cuDeviceGetName");
+    *(void **)&D.DeviceTotalMem = gmp_driver_sym("cuDeviceTotalMem_v2");
+    *(void **)&D.DeviceGetAttribute = gmp_driver_sym("cuDeviceGetAttribute");
+    *(void **)&D.DeviceGetUuid = gmp_driver_sym("cuDeviceGetUuid_v2");
     if (!D.DeviceGetUuid)
-        *(void **)&D.DeviceGetUuid = dlsym(RTLD_DEFAULT, "cuDeviceGetUuid");
+        *(void **)&D.DeviceGetUuid = gmp_driver_sym("cuDeviceGetUuid");
 
     for (size_t i = 0; i < NAPIS; i++) {
         if (apis[i].cbid >= MAX_CBID)

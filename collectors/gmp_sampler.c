@@ -1,3 +1,4 @@
+#include "gmp_driver.h"
 #include "gmp_sampler.h"
 
 #include <dlfcn.h>
@@ -53,16 +54,16 @@ static int said_no_source;
 
 static void load(void)
 {
-    *(void **)&D.DeviceGetCount = dlsym(RTLD_DEFAULT, "cuDeviceGetCount");
-    *(void **)&D.PrimaryCtxGetState = dlsym(RTLD_DEFAULT, "cuDevicePrimaryCtxGetState");
-    *(void **)&D.PrimaryCtxRetain = dlsym(RTLD_DEFAULT, "cuDevicePrimaryCtxRetain");
-    *(void **)&D.PrimaryCtxRelease = dlsym(RTLD_DEFAULT, "cuDevicePrimaryCtxRelease_v2");
+    *(void **)&D.DeviceGetCount = gmp_driver_sym("cuDeviceGetCount");
+    *(void **)&D.PrimaryCtxGetState = gmp_driver_sym("cuDevicePrimaryCtxGetState");
+    *(void **)&D.PrimaryCtxRetain = gmp_driver_sym("cuDevicePrimaryCtxRetain");
+    *(void **)&D.PrimaryCtxRelease = gmp_driver_sym("cuDevicePrimaryCtxRelease_v2");
     if (!D.PrimaryCtxRelease)
-        *(void **)&D.PrimaryCtxRelease = dlsym(RTLD_DEFAULT, "cuDevicePrimaryCtxRelease");
-    *(void **)&D.CtxPushCurrent = dlsym(RTLD_DEFAULT, "cuCtxPushCurrent_v2");
-    *(void **)&D.CtxPopCurrent = dlsym(RTLD_DEFAULT, "cuCtxPopCurrent_v2");
-    *(void **)&D.MemGetInfo = dlsym(RTLD_DEFAULT, "cuMemGetInfo_v2");
-    *(void **)&D.DeviceGetPCIBusId = dlsym(RTLD_DEFAULT, "cuDeviceGetPCIBusId");
+        *(void **)&D.PrimaryCtxRelease = gmp_driver_sym("cuDevicePrimaryCtxRelease");
+    *(void **)&D.CtxPushCurrent = gmp_driver_sym("cuCtxPushCurrent_v2");
+    *(void **)&D.CtxPopCurrent = gmp_driver_sym("cuCtxPopCurrent_v2");
+    *(void **)&D.MemGetInfo = gmp_driver_sym("cuMemGetInfo_v2");
+    *(void **)&D.DeviceGetPCIBusId = gmp_driver_sym("cuDeviceGetPCIBusId");
     N.lib = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
     if (N.lib) {
         *(void **)&N.Init = dlsym(N.lib, "nvmlInit_v2");
