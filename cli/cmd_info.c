@@ -204,7 +204,8 @@ static void probe_runtime(info *I)
         cu_int_fn ver = (cu_int_fn)dlsym(h, "cudaRuntimeGetVersion");
         if (ver && ver(&I->runtime_version) != 0)
             I->runtime_version = 0;
-        dlclose(h);
+        /* NVIDIA's libraries are left loaded: what their constructors allocate stays reachable
+         * (unloading them made LeakSanitizer report it), and info ends at once anyway */
         return;
     }
 }
@@ -244,8 +245,7 @@ static void probe_cupti(info *I)
         cupti_ver_fn ver = (cupti_ver_fn)dlsym(h, "cuptiGetVersion");
         if (!ver || ver(&I->cupti_version) != 0)
             I->cupti_version = 0;
-        dlclose(h);
-        break;
+        break; /* left loaded, as the runtime */
     }
     if (!I->cupti.found)
         snprintf(I->cupti.error, sizeof I->cupti.error,
@@ -279,7 +279,7 @@ static void probe_nvml(info *I)
     } else {
         snprintf(I->nvml.error, sizeof I->nvml.error, "nvmlInit failed");
     }
-    dlclose(h);
+    /* left loaded, as the runtime */
 }
 
 static void probe_agent(info *I)
