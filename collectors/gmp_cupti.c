@@ -715,7 +715,8 @@ static void on_api(CUpti_CallbackDomain dom, CUpti_CallbackId cbid, const CUpti_
                 drv_free_fields(cbid, cd, &r.u.mem, &dev);
             r.u.mem.device = dev;
             if (r.u.mem.address || r.u.mem.handle) { /* cudaFree(NULL) frees nothing */
-                r.u.mem.stack = gmp_stack_current();
+                /* no stack: the question is where memory was allocated, and unwinding costs
+                 * about a microsecond; a failed free (below) keeps its stack */
                 emit(t, &r);
                 if (gmp_alert_on)
                     gmp_alert_free(&r.u.mem);
