@@ -99,7 +99,10 @@ static void print_help(const gmp_cli_cmd_info *cmd, const gmp_cli_opt *opts)
            "that no allocation explains; then totals per memory kind, the largest allocations,\n"
            "the most frequent allocation sites, per-range statistics (time inside, bytes\n"
            "allocated and freed inside, what the range left behind, the peak while inside),\n"
-           "out-of-memory errors and anomalies. Several traces (the ranks of one job): a section\n"
+           "out-of-memory errors and anomalies; then analyses: ranges whose memory grows over\n"
+           "their repetitions (probable leaks, with the rate and the sites that grow),\n"
+           "temporary allocations per range, allocator overhead at the peaks, why each OOM\n"
+           "happened. Several traces (the ranks of one job): a section\n"
            "per process and a summary across them.\n\n",
            cmd->summary);
     gmp_cli_print_options(stdout, opts);
@@ -118,7 +121,7 @@ int gmp_cmd_report(const gmp_cli_cmd_info *cmd, int argc, char **argv)
 {
     const char *format = NULL, *out_path = NULL, *debug_dir = NULL, *by_s = NULL, *sort_s = NULL;
     const char *color_s = "auto";
-    int64_t top = -1, device = INT64_MIN;
+    int64_t top = -1, device = INT64_MIN, temp_us = INT64_MIN;
     int no_progress = 0, npos = 0;
     const gmp_cli_opt opts[] = {
         {"format", 'f', GMP_CLI_STRING, &format, "FMT",
@@ -130,6 +133,8 @@ int gmp_cmd_report(const gmp_cli_cmd_info *cmd, int argc, char **argv)
         {"sort", 's', GMP_CLI_STRING, &sort_s, "KEY", "order of the ranges table", 0},
         {"output", 'o', GMP_CLI_STRING, &out_path, "FILE", "write to FILE instead of stdout", 0},
         {"color", 0, GMP_CLI_STRING, &color_s, "WHEN", "text colours: auto, always, never", 0},
+        {"temporary-us", 0, GMP_CLI_INT, &temp_us, "US",
+         "allocations freed within US microseconds are temporary (default 1000)", 0},
         {"no-progress", 0, GMP_CLI_FLAG, &no_progress, NULL, "no progress bar on a terminal", 0},
         {"debug-dir", 0, GMP_CLI_STRING, &debug_dir, "DIR",
          "separate debug files (default /usr/lib/debug)", 0},
@@ -153,6 +158,8 @@ int gmp_cmd_report(const gmp_cli_cmd_info *cmd, int argc, char **argv)
     int json = writer == gmp_report_write_json;
     if (top < -1 || top > 1000000000)
         return gmp_cli_usage_error(cmd, "--top: must be 0 or more");
+    if (temp_us != INT64_MIN && (temp_us < 1 || temp_us > INT64_MAX / 1000))
+        return gmp_cli_usage_error(cmd, "--temporary-us: must be 1 or more");
     if (device != INT64_MIN && (device < -1 || device > INT32_MAX))
         return gmp_cli_usage_error(cmd, "--device: not a device ordinal");
     gmp_report_view view;
@@ -225,7 +232,11 @@ int gmp_cmd_report(const gmp_cli_cmd_info *cmd, int argc, char **argv)
     pg.t0 = now_s();
     pg.count = ntr;
     gmp_report_doc *doc = NULL;
-    gmp_err e = gmp_report_doc_new(&doc, NULL);
+    gmp_report_opts ropts;
+    memset(&ropts, 0, sizeof ropts);
+    if (temp_us > 0)
+        ropts.analysis.temp_ns = (uint64_t)temp_us * 1000u;
+    gmp_err e = gmp_report_doc_new(&doc, &ropts);
     int status = e != GMP_OK;
     if (status)
         fprintf(stderr, "gpumemprof report: %s\n", gmp_err_str(e));

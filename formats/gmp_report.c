@@ -190,6 +190,7 @@ struct gmp_report_live {
     char *buf;
     size_t bufcap;
     void *symstate; /* the symbolizer's, for this trace */
+    gmp_analysis *ana;
 };
 
 typedef struct gmp_report_live live;
@@ -1207,6 +1208,19 @@ static int largest_cmp(const void *a, const void *b)
     return 0;
 }
 
+static uint32_t ana_range(void *c, uint32_t id)
+{
+    return range_str(c, id);
+}
+static uint32_t ana_api(void *c, uint32_t id)
+{
+    return api_str(c, id);
+}
+static uint32_t ana_stack(void *c, uint32_t id)
+{
+    return stack_copy(c, id);
+}
+
 static gmp_err freeze(live *L)
 {
     gmp_report_trace *t = L->t;
@@ -1297,6 +1311,9 @@ static gmp_err freeze(live *L)
         const char *m = gmp_replay_notice_at(rp, i, &o->severity, &o->time_ns);
         o->message = intern_cstr(L, m);
     }
+    gmp_analysis_resolver res = {L, ana_range, ana_api, ana_stack};
+    if (!(t->analysis = gmp_analysis_finish(L->ana, &res)))
+        return GMP_ERR_NOMEM;
     for (size_t i = 0; i < t->nstrs; i++) /* out of memory while interning */
         if (!t->strs[i].ptr)
             return GMP_ERR_NOMEM;
@@ -1321,6 +1338,7 @@ static void live_free(live *L)
     }
     free(L->heap);
     free(L->buf);
+    gmp_analysis_free(L->ana);
     u64map_free(&L->threads);
     u64map_free(&L->stats);
     u64map_free(&L->strmap);
@@ -1399,6 +1417,7 @@ static void trace_free(gmp_report_trace *t)
     free(t->largest);
     free(t->ooms);
     free(t->notices);
+    gmp_analysis_result_free(t->analysis);
     for (size_t i = 0; i < t->nstacks; i++)
         free(t->stacks[i].frames);
     free(t->stacks);
@@ -1440,6 +1459,8 @@ gmp_err gmp_report_doc_add(gmp_report_doc *doc, gmp_replay *rp, const char *path
     L->kheap = doc->opts.max_largest;
     L->heap = calloc(L->kheap, sizeof *L->heap);
     gmp_err e = L->heap ? gmp_replay_add(rp, &report_ops, t) : GMP_ERR_NOMEM;
+    if (e == GMP_OK && (e = gmp_analysis_new(&L->ana, &doc->opts.analysis)) == GMP_OK)
+        e = gmp_analysis_attach(L->ana, rp);
     if (e != GMP_OK) {
         trace_free(t);
         return e;

@@ -25,6 +25,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "gmp_analysis.h"
 #include "gmp_error.h"
 #include "gmp_reader.h"
 #include "gmp_replay.h"
@@ -180,8 +181,9 @@ typedef struct gmp_report_trace {
     gmp_report_stack *stacks;
     size_t nstrs;
     gmp_str *strs;
-    uint64_t bucket_ns;           /* timeline bucket width */
-    struct gmp_report_live *live; /* during the pass only */
+    uint64_t bucket_ns;            /* timeline bucket width */
+    gmp_analysis_result *analysis; /* growth, temporaries, overhead (gmp_analysis.h); NULL none */
+    struct gmp_report_live *live;  /* during the pass only */
 } gmp_report_trace;
 
 /* Names of native frames: the one place where they come from. The offline symbolizer lives in a
@@ -210,7 +212,8 @@ typedef struct gmp_report_symbolizer {
 void gmp_report_set_symbolizer(const gmp_report_symbolizer *s);
 
 typedef struct gmp_report_opts {
-    size_t max_largest; /* largest allocations kept (default 20, at most 1000) */
+    size_t max_largest;         /* largest allocations kept (default 20, at most 1000) */
+    gmp_analysis_opts analysis; /* zeros: defaults */
 } gmp_report_opts;
 
 /* One report: one or several traces. */
@@ -305,6 +308,16 @@ const char *gmp_report_fmt_dur(uint64_t ns, char *buf, size_t n);
  * Writes at most n bytes with the NUL; returns the length written. */
 size_t gmp_report_frame_text(const gmp_report_trace *t, const gmp_report_frame *f, char *buf,
                              size_t n);
+
+/* A trace string (none when empty) and a stack as each format writes them, for sections written
+ * outside the renderers (the analyses, gmp_analysis_out.c). JSON: `,"stack":[...]` or nothing. */
+void gmp_report_text_str(FILE *f, const gmp_report_trace *t, uint32_t i, const char *none);
+void gmp_report_text_stack(FILE *f, const gmp_report_trace *t, uint32_t stack);
+void gmp_report_md_str(FILE *f, const gmp_report_trace *t, uint32_t i, const char *none);
+void gmp_report_md_stack(FILE *f, const gmp_report_trace *t, uint32_t stack);
+void gmp_report_html_str(FILE *f, const gmp_report_trace *t, uint32_t i, const char *none);
+void gmp_report_html_stack(FILE *f, const gmp_report_trace *t, uint32_t stack);
+void gmp_report_json_stack(FILE *f, const gmp_report_trace *t, uint32_t stack);
 
 /* The renderers (one file each). Each writes the whole document; GMP_ERR_IO when the stream
  * reports an error. */

@@ -698,6 +698,7 @@ static void h_trace(const hw *w)
     }
     if (shown)
         fputs("</table>\n", f);
+    gmp_analysis_write_html(f, t, w->v);
 
     struct {
         uint64_t v;
@@ -796,4 +797,17 @@ gmp_err gmp_report_write_html(const gmp_report_doc *doc, FILE *f, const gmp_repo
           "</body>\n</html>\n",
           f);
     return ferror(f) ? GMP_ERR_IO : GMP_OK;
+}
+
+/* For sections written outside this file (gmp_analysis_out.c). */
+void gmp_report_html_str(FILE *f, const gmp_report_trace *t, uint32_t i, const char *none)
+{
+    hw w = {f, t, NULL};
+    h_idx(&w, i, none);
+}
+
+void gmp_report_html_stack(FILE *f, const gmp_report_trace *t, uint32_t stack)
+{
+    hw w = {f, t, NULL};
+    h_stack(&w, stack);
 }

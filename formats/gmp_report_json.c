@@ -467,6 +467,7 @@ static void write_trace(FILE *f, const gmp_report_trace *t, const gmp_report_vie
     close_list(f, first, 0);
 
     j_extras(f, t, v);
+    gmp_analysis_write_json(f, t, v);
     fprintf(f, "  \"sort\": \"%s\"\n}", gmp_report_sort_name(v->sort));
 }
 
@@ -514,4 +515,10 @@ gmp_err gmp_report_write_json(const gmp_report_doc *doc, FILE *f, const gmp_repo
         fputs("\n]}\n", f);
     }
     return ferror(f) ? GMP_ERR_IO : GMP_OK;
+}
+
+/* For sections written outside this file (gmp_analysis_out.c). */
+void gmp_report_json_stack(FILE *f, const gmp_report_trace *t, uint32_t stack)
+{
+    j_stack(f, t, stack);
 }

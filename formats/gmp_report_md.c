@@ -365,6 +365,7 @@ static void m_trace(const mw *w)
         m_idx(w, o->range, "*(no range)*");
         fputs(" |\n", f);
     }
+    gmp_analysis_write_md(f, t, w->v);
     struct {
         uint64_t v;
         const char *what;
@@ -444,4 +445,17 @@ gmp_err gmp_report_write_md(const gmp_report_doc *doc, FILE *f, const gmp_report
         m_trace(&w);
     }
     return ferror(f) ? GMP_ERR_IO : GMP_OK;
+}
+
+/* For sections written outside this file (gmp_analysis_out.c). */
+void gmp_report_md_str(FILE *f, const gmp_report_trace *t, uint32_t i, const char *none)
+{
+    mw w = {f, t, NULL};
+    m_idx(&w, i, none);
+}
+
+void gmp_report_md_stack(FILE *f, const gmp_report_trace *t, uint32_t stack)
+{
+    mw w = {f, t, NULL};
+    m_stack(&w, stack);
 }

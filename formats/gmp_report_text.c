@@ -533,6 +533,7 @@ static void t_trace(const tw *w)
     t_sites(w);
     t_ranges(w);
     t_ooms(w);
+    gmp_analysis_write_text(w->f, w->t, w->v);
     t_anomalies(w);
 }
 
@@ -612,4 +613,17 @@ gmp_err gmp_report_write_text(const gmp_report_doc *doc, FILE *f, const gmp_repo
     if (doc->ntraces > 1)
         t_summary(f, doc, v);
     return ferror(f) ? GMP_ERR_IO : GMP_OK;
+}
+
+/* For sections written outside this file (gmp_analysis_out.c). */
+void gmp_report_text_str(FILE *f, const gmp_report_trace *t, uint32_t i, const char *none)
+{
+    tw w = {f, t, NULL};
+    t_idx(&w, i, none);
+}
+
+void gmp_report_text_stack(FILE *f, const gmp_report_trace *t, uint32_t stack)
+{
+    tw w = {f, t, NULL};
+    t_stack(&w, stack);
 }

@@ -1,0 +1,871 @@
+/* gmp_analysis: growth, temporary allocations, allocator overhead and OOM verdicts computed in the
+ * one replay pass (see gmp_analysis.h and docs/report.md). */
+#include "gmp_analysis.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "gmp_reader.h"
+#include "gmp_trace.h"
+
+#define MAX_DEVICES 64 /* device ids -1 .. 62 get overhead numbers */
+#define MAX_OOMS 64
+#define NO_SLOT (-1)
+
+/* ---- small containers ---- */
+
+typedef struct amap {
+    uint64_t *keys, *vals;
+    uint8_t *used;
+    size_t cap, n;
+} amap;
+
+static size_t ahash(uint64_t k)
+{
+    k ^= k >> 33;
+    k *= 0xff51afd7ed558ccdull;
+    k ^= k >> 33;
+    k *= 0xc4ceb9fe1a85ec53ull;
+    k ^= k >> 33;
+    return (size_t)k;
+}
+
+static uint64_t *amap_put(amap *m, uint64_t key, int *fresh)
+{
+    if ((m->n + 1) * 4 > m->cap * 3) {
+        size_t nc = m->cap ? m->cap * 2 : 64;
+        amap g = {calloc(nc, 8), calloc(nc, 8), calloc(nc, 1), nc, 0};
+        if (!g.keys || !g.vals || !g.used) {
+            free(g.keys);
+            free(g.vals);
+            free(g.used);
+            return NULL;
+        }
+        for (size_t i = 0; i < m->cap; i++) {
+            if (!m->used[i])
+                continue;
+            size_t j = ahash(m->keys[i]) & (nc - 1);
+            while (g.used[j])
+                j = (j + 1) & (nc - 1);
+            g.used[j] = 1;
+            g.keys[j] = m->keys[i];
+            g.vals[j] = m->vals[i];
+        }
+        g.n = m->n;
+        free(m->keys);
+        free(m->vals);
+        free(m->used);
+        *m = g;
+    }
+    size_t i = ahash(key) & (m->cap - 1);
+    while (m->used[i]) {
+        if (m->keys[i] == key) {
+            *fresh = 0;
+            return &m->vals[i];
+        }
+        i = (i + 1) & (m->cap - 1);
+    }
+    m->used[i] = 1;
+    m->keys[i] = key;
+    m->vals[i] = 0;
+    m->n++;
+    *fresh = 1;
+    return &m->vals[i];
+}
+
+static void amap_free(amap *m)
+{
+    free(m->keys);
+    free(m->vals);
+    free(m->used);
+    memset(m, 0, sizeof *m);
+}
+
+static int agrow(void **p, size_t *cap, size_t n, size_t sz)
+{
+    if (n < *cap)
+        return 1;
+    size_t nc = *cap ? *cap * 2 : 8;
+    void *q = realloc(*p, nc * sz);
+    if (!q)
+        return 0;
+    *p = q;
+    *cap = nc;
+    return 1;
+}
+
+/* ---- pass state ---- */
+
+/* A range path (key: id, + 2^32 for start/end ranges), all devices together. */
+typedef struct rinfo {
+    uint64_t key;
+    uint32_t depth;
+    uint64_t exits;
+    int slot;           /* tracking slot, NO_SLOT none */
+    uint64_t base_exit; /* exit number (1-based) at which its slot began */
+} rinfo;
+
+/* Exits of a range path on one device. */
+typedef struct gstat {
+    uint64_t key;
+    int32_t device;
+    uint64_t n;
+    long double sx, sy, sxx, sxy; /* x: exit index from 0; y: allocated - y0 */
+    uint64_t y0, ylast, ymin, ymax;
+    uint64_t rises, falls;
+    uint64_t stride;
+    size_t nseries;
+    uint64_t series[GMP_ANALYSIS_SERIES];
+} gstat;
+
+/* Allocations of a range path on one device. */
+typedef struct tstat {
+    uint32_t range;
+    int32_t device;
+    uint64_t allocs, bytes, temp_count, temp_bytes, temp_life;
+} tstat;
+
+/* An allocation site (index as the replay's). */
+typedef struct sstat {
+    uint64_t live; /* live bytes of device kinds */
+    uint64_t allocs, temp_count, temp_bytes, temp_life;
+    uint32_t bgen[GMP_ANALYSIS_SLOTS];
+    uint64_t bval[GMP_ANALYSIS_SLOTS];
+    uint64_t fstamp[GMP_ANALYSIS_SLOTS];
+    uint64_t fval[GMP_ANALYSIS_SLOTS];
+} sstat;
+
+typedef struct slot {
+    int used;
+    size_t range; /* index in rinfo */
+    uint32_t gen; /* unique over the pass */
+    uint32_t exits;
+} slot;
+
+typedef struct devstate {
+    int used, has_peak, has_res;
+    uint64_t max_res;
+    gmp_analysis_point peak, res;
+} devstate;
+
+struct gmp_analysis {
+    gmp_analysis_opts opts;
+    gmp_replay *rp;
+    amap rmap; /* range key -> rinfo index */
+    rinfo *r;
+    size_t nr, capr;
+    amap gmap; /* (range key, device) -> gstat index */
+    gstat *g;
+    size_t ng, capg;
+    amap tmap; /* (range id, device) -> tstat index */
+    tstat *t;
+    size_t nt, capt;
+    sstat *s;
+    size_t ns, caps;
+    amap thread_dev; /* tid -> device + 2 */
+    int32_t first_dev;
+    int has_dev;
+    slot slots[GMP_ANALYSIS_SLOTS];
+    uint32_t gen;
+    devstate dev[MAX_DEVICES];
+    gmp_analysis_oom ooms[MAX_OOMS];
+    size_t nooms;
+    int nomem;
+    const gmp_analysis_resolver *res; /* during gmp_analysis_finish */
+};
+
+typedef struct gmp_analysis ana;
+
+static int temp_kind(uint32_t kind)
+{
+    return gmp_mem_kind_is_device(kind) || kind == GMP_MEM_PINNED_HOST || kind == GMP_MEM_MANAGED;
+}
+
+static devstate *dev_of(ana *A, int32_t id)
+{
+    if (id < -1 || id >= MAX_DEVICES - 1)
+        return NULL;
+    return &A->dev[id + 1];
+}
+
+static void snap(gmp_analysis_point *p, const gmp_replay_device *d, uint64_t t)
+{
+    p->time_ns = t;
+    p->allocated = d->allocated;
+    p->reserved = d->reserved;
+    p->overhead = d->reserved > d->allocated ? d->reserved - d->allocated : 0;
+    p->pool_reserved = d->pool_reserved;
+    p->pool_allocated = d->kind[GMP_MEM_ASYNC_POOL].live_bytes;
+    p->vmm_physical = d->kind[GMP_MEM_VMM_PHYSICAL].live_bytes;
+    p->vmm_mapped = d->kind[GMP_MEM_VMM_MAPPING].live_bytes;
+    p->va_reserved = d->kind[GMP_MEM_VA_RESERVE].live_bytes;
+}
+
+static void dev_seen(ana *A, const gmp_replay_device *d, uint64_t t)
+{
+    if (!d)
+        return;
+    devstate *s = dev_of(A, d->id);
+    if (!s)
+        return;
+    s->used = 1;
+    if (d->reserved > s->max_res) {
+        s->max_res = d->reserved;
+        s->has_res = 1;
+        snap(&s->res, d, t);
+    }
+}
+
+static sstat *site_get(ana *A, size_t i)
+{
+    while (A->ns <= i) {
+        if (!agrow((void **)&A->s, &A->caps, A->ns, sizeof *A->s))
+            return NULL;
+        memset(&A->s[A->ns++], 0, sizeof *A->s);
+    }
+    return &A->s[i];
+}
+
+/* A site's live bytes are about to change: the tracked ranges save its value first. */
+static void site_change(ana *A, sstat *s, int64_t delta)
+{
+    for (int k = 0; k < GMP_ANALYSIS_SLOTS; k++) {
+        const slot *sl = &A->slots[k];
+        if (!sl->used)
+            continue;
+        if (s->bgen[k] != sl->gen) {
+            s->bgen[k] = sl->gen;
+            s->bval[k] = s->live;
+        }
+        uint64_t stamp = ((uint64_t)sl->gen << 32) | sl->exits;
+        if (s->fstamp[k] != stamp) {
+            s->fstamp[k] = stamp;
+            s->fval[k] = s->live;
+        }
+    }
+    if (delta < 0 && (uint64_t)-delta > s->live)
+        s->live = 0;
+    else
+        s->live = (uint64_t)((int64_t)s->live + delta);
+}
+
+static tstat *tstat_get(ana *A, uint32_t range, int32_t device)
+{
+    uint64_t key = (uint64_t)range | ((uint64_t)(uint32_t)(device + 1) << 32);
+    int fresh;
+    uint64_t *v = amap_put(&A->tmap, key, &fresh);
+    if (!v)
+        return NULL;
+    if (fresh) {
+        if (!agrow((void **)&A->t, &A->capt, A->nt, sizeof *A->t))
+            return NULL;
+        tstat *x = &A->t[A->nt];
+        memset(x, 0, sizeof *x);
+        x->range = range;
+        x->device = device;
+        *v = A->nt++;
+    }
+    return &A->t[*v];
+}
+
+static uint32_t range_depth(ana *A, uint32_t id)
+{
+    gmp_reader *r = gmp_replay_reader(A->rp);
+    uint32_t d = 0;
+    while (id && d < 4096) {
+        const gmp_rec_range *x = gmp_reader_range(r, id);
+        d++;
+        if (!x)
+            break;
+        id = x->parent;
+    }
+    return d;
+}
+
+static rinfo *rinfo_get(ana *A, uint64_t key)
+{
+    int fresh;
+    uint64_t *v = amap_put(&A->rmap, key, &fresh);
+    if (!v)
+        return NULL;
+    if (fresh) {
+        if (!agrow((void **)&A->r, &A->capr, A->nr, sizeof *A->r))
+            return NULL;
+        rinfo *x = &A->r[A->nr];
+        memset(x, 0, sizeof *x);
+        x->key = key;
+        x->depth = range_depth(A, (uint32_t)key);
+        x->slot = NO_SLOT;
+        *v = A->nr++;
+    }
+    return &A->r[*v];
+}
+
+static gstat *gstat_get(ana *A, uint64_t key, int32_t device)
+{
+    uint64_t k = key | ((uint64_t)(uint32_t)(device + 1) << 33);
+    int fresh;
+    uint64_t *v = amap_put(&A->gmap, k, &fresh);
+    if (!v)
+        return NULL;
+    if (fresh) {
+        if (!agrow((void **)&A->g, &A->capg, A->ng, sizeof *A->g))
+            return NULL;
+        gstat *x = &A->g[A->ng];
+        memset(x, 0, sizeof *x);
+        x->key = key;
+        x->device = device;
+        x->stride = 1;
+        *v = A->ng++;
+    }
+    return &A->g[*v];
+}
+
+static void gstat_add(gstat *g, uint64_t y)
+{
+    uint64_t i = g->n;
+    if (i == 0) {
+        g->y0 = g->ymin = g->ymax = y;
+    } else {
+        if (y > g->ylast)
+            g->rises++;
+        else if (y < g->ylast)
+            g->falls++;
+        if (y < g->ymin)
+            g->ymin = y;
+        if (y > g->ymax)
+            g->ymax = y;
+    }
+    g->ylast = y;
+    long double x = (long double)i;
+    long double dy = (long double)y - (long double)g->y0;
+    g->sx += x;
+    g->sy += dy;
+    g->sxx += x * x;
+    g->sxy += x * dy;
+    g->n++;
+    if (i % g->stride == 0) {
+        if (g->nseries == GMP_ANALYSIS_SERIES) {
+            for (size_t k = 0; k < GMP_ANALYSIS_SERIES / 2; k++)
+                g->series[k] = g->series[2 * k];
+            g->nseries = GMP_ANALYSIS_SERIES / 2;
+            g->stride *= 2;
+        }
+        if (i % g->stride == 0)
+            g->series[g->nseries++] = y;
+    }
+}
+
+/* Priority of a range for a tracking slot: lower is better (repeating, then outermost). */
+static uint64_t slot_prio(const rinfo *r)
+{
+    return ((uint64_t)(r->exits < 2) << 32) | r->depth;
+}
+
+static void slot_exit(ana *A, size_t ri)
+{
+    rinfo *r = &A->r[ri];
+    if (r->slot != NO_SLOT) {
+        A->slots[r->slot].exits++;
+        return;
+    }
+    int k = NO_SLOT;
+    for (int i = 0; i < GMP_ANALYSIS_SLOTS; i++)
+        if (!A->slots[i].used) {
+            k = i;
+            break;
+        }
+    if (k == NO_SLOT && r->exits >= 2) {
+        uint64_t worst = slot_prio(r);
+        for (int i = 0; i < GMP_ANALYSIS_SLOTS; i++) {
+            uint64_t p = slot_prio(&A->r[A->slots[i].range]);
+            if (p > worst) {
+                worst = p;
+                k = i;
+            }
+        }
+        if (k != NO_SLOT)
+            A->r[A->slots[k].range].slot = NO_SLOT;
+    }
+    if (k == NO_SLOT)
+        return;
+    slot *s = &A->slots[k];
+    s->used = 1;
+    s->range = ri;
+    s->gen = ++A->gen;
+    s->exits = 1;
+    r->slot = k;
+    r->base_exit = r->exits;
+}
+
+/* ---- callbacks ---- */
+
+static gmp_err nomem(ana *A)
+{
+    A->nomem = 1;
+    return gmp_replay_fail(A->rp, GMP_ERR_NOMEM, "analysis: out of memory");
+}
+
+static gmp_err on_range(void *ctx, gmp_replay *rp, const gmp_replay_range *ev)
+{
+    ana *A = ctx;
+    if (ev->op != GMP_REPLAY_POP && ev->op != GMP_REPLAY_END)
+        return GMP_OK;
+    uint64_t key = (uint64_t)ev->range | (ev->op == GMP_REPLAY_END ? 1ull << 32 : 0);
+    rinfo *r = rinfo_get(A, key);
+    if (!r)
+        return nomem(A);
+    r->exits++;
+    slot_exit(A, (size_t)(r - A->r));
+    /* the device: that of the thread's last allocation, else the first one that had memory */
+    int32_t dev = A->first_dev;
+    int fresh;
+    uint64_t *v = amap_put(&A->thread_dev, ev->tid, &fresh);
+    if (!v)
+        return nomem(A);
+    if (*v)
+        dev = (int32_t)((int64_t)*v - 2);
+    else if (!A->has_dev)
+        return GMP_OK;
+    const gmp_replay_device *d = gmp_replay_device_find(rp, dev);
+    gstat *g = gstat_get(A, key, dev);
+    if (!g)
+        return nomem(A);
+    gstat_add(g, d ? d->allocated : 0);
+    return GMP_OK;
+}
+
+static gmp_err on_alloc(void *ctx, gmp_replay *rp, const gmp_replay_mem *ev)
+{
+    ana *A = ctx;
+    uint64_t t = ev->rec->time_ns;
+    dev_seen(A, ev->dev, t);
+    const gmp_replay_alloc *a = ev->alloc;
+    if ((ev->status != GMP_REPLAY_OK && ev->status != GMP_REPLAY_REPLACED) || !a)
+        return GMP_OK;
+    if (gmp_mem_kind_is_device(a->kind)) {
+        if (!A->has_dev) {
+            A->has_dev = 1;
+            A->first_dev = a->device;
+        }
+        int fresh;
+        uint64_t *v = amap_put(&A->thread_dev, ev->rec->tid, &fresh);
+        if (!v)
+            return nomem(A);
+        *v = (uint64_t)((int64_t)a->device + 2);
+    }
+    if (!temp_kind(a->kind))
+        return GMP_OK;
+    sstat *s = site_get(A, a->site);
+    tstat *x = tstat_get(A, a->range, a->device);
+    if (!s || !x)
+        return nomem(A);
+    s->allocs++;
+    x->allocs++;
+    x->bytes += a->size;
+    if (ev->counted && gmp_mem_kind_is_device(a->kind))
+        site_change(A, s, (int64_t)a->size);
+    return GMP_OK;
+}
+
+static gmp_err on_free(void *ctx, gmp_replay *rp, const gmp_replay_mem *ev)
+{
+    ana *A = ctx;
+    uint64_t t = ev->rec->time_ns;
+    dev_seen(A, ev->dev, t);
+    if (ev->status != GMP_REPLAY_OK || !ev->alloc)
+        return GMP_OK;
+    int implicit = (ev->rec->u.mem.flags & GMP_MEMF_IMPLICIT) != 0;
+    for (size_t k = 0; k < ev->nalloc; k++) {
+        const gmp_replay_alloc *a = &ev->alloc[k];
+        if (!temp_kind(a->kind))
+            continue;
+        sstat *s = site_get(A, a->site);
+        if (!s)
+            return nomem(A);
+        if (ev->counted && gmp_mem_kind_is_device(a->kind))
+            site_change(A, s, -(int64_t)a->size);
+        uint64_t life = t > a->time_ns ? t - a->time_ns : 0;
+        if (implicit || life > A->opts.temp_ns)
+            continue;
+        tstat *x = tstat_get(A, a->range, a->device);
+        if (!x)
+            return nomem(A);
+        x->temp_count++;
+        x->temp_bytes += a->size;
+        x->temp_life += life;
+        s->temp_count++;
+        s->temp_bytes += a->size;
+        s->temp_life += life;
+    }
+    return GMP_OK;
+}
+
+static gmp_err on_pool(void *ctx, gmp_replay *rp, const gmp_rec *rec, const gmp_replay_device *dev)
+{
+    dev_seen(ctx, dev, rec->time_ns);
+    return GMP_OK;
+}
+
+static gmp_err on_peak(void *ctx, gmp_replay *rp, const gmp_replay_device *dev, uint64_t time_ns)
+{
+    ana *A = ctx;
+    devstate *s = dev_of(A, dev->id);
+    if (s) {
+        s->used = 1;
+        s->has_peak = 1;
+        snap(&s->peak, dev, time_ns);
+    }
+    return GMP_OK;
+}
+
+static gmp_err on_oom(void *ctx, gmp_replay *rp, const gmp_replay_oom *ev)
+{
+    ana *A = ctx;
+    if (A->nooms >= MAX_OOMS)
+        return GMP_OK;
+    gmp_analysis_oom *o = &A->ooms[A->nooms++];
+    o->time_ns = ev->time_ns;
+    o->device = ev->device;
+    o->requested = ev->requested;
+    o->allocated = ev->live_bytes;
+    o->reserved = ev->reserved_bytes;
+    o->free_bytes = ev->free_bytes;
+    o->cached = ev->reserved_bytes > ev->live_bytes ? ev->reserved_bytes - ev->live_bytes : 0;
+    if (o->cached >= o->requested)
+        o->verdict = GMP_ANALYSIS_OOM_FRAGMENTED;
+    else if (o->free_bytes && o->cached + o->free_bytes >= o->requested)
+        o->verdict = GMP_ANALYSIS_OOM_CACHE;
+    else
+        o->verdict = GMP_ANALYSIS_OOM_EXHAUSTED;
+    return GMP_OK;
+}
+
+static const gmp_replay_ops analysis_ops = {
+    .alloc = on_alloc,
+    .free = on_free,
+    .range = on_range,
+    .pool = on_pool,
+    .peak = on_peak,
+    .oom = on_oom,
+};
+
+/* ---- public ---- */
+
+gmp_err gmp_analysis_new(gmp_analysis **out, const gmp_analysis_opts *opts)
+{
+    ana *A = calloc(1, sizeof *A);
+    if (!A)
+        return GMP_ERR_NOMEM;
+    if (opts)
+        A->opts = *opts;
+    if (!A->opts.temp_ns)
+        A->opts.temp_ns = 1000000;
+    if (!A->opts.min_reps)
+        A->opts.min_reps = 4;
+    if (A->opts.min_reps < GMP_ANALYSIS_MIN_SAMPLES)
+        A->opts.min_reps = GMP_ANALYSIS_MIN_SAMPLES;
+    if (!(A->opts.rise_frac > 0.0) || A->opts.rise_frac > 1.0)
+        A->opts.rise_frac = 0.8;
+    if (!A->opts.max_sites)
+        A->opts.max_sites = 20;
+    if (!A->opts.max_growth)
+        A->opts.max_growth = 1000;
+    *out = A;
+    return GMP_OK;
+}
+
+void gmp_analysis_free(gmp_analysis *A)
+{
+    if (!A)
+        return;
+    amap_free(&A->rmap);
+    amap_free(&A->gmap);
+    amap_free(&A->tmap);
+    amap_free(&A->thread_dev);
+    free(A->r);
+    free(A->g);
+    free(A->t);
+    free(A->s);
+    free(A);
+}
+
+gmp_err gmp_analysis_attach(gmp_analysis *A, gmp_replay *rp)
+{
+    A->rp = rp;
+    return gmp_replay_add(rp, &analysis_ops, A);
+}
+
+int gmp_analysis_is_leak(const gmp_analysis_growth *g, const gmp_analysis_opts *o)
+{
+    uint32_t min_reps = o && o->min_reps ? o->min_reps : 4;
+    double frac = o && o->rise_frac > 0.0 ? o->rise_frac : 0.8;
+    if (g->repetitions < min_reps || !(g->rate_bytes > 0.0) || g->last_bytes <= g->first_bytes)
+        return 0;
+    if ((double)g->rises < frac * (double)(g->rises + g->falls))
+        return 0;
+    if (2 * g->rises < g->repetitions - 1)
+        return 0;
+    return g->last_bytes > g->mid_bytes;
+}
+
+void gmp_analysis_result_free(gmp_analysis_result *R)
+{
+    if (!R)
+        return;
+    for (size_t i = 0; i < R->ngrowth; i++)
+        free(R->growth[i].sites);
+    free(R->growth);
+    free(R->temp);
+    free(R->temp_sites);
+    free(R->overhead);
+    free(R->ooms);
+    free(R);
+}
+
+static uint32_t res_range(const ana *A, uint32_t id)
+{
+    return A->res && A->res->range ? A->res->range(A->res->ctx, id) : id;
+}
+
+static uint32_t res_api(const ana *A, uint32_t id)
+{
+    return A->res && A->res->api ? A->res->api(A->res->ctx, id) : id;
+}
+
+static uint32_t res_stack(const ana *A, uint32_t id)
+{
+    return A->res && A->res->stack ? A->res->stack(A->res->ctx, id) : id;
+}
+
+static gmp_analysis_site site_key(const ana *A, const gmp_replay_site *s)
+{
+    gmp_analysis_site k = {s->device, s->kind, res_api(A, s->api), res_range(A, s->range),
+                           res_stack(A, s->stack)};
+    return k;
+}
+
+static int growth_cmp(const void *a, const void *b)
+{
+    const gmp_analysis_growth *x = a, *y = b;
+    if (x->leak != y->leak)
+        return x->leak ? -1 : 1;
+    if (x->rate_bytes != y->rate_bytes)
+        return x->rate_bytes > y->rate_bytes ? -1 : 1;
+    if (x->device != y->device)
+        return x->device < y->device ? -1 : 1;
+    return x->range < y->range ? -1 : x->range > y->range;
+}
+
+static int gsite_cmp(const void *a, const void *b)
+{
+    const gmp_analysis_growth_site *x = a, *y = b;
+    if (x->growth_bytes != y->growth_bytes)
+        return x->growth_bytes > y->growth_bytes ? -1 : 1;
+    return x->site.stack < y->site.stack ? -1 : x->site.stack > y->site.stack;
+}
+
+static int temp_cmp(const void *a, const void *b)
+{
+    const gmp_analysis_temp *x = a, *y = b;
+    if (x->temp_bytes != y->temp_bytes)
+        return x->temp_bytes > y->temp_bytes ? -1 : 1;
+    if (x->temp_count != y->temp_count)
+        return x->temp_count > y->temp_count ? -1 : 1;
+    if (x->device != y->device)
+        return x->device < y->device ? -1 : 1;
+    return x->range < y->range ? -1 : x->range > y->range;
+}
+
+static int tsite_cmp(const void *a, const void *b)
+{
+    const gmp_analysis_temp_site *x = a, *y = b;
+    if (x->temp_count != y->temp_count)
+        return x->temp_count > y->temp_count ? -1 : 1;
+    if (x->temp_bytes != y->temp_bytes)
+        return x->temp_bytes > y->temp_bytes ? -1 : 1;
+    return 0;
+}
+
+/* The sites of device dev whose live bytes grew while range r was tracked. */
+static int growth_sites(ana *A, const rinfo *r, gmp_analysis_growth *o)
+{
+    const slot *sl = &A->slots[r->slot];
+    uint64_t stamp = ((uint64_t)sl->gen << 32) | sl->exits;
+    size_t cap = 0;
+    for (size_t i = 0; i < A->ns; i++) {
+        const sstat *s = &A->s[i];
+        int k = r->slot;
+        uint64_t base = s->bgen[k] == sl->gen ? s->bval[k] : s->live;
+        uint64_t last = s->fstamp[k] == stamp ? s->fval[k] : s->live;
+        if (last <= base)
+            continue;
+        const gmp_replay_site *rs = gmp_replay_site_at(A->rp, i);
+        if (!rs || rs->device != o->device)
+            continue;
+        if (!agrow((void **)&o->sites, &cap, o->nsites, sizeof *o->sites))
+            return 0;
+        gmp_analysis_growth_site *x = &o->sites[o->nsites++];
+        memset(x, 0, sizeof *x);
+        x->site.device = rs->device; /* ids resolved below, for the kept ones only */
+        x->site.kind = rs->kind;
+        x->site.api = (uint32_t)i; /* the replay's site index until then */
+        x->first_bytes = base;
+        x->last_bytes = last;
+        x->growth_bytes = last - base;
+        uint64_t reps = r->exits - r->base_exit;
+        x->rate_bytes = reps ? (double)x->growth_bytes / (double)reps : 0.0;
+    }
+    if (o->nsites)
+        qsort(o->sites, o->nsites, sizeof *o->sites, gsite_cmp);
+    if (o->nsites > A->opts.max_sites)
+        o->nsites = A->opts.max_sites;
+    for (size_t j = 0; j < o->nsites; j++)
+        o->sites[j].site = site_key(A, gmp_replay_site_at(A->rp, o->sites[j].site.api));
+    return 1;
+}
+
+static int finish_growth(ana *A, gmp_analysis_result *R)
+{
+    R->growth = calloc(A->ng ? A->ng : 1, sizeof *R->growth);
+    if (!R->growth)
+        return 0;
+    for (size_t i = 0; i < A->ng; i++) {
+        const gstat *g = &A->g[i];
+        if (g->n < GMP_ANALYSIS_MIN_SAMPLES)
+            continue;
+        R->ranges_checked++;
+        gmp_analysis_growth *o = &R->growth[R->ngrowth++];
+        o->range = (uint32_t)g->key; /* resolved after the sort */
+        o->thread_bound = !(g->key >> 32);
+        o->device = g->device;
+        o->repetitions = g->n;
+        o->first_bytes = g->y0;
+        o->last_bytes = g->ylast;
+        o->min_bytes = g->ymin;
+        o->max_bytes = g->ymax;
+        long double n = (long double)g->n;
+        long double den = n * g->sxx - g->sx * g->sx;
+        o->rate_bytes = den > 0 ? (double)((n * g->sxy - g->sx * g->sy) / den) : 0.0;
+        o->total_bytes = (int64_t)(g->ylast - g->y0);
+        o->rises = g->rises;
+        o->falls = g->falls;
+        uint64_t mid = (g->n - 1) / 2;
+        size_t mi = (size_t)((mid + g->stride / 2) / g->stride);
+        if (mi >= g->nseries)
+            mi = g->nseries - 1;
+        o->mid_bytes = g->series[mi];
+        o->nseries = g->nseries;
+        o->series_stride = g->stride;
+        memcpy(o->series, g->series, g->nseries * sizeof *g->series);
+        o->leak = gmp_analysis_is_leak(o, &A->opts);
+        int fresh;
+        uint64_t *v = amap_put(&A->rmap, g->key, &fresh);
+        if (!v)
+            return 0;
+        const rinfo *r = &A->r[*v];
+        if (r->slot != NO_SLOT && g->ylast > g->y0) {
+            o->base_rep = r->base_exit;
+            if (!growth_sites(A, r, o))
+                return 0;
+        }
+    }
+    if (R->ngrowth)
+        qsort(R->growth, R->ngrowth, sizeof *R->growth, growth_cmp);
+    if (R->ngrowth > A->opts.max_growth) {
+        for (size_t i = A->opts.max_growth; i < R->ngrowth; i++)
+            free(R->growth[i].sites);
+        R->ngrowth = A->opts.max_growth;
+    }
+    for (size_t i = 0; i < R->ngrowth; i++)
+        R->growth[i].range = res_range(A, R->growth[i].range);
+    return 1;
+}
+
+static int finish_temp(ana *A, gmp_analysis_result *R)
+{
+    R->temp = calloc(A->nt ? A->nt : 1, sizeof *R->temp);
+    R->temp_sites = calloc(A->ns ? A->ns : 1, sizeof *R->temp_sites);
+    if (!R->temp || !R->temp_sites)
+        return 0;
+    for (size_t i = 0; i < A->nt; i++) {
+        const tstat *x = &A->t[i];
+        R->allocs += x->allocs;
+        R->temp_count += x->temp_count;
+        R->temp_bytes += x->temp_bytes;
+        if (!x->temp_count)
+            continue;
+        gmp_analysis_temp *o = &R->temp[R->ntemp++];
+        o->range = x->range;
+        o->device = x->device;
+        o->allocs = x->allocs;
+        o->alloc_bytes = x->bytes;
+        o->temp_count = x->temp_count;
+        o->temp_bytes = x->temp_bytes;
+        o->temp_life_ns = x->temp_life;
+    }
+    if (R->ntemp)
+        qsort(R->temp, R->ntemp, sizeof *R->temp, temp_cmp);
+    for (size_t i = 0; i < R->ntemp; i++)
+        R->temp[i].range = res_range(A, R->temp[i].range);
+    for (size_t i = 0; i < A->ns; i++) {
+        const sstat *s = &A->s[i];
+        if (!s->temp_count)
+            continue;
+        gmp_analysis_temp_site *o = &R->temp_sites[R->ntemp_sites++];
+        o->site.api = (uint32_t)i;
+        o->allocs = s->allocs;
+        o->temp_count = s->temp_count;
+        o->temp_bytes = s->temp_bytes;
+        o->temp_life_ns = s->temp_life;
+    }
+    if (R->ntemp_sites)
+        qsort(R->temp_sites, R->ntemp_sites, sizeof *R->temp_sites, tsite_cmp);
+    if (R->ntemp_sites > A->opts.max_sites)
+        R->ntemp_sites = A->opts.max_sites;
+    for (size_t i = 0; i < R->ntemp_sites; i++)
+        R->temp_sites[i].site = site_key(A, gmp_replay_site_at(A->rp, R->temp_sites[i].site.api));
+    return 1;
+}
+
+static int finish_overhead(ana *A, gmp_analysis_result *R)
+{
+    R->overhead = calloc(MAX_DEVICES, sizeof *R->overhead);
+    R->ooms = calloc(A->nooms ? A->nooms : 1, sizeof *R->ooms);
+    if (!R->overhead || !R->ooms)
+        return 0;
+    uint64_t end = gmp_replay_get_summary(A->rp)->last_ns;
+    for (int i = 0; i < MAX_DEVICES; i++) {
+        const devstate *s = &A->dev[i];
+        if (!s->used || (!s->has_peak && !s->has_res))
+            continue;
+        const gmp_replay_device *d = gmp_replay_device_find(A->rp, i - 1);
+        gmp_analysis_overhead *o = &R->overhead[R->noverhead++];
+        o->device = i - 1;
+        o->at_peak_allocated = s->peak;
+        o->at_peak_reserved = s->res;
+        if (d)
+            snap(&o->at_end, d, end);
+    }
+    memcpy(R->ooms, A->ooms, A->nooms * sizeof *A->ooms);
+    R->nooms = A->nooms;
+    return 1;
+}
+
+gmp_analysis_result *gmp_analysis_finish(gmp_analysis *A, const gmp_analysis_resolver *res)
+{
+    if (A->nomem || !A->rp)
+        return NULL;
+    gmp_analysis_result *R = calloc(1, sizeof *R);
+    if (!R)
+        return NULL;
+    R->opts = A->opts;
+    A->res = res;
+    int ok = finish_growth(A, R) && finish_temp(A, R) && finish_overhead(A, R);
+    A->res = NULL;
+    if (!ok) {
+        gmp_analysis_result_free(R);
+        return NULL;
+    }
+    return R;
+}

@@ -1,0 +1,191 @@
+/* gmp_analysis: analyses of a trace computed in the one replay pass (DESIGN.md decision 7), for
+ * the report (docs/report.md, "Analyses"):
+ *
+ *  - growth: for every range path closed at least GMP_ANALYSIS_MIN_SAMPLES times, the device's
+ *    allocated bytes at each exit; a probable leak when they keep rising (the criterion is
+ *    gmp_analysis_is_leak below), with the rate per repetition (least-squares slope), the total
+ *    growth and the allocation sites whose live bytes grew between the exits;
+ *  - temporary allocations: allocations freed within a short time (opts.temp_ns, 1 ms by
+ *    default), per range path and per allocation site ("churn");
+ *  - allocator overhead: reserved - allocated per device at the peak of allocated bytes, at the
+ *    peak of reserved bytes and at the end, with the part held by pools and VMM's numbers;
+ *  - out-of-memory errors: whether the memory the process already held (reserved - allocated)
+ *    or that plus what the driver reported free would have been enough for the request.
+ *
+ * A gmp_analysis registers its own gmp_replay_ops (gmp_analysis_attach); after the run,
+ * gmp_analysis_result builds a gmp_analysis_result whose strings and stacks are translated by a
+ * resolver (the report's string and stack tables), so that it no longer refers to the replay.
+ *
+ * Memory is proportional to the distinct range paths, allocation sites and devices, never to the
+ * length of the trace: per (range path, device) a streaming least-squares regression and a series
+ * of at most GMP_ANALYSIS_SERIES exit values (the stride doubles as the range repeats); per site a
+ * few counters and, for at most GMP_ANALYSIS_SLOTS ranges, the site's live bytes at the range's
+ * first tracked exit and at its last exit, kept lazily (a site saves its value only when it
+ * changes after an exit: O(GMP_ANALYSIS_SLOTS) per event, nothing per exit). */
+#ifndef GMP_ANALYSIS_H
+#define GMP_ANALYSIS_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "gmp_error.h"
+#include "gmp_replay.h"
+
+#define GMP_ANALYSIS_SERIES 64     /* exit values kept per range and device (downsampled) */
+#define GMP_ANALYSIS_SLOTS 8       /* ranges whose sites are followed at once */
+#define GMP_ANALYSIS_MIN_SAMPLES 3 /* exits before a range is listed under growth */
+
+typedef struct gmp_analysis_opts {
+    uint64_t temp_ns;  /* an allocation freed within this time is temporary (default 1 ms) */
+    uint32_t min_reps; /* repetitions before a growth can be a leak (default 4, at least 3) */
+    double rise_frac;  /* of the pairs of consecutive exits that change, the share that must rise
+                          (default 0.8) */
+    size_t max_sites;  /* growing sites kept per growth, hottest temporary sites (default 20) */
+    size_t max_growth; /* growth rows kept (default 1000): leaks first */
+} gmp_analysis_opts;
+
+/* Translates the replay's ids into the caller's (the report's string and stack indices). NULL
+ * members keep the ids. */
+typedef struct gmp_analysis_resolver {
+    void *ctx;
+    uint32_t (*range)(void *ctx, uint32_t range_id); /* range path id -> string index */
+    uint32_t (*api)(void *ctx, uint32_t api_id);     /* string id -> string index */
+    uint32_t (*stack)(void *ctx, uint32_t stack_id); /* stack id -> stack index */
+} gmp_analysis_resolver;
+
+/* An allocation site (device, kind, API, range path, stack), ids as the resolver gave them. */
+typedef struct gmp_analysis_site {
+    int32_t device;
+    uint32_t kind, api, range, stack;
+} gmp_analysis_site;
+
+typedef struct gmp_analysis_growth_site {
+    gmp_analysis_site site;
+    uint64_t first_bytes; /* its live bytes at the range's first tracked exit */
+    uint64_t last_bytes;  /* at the range's last exit */
+    uint64_t growth_bytes;
+    double rate_bytes; /* growth_bytes / repetitions between the two exits */
+} gmp_analysis_growth_site;
+
+/* A range path that repeats, on one device. */
+typedef struct gmp_analysis_growth {
+    uint32_t range;   /* path */
+    int thread_bound; /* 1 push/pop, 0 start/end */
+    int32_t device;
+    uint64_t repetitions;                                   /* exits (closed instances) */
+    uint64_t first_bytes, last_bytes, min_bytes, max_bytes; /* device allocated at the exits */
+    double rate_bytes;     /* least-squares slope: bytes per repetition */
+    int64_t total_bytes;   /* last_bytes - first_bytes */
+    uint64_t rises, falls; /* pairs of consecutive exits that rise / fall */
+    uint64_t mid_bytes;    /* at the middle repetition (from the series) */
+    int leak;              /* a probable leak (gmp_analysis_is_leak) */
+    /* sites: tracked from exit number base_rep (1 = the first) to the last; 0 when the range had
+     * no tracking slot (see GMP_ANALYSIS_SLOTS) */
+    uint64_t base_rep;
+    size_t nsites;
+    gmp_analysis_growth_site *sites; /* biggest growth first, at most opts.max_sites */
+    size_t nseries;
+    uint64_t series_stride; /* series[i] is the value at exit i * stride + 1 */
+    uint64_t series[GMP_ANALYSIS_SERIES];
+} gmp_analysis_growth;
+
+/* Temporary allocations of one range path on one device (the range the allocation was made in). */
+typedef struct gmp_analysis_temp {
+    uint32_t range;
+    int32_t device;
+    uint64_t allocs, alloc_bytes;    /* every allocation made there */
+    uint64_t temp_count, temp_bytes; /* of those, freed within opts.temp_ns */
+    uint64_t temp_life_ns;           /* sum of the temporaries' lifetimes */
+} gmp_analysis_temp;
+
+typedef struct gmp_analysis_temp_site {
+    gmp_analysis_site site;
+    uint64_t allocs;
+    uint64_t temp_count, temp_bytes, temp_life_ns;
+} gmp_analysis_temp_site;
+
+/* The state of a device at one moment. */
+typedef struct gmp_analysis_point {
+    uint64_t time_ns;
+    uint64_t allocated, reserved;
+    uint64_t overhead;       /* reserved - allocated */
+    uint64_t pool_reserved;  /* what pools held */
+    uint64_t pool_allocated; /* blocks allocated from pools (async-pool) */
+    uint64_t vmm_physical;   /* cuMemCreate memory */
+    uint64_t vmm_mapped;     /* cuMemMap'ed views */
+    uint64_t va_reserved;    /* address space reserved (cuMemAddressReserve) */
+} gmp_analysis_point;
+
+typedef struct gmp_analysis_overhead {
+    int32_t device;
+    gmp_analysis_point at_peak_allocated, at_peak_reserved, at_end;
+} gmp_analysis_overhead;
+
+typedef enum gmp_analysis_oom_verdict {
+    GMP_ANALYSIS_OOM_EXHAUSTED = 0, /* not enough memory even counting the cache and what the
+                                       driver reported free (or free not known) */
+    GMP_ANALYSIS_OOM_FRAGMENTED,    /* reserved - allocated >= requested: the process held enough
+                                       free memory, not in one piece */
+    GMP_ANALYSIS_OOM_CACHE,         /* (reserved - allocated) + driver free >= requested: releasing
+                                       the cache could have made room */
+} gmp_analysis_oom_verdict;
+
+typedef struct gmp_analysis_oom {
+    uint64_t time_ns;
+    int32_t device;
+    uint64_t requested, allocated, reserved, free_bytes;
+    uint64_t cached; /* reserved - allocated */
+    gmp_analysis_oom_verdict verdict;
+} gmp_analysis_oom;
+
+typedef struct gmp_analysis_result {
+    gmp_analysis_opts opts;
+    size_t ngrowth;
+    gmp_analysis_growth *growth; /* leaks first (fastest first), then by rate */
+    uint64_t ranges_checked;     /* (range, device) pairs closed at least 3 times */
+    size_t ntemp;
+    gmp_analysis_temp *temp;                 /* most temporary bytes first */
+    uint64_t temp_count, temp_bytes, allocs; /* over all ranges */
+    size_t ntemp_sites;
+    gmp_analysis_temp_site *temp_sites; /* most temporaries first, at most opts.max_sites */
+    size_t noverhead;
+    gmp_analysis_overhead *overhead; /* devices with device memory, by id */
+    size_t nooms;
+    gmp_analysis_oom *ooms; /* the first 64 */
+} gmp_analysis_result;
+
+typedef struct gmp_analysis gmp_analysis;
+
+/* opts may be NULL (defaults). */
+gmp_err gmp_analysis_new(gmp_analysis **out, const gmp_analysis_opts *opts);
+void gmp_analysis_free(gmp_analysis *a);
+/* Registers the analysis on rp (before gmp_replay_run). */
+gmp_err gmp_analysis_attach(gmp_analysis *a, gmp_replay *rp);
+/* After the replay's last event (in an `end` callback or after gmp_replay_run, before
+ * gmp_replay_free): the result, ids translated by res (may be NULL). NULL when out of memory. */
+gmp_analysis_result *gmp_analysis_finish(gmp_analysis *a, const gmp_analysis_resolver *res);
+void gmp_analysis_result_free(gmp_analysis_result *r);
+
+/* The leak criterion, on a growth row's numbers (see docs/report.md):
+ *   repetitions >= opts.min_reps, rate_bytes > 0, last_bytes > first_bytes,
+ *   rises >= opts.rise_frac * (rises + falls), rises >= (repetitions - 1) / 2,
+ *   last_bytes > mid_bytes (still rising in the second half: not a warm-up). */
+int gmp_analysis_is_leak(const gmp_analysis_growth *g, const gmp_analysis_opts *opts);
+
+/* The report's sections (formats/gmp_analysis_out.c): one per report format, written from the
+ * trace's `analysis` with the report's view (--top, --device). Nothing is written when the trace
+ * has no analysis. */
+struct gmp_report_trace;
+struct gmp_report_view;
+void gmp_analysis_write_text(FILE *f, const struct gmp_report_trace *t,
+                             const struct gmp_report_view *v);
+void gmp_analysis_write_md(FILE *f, const struct gmp_report_trace *t,
+                           const struct gmp_report_view *v);
+void gmp_analysis_write_html(FILE *f, const struct gmp_report_trace *t,
+                             const struct gmp_report_view *v);
+/* `  "analysis": {...},\n` (a member of the report object, followed by a comma) */
+void gmp_analysis_write_json(FILE *f, const struct gmp_report_trace *t,
+                             const struct gmp_report_view *v);
+
+#endif

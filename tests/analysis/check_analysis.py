@@ -1,0 +1,137 @@
+#!/usr/bin/env python3
+"""CLI checks of the report's analyses (docs/report.md, "Analyses").
+
+check_analysis.py cli   GPUMEMPROF TEST_ANALYSIS WORKDIR: the leaking trace of test_analysis in
+    every report format: JSON value by value, text/Markdown/HTML name the leak and its rate;
+    --temporary-us and --device.
+check_analysis.py torch GPUMEMPROF TEST_ANALYSIS WORKDIR: a real PyTorch snapshot imported and
+    reported (sanity: no crash, plausible numbers; skipped when the data is missing).
+"""
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+MiB = 1 << 20
+SNAPSHOT = os.path.join(os.path.dirname(__file__), "..", "..", "..", "shared", "data",
+                        "torch-snapshots", "transformer-train-step-adamw.pickle")
+
+
+def run(*args, ok=0):
+    p = subprocess.run(list(args), capture_output=True, text=True)
+    if p.returncode != ok:
+        sys.exit("%s: exit %d\n%s%s" % (" ".join(args), p.returncode, p.stdout, p.stderr))
+    return p.stdout
+
+
+def check(cond, what):
+    if not cond:
+        sys.exit("FAIL: " + what)
+
+
+def cli(gmp, tool, work):
+    trace = os.path.join(work, "leak.zst")
+    run(tool, "write-leak", trace)
+    rep = json.loads(run(gmp, "report", trace, "--format", "json"))
+    a = rep["analysis"]
+    check(a["options"] == {"temporary_ns": 1000000, "min_repetitions": 4, "rise_fraction": 0.8},
+          "options %r" % a["options"])
+    check(a["ranges_checked"] == 2, "ranges_checked")
+    g = [x for x in a["growth"] if x["range"] == "step"]
+    check(len(g) == 1, "one growth row for step")
+    g = g[0]
+    check(g["probable_leak"] is True, "step is a probable leak")
+    check(g["device"] == 0 and g["thread_bound"] is True, "device, thread_bound")
+    check(g["repetitions"] == 10, "repetitions")
+    check(g["rate_bytes_per_repetition"] == MiB, "rate %r" % g["rate_bytes_per_repetition"])
+    check(g["total_growth_bytes"] == 9 * MiB, "total growth")
+    check(g["first_bytes"] == 65 * MiB and g["last_bytes"] == 74 * MiB, "first/last")
+    check(g["series"] == [(65 + i) * MiB for i in range(10)], "series")
+    check(g["rises"] == 9 and g["falls"] == 0, "rises/falls")
+    check(len(g["sites"]) == 1, "one growing site")
+    s = g["sites"][0]
+    check(s["range"] == "step/opt" and s["api"] == "cudaMalloc" and s["kind"] == "device",
+          "site key %r" % s)
+    check(s["growth_bytes"] == 9 * MiB and s["rate_bytes_per_repetition"] == MiB, "site growth")
+    check(s["stack"] == [{"function": "optimizer_step", "file": "train.py", "line": 77}],
+          "site stack %r" % s.get("stack"))
+    check(a["temporary_totals"] == {"threshold_ns": 1000000, "allocations": 21, "count": 10,
+                                    "bytes": 40 * MiB}, "temporary totals %r" % a["temporary_totals"])
+    check(a["temporary"] == [{"range": "step", "device": 0, "allocations": 10,
+                              "allocated_bytes": 40 * MiB, "count": 10, "bytes": 40 * MiB,
+                              "mean_lifetime_ns": 100000}], "temporary %r" % a["temporary"])
+    check(len(a["temporary_sites"]) == 1 and a["temporary_sites"][0]["count"] == 10,
+          "temporary sites")
+    check(a["temporary_sites"][0]["stack"][0]["function"] == "forward", "temporary site stack")
+    check(len(a["overhead"]) == 1 and a["overhead"][0]["device"] == 0, "overhead rows")
+    o = a["overhead"][0]["at_peak_allocated"]
+    check(o["allocated_bytes"] == 77 * MiB and o["overhead_bytes"] == 0, "overhead at peak %r" % o)
+    check(a["ooms"] == [], "no OOMs")
+
+    # a larger threshold (100 us is the temporaries' lifetime: still within)
+    a = json.loads(run(gmp, "report", trace, "--format", "json", "--temporary-us", "100"))["analysis"]
+    check(a["temporary_totals"]["count"] == 10, "threshold 100 us")
+    a = json.loads(run(gmp, "report", trace, "--format", "json", "--temporary-us", "99"))["analysis"]
+    check(a["temporary_totals"]["count"] == 0 and a["temporary"] == [], "threshold 99 us")
+    run(gmp, "report", trace, "--temporary-us", "-1", ok=2)
+    # another device: nothing listed
+    a = json.loads(run(gmp, "report", trace, "--format", "json", "--device", "1"))["analysis"]
+    check(a["growth"] == [] and a["temporary"] == [] and a["overhead"] == [], "--device 1")
+
+    text = run(gmp, "report", trace, "--color", "never")
+    check("Growth over repetitions:" in text, "text: growth heading")
+    check("probable leak: step on device 0: +1.00 MiB per repetition over 10 repetitions" in text,
+          "text: leak line\n" + text)
+    check("optimizer_step (train.py:77)" in text, "text: site stack")
+    check("Temporary allocations (freed within 1.000 ms): 10 of 21 allocations" in text,
+          "text: temporaries")
+    md = run(gmp, "report", trace, "--format", "markdown")
+    check("### Growth over repetitions" in md and "**+1.00 MiB per repetition**" in md, "md")
+    check("### Temporary allocations" in md, "md temporaries")
+    html = run(gmp, "report", trace, "--format", "html")
+    check("Probable leak: step on device 0: +1.00 MiB per repetition" in html, "html leak")
+    check("<path fill=none stroke=\"#c00\"" in html, "html sparkline")
+
+
+def torch(gmp, tool, work):
+    if not os.path.exists(SNAPSHOT):
+        print("skipped: %s missing" % SNAPSHOT)
+        return
+    trace = os.path.join(work, "adamw.zst")
+    run(gmp, "import", SNAPSHOT, "-o", trace)
+    rep = json.loads(run(gmp, "report", trace, "--format", "json"))
+    a = rep["analysis"]
+    dev = {d["id"]: d for d in rep["devices"]}
+    check(a["overhead"], "overhead rows")
+    for o in a["overhead"]:
+        d = dev[o["device"]]
+        p = o["at_peak_allocated"]
+        check(p["allocated_bytes"] == d["peak_allocated_bytes"], "allocated at the peak")
+        check(p["reserved_bytes"] >= p["allocated_bytes"], "reserved >= allocated")
+        check(p["overhead_bytes"] == p["reserved_bytes"] - p["allocated_bytes"], "overhead")
+        r = o["at_peak_reserved"]
+        check(r["reserved_bytes"] == d["peak_reserved_bytes"], "reserved at its peak")
+        print("device %d: peak allocated %d, reserved then %d (overhead %d), peak reserved %d "
+              "(overhead %d)" % (o["device"], p["allocated_bytes"], p["reserved_bytes"],
+                                 p["overhead_bytes"], r["reserved_bytes"], r["overhead_bytes"]))
+    t = a["temporary_totals"]
+    check(t["count"] <= t["allocations"], "temporaries <= allocations")
+    print("temporaries: %d of %d allocations, %d bytes" % (t["count"], t["allocations"], t["bytes"]))
+    for g in a["growth"][:5]:
+        print("growth: %s x%d leak=%s rate=%d" % (g["range"], g["repetitions"], g["probable_leak"],
+                                                   g["rate_bytes_per_repetition"]))
+    for fmt in ("text", "markdown", "html"):
+        run(gmp, "report", trace, "--format", fmt)
+
+
+def main():
+    what, gmp, tool, work = sys.argv[1:5]
+    shutil.rmtree(work, ignore_errors=True)
+    os.makedirs(work)
+    {"cli": cli, "torch": torch}[what](gmp, tool, work)
+    print("ok")
+
+
+if __name__ == "__main__":
+    main()

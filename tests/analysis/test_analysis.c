@@ -1,0 +1,508 @@
+/* Tests of the report's analyses (formats/gmp_analysis.c): traces written with the writer (no
+ * thread, explicit times, tests/replay/replay_tb.h), replayed once through the report model, with
+ * exact expected numbers. `test_analysis write-leak PATH` writes the leaking trace for the CLI
+ * checks (check_analysis.py). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "gmp_analysis.h"
+#include "gmp_reader.h"
+#include "gmp_replay.h"
+#include "gmp_report.h"
+#include "replay_tb.h"
+
+#define MS 1000000ull
+#define US 1000ull
+#define T0 1000000000ull
+
+/* Replays the trace at path through a report (opts may be NULL); the caller frees the doc. */
+static gmp_report_doc *report_of(const char *path, const gmp_report_opts *opts)
+{
+    gmp_reader *r = NULL;
+    assert_int_equal(gmp_reader_open(&r, path, NULL), GMP_OK);
+    gmp_replay *rp = NULL;
+    assert_int_equal(gmp_replay_new(&rp, r, NULL), GMP_OK);
+    gmp_report_doc *doc = NULL;
+    assert_int_equal(gmp_report_doc_new(&doc, opts), GMP_OK);
+    assert_int_equal(gmp_report_doc_add(doc, rp, path, ""), GMP_OK);
+    assert_int_equal(gmp_replay_run(rp), GMP_OK);
+    gmp_replay_free(rp);
+    gmp_reader_close(r);
+    assert_non_null(doc->traces[0]->analysis);
+    return doc;
+}
+
+static int str_is(const gmp_report_trace *t, uint32_t i, const char *s)
+{
+    gmp_str x = gmp_report_str(t, i);
+    return x.len == strlen(s) && memcmp(x.ptr, s, x.len) == 0;
+}
+
+static const gmp_analysis_growth *growth_of(const gmp_report_trace *t, const char *range,
+                                            int32_t dev)
+{
+    const gmp_analysis_result *R = t->analysis;
+    for (size_t i = 0; i < R->ngrowth; i++)
+        if (R->growth[i].device == dev && str_is(t, R->growth[i].range, range))
+            return &R->growth[i];
+    return NULL;
+}
+
+static const gmp_analysis_temp *temp_of(const gmp_report_trace *t, const char *range, int32_t dev)
+{
+    const gmp_analysis_result *R = t->analysis;
+    for (size_t i = 0; i < R->ntemp; i++)
+        if (R->temp[i].device == dev && str_is(t, R->temp[i].range, range))
+            return &R->temp[i];
+    return NULL;
+}
+
+/* A step range repeated n times; in each step: a 4 MiB temporary (freed after 100 us) and the
+ * bytes of leak[i] allocated in "step/opt" and never freed, and free_prev[i]: free the previous
+ * step's leak allocation first. Before the steps, 64 MiB of weights outside any range. */
+static void write_steps(const char *path, int n, const uint64_t *leak, const int *free_prev)
+{
+    tb b;
+    tb_open(&b, path);
+    tb_device(&b, 0, "NVIDIA H100 80GB HBM3", 80 * TB_GiB);
+    uint32_t api = tb_str(&b, "cudaMalloc");
+    uint32_t api_f = tb_str(&b, "cudaFree");
+    uint32_t r_step = tb_range(&b, "step");
+    uint32_t r_opt = tb_range(&b, "step/opt");
+    uint32_t s_leak =
+        gmp_writer_stack_python(b.w, 0, tb_str(&b, "train.py"), tb_str(&b, "optimizer_step"), 77);
+    uint32_t s_tmp =
+        gmp_writer_stack_python(b.w, 0, tb_str(&b, "train.py"), tb_str(&b, "forward"), 12);
+    uint64_t t = T0;
+    tb_alloc(&b, 0, t, 0, GMP_MEM_DEVICE, 0x100000000ull, 64 * TB_MiB, api, 0, 0);
+    for (int i = 0; i < n; i++) {
+        t = T0 + (uint64_t)(i + 1) * 10 * MS;
+        tb_range_ev(&b, 0, GMP_REC_RANGE_PUSH, t, r_step, 0);
+        uint64_t tmp = 0x100000000000ull + (uint64_t)i * 0x10000000ull;
+        tb_alloc(&b, 0, t + 1 * MS, 0, GMP_MEM_DEVICE, tmp, 4 * TB_MiB, api, r_step, s_tmp);
+        tb_free(&b, 0, t + 1 * MS + 100 * US, 0, GMP_MEM_DEVICE, tmp, 0, api_f);
+        tb_range_ev(&b, 0, GMP_REC_RANGE_PUSH, t + 2 * MS, r_opt, 0);
+        if (free_prev && free_prev[i] && i > 0)
+            tb_free(&b, 0, t + 2 * MS + 10 * US, 0, GMP_MEM_DEVICE,
+                    0x200000000000ull + (uint64_t)(i - 1) * 0x10000000ull, 0, api_f);
+        if (leak[i])
+            tb_alloc(&b, 0, t + 3 * MS, 0, GMP_MEM_DEVICE,
+                     0x200000000000ull + (uint64_t)i * 0x10000000ull, leak[i], api, r_opt, s_leak);
+        tb_range_ev(&b, 0, GMP_REC_RANGE_POP, t + 4 * MS, 0, 0);
+        tb_range_ev(&b, 0, GMP_REC_RANGE_POP, t + 5 * MS, 0, 0);
+    }
+    tb_close(&b);
+}
+
+static void write_leak(const char *path)
+{
+    uint64_t leak[10];
+    for (int i = 0; i < 10; i++)
+        leak[i] = TB_MiB;
+    write_steps(path, 10, leak, NULL);
+}
+
+/* 1 MiB leaked per step over 10 steps: rate exactly 1 MiB per repetition, the leaking site. */
+static void test_leak(void **state)
+{
+    char path[] = "/tmp/gmp_ana_leak_XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    close(fd);
+    write_leak(path);
+    gmp_report_doc *doc = report_of(path, NULL);
+    const gmp_report_trace *t = doc->traces[0];
+    const gmp_analysis_result *R = t->analysis;
+    assert_int_equal(R->ranges_checked, 2);
+    const gmp_analysis_growth *g = growth_of(t, "step", 0);
+    assert_non_null(g);
+    assert_true(g->leak);
+    assert_true(g->thread_bound);
+    assert_int_equal(g->repetitions, 10);
+    assert_true(g->rate_bytes == (double)TB_MiB);
+    assert_int_equal(g->total_bytes, 9 * TB_MiB);
+    assert_int_equal(g->first_bytes, 65 * TB_MiB);
+    assert_int_equal(g->last_bytes, 74 * TB_MiB);
+    assert_int_equal(g->min_bytes, 65 * TB_MiB);
+    assert_int_equal(g->max_bytes, 74 * TB_MiB);
+    assert_int_equal(g->rises, 9);
+    assert_int_equal(g->falls, 0);
+    assert_int_equal(g->nseries, 10);
+    assert_int_equal(g->series_stride, 1);
+    assert_int_equal(g->series[4], 69 * TB_MiB);
+    assert_int_equal(g->mid_bytes, 69 * TB_MiB);
+    /* the sites that grow: only the leaking one (the temporary and the weights do not) */
+    assert_int_equal(g->base_rep, 1);
+    assert_int_equal(g->nsites, 1);
+    const gmp_analysis_growth_site *s = &g->sites[0];
+    assert_true(str_is(t, s->site.range, "step/opt"));
+    assert_true(str_is(t, s->site.api, "cudaMalloc"));
+    assert_int_equal(s->site.kind, GMP_MEM_DEVICE);
+    assert_int_equal(s->first_bytes, 1 * TB_MiB);
+    assert_int_equal(s->last_bytes, 10 * TB_MiB);
+    assert_int_equal(s->growth_bytes, 9 * TB_MiB);
+    assert_true(s->rate_bytes == (double)TB_MiB);
+    assert_true(s->site.stack < t->nstacks);
+    const gmp_report_stack *st = &t->stacks[s->site.stack];
+    assert_int_equal(st->nframes, 1);
+    assert_true(str_is(t, st->frames[0].function, "optimizer_step"));
+    /* the nested range grows the same way; both are leaks, listed first */
+    const gmp_analysis_growth *o = growth_of(t, "step/opt", 0);
+    assert_non_null(o);
+    assert_true(o->leak);
+    assert_true(o->rate_bytes == (double)TB_MiB);
+    assert_true(R->growth[0].leak && R->growth[1].leak);
+    /* the temporaries of the same trace: 10 of 4 MiB in "step" */
+    const gmp_analysis_temp *x = temp_of(t, "step", 0);
+    assert_non_null(x);
+    assert_int_equal(x->temp_count, 10);
+    assert_int_equal(x->temp_bytes, 40 * TB_MiB);
+    assert_int_equal(x->allocs, 10);
+    assert_int_equal(x->temp_life_ns, 10 * 100 * US);
+    assert_int_equal(R->ntemp, 1);
+    assert_int_equal(R->temp_count, 10);
+    assert_int_equal(R->allocs, 21);
+    assert_int_equal(R->ntemp_sites, 1);
+    assert_true(str_is(t, R->temp_sites[0].site.range, "step"));
+    gmp_report_doc_free(doc);
+    unlink(path);
+}
+
+/* Each step frees the previous step's allocation: the exits stay flat, no growth. */
+static void test_steady(void **state)
+{
+    char path[] = "/tmp/gmp_ana_steady_XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    close(fd);
+    uint64_t leak[12];
+    int fp[12];
+    for (int i = 0; i < 12; i++) {
+        leak[i] = 2 * TB_MiB;
+        fp[i] = 1;
+    }
+    write_steps(path, 12, leak, fp);
+    gmp_report_doc *doc = report_of(path, NULL);
+    const gmp_report_trace *t = doc->traces[0];
+    const gmp_analysis_growth *g = growth_of(t, "step", 0);
+    assert_non_null(g);
+    assert_false(g->leak);
+    assert_int_equal(g->repetitions, 12);
+    assert_true(g->rate_bytes == 0.0);
+    assert_int_equal(g->total_bytes, 0);
+    assert_int_equal(g->rises, 0);
+    assert_int_equal(g->falls, 0);
+    assert_int_equal(g->first_bytes, 66 * TB_MiB);
+    for (size_t i = 0; i < t->analysis->ngrowth; i++)
+        assert_false(t->analysis->growth[i].leak);
+    gmp_report_doc_free(doc);
+    unlink(path);
+}
+
+/* Rising with noise: one step frees more than it leaks. */
+static void test_noisy(void **state)
+{
+    char path[] = "/tmp/gmp_ana_noisy_XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    close(fd);
+    /* exits (above 64 MiB + the live leak allocations): cumulative sums of these, except step 4
+     * frees step 3's allocation (2 MiB) and leaks 1 MiB: a fall */
+    const uint64_t K = 256 * TB_KiB;
+    uint64_t leak[10] = {4 * K, 5 * K, 3 * K, 8 * K, 4 * K, 4 * K, 5 * K, 3 * K, 4 * K, 4 * K};
+    int fp[10] = {0, 0, 0, 0, 1, 0, 0, 0, 0, 0};
+    write_steps(path, 10, leak, fp);
+    gmp_report_doc *doc = report_of(path, NULL);
+    const gmp_report_trace *t = doc->traces[0];
+    const gmp_analysis_growth *g = growth_of(t, "step", 0);
+    assert_non_null(g);
+    assert_true(g->leak);
+    assert_int_equal(g->repetitions, 10);
+    assert_int_equal(g->rises, 8);
+    assert_int_equal(g->falls, 1);
+    /* live at the exits: 4,9,12,20,16,20,25,28,32,36 (x K) */
+    assert_int_equal(g->first_bytes, 64 * TB_MiB + 4 * K);
+    assert_int_equal(g->last_bytes, 64 * TB_MiB + 36 * K);
+    assert_int_equal(g->total_bytes, 32 * K);
+    /* least-squares slope of 4,9,12,20,16,20,25,28,32,36 over 0..9: 274/82.5 K */
+    double want = 274.0 / 82.5 * (double)K;
+    assert_true(g->rate_bytes > want - 1.0 && g->rate_bytes < want + 1.0);
+    assert_int_equal(g->nsites, 1);
+    assert_int_equal(g->sites[0].growth_bytes, 32 * K);
+    gmp_report_doc_free(doc);
+    unlink(path);
+}
+
+/* Grows during the first steps (warm-up), then flat: not a leak. */
+static void test_warmup(void **state)
+{
+    char path[] = "/tmp/gmp_ana_warm_XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    close(fd);
+    uint64_t leak[10] = {TB_MiB, TB_MiB, TB_MiB, 0, 0, 0, 0, 0, 0, 0};
+    write_steps(path, 10, leak, NULL);
+    gmp_report_doc *doc = report_of(path, NULL);
+    const gmp_report_trace *t = doc->traces[0];
+    const gmp_analysis_growth *g = growth_of(t, "step", 0);
+    assert_non_null(g);
+    assert_true(g->rate_bytes > 0.0);
+    assert_int_equal(g->rises, 2);
+    assert_int_equal(g->total_bytes, 2 * TB_MiB);
+    assert_false(g->leak);
+    /* too few repetitions: 3 rising steps are listed but not a leak */
+    gmp_report_doc_free(doc);
+    write_steps(path, 3, leak, NULL);
+    doc = report_of(path, NULL);
+    g = growth_of(doc->traces[0], "step", 0);
+    assert_non_null(g);
+    assert_int_equal(g->repetitions, 3);
+    assert_int_equal(g->rises, 2);
+    assert_false(g->leak);
+    gmp_report_doc_free(doc);
+    /* two repetitions: not analysed */
+    write_steps(path, 2, leak, NULL);
+    doc = report_of(path, NULL);
+    assert_null(growth_of(doc->traces[0], "step", 0));
+    assert_int_equal(doc->traces[0]->analysis->ranges_checked, 0);
+    gmp_report_doc_free(doc);
+    unlink(path);
+}
+
+/* Temporary allocations per range, exact; the threshold is an option. */
+static void test_temporary(void **state)
+{
+    char path[] = "/tmp/gmp_ana_temp_XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    close(fd);
+    tb b;
+    tb_open(&b, path);
+    uint32_t api = tb_str(&b, "cudaMalloc");
+    uint32_t fwd = tb_range(&b, "fwd");
+    uint32_t bwd = tb_range(&b, "bwd");
+    uint64_t t = T0;
+    /* fwd: 3 x 2 MiB freed after 0.5 ms, 1 x 8 MiB freed after 2 ms, 1 x 1 MiB never freed */
+    tb_range_ev(&b, 0, GMP_REC_RANGE_PUSH, t, fwd, 0);
+    for (int i = 0; i < 3; i++) {
+        uint64_t a = 0x1000000ull * (uint64_t)(i + 1);
+        tb_alloc(&b, 0, t + 1 * MS, 0, GMP_MEM_DEVICE, a, 2 * TB_MiB, api, fwd, 0);
+        tb_free(&b, 0, t + 1 * MS + 500 * US, 0, GMP_MEM_DEVICE, a, 0, api);
+        t += 1 * MS;
+    }
+    tb_alloc(&b, 0, t + 1 * MS, 0, GMP_MEM_DEVICE, 0x9000000ull, 8 * TB_MiB, api, fwd, 0);
+    tb_free(&b, 0, t + 3 * MS, 0, GMP_MEM_DEVICE, 0x9000000ull, 0, api);
+    tb_alloc(&b, 0, t + 4 * MS, 0, GMP_MEM_DEVICE, 0xa000000ull, 1 * TB_MiB, api, fwd, 0);
+    tb_range_ev(&b, 0, GMP_REC_RANGE_POP, t + 5 * MS, 0, 0);
+    t += 10 * MS;
+    /* bwd on device 1: 2 x 1 MiB freed after exactly 1 ms (temporary: within) and a pinned host
+     * buffer freed after 10 us */
+    tb_range_ev(&b, 1, GMP_REC_RANGE_PUSH, t, bwd, 0);
+    tb_alloc(&b, 1, t + 1 * MS, 1, GMP_MEM_DEVICE, 0xb000000ull, TB_MiB, api, bwd, 0);
+    tb_alloc(&b, 1, t + 1 * MS, 1, GMP_MEM_DEVICE, 0xc000000ull, TB_MiB, api, bwd, 0);
+    tb_free(&b, 1, t + 2 * MS, 1, GMP_MEM_DEVICE, 0xb000000ull, 0, api);
+    tb_free(&b, 1, t + 2 * MS, 1, GMP_MEM_DEVICE, 0xc000000ull, 0, api);
+    tb_alloc(&b, 1, t + 3 * MS, 1, GMP_MEM_PINNED_HOST, 0xd000000ull, 4096, api, bwd, 0);
+    tb_free(&b, 1, t + 3 * MS + 10 * US, 1, GMP_MEM_PINNED_HOST, 0xd000000ull, 0, api);
+    tb_range_ev(&b, 1, GMP_REC_RANGE_POP, t + 4 * MS, 0, 0);
+    tb_close(&b);
+
+    gmp_report_doc *doc = report_of(path, NULL);
+    const gmp_report_trace *tr = doc->traces[0];
+    const gmp_analysis_result *R = tr->analysis;
+    assert_int_equal(R->opts.temp_ns, 1 * MS);
+    const gmp_analysis_temp *x = temp_of(tr, "fwd", 0);
+    assert_non_null(x);
+    assert_int_equal(x->allocs, 5);
+    assert_int_equal(x->alloc_bytes, 15 * TB_MiB);
+    assert_int_equal(x->temp_count, 3);
+    assert_int_equal(x->temp_bytes, 6 * TB_MiB);
+    assert_int_equal(x->temp_life_ns, 3 * 500 * US);
+    const gmp_analysis_temp *y = temp_of(tr, "bwd", 1);
+    assert_non_null(y);
+    assert_int_equal(y->allocs, 3);
+    assert_int_equal(y->temp_count, 3);
+    assert_int_equal(y->temp_bytes, 2 * TB_MiB + 4096);
+    assert_int_equal(y->temp_life_ns, 2 * MS + 10 * US);
+    assert_int_equal(R->ntemp, 2);
+    assert_ptr_equal(&R->temp[0], x); /* most temporary bytes first */
+    assert_int_equal(R->temp_count, 6);
+    assert_int_equal(R->temp_bytes, 8 * TB_MiB + 4096);
+    assert_int_equal(R->allocs, 8);
+    /* sites: (dev 0, device, fwd), (dev 1, device, bwd), (dev 1, pinned, bwd) */
+    assert_int_equal(R->ntemp_sites, 3);
+    assert_int_equal(R->temp_sites[0].temp_count, 3);
+    assert_int_equal(R->temp_sites[0].allocs, 5);
+    assert_int_equal(R->temp_sites[1].temp_count, 2);
+    assert_int_equal(R->temp_sites[2].temp_count, 1);
+    assert_int_equal(R->temp_sites[2].site.kind, GMP_MEM_PINNED_HOST);
+    gmp_report_doc_free(doc);
+
+    gmp_report_opts o;
+    memset(&o, 0, sizeof o);
+    o.analysis.temp_ns = 3 * MS;
+    doc = report_of(path, &o);
+    x = temp_of(doc->traces[0], "fwd", 0);
+    assert_non_null(x);
+    assert_int_equal(x->temp_count, 4);
+    assert_int_equal(x->temp_bytes, 14 * TB_MiB);
+    gmp_report_doc_free(doc);
+    unlink(path);
+}
+
+/* Overhead for a stream-ordered pool, and an OOM explained by fragmentation. */
+static void test_overhead_pool(void **state)
+{
+    char path[] = "/tmp/gmp_ana_pool_XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    close(fd);
+    tb b;
+    tb_open(&b, path);
+    tb_device(&b, 0, "NVIDIA H100 80GB HBM3", 80 * TB_GiB);
+    uint32_t api = tb_str(&b, "cudaMallocAsync");
+    uint32_t api_m = tb_str(&b, "cudaMalloc");
+    uint64_t pool = 0x77;
+    uint64_t t = T0;
+    tb_pool(&b, 0, t, 0, GMP_POOL_CREATE, pool, 0);
+    tb_pool(&b, 0, t + 1 * MS, 0, GMP_POOL_RESERVED, pool, 128 * TB_MiB);
+    tb_alloc(&b, 0, t + 2 * MS, 0, GMP_MEM_DEVICE, 0x10000000ull, 16 * TB_MiB, api_m, 0, 0);
+    tb_mem m = {0, GMP_MEM_ASYNC_POOL, GMP_MEMF_ASYNC, api,  0,
+                0, 0x20000000ull,      64 * TB_MiB,    pool, 0};
+    tb_memrec(&b, 0, GMP_REC_ALLOC, t + 3 * MS, &m);
+    m.address = 0x30000000ull;
+    m.size = 32 * TB_MiB;
+    tb_memrec(&b, 0, GMP_REC_ALLOC, t + 4 * MS, &m); /* peak allocated: 112 MiB */
+    m.size = 0;
+    tb_memrec(&b, 0, GMP_REC_FREE, t + 5 * MS, &m);                       /* 80 MiB */
+    tb_pool(&b, 0, t + 6 * MS, 0, GMP_POOL_RESERVED, pool, 256 * TB_MiB); /* reserved 272 MiB */
+    tb_oom(&b, 0, t + 7 * MS, 0, api, 100 * TB_MiB, 0, 0);
+    tb_pool(&b, 0, t + 8 * MS, 0, GMP_POOL_RESERVED, pool, 96 * TB_MiB);
+    tb_close(&b);
+
+    gmp_report_doc *doc = report_of(path, NULL);
+    const gmp_report_trace *tr = doc->traces[0];
+    const gmp_analysis_result *R = tr->analysis;
+    assert_int_equal(R->noverhead, 1);
+    const gmp_analysis_overhead *o = &R->overhead[0];
+    assert_int_equal(o->device, 0);
+    const gmp_analysis_point *p = &o->at_peak_allocated;
+    assert_int_equal(p->time_ns, t + 4 * MS);
+    assert_int_equal(p->allocated, 112 * TB_MiB);
+    assert_int_equal(p->reserved, 144 * TB_MiB);
+    assert_int_equal(p->overhead, 32 * TB_MiB);
+    assert_int_equal(p->pool_reserved, 128 * TB_MiB);
+    assert_int_equal(p->pool_allocated, 96 * TB_MiB);
+    p = &o->at_peak_reserved;
+    assert_int_equal(p->time_ns, t + 6 * MS);
+    assert_int_equal(p->allocated, 80 * TB_MiB);
+    assert_int_equal(p->reserved, 272 * TB_MiB);
+    assert_int_equal(p->overhead, 192 * TB_MiB);
+    assert_int_equal(p->pool_reserved, 256 * TB_MiB);
+    assert_int_equal(p->pool_allocated, 64 * TB_MiB);
+    /* the report's own peaks agree */
+    assert_int_equal(tr->devices[0].d.peak_reserved, 272 * TB_MiB);
+    assert_int_equal(tr->devices[0].d.peak_reserved_time_ns, t + 6 * MS);
+    p = &o->at_end;
+    assert_int_equal(p->time_ns, t + 8 * MS);
+    assert_int_equal(p->allocated, 80 * TB_MiB);
+    assert_int_equal(p->reserved, 112 * TB_MiB);
+    assert_int_equal(p->overhead, 32 * TB_MiB);
+    /* OOM of 100 MiB with 192 MiB held free: fragmentation */
+    assert_int_equal(R->nooms, 1);
+    assert_int_equal(R->ooms[0].requested, 100 * TB_MiB);
+    assert_int_equal(R->ooms[0].cached, 192 * TB_MiB);
+    assert_int_equal(R->ooms[0].verdict, GMP_ANALYSIS_OOM_FRAGMENTED);
+    gmp_report_doc_free(doc);
+    unlink(path);
+}
+
+/* The leak criterion on its own. */
+static void test_criterion(void **state)
+{
+    gmp_analysis_opts o = {0};
+    o.min_reps = 4;
+    o.rise_frac = 0.8;
+    gmp_analysis_growth g;
+    memset(&g, 0, sizeof g);
+    g.repetitions = 10;
+    g.rate_bytes = 100.0;
+    g.first_bytes = 0;
+    g.mid_bytes = 500;
+    g.last_bytes = 900;
+    g.rises = 9;
+    assert_true(gmp_analysis_is_leak(&g, &o));
+    g.rises = 7, g.falls = 2; /* 7/9 < 0.8 */
+    assert_false(gmp_analysis_is_leak(&g, &o));
+    g.rises = 5, g.falls = 0; /* every other step leaks */
+    assert_true(gmp_analysis_is_leak(&g, &o));
+    g.rises = 4; /* fewer than half of the pairs rise */
+    assert_false(gmp_analysis_is_leak(&g, &o));
+    g.rises = 9;
+    g.mid_bytes = 900; /* flat in the second half */
+    assert_false(gmp_analysis_is_leak(&g, &o));
+    g.mid_bytes = 500;
+    g.repetitions = 3;
+    g.rises = 2;
+    assert_false(gmp_analysis_is_leak(&g, &o));
+    g.repetitions = 10;
+    g.rises = 9;
+    g.rate_bytes = -1.0;
+    assert_false(gmp_analysis_is_leak(&g, &o));
+}
+
+/* Many exits of a range: the series stays bounded and the regression exact. */
+static void test_many(void **state)
+{
+    char path[] = "/tmp/gmp_ana_many_XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    close(fd);
+    enum { N = 1000 };
+    static uint64_t leak[N];
+    for (int i = 0; i < N; i++)
+        leak[i] = 4096;
+    write_steps(path, N, leak, NULL);
+    gmp_report_doc *doc = report_of(path, NULL);
+    const gmp_analysis_growth *g = growth_of(doc->traces[0], "step", 0);
+    assert_non_null(g);
+    assert_true(g->leak);
+    assert_int_equal(g->repetitions, N);
+    assert_true(g->rate_bytes > 4095.99 && g->rate_bytes < 4096.01);
+    assert_true(g->nseries <= GMP_ANALYSIS_SERIES && g->nseries >= GMP_ANALYSIS_SERIES / 2);
+    assert_int_equal(g->series_stride, 16);
+    assert_int_equal(g->series[1], 64 * TB_MiB + 17 * 4096);
+    assert_int_equal(g->sites[0].growth_bytes, (N - 1) * 4096ull);
+    gmp_report_doc_free(doc);
+    unlink(path);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc == 3 && strcmp(argv[1], "write-leak") == 0) {
+        write_leak(argv[2]);
+        return 0;
+    }
+    const struct CMUnitTest all[] = {
+        cmocka_unit_test(test_leak),      cmocka_unit_test(test_steady),
+        cmocka_unit_test(test_noisy),     cmocka_unit_test(test_warmup),
+        cmocka_unit_test(test_temporary), cmocka_unit_test(test_overhead_pool),
+        cmocka_unit_test(test_criterion), cmocka_unit_test(test_many),
+    };
+    if (argc == 2) {
+        for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+            if (strcmp(all[i].name, argv[1]) == 0)
+                return _cmocka_run_group_tests(argv[1], &all[i], 1, NULL, NULL);
+        fprintf(stderr, "no test %s\n", argv[1]);
+        return 2;
+    }
+    return cmocka_run_group_tests(all, NULL, NULL);
+}
