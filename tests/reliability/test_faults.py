@@ -238,7 +238,10 @@ def hwm(stderr):
 def slow_writer(c):
     n = 150000
     shim = os.path.join(c.progs, "librel_slow_write.so")
-    base_env = L.env_with(c)
+    # the same sanitizer runtime on both sides
+    base_env = L.env_with(c, preload=True)
+    if c.preload:  # ASan keeps freed blocks in a quarantine: not memory the agent holds
+        base_env["ASAN_OPTIONS"] = "detect_leaks=0:quarantine_size_mb=0"
     rc0, out0, err0 = L.run(L.prog(c, "loop", n, 64), base_env)
     L.eq(rc0, 0, "loop without gpumemprof")
     out = os.path.join(c.tmp, "slow.zst")
@@ -246,7 +249,7 @@ def slow_writer(c):
     env = L.env_with(c, preload=True, LD_PRELOAD=pre, REL_SLOW_WRITE_MS=300,
                      GPUMEMPROF_ACTIVITY_BUFFER="1M")
     if c.preload:
-        env["ASAN_OPTIONS"] = "detect_leaks=0"
+        env["ASAN_OPTIONS"] = "detect_leaks=0:quarantine_size_mb=0"
     rc, so, se = L.run([c.gmp, "run", "-o", out, "--buffer-size", "1M", "--sample-interval", "0",
                         "--"] + L.prog(c, "loop", n, 64), env, timeout=300)
     L.eq(rc, 0, "exit status with a slow writer")

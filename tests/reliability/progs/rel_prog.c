@@ -19,6 +19,7 @@
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <sys/mman.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
@@ -181,9 +182,12 @@ int main(int argc, char **argv)
         if (!strcmp(how, "abort"))
             abort();
         if (!strcmp(how, "segv")) {
-            volatile int *np = (volatile int *)(uintptr_t)(argc / 1024); /* NULL */
-            *np = 1;
-            raise(SIGSEGV); /* where the write did not fault (sanitizers) */
+            /* a real fault: a write to a page without access (a NULL store would be caught by
+             * UBSan's null check in sanitizer builds, which exits 1 instead of faulting) */
+            volatile int *np = mmap(NULL, 4096, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+            if (np != MAP_FAILED)
+                *np = 1;
+            raise(SIGSEGV); /* where the write did not fault */
         }
         if (!strcmp(how, "return"))
             return 0;
