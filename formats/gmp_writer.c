@@ -954,6 +954,10 @@ gmp_err gmp_writer_open(gmp_writer **out, int fd, const gmp_writer_opts *o, cons
         return GMP_ERR_ARG;
     }
 
+    /* The first frame (magic, HEADER) is written now, on the caller's thread: one small write at
+     * start, so that a file that exists is always a readable trace, even when the program is
+     * killed a moment later (before the writer thread's first cycle). */
+    run_cycle(w, 0);
     if (w->o.threaded) {
         sigset_t all, old;
         sigfillset(&all);
@@ -964,14 +968,8 @@ gmp_err gmp_writer_open(gmp_writer **out, int fd, const gmp_writer_opts *o, cons
             w->o.threaded = 0;
         } else {
             w->has_thread = 1;
-            pthread_mutex_lock(&w->wlock); /* write the header at once */
-            w->flush_req++;
-            pthread_cond_signal(&w->wcond);
-            pthread_mutex_unlock(&w->wlock);
         }
     }
-    if (!w->has_thread)
-        run_cycle(w, 0);
     *out = w;
     return GMP_OK;
 nomem:
