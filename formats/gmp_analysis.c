@@ -1,5 +1,6 @@
 /* gmp_analysis: growth, temporary allocations, allocator overhead and OOM verdicts computed in the
  * one replay pass (see gmp_analysis.h and docs/report.md). */
+#include "gmp_map.h"
 #include "gmp_analysis.h"
 
 #include <stdlib.h>
@@ -13,73 +14,6 @@
 #define NO_SLOT (-1)
 
 /* ---- small containers ---- */
-
-typedef struct amap {
-    uint64_t *keys, *vals;
-    uint8_t *used;
-    size_t cap, n;
-} amap;
-
-static size_t ahash(uint64_t k)
-{
-    k ^= k >> 33;
-    k *= 0xff51afd7ed558ccdull;
-    k ^= k >> 33;
-    k *= 0xc4ceb9fe1a85ec53ull;
-    k ^= k >> 33;
-    return (size_t)k;
-}
-
-static uint64_t *amap_put(amap *m, uint64_t key, int *fresh)
-{
-    if ((m->n + 1) * 4 > m->cap * 3) {
-        size_t nc = m->cap ? m->cap * 2 : 64;
-        amap g = {calloc(nc, 8), calloc(nc, 8), calloc(nc, 1), nc, 0};
-        if (!g.keys || !g.vals || !g.used) {
-            free(g.keys);
-            free(g.vals);
-            free(g.used);
-            return NULL;
-        }
-        for (size_t i = 0; i < m->cap; i++) {
-            if (!m->used[i])
-                continue;
-            size_t j = ahash(m->keys[i]) & (nc - 1);
-            while (g.used[j])
-                j = (j + 1) & (nc - 1);
-            g.used[j] = 1;
-            g.keys[j] = m->keys[i];
-            g.vals[j] = m->vals[i];
-        }
-        g.n = m->n;
-        free(m->keys);
-        free(m->vals);
-        free(m->used);
-        *m = g;
-    }
-    size_t i = ahash(key) & (m->cap - 1);
-    while (m->used[i]) {
-        if (m->keys[i] == key) {
-            *fresh = 0;
-            return &m->vals[i];
-        }
-        i = (i + 1) & (m->cap - 1);
-    }
-    m->used[i] = 1;
-    m->keys[i] = key;
-    m->vals[i] = 0;
-    m->n++;
-    *fresh = 1;
-    return &m->vals[i];
-}
-
-static void amap_free(amap *m)
-{
-    free(m->keys);
-    free(m->vals);
-    free(m->used);
-    memset(m, 0, sizeof *m);
-}
 
 static int agrow(void **p, size_t *cap, size_t n, size_t sz)
 {
@@ -151,18 +85,18 @@ typedef struct devstate {
 struct gmp_analysis {
     gmp_analysis_opts opts;
     gmp_replay *rp;
-    amap rmap; /* range key -> rinfo index */
+    gmp_omap rmap; /* range key -> rinfo index */
     rinfo *r;
     size_t nr, capr;
-    amap gmap; /* (range key, device) -> gstat index */
+    gmp_omap gmap; /* (range key, device) -> gstat index */
     gstat *g;
     size_t ng, capg;
-    amap tmap; /* (range id, device) -> tstat index */
+    gmp_omap tmap; /* (range id, device) -> tstat index */
     tstat *t;
     size_t nt, capt;
     sstat *s;
     size_t ns, caps;
-    amap thread_dev; /* tid -> device + 2 */
+    gmp_omap thread_dev; /* tid -> device + 2 */
     int32_t first_dev;
     int has_dev;
     slot slots[GMP_ANALYSIS_SLOTS];
@@ -253,7 +187,7 @@ static tstat *tstat_get(ana *A, uint32_t range, int32_t device)
 {
     uint64_t key = (uint64_t)range | ((uint64_t)(uint32_t)(device + 1) << 32);
     int fresh;
-    uint64_t *v = amap_put(&A->tmap, key, &fresh);
+    uint64_t *v = gmp_omap_put(&A->tmap, key, &fresh);
     if (!v)
         return NULL;
     if (fresh) {
@@ -285,7 +219,7 @@ static uint32_t range_depth(ana *A, uint32_t id)
 static rinfo *rinfo_get(ana *A, uint64_t key)
 {
     int fresh;
-    uint64_t *v = amap_put(&A->rmap, key, &fresh);
+    uint64_t *v = gmp_omap_put(&A->rmap, key, &fresh);
     if (!v)
         return NULL;
     if (fresh) {
@@ -305,7 +239,7 @@ static gstat *gstat_get(ana *A, uint64_t key, int32_t device)
 {
     uint64_t k = key | ((uint64_t)(uint32_t)(device + 1) << 33);
     int fresh;
-    uint64_t *v = amap_put(&A->gmap, k, &fresh);
+    uint64_t *v = gmp_omap_put(&A->gmap, k, &fresh);
     if (!v)
         return NULL;
     if (fresh) {
@@ -420,7 +354,7 @@ static gmp_err on_range(void *ctx, gmp_replay *rp, const gmp_replay_range *ev)
     /* the device: that of the thread's last allocation, else the first one that had memory */
     int32_t dev = A->first_dev;
     int fresh;
-    uint64_t *v = amap_put(&A->thread_dev, ev->tid, &fresh);
+    uint64_t *v = gmp_omap_put(&A->thread_dev, ev->tid, &fresh);
     if (!v)
         return nomem(A);
     if (*v)
@@ -449,7 +383,7 @@ static gmp_err on_alloc(void *ctx, gmp_replay *rp, const gmp_replay_mem *ev)
             A->first_dev = a->device;
         }
         int fresh;
-        uint64_t *v = amap_put(&A->thread_dev, ev->rec->tid, &fresh);
+        uint64_t *v = gmp_omap_put(&A->thread_dev, ev->rec->tid, &fresh);
         if (!v)
             return nomem(A);
         *v = (uint64_t)((int64_t)a->device + 2);
@@ -579,10 +513,10 @@ void gmp_analysis_free(gmp_analysis *A)
 {
     if (!A)
         return;
-    amap_free(&A->rmap);
-    amap_free(&A->gmap);
-    amap_free(&A->tmap);
-    amap_free(&A->thread_dev);
+    gmp_omap_free(&A->rmap);
+    gmp_omap_free(&A->gmap);
+    gmp_omap_free(&A->tmap);
+    gmp_omap_free(&A->thread_dev);
     free(A->r);
     free(A->g);
     free(A->t);
@@ -760,7 +694,7 @@ static int finish_growth(ana *A, gmp_analysis_result *R)
         memcpy(o->series, g->series, g->nseries * sizeof *g->series);
         o->leak = gmp_analysis_is_leak(o, &A->opts);
         int fresh;
-        uint64_t *v = amap_put(&A->rmap, g->key, &fresh);
+        uint64_t *v = gmp_omap_put(&A->rmap, g->key, &fresh);
         if (!v)
             return 0;
         const rinfo *r = &A->r[*v];

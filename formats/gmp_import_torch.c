@@ -5,6 +5,7 @@
  * small op with its device and time; (2) reconstruct what existed before the window from the
  * final `segments`; (3) write the pre-window state at the start, then the ops in time order (ties:
  * device, then entry order), with one thread and explicit times (gmp_writer, threaded = 0). */
+#include "gmp_map.h"
 #include "gmp_import_torch.h"
 
 #include <errno.h>
@@ -36,85 +37,6 @@
 
 /* ---- a small map from 64-bit keys to 64-bit values ---- */
 
-typedef struct umap {
-    uint64_t *keys, *vals;
-    uint8_t *used;
-    size_t cap, n;
-} umap;
-
-static size_t hash64(uint64_t x)
-{
-    x ^= x >> 33;
-    x *= 0xff51afd7ed558ccdull;
-    x ^= x >> 33;
-    x *= 0xc4ceb9fe1a85ec53ull;
-    x ^= x >> 33;
-    return (size_t)x;
-}
-
-static uint64_t *umap_get(const umap *m, uint64_t key)
-{
-    if (!m->cap)
-        return NULL;
-    for (size_t i = hash64(key) & (m->cap - 1);; i = (i + 1) & (m->cap - 1)) {
-        if (!m->used[i])
-            return NULL;
-        if (m->keys[i] == key)
-            return &m->vals[i];
-    }
-}
-
-static uint64_t *umap_put(umap *m, uint64_t key, int *fresh)
-{
-    if ((m->n + 1) * 4 > m->cap * 3) {
-        size_t nc = m->cap ? m->cap * 2 : 64;
-        umap nm = {calloc(nc, 8), calloc(nc, 8), calloc(nc, 1), nc, 0};
-        if (!nm.keys || !nm.vals || !nm.used) {
-            free(nm.keys);
-            free(nm.vals);
-            free(nm.used);
-            return NULL;
-        }
-        for (size_t i = 0; i < m->cap; i++) {
-            if (!m->used[i])
-                continue;
-            size_t j = hash64(m->keys[i]) & (nc - 1);
-            while (nm.used[j])
-                j = (j + 1) & (nc - 1);
-            nm.used[j] = 1;
-            nm.keys[j] = m->keys[i];
-            nm.vals[j] = m->vals[i];
-            nm.n++;
-        }
-        free(m->keys);
-        free(m->vals);
-        free(m->used);
-        *m = nm;
-    }
-    size_t i = hash64(key) & (m->cap - 1);
-    while (m->used[i]) {
-        if (m->keys[i] == key) {
-            *fresh = 0;
-            return &m->vals[i];
-        }
-        i = (i + 1) & (m->cap - 1);
-    }
-    m->used[i] = 1;
-    m->keys[i] = key;
-    m->vals[i] = 0;
-    m->n++;
-    *fresh = 1;
-    return &m->vals[i];
-}
-
-static void umap_free(umap *m)
-{
-    free(m->keys);
-    free(m->vals);
-    free(m->used);
-    memset(m, 0, sizeof *m);
-}
-
 /* ---- state ---- */
 
 enum op_type { OP_SEG_ALLOC, OP_SEG_FREE, OP_MAP, OP_UNMAP, OP_ALLOC, OP_FREE, OP_OOM };
@@ -139,7 +61,7 @@ typedef struct pre_block {
 
 typedef struct device {
     int present;
-    umap seg_first, blk_first;     /* address -> FIRST_VAL of the window's first event */
+    gmp_omap seg_first, blk_first; /* address -> FIRST_VAL of the window's first event */
     uint64_t seg_in, seg_out;      /* window: segment_alloc / segment_free bytes */
     uint64_t map_in, map_out;      /* window: segment_map / segment_unmap bytes */
     uint64_t blk_in, blk_out;      /* window: alloc / free_completed bytes */
@@ -164,7 +86,7 @@ typedef struct imp {
     /* writing */
     gmp_writer *w;
     gmp_wthread *th;
-    umap stacks; /* frames list (pointer) -> stack id + 1 */
+    gmp_omap stacks; /* frames list (pointer) -> stack id + 1 */
     uint32_t api_malloc, api_free;
     uint64_t written, last_t;
     char notice[512];
@@ -295,10 +217,10 @@ static int push_pre(imp *I, int seg, int32_t d, uint64_t addr, uint64_t size,
 }
 
 /* Records the first event of addr in the window. */
-static int first_event(imp *I, umap *m, uint64_t addr, unsigned type, uint64_t size)
+static int first_event(imp *I, gmp_omap *m, uint64_t addr, unsigned type, uint64_t size)
 {
     int fresh;
-    uint64_t *v = umap_put(m, addr, &fresh);
+    uint64_t *v = gmp_omap_put(m, addr, &fresh);
     if (!v)
         return nomem(I), -1;
     if (fresh)
@@ -488,7 +410,7 @@ static int read_block(imp *I, int32_t d, device *dv, const gmp_pickle_value *b, 
         return -1;
     if (gmp_pickle_type_of(frames) != GMP_PK_LIST)
         frames = NULL;
-    if (!umap_get(&dv->blk_first, addr)) { /* alive at the dump, untouched by the window */
+    if (!gmp_omap_get(&dv->blk_first, addr)) { /* alive at the dump, untouched by the window */
         if (push_pre(I, 0, d, addr, req, frames) < 0 || add_checked(I, &dv->pre_blk_sum, req) < 0)
             return -1;
     }
@@ -526,7 +448,7 @@ static int read_segments(imp *I, const gmp_pickle_value *segs)
         } else {
             if (add_checked(I, &dv->final_seg, size) < 0)
                 return -1;
-            if (!umap_get(&dv->seg_first, addr)) {
+            if (!gmp_omap_get(&dv->seg_first, addr)) {
                 if (push_pre(I, 1, (int32_t)d, addr, size, NULL) < 0 ||
                     add_checked(I, &dv->pre_seg_sum, size) < 0)
                     return -1;
@@ -553,7 +475,7 @@ static int pre_from_first_frees(imp *I, int seg)
         device *dv = &I->dev[d];
         if (!dv->present)
             continue;
-        umap *m = seg ? &dv->seg_first : &dv->blk_first;
+        gmp_omap *m = seg ? &dv->seg_first : &dv->blk_first;
         for (size_t i = 0; i < m->cap; i++) {
             if (!m->used[i] || (m->vals[i] & 3u) != FIRST_FREE)
                 continue;
@@ -594,7 +516,7 @@ static uint32_t stack_of(imp *I, const gmp_pickle_value *frames)
     if (!frames || !n)
         return 0;
     int fresh;
-    uint64_t *cached = umap_put(&I->stacks, (uint64_t)(uintptr_t)frames, &fresh);
+    uint64_t *cached = gmp_omap_put(&I->stacks, (uint64_t)(uintptr_t)frames, &fresh);
     if (!cached) {
         nomem(I);
         return 0;
@@ -923,8 +845,8 @@ out:
         close(out_fd);
     if (I.dev) {
         for (int i = 0; i < GMP_TORCH_MAX_DEVICES; i++) {
-            umap_free(&I.dev[i].seg_first);
-            umap_free(&I.dev[i].blk_first);
+            gmp_omap_free(&I.dev[i].seg_first);
+            gmp_omap_free(&I.dev[i].blk_first);
         }
     }
     free(I.dev);
@@ -933,7 +855,7 @@ out:
     free(I.pre_blks);
     free(I.pre_seg_dev);
     free(I.pre_blk_dev);
-    umap_free(&I.stacks);
+    gmp_omap_free(&I.stacks);
     gmp_pickle_free(root);
     if (stats)
         *stats = I.st;

@@ -26,6 +26,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "gmp_map.h"
 #include "gmp_error.h"
 #include "gmp_replay.h"
 #include "gmp_trace.h"
@@ -162,18 +163,6 @@ void gmp_obuf_printf(gmp_obuf *b, const char *fmt, ...) __attribute__((format(pr
 /* s[0..n) quoted and JSON-escaped */
 void gmp_obuf_json(gmp_obuf *b, const char *s, size_t n);
 void gmp_obuf_free(gmp_obuf *b);
-
-/* An open-addressing map from 64-bit keys to 64-bit values (ids, tids, devices). */
-typedef struct gmp_omap {
-    uint64_t *keys, *vals;
-    uint8_t *used;
-    size_t cap, n;
-} gmp_omap;
-/* Pointer to the value of key, or NULL. */
-uint64_t *gmp_omap_get(const gmp_omap *m, uint64_t key);
-/* Pointer to the value of key, inserted as 0 when absent (*fresh = 1); NULL when out of memory. */
-uint64_t *gmp_omap_put(gmp_omap *m, uint64_t key, int *fresh);
-void gmp_omap_free(gmp_omap *m);
 
 /* The display text of one stack frame (raw bytes, to be escaped by the caller): Python frames
  * "function (file:line)", native frames "libfoo.so+0x1a2b" when a module covers the address (its

@@ -1,5 +1,6 @@
 /* gmp_report: the report model (see gmp_report.h). The pass state (struct gmp_report_live) lives
  * only during the replay; gmp_report_trace holds the frozen result. */
+#include "gmp_map.h"
 #include "gmp_report.h"
 
 #include <inttypes.h>
@@ -12,72 +13,6 @@
 #define NODEV INT32_MIN /* a frame whose device is not known yet */
 
 /* ---- small containers ---- */
-
-/* Open-addressing map from 64-bit keys to 64-bit values. */
-typedef struct u64map {
-    uint64_t *keys, *vals;
-    uint8_t *used;
-    size_t cap, n;
-} u64map;
-
-static size_t u64hash(uint64_t k)
-{
-    k ^= k >> 33;
-    k *= 0xff51afd7ed558ccdull;
-    k ^= k >> 33;
-    return (size_t)k;
-}
-
-static uint64_t *u64map_put(u64map *m, uint64_t key, int *fresh)
-{
-    if ((m->n + 1) * 4 > m->cap * 3) {
-        size_t nc = m->cap ? m->cap * 2 : 64;
-        u64map g = {calloc(nc, 8), calloc(nc, 8), calloc(nc, 1), nc, 0};
-        if (!g.keys || !g.vals || !g.used) {
-            free(g.keys);
-            free(g.vals);
-            free(g.used);
-            return NULL;
-        }
-        for (size_t i = 0; i < m->cap; i++) {
-            if (!m->used[i])
-                continue;
-            size_t j = u64hash(m->keys[i]) & (nc - 1);
-            while (g.used[j])
-                j = (j + 1) & (nc - 1);
-            g.used[j] = 1;
-            g.keys[j] = m->keys[i];
-            g.vals[j] = m->vals[i];
-        }
-        g.n = m->n;
-        free(m->keys);
-        free(m->vals);
-        free(m->used);
-        *m = g;
-    }
-    size_t i = u64hash(key) & (m->cap - 1);
-    while (m->used[i]) {
-        if (m->keys[i] == key) {
-            *fresh = 0;
-            return &m->vals[i];
-        }
-        i = (i + 1) & (m->cap - 1);
-    }
-    m->used[i] = 1;
-    m->keys[i] = key;
-    m->vals[i] = 0;
-    m->n++;
-    *fresh = 1;
-    return &m->vals[i];
-}
-
-static void u64map_free(u64map *m)
-{
-    free(m->keys);
-    free(m->vals);
-    free(m->used);
-    memset(m, 0, sizeof *m);
-}
 
 /* Grows *p (n elements of size sz, capacity *cap) to hold one more; 0 when out of memory. */
 static int grow(void **p, size_t *cap, size_t n, size_t sz)
@@ -168,14 +103,14 @@ struct gmp_report_live {
     uint64_t last_idx;
     devslot dev[GMP_REPORT_MAX_DEVICES];
     /* ranges */
-    u64map threads; /* tid -> index + 1 */
+    gmp_omap threads; /* tid -> index + 1 */
     rthread *th;
     size_t nth, capth;
     size_t *active; /* threads with open ranges */
     size_t nactive, capactive;
     rframe *se; /* open START/END ranges */
     size_t nse, capse;
-    u64map stats; /* range id (+ 2^32 for start/end) -> index */
+    gmp_omap stats; /* range id (+ 2^32 for start/end) -> index */
     rstat *st;
     size_t nst, capst;
     lanebuf lanes[GMP_REPORT_MAX_LANES];
@@ -184,8 +119,8 @@ struct gmp_report_live {
     heapent *heap;
     size_t nheap, kheap;
     /* freeze */
-    u64map strmap; /* content hash -> chain in the trace's strings (index + 1) */
-    u64map rangemap, apimap, stackmap;
+    gmp_omap strmap; /* content hash -> chain in the trace's strings (index + 1) */
+    gmp_omap rangemap, apimap, stackmap;
     size_t capstrs, capstacks;
     char *buf;
     size_t bufcap;
@@ -348,7 +283,7 @@ static void dev_update(live *L, const gmp_replay_device *dev, uint64_t t)
 static rthread *thread_get(live *L, uint32_t tid)
 {
     int fresh;
-    uint64_t *v = u64map_put(&L->threads, tid, &fresh);
+    uint64_t *v = gmp_omap_put(&L->threads, tid, &fresh);
     if (!v)
         return NULL;
     if (fresh) {
@@ -367,7 +302,7 @@ static rstat *stat_get(live *L, uint32_t range, int thread_bound)
 {
     int fresh;
     uint64_t key = (uint64_t)range | (thread_bound ? 0 : (1ull << 32));
-    uint64_t *v = u64map_put(&L->stats, key, &fresh);
+    uint64_t *v = gmp_omap_put(&L->stats, key, &fresh);
     if (!v)
         return NULL;
     if (fresh) {
@@ -837,7 +772,7 @@ static uint32_t intern(live *L, const char *s, size_t n)
     uint64_t h = strhash(s, n);
     for (uint64_t k = h;; k++) { /* probe by successive keys: collisions of content hashes */
         int fresh;
-        uint64_t *v = u64map_put(&L->strmap, k, &fresh);
+        uint64_t *v = gmp_omap_put(&L->strmap, k, &fresh);
         if (!v)
             return UINT32_MAX;
         if (!fresh) {
@@ -873,7 +808,7 @@ static uint32_t range_str(live *L, uint32_t id)
     if (!id)
         return 0;
     int fresh;
-    uint64_t *v = u64map_put(&L->rangemap, id, &fresh);
+    uint64_t *v = gmp_omap_put(&L->rangemap, id, &fresh);
     if (!v)
         return 0;
     if (!fresh)
@@ -897,7 +832,7 @@ static uint32_t api_str(live *L, uint32_t id)
     if (!id)
         return 0;
     int fresh;
-    uint64_t *v = u64map_put(&L->apimap, id, &fresh);
+    uint64_t *v = gmp_omap_put(&L->apimap, id, &fresh);
     if (!v)
         return 0;
     if (fresh) {
@@ -962,7 +897,7 @@ static uint32_t stack_copy(live *L, uint32_t id)
     if (!id)
         return GMP_REPORT_NO_STACK;
     int fresh;
-    uint64_t *v = u64map_put(&L->stackmap, id, &fresh);
+    uint64_t *v = gmp_omap_put(&L->stackmap, id, &fresh);
     if (!v)
         return GMP_REPORT_NO_STACK;
     if (!fresh)
@@ -1339,12 +1274,12 @@ static void live_free(live *L)
     free(L->heap);
     free(L->buf);
     gmp_analysis_free(L->ana);
-    u64map_free(&L->threads);
-    u64map_free(&L->stats);
-    u64map_free(&L->strmap);
-    u64map_free(&L->rangemap);
-    u64map_free(&L->apimap);
-    u64map_free(&L->stackmap);
+    gmp_omap_free(&L->threads);
+    gmp_omap_free(&L->stats);
+    gmp_omap_free(&L->strmap);
+    gmp_omap_free(&L->rangemap);
+    gmp_omap_free(&L->apimap);
+    gmp_omap_free(&L->stackmap);
     if (L->symstate && g_symbolizer && g_symbolizer->free_state)
         g_symbolizer->free_state(L->symstate);
     free(L);
