@@ -15,6 +15,7 @@
 
 #include "cli_cmds.h"
 #include "cli_opts.h"
+#include "cli_progress.h"
 #include "gmp_output.h"
 #include "gmp_reader.h"
 #include "gmp_replay.h"
@@ -50,80 +51,6 @@ typedef struct trace_in {
     uint64_t bytes;
     char label[128];
 } trace_in;
-
-/* ---- progress on stderr (a terminal only, for conversions longer than a second) ---- */
-
-typedef struct progress {
-    int enabled, shown;
-    double t0, last_draw;
-    uint64_t total_bytes, done_bytes; /* traces before the current one */
-    size_t index, count;
-    gmp_reader *r;
-    uint64_t calls;
-} progress;
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
-static void progress_draw(progress *p)
-{
-    const gmp_reader_stats *st = gmp_reader_get_stats(p->r);
-    uint64_t done = p->done_bytes + st->bytes_read;
-    double frac = p->total_bytes ? (double)done / (double)p->total_bytes : 0.0;
-    if (frac > 1.0)
-        frac = 1.0;
-    char bar[31];
-    int fill = (int)(frac * 30.0);
-    for (int i = 0; i < 30; i++)
-        bar[i] = i < fill ? '#' : '-';
-    bar[30] = '\0';
-    fprintf(stderr, "\rgpumemprof convert: [%s] %3d%%  trace %zu/%zu  %" PRIu64 " events ", bar,
-            (int)(frac * 100.0), p->index + 1, p->count, st->events);
-    p->shown = 1;
-}
-
-static gmp_err progress_tick(progress *p)
-{
-    if ((++p->calls & 0x3fff) != 0)
-        return GMP_OK;
-    double t = now_s();
-    if (t - p->t0 >= 1.0 && t - p->last_draw >= 0.1) { /* after a second, ten times a second */
-        p->last_draw = t;
-        progress_draw(p);
-    }
-    return GMP_OK;
-}
-
-static gmp_err pg_alloc(void *c, gmp_replay *rp, const gmp_replay_mem *ev)
-{
-    return progress_tick(c);
-}
-static gmp_err pg_range(void *c, gmp_replay *rp, const gmp_replay_range *ev)
-{
-    return progress_tick(c);
-}
-static gmp_err pg_event(void *c, gmp_replay *rp, const gmp_rec *rec)
-{
-    return progress_tick(c);
-}
-
-static const gmp_replay_ops progress_ops = {
-    .alloc = pg_alloc,
-    .free = pg_alloc,
-    .range = pg_range,
-    .event = pg_event,
-};
-
-static void progress_clear(progress *p)
-{
-    if (p->shown)
-        fprintf(stderr, "\r%80s\r", "");
-    p->shown = 0;
-}
 
 /* ---- native frames: the offline symbolizer, one per trace (each has its own module map) ---- */
 
@@ -402,11 +329,8 @@ int gmp_cmd_convert(const gmp_cli_cmd_info *cmd, int argc, char **argv)
         }
     }
 
-    progress pg;
-    memset(&pg, 0, sizeof pg);
-    pg.enabled = !no_progress && isatty(2);
-    pg.t0 = now_s();
-    pg.count = ntr;
+    gmp_cli_progress pg;
+    gmp_cli_progress_start(&pg, "convert", !no_progress, ntr);
     for (size_t i = 0; i < ntr; i++)
         pg.total_bytes += tr[i].bytes;
 
@@ -436,11 +360,11 @@ int gmp_cmd_convert(const gmp_cli_cmd_info *cmd, int argc, char **argv)
         if (e == GMP_OK && pg.enabled) {
             pg.index = i;
             pg.r = r;
-            e = gmp_replay_add(rp, &progress_ops, &pg);
+            e = gmp_replay_add(rp, &gmp_cli_progress_ops, &pg);
         }
         if (e == GMP_OK)
             e = gmp_replay_run(rp);
-        progress_clear(&pg);
+        gmp_cli_progress_clear(&pg);
         if (e != GMP_OK) {
             if (!msg)
                 msg = rp ? gmp_replay_error(rp) : "";

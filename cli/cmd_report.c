@@ -13,77 +13,13 @@
 
 #include "cli_cmds.h"
 #include "cli_opts.h"
+#include "cli_progress.h"
 #include "cli_report_sym.h"
 #include "gmp_reader.h"
 #include "gmp_replay.h"
 #include "gmp_report.h"
 
 #define DEFAULT_TOP 10
-
-/* ---- progress on stderr (a terminal only, for reports longer than a second) ---- */
-
-typedef struct progress {
-    int enabled, shown;
-    double t0;
-    uint64_t total_bytes, done_bytes;
-    size_t index, count;
-    gmp_reader *r;
-    uint64_t calls;
-} progress;
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
-static gmp_err progress_tick(progress *p)
-{
-    if ((++p->calls & 0x3fff) != 0 || now_s() - p->t0 < 1.0)
-        return GMP_OK;
-    const gmp_reader_stats *st = gmp_reader_get_stats(p->r);
-    uint64_t done = p->done_bytes + st->bytes_read;
-    double frac = p->total_bytes ? (double)done / (double)p->total_bytes : 0.0;
-    if (frac > 1.0)
-        frac = 1.0;
-    char bar[31];
-    int fill = (int)(frac * 30.0);
-    for (int i = 0; i < 30; i++)
-        bar[i] = i < fill ? '#' : '-';
-    bar[30] = '\0';
-    fprintf(stderr, "\rgpumemprof report: [%s] %3d%%  trace %zu/%zu  %" PRIu64 " events ", bar,
-            (int)(frac * 100.0), p->index + 1, p->count, st->events);
-    p->shown = 1;
-    return GMP_OK;
-}
-
-static gmp_err pg_mem(void *c, gmp_replay *rp, const gmp_replay_mem *ev)
-{
-    return progress_tick(c);
-}
-static gmp_err pg_range(void *c, gmp_replay *rp, const gmp_replay_range *ev)
-{
-    return progress_tick(c);
-}
-static gmp_err pg_event(void *c, gmp_replay *rp, const gmp_rec *rec)
-{
-    return progress_tick(c);
-}
-
-static const gmp_replay_ops progress_ops = {
-    .alloc = pg_mem,
-    .free = pg_mem,
-    .range = pg_range,
-    .event = pg_event,
-};
-
-static void progress_clear(progress *p)
-{
-    if (p->shown)
-        fprintf(stderr, "\r%80s\r", "");
-    p->shown = 0;
-}
 
 /* ---- command ---- */
 
@@ -192,8 +128,8 @@ int gmp_cmd_report(const gmp_cli_cmd_info *cmd, int argc, char **argv)
         fprintf(stderr, "gpumemprof report: %s\n", gmp_err_str(GMP_ERR_NOMEM));
         return 1;
     }
-    progress pg;
-    memset(&pg, 0, sizeof pg);
+    gmp_cli_progress pg;
+    gmp_cli_progress_start(&pg, "report", 0, 0);
     for (size_t i = 0; i < ntr; i++) {
         gmp_err e = gmp_reader_open(&rd[i], argv[1 + i], NULL);
         if (e != GMP_OK) {
@@ -228,9 +164,11 @@ int gmp_cmd_report(const gmp_cli_cmd_info *cmd, int argc, char **argv)
     view.color = color && writer == gmp_report_write_text;
     gmp_cli_report_symbolizer_install(debug_dir);
 
-    pg.enabled = !no_progress && isatty(2);
-    pg.t0 = now_s();
-    pg.count = ntr;
+    {
+        uint64_t total = pg.total_bytes;
+        gmp_cli_progress_start(&pg, "report", !no_progress, ntr);
+        pg.total_bytes = total;
+    }
     gmp_report_doc *doc = NULL;
     gmp_report_opts ropts;
     memset(&ropts, 0, sizeof ropts);
@@ -257,11 +195,11 @@ int gmp_cmd_report(const gmp_cli_cmd_info *cmd, int argc, char **argv)
         if (e == GMP_OK && pg.enabled) {
             pg.index = i;
             pg.r = rd[i];
-            e = gmp_replay_add(rp, &progress_ops, &pg);
+            e = gmp_replay_add(rp, &gmp_cli_progress_ops, &pg);
         }
         if (e == GMP_OK)
             e = gmp_replay_run(rp);
-        progress_clear(&pg);
+        gmp_cli_progress_clear(&pg);
         if (e != GMP_OK) {
             const char *m = rp ? gmp_replay_error(rp) : "";
             fprintf(stderr, "gpumemprof report: %s: %s\n", path, m && *m ? m : gmp_err_str(e));
