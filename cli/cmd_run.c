@@ -144,7 +144,7 @@ int gmp_cmd_run(const gmp_cli_cmd_info *cmd, int argc, char **argv)
         {"force", 0, GMP_CLI_FLAG, &force, NULL, "overwrite existing trace files", 0},
         {"quiet", 'q', GMP_CLI_FLAG, &quiet, NULL, "no summary; the agent reports errors only", 0},
         {"stacks", 0, GMP_CLI_STRING, &stacks, "KIND",
-         "call stacks at each allocation and free: auto (default: native, with Python frames "
+         "call stacks at each allocation: auto (default: native, with Python frames "
          "spliced in when the program runs CPython), native, python, all or none",
          0},
         {"stack-unwind", 0, GMP_CLI_STRING, &unwind, "HOW",
