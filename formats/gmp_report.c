@@ -1079,6 +1079,8 @@ static gmp_err freeze_devices(live *L)
         o->id = d->id;
         o->d = *d;
         o->d.def = NULL;
+        o->leaked_bytes = d->allocated - d->kind[GMP_MEM_STATIC].live_bytes;
+        o->leaked_count = d->live_count - d->kind[GMP_MEM_STATIC].live_count;
         if (d->def) {
             o->has_def = 1;
             o->name = intern(L, d->def->name.ptr, d->def->name.len);

@@ -125,6 +125,9 @@ typedef struct gmp_report_device {
     uint64_t total_bytes;
     int listed;          /* real device, or the host when it has device-kind memory */
     gmp_replay_device d; /* the replay's numbers (def pointer cleared) */
+    /* still allocated at the end, static __device__ memory excepted: a module's variables live as
+     * long as the module, which CUDA unloads after the trace ends, so they are not leaks */
+    uint64_t leaked_bytes, leaked_count;
     uint64_t frag_max, frag_max_time_ns;
     double frag_mean;        /* time-weighted reserved - allocated over the trace */
     double unexplained_mean; /* mean over samples */

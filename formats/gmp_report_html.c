@@ -408,8 +408,8 @@ static void h_device(const hw *w, const gmp_report_device *o, const gmp_report_r
             " failed), %s in all</td></tr>",
             d->allocs, d->frees, d->failed_allocs, B(d->alloc_bytes, b1));
     fprintf(f, "<tr><th>leaked at exit</th><td%s>%s in %" PRIu64 " allocation%s</td></tr>",
-            d->allocated ? " class=warn" : "", B(d->allocated, b1), d->live_count,
-            d->live_count == 1 ? "" : "s");
+            o->leaked_bytes ? " class=warn" : "", B(o->leaked_bytes, b1), o->leaked_count,
+            o->leaked_count == 1 ? "" : "s");
     if (d->ooms)
         fprintf(f, "<tr><th>out of memory</th><td class=bad>%" PRIu64 " time%s</td></tr>", d->ooms,
                 d->ooms == 1 ? "" : "s");
@@ -771,7 +771,7 @@ gmp_err gmp_report_write_html(const gmp_report_doc *doc, FILE *f, const gmp_repo
                     pt = d->d.peak_time_ns;
                     pd = d->id;
                 }
-                leaked += d->d.allocated;
+                leaked += d->leaked_bytes;
                 ooms += d->d.ooms;
             }
             char b1[32], b2[32], b3[32], dv[16];

@@ -373,8 +373,9 @@ static void write_trace(FILE *f, const gmp_report_trace *t, const gmp_report_vie
                 ",\"max_unexplained_bytes\":%" PRIu64 ",\"max_unexplained_time_ns\":%" PRIu64,
                 o->total_bytes, d->peak_allocated, d->peak_time_ns, d->peak_reserved,
                 d->peak_reserved_time_ns, d->allocs, d->frees, d->failed_allocs, d->failed_frees,
-                d->alloc_bytes, d->allocated, d->live_count, d->reserved, d->ooms, d->unknown_frees,
-                d->double_frees, d->samples, d->max_unexplained, d->max_unexplained_time_ns);
+                d->alloc_bytes, o->leaked_bytes, o->leaked_count, d->reserved, d->ooms,
+                d->unknown_frees, d->double_frees, d->samples, d->max_unexplained,
+                d->max_unexplained_time_ns);
         fprintf(f,
                 ",\"fragmentation_max_bytes\":%" PRIu64 ",\"fragmentation_max_time_ns\":%" PRIu64
                 ",\"fragmentation_mean_bytes\":%.0f,\"unexplained_mean_bytes\":%.0f"
@@ -497,7 +498,7 @@ gmp_err gmp_report_write_json(const gmp_report_doc *doc, FILE *f, const gmp_repo
                     peak_t = d->d.peak_time_ns;
                     pdev = d->id;
                 }
-                leaked += d->d.allocated;
+                leaked += d->leaked_bytes;
                 ooms += d->d.ooms;
             }
             fprintf(f, "%s\n  {\"path\":", i ? "," : "");

@@ -124,8 +124,8 @@ static void m_device(const mw *w, const gmp_report_device *o, const gmp_report_r
             gmp_report_fmt_time(w->t, d->peak_reserved_time_ns, b2, sizeof b2), d->peak_reserved);
     fprintf(f, "| allocations | %" PRIu64 " (%" PRIu64 " freed, %" PRIu64 " failed), %s in all |\n",
             d->allocs, d->frees, d->failed_allocs, B(d->alloc_bytes, b1));
-    fprintf(f, "| leaked at exit | %s in %" PRIu64 " allocation%s |\n", B(d->allocated, b1),
-            d->live_count, d->live_count == 1 ? "" : "s");
+    fprintf(f, "| leaked at exit | %s in %" PRIu64 " allocation%s |\n", B(o->leaked_bytes, b1),
+            o->leaked_count, o->leaked_count == 1 ? "" : "s");
     if (d->ooms)
         fprintf(f, "| out of memory | %" PRIu64 " time%s |\n", d->ooms, d->ooms == 1 ? "" : "s");
     if (d->samples)
@@ -424,7 +424,7 @@ gmp_err gmp_report_write_md(const gmp_report_doc *doc, FILE *f, const gmp_report
                     pt = d->d.peak_time_ns;
                     pd = d->id;
                 }
-                leaked += d->d.allocated;
+                leaked += d->leaked_bytes;
                 ooms += d->d.ooms;
             }
             char b1[32], b2[32], b3[32];

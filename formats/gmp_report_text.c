@@ -220,10 +220,11 @@ static void t_device(const tw *w, const gmp_report_device *o, const gmp_report_r
             d->allocs, d->frees, d->failed_allocs,
             gmp_report_fmt_bytes(d->alloc_bytes, b1, sizeof b1));
     fputs("  leaked at exit  ", f);
-    if (d->allocated)
+    if (o->leaked_bytes)
         c_on(w, "31");
-    fprintf(f, "%s in %" PRIu64 " allocation%s", gmp_report_fmt_bytes(d->allocated, b1, sizeof b1),
-            d->live_count, d->live_count == 1 ? "" : "s");
+    fprintf(f, "%s in %" PRIu64 " allocation%s",
+            gmp_report_fmt_bytes(o->leaked_bytes, b1, sizeof b1), o->leaked_count,
+            o->leaked_count == 1 ? "" : "s");
     c_off(w);
     fputc('\n', f);
     if (d->ooms) {
@@ -559,7 +560,7 @@ static void t_summary(FILE *f, const gmp_report_doc *doc, const gmp_report_view 
                 pt = d->d.peak_time_ns;
                 pd = d->id;
             }
-            leaked += d->d.allocated;
+            leaked += d->leaked_bytes;
             ooms += d->d.ooms;
         }
         if (peak > maxp || i == 0) {
