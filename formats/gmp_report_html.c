@@ -211,7 +211,7 @@ static void svg_timeline(const hw *w, const gmp_report_device *o)
     for (size_t l = 0; l < nl; l++) {
         const gmp_report_lane *ln = &t->lanes[l];
         if (ln->tid != prev_tid)
-            fprintf(f, "<text x=\"%.0f\" y=\"%.1f\" text-anchor=\"end\">thread %" PRIu32 "</text>",
+            fprintf(f, "<text x=\"%.0f\" y=\"%.1f\" text-anchor=\"end\">tid %" PRIu32 "</text>",
                     ML - 4, y + 12, ln->tid);
         prev_tid = ln->tid;
         for (size_t k = 0; k < ln->nspans; k++) {
