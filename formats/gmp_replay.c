@@ -178,9 +178,16 @@ typedef struct handle_ent {
 typedef struct freed_ent {
     uint64_t key;
     uint32_t space1; /* space + 1; 0 = empty */
-    uint32_t site;   /* what was freed, so that a failed free can be undone */
-    uint64_t size, correlation, handle;
 } freed_ent;
+
+/* The last frees, in a small ring written in order (cheap), so that a failed-free record, which
+ * follows its call's first record closely, can undo it (see on_free). */
+#define UNDO_RING 256
+typedef struct undo_ent {
+    uint64_t key, size, correlation, handle;
+    uint32_t site;
+    int32_t space;
+} undo_ent;
 
 typedef struct notice {
     char *msg;
@@ -215,6 +222,8 @@ struct gmp_replay {
     uint64_t nlive;
     omap pools, threads, handles;
     freed_ent *freed;
+    undo_ent undo[UNDO_RING];
+    size_t undo_pos;
 
     gmp_replay_oom *ooms;
     size_t nooms;
@@ -772,9 +781,15 @@ static gmp_err on_free(gmp_replay *rp, const gmp_rec *rec)
          * address reused by another thread is freed before it is allocated again) and, when the
          * call then fails, this second record with the same correlation id: the free did not
          * happen, so what the first record freed is live again (an ALLOC event for the outputs). */
-        freed_ent *fe = &rp->freed[freed_slot(sp, key)];
-        if (m->correlation && fe->space1 == (uint32_t)sp + 1 && fe->key == key &&
-            fe->correlation == m->correlation && !omap_find(&rp->live[sp], key)) {
+        undo_ent *fe = NULL;
+        for (size_t i = 0; m->correlation && i < UNDO_RING; i++) {
+            undo_ent *u = &rp->undo[(rp->undo_pos - 1 - i) % UNDO_RING];
+            if (u->correlation == m->correlation && u->space == sp && u->key == key) {
+                fe = u;
+                break;
+            }
+        }
+        if (fe && !omap_find(&rp->live[sp], key)) {
             const site_int *st = &rp->sites[fe->site];
             gmp_rec back;
             memset(&back, 0, sizeof back);
@@ -790,7 +805,7 @@ static gmp_err on_free(gmp_replay *rp, const gmp_rec *rec)
             back.u.mem.handle = fe->handle;
             back.u.mem.size = fe->size;
             back.u.mem.correlation = m->correlation;
-            fe->space1 = 0;
+            fe->correlation = 0; /* undone once */
             rp->sum.undone_frees++;
             gmp_err ue = on_alloc(rp, &back);
             rp->sum.alloc_records--; /* not a record of the trace */
@@ -836,11 +851,10 @@ static gmp_err on_free(gmp_replay *rp, const gmp_rec *rec)
     ev.counted = is_dev_kind(a.kind);
     live_remove(rp, sp, e, rec->time_ns, 1);
     freed_remember(rp, sp, key);
-    freed_ent *fe = &rp->freed[freed_slot(sp, key)];
-    fe->site = (uint32_t)a.site;
-    fe->size = a.size;
-    fe->correlation = m->correlation;
-    fe->handle = a.handle;
+    if (m->correlation) {
+        undo_ent *u = &rp->undo[rp->undo_pos++ % UNDO_RING];
+        *u = (undo_ent){key, a.size, m->correlation, a.handle, (uint32_t)a.site, sp};
+    }
     ev.alloc = &a;
     ev.nalloc = 1;
     ev.dev = &d->pub;
