@@ -29,6 +29,10 @@
 #define SKIPPABLE_MASK 0xFFFFFFF0u
 #define ZSTD_MAGIC 0xFD2FB528u
 #define BLOCK_MAX ((size_t)128 << 10)
+/* Bytes after each decompressed frame that may be read (as zeros) by fast_u's 8-byte loads. */
+#define FBUF_PAD 16
+/* How far ahead of the event returned the reorder window's slots are prefetched. */
+#define SLOT_AHEAD 8
 /* The largest compressed size of a frame that decompresses to at most GMP_MAX_FRAME_BYTES. */
 #define MAX_FRAME_CSIZE (ZSTD_COMPRESSBOUND(GMP_MAX_FRAME_BYTES) + 64)
 #define ARENA_BLOCK ((size_t)64 << 10)
@@ -479,15 +483,17 @@ static gmp_err next_frame(gmp_reader *r)
     } else {
         cap = (size_t)csize;
     }
-    if (cap + 1 > r->fcap) {
-        uint8_t *nb = malloc(cap + 1);
+    if (cap + FBUF_PAD > r->fcap) {
+        uint8_t *nb = malloc(cap + FBUF_PAD);
         if (!nb)
             return nomem(r);
         free(r->fbuf);
         r->fbuf = nb;
-        r->fcap = cap + 1;
+        r->fcap = cap + FBUF_PAD;
     }
     size_t got = ZSTD_decompressDCtx(r->dctx, r->fbuf, cap, p, fsize);
+    if (!ZSTD_isError(got))
+        memset(r->fbuf + got, 0, FBUF_PAD);
     if (ZSTD_isError(got)) {
         if (ZSTD_getErrorCode(got) == ZSTD_error_dstSize_tooSmall && cap == GMP_MAX_FRAME_BYTES)
             return fail(r, GMP_ERR_FORMAT,
@@ -1021,11 +1027,38 @@ const gmp_reader_stats *gmp_reader_get_stats(const gmp_reader *r)
 static inline int fast_u(const uint8_t **pp, const uint8_t *end, uint64_t *v)
 {
     const uint8_t *p = *pp;
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    /* Without a branch on the length: the 8 bytes at p (fbuf has FBUF_PAD readable bytes past
+     * every record, and p < end) hold any varint of up to 56 bits; the lowest byte with its top
+     * bit clear ends it, and the 7-bit groups are packed in three steps. A varint that ends past
+     * the record is caught by the caller (p > end; no later field is read then); one of 9 or 10
+     * bytes takes the loop below. */
     if (p < end && *p < 0x80) {
         *v = *p;
         *pp = p + 1;
         return 1;
     }
+    if (__builtin_expect(p < end, 1)) {
+        uint64_t w;
+        memcpy(&w, p, sizeof w);
+        uint64_t stop = ~w & 0x8080808080808080ull;
+        if (__builtin_expect(stop != 0, 1)) {
+            uint64_t x = w & (stop ^ (stop - 1)) & 0x7f7f7f7f7f7f7f7full;
+            x = (x & 0x007f007f007f007full) | (x & 0x7f007f007f007f00ull) >> 1;
+            x = (x & 0x00003fff00003fffull) | (x & 0x3fff00003fff0000ull) >> 2;
+            x = (x & 0x000000000fffffffull) | (x & 0x0fffffff00000000ull) >> 4;
+            *v = x;
+            *pp = p + (__builtin_ctzll(stop) >> 3) + 1;
+            return 1;
+        }
+    }
+#else
+    if (p < end && *p < 0x80) {
+        *v = *p;
+        *pp = p + 1;
+        return 1;
+    }
+#endif
     uint64_t x = 0;
     for (unsigned i = 0; i < 10 && p + i < end; i++) {
         uint8_t b = p[i];
@@ -1054,9 +1087,11 @@ static int fast_mem(const uint8_t *src, size_t n, gmp_rec *d, uint64_t *prev_ns,
     const uint8_t *p = src + 2, *end = p + src[1];
     uint64_t f[13]; /* dt, device, kind, flags, api, address, size, stream, stack, range,
                        correlation, result, handle */
+    int ok = 1;
     for (int i = 0; i < 13; i++)
-        if (!fast_u(&p, end, &f[i]))
-            return 0;
+        ok &= fast_u(&p, end, &f[i]);
+    if (!ok || p > end)
+        return 0;
     if (!fits_s32(f[1]) || f[2] >= GMP_MEM_KIND_COUNT || f[3] > UINT32_MAX || f[4] > UINT32_MAX ||
         f[8] > UINT32_MAX || f[9] > UINT32_MAX || !fits_s32(f[11]))
         return 0;
@@ -1128,6 +1163,10 @@ static gmp_err next_inner(gmp_reader *r, const gmp_rec **rec)
     }
     for (;;) {
         if (r->rel_pos < r->rel_n) {
+            /* keys are in time order and slots in file order: the slots read next are scattered
+             * over a few runs, which the hardware does not prefetch */
+            if (r->rel_pos + SLOT_AHEAD < r->rel_n)
+                __builtin_prefetch(&r->slots[r->keys[r->rel_pos + SLOT_AHEAD].slot]);
             uint64_t slot = r->keys[r->rel_pos].slot;
             r->watermark = r->keys[r->rel_pos].time;
             r->rel_pos++;
@@ -1293,6 +1332,18 @@ static gmp_err next_inner(gmp_reader *r, const gmp_rec **rec)
             return GMP_OK;
         }
     }
+}
+
+const gmp_rec_mem *gmp_reader_peek_mem(const gmp_reader *r, size_t ahead, unsigned *type)
+{
+    size_t k = r->rel_pos + ahead - 1; /* rel_pos is the next to return */
+    if (!ahead || k >= r->rel_n)
+        return NULL;
+    const wslot *s = &r->slots[r->keys[k].slot];
+    if (s->type != GMP_REC_ALLOC && s->type != GMP_REC_FREE)
+        return NULL;
+    *type = s->type;
+    return &s->u.mem;
 }
 
 gmp_err gmp_reader_next(gmp_reader *r, const gmp_rec **rec)

@@ -1,6 +1,7 @@
 /* Reader unit tests: every record type through codec and reader, lookups, unknown types, bad
- * references, versions, non-traces, merge of three threads with SYNCs, late events, the window
- * bound, skippable frames, completeness lines, and reading from a file in chunks. */
+ * references, versions, non-traces, merge of three threads with SYNCs, late events, look-ahead
+ * (peek_mem), the window bound, skippable frames, completeness lines, and reading from a file in
+ * chunks. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -723,6 +724,85 @@ static void test_merge_three_threads(void **state)
     tb_free(&b);
 }
 
+/* gmp_reader_peek_mem: whenever it answers, it answers with the ALLOC/FREE that gmp_reader_next
+ * returns `ahead` calls later; it answers for most events of a merged trace; never in file order.
+ */
+static void test_peek_mem(void **state)
+{
+    (void)state;
+    tb b;
+    tb_init(&b);
+    tb_start(&b, NULL);
+    /* two threads, interleaved times; ALLOCs, FREEs and MARKs (which peek must skip) */
+    for (int round = 0; round < 8; round++) {
+        for (uint32_t t = 1; t <= 2; t++) {
+            tb_buffer(&b, t, (uint64_t)round * 1000);
+            for (int k = 0; k < 40; k++) {
+                uint64_t time = (uint64_t)round * 1000 + (uint64_t)k * 20 + t;
+                uint64_t addr = 0x10000 + ((uint64_t)round * 80 + (uint64_t)k * 2 + t) * 256;
+                gmp_rec r = k % 5 == 4 ? ev_mark(time, 0) : ev_alloc(time, addr);
+                if (k % 3 == 1)
+                    r.type = GMP_REC_FREE;
+                tb_rec(&b, &r);
+            }
+        }
+        tb_sync(&b, (uint64_t)round * 1000 + 999);
+        tb_frame(&b);
+    }
+    for (int file_order = 0; file_order <= 1; file_order++) {
+        gmp_reader *r;
+        assert_int_equal(tb_open(&r, &b, SIZE_MAX, file_order, 0), GMP_OK);
+        tb_out o = {0};
+        /* peeks taken before each next: (index of the record it names, its copy) */
+        enum { MAXP = 4096 };
+        static size_t at[MAXP];
+        static unsigned ptype[MAXP];
+        static gmp_rec_mem pm[MAXP];
+        size_t np = 0, calls = 0;
+        const gmp_rec *rec;
+        gmp_err e;
+        for (;;) {
+            for (size_t ahead = 1; ahead <= 20; ahead += 3) {
+                unsigned ty = 0;
+                const gmp_rec_mem *m = gmp_reader_peek_mem(r, ahead, &ty);
+                if (m && np < MAXP) {
+                    at[np] = calls + ahead - 1;
+                    ptype[np] = ty;
+                    pm[np++] = *m;
+                }
+            }
+            assert_null(gmp_reader_peek_mem(r, 0, &(unsigned){0}));
+            if ((e = gmp_reader_next(r, &rec)) != GMP_OK)
+                break;
+            calls++;
+            if (o.n == o.cap) {
+                o.cap = o.cap ? 2 * o.cap : 256;
+                o.recs = realloc(o.recs, o.cap * sizeof *o.recs);
+                assert_non_null(o.recs);
+            }
+            o.recs[o.n++] = *rec;
+        }
+        assert_int_equal(e, GMP_END);
+        if (file_order) {
+            assert_int_equal(np, 0);
+        } else {
+            assert_true(np > 8 * 80 * 4 / 5); /* most events were announced ahead */
+            for (size_t i = 0; i < np; i++) {
+                assert_true(at[i] < o.n);
+                const gmp_rec *x = &o.recs[at[i]];
+                assert_int_equal(ptype[i], x->type);
+                assert_true(x->type == GMP_REC_ALLOC || x->type == GMP_REC_FREE);
+                assert_int_equal(pm[i].address, x->u.mem.address);
+                assert_int_equal(pm[i].size, x->u.mem.size);
+                assert_int_equal(pm[i].kind, x->u.mem.kind);
+            }
+        }
+        free(o.recs);
+        gmp_reader_close(r);
+    }
+    tb_free(&b);
+}
+
 static void test_ties_file_order(void **state)
 {
     (void)state;
@@ -1174,6 +1254,7 @@ int main(void)
         cmocka_unit_test(test_version_too_new),
         cmocka_unit_test(test_not_a_trace),
         cmocka_unit_test(test_merge_three_threads),
+        cmocka_unit_test(test_peek_mem),
         cmocka_unit_test(test_ties_file_order),
         cmocka_unit_test(test_late_events),
         cmocka_unit_test(test_window_bound),
