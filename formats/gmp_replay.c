@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "gmp_livetab.h"
 #include "gmp_replay.h"
 
 #define MAX_OUTPUTS 16
@@ -125,14 +126,7 @@ static void omap_free(omap *m)
 
 /* ---- state ---- */
 
-typedef struct live_ent { /* 48 bytes: one cache miss per lookup */
-    uint64_t key;         /* address, or handle for VMM physical memory */
-    uint64_t size, time_ns, handle;
-    uint32_t site; /* index into sites */
-    uint32_t tid;
-    uint8_t flags; /* GMP_MEMF_* (the low 8 bits) */
-    uint8_t used;
-} live_ent;
+typedef gmp_live_ent live_ent;
 
 typedef struct site_int {
     gmp_replay_site pub;
@@ -218,7 +212,7 @@ struct gmp_replay {
     size_t sitemap_cap;
     size_t last_site;
 
-    omap live[NSPACE];
+    gmp_livetab live[NSPACE];
     uint64_t nlive;
     omap pools, threads, handles;
     freed_ent *freed;
@@ -269,10 +263,6 @@ gmp_err gmp_replay_new(gmp_replay **out, gmp_reader *r, const gmp_replay_opts *o
         rp->o.max_ooms = 1024;
     if (!rp->o.max_notices)
         rp->o.max_notices = 64;
-    for (int i = 0; i < NSPACE; i++) {
-        rp->live[i].esz = sizeof(live_ent);
-        rp->live[i].uoff = offsetof(live_ent, used);
-    }
     rp->pools.esz = sizeof(pool_ent);
     rp->pools.uoff = offsetof(pool_ent, used);
     rp->threads.esz = sizeof(thread_ent);
@@ -299,7 +289,7 @@ void gmp_replay_free(gmp_replay *rp)
     free(rp->sites);
     free(rp->sitemap);
     for (int i = 0; i < NSPACE; i++)
-        omap_free(&rp->live[i]);
+        gmp_livetab_free(&rp->live[i]);
     omap_free(&rp->pools);
     for (size_t i = 0; i < rp->threads.cap; i++) {
         if (USED(&rp->threads, i))
@@ -593,7 +583,7 @@ static void live_remove(gmp_replay *rp, int space, live_ent *e, uint64_t t, int 
     site_int *s = &rp->sites[e->site];
     dev_int *d = s->dev;
     account_sub(d, s, s->pub.kind, e->size, t, counted);
-    omap_del(&rp->live[space], e);
+    gmp_livetab_del(&rp->live[space], e);
     rp->nlive--;
 }
 
@@ -607,13 +597,6 @@ static inline void freed_remember(gmp_replay *rp, int space, uint64_t key)
     freed_ent *f = &rp->freed[freed_slot(space, key)];
     f->key = key;
     f->space1 = (uint32_t)space + 1;
-}
-
-static inline void freed_forget(gmp_replay *rp, int space, uint64_t key)
-{
-    freed_ent *f = &rp->freed[freed_slot(space, key)];
-    if (f->space1 == (uint32_t)space + 1 && f->key == key)
-        f->space1 = 0;
 }
 
 static inline int freed_seen(const gmp_replay *rp, int space, uint64_t key)
@@ -674,7 +657,7 @@ static gmp_err on_alloc(gmp_replay *rp, const gmp_rec *rec)
     unsigned kind = kind_slot(m->kind);
     int sp = space_of(kind);
     uint64_t key = sp == SP_VMM_PHYS ? m->handle : m->address;
-    live_ent *old = omap_find(&rp->live[sp], key);
+    live_ent *old = gmp_livetab_find(&rp->live[sp], key);
     if (old) {
         const site_int *os = &rp->sites[old->site];
         if (old->size == m->size && os->pub.kind == kind &&
@@ -692,12 +675,12 @@ static gmp_err on_alloc(gmp_replay *rp, const gmp_rec *rec)
         ev.status = GMP_REPLAY_REPLACED;
         live_remove(rp, sp, old, rec->time_ns, 0);
     }
-    freed_forget(rp, sp, key);
+    /* (the freed-address cache keeps key: it is consulted only for a key that is not live, and a
+     * key stops being live only by a free, which remembers it anew) */
     size_t si = site_get(rp, d, kind, m->api, m->range, m->stack);
     if (si == SIZE_MAX)
         return nomem(rp);
-    int fresh;
-    live_ent *e = omap_put(&rp->live[sp], key, &fresh);
+    live_ent *e = gmp_livetab_insert(&rp->live[sp], key);
     if (!e)
         return nomem(rp);
     e->size = m->size;
@@ -736,12 +719,12 @@ static gmp_replay_alloc *scratch_slot(gmp_replay *rp, size_t i)
 static long unmap_range(gmp_replay *rp, uint64_t lo, uint64_t size, uint64_t t,
                         const gmp_replay_device **devp)
 {
-    omap *m = &rp->live[SP_VMM_MAP];
+    gmp_livetab *m = &rp->live[SP_VMM_MAP];
     uint64_t hi = lo + size < lo ? UINT64_MAX : lo + size;
     long n = 0;
     for (size_t i = 0; i < m->cap;) {
-        if (USED(m, i)) {
-            live_ent *e = (live_ent *)(void *)(m->ent + i * m->esz);
+        if (gmp_livetab_used(m, i)) {
+            live_ent *e = &m->ent[i];
             if (e->key >= lo && e->key < hi) {
                 gmp_replay_alloc *a = scratch_slot(rp, (size_t)n);
                 if (!a)
@@ -789,7 +772,7 @@ static gmp_err on_free(gmp_replay *rp, const gmp_rec *rec)
                 break;
             }
         }
-        if (fe && !omap_find(&rp->live[sp], key)) {
+        if (fe && !gmp_livetab_find(&rp->live[sp], key)) {
             const site_int *st = &rp->sites[fe->site];
             gmp_rec back;
             memset(&back, 0, sizeof back);
@@ -813,7 +796,7 @@ static gmp_err on_free(gmp_replay *rp, const gmp_rec *rec)
         }
         return GMP_OK;
     }
-    live_ent *e = omap_find(&rp->live[sp], key);
+    live_ent *e = gmp_livetab_find(&rp->live[sp], key);
     if (e && sp == SP_VMM_MAP && m->size > e->size)
         e = NULL; /* one unmap over several mappings */
     if (!e && sp == SP_VMM_MAP && m->size) {
@@ -906,13 +889,13 @@ static gmp_err on_context_destroy(gmp_replay *rp, const gmp_rec *rec)
     static const int spaces[] = {SP_MEM, SP_VMM_MAP, SP_VMM_PHYS, SP_VA};
     for (size_t si = 0; si < sizeof spaces / sizeof spaces[0]; si++) {
         int sp = spaces[si];
-        omap *m = &rp->live[sp];
+        const gmp_livetab *m = &rp->live[sp];
         size_t n = 0, cap = 0;
         gmp_rec *frees = NULL;
         for (size_t i = 0; i < m->cap; i++) {
-            if (!USED(m, i))
+            if (!gmp_livetab_used(m, i))
                 continue;
-            const live_ent *e = (const live_ent *)(m->ent + i * m->esz);
+            const live_ent *e = &m->ent[i];
             const site_int *st = &rp->sites[e->site];
             if (st->pub.device != dev)
                 continue;
@@ -1146,6 +1129,26 @@ static void finish(gmp_replay *rp)
         gmp_reader_completeness(rp->r, rp->sum.completeness, sizeof rp->sum.completeness);
 }
 
+/* The live-table lookups of ALLOC and FREE miss the cache once the live set outgrows it (tens of
+ * thousands of allocations): their keys are addresses, hashed. The reader has the next events
+ * decoded already, so the slot an event will probe is fetched while the events before it are
+ * replayed. */
+#define PREFETCH_AHEAD 8 /* events: the entry; the slot descriptors twice as far ahead */
+
+static inline void prefetch_live(const gmp_replay *rp, size_t ahead, int meta)
+{
+    unsigned type;
+    const gmp_rec_mem *m = gmp_reader_peek_mem(rp->r, ahead, &type);
+    if (!m || (m->flags & GMP_MEMF_FAILED))
+        return;
+    int sp = space_of(kind_slot(m->kind));
+    uint64_t key = sp == SP_VMM_PHYS ? m->handle : m->address;
+    if (meta)
+        gmp_livetab_prefetch_meta(&rp->live[sp], key);
+    else
+        gmp_livetab_prefetch(&rp->live[sp], key);
+}
+
 static int is_definition(unsigned type)
 {
     return type >= GMP_REC_HEADER && type <= GMP_REC_RANGE;
@@ -1161,6 +1164,8 @@ gmp_err gmp_replay_run(gmp_replay *rp)
     gmp_err e;
     while ((e = gmp_reader_next(rp->r, &rec)) == GMP_OK) {
         unsigned type = rec->type;
+        prefetch_live(rp, PREFETCH_AHEAD, 0);
+        prefetch_live(rp, 2 * PREFETCH_AHEAD, 1);
         if (is_definition(type)) {
             if (type == GMP_REC_HEADER)
                 continue;
@@ -1290,11 +1295,11 @@ gmp_err gmp_replay_live_foreach(const gmp_replay *rp,
 {
     gmp_replay_alloc a;
     for (int sp = 0; sp < NSPACE; sp++) {
-        const omap *m = &rp->live[sp];
+        const gmp_livetab *m = &rp->live[sp];
         for (size_t i = 0; i < m->cap; i++) {
-            if (!USED(m, i))
+            if (!gmp_livetab_used(m, i))
                 continue;
-            fill_alloc(rp, sp, (const live_ent *)(const void *)(m->ent + i * m->esz), &a);
+            fill_alloc(rp, sp, &m->ent[i], &a);
             gmp_err e = fn(ctx, &a);
             if (e != GMP_OK)
                 return e;
