@@ -1,14 +1,15 @@
 /* bench_replay: throughput and memory of the replay (formats/gmp_replay.h) on a large trace.
  *
- *   bench_replay [EVENTS] [--live N] [--keep]     (default 10,000,000 events, 50,000 live)
+ *   bench_replay [EVENTS] [--live N] [--sync N] [--keep]
+ *       (default 10,000,000 events, 50,000 live, a SYNC every 65,536 events)
  *
  * Writes a trace of EVENTS events to /tmp with the writer (no thread): four threads, nested NVTX
  * ranges, cudaMalloc/cudaFree with a rolling live set of N allocations (FIFO) over 64 sites, async
- * pool allocations, a SYNC every 65,536 events. Then, in a fresh process (so that the figure is
- * the replay's alone), reads it once with the reader only and once through the replay, and prints
- * `name: value unit` lines:
- *   trace_events, trace_bytes, reader_events_per_s, replay_events_per_s, replay_peak_rss_kib.
- * A figure, not a test: nothing is asserted about time. */
+ * pool allocations, a SYNC every 65,536 events (--sync). Then, in a fresh process (so that the
+ * figure is the replay's alone), reads it once with the reader only and once through the replay,
+ * and prints `name: value unit` lines: trace_events, trace_bytes, reader_events_per_s,
+ * replay_events_per_s, replay_peak_rss_kib. A figure, not a test: nothing is asserted about time.
+ */
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -26,7 +27,8 @@
 #include "gmp_writer.h"
 
 #define NTHREADS 4
-static uint64_t LIVE = 50000; /* --live N */
+static uint64_t LIVE = 50000;       /* --live N */
+static uint64_t SYNC_EVERY = 65536; /* --sync N */
 #define NSITES 64
 
 static double now_s(void)
@@ -82,7 +84,7 @@ static int generate(const char *path, uint64_t nevents)
     uint8_t *ring_kind = calloc(LIVE, 1);
     if (!ring || !ring_kind)
         die("out of memory");
-    uint64_t t = 1000000, seq = 0, n = 0, rpos = 0, filled = 0, next_sync = 65536;
+    uint64_t t = 1000000, seq = 0, n = 0, rpos = 0, filled = 0, next_sync = SYNC_EVERY;
     gmp_rec ev;
     while (n < nevents) {
         int ti = (int)(seq % NTHREADS);
@@ -131,7 +133,7 @@ static int generate(const char *path, uint64_t nevents)
             filled++;
             if (n >= next_sync) {
                 gmp_writer_sync(w, t);
-                next_sync += 65536;
+                next_sync += SYNC_EVERY;
             }
         }
         memset(&ev, 0, sizeof ev);
@@ -218,6 +220,8 @@ int main(int argc, char **argv)
             keep = 1;
         else if (strcmp(argv[i], "--live") == 0 && i + 1 < argc)
             LIVE = strtoull(argv[++i], NULL, 10);
+        else if (strcmp(argv[i], "--sync") == 0 && i + 1 < argc)
+            SYNC_EVERY = strtoull(argv[++i], NULL, 10);
         else
             nevents = strtoull(argv[i], NULL, 10);
     }
