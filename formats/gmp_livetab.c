@@ -18,7 +18,8 @@ static inline size_t dist_of(const gmp_livetab *t, size_t i)
     return (i - home) & (t->cap - 1);
 }
 
-/* Places an entry known to be absent; the table has room. Returns its slot. */
+/* Places an entry known to be absent (when the table grows); the table has room. Returns its
+ * slot. */
 static size_t place(gmp_livetab *t, uint64_t key)
 {
     uint64_t h = gmp_livetab_hash(key);
@@ -49,14 +50,24 @@ static int grow(gmp_livetab *t)
     return 0;
 }
 
-gmp_live_ent *gmp_livetab_insert(gmp_livetab *t, uint64_t key)
+gmp_live_ent *gmp_livetab_put(gmp_livetab *t, uint64_t key, int *fresh)
 {
     if ((t->n + 1) * 4 > t->cap * 3 && grow(t) < 0)
         return NULL;
-    gmp_live_ent *e = &t->ent[place(t, key)];
+    uint64_t h = gmp_livetab_hash(key);
+    size_t mask = t->cap - 1, home = (size_t)h & mask, i = home;
+    unsigned tag = (unsigned)(h >> 56);
+    for (unsigned m; (m = t->meta[i]) != 0; i = (i + 1) & mask)
+        if ((m >> 8) == tag && t->ent[i].key == key) {
+            *fresh = 0;
+            return &t->ent[i];
+        }
+    t->meta[i] = (uint16_t)meta_of(tag, (i - home) & mask);
+    gmp_live_ent *e = &t->ent[i];
     memset(e, 0, sizeof *e);
     e->key = key;
     t->n++;
+    *fresh = 1;
     return e;
 }
 

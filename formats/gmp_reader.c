@@ -31,8 +31,9 @@
 #define BLOCK_MAX ((size_t)128 << 10)
 /* Bytes after each decompressed frame that may be read (as zeros) by fast_u's 8-byte loads. */
 #define FBUF_PAD 16
-/* How far ahead of the event returned the reorder window's slots are prefetched. */
-#define SLOT_AHEAD 8
+/* How far ahead of the event returned the reorder window's slots are prefetched (farther than
+ * callers look ahead with gmp_reader_peek_mem). */
+#define SLOT_AHEAD 24
 /* The largest compressed size of a frame that decompresses to at most GMP_MAX_FRAME_BYTES. */
 #define MAX_FRAME_CSIZE (ZSTD_COMPRESSBOUND(GMP_MAX_FRAME_BYTES) + 64)
 #define ARENA_BLOCK ((size_t)64 << 10)
@@ -1165,8 +1166,11 @@ static gmp_err next_inner(gmp_reader *r, const gmp_rec **rec)
         if (r->rel_pos < r->rel_n) {
             /* keys are in time order and slots in file order: the slots read next are scattered
              * over a few runs, which the hardware does not prefetch */
-            if (r->rel_pos + SLOT_AHEAD < r->rel_n)
-                __builtin_prefetch(&r->slots[r->keys[r->rel_pos + SLOT_AHEAD].slot]);
+            if (r->rel_pos + SLOT_AHEAD < r->rel_n) {
+                const char *ps = (const char *)&r->slots[r->keys[r->rel_pos + SLOT_AHEAD].slot];
+                __builtin_prefetch(ps);
+                __builtin_prefetch(ps + sizeof(wslot) - 1);
+            }
             uint64_t slot = r->keys[r->rel_pos].slot;
             r->watermark = r->keys[r->rel_pos].time;
             r->rel_pos++;

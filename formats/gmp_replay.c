@@ -194,6 +194,13 @@ typedef struct output {
     void *ctx;
 } output;
 
+/* A hash computed ahead for the record numbered seq (see prefetch_live). */
+typedef struct pf_hint {
+    uint64_t seq, h;
+    int space;
+} pf_hint;
+#define PF_RING 32
+
 struct gmp_replay {
     gmp_reader *r;
     gmp_replay_opts o;
@@ -214,6 +221,8 @@ struct gmp_replay {
 
     gmp_livetab live[NSPACE];
     uint64_t nlive;
+    pf_hint pf[PF_RING]; /* see prefetch_live */
+    uint64_t pf_seq;
     omap pools, threads, handles;
     freed_ent *freed;
     undo_ent undo[UNDO_RING];
@@ -320,10 +329,18 @@ gmp_err gmp_replay_add(gmp_replay *rp, const gmp_replay_ops *ops, void *ctx)
 
 /* ---- devices ---- */
 
-static dev_int *dev_get(gmp_replay *rp, int32_t id)
+static dev_int *dev_find_add(gmp_replay *rp, int32_t id);
+
+/* The device of id, added when new; NULL when out of memory. */
+static inline dev_int *dev_get(gmp_replay *rp, int32_t id)
 {
     if (rp->last_dev && rp->last_dev->pub.id == id)
         return rp->last_dev;
+    return dev_find_add(rp, id);
+}
+
+static dev_int *dev_find_add(gmp_replay *rp, int32_t id)
+{
     size_t lo = 0, hi = rp->ndevs;
     while (lo < hi) {
         size_t mid = (lo + hi) / 2;
@@ -657,8 +674,12 @@ static gmp_err on_alloc(gmp_replay *rp, const gmp_rec *rec)
     unsigned kind = kind_slot(m->kind);
     int sp = space_of(kind);
     uint64_t key = sp == SP_VMM_PHYS ? m->handle : m->address;
-    live_ent *old = gmp_livetab_find(&rp->live[sp], key);
-    if (old) {
+    int fresh;
+    live_ent *e = gmp_livetab_put(&rp->live[sp], key, &fresh);
+    if (!e)
+        return nomem(rp);
+    if (!fresh) {
+        live_ent *old = e;
         const site_int *os = &rp->sites[old->site];
         if (old->size == m->size && os->pub.kind == kind &&
             ((old->flags ^ m->flags) & GMP_MEMF_ACTIVITY)) {
@@ -674,15 +695,17 @@ static gmp_err on_alloc(gmp_replay *rp, const gmp_rec *rec)
         rp->sum.replaced_allocs++;
         ev.status = GMP_REPLAY_REPLACED;
         live_remove(rp, sp, old, rec->time_ns, 0);
+        e = gmp_livetab_put(&rp->live[sp], key, &fresh); /* fresh now */
+        if (!e)
+            return nomem(rp);
     }
     /* (the freed-address cache keeps key: it is consulted only for a key that is not live, and a
      * key stops being live only by a free, which remembers it anew) */
     size_t si = site_get(rp, d, kind, m->api, m->range, m->stack);
-    if (si == SIZE_MAX)
+    if (si == SIZE_MAX) {
+        gmp_livetab_del(&rp->live[sp], e);
         return nomem(rp);
-    live_ent *e = gmp_livetab_insert(&rp->live[sp], key);
-    if (!e)
-        return nomem(rp);
+    }
     e->size = m->size;
     e->time_ns = rec->time_ns;
     e->handle = m->handle;
@@ -1131,22 +1154,28 @@ static void finish(gmp_replay *rp)
 
 /* The live-table lookups of ALLOC and FREE miss the cache once the live set outgrows it (tens of
  * thousands of allocations): their keys are addresses, hashed. The reader has the next events
- * decoded already, so the slot an event will probe is fetched while the events before it are
- * replayed. */
-#define PREFETCH_AHEAD 8 /* events: the entry; the slot descriptors twice as far ahead */
+ * decoded already (gmp_reader_peek_mem), so the table is fetched ahead of use in two steps: the
+ * slot descriptors of the event PF_META events ahead, then, PF_ENT events ahead (when the
+ * descriptors have arrived), its entry. The hash is computed once, at the first step, and kept in
+ * a small ring under the number the event will have when the reader returns it; a mismatch (a
+ * definition returned in between) only loses the hint. */
+#define PF_ENT 8
+#define PF_META 16
 
-static inline void prefetch_live(const gmp_replay *rp, size_t ahead, int meta)
+static inline void prefetch_live(gmp_replay *rp)
 {
+    uint64_t seq = ++rp->pf_seq; /* the number of the record just returned */
     unsigned type;
-    const gmp_rec_mem *m = gmp_reader_peek_mem(rp->r, ahead, &type);
-    if (!m || (m->flags & GMP_MEMF_FAILED))
-        return;
-    int sp = space_of(kind_slot(m->kind));
-    uint64_t key = sp == SP_VMM_PHYS ? m->handle : m->address;
-    if (meta)
-        gmp_livetab_prefetch_meta(&rp->live[sp], key);
-    else
-        gmp_livetab_prefetch(&rp->live[sp], key);
+    const gmp_rec_mem *m = gmp_reader_peek_mem(rp->r, PF_META, &type);
+    if (m && !(m->flags & GMP_MEMF_FAILED)) {
+        int sp = space_of(kind_slot(m->kind));
+        uint64_t h = gmp_livetab_hash(sp == SP_VMM_PHYS ? m->handle : m->address);
+        gmp_livetab_prefetch_meta(&rp->live[sp], h);
+        rp->pf[(seq + PF_META) % PF_RING] = (pf_hint){seq + PF_META, h, sp};
+    }
+    const pf_hint *ph = &rp->pf[(seq + PF_ENT) % PF_RING];
+    if (ph->seq == seq + PF_ENT)
+        gmp_livetab_prefetch(&rp->live[ph->space], ph->h);
 }
 
 static int is_definition(unsigned type)
@@ -1164,8 +1193,7 @@ gmp_err gmp_replay_run(gmp_replay *rp)
     gmp_err e;
     while ((e = gmp_reader_next(rp->r, &rec)) == GMP_OK) {
         unsigned type = rec->type;
-        prefetch_live(rp, PREFETCH_AHEAD, 0);
-        prefetch_live(rp, 2 * PREFETCH_AHEAD, 1);
+        prefetch_live(rp);
         if (is_definition(type)) {
             if (type == GMP_REC_HEADER)
                 continue;

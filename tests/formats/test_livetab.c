@@ -1,4 +1,4 @@
-/* gmp_livetab unit tests: random inserts, finds and deletes checked against a plain array
+/* gmp_livetab unit tests: random puts, finds and deletes checked against a plain array
  * (model), with keys that all share one home slot (distances past 254, stored as "far"), with
  * keys clustered at the end of the table (wrap-around), iteration by slot index while deleting,
  * and the prefetch hints (which must not change anything). */
@@ -12,6 +12,16 @@
 #include <cmocka.h>
 
 #include "gmp_livetab.h"
+
+/* put of a key that must be new */
+static gmp_live_ent *ins(gmp_livetab *t, uint64_t key)
+{
+    int fresh = -1;
+    gmp_live_ent *e = gmp_livetab_put(t, key, &fresh);
+    assert_non_null(e);
+    assert_int_equal(fresh, 1);
+    return e;
+}
 
 static uint64_t rnd(uint64_t *s)
 {
@@ -63,8 +73,8 @@ static void run_ops(const uint64_t *pool, size_t npool, size_t ops, uint64_t see
     for (size_t op = 0; op < ops; op++) {
         uint64_t key = pool[rnd(&s) % npool];
         if (hints) {
-            gmp_livetab_prefetch_meta(&t, key);
-            gmp_livetab_prefetch(&t, key);
+            gmp_livetab_prefetch_meta(&t, gmp_livetab_hash(key));
+            gmp_livetab_prefetch(&t, gmp_livetab_hash(key));
         }
         gmp_live_ent *e = gmp_livetab_find(&t, key);
         size_t k = 0;
@@ -73,6 +83,15 @@ static void run_ops(const uint64_t *pool, size_t npool, size_t ops, uint64_t see
         if (k < nm) {
             assert_non_null(e);
             assert_int_equal(e->size, key ^ 0x5555);
+            if (rnd(&s) % 4 == 0) { /* put of a present key: the same entry, untouched */
+                int fresh = -1;
+                size_t n0 = t.n;
+                e = gmp_livetab_put(&t, key, &fresh);
+                assert_int_equal(fresh, 0);
+                assert_ptr_equal(e, gmp_livetab_find(&t, key));
+                assert_int_equal(e->size, key ^ 0x5555);
+                assert_int_equal(t.n, n0);
+            }
             if (rnd(&s) % 3) { /* delete two in three of the present keys looked up */
                 gmp_livetab_del(&t, e);
                 model[k] = model[--nm];
@@ -80,7 +99,7 @@ static void run_ops(const uint64_t *pool, size_t npool, size_t ops, uint64_t see
             }
         } else {
             assert_null(e);
-            e = gmp_livetab_insert(&t, key);
+            e = ins(&t, key);
             assert_non_null(e);
             assert_int_equal(e->key, key);
             assert_int_equal(e->size, 0); /* zeroed */
@@ -140,7 +159,7 @@ static void test_colliding_far(void **state)
     gmp_livetab t = {0};
     uint64_t model[N];
     for (size_t i = 0; i < N; i++) {
-        gmp_live_ent *e = gmp_livetab_insert(&t, pool[i]);
+        gmp_live_ent *e = ins(&t, pool[i]);
         assert_non_null(e);
         e->size = pool[i] ^ 0x5555;
         model[i] = pool[i];
@@ -188,7 +207,7 @@ static void test_wrap_around(void **state)
     assert_int_equal(k, N);
     gmp_livetab t = {0};
     for (size_t i = 0; i < N; i++)
-        gmp_livetab_insert(&t, pool[i])->size = pool[i] ^ 0x5555;
+        ins(&t, pool[i])->size = pool[i] ^ 0x5555;
     assert_int_equal(t.cap, 1024); /* 600 entries: 1024 slots; homes 4090.. are 1018.. here */
     assert_true(gmp_livetab_used(&t, 0));
     check_table(&t, pool, N);
@@ -204,7 +223,7 @@ static void iterate_delete(const uint64_t *pool, size_t n)
 {
     gmp_livetab t = {0};
     for (size_t i = 0; i < n; i++)
-        gmp_livetab_insert(&t, pool[i])->size = 1;
+        ins(&t, pool[i])->size = 1;
     size_t seen = 0, deleted = 0, to_delete = 0;
     for (size_t i = 0; i < n; i++)
         to_delete += pool[i] % 2 == 0;
@@ -252,9 +271,9 @@ static void test_empty(void **state)
     gmp_livetab t = {0};
     assert_null(gmp_livetab_find(&t, 0));
     assert_null(gmp_livetab_find(&t, 123));
-    gmp_livetab_prefetch_meta(&t, 1);
-    gmp_livetab_prefetch(&t, 1);
-    gmp_live_ent *e = gmp_livetab_insert(&t, 0); /* key 0 is a key like any other */
+    gmp_livetab_prefetch_meta(&t, gmp_livetab_hash(1));
+    gmp_livetab_prefetch(&t, gmp_livetab_hash(1));
+    gmp_live_ent *e = ins(&t, 0); /* key 0 is a key like any other */
     assert_non_null(e);
     assert_ptr_equal(gmp_livetab_find(&t, 0), e);
     gmp_livetab_del(&t, e);
