@@ -493,8 +493,6 @@ static gmp_err next_frame(gmp_reader *r)
         r->fcap = cap + FBUF_PAD;
     }
     size_t got = ZSTD_decompressDCtx(r->dctx, r->fbuf, cap, p, fsize);
-    if (!ZSTD_isError(got))
-        memset(r->fbuf + got, 0, FBUF_PAD);
     if (ZSTD_isError(got)) {
         if (ZSTD_getErrorCode(got) == ZSTD_error_dstSize_tooSmall && cap == GMP_MAX_FRAME_BYTES)
             return fail(r, GMP_ERR_FORMAT,
@@ -504,6 +502,7 @@ static gmp_err next_frame(gmp_reader *r)
         return fail(r, GMP_ERR_FORMAT, "corrupt trace: the frame at byte %llu is damaged (%s)",
                     (unsigned long long)r->in_off, ZSTD_getErrorName(got));
     }
+    memset(r->fbuf + got, 0, FBUF_PAD); /* read by fast_u's 8-byte loads */
     r->frame_off = r->in_off;
     in_consume(r, fsize);
     r->good_end = r->in_off;
@@ -1028,17 +1027,17 @@ const gmp_reader_stats *gmp_reader_get_stats(const gmp_reader *r)
 static inline int fast_u(const uint8_t **pp, const uint8_t *end, uint64_t *v)
 {
     const uint8_t *p = *pp;
+    if (p < end && *p < 0x80) {
+        *v = *p;
+        *pp = p + 1;
+        return 1;
+    }
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
     /* Without a branch on the length: the 8 bytes at p (fbuf has FBUF_PAD readable bytes past
      * every record, and p < end) hold any varint of up to 56 bits; the lowest byte with its top
      * bit clear ends it, and the 7-bit groups are packed in three steps. A varint that ends past
      * the record is caught by the caller (p > end; no later field is read then); one of 9 or 10
      * bytes takes the loop below. */
-    if (p < end && *p < 0x80) {
-        *v = *p;
-        *pp = p + 1;
-        return 1;
-    }
     if (__builtin_expect(p < end, 1)) {
         uint64_t w;
         memcpy(&w, p, sizeof w);
@@ -1052,12 +1051,6 @@ static inline int fast_u(const uint8_t **pp, const uint8_t *end, uint64_t *v)
             *pp = p + (__builtin_ctzll(stop) >> 3) + 1;
             return 1;
         }
-    }
-#else
-    if (p < end && *p < 0x80) {
-        *v = *p;
-        *pp = p + 1;
-        return 1;
     }
 #endif
     uint64_t x = 0;
@@ -1338,7 +1331,7 @@ static gmp_err next_inner(gmp_reader *r, const gmp_rec **rec)
     }
 }
 
-const gmp_rec_mem *gmp_reader_peek_mem(const gmp_reader *r, size_t ahead, unsigned *type)
+const gmp_rec_mem *gmp_reader_peek_mem(const gmp_reader *r, size_t ahead)
 {
     size_t k = r->rel_pos + ahead - 1; /* rel_pos is the next to return */
     if (!ahead || k >= r->rel_n)
@@ -1346,7 +1339,6 @@ const gmp_rec_mem *gmp_reader_peek_mem(const gmp_reader *r, size_t ahead, unsign
     const wslot *s = &r->slots[r->keys[k].slot];
     if (s->type != GMP_REC_ALLOC && s->type != GMP_REC_FREE)
         return NULL;
-    *type = s->type;
     return &s->u.mem;
 }
 

@@ -63,11 +63,11 @@ const gmp_rec_header *gmp_reader_header(const gmp_reader *r);
 gmp_err gmp_reader_next(gmp_reader *r, const gmp_rec **rec);
 
 /* A look-ahead hint for callers that want to prefetch: the memory payload of the ALLOC or FREE
- * event `ahead` (>= 1) places after the record gmp_reader_next returned last, and its type in
- * *type, when that event is already decoded and waiting in the reorder window; NULL otherwise
- * (not decoded yet, not an ALLOC/FREE, or file order). The pointer is valid until the next call
- * to gmp_reader_next. Reading it never changes what gmp_reader_next returns. */
-const gmp_rec_mem *gmp_reader_peek_mem(const gmp_reader *r, size_t ahead, unsigned *type);
+ * event `ahead` (>= 1) places after the record gmp_reader_next returned last, when that event is
+ * already decoded and waiting in the reorder window; NULL otherwise (not decoded yet, not an
+ * ALLOC/FREE, or file order). The pointer is valid until the next call to gmp_reader_next.
+ * Reading it never changes what gmp_reader_next returns. */
+const gmp_rec_mem *gmp_reader_peek_mem(const gmp_reader *r, size_t ahead);
 
 const gmp_reader_stats *gmp_reader_get_stats(const gmp_reader *r);
 

@@ -199,7 +199,10 @@ typedef struct pf_hint {
     uint64_t seq, h;
     int space;
 } pf_hint;
-#define PF_RING 32
+#define PF_ENT 8   /* records ahead: prefetch the entry */
+#define PF_META 16 /* records ahead: hash, prefetch the slot descriptors */
+#define PF_RING 32 /* hints kept: more than PF_META */
+_Static_assert(PF_META < PF_RING && PF_ENT < PF_META, "look-ahead distances");
 
 struct gmp_replay {
     gmp_reader *r;
@@ -329,18 +332,10 @@ gmp_err gmp_replay_add(gmp_replay *rp, const gmp_replay_ops *ops, void *ctx)
 
 /* ---- devices ---- */
 
-static dev_int *dev_find_add(gmp_replay *rp, int32_t id);
-
-/* The device of id, added when new; NULL when out of memory. */
-static inline dev_int *dev_get(gmp_replay *rp, int32_t id)
+static dev_int *dev_get(gmp_replay *rp, int32_t id)
 {
     if (rp->last_dev && rp->last_dev->pub.id == id)
         return rp->last_dev;
-    return dev_find_add(rp, id);
-}
-
-static dev_int *dev_find_add(gmp_replay *rp, int32_t id)
-{
     size_t lo = 0, hi = rp->ndevs;
     while (lo < hi) {
         size_t mid = (lo + hi) / 2;
@@ -1159,14 +1154,11 @@ static void finish(gmp_replay *rp)
  * descriptors have arrived), its entry. The hash is computed once, at the first step, and kept in
  * a small ring under the number the event will have when the reader returns it; a mismatch (a
  * definition returned in between) only loses the hint. */
-#define PF_ENT 8
-#define PF_META 16
 
 static inline void prefetch_live(gmp_replay *rp)
 {
     uint64_t seq = ++rp->pf_seq; /* the number of the record just returned */
-    unsigned type;
-    const gmp_rec_mem *m = gmp_reader_peek_mem(rp->r, PF_META, &type);
+    const gmp_rec_mem *m = gmp_reader_peek_mem(rp->r, PF_META);
     if (m && !(m->flags & GMP_MEMF_FAILED)) {
         int sp = space_of(kind_slot(m->kind));
         uint64_t h = gmp_livetab_hash(sp == SP_VMM_PHYS ? m->handle : m->address);
