@@ -833,8 +833,11 @@ static nvtxDomainHandle_t layer_domain(void)
 {
     nvtxDomainHandle_t d = atomic_load_explicit(&g_layer_domain, memory_order_acquire);
     if (!d) {
-        /* two threads may both create it: the same name gives the same domain string id */
-        d = impl_DomainCreateA("gpumemprof.layers");
+        /* two threads may both create it: the same name gives the same domain string id. The
+         * literal's length is known; bounded_len() inlined on it made GCC -O3 warn
+         * (-Warray-bounds on a branch that cannot run). */
+        static const char name[] = "gpumemprof.layers";
+        d = active() ? (nvtxDomainHandle_t)reg_create(REG_TAG_DOMAIN, name, sizeof name - 1) : NULL;
         if (d)
             atomic_store_explicit(&g_layer_domain, d, memory_order_release);
     }

@@ -7,7 +7,14 @@
  * a reorder window (a slot pool plus an array of (time, slot) keys) and returned in time order when
  * a SYNC record allows it: the window is sorted by a stable natural merge sort (per-thread buffers
  * are already sorted runs; the part kept from the previous SYNC is one more run), so ties keep file
- * order. Memory: the definitions, one frame, and one window. */
+ * order. Memory: the definitions, one frame, and one window.
+ *
+ * Read-ahead (gmp_reader_readahead): a copy of the reader, the decoder, takes over the input, the
+ * frame and the window and runs in a thread of gmp_readahead; when it releases part of its window
+ * it hands the slots over (package) instead of returning them, and the reader returns them from
+ * there (ra_next). Definitions come back through the same queue and are defined again in this
+ * reader, so that its lookups answer exactly as without read-ahead. At the end (or at close) the
+ * decoder's state comes back into the reader (decoder_join). Memory: up to three windows. */
 #include "gmp_reader.h"
 
 #include <errno.h>
@@ -22,6 +29,7 @@
 #include <zstd_errors.h>
 
 #include "gmp_codec.h"
+#include "gmp_readahead.h"
 
 #define DEFAULT_WINDOW ((size_t)4 << 20)
 #define READ_CHUNK ((size_t)1 << 20)
@@ -265,7 +273,8 @@ struct gmp_reader {
     /* window */
     wslot *slots; /* appended in file order; type 0 once returned */
     size_t slots_n, slots_cap;
-    uint32_t *remap; /* scratch for compacting slots */
+    uint32_t *remap; /* scratch for compacting slots (remap_cap entries) */
+    size_t remap_cap;
     wkey *keys, *tmp;
     size_t keys_n, keys_cap, sorted_n;
     size_t rel_pos, rel_n; /* keys[rel_pos..rel_n) are being returned */
@@ -281,9 +290,20 @@ struct gmp_reader {
     gmp_reader_stats stats;
     gmp_rec dec; /* the record being decoded */
     gmp_rec out; /* the record returned */
+
+    /* read-ahead (gmp_reader_readahead): while ra runs, a decoder of its own (a copy of this
+     * reader that took over the input, the frame and the window) reads in another thread; this
+     * reader keeps the definitions returned so far, for the lookups, and its arena */
+    gmp_ra *ra;
+    size_t ra_batch;     /* wanted: records per chunk; 0: off */
+    gmp_ra_window *rwin; /* the window being returned (this reader's side) */
+    size_t rwin_pos;     /* its next event */
+    gmp_ra *pkg_ra;      /* the decoder's side: where released windows go */
 };
 
 static _Thread_local char open_err[512];
+
+static void ra_end(gmp_reader *r);
 
 /* Record classes by type byte. */
 enum { CLS_UNKNOWN = 0, CLS_UNKNOWN_EVENT, CLS_DEF, CLS_FRAMING, CLS_EVENT };
@@ -561,6 +581,7 @@ static int slot_room(gmp_reader *r)
         if (!nm)
             return -1;
         r->remap = nm;
+        r->remap_cap = nc;
         r->slots_cap = nc;
         return 0;
     }
@@ -973,6 +994,8 @@ void gmp_reader_close(gmp_reader *r)
 {
     if (!r)
         return;
+    if (r->ra)
+        ra_end(r);
     if (r->fd >= 0)
         close(r->fd);
     free(r->ibuf);
@@ -1127,17 +1150,25 @@ static void verify_fast(const uint8_t *src, size_t n, const gmp_rec *d, uint64_t
 }
 #endif
 
-static inline void emit_slot(gmp_reader *r, uint64_t slot)
+static inline void emit(gmp_reader *r, const wslot *s)
 {
-    wslot *s = &r->slots[slot];
     r->out.type = s->type;
     r->out.time_ns = s->time;
     r->out.tid = s->tid;
     memcpy(&r->out.u, &s->u, sizeof s->u);
     if (s->type == GMP_REC_NOTICE)
         r->notice_out = (char *)s->u.notice.message.ptr;
-    s->type = 0;
 }
+
+static inline void emit_slot(gmp_reader *r, uint64_t slot)
+{
+    emit(r, &r->slots[slot]);
+    r->slots[slot].type = 0; /* returned: dead for slot_room */
+}
+
+/* With read-ahead, in the decoder: hands the released part of the window over (gmp_readahead.h):
+ * the slot array goes with it, the events kept for later move to another array. */
+static gmp_err package(gmp_reader *r);
 
 static gmp_err next_inner(gmp_reader *r, const gmp_rec **rec)
 {
@@ -1156,6 +1187,11 @@ static gmp_err next_inner(gmp_reader *r, const gmp_rec **rec)
         return GMP_OK;
     }
     for (;;) {
+        if (r->rel_pos < r->rel_n && r->pkg_ra) {
+            gmp_err e = package(r);
+            if (e)
+                return e;
+        }
         if (r->rel_pos < r->rel_n) {
             /* keys are in time order and slots in file order: the slots read next are scattered
              * over a few runs, which the hardware does not prefetch */
@@ -1333,6 +1369,14 @@ static gmp_err next_inner(gmp_reader *r, const gmp_rec **rec)
 
 const gmp_rec_mem *gmp_reader_peek_mem(const gmp_reader *r, size_t ahead)
 {
+    if (r->ra) {
+        const gmp_ra_window *w = r->rwin;
+        size_t k = r->rwin_pos + ahead - 1; /* rwin_pos is the next to return */
+        if (!w || !ahead || k >= w->n)
+            return NULL;
+        const wslot *s = &((const wslot *)w->slots)[w->order[k]];
+        return s->type == GMP_REC_ALLOC || s->type == GMP_REC_FREE ? &s->u.mem : NULL;
+    }
     size_t k = r->rel_pos + ahead - 1; /* rel_pos is the next to return */
     if (!ahead || k >= r->rel_n)
         return NULL;
@@ -1342,10 +1386,307 @@ const gmp_rec_mem *gmp_reader_peek_mem(const gmp_reader *r, size_t ahead)
     return &s->u.mem;
 }
 
+/* ---- read-ahead ---- */
+
+static int deftab_clone(deftab *dst, const deftab *src)
+{
+    *dst = *src;
+    dst->dense = NULL;
+    dst->hash = NULL;
+    dst->items = NULL;
+    if ((src->dense_cap && !(dst->dense = malloc(src->dense_cap * sizeof *dst->dense))) ||
+        (src->hcap && !(dst->hash = malloc(src->hcap * sizeof *dst->hash))) ||
+        (src->cap && !(dst->items = malloc(src->cap * sizeof *dst->items)))) {
+        deftab_free(dst);
+        return -1;
+    }
+    if (src->dense_cap)
+        memcpy(dst->dense, src->dense, src->dense_cap * sizeof *dst->dense);
+    if (src->hcap)
+        memcpy(dst->hash, src->hash, src->hcap * sizeof *dst->hash);
+    if (src->n)
+        memcpy(dst->items, src->items, src->n * sizeof *dst->items);
+    return 0;
+}
+
+#define NDEFTABS 6
+static void deftabs_of(gmp_reader *r, deftab *t[NDEFTABS])
+{
+    t[0] = &r->strings;
+    t[1] = &r->stacks;
+    t[2] = &r->ranges;
+    t[3] = &r->modules;
+    t[4] = &r->devices;
+    t[5] = &r->threads;
+}
+
+/* A decoder for the read-ahead thread: a copy of r that takes over the input, the zstd context,
+ * the frame and the reorder window, with copies of the definition tables (their items, in r's
+ * arena, are shared: they never change) and an arena of its own. NULL when out of memory. */
+static gmp_reader *decoder_fork(gmp_reader *r)
+{
+    gmp_reader *d = malloc(sizeof *d);
+    if (!d)
+        return NULL;
+    *d = *r;
+    memset(&d->ar, 0, sizeof d->ar);
+    deftab *dt[NDEFTABS], *rt[NDEFTABS];
+    deftabs_of(d, dt);
+    deftabs_of(r, rt);
+    for (int i = 0; i < NDEFTABS; i++) {
+        if (deftab_clone(dt[i], rt[i]) < 0) {
+            while (i-- > 0)
+                deftab_free(dt[i]);
+            free(d);
+            return NULL;
+        }
+    }
+    d->ra = NULL;
+    d->ra_batch = 0;
+    d->rwin = NULL;
+    d->pkg_ra = NULL;
+    d->notice_out = NULL;
+    r->fd = -1;
+    r->ibuf = NULL;
+    r->fbuf = NULL;
+    r->dctx = NULL;
+    r->slots = NULL;
+    r->remap = NULL;
+    r->remap_cap = 0;
+    r->keys = NULL;
+    r->tmp = NULL;
+    r->slots_n = r->slots_cap = r->keys_n = r->keys_cap = r->sorted_n = 0;
+    r->rel_pos = r->rel_n = 0;
+    return d;
+}
+
+/* The decoder's state back into r, which keeps its own definitions and header; d's arena joins
+ * r's; d is freed. */
+static void decoder_join(gmp_reader *r, gmp_reader *d)
+{
+    arena ar = r->ar;
+    if (d->ar.head) {
+        arena_blk *t = d->ar.head;
+        while (t->next)
+            t = t->next;
+        t->next = ar.head;
+        ar.head = d->ar.head;
+    }
+    deftab keep[NDEFTABS], *rt[NDEFTABS], *dt[NDEFTABS];
+    deftabs_of(r, rt);
+    deftabs_of(d, dt);
+    for (int i = 0; i < NDEFTABS; i++) {
+        keep[i] = *rt[i];
+        deftab_free(dt[i]);
+    }
+    gmp_rec_header h = r->header;
+    size_t batch = r->ra_batch;
+    *r = *d;
+    free(d);
+    r->ar = ar;
+    r->header = h;
+    for (int i = 0; i < NDEFTABS; i++)
+        *rt[i] = keep[i];
+    r->ra = NULL;
+    r->ra_batch = batch;
+    r->pkg_ra = NULL;
+    r->rwin = NULL;
+}
+
+static gmp_err package(gmp_reader *r)
+{
+    size_t first = r->rel_pos, n = r->rel_n - r->rel_pos;
+    gmp_ra_window *w = gmp_ra_window_get(r->pkg_ra);
+    if (!w)
+        return fail(r, GMP_ERR_ARG, "reading stopped"); /* the reader is being closed */
+    if (w->order_cap < n) {
+        uint32_t *no = realloc(w->order, n * sizeof *no);
+        if (!no) {
+            gmp_ra_window_done(r->pkg_ra, w);
+            return nomem(r);
+        }
+        w->order = no;
+        w->order_cap = n;
+    }
+    for (size_t i = 0; i < n; i++)
+        w->order[i] = (uint32_t)r->keys[first + i].slot;
+    /* the decoder goes on with the window's old array, made at least as large as the one given */
+    wslot *full = r->slots, *spare = w->slots;
+    size_t full_cap = r->slots_cap, spare_cap = w->slots_cap;
+    if (spare_cap < full_cap) {
+        free(spare);
+        w->slots = NULL;
+        w->slots_cap = 0;
+        spare = malloc(full_cap * sizeof *spare);
+        if (!spare) {
+            gmp_ra_window_done(r->pkg_ra, w);
+            return nomem(r);
+        }
+        spare_cap = full_cap;
+    }
+    if (r->remap_cap < spare_cap) {
+        uint32_t *nm = realloc(r->remap, spare_cap * sizeof *nm);
+        if (!nm) {
+            w->slots = spare;
+            w->slots_cap = spare_cap;
+            gmp_ra_window_done(r->pkg_ra, w);
+            return nomem(r);
+        }
+        r->remap = nm;
+        r->remap_cap = spare_cap;
+    }
+    size_t kept = r->keys_n - r->rel_n;
+    for (size_t j = 0; j < kept; j++) {
+        wkey *k = &r->keys[r->rel_n + j];
+        spare[j] = full[k->slot]; /* a NOTICE's message goes with its slot */
+        k->slot = j;
+    }
+    r->slots = spare;
+    r->slots_cap = spare_cap;
+    r->slots_n = kept;
+    w->slots = full;
+    w->slots_cap = full_cap;
+    w->n = n;
+    r->watermark = r->keys[r->rel_n - 1].time;
+    r->stats.events += n;
+    r->rel_pos = r->rel_n;
+    gmp_ra_progress p = {r->stats.bytes_read, r->stats.frames, r->stats.events};
+    gmp_ra_window_put(r->pkg_ra, w, &p);
+    return GMP_OK;
+}
+
+/* Frees the NOTICE messages of a window's events from index `from` on (events not returned). */
+static void window_free_from(gmp_ra_window *w, size_t from)
+{
+    const wslot *slots = w->slots;
+    for (size_t i = from; i < w->n; i++)
+        if (slots[w->order[i]].type == GMP_REC_NOTICE)
+            free((char *)slots[w->order[i]].u.notice.message.ptr);
+    w->n = 0;
+}
+
+static void drop_window(void *ctx, gmp_ra_window *w)
+{
+    (void)ctx;
+    window_free_from(w, 0);
+}
+
+static void ra_begin(gmp_reader *r)
+{
+    if (r->header_pending || r->err)
+        return;
+    if (r->notice_out) {
+        free(r->notice_out);
+        r->notice_out = NULL;
+    }
+    size_t batch = r->ra_batch;
+    r->ra_batch = 0; /* from here on, or on in the calling thread if this fails */
+    gmp_reader *d = decoder_fork(r);
+    if (!d)
+        return;
+    gmp_ra *ra = gmp_ra_new(d, batch);
+    if (!ra) {
+        decoder_join(r, d);
+        return;
+    }
+    d->pkg_ra = ra;
+    if (gmp_ra_run(ra) < 0) {
+        decoder_join(r, gmp_ra_finish(ra, NULL, NULL));
+        return;
+    }
+    r->ra = ra;
+}
+
+/* Ends the read-ahead: the thread stops, its decoder's state comes back. */
+static void ra_end(gmp_reader *r)
+{
+    free(r->notice_out); /* a NOTICE returned last (from a window): this is the next call */
+    r->notice_out = NULL;
+    if (r->rwin) {
+        window_free_from(r->rwin, r->rwin_pos);
+        gmp_ra_window_done(r->ra, r->rwin);
+        r->rwin = NULL;
+    }
+    decoder_join(r, gmp_ra_finish(r->ra, drop_window, NULL));
+}
+
+static gmp_err ra_next(gmp_reader *r, const gmp_rec **rec)
+{
+    if (r->notice_out) {
+        free(r->notice_out);
+        r->notice_out = NULL;
+    }
+    for (;;) {
+        gmp_ra_window *w = r->rwin;
+        if (w) {
+            size_t i = r->rwin_pos;
+            if (i < w->n) {
+                const wslot *slots = w->slots;
+                if (i + SLOT_AHEAD < w->n) { /* as in next_inner */
+                    const char *ps = (const char *)&slots[w->order[i + SLOT_AHEAD]];
+                    __builtin_prefetch(ps);
+                    __builtin_prefetch(ps + sizeof(wslot) - 1);
+                }
+                r->rwin_pos = i + 1;
+                emit(r, &slots[w->order[i]]);
+                *rec = &r->out;
+                return GMP_OK;
+            }
+            gmp_ra_window_done(r->ra, w);
+            r->rwin = NULL;
+        }
+        gmp_ra_item it;
+        gmp_ra_next(r->ra, &it);
+        r->stats.bytes_read = it.prog.bytes_read;
+        r->stats.frames = it.prog.frames;
+        r->stats.events = it.prog.events;
+        if (it.status != GMP_OK) {
+            ra_end(r); /* the decoder's err, message and stats are r's now */
+            if (it.status < 0 && !r->err)
+                nomem(r); /* the thread could not copy a record */
+            return it.status;
+        }
+        if (it.win) {
+            r->rwin = it.win;
+            r->rwin_pos = 0;
+            continue;
+        }
+        const gmp_rec *x = it.rec;
+        if (r->cls[x->type] != CLS_DEF) {
+            *rec = x;
+            return GMP_OK;
+        }
+        /* a definition (validated by the decoder): visible to the lookups from now on, as
+         * without read-ahead */
+        r->dec = *x;
+        gmp_err e = define(r, 0);
+        if (e) {
+            ra_end(r);
+            return nomem(r);
+        }
+        r->out = r->dec;
+        *rec = &r->out;
+        return GMP_OK;
+    }
+}
+
+gmp_err gmp_reader_readahead(gmp_reader *r, size_t batch)
+{
+    if (!r || batch > GMP_READER_READAHEAD_MAX)
+        return GMP_ERR_ARG;
+    if (!r->ra)
+        r->ra_batch = batch ? batch : GMP_READER_READAHEAD_DEFAULT;
+    return GMP_OK;
+}
+
 gmp_err gmp_reader_next(gmp_reader *r, const gmp_rec **rec)
 {
     if (!r || !rec)
         return GMP_ERR_ARG;
+    if (r->ra_batch && !r->ra)
+        ra_begin(r);
+    if (r->ra)
+        return ra_next(r, rec);
     gmp_err e = next_inner(r, rec);
     if (e < 0 && !r->draining && !r->file_order && r->keys_n) {
         /* bad input: first return the events the window holds (all read before the error) */

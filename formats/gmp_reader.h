@@ -6,7 +6,7 @@
  * a message (gmp_reader_error), never a crash. Definitions are returned in file order as they are
  * read; events are merged across threads into one time order using the SYNC records (a bounded
  * reorder window). Memory grows with the number of distinct definitions and with the events of one
- * window, not with the length of the trace. */
+ * window (three with read-ahead), not with the length of the trace. */
 #ifndef GMP_READER_H
 #define GMP_READER_H
 
@@ -62,11 +62,26 @@ const gmp_rec_header *gmp_reader_header(const gmp_reader *r);
  */
 gmp_err gmp_reader_next(gmp_reader *r, const gmp_rec **rec);
 
+/* Read-ahead: from the next call of gmp_reader_next on (once the HEADER has been returned), the
+ * trace is read, decompressed, validated and put in time order by a second thread, at most
+ * 4 * batch records ahead of the caller, so that what the caller does with the records overlaps
+ * with reading them. What gmp_reader_next returns, and what the lookups below answer, stay
+ * exactly as without it: a definition becomes visible to the lookups when gmp_reader_next returns
+ * it. While the thread runs, gmp_reader_get_stats is updated once per batch (bytes_read, frames,
+ * events) and is complete again once gmp_reader_next has returned GMP_END or an error. The thread
+ * ends there, or at gmp_reader_close. batch: records handed over at a time (0: the default);
+ * GMP_ERR_ARG above GMP_READER_READAHEAD_MAX. When the thread cannot be started the reader goes on
+ * in the calling thread. The reader is still to be used from one thread at a time. */
+#define GMP_READER_READAHEAD_DEFAULT 1024
+#define GMP_READER_READAHEAD_MAX ((size_t)1 << 20)
+gmp_err gmp_reader_readahead(gmp_reader *r, size_t batch);
+
 /* A look-ahead hint for callers that want to prefetch: the memory payload of the ALLOC or FREE
  * event `ahead` (>= 1) places after the record gmp_reader_next returned last, when that event is
- * already decoded and waiting in the reorder window; NULL otherwise (not decoded yet, not an
- * ALLOC/FREE, or file order). The pointer is valid until the next call to gmp_reader_next.
- * Reading it never changes what gmp_reader_next returns. */
+ * already decoded and waiting in the reorder window (with read-ahead: `ahead` records after it,
+ * within the batch being returned); NULL otherwise (not decoded yet, not an ALLOC/FREE, or file
+ * order). The pointer is valid until the next call to gmp_reader_next. Reading it never changes
+ * what gmp_reader_next returns. */
 const gmp_rec_mem *gmp_reader_peek_mem(const gmp_reader *r, size_t ahead);
 
 const gmp_reader_stats *gmp_reader_get_stats(const gmp_reader *r);

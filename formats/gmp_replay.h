@@ -160,7 +160,7 @@ typedef struct gmp_replay_summary {
     uint64_t alloc_records; /* ALLOC records (every kind, failed ones included) */
     uint64_t free_records;  /* FREE records (every kind, failed ones included) */
     uint64_t failed_allocs, failed_frees;
-    uint64_t undone_frees;     /* frees undone by a failed-free record of the same call */
+    uint64_t undone_frees; /* frees undone by a failed-free record of the same call */
     uint64_t unknown_frees, double_frees;
     uint64_t duplicate_allocs; /* GMP_REPLAY_DUPLICATE */
     uint64_t replaced_allocs;  /* GMP_REPLAY_REPLACED */
@@ -204,6 +204,11 @@ typedef struct gmp_replay_ops {
 typedef struct gmp_replay_opts {
     size_t max_ooms;    /* OOM records kept for gmp_replay_oom_at (default 1024); all are counted */
     size_t max_notices; /* NOTICE messages kept (default 64) */
+    int threads;        /* 0: the trace is read ahead in a second thread (gmp_reader_readahead)
+                           when this process may run on more than one CPU; 1: the replay starts
+                           no thread (read-ahead the caller asked of the reader stands). The
+                           callbacks always run in the calling thread, and they and the summary
+                           are the same either way. */
 } gmp_replay_opts;
 
 /* Creates a replay over r (which the caller keeps and closes after gmp_replay_free). opts may be

@@ -6,11 +6,13 @@
  * Writes a trace of EVENTS events to /tmp with the writer (no thread): four threads, nested NVTX
  * ranges, cudaMalloc/cudaFree with a rolling live set of N allocations (FIFO) over 64 sites, async
  * pool allocations, a SYNC every 65,536 events (--sync). Then, in a fresh process (so that the
- * memory figure is the replay's alone), reads it with the reader only and through the replay,
- * N times each, interleaved (--passes: the best of each is printed; more passes take out some of
- * a noisy machine's noise), and prints `name: value unit` lines: trace_events, trace_bytes,
- * reader_events_per_s, replay_events_per_s, replay_peak_rss_kib. A figure, not a test: nothing
- * is asserted about time. */
+ * memory figure is the replay's alone), reads it with the reader only, through the replay as the
+ * tools run it (read-ahead in a second thread when there are two CPUs) and through the replay in
+ * one thread (gmp_replay_opts.threads = 1), N times each, interleaved (--passes: the best of each
+ * is printed; more passes take out some of a noisy machine's noise), and prints `name: value
+ * unit` lines: trace_events, trace_bytes, reader_events_per_s, replay_events_per_s,
+ * replay_cpu_ns_per_event (both threads' CPU time), replay_1thread_events_per_s,
+ * replay_peak_rss_kib. A figure, not a test: nothing is asserted about time. */
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -36,6 +38,13 @@ static double now_s(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static double cpu_s(void) /* the process's CPU time, every thread */
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
@@ -181,24 +190,30 @@ static double reader_pass(const char *path, uint64_t *nev)
     return t;
 }
 
-/* One pass of the replay, with one output that counts allocations; returns its time. */
-static double replay_pass(const char *path, uint64_t *events, uint64_t *max_live, size_t *sites)
+/* One pass of the replay, with one output that counts allocations; returns its time and, in
+ *cpu, the CPU time it took. threads: gmp_replay_opts.threads. */
+static double replay_pass(const char *path, int threads, uint64_t *events, uint64_t *max_live,
+                          size_t *sites, double *cpu)
 {
     gmp_reader *r;
     if (gmp_reader_open(&r, path, NULL) != GMP_OK)
         die(gmp_reader_open_error());
     gmp_replay *rp;
-    if (gmp_replay_new(&rp, r, NULL) != GMP_OK)
+    gmp_replay_opts ro;
+    memset(&ro, 0, sizeof ro);
+    ro.threads = threads;
+    if (gmp_replay_new(&rp, r, &ro) != GMP_OK)
         die("gmp_replay_new failed");
     uint64_t allocs = 0;
     gmp_replay_ops ops;
     memset(&ops, 0, sizeof ops);
     ops.alloc = count_alloc;
     gmp_replay_add(rp, &ops, &allocs);
-    double t0 = now_s();
+    double t0 = now_s(), c0 = cpu_s();
     if (gmp_replay_run(rp) != GMP_OK)
         die(gmp_replay_error(rp));
     double t = now_s() - t0;
+    *cpu = cpu_s() - c0;
     const gmp_replay_summary *s = gmp_replay_get_summary(rp);
     if (!s->complete || allocs != s->alloc_records)
         die("the replay did not see the whole trace");
@@ -212,16 +227,21 @@ static double replay_pass(const char *path, uint64_t *events, uint64_t *max_live
 
 static int replay_mode(const char *path, int passes)
 {
-    double t_reader = 1e30, t_replay = 1e30;
+    double t_reader = 1e30, t_replay = 1e30, t_one = 1e30, cpu_replay = 0, cpu;
     uint64_t nev = 0, events = 0, max_live = 0;
     size_t sites = 0;
     for (int i = 0; i < passes; i++) { /* interleaved, best of each */
         double t = reader_pass(path, &nev);
         if (t < t_reader)
             t_reader = t;
-        t = replay_pass(path, &events, &max_live, &sites);
-        if (t < t_replay)
+        t = replay_pass(path, 0, &events, &max_live, &sites, &cpu);
+        if (t < t_replay) {
             t_replay = t;
+            cpu_replay = cpu;
+        }
+        t = replay_pass(path, 1, &events, &max_live, &sites, &cpu);
+        if (t < t_one)
+            t_one = t;
     }
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
@@ -229,6 +249,8 @@ static int replay_mode(const char *path, int passes)
     printf("passes: %d (best of each)\n", passes);
     printf("reader_events_per_s: %.0f events/s\n", (double)nev / t_reader);
     printf("replay_events_per_s: %.0f events/s\n", (double)events / t_replay);
+    printf("replay_cpu_ns_per_event: %.1f ns (both threads)\n", cpu_replay * 1e9 / (double)events);
+    printf("replay_1thread_events_per_s: %.0f events/s\n", (double)events / t_one);
     printf("replay_peak_rss_kib: %ld KiB\n", ru.ru_maxrss);
     printf("replay_max_live_allocs: %" PRIu64 " allocations\n", max_live);
     printf("replay_sites: %zu sites\n", sites);

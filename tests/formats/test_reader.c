@@ -726,7 +726,7 @@ static void test_merge_three_threads(void **state)
 
 /* gmp_reader_peek_mem: whenever it answers, it answers with the ALLOC/FREE that gmp_reader_next
  * returns `ahead` calls later; it answers for most events of a merged trace; never in file order.
- */
+ * The same with read-ahead. */
 static void test_peek_mem(void **state)
 {
     (void)state;
@@ -749,9 +749,12 @@ static void test_peek_mem(void **state)
         tb_sync(&b, (uint64_t)round * 1000 + 999);
         tb_frame(&b);
     }
-    for (int file_order = 0; file_order <= 1; file_order++) {
+    for (int mode = 0; mode < 4; mode++) {
+        int file_order = mode & 1, readahead = mode >> 1;
         gmp_reader *r;
         assert_int_equal(tb_open(&r, &b, SIZE_MAX, file_order, 0), GMP_OK);
+        if (readahead) /* peeks look into the window being returned */
+            assert_int_equal(gmp_reader_readahead(r, 0), GMP_OK);
         tb_out o = {0};
         /* peeks taken before each next: (index of the record it names, its copy) */
         enum { MAXP = 4096 };

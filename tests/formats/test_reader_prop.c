@@ -327,6 +327,143 @@ static void check_time_order(gen *g, size_t window, int strict)
     gmp_reader_close(r);
 }
 
+/* ---- read-ahead: the same records, lookups, errors and stats as without it ---- */
+
+static uint64_t fnv(uint64_t h, const void *p, size_t n)
+{
+    const unsigned char *c = p;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ c[i]) * 0x100000001b3ull;
+    return h;
+}
+
+static uint64_t fnv_u64(uint64_t h, uint64_t v)
+{
+    return fnv(h, &v, sizeof v);
+}
+
+/* A digest of what a caller sees at this record: the record and what the lookups answer. */
+static uint64_t digest(gmp_reader *r, const gmp_rec *rec)
+{
+    uint64_t h = fnv_u64(0xcbf29ce484222325ull, rec->type);
+    uint8_t buf[4096];
+    uint64_t prev = rec->time_ns;
+    size_t n = gmp_rec_type_name(rec->type) ? gmp_encode(buf, sizeof buf, rec, &prev) : 0;
+    h = fnv(h, buf, n);
+    h = fnv_u64(fnv_u64(h, rec->time_ns), rec->tid);
+    h = fnv_u64(h, gmp_reader_device_count(r));
+    h = fnv_u64(h, gmp_reader_module_count(r));
+    char path[256];
+    if (rec->type == GMP_REC_ALLOC || rec->type == GMP_REC_FREE) {
+        gmp_str s = gmp_reader_string(r, rec->u.mem.api);
+        h = fnv(h, s.ptr, s.len);
+        size_t pl = gmp_reader_range_path(r, rec->u.mem.range, path, sizeof path);
+        h = fnv(h, path, pl < sizeof path ? pl : sizeof path - 1);
+        h = fnv_u64(h, gmp_reader_stack(r, rec->u.mem.stack) != NULL);
+        const gmp_rec_device *d = gmp_reader_device(r, (uint32_t)rec->u.mem.device);
+        if (d)
+            h = fnv(fnv_u64(h, d->total_bytes), d->name.ptr, d->name.len);
+    }
+    if (rec->type == GMP_REC_DEVICE || rec->type == GMP_REC_THREAD) {
+        const gmp_str *nm = rec->type == GMP_REC_DEVICE
+                                ? &gmp_reader_device(r, rec->u.device.id)->name
+                                : &gmp_reader_thread(r, rec->u.thread.tid)->name;
+        h = fnv(h, nm->ptr, nm->len);
+    }
+    if (rec->type == GMP_REC_NOTICE)
+        h = fnv(h, rec->u.notice.message.ptr, rec->u.notice.message.len);
+    return h;
+}
+
+typedef struct transcript {
+    uint64_t *d;
+    size_t n, cap;
+    gmp_err end;
+    char msg[512], complete[1024];
+    gmp_reader_stats st;
+} transcript;
+
+/* Reads r to its end (or `stop_after` records, then closes), turning read-ahead on before record
+ * number ra_at when ra_batch is not 0 (GMP_READER_READAHEAD_DEFAULT for the default). */
+static void read_transcript(gmp_reader *r, size_t ra_batch, size_t ra_at, size_t stop_after,
+                            transcript *t)
+{
+    memset(t, 0, sizeof *t);
+    for (size_t k = 0;; k++) {
+        if (ra_batch && k == ra_at)
+            assert_int_equal(gmp_reader_readahead(r, ra_batch), GMP_OK);
+        if (k == stop_after) {
+            gmp_reader_close(r); /* with the thread still reading: no hang, no leak (ASan) */
+            return;
+        }
+        const gmp_rec *rec;
+        gmp_err e = gmp_reader_next(r, &rec);
+        if (e != GMP_OK) {
+            t->end = e;
+            break;
+        }
+        if (t->n == t->cap) {
+            t->cap = t->cap ? 2 * t->cap : 256;
+            t->d = realloc(t->d, t->cap * sizeof *t->d);
+            assert_non_null(t->d);
+        }
+        t->d[t->n++] = digest(r, rec);
+    }
+    /* after the end, another call says the same */
+    const gmp_rec *rec;
+    assert_int_equal(gmp_reader_next(r, &rec), t->end);
+    snprintf(t->msg, sizeof t->msg, "%s", gmp_reader_error(r));
+    gmp_reader_completeness(r, t->complete, sizeof t->complete);
+    t->st = *gmp_reader_get_stats(r);
+    gmp_reader_close(r);
+}
+
+static void same_transcript(const transcript *a, const transcript *b, const char *what)
+{
+    if (a->n != b->n)
+        fail_msg("%s: %zu records without read-ahead, %zu with", what, a->n, b->n);
+    for (size_t i = 0; i < a->n; i++)
+        if (a->d[i] != b->d[i])
+            fail_msg("%s: record %zu differs", what, i);
+    assert_int_equal(a->end, b->end);
+    assert_string_equal(a->msg, b->msg);
+    assert_string_equal(a->complete, b->complete);
+    const gmp_reader_stats *x = &a->st, *y = &b->st;
+    assert_int_equal(x->file_bytes, y->file_bytes);
+    assert_int_equal(x->bytes_read, y->bytes_read);
+    assert_int_equal(x->bytes_discarded, y->bytes_discarded);
+    assert_int_equal(x->frames, y->frames);
+    assert_memory_equal(x->records, y->records, sizeof x->records);
+    assert_int_equal(x->unknown_records, y->unknown_records);
+    assert_int_equal(x->events, y->events);
+    assert_int_equal(x->late_events, y->late_events);
+    assert_int_equal(x->lost_events, y->lost_events);
+    assert_int_equal(x->truncated, y->truncated);
+    assert_int_equal(x->has_end, y->has_end);
+    assert_memory_equal(&x->end, &y->end, sizeof x->end);
+}
+
+/* Reads g's trace without read-ahead, then with it (a random chunk size, turned on at a random
+ * record) and compares; then once more with read-ahead, closed before the end. */
+static void check_readahead(gen *g, size_t window, int file_order)
+{
+    gmp_reader *r;
+    if (tb_open(&r, &g->b, SIZE_MAX, file_order, window) != GMP_OK)
+        return; /* an unreadable start: read-ahead never begins */
+    transcript a, b;
+    read_transcript(r, 0, 0, SIZE_MAX, &a);
+    assert_int_equal(tb_open(&r, &g->b, SIZE_MAX, file_order, window), GMP_OK);
+    size_t batch = tb_rand(&g->rng) % 4 ? 1 + tb_rand(&g->rng) % 9 : GMP_READER_READAHEAD_DEFAULT;
+    size_t at = tb_rand(&g->rng) % 3 ? 0 : tb_rand(&g->rng) % (a.n + 2);
+    read_transcript(r, batch, at, SIZE_MAX, &b);
+    same_transcript(&a, &b, file_order ? "file order" : "time order");
+    free(b.d);
+    assert_int_equal(tb_open(&r, &g->b, SIZE_MAX, file_order, window), GMP_OK);
+    read_transcript(r, batch, 0, tb_rand(&g->rng) % (a.n + 1), &b);
+    free(b.d);
+    free(a.d);
+}
+
 static void test_random_streams(void **state)
 {
     (void)state;
@@ -348,6 +485,11 @@ static void test_random_streams(void **state)
         check_time_order(&g, 0, 1);
         /* small windows: every event once, late ones counted */
         check_time_order(&g, 1 + tb_rand(&g.rng) % 16, 0);
+        if (it % 3 == 0) { /* a third of the streams is plenty, and keeps TSan's stage short */
+            check_readahead(&g, 0, 0);
+            check_readahead(&g, 1 + tb_rand(&g.rng) % 16, 0);
+            check_readahead(&g, 0, 1);
+        }
         gen_free(&g);
     }
 }
@@ -360,6 +502,10 @@ static void test_random_streams_jitter(void **state)
         generate(&g, 0x71770000 + it, 1, 0);
         check_time_order(&g, 0, 0);
         check_time_order(&g, 1 + tb_rand(&g.rng) % 8, 0);
+        if (it % 3 == 0) {
+            check_readahead(&g, 0, 0);
+            check_readahead(&g, 1 + tb_rand(&g.rng) % 8, 0);
+        }
         gen_free(&g);
     }
 }
@@ -393,6 +539,8 @@ static void test_random_corrupt_records(void **state)
             gmp_reader_completeness(r, line, sizeof line);
             tb_out_free(&o);
             gmp_reader_close(r);
+            if (it % 3 == 0)
+                check_readahead(&g, 1 + it % 32, fo);
         }
         gen_free(&g);
     }
@@ -409,12 +557,14 @@ static void test_long_streams(void **state)
         generate(&g, 0x10000 + it, (int)(it % 2), 0);
         check_time_order(&g, 0, !(it % 2));
         check_time_order(&g, 1000 + it * 3000, 0);
+        check_readahead(&g, 0, 0);
+        check_readahead(&g, 1000 + it * 3000, 0);
         gen_free(&g);
     }
     big_steps = 0;
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_random_streams),
@@ -422,5 +572,7 @@ int main(void)
         cmocka_unit_test(test_random_corrupt_records),
         cmocka_unit_test(test_long_streams),
     };
+    if (argc > 1)
+        cmocka_set_test_filter(argv[1]); /* one test: test_reader_prop NAME */
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

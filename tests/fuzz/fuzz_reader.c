@@ -6,7 +6,8 @@
  *    the fuzzer past zstd's checksums into record decoding, validation and the merge.
  *  - anything else: the bytes are the trace file itself (zstd framing, cut files, skippable
  * frames). Each input is read in time order and in file order; the lookups are called on what was
- * read. */
+ * read; each read is done twice, with and without read-ahead (gmp_reader_readahead), and what the
+ * caller saw must be the same (abort otherwise). */
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -17,19 +18,30 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-static void exercise(const uint8_t *data, size_t size, int file_order, size_t window)
+/* Reads the input once; returns what the caller saw (the records, what the lookups answered, the
+ * end and the reader's verdict) folded into a sum, to compare a read with read-ahead (ra_batch
+ * records per chunk) with one without. */
+static size_t exercise(const uint8_t *data, size_t size, int file_order, size_t window,
+                       size_t ra_batch)
 {
     gmp_reader_opts o = {file_order, window};
     gmp_reader *r = NULL;
     if (gmp_reader_open_mem(&r, data, size, &o) != GMP_OK) {
         volatile size_t n = strlen(gmp_reader_open_error());
         (void)n;
-        return;
+        return 0;
     }
+    if (ra_batch && gmp_reader_readahead(r, ra_batch) != GMP_OK)
+        abort();
     const gmp_rec *rec;
     char path[64];
     size_t sink = 0;
-    while (gmp_reader_next(r, &rec) == GMP_OK) {
+    gmp_err e;
+    while ((e = gmp_reader_next(r, &rec)) == GMP_OK) {
+        sink = sink * 31 + rec->type + (size_t)rec->time_ns + rec->tid;
+        if (gmp_rec_is_event(rec->type) && rec->type != GMP_REC_NOTICE)
+            for (size_t i = 0; i < sizeof rec->u.mem; i++) /* every event payload fits in mem's */
+                sink = sink * 3 + ((const unsigned char *)&rec->u)[i];
         switch (rec->type) {
         case GMP_REC_ALLOC:
         case GMP_REC_FREE:
@@ -66,11 +78,25 @@ static void exercise(const uint8_t *data, size_t size, int file_order, size_t wi
     for (size_t i = 0; i < gmp_reader_module_count(r); i++)
         sink += gmp_reader_module_at(r, i)->build_id.len;
     char line[512];
-    sink += (size_t)gmp_reader_completeness(r, line, sizeof line);
-    sink += strlen(gmp_reader_error(r)) + gmp_reader_header(r)->producer.len;
-    volatile size_t keep = sink;
-    (void)keep;
+    sink += (size_t)gmp_reader_completeness(r, line, sizeof line) + (size_t)(e + 100);
+    for (const char *c = line; *c; c++)
+        sink = sink * 7 + (unsigned char)*c;
+    for (const char *c = gmp_reader_error(r); *c; c++)
+        sink = sink * 7 + (unsigned char)*c;
+    const gmp_reader_stats *st = gmp_reader_get_stats(r);
+    sink += st->events + st->late_events * 3 + st->bytes_read * 5 + st->frames * 7;
+    sink += gmp_reader_header(r)->producer.len;
     gmp_reader_close(r);
+    return sink;
+}
+
+/* Read-ahead must not change anything a caller sees. */
+static void exercise_both(const uint8_t *data, size_t size, int file_order, size_t window)
+{
+    size_t a = exercise(data, size, file_order, window, 0);
+    size_t b = exercise(data, size, file_order, window, 1 + size % 5);
+    if (a != b)
+        abort();
 }
 
 /* Records mode: builds a trace of valid frames from the chunks. */
@@ -102,8 +128,8 @@ static void records_mode(const uint8_t *data, size_t size)
             break;
         p = q + 4;
     }
-    exercise(file, len, 0, window);
-    exercise(file, len, 1, 0);
+    exercise_both(file, len, 0, window);
+    exercise_both(file, len, 1, 0);
     free(file);
 }
 
@@ -113,7 +139,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         records_mode(data, size);
         return 0;
     }
-    exercise(data, size, 0, size % 7);
-    exercise(data, size, 1, 0);
+    exercise_both(data, size, 0, size % 7);
+    exercise_both(data, size, 1, 0);
     return 0;
 }
