@@ -2,7 +2,8 @@
  * trace generated with the writer: allocations and frees (with stacks) inside NVTX ranges on four
  * threads and two devices, SYNC every few thousand events.
  *
- *   bench_outputs [EVENTS]      (default 5000000)
+ *   bench_outputs [EVENTS] [--threads 1]      (default 5000000; --threads 1: the replay reads
+ *                                              in the calling thread, gmp_replay_opts.threads)
  *
  * Prints `name: value unit` lines: the replay alone, then the replay with one output (speedscope;
  * Chrome with every allocation span; Chrome with the default --max-spans; Chrome with every span
@@ -17,6 +18,8 @@
 #include "gmp_replay.h"
 
 #define T0 1000000000ull
+
+static gmp_replay_opts g_ropts; /* --threads */
 
 static double now(void)
 {
@@ -76,7 +79,7 @@ static double pass(const char *trace, const gmp_output *fmt, const gmp_output_op
 {
     gmp_reader *r = NULL;
     gmp_replay *rp = NULL;
-    if (gmp_reader_open(&r, trace, NULL) != GMP_OK || gmp_replay_new(&rp, r, NULL) != GMP_OK)
+    if (gmp_reader_open(&r, trace, NULL) != GMP_OK || gmp_replay_new(&rp, r, &g_ropts) != GMP_OK)
         tb_die("cannot open the trace");
     char out[] = "/tmp/gmp_bench_out_XXXXXX";
     int fd = mkstemp(out);
@@ -118,7 +121,13 @@ static double best(const char *trace, const gmp_output *fmt, const gmp_output_op
 
 int main(int argc, char **argv)
 {
-    uint64_t n = argc > 1 ? strtoull(argv[1], NULL, 10) : 5000000;
+    uint64_t n = 5000000;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--threads") == 0 && i + 1 < argc)
+            g_ropts.threads = atoi(argv[++i]);
+        else
+            n = strtoull(argv[i], NULL, 10);
+    }
     char trace[] = "/tmp/gmp_bench_outputs_XXXXXX";
     int fd = mkstemp(trace);
     if (fd < 0)

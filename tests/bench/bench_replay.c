@@ -48,7 +48,7 @@ static double cpu_s(void) /* the process's CPU time, every thread */
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-static void die(const char *m)
+_Noreturn static void die(const char *m)
 {
     fprintf(stderr, "bench_replay: %s\n", m);
     exit(1);

@@ -1,6 +1,7 @@
 /* bench_report: throughput of the report (formats/gmp_report*.c) on a large generated trace.
  *
- *   bench_report [EVENTS] [--keep]        (default 10,000,000 events)
+ *   bench_report [EVENTS] [--keep] [--threads 1]   (default 10,000,000 events; --threads 1:
+ *                                                   the replay reads in the calling thread)
  *
  * Writes a trace with the writer (no thread): two threads with nested NVTX ranges (step, layer
  * 0..7, forward/backward), cudaMalloc/cudaFree with a rolling live set of 20,000 allocations over
@@ -26,6 +27,8 @@
 #include "gmp_report.h"
 #include "gmp_writer.h"
 
+static gmp_replay_opts g_ropts; /* --threads */
+
 #define LIVE 20000
 #define NSTACKS 64
 
@@ -36,7 +39,7 @@ static double now_s(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-static void die(const char *m)
+_Noreturn static void die(const char *m)
 {
     fprintf(stderr, "bench_report: %s\n", m);
     exit(1);
@@ -187,7 +190,7 @@ static void child(const char *path, const char *fmt, int fd)
     double t0 = now_s();
     gmp_reader *r;
     gmp_replay *rp;
-    if (gmp_reader_open(&r, path, NULL) != GMP_OK || gmp_replay_new(&rp, r, NULL) != GMP_OK)
+    if (gmp_reader_open(&r, path, NULL) != GMP_OK || gmp_replay_new(&rp, r, &g_ropts) != GMP_OK)
         die("cannot open the trace");
     gmp_report_doc *doc = NULL;
     if (fmt && (gmp_report_doc_new(&doc, NULL) != GMP_OK ||
@@ -259,6 +262,8 @@ int main(int argc, char **argv)
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--keep") == 0)
             keep = 1;
+        else if (strcmp(argv[i], "--threads") == 0 && i + 1 < argc)
+            g_ropts.threads = atoi(argv[++i]);
         else
             nevents = strtoull(argv[i], NULL, 10);
     }

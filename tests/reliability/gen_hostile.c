@@ -27,7 +27,7 @@ static gmp_str hs(void)
     return (gmp_str){payload, (uint32_t)PLEN};
 }
 
-static void die(const char *m)
+_Noreturn static void die(const char *m)
 {
     fprintf(stderr, "rel_gen_hostile: %s\n", m);
     exit(1);
