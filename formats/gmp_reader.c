@@ -1168,7 +1168,7 @@ static inline void emit_slot(gmp_reader *r, uint64_t slot)
 
 /* With read-ahead, in the decoder: hands the released part of the window over (gmp_readahead.h):
  * the slot array goes with it, the events kept for later move to another array. */
-static gmp_err package(gmp_reader *r);
+static gmp_err package(gmp_reader *r) __attribute__((noinline)); /* out of next_inner's loop */
 
 static gmp_err next_inner(gmp_reader *r, const gmp_rec **rec)
 {
@@ -1187,12 +1187,15 @@ static gmp_err next_inner(gmp_reader *r, const gmp_rec **rec)
         return GMP_OK;
     }
     for (;;) {
-        if (r->rel_pos < r->rel_n && r->pkg_ra) {
-            gmp_err e = package(r);
-            if (e)
-                return e;
-        }
         if (r->rel_pos < r->rel_n) {
+            if (__builtin_expect(r->pkg_ra != NULL, 0)) {
+                /* read-ahead's decoder: the released part goes as a whole (then the keys kept
+                 * move down, below) */
+                gmp_err e = package(r);
+                if (e)
+                    return e;
+                goto released;
+            }
             /* keys are in time order and slots in file order: the slots read next are scattered
              * over a few runs, which the hardware does not prefetch */
             if (r->rel_pos + SLOT_AHEAD < r->rel_n) {
@@ -1208,6 +1211,7 @@ static gmp_err next_inner(gmp_reader *r, const gmp_rec **rec)
             *rec = &r->out;
             return GMP_OK;
         }
+    released:
         if (r->rel_n) {
             size_t left = r->keys_n - r->rel_n;
             memmove(r->keys, r->keys + r->rel_n, left * sizeof *r->keys);
@@ -1571,7 +1575,8 @@ static void drop_window(void *ctx, gmp_ra_window *w)
     window_free_from(w, 0);
 }
 
-static void ra_begin(gmp_reader *r)
+/* (the read-ahead's functions are kept out of gmp_reader_next, which stays small without it) */
+__attribute__((noinline)) static void ra_begin(gmp_reader *r)
 {
     if (r->header_pending || r->err)
         return;
@@ -1610,7 +1615,7 @@ static void ra_end(gmp_reader *r)
     decoder_join(r, gmp_ra_finish(r->ra, drop_window, NULL));
 }
 
-static gmp_err ra_next(gmp_reader *r, const gmp_rec **rec)
+__attribute__((noinline)) static gmp_err ra_next(gmp_reader *r, const gmp_rec **rec)
 {
     if (r->notice_out) {
         free(r->notice_out);
