@@ -12,8 +12,13 @@
 #include <string.h>
 
 #define RA_CHUNKS 4
-#define RA_WINDOWS 2 /* windows released ahead of the caller: with the decoder's own, 3 in memory  \
-                      */
+#define RA_WINDOWS 2 /* windows released ahead of the caller (the decoder fills one more) */
+/* A second window may be in flight only while the windows in flight hold at most this much: a
+ * trace with far-apart SYNC records (huge windows) then costs one window more than without
+ * read-ahead, not two. */
+#ifndef GMP_RA_INFLIGHT_BYTES /* tests build a copy with 1, so that the decoder always waits */
+#define GMP_RA_INFLIGHT_BYTES ((size_t)64 << 20)
+#endif
 #define RA_QUEUE (RA_CHUNKS + RA_WINDOWS)
 
 typedef struct ra_chunk {
@@ -47,6 +52,7 @@ struct gmp_ra {
     gmp_ra_window wins[RA_WINDOWS];
     gmp_ra_window *free_wins[RA_WINDOWS];
     size_t nfree_wins;
+    size_t inflight_bytes; /* windows queued or held by the caller */
 
     ra_chunk *fill; /* the decoder's: the chunk being filled */
     ra_chunk *cur;  /* the caller's: the chunk being returned */
@@ -135,7 +141,8 @@ static void flush_fill(gmp_ra *ra)
 gmp_ra_window *gmp_ra_window_get(gmp_ra *ra)
 {
     pthread_mutex_lock(&ra->mu);
-    while (!ra->nfree_wins && !ra->stop)
+    while (!ra->stop && (!ra->nfree_wins || (ra->nfree_wins < RA_WINDOWS &&
+                                             ra->inflight_bytes > GMP_RA_INFLIGHT_BYTES)))
         pthread_cond_wait(&ra->to_dec, &ra->mu);
     gmp_ra_window *w = ra->stop ? NULL : ra->free_wins[--ra->nfree_wins];
     pthread_mutex_unlock(&ra->mu);
@@ -145,6 +152,9 @@ gmp_ra_window *gmp_ra_window_get(gmp_ra *ra)
 void gmp_ra_window_put(gmp_ra *ra, gmp_ra_window *w, const gmp_ra_progress *prog)
 {
     flush_fill(ra); /* the records decoded before the window was released come first */
+    pthread_mutex_lock(&ra->mu);
+    ra->inflight_bytes += w->bytes;
+    pthread_mutex_unlock(&ra->mu);
     push(ra, NULL, w, prog);
 }
 
@@ -257,6 +267,8 @@ void gmp_ra_window_done(gmp_ra *ra, gmp_ra_window *w)
 {
     pthread_mutex_lock(&ra->mu);
     ra->free_wins[ra->nfree_wins++] = w;
+    ra->inflight_bytes -= w->bytes;
+    w->bytes = 0;
     pthread_cond_signal(&ra->to_dec);
     pthread_mutex_unlock(&ra->mu);
 }

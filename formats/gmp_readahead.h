@@ -33,6 +33,7 @@ typedef struct gmp_ra_window {
     size_t slots_cap; /* in slots */
     uint32_t *order;
     size_t order_cap, n;
+    size_t bytes; /* memory it holds, set by the decoder before gmp_ra_window_put */
 } gmp_ra_window;
 
 /* What the decoder had read when an item was queued (for progress while the thread runs). */

@@ -1551,6 +1551,7 @@ static gmp_err package(gmp_reader *r)
     w->slots = full;
     w->slots_cap = full_cap;
     w->n = n;
+    w->bytes = full_cap * sizeof *full + w->order_cap * sizeof *w->order;
     r->watermark = r->keys[r->rel_n - 1].time;
     r->stats.events += n;
     r->rel_pos = r->rel_n;
