@@ -5,11 +5,11 @@
  * frames. gmp_writer_open writes the first frame (magic and HEADER) itself, so that a file that
  * exists is always a readable trace; after that, in threaded mode, all compression and I/O happens
  * on the writer's own thread (created with every signal blocked), which wakes when a buffer fills
- * and every flush interval; producers never wait for I/O. Memory is bounded: when no buffer is free, a producer waits at most wait_us, then
- * counts the event as lost; the next LOST record says how many. Definitions (strings, ranges,
- * stacks, devices, threads, modules) are deduplicated and always written before the events that
- * refer to them. Without a thread (threaded = 0) the caller's thread compresses and writes: for
- * tools and importers. */
+ * and every flush interval; producers never wait for I/O. Memory is bounded: when no buffer is
+ * free, a producer waits at most wait_us, then counts the event as lost; the next LOST record says
+ * how many. Definitions (strings, ranges, stacks, devices, threads, modules) are deduplicated and
+ * always written before the events that refer to them. Without a thread (threaded = 0) the caller's
+ * thread compresses and writes: for tools and importers. */
 #ifndef GMP_WRITER_H
 #define GMP_WRITER_H
 

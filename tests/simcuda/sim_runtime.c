@@ -113,19 +113,30 @@ static cudaError_t rt_ctx(void)
 RT_API const char *CUDARTAPI cudaGetErrorName(cudaError_t error)
 {
     switch (error) {
+/* one case per line (clang-format cannot lay out a list of macro calls stably) */
 #define E(x)                                                                                       \
     case x: return #x;
+        // clang-format off
         E(cudaSuccess)
-        E(cudaErrorInvalidValue) E(cudaErrorMemoryAllocation) E(cudaErrorInitializationError)
-            E(cudaErrorInvalidDevice) E(cudaErrorDeviceUninitialized)
-                E(cudaErrorInvalidResourceHandle) E(cudaErrorNotSupported)
-                    E(cudaErrorHostMemoryAlreadyRegistered) E(cudaErrorHostMemoryNotRegistered)
-                        E(cudaErrorInvalidDevicePointer) E(cudaErrorInvalidSymbol)
-                            E(cudaErrorInvalidDeviceFunction) E(cudaErrorInvalidConfiguration)
-                                E(cudaErrorMissingConfiguration) E(cudaErrorNoDevice)
-                                    E(cudaErrorUnknown)
+        E(cudaErrorInvalidValue)
+        E(cudaErrorMemoryAllocation)
+        E(cudaErrorInitializationError)
+        E(cudaErrorInvalidDevice)
+        E(cudaErrorDeviceUninitialized)
+        E(cudaErrorInvalidResourceHandle)
+        E(cudaErrorNotSupported)
+        E(cudaErrorHostMemoryAlreadyRegistered)
+        E(cudaErrorHostMemoryNotRegistered)
+        E(cudaErrorInvalidDevicePointer)
+        E(cudaErrorInvalidSymbol)
+        E(cudaErrorInvalidDeviceFunction)
+        E(cudaErrorInvalidConfiguration)
+        E(cudaErrorMissingConfiguration)
+        E(cudaErrorNoDevice)
+        E(cudaErrorUnknown)
+        // clang-format on
 #undef E
-                                        default : return "cudaErrorUnknown";
+    default: return "cudaErrorUnknown";
     }
 }
 
