@@ -1,5 +1,19 @@
-/* Names of the enums of gmp_trace.h, shared by every output. */
+/* Names of the enums of gmp_trace.h, shared by every output, and its string copy. */
 #include "gmp_trace.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+char *gmp_str_dup(gmp_str s)
+{
+    char *c = malloc((size_t)s.len + 1);
+    if (!c)
+        return NULL;
+    if (s.len)
+        memcpy(c, s.ptr, s.len);
+    c[s.len] = 0;
+    return c;
+}
 
 const char *gmp_rec_type_name(unsigned type)
 {

@@ -80,12 +80,9 @@ static int own_notice(ra_chunk *c, gmp_rec *rec)
         c->owned_cap = nc;
     }
     gmp_str *m = &rec->u.notice.message;
-    char *s = malloc((size_t)m->len + 1);
+    char *s = gmp_str_dup(*m);
     if (!s)
         return -1;
-    if (m->len)
-        memcpy(s, m->ptr, m->len);
-    s[m->len] = 0;
     m->ptr = s;
     c->owned[c->nowned++] = s;
     return 0;

@@ -1322,14 +1322,11 @@ static gmp_err next_inner(gmp_reader *r, const gmp_rec **rec)
             memcpy(&s->u, &d->u, sizeof s->u);
             if (type == GMP_REC_NOTICE) {
                 gmp_str *m = &s->u.notice.message;
-                char *c = malloc((size_t)m->len + 1);
+                char *c = gmp_str_dup(*m);
                 if (!c) {
                     s->type = 0; /* owns nothing */
                     return nomem(r);
                 }
-                if (m->len)
-                    memcpy(c, m->ptr, m->len);
-                c[m->len] = 0;
                 m->ptr = c;
             }
             r->keys[r->keys_n].time = d->time_ns;

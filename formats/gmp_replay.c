@@ -1112,12 +1112,9 @@ static gmp_err on_notice(gmp_replay *rp, const gmp_rec *rec)
             return nomem(rp);
     }
     const gmp_rec_notice *n = &rec->u.notice;
-    char *s = malloc((size_t)n->message.len + 1);
+    char *s = gmp_str_dup(n->message);
     if (!s)
         return nomem(rp);
-    if (n->message.len)
-        memcpy(s, n->message.ptr, n->message.len);
-    s[n->message.len] = '\0';
     notice *nt = &rp->notices[rp->nnotices++];
     nt->msg = s;
     nt->severity = n->severity;

@@ -283,11 +283,9 @@ gmp_err gmp_symbolizer_add_module(gmp_symbolizer *s, const gmp_rec_module *m)
 {
     if (!s || !m)
         return GMP_ERR_ARG;
-    char *path = malloc(m->path.len + 1);
+    char *path = gmp_str_dup(m->path);
     if (!path)
         return GMP_ERR_NOMEM;
-    memcpy(path, m->path.ptr, m->path.len);
-    path[m->path.len] = 0;
     const char *pp = pool_str(&s->strs, path);
     image *im = NULL;
     uint32_t bl = m->build_id.len > 64 ? 64 : m->build_id.len;

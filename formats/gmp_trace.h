@@ -127,6 +127,9 @@ typedef struct gmp_str {
     uint32_t len;
 } gmp_str;
 
+/* A malloc'd, NUL-terminated copy of s (free it); NULL when out of memory. */
+char *gmp_str_dup(gmp_str s);
+
 typedef struct gmp_rec_header {
     uint32_t format_version;
     uint32_t min_reader_version;
