@@ -63,15 +63,17 @@ const gmp_rec_header *gmp_reader_header(const gmp_reader *r);
 gmp_err gmp_reader_next(gmp_reader *r, const gmp_rec **rec);
 
 /* Read-ahead: from the next call of gmp_reader_next on (once the HEADER has been returned), the
- * trace is read, decompressed, validated and put in time order by a second thread, at most
- * 4 * batch records ahead of the caller, so that what the caller does with the records overlaps
- * with reading them. What gmp_reader_next returns, and what the lookups below answer, stay
- * exactly as without it: a definition becomes visible to the lookups when gmp_reader_next returns
- * it. While the thread runs, gmp_reader_get_stats is updated once per batch (bytes_read, frames,
- * events) and is complete again once gmp_reader_next has returned GMP_END or an error. The thread
- * ends there, or at gmp_reader_close. batch: records handed over at a time (0: the default);
- * GMP_ERR_ARG above GMP_READER_READAHEAD_MAX. When the thread cannot be started the reader goes on
- * in the calling thread. The reader is still to be used from one thread at a time. */
+ * trace is read, decompressed, validated and put in time order by a second thread, so that what
+ * the caller does with the records overlaps with reading them. The thread runs at most two
+ * released parts of the reorder window (a SYNC interval each; one when they are large) and four
+ * chunks of `batch` other records (definitions, late events, file order) ahead of the caller.
+ * What gmp_reader_next returns, and what the lookups below answer, stay exactly as without it: a
+ * definition becomes visible to the lookups when gmp_reader_next returns it. While the thread
+ * runs, gmp_reader_get_stats is updated as the caller gets there (bytes_read, frames, events) and
+ * is complete again once gmp_reader_next has returned GMP_END or an error. The thread ends there,
+ * or at gmp_reader_close. batch: records per chunk (0: the default); GMP_ERR_ARG above
+ * GMP_READER_READAHEAD_MAX. When the thread cannot be started the reader goes on in the calling
+ * thread. The reader is still to be used from one thread at a time. */
 #define GMP_READER_READAHEAD_DEFAULT 1024
 #define GMP_READER_READAHEAD_MAX ((size_t)1 << 20)
 gmp_err gmp_reader_readahead(gmp_reader *r, size_t batch);
