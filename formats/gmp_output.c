@@ -114,7 +114,7 @@ static inline unsigned dec_len(uint64_t v)
                                        1000000000000000000ull,
                                        10000000000000000000ull};
     unsigned t = (unsigned)(64 - __builtin_clzll(v | 1)) * 1233 >> 12; /* digits - 1 or digits */
-    return t + (t < 20 && (v | 1) >= pow10[t]); /* (0 has one digit) */
+    return t + (t < 20 && (v | 1) >= pow10[t]);                        /* (0 has one digit) */
 }
 
 void gmp_jw_u64(gmp_jw *w, uint64_t v)
