@@ -21,6 +21,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "gmp_map.h"
+
+/* C++ names are demangled by the C++ runtime's demangler (libstdc++'s __cxa_demangle, a C symbol
+ * of the Itanium C++ ABI; see docs/dependencies.md): the names of the ABI every Linux compiler
+ * uses, with clone suffixes (".cold", ".isra.0") shown as "[clone .cold]". */
+extern char *__cxa_demangle(const char *mangled, char *buf, size_t *len, int *status);
+
 #define MAX_CHAIN 64      /* inlined frames reported per address */
 #define MAX_DIE_DEPTH 256 /* DIE nesting walked */
 
@@ -220,6 +227,7 @@ struct gmp_symbolizer {
     size_t ccap, cn;
     const gmp_reader *last_reader;
     size_t reader_done;
+    gmp_omap demangled; /* name in strs (pointer) -> name to show (pointer into strs) */
     gmp_sym_stats st;
 };
 
@@ -276,7 +284,29 @@ void gmp_symbolizer_free(gmp_symbolizer *s)
     free(s->cache);
     arena_free(&s->a);
     pool_free(&s->strs);
+    gmp_omap_free(&s->demangled);
     free(s);
+}
+
+/* The name to show for a function named n (interned in s->strs): a mangled C++ name ("_Z...")
+ * demangled, anything else as it is (C names, and names the demangler refuses). Each name is
+ * demangled once. */
+static const char *display_name(gmp_symbolizer *s, const char *n)
+{
+    if (!n || n[0] != '_' || n[1] != 'Z')
+        return n;
+    int fresh;
+    uint64_t *v = gmp_omap_put(&s->demangled, (uint64_t)(uintptr_t)n, &fresh);
+    if (!v)
+        return n;
+    if (!fresh)
+        return (const char *)(uintptr_t)*v;
+    int status = -1;
+    char *d = __cxa_demangle(n, NULL, NULL, &status);
+    const char *r = d && status == 0 ? pool_str(&s->strs, d) : NULL;
+    free(d);
+    *v = (uint64_t)(uintptr_t)(r ? r : n); /* (pool_str does not touch the map: v is valid) */
+    return r ? r : n;
 }
 
 gmp_err gmp_symbolizer_add_module(gmp_symbolizer *s, const gmp_rec_module *m)
@@ -696,18 +726,53 @@ static const char **name_slot(dwctx *c, uint64_t off)
     return &c->nvals[j];
 }
 
+/* DW_AT_linkage_name (or the older DW_AT_MIPS_linkage_name) of die: the mangled, qualified name
+ * of a C++ function, which DW_AT_name ("forward") is not; NULL when absent (C functions). */
+static const char *linkage_name(dwctx *c, Dwarf_Die die)
+{
+    static const Dwarf_Half ats[] = {DW_AT_linkage_name, DW_AT_MIPS_linkage_name};
+    for (int i = 0; i < 2; i++) {
+        Dwarf_Attribute a = NULL;
+        Dwarf_Error err = NULL;
+        if (dwarf_attr(die, ats[i], &a, &err) != DW_DLV_OK) {
+            dw_err(c, err);
+            continue;
+        }
+        char *str = NULL; /* points into the string section: not to be freed */
+        err = NULL;
+        int ok = dwarf_formstring(a, &str, &err) == DW_DLV_OK && str && *str;
+        dw_err(c, ok ? NULL : err);
+        const char *r = ok ? pool_str(&c->im->strs, str) : NULL;
+        dwarf_dealloc_attribute(a);
+        if (r)
+            return r;
+    }
+    return NULL;
+}
+
+static int is_mangled(const char *n)
+{
+    return n && n[0] == '_' && n[1] == 'Z';
+}
+
+/* The name of a subprogram or inlined scope: its linkage name, else the linkage name of the
+ * declaration or abstract instance it refers to (DW_AT_specification, DW_AT_abstract_origin),
+ * else a plain DW_AT_name, its own first. */
 static const char *die_name(dwctx *c, Dwarf_Die die, int depth)
 {
+    const char *own = linkage_name(c, die);
+    if (own)
+        return own;
     Dwarf_Error err = NULL;
     char *n = NULL;
     if (dwarf_diename(die, &n, &err) == DW_DLV_OK && n) {
-        const char *r = pool_str(&c->im->strs, n);
+        own = pool_str(&c->im->strs, n);
         dwarf_dealloc(c->dbg, n, DW_DLA_STRING);
-        return r;
+    } else {
+        dw_err(c, err);
     }
-    dw_err(c, err);
     if (depth > 8)
-        return NULL;
+        return own;
     static const Dwarf_Half refs[] = {DW_AT_abstract_origin, DW_AT_specification};
     for (int i = 0; i < 2; i++) {
         Dwarf_Attribute a = NULL;
@@ -723,8 +788,11 @@ static const char *die_name(dwctx *c, Dwarf_Die die, int depth)
         if (!ok)
             continue;
         const char **slot = name_slot(c, off);
-        if (slot && *slot)
-            return *slot;
+        if (slot && *slot) {
+            if (!own || is_mangled(*slot))
+                return *slot;
+            continue;
+        }
         Dwarf_Die o = NULL;
         err = NULL;
         if (dwarf_offdie_b(c->dbg, off, 1, &o, &err) != DW_DLV_OK) {
@@ -736,10 +804,10 @@ static const char *die_name(dwctx *c, Dwarf_Die die, int depth)
         slot = name_slot(c, off); /* the table may have grown */
         if (slot)
             *slot = r;
-        if (r)
+        if (r && (!own || is_mangled(r)))
             return r;
     }
-    return NULL;
+    return own;
 }
 
 static int add_range(dwctx *c, uint64_t lo, uint64_t hi)
@@ -1253,7 +1321,7 @@ static size_t resolve(gmp_symbolizer *s, uint64_t addr, gmp_sym_frame *out, size
             return 1;
         }
         out->status = GMP_SYM_OK;
-        out->function = pool_str(&s->strs, fn);
+        out->function = display_name(s, pool_str(&s->strs, fn));
         if (row) {
             out->file = pool_str(&s->strs, row->file);
             out->line = row->line;
@@ -1276,7 +1344,7 @@ static size_t resolve(gmp_symbolizer *s, uint64_t addr, gmp_sym_frame *out, size
         const char *name = sc->name;
         if (!name && k == 0 && sy)
             name = sy->name;
-        f->function = pool_str(&s->strs, name ? name : "??");
+        f->function = display_name(s, pool_str(&s->strs, name ? name : "??"));
         f->file = pool_str(&s->strs, file);
         f->line = line;
         f->inlined = k > 0;

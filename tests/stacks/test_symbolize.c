@@ -1,7 +1,8 @@
 /* test_symbolize: the symbolizer on a list of known addresses of this very program (built -O1 -g):
  * return addresses in main and through an inlined function, with DWARF and with ELF symbols only;
- * an address in no module, a module whose file is missing, one whose build-id changed; the cache.
- */
+ * an address in no module, a module whose file is missing, one whose build-id changed; the cache;
+ * a symbol that looks like a C++ name and is not (kept as it is). With GMP_TEST_CXX, the same in a
+ * C++ library (sym_cxx.cc): names demangled and qualified, through DWARF and the symbol table. */
 #include <elf.h>
 #include <link.h>
 #include <stdint.h>
@@ -50,14 +51,39 @@ static __attribute__((noinline)) uint64_t outer_fn(void)
     return a;
 }
 
-static char exe[4096];
-static uint8_t bid[64];
-static gmp_rec_module self;
+/* A C function whose symbol looks like a mangled C++ name but is not one. */
+uint64_t not_mangled(void) __asm__("_Zbogus");
+__attribute__((noinline)) uint64_t not_mangled(void)
+{
+    uint64_t a = ret_addr();
+    __asm__ volatile("" ::: "memory");
+    return a;
+}
 
-static int find_self(struct dl_phdr_info *info, size_t size, void *arg)
+#ifdef GMP_TEST_CXX
+uint64_t gmpt_forward_addr(void); /* sym_cxx.cc */
+uint64_t gmpt_inlined_addr(void);
+#endif
+
+static char exe[4096];
+
+/* The module record of a loaded object: the program (name NULL), or the first whose path contains
+ * name. */
+typedef struct want_module {
+    const char *name;
+    gmp_rec_module *m;
+    uint8_t *bid; /* 64 bytes */
+} want_module;
+
+static int find_module(struct dl_phdr_info *info, size_t size, void *arg)
 {
     (void)size;
-    (void)arg;
+    want_module *w = arg;
+    if (w->name && !(info->dlpi_name && strstr(info->dlpi_name, w->name)))
+        return 0;
+    gmp_rec_module *m = w->m;
+    if (w->name)
+        m->path = (gmp_str){info->dlpi_name, (uint32_t)strlen(info->dlpi_name)};
     uint64_t lo = UINT64_MAX, hi = 0;
     for (int i = 0; i < info->dlpi_phnum; i++) {
         const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
@@ -67,20 +93,23 @@ static int find_self(struct dl_phdr_info *info, size_t size, void *arg)
                 lo = a;
             if (a + ph->p_memsz > hi)
                 hi = a + ph->p_memsz;
-        } else if (ph->p_type == PT_NOTE && !self.build_id.len) {
+        } else if (ph->p_type == PT_NOTE && !m->build_id.len) {
             const uint8_t *p = (const uint8_t *)(info->dlpi_addr + ph->p_vaddr);
             const ElfW(Nhdr) *nh = (const void *)p;
-            if (nh->n_type == NT_GNU_BUILD_ID && nh->n_descsz <= sizeof bid) {
-                memcpy(bid, p + sizeof *nh + ((nh->n_namesz + 3) & ~3u), nh->n_descsz);
-                self.build_id = (gmp_str){(const char *)bid, nh->n_descsz};
+            if (nh->n_type == NT_GNU_BUILD_ID && nh->n_descsz <= 64) {
+                memcpy(w->bid, p + sizeof *nh + ((nh->n_namesz + 3) & ~3u), nh->n_descsz);
+                m->build_id = (gmp_str){(const char *)w->bid, nh->n_descsz};
             }
         }
     }
-    self.base = info->dlpi_addr;
-    self.lo = lo;
-    self.size = hi - lo;
+    m->base = info->dlpi_addr;
+    m->lo = lo;
+    m->size = hi - lo;
     return 1; /* the program is the first object */
 }
+
+static uint8_t bid[64];
+static gmp_rec_module self;
 
 static void expect_frame(const gmp_sym_frame *f, const char *fn, int line, int inlined)
 {
@@ -105,7 +134,8 @@ int main(void)
     exe[k] = 0;
     self.id = 1;
     self.path = (gmp_str){exe, (uint32_t)k};
-    dl_iterate_phdr(find_self, NULL);
+    want_module ws = {NULL, &self, bid};
+    dl_iterate_phdr(find_module, &ws);
     CHECK(self.build_id.len > 0, "no build-id in this program");
 
     gmp_symbolizer *s;
@@ -176,7 +206,51 @@ int main(void)
     CHECK(n == 1 && f[0].status == GMP_SYM_OK && f[0].function && !strcmp(f[0].function, "main") &&
               f[0].line == 0,
           "symtab: %s", f[0].function ? f[0].function : "(null)");
+    /* a symbol that starts like a C++ name but does not demangle is shown as it is */
+    uint64_t a_bogus = not_mangled();
+    n = gmp_symbolize(s, a_bogus, &f);
+    CHECK(n == 1 && f[0].function && !strcmp(f[0].function, "_Zbogus"), "not mangled: %s",
+          f[0].function ? f[0].function : "(null)");
     gmp_symbolizer_free(s);
+
+#ifdef GMP_TEST_CXX
+    /* C++: qualified, demangled names (DWARF's linkage names; the symbol table's names) */
+    static gmp_rec_module cxx;
+    static uint8_t cxx_bid[64];
+    want_module wc = {"libsym_cxx.so", &cxx, cxx_bid};
+    uint64_t a_fwd = gmpt_forward_addr(), a_step = gmpt_inlined_addr();
+    dl_iterate_phdr(find_module, &wc);
+    cxx.id = 4;
+    CHECK(cxx.path.len > 0 && cxx.build_id.len > 0, "libsym_cxx.so not found");
+    static const char *const fwd = "gmpt::Model::forward(int)";
+    static const char *const outer = "gmpt::Model::outer(int)";
+    static const char *const step = "unsigned long gmpt::Model::step<int>(int)";
+    for (int elf_only = 0; elf_only <= 1; elf_only++) {
+        gmp_sym_opts oc = {NULL, elf_only};
+        CHECK(gmp_symbolizer_new(&s, &oc) == GMP_OK, "new");
+        gmp_symbolizer_add_module(s, &cxx);
+        n = gmp_symbolize(s, a_fwd, &f);
+        CHECK(n == 1 && f[0].status == GMP_SYM_OK && f[0].function && !strcmp(f[0].function, fwd),
+              "C++ (elf only %d): %s, want %s", elf_only, f[0].function ? f[0].function : "(null)",
+              fwd);
+        CHECK(elf_only || (f[0].file && strstr(f[0].file, "sym_cxx.cc")), "C++ file %s",
+              f[0].file ? f[0].file : "(null)");
+        n = gmp_symbolize(s, a_step, &f);
+        if (elf_only) { /* the symbol table knows the function the template was inlined into */
+            CHECK(n == 1 && f[0].function && !strcmp(f[0].function, outer), "C++ symtab: %s",
+                  f[0].function ? f[0].function : "(null)");
+        } else {
+            CHECK(n == 2, "C++ inlined: %zu frames", n);
+            if (n == 2) {
+                CHECK(f[0].inlined && f[0].function && !strcmp(f[0].function, step),
+                      "C++ inlined: %s, want %s", f[0].function ? f[0].function : "(null)", step);
+                CHECK(!f[1].inlined && f[1].function && !strcmp(f[1].function, outer),
+                      "C++ outer: %s, want %s", f[1].function ? f[1].function : "(null)", outer);
+            }
+        }
+        gmp_symbolizer_free(s);
+    }
+#endif
 
     if (failures) {
         fprintf(stderr, "%d failure(s)\n", failures);
