@@ -4,7 +4,8 @@
 // qualified, through DWARF (DW_AT_linkage_name) and through the ELF symbol table alone.
 #include <stdint.h>
 
-namespace {
+namespace
+{
 __attribute__((noinline)) uint64_t ret_addr()
 {
     uint64_t a = (uint64_t)(uintptr_t)__builtin_return_address(0);
@@ -13,7 +14,8 @@ __attribute__((noinline)) uint64_t ret_addr()
 }
 } // namespace
 
-namespace gmpt {
+namespace gmpt
+{
 struct Model {
     static uint64_t forward(int x);
     static uint64_t outer(int x);
