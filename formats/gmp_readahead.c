@@ -100,6 +100,8 @@ static void progress_of(const gmp_ra *ra, gmp_ra_progress *p)
 static void push(gmp_ra *ra, ra_chunk *c, gmp_ra_window *w, const gmp_ra_progress *prog)
 {
     pthread_mutex_lock(&ra->mu);
+    if (w)
+        ra->inflight_bytes += w->bytes;
     ra_qitem *it = &ra->q[(ra->qhead + ra->qn) % RA_QUEUE];
     it->chunk = c;
     it->win = w;
@@ -149,9 +151,6 @@ gmp_ra_window *gmp_ra_window_get(gmp_ra *ra)
 void gmp_ra_window_put(gmp_ra *ra, gmp_ra_window *w, const gmp_ra_progress *prog)
 {
     flush_fill(ra); /* the records decoded before the window was released come first */
-    pthread_mutex_lock(&ra->mu);
-    ra->inflight_bytes += w->bytes;
-    pthread_mutex_unlock(&ra->mu);
     push(ra, NULL, w, prog);
 }
 
@@ -270,7 +269,7 @@ void gmp_ra_window_done(gmp_ra *ra, gmp_ra_window *w)
     pthread_mutex_unlock(&ra->mu);
 }
 
-gmp_reader *gmp_ra_finish(gmp_ra *ra, void (*drop)(void *ctx, gmp_ra_window *w), void *ctx)
+gmp_reader *gmp_ra_finish(gmp_ra *ra, void (*drop)(gmp_ra_window *w))
 {
     if (!ra)
         return NULL;
@@ -284,7 +283,7 @@ gmp_reader *gmp_ra_finish(gmp_ra *ra, void (*drop)(void *ctx, gmp_ra_window *w),
     for (size_t i = 0; i < ra->qn; i++) {
         const ra_qitem *q = &ra->q[(ra->qhead + i) % RA_QUEUE];
         if (q->win && drop)
-            drop(ctx, q->win);
+            drop(q->win);
     }
     for (int i = 0; i < RA_WINDOWS; i++) {
         free(ra->wins[i].slots);

@@ -72,8 +72,9 @@ void gmp_ra_window_put(gmp_ra *ra, gmp_ra_window *w, const gmp_ra_progress *prog
 void gmp_ra_next(gmp_ra *ra, gmp_ra_item *it);
 void gmp_ra_window_done(gmp_ra *ra, gmp_ra_window *w);
 
-/* Stops the thread (at once if it is still reading) and gives the decoder back; windows still
- * queued are passed to drop(ctx, w) first (to free what their slots own); frees the rest. */
-gmp_reader *gmp_ra_finish(gmp_ra *ra, void (*drop)(void *ctx, gmp_ra_window *w), void *ctx);
+/* Stops the thread and gives the decoder back: a thread still reading stops at its next chunk or
+ * window (it may finish decoding the window it is in). Windows still queued are passed to drop(w)
+ * first (to free what their slots own); frees the rest. */
+gmp_reader *gmp_ra_finish(gmp_ra *ra, void (*drop)(gmp_ra_window *w));
 
 #endif

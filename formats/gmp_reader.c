@@ -1567,9 +1567,8 @@ static void window_free_from(gmp_ra_window *w, size_t from)
     w->n = 0;
 }
 
-static void drop_window(void *ctx, gmp_ra_window *w)
+static void drop_window(gmp_ra_window *w)
 {
-    (void)ctx;
     window_free_from(w, 0);
 }
 
@@ -1594,7 +1593,7 @@ __attribute__((noinline)) static void ra_begin(gmp_reader *r)
     }
     d->pkg_ra = ra;
     if (gmp_ra_run(ra) < 0) {
-        decoder_join(r, gmp_ra_finish(ra, NULL, NULL));
+        decoder_join(r, gmp_ra_finish(ra, NULL));
         return;
     }
     r->ra = ra;
@@ -1610,7 +1609,7 @@ static void ra_end(gmp_reader *r)
         gmp_ra_window_done(r->ra, r->rwin);
         r->rwin = NULL;
     }
-    decoder_join(r, gmp_ra_finish(r->ra, drop_window, NULL));
+    decoder_join(r, gmp_ra_finish(r->ra, drop_window));
 }
 
 __attribute__((noinline)) static gmp_err ra_next(gmp_reader *r, const gmp_rec **rec)
@@ -1677,7 +1676,7 @@ gmp_err gmp_reader_readahead(gmp_reader *r, size_t batch)
 {
     if (!r || batch > GMP_READER_READAHEAD_MAX)
         return GMP_ERR_ARG;
-    if (!r->ra)
+    if (!r->ra && (batch || !r->ra_batch)) /* 0 keeps a size asked for before */
         r->ra_batch = batch ? batch : GMP_READER_READAHEAD_DEFAULT;
     return GMP_OK;
 }

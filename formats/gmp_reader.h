@@ -71,7 +71,8 @@ gmp_err gmp_reader_next(gmp_reader *r, const gmp_rec **rec);
  * definition becomes visible to the lookups when gmp_reader_next returns it. While the thread
  * runs, gmp_reader_get_stats is updated as the caller gets there (bytes_read, frames, events) and
  * is complete again once gmp_reader_next has returned GMP_END or an error. The thread ends there,
- * or at gmp_reader_close. batch: records per chunk (0: the default); GMP_ERR_ARG above
+ * or at gmp_reader_close. batch: records per chunk (0: the size asked for before, else the
+ * default); GMP_ERR_ARG above
  * GMP_READER_READAHEAD_MAX. When the thread cannot be started the reader goes on in the calling
  * thread. The reader is still to be used from one thread at a time. */
 #define GMP_READER_READAHEAD_DEFAULT 1024
