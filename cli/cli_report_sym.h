@@ -1,6 +1,6 @@
-/* cli_report_sym: plugs the offline symbolizer (formats/gmp_symbolize.h, libdwarf) into the report
- * model (gmp_report_set_symbolizer), which lives in gmp_formats and cannot link it. Every command
- * that makes a report (report, convert --report/--json) calls this once. */
+/* cli_report_sym: plugs the offline symbolizer (formats/symbols/gmp_symbolize.h, libdwarf) into the
+ * report model (gmp_report_set_symbolizer), which lives in gmp_formats and cannot link it. Every
+ * command that makes a report (report, convert --report/--json) calls this once. */
 #ifndef GMP_CLI_REPORT_SYM_H
 #define GMP_CLI_REPORT_SYM_H
 

@@ -1,6 +1,6 @@
 /* gpumemprof convert: turns traces into the files people open elsewhere (speedscope, Chrome trace /
- * Perfetto, ...). Each output format implements formats/gmp_output.h; the table below lists them
- * (adding a format is one line there). Each trace is replayed once for every output together;
+ * Perfetto, ...). Each output format implements formats/replay/gmp_output.h; the table below lists
+ * them (adding a format is one line there). Each trace is replayed once for every output together;
  * several traces (the ranks of one job) go into the same output files, one process per trace.
  * Everything that can fail early fails before any work: the traces are opened and their headers
  * checked, then every output file is opened for writing. See docs/convert.md. */

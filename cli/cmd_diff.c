@@ -1,6 +1,7 @@
 /* gpumemprof diff: compares two traces, A (before) and B (after): per device the peak of allocated
  * memory, what was live at the peak by range and by stack, and leaks, side by side with the change
- * B - A, biggest changes first. Each trace is replayed once (formats/gmp_diff.h). See docs/diff.md.
+ * B - A, biggest changes first. Each trace is replayed once (formats/replay/gmp_diff.h). See
+ * docs/diff.md.
  */
 #include <errno.h>
 #include <inttypes.h>

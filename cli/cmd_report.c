@@ -1,7 +1,7 @@
 /* gpumemprof report: what one or several traces say about memory, for a terminal (text, colour on a
  * TTY), Markdown, one self-contained HTML file, or JSON for programs. The report model
- * (formats/gmp_report.h) is computed in the one replay pass of each trace; the renderers
- * (formats/gmp_report_{text,md,html,json}.c) write it. See docs/report.md. */
+ * (formats/report/gmp_report.h) is computed in the one replay pass of each trace; the renderers
+ * (formats/report/gmp_report_{text,md,html,json}.c) write it. See docs/report.md. */
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>

@@ -1,6 +1,6 @@
-/* Tests of the report's analyses (formats/gmp_analysis.c): traces written with the writer (no
- * thread, explicit times, tests/replay/replay_tb.h), replayed once through the report model, with
- * exact expected numbers. `test_analysis write-leak PATH` writes the leaking trace for the CLI
+/* Tests of the report's analyses (formats/replay/gmp_analysis.c): traces written with the writer
+ * (no thread, explicit times, tests/replay/replay_tb.h), replayed once through the report model,
+ * with exact expected numbers. `test_analysis write-leak PATH` writes the leaking trace for the CLI
  * checks (check_analysis.py). */
 #include <setjmp.h>
 #include <stdarg.h>

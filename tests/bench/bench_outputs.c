@@ -1,6 +1,6 @@
-/* bench_outputs: throughput of the `gpumemprof convert` outputs (formats/gmp_output.h) on a large
- * trace generated with the writer: allocations and frees (with stacks) inside NVTX ranges on four
- * threads and two devices, SYNC every few thousand events.
+/* bench_outputs: throughput of the `gpumemprof convert` outputs (formats/replay/gmp_output.h) on a
+ * large trace generated with the writer: allocations and frees (with stacks) inside NVTX ranges on
+ * four threads and two devices, SYNC every few thousand events.
  *
  *   bench_outputs [EVENTS] [--threads 1]      (default 5000000; --threads 1: the replay reads
  *                                              in the calling thread, gmp_replay_opts.threads)

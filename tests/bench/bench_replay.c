@@ -1,4 +1,4 @@
-/* bench_replay: throughput and memory of the replay (formats/gmp_replay.h) on a large trace.
+/* bench_replay: throughput and memory of the replay (formats/replay/gmp_replay.h) on a large trace.
  *
  *   bench_replay [EVENTS] [--live N] [--sync N] [--passes N] [--keep]
  *       (default 10,000,000 events, 50,000 live, a SYNC every 65,536 events, 1 pass)

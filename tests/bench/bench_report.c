@@ -1,4 +1,4 @@
-/* bench_report: throughput of the report (formats/gmp_report*.c) on a large generated trace.
+/* bench_report: throughput of the report (formats/report/gmp_report*.c) on a large generated trace.
  *
  *   bench_report [EVENTS] [--keep] [--threads 1]   (default 10,000,000 events; --threads 1:
  *                                                   the replay reads in the calling thread)

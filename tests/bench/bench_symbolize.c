@@ -1,4 +1,4 @@
-/* bench_symbolize: cost of symbolizing 100,000 distinct addresses (formats/gmp_symbolize).
+/* bench_symbolize: cost of symbolizing 100,000 distinct addresses (formats/symbols/gmp_symbolize).
  * The addresses are instruction addresses spread over the functions of a big ELF file with DWARF:
  * the first argument, else libc's separate debug file when installed, else this program. Prints
  * the time to read the module's debug information (first lookup), per address (cold), and per

@@ -1,4 +1,4 @@
-/* Unit tests of formats/gmp_escape: JSON and HTML escaping of arbitrary bytes. */
+/* Unit tests of formats/base/gmp_escape: JSON and HTML escaping of arbitrary bytes. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>

@@ -1,4 +1,4 @@
-/* The JSON writer's numbers (formats/gmp_output.h): gmp_jw_u64, gmp_jw_i64, gmp_jw_us and
+/* The JSON writer's numbers (formats/replay/gmp_output.h): gmp_jw_u64, gmp_jw_i64, gmp_jw_us and
  * gmp_jw_hex against snprintf, on the edges of every digit count and of the 32-bit and 10^8
  * splits, and on 200,000 random values of every size. */
 #include <inttypes.h>

@@ -1,5 +1,5 @@
-/* libFuzzer target for the Nsight Systems SQLite importer (formats/gmp_import_nsys.h): an export
- * is a file someone sends, so every table, column, type and value in it is untrusted.
+/* libFuzzer target for the Nsight Systems SQLite importer (formats/import/gmp_import_nsys.h): an
+ * export is a file someone sends, so every table, column, type and value in it is untrusted.
  *
  * Two input modes, chosen by the first bytes:
  *  - an input that begins with the SQLite magic is the database file itself (SQLite's own parsing

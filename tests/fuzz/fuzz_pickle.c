@@ -1,5 +1,5 @@
-/* libFuzzer target for the pickle reader (formats/gmp_pickle.h) and the PyTorch snapshot import
- * built on it (formats/gmp_import_torch.h): every byte of a pickle is untrusted.
+/* libFuzzer target for the pickle reader (formats/import/gmp_pickle.h) and the PyTorch snapshot
+ * import built on it (formats/import/gmp_import_torch.h): every byte of a pickle is untrusted.
  *
  * Each input is parsed with small limits (so that the fuzzer reaches the limit paths) and with the
  * default ones; the resulting value graph is walked through every accessor (bounded: shared values

@@ -79,7 +79,7 @@ def check_json(doc):
         (1, "eval", 356 * MiB, 2, 0),
     ])
     st = doc["live_at_peak"][0]["stack"]
-    # symbolized (formats/gmp_symbolize): no module covers 0x401000, and /opt/app/libtrain.so
+    # symbolized (formats/symbols/gmp_symbolize): no module covers 0x401000, and /opt/app/libtrain.so
     # does not exist here, so both frames say why they have no function
     eq("native stack", st, [{"function": None, "file": None, "line": 0, "module": None,
                              "address": "0x401000", "unknown": "no module"},

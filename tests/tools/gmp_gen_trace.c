@@ -4,8 +4,8 @@
  *
  * --complete leaves out the LOST record (and so the only reason for a reader to call the trace
  * incomplete).
- * Uses the trace writer (formats/gmp_writer.h) without its thread. The content stands for a short
- * PyTorch-like training job on two devices and three threads: nested NVTX ranges
+ * Uses the trace writer (formats/trace/gmp_writer.h) without its thread. The content stands for a
+ * short PyTorch-like training job on two devices and three threads: nested NVTX ranges
  * (train/step/forward|backward), allocations and frees of every memory kind, a stream-ordered
  * pool, VMM, a failed allocation and an out-of-memory error, device samples, context and stream
  * events, an alert, a NOTICE and a LOST record. Strings include non-ASCII UTF-8, an invalid byte,

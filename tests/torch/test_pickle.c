@@ -1,4 +1,4 @@
-/* Unit tests of formats/gmp_pickle: a real-format sample (every value type these files use),
+/* Unit tests of formats/import/gmp_pickle: a real-format sample (every value type these files use),
  * pickles of protocols 2 and 4, and hostile inputs: globals and other refused opcodes, deep
  * nesting (on the stack and through the memo), cycles, huge lengths, memo abuse, integers out of
  * range, bad stacks, every truncation of a valid pickle, the memory bound, and random mutations. */

@@ -25,11 +25,9 @@
 #include <stdint.h>
 
 #include "gmp_error.h"
+#include "gmp_torch_layout.h"
 
-#define GMP_TORCH_MAX_DEVICES 1024 /* device ordinals accepted: 0 .. this - 1 */
 #define GMP_TORCH_MAX_FILE ((size_t)2 << 30)
-/* The pool handle that holds the mapped memory of device d's expandable segments. */
-#define GMP_TORCH_EXPANDABLE_POOL(d) (0xe000000000000000ull | (uint64_t)(d))
 
 typedef struct gmp_import_torch_stats {
     int legacy;             /* the input was a bare list of segments */

@@ -25,8 +25,8 @@
 #include <string.h>
 
 #include "gmp_escape.h"
-#include "gmp_import_torch.h"
 #include "gmp_output.h"
+#include "gmp_torch_layout.h"
 
 #define MAX_DEVICES GMP_TORCH_MAX_DEVICES
 #define MAX_FRAMES 256

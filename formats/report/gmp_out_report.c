@@ -1,4 +1,4 @@
-/* gmp_out_report: the report as outputs of `gpumemprof convert` (formats/gmp_output.h):
+/* gmp_out_report: the report as outputs of `gpumemprof convert` (formats/replay/gmp_output.h):
  * --report FILE (text, Markdown or HTML by FILE's extension: .txt, .md, .html; text otherwise)
  * and --json FILE (the JSON report). The model (gmp_report.h) registers on each trace's replay;
  * the renderer writes the document at finish. */

@@ -173,9 +173,9 @@ void gmp_analysis_result_free(gmp_analysis_result *r);
  *   last_bytes > mid_bytes (still rising in the second half: not a warm-up). */
 int gmp_analysis_is_leak(const gmp_analysis_growth *g, const gmp_analysis_opts *opts);
 
-/* The report's sections (formats/gmp_analysis_out.c): one per report format, written from the
- * trace's `analysis` with the report's view (--top, --device). Nothing is written when the trace
- * has no analysis. */
+/* The report's sections (formats/report/gmp_analysis_out.c): one per report format, written from
+ * the trace's `analysis` with the report's view (--top, --device). Nothing is written when the
+ * trace has no analysis. */
 struct gmp_report_trace;
 struct gmp_report_view;
 void gmp_analysis_write_text(FILE *f, const struct gmp_report_trace *t,

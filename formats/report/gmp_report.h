@@ -190,8 +190,9 @@ typedef struct gmp_report_trace {
 } gmp_report_trace;
 
 /* Names of native frames: the one place where they come from. The offline symbolizer lives in a
- * library of its own (formats/gmp_symbolize.h, libdwarf) that the agent must not link, so the CLI
- * plugs it in here (gmp_report_set_symbolizer). Without one, native frames are module+offset. */
+ * library of its own (formats/symbols/gmp_symbolize.h, libdwarf) that the agent must not link, so
+ * the CLI plugs it in here (gmp_report_set_symbolizer). Without one, native frames are
+ * module+offset. */
 typedef struct gmp_report_sym {
     const char *function, *file; /* NULL when unknown */
     uint32_t line;

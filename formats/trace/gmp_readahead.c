@@ -36,7 +36,7 @@ typedef struct ra_qitem {
 } ra_qitem;
 
 struct gmp_ra {
-    gmp_reader *dec;
+    gmp_ra_source src;
     size_t batch;
     pthread_t th;
     int running;
@@ -90,10 +90,7 @@ static int own_notice(ra_chunk *c, gmp_rec *rec)
 
 static void progress_of(const gmp_ra *ra, gmp_ra_progress *p)
 {
-    const gmp_reader_stats *st = gmp_reader_get_stats(ra->dec);
-    p->bytes_read = st->bytes_read;
-    p->frames = st->frames;
-    p->events = st->events;
+    ra->src.progress(ra->src.dec, p);
 }
 
 /* Queues an item (never waits: the queue holds every chunk and window). */
@@ -159,7 +156,7 @@ static void *decoder_main(void *arg)
     gmp_ra *ra = arg;
     for (;;) {
         const gmp_rec *rec;
-        gmp_err e = gmp_reader_next(ra->dec, &rec);
+        gmp_err e = ra->src.next(ra->src.dec, &rec);
         ra_chunk *c = fill_chunk(ra);
         if (!c)
             return NULL; /* stopping */
@@ -182,14 +179,14 @@ static void *decoder_main(void *arg)
     }
 }
 
-gmp_ra *gmp_ra_new(gmp_reader *dec, size_t batch)
+gmp_ra *gmp_ra_new(const gmp_ra_source *src, size_t batch)
 {
-    if (!dec || !batch || batch > GMP_READER_READAHEAD_MAX)
+    if (!src || !src->dec || !src->next || !src->progress || !batch)
         return NULL;
     gmp_ra *ra = calloc(1, sizeof *ra);
     if (!ra)
         return NULL;
-    ra->dec = dec;
+    ra->src = *src;
     ra->batch = batch;
     int ok = pthread_mutex_init(&ra->mu, NULL) == 0;
     ok = ok && pthread_cond_init(&ra->to_dec, NULL) == 0;
@@ -269,7 +266,7 @@ void gmp_ra_window_done(gmp_ra *ra, gmp_ra_window *w)
     pthread_mutex_unlock(&ra->mu);
 }
 
-gmp_reader *gmp_ra_finish(gmp_ra *ra, void (*drop)(gmp_ra_window *w))
+void *gmp_ra_finish(gmp_ra *ra, void (*drop)(gmp_ra_window *w))
 {
     if (!ra)
         return NULL;
@@ -297,7 +294,7 @@ gmp_reader *gmp_ra_finish(gmp_ra *ra, void (*drop)(gmp_ra_window *w))
     pthread_cond_destroy(&ra->to_dec);
     pthread_cond_destroy(&ra->to_caller);
     pthread_mutex_destroy(&ra->mu);
-    gmp_reader *dec = ra->dec;
+    void *dec = ra->src.dec;
     free(ra);
     return dec;
 }

@@ -14,7 +14,9 @@
  *  - records, copied in chunks: everything the decoder returns at once (definitions, late events,
  *    records in file order, NOTICE messages included);
  *  - the decoder's final status (GMP_END or an error).
- * The layout of a window's slots is the reader's; this module only moves them. */
+ * The layout of a window's slots is the reader's; this module only moves them. It knows the
+ * decoder only through gmp_ra_source (the reader hands in its functions): the reader uses this
+ * module, never the other way round. */
 #ifndef GMP_READAHEAD_H
 #define GMP_READAHEAD_H
 
@@ -22,7 +24,7 @@
 #include <stdint.h>
 
 #include "gmp_error.h"
-#include "gmp_reader.h"
+#include "gmp_trace.h"
 
 typedef struct gmp_ra gmp_ra;
 
@@ -50,9 +52,18 @@ typedef struct gmp_ra_item {
     gmp_ra_progress prog;
 } gmp_ra_item;
 
-/* Creates the read-ahead over dec (which it owns until gmp_ra_finish); nothing runs yet. batch:
- * records per chunk (>= 1). NULL when out of memory. */
-gmp_ra *gmp_ra_new(gmp_reader *dec, size_t batch);
+/* What the thread runs: the decoder (a gmp_reader, opaque here) and its functions. */
+typedef struct gmp_ra_source {
+    void *dec;
+    /* The next record, as gmp_reader_next; the record is valid until the next call. */
+    gmp_err (*next)(void *dec, const gmp_rec **rec);
+    /* What the decoder has read so far. */
+    void (*progress)(void *dec, gmp_ra_progress *p);
+} gmp_ra_source;
+
+/* Creates the read-ahead over src->dec (which it owns until gmp_ra_finish); nothing runs yet.
+ * batch: records per chunk (>= 1). NULL when out of memory. */
+gmp_ra *gmp_ra_new(const gmp_ra_source *src, size_t batch);
 /* Starts the thread. -1 when it cannot be started (then gmp_ra_finish gives dec back). */
 int gmp_ra_run(gmp_ra *ra);
 
@@ -75,6 +86,6 @@ void gmp_ra_window_done(gmp_ra *ra, gmp_ra_window *w);
 /* Stops the thread and gives the decoder back: a thread still reading stops at its next chunk or
  * window (it may finish decoding the window it is in). Windows still queued are passed to drop(w)
  * first (to free what their slots own); frees the rest. */
-gmp_reader *gmp_ra_finish(gmp_ra *ra, void (*drop)(gmp_ra_window *w));
+void *gmp_ra_finish(gmp_ra *ra, void (*drop)(gmp_ra_window *w));
 
 #endif

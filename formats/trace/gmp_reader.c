@@ -1572,6 +1572,20 @@ static void drop_window(gmp_ra_window *w)
     window_free_from(w, 0);
 }
 
+/* The decoder's functions as the read-ahead calls them (gmp_ra_source). */
+static gmp_err ra_src_next(void *dec, const gmp_rec **rec)
+{
+    return gmp_reader_next(dec, rec);
+}
+
+static void ra_src_progress(void *dec, gmp_ra_progress *p)
+{
+    const gmp_reader_stats *st = gmp_reader_get_stats(dec);
+    p->bytes_read = st->bytes_read;
+    p->frames = st->frames;
+    p->events = st->events;
+}
+
 /* (the read-ahead's functions are kept out of gmp_reader_next, which stays small without it) */
 __attribute__((noinline)) static void ra_begin(gmp_reader *r)
 {
@@ -1586,7 +1600,7 @@ __attribute__((noinline)) static void ra_begin(gmp_reader *r)
     gmp_reader *d = decoder_fork(r);
     if (!d)
         return;
-    gmp_ra *ra = gmp_ra_new(d, batch);
+    gmp_ra *ra = gmp_ra_new(&(gmp_ra_source){d, ra_src_next, ra_src_progress}, batch);
     if (!ra) {
         decoder_join(r, d);
         return;

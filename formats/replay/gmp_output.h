@@ -1,8 +1,8 @@
 /* gmp_output: the interface every output format of `gpumemprof convert` implements (speedscope,
  * Chrome trace, reports, PyTorch snapshot, ...), and small helpers they share.
  *
- * One output writes one file. The converter replays each trace once (formats/gmp_replay.h) and
- * every output registers its callbacks on that one pass (DESIGN.md decision 7):
+ * One output writes one file. The converter replays each trace once (formats/replay/gmp_replay.h)
+ * and every output registers its callbacks on that one pass (DESIGN.md decision 7):
  *
  *     start(&ctx, out, path, opts)           once, before any trace: may write a prologue
  *     add_trace(ctx, rp, trace)              per trace, before gmp_replay_run(rp): registers the
@@ -90,7 +90,7 @@ typedef struct gmp_output {
     void (*discard)(gmp_output_ctx *ctx);
 } gmp_output;
 
-/* The formats (one file each: formats/gmp_out_NAME.c). */
+/* The formats (one file each: formats/export/gmp_out_NAME.c). */
 extern const gmp_output gmp_out_speedscope;
 extern const gmp_output gmp_out_chrome;
 extern const gmp_output gmp_out_pytorch;
