@@ -6,12 +6,22 @@ check_analysis.py cli   GPUMEMPROF TEST_ANALYSIS WORKDIR: the leaking trace of t
     --temporary-us and --device.
 check_analysis.py torch GPUMEMPROF TEST_ANALYSIS WORKDIR: a real PyTorch snapshot imported and
     reported (sanity: no crash, plausible numbers; skipped when the data is missing).
+check_analysis.py golden_text|golden_md|golden_html|golden_json GPUMEMPROF TEST_ANALYSIS WORKDIR:
+    the whole report, in that format, of two fixtures against golden/<fixture>.<ext>:
+    `test_analysis write-analyses` (every analysis section: a probable leak with its site,
+    temporaries, allocator overhead with a pool, an OOM of each verdict) and `write-steady` (no
+    range grows). Run in WORKDIR on relative paths; JSON compared as parsed JSON.
+    GMP_REGEN_GOLDEN=1 rewrites the golden files.
 """
 import json
 import os
 import shutil
 import subprocess
 import sys
+
+sys.dont_write_bytecode = True  # nothing written into the source tree
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tools"))
+import gmp_golden  # noqa: E402
 
 MiB = 1 << 20
 SNAPSHOT = os.path.join(os.path.dirname(__file__), "..", "..", "..", "shared", "data",
@@ -125,11 +135,35 @@ def torch(gmp, tool, work):
         run(gmp, "report", trace, "--format", fmt)
 
 
+GOLDEN = os.path.join(os.path.dirname(os.path.abspath(__file__)), "golden")
+
+
+def golden(gmp, tool, work, fmt):
+    ext = {"text": "txt", "markdown": "md", "html": "html", "json": "json"}[fmt]
+    for fixture in ("analyses", "steady"):
+        run(tool, "write-" + fixture, os.path.join(work, fixture + ".zst"))
+        p = subprocess.run([gmp, "report", fixture + ".zst", "--format", fmt], cwd=work,
+                           capture_output=True)
+        if p.returncode != 0 or p.stderr:
+            sys.exit("report %s --format %s: exit %d\n%s" % (fixture, fmt, p.returncode,
+                                                             p.stderr.decode()))
+        path = os.path.join(GOLDEN, "%s.%s" % (fixture, ext))
+        if fmt == "json":
+            gmp_golden.golden_json(path, p.stdout, "GMP_REGEN_GOLDEN")
+        else:
+            gmp_golden.golden_bytes(path, p.stdout, "GMP_REGEN_GOLDEN")
+
+
 def main():
     what, gmp, tool, work = sys.argv[1:5]
     shutil.rmtree(work, ignore_errors=True)
     os.makedirs(work)
-    {"cli": cli, "torch": torch}[what](gmp, tool, work)
+    fmt = {"golden_text": "text", "golden_md": "markdown", "golden_html": "html",
+           "golden_json": "json"}.get(what)
+    if fmt:
+        golden(gmp, tool, work, fmt)
+    else:
+        {"cli": cli, "torch": torch}[what](gmp, tool, work)
     print("ok")
 
 

@@ -1,7 +1,8 @@
 /* Tests of the report's analyses (formats/replay/gmp_analysis.c): traces written with the writer
  * (no thread, explicit times, tests/replay/replay_tb.h), replayed once through the report model,
  * with exact expected numbers. `test_analysis write-leak PATH` writes the leaking trace for the CLI
- * checks (check_analysis.py). */
+ * checks (check_analysis.py); `write-analyses PATH` and `write-steady PATH` the fixtures of its
+ * golden files. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -65,40 +66,46 @@ static const gmp_analysis_temp *temp_of(const gmp_report_trace *t, const char *r
     return NULL;
 }
 
-/* A step range repeated n times; in each step: a 4 MiB temporary (freed after 100 us) and the
- * bytes of leak[i] allocated in "step/opt" and never freed, and free_prev[i]: free the previous
- * step's leak allocation first. Before the steps, 64 MiB of weights outside any range. */
+/* A step range repeated n times on thread 0 and device 0; in each step: a 4 MiB temporary
+ * (freed after 100 us) and the bytes of leak[i] allocated in "step/opt" and never freed, and
+ * free_prev[i]: free the previous step's leak allocation first. Before the steps, 64 MiB of
+ * weights outside any range. The last step ends at T0 + n * 10 ms + 5 ms. */
+static void steps(tb *b, int n, const uint64_t *leak, const int *free_prev)
+{
+    uint32_t api = tb_str(b, "cudaMalloc");
+    uint32_t api_f = tb_str(b, "cudaFree");
+    uint32_t r_step = tb_range(b, "step");
+    uint32_t r_opt = tb_range(b, "step/opt");
+    uint32_t s_leak =
+        gmp_writer_stack_python(b->w, 0, tb_str(b, "train.py"), tb_str(b, "optimizer_step"), 77);
+    uint32_t s_tmp =
+        gmp_writer_stack_python(b->w, 0, tb_str(b, "train.py"), tb_str(b, "forward"), 12);
+    uint64_t t = T0;
+    tb_alloc(b, 0, t, 0, GMP_MEM_DEVICE, 0x100000000ull, 64 * TB_MiB, api, 0, 0);
+    for (int i = 0; i < n; i++) {
+        t = T0 + (uint64_t)(i + 1) * 10 * MS;
+        tb_range_ev(b, 0, GMP_REC_RANGE_PUSH, t, r_step, 0);
+        uint64_t tmp = 0x100000000000ull + (uint64_t)i * 0x10000000ull;
+        tb_alloc(b, 0, t + 1 * MS, 0, GMP_MEM_DEVICE, tmp, 4 * TB_MiB, api, r_step, s_tmp);
+        tb_free(b, 0, t + 1 * MS + 100 * US, 0, GMP_MEM_DEVICE, tmp, 0, api_f);
+        tb_range_ev(b, 0, GMP_REC_RANGE_PUSH, t + 2 * MS, r_opt, 0);
+        if (free_prev && free_prev[i] && i > 0)
+            tb_free(b, 0, t + 2 * MS + 10 * US, 0, GMP_MEM_DEVICE,
+                    0x200000000000ull + (uint64_t)(i - 1) * 0x10000000ull, 0, api_f);
+        if (leak[i])
+            tb_alloc(b, 0, t + 3 * MS, 0, GMP_MEM_DEVICE,
+                     0x200000000000ull + (uint64_t)i * 0x10000000ull, leak[i], api, r_opt, s_leak);
+        tb_range_ev(b, 0, GMP_REC_RANGE_POP, t + 4 * MS, 0, 0);
+        tb_range_ev(b, 0, GMP_REC_RANGE_POP, t + 5 * MS, 0, 0);
+    }
+}
+
 static void write_steps(const char *path, int n, const uint64_t *leak, const int *free_prev)
 {
     tb b;
     tb_open(&b, path);
     tb_device(&b, 0, "NVIDIA H100 80GB HBM3", 80 * TB_GiB);
-    uint32_t api = tb_str(&b, "cudaMalloc");
-    uint32_t api_f = tb_str(&b, "cudaFree");
-    uint32_t r_step = tb_range(&b, "step");
-    uint32_t r_opt = tb_range(&b, "step/opt");
-    uint32_t s_leak =
-        gmp_writer_stack_python(b.w, 0, tb_str(&b, "train.py"), tb_str(&b, "optimizer_step"), 77);
-    uint32_t s_tmp =
-        gmp_writer_stack_python(b.w, 0, tb_str(&b, "train.py"), tb_str(&b, "forward"), 12);
-    uint64_t t = T0;
-    tb_alloc(&b, 0, t, 0, GMP_MEM_DEVICE, 0x100000000ull, 64 * TB_MiB, api, 0, 0);
-    for (int i = 0; i < n; i++) {
-        t = T0 + (uint64_t)(i + 1) * 10 * MS;
-        tb_range_ev(&b, 0, GMP_REC_RANGE_PUSH, t, r_step, 0);
-        uint64_t tmp = 0x100000000000ull + (uint64_t)i * 0x10000000ull;
-        tb_alloc(&b, 0, t + 1 * MS, 0, GMP_MEM_DEVICE, tmp, 4 * TB_MiB, api, r_step, s_tmp);
-        tb_free(&b, 0, t + 1 * MS + 100 * US, 0, GMP_MEM_DEVICE, tmp, 0, api_f);
-        tb_range_ev(&b, 0, GMP_REC_RANGE_PUSH, t + 2 * MS, r_opt, 0);
-        if (free_prev && free_prev[i] && i > 0)
-            tb_free(&b, 0, t + 2 * MS + 10 * US, 0, GMP_MEM_DEVICE,
-                    0x200000000000ull + (uint64_t)(i - 1) * 0x10000000ull, 0, api_f);
-        if (leak[i])
-            tb_alloc(&b, 0, t + 3 * MS, 0, GMP_MEM_DEVICE,
-                     0x200000000000ull + (uint64_t)i * 0x10000000ull, leak[i], api, r_opt, s_leak);
-        tb_range_ev(&b, 0, GMP_REC_RANGE_POP, t + 4 * MS, 0, 0);
-        tb_range_ev(&b, 0, GMP_REC_RANGE_POP, t + 5 * MS, 0, 0);
-    }
+    steps(&b, n, leak, free_prev);
     tb_close(&b);
 }
 
@@ -108,6 +115,97 @@ static void write_leak(const char *path)
     for (int i = 0; i < 10; i++)
         leak[i] = TB_MiB;
     write_steps(path, 10, leak, NULL);
+}
+
+/* The "no range grows" trace of the goldens (and of test_steady): each of 12 steps frees the
+ * previous step's 2 MiB. */
+static void write_steady(const char *path)
+{
+    uint64_t leak[12];
+    int fp[12];
+    for (int i = 0; i < 12; i++) {
+        leak[i] = 2 * TB_MiB;
+        fp[i] = 1;
+    }
+    write_steps(path, 12, leak, fp);
+}
+
+/* An OOM whose driver-reported free memory is free_bytes (0: unknown). */
+static void oom_free(tb *b, int th, uint64_t t, int32_t dev, uint32_t api, uint64_t req,
+                     uint64_t free_bytes, uint32_t range)
+{
+    gmp_rec r;
+    memset(&r, 0, sizeof r);
+    r.type = GMP_REC_OOM;
+    r.time_ns = t;
+    r.u.oom.device = dev;
+    r.u.oom.api = api;
+    r.u.oom.requested = req;
+    r.u.oom.range = range;
+    r.u.oom.result = 2;
+    r.u.oom.free_bytes = free_bytes;
+    tb_event(b, th, &r);
+}
+
+/* The fixture of the analysis goldens (check_analysis.py golden_*): every analysis section at
+ * once. Device 0, thread 0: the leaking steps of write_leak (a probable leak with its site, the
+ * temporaries), then a stream-ordered pool (allocator overhead with pools) and three OOMs, one
+ * per verdict (fragmented, cache, exhausted). Device 1, thread 1: 1 GiB of weights, a range
+ * "eval" repeated 4 times that does not grow (2 MiB freed after 2 ms: not temporary) with a
+ * pinned host temporary (device "host"), and an OOM whose free memory is unknown. Written in
+ * time order: the steps end at 105 ms, eval runs from 110 ms, the pool from 160 ms. */
+static void write_analyses(const char *path)
+{
+    tb b;
+    tb_open(&b, path);
+    tb_device(&b, 0, "NVIDIA H100 80GB HBM3", 80 * TB_GiB);
+    tb_device(&b, 1, "NVIDIA A100-SXM4-40GB", 40 * TB_GiB);
+    uint64_t leak[10];
+    for (int i = 0; i < 10; i++)
+        leak[i] = TB_MiB;
+    steps(&b, 10, leak, NULL);
+    uint32_t api = tb_str(&b, "cudaMalloc");
+    uint32_t api_f = tb_str(&b, "cudaFree");
+    uint32_t api_a = tb_str(&b, "cudaMallocAsync");
+    uint32_t api_h = tb_str(&b, "cudaHostAlloc");
+    uint32_t api_hf = tb_str(&b, "cudaFreeHost");
+    uint32_t r_eval = tb_range(&b, "eval");
+    uint32_t s_eval =
+        gmp_writer_stack_python(b.w, 0, tb_str(&b, "eval.py"), tb_str(&b, "evaluate"), 31);
+    /* device 1 */
+    tb_alloc(&b, 1, T0 + 110 * MS, 1, GMP_MEM_DEVICE, 0x300000000ull, TB_GiB, api, 0, 0);
+    for (int i = 0; i < 4; i++) {
+        uint64_t t = T0 + (uint64_t)(i + 12) * 10 * MS;
+        uint64_t a = 0x310000000ull + (uint64_t)i * 0x1000000ull;
+        uint64_t h = 0x7000000ull + (uint64_t)i * 0x10000ull;
+        tb_range_ev(&b, 1, GMP_REC_RANGE_PUSH, t, r_eval, 0);
+        tb_alloc(&b, 1, t + 1 * MS, 1, GMP_MEM_DEVICE, a, 2 * TB_MiB, api, r_eval, s_eval);
+        tb_alloc(&b, 1, t + 2 * MS, -1, GMP_MEM_PINNED_HOST, h, 64 * TB_KiB, api_h, r_eval, s_eval);
+        tb_free(&b, 1, t + 2 * MS + 10 * US, -1, GMP_MEM_PINNED_HOST, h, 0, api_hf);
+        tb_free(&b, 1, t + 3 * MS, 1, GMP_MEM_DEVICE, a, 0, api_f);
+        tb_range_ev(&b, 1, GMP_REC_RANGE_POP, t + 4 * MS, 0, 0);
+    }
+    /* device 0 after the steps: a pool, then the OOMs */
+    const uint64_t pool = 0x77;
+    uint64_t t = T0 + 160 * MS;
+    tb_pool(&b, 0, t, 0, GMP_POOL_CREATE, pool, 0);
+    tb_pool(&b, 0, t + 1 * MS, 0, GMP_POOL_RESERVED, pool, 128 * TB_MiB);
+    tb_mem m = {0, GMP_MEM_ASYNC_POOL, GMP_MEMF_ASYNC, api_a, 0,
+                0, 0x400000000ull,     64 * TB_MiB,    pool,  0};
+    tb_memrec(&b, 0, GMP_REC_ALLOC, t + 2 * MS, &m);
+    m.address = 0x500000000ull;
+    m.size = 32 * TB_MiB;
+    tb_memrec(&b, 0, GMP_REC_ALLOC, t + 3 * MS, &m);
+    m.size = 0;
+    tb_memrec(&b, 0, GMP_REC_FREE, t + 4 * MS, &m);
+    tb_pool(&b, 0, t + 5 * MS, 0, GMP_POOL_RESERVED, pool, 256 * TB_MiB);
+    /* held free: 256 - 64 = 192 MiB */
+    oom_free(&b, 0, t + 6 * MS, 0, api_a, 100 * TB_MiB, 1 * TB_MiB, 0);   /* fragmented */
+    oom_free(&b, 0, t + 7 * MS, 0, api_a, 300 * TB_MiB, 200 * TB_MiB, 0); /* cache */
+    oom_free(&b, 0, t + 8 * MS, 0, api, 8 * TB_GiB, 1 * TB_MiB, 0);       /* exhausted */
+    oom_free(&b, 1, t + 9 * MS, 1, api, 64 * TB_GiB, 0, r_eval);          /* free unknown */
+    tb_pool(&b, 0, t + 10 * MS, 0, GMP_POOL_RESERVED, pool, 96 * TB_MiB);
+    tb_close(&b);
 }
 
 /* 1 MiB leaked per step over 10 steps: rate exactly 1 MiB per repetition, the leaking site. */
@@ -183,13 +281,7 @@ static void test_steady(void **state)
     int fd = mkstemp(path);
     assert_true(fd >= 0);
     close(fd);
-    uint64_t leak[12];
-    int fp[12];
-    for (int i = 0; i < 12; i++) {
-        leak[i] = 2 * TB_MiB;
-        fp[i] = 1;
-    }
-    write_steps(path, 12, leak, fp);
+    write_steady(path);
     gmp_report_doc *doc = report_of(path, NULL);
     const gmp_report_trace *t = doc->traces[0];
     const gmp_analysis_growth *g = growth_of(t, "step", 0);
@@ -489,6 +581,14 @@ int main(int argc, char **argv)
 {
     if (argc == 3 && strcmp(argv[1], "write-leak") == 0) {
         write_leak(argv[2]);
+        return 0;
+    }
+    if (argc == 3 && strcmp(argv[1], "write-steady") == 0) {
+        write_steady(argv[2]);
+        return 0;
+    }
+    if (argc == 3 && strcmp(argv[1], "write-analyses") == 0) {
+        write_analyses(argv[2]);
         return 0;
     }
     const struct CMUnitTest all[] = {

@@ -6,7 +6,8 @@
 The traces in DATA_DIR were written by gen_convert_traces; goldens are in DATA_DIR/../golden.
 GMP_REGEN=1 rewrites the traces and the golden files (review `git diff tests/convert`).
 
-Modes: golden_speedscope golden_chrome golden_torch golden_multi (exact outputs);
+Modes: golden_speedscope golden_chrome golden_torch golden_multi golden_pytorch (exact outputs;
+golden_pytorch: the --pytorch-snapshot pickles of basic, hostile and empty, byte for byte);
 chrome_structure speedscope_structure (structure and numbers against `gpumemprof report
 --format json`); torch_compat; hostile (hostile strings give valid JSON that decodes to the
 trace's bytes); truncated (a cut trace converts with a warning); corrupt (one message, exit 1, no
@@ -19,6 +20,10 @@ import resource
 import shutil
 import subprocess
 import sys
+
+sys.dont_write_bytecode = True  # nothing written into the source tree
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tools"))
+import gmp_golden  # noqa: E402
 
 GMP = GEN = DATA = WORK = None
 GOLDEN = None
@@ -314,6 +319,15 @@ def mode_golden_multi():
             out("s.json"))
     golden("ranks.chrome.json", out("c.json"))
     golden("ranks.speedscope.json", out("s.json"))
+
+
+def mode_golden_pytorch():
+    for name in ("basic", "hostile", "empty"):
+        convert([name + ".trace"], "--pytorch-snapshot", out(name + ".pickle"))
+        with open(out(name + ".pickle"), "rb") as f:
+            got = f.read()
+        gmp_golden.golden_bytes(os.path.join(GOLDEN, name + ".pytorch.pickle"), got,
+                                "GMP_REGEN", regen=REGEN)
 
 
 def mode_chrome_structure():

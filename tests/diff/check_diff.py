@@ -7,11 +7,21 @@ json    every number of the JSON output against the sizes written by diff_traces
 text    the text output: devices side by side, tables ordered by the size of the change
 same    a trace against itself: every change is zero
 top     --top limits rows per device and table
-errors  bad arguments (exit 2), a missing or corrupt trace (exit 1, one message, no output)"""
+errors  bad arguments (exit 2), a missing or corrupt trace (exit 1, one message, no output)
+golden_text, golden_top, golden_json
+        the output (text; text with --top 1; JSON, compared as parsed JSON) against golden/diff.*
+        (run in WORK_DIR on a.zst and b.zst, so the paths it prints are those);
+        GMP_REGEN_GOLDEN=1 rewrites the golden files"""
 import json
 import os
 import subprocess
 import sys
+
+sys.dont_write_bytecode = True  # nothing written into the source tree
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tools"))
+import gmp_golden  # noqa: E402
+
+GOLDEN = os.path.join(os.path.dirname(os.path.abspath(__file__)), "golden")
 
 MiB, GiB = 1 << 20, 1 << 30
 
@@ -150,13 +160,40 @@ def case_errors(gmp, a, b, work):
     print("ok")
 
 
+def golden_run(gmp, work, args):
+    """gpumemprof diff a.zst b.zst ARGS in work: relative paths, the same in every build."""
+    p = subprocess.run([gmp, "diff", "a.zst", "b.zst"] + args, capture_output=True, cwd=work)
+    if p.returncode != 0 or p.stderr:
+        fail("diff %s: exit %d\n%s" % (" ".join(args), p.returncode, p.stderr.decode()))
+    return p.stdout
+
+
+def case_golden_text(gmp, a, b, work):
+    gmp_golden.golden_bytes(os.path.join(GOLDEN, "diff.txt"), golden_run(gmp, work, []),
+                            "GMP_REGEN_GOLDEN")
+    print("ok")
+
+
+def case_golden_top(gmp, a, b, work):
+    gmp_golden.golden_bytes(os.path.join(GOLDEN, "diff.top1.txt"),
+                            golden_run(gmp, work, ["--top", "1"]), "GMP_REGEN_GOLDEN")
+    print("ok")
+
+
+def case_golden_json(gmp, a, b, work):
+    gmp_golden.golden_json(os.path.join(GOLDEN, "diff.json"),
+                           golden_run(gmp, work, ["--format", "json"]), "GMP_REGEN_GOLDEN")
+    print("ok")
+
+
 def main():
     case, gmp, gen, work = sys.argv[1:5]
     os.makedirs(work, exist_ok=True)
     a, b = os.path.join(work, "a.zst"), os.path.join(work, "b.zst")
     subprocess.run([gen, a, b], check=True)
     {"json": case_json, "text": case_text, "same": case_same, "top": case_top,
-     "errors": case_errors}[case](gmp, a, b, work)
+     "errors": case_errors, "golden_text": case_golden_text, "golden_top": case_golden_top,
+     "golden_json": case_golden_json}[case](gmp, a, b, work)
 
 
 if __name__ == "__main__":

@@ -4,14 +4,20 @@
     check_report.py MODE GPUMEMPROF REPORT_TRACE GOLDEN_DIR
 
 MODE: json (every value checked exactly), text (golden file; GMP_REGEN_GOLDEN=1 rewrites it),
-truncated (a cut trace: report plus one warning line), corrupt (one message, exit 1), options
-(--top, --device, -o, bad arguments)."""
+golden_json (--format json against golden/report.json, compared as parsed JSON), golden_color
+(--color always against golden/report.color.txt, byte for byte), truncated (a cut trace: report
+plus one warning line), corrupt (one message, exit 1), options (--top, --device, -o, bad
+arguments)."""
 import json
 import os
 import shutil
 import subprocess
 import sys
 import tempfile
+
+sys.dont_write_bytecode = True  # nothing written into the source tree
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tools"))
+import gmp_golden  # noqa: E402
 
 MiB = 1 << 20
 GiB = 1 << 30
@@ -170,6 +176,20 @@ def main():
                 want = f.read()
             if out != want:
                 sys.exit("text report differs from %s:\n%s" % (path, out))
+        elif mode == "golden_json":
+            p = subprocess.run([gpumemprof, "report", "report.zst", "--format", "json"], cwd=tmp,
+                               capture_output=True)
+            eq("exit status", p.returncode, 0)
+            eq("stderr", p.stderr, b"")
+            gmp_golden.golden_json(os.path.join(golden, "report.json"), p.stdout,
+                                   "GMP_REGEN_GOLDEN")
+        elif mode == "golden_color":
+            p = subprocess.run([gpumemprof, "report", "report.zst", "--color", "always"], cwd=tmp,
+                               capture_output=True)
+            eq("exit status", p.returncode, 0)
+            eq("stderr", p.stderr, b"")
+            gmp_golden.golden_bytes(os.path.join(golden, "report.color.txt"), p.stdout,
+                                    "GMP_REGEN_GOLDEN")
         elif mode == "truncated":
             data = open(os.path.join(tmp, "report.zst"), "rb").read()
             frames = zstd_frames(data)

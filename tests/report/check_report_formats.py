@@ -4,7 +4,9 @@
     check_report_formats.py MODE GPUMEMPROF REPORT_TRACE REPORT_TRACES GOLDEN_DIR
 
 MODE: golden_md, golden_html (the fixture of tests/replay/report_trace against golden files;
-GMP_REGEN_GOLDEN=1 rewrites them), ranges_json (exact per-range statistics of a crafted trace),
+GMP_REGEN_GOLDEN=1 rewrites them), golden_multi_text, golden_multi_md, golden_multi_html,
+golden_multi_json (three ranks, report_traces rank 0..2, in one report against golden/multi.*;
+the JSON compared as parsed JSON), ranges_json (exact per-range statistics of a crafted trace),
 html_hostile (hostile strings: no injected element, parsed with html.parser), md_hostile,
 html_selfcontained (no network reference), convert (convert --report/--json),
 multi (several traces: a section per process and a
@@ -18,6 +20,10 @@ import shutil
 import subprocess
 import sys
 import tempfile
+
+sys.dont_write_bytecode = True  # nothing written into the source tree
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tools"))
+import gmp_golden  # noqa: E402
 
 MiB = 1 << 20
 T0 = 1000000000
@@ -141,6 +147,21 @@ def main():
             parse_html(doc)
             self_contained(doc)
             golden("report.html", out, gdir)
+        elif mode.startswith("golden_multi_"):
+            fmt, ext = {"text": ("text", "txt"), "md": ("markdown", "md"),
+                        "html": ("html", "html"), "json": ("json", "json")}[mode[13:]]
+            for r in (0, 1, 2):
+                run([traces, "rank", str(r), "r%d.zst" % r], tmp)
+            out, err = run([gmp, "report", "--format", fmt, "r0.zst", "r1.zst", "r2.zst"], tmp)
+            eq("stderr", err, "")
+            if fmt == "json":
+                gmp_golden.golden_json(os.path.join(gdir, "multi.json"), out, "GMP_REGEN_GOLDEN")
+            else:
+                if fmt == "html":
+                    doc = out.decode("utf-8")
+                    parse_html(doc)
+                    self_contained(doc)
+                golden("multi." + ext, out, gdir)
         elif mode == "ranges_json":
             run([traces, "ranges", "ranges.zst"], tmp)
             out, _ = run([gmp, "report", "ranges.zst", "--format", "json"], tmp)
