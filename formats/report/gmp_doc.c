@@ -1,0 +1,540 @@
+/* gmp_doc: building the report document (see gmp_doc.h): an arena that owns every block, value
+ * and string, the value constructors, the `%v` line builder, and the one formatting of values
+ * that every renderer shares (gmp_doc_fmt). */
+#include "gmp_doc.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gmp_units.h"
+
+#define ARENA_CHUNK ((size_t)64 << 10)
+
+typedef struct arena_chunk {
+    struct arena_chunk *next;
+    size_t used, cap;
+    _Alignas(16) unsigned char mem[];
+} arena_chunk;
+
+/* Growable arrays (lines, items, rows, spans) live outside the arena (they are reallocated);
+ * each is registered here to be freed with the document. */
+typedef struct owned {
+    void **p;
+    size_t n, cap;
+} owned;
+
+struct gmp_doc {
+    arena_chunk *chunks;
+    owned grown; /* pointers to the growable arrays' pointers */
+    gmp_err err;
+    gmp_doc_block root;
+};
+
+gmp_doc *gmp_doc_new(void)
+{
+    gmp_doc *d = calloc(1, sizeof *d);
+    if (d)
+        d->root.kind = GMP_DOC_SECTION;
+    return d;
+}
+
+void gmp_doc_free(gmp_doc *d)
+{
+    if (!d)
+        return;
+    for (size_t i = 0; i < d->grown.n; i++)
+        free(*(void **)d->grown.p[i]);
+    free(d->grown.p);
+    for (arena_chunk *c = d->chunks, *n; c; c = n) {
+        n = c->next;
+        free(c);
+    }
+    free(d);
+}
+
+gmp_doc_block *gmp_doc_root(gmp_doc *d)
+{
+    return &d->root;
+}
+
+const gmp_doc_block *gmp_doc_root_c(const gmp_doc *d)
+{
+    return &d->root;
+}
+
+gmp_err gmp_doc_error(const gmp_doc *d)
+{
+    return d ? d->err : GMP_ERR_NOMEM;
+}
+
+void *gmp_doc_alloc(gmp_doc *d, size_t n)
+{
+    if (d->err)
+        return NULL;
+    n = (n + 15) & ~(size_t)15;
+    arena_chunk *c = d->chunks;
+    if (!c || c->cap - c->used < n) {
+        size_t cap = n > ARENA_CHUNK ? n : ARENA_CHUNK;
+        c = malloc(sizeof *c + cap);
+        if (!c) {
+            d->err = GMP_ERR_NOMEM;
+            return NULL;
+        }
+        c->used = 0;
+        c->cap = cap;
+        c->next = d->chunks;
+        d->chunks = c;
+    }
+    void *p = c->mem + c->used;
+    c->used += n;
+    memset(p, 0, n);
+    return p;
+}
+
+gmp_str gmp_doc_strdup(gmp_doc *d, const char *s, size_t n)
+{
+    char *p = gmp_doc_alloc(d, n + 1);
+    if (!p)
+        return (gmp_str){"", 0};
+    if (n)
+        memcpy(p, s, n);
+    p[n] = 0;
+    return (gmp_str){p, (uint32_t)n};
+}
+
+const char *gmp_doc_cstr(gmp_doc *d, const char *s)
+{
+    return gmp_doc_strdup(d, s, strlen(s)).ptr;
+}
+
+/* Grows the array *pp (elem bytes each, *cap of them) to hold at least need; registers it with the
+ * document the first time. 0, or -1 (error set). */
+static int grow(gmp_doc *d, void *pp, size_t *cap, size_t need, size_t elem)
+{
+    if (d->err)
+        return -1;
+    if (need <= *cap)
+        return 0;
+    void **p = pp;
+    size_t nc = *cap ? *cap * 2 : 4;
+    while (nc < need)
+        nc *= 2;
+    if (!*p) {
+        if (d->grown.n == d->grown.cap) {
+            size_t gc = d->grown.cap ? d->grown.cap * 2 : 64;
+            void **g = realloc(d->grown.p, gc * sizeof *g);
+            if (!g) {
+                d->err = GMP_ERR_NOMEM;
+                return -1;
+            }
+            d->grown.p = g;
+            d->grown.cap = gc;
+        }
+        d->grown.p[d->grown.n++] = p;
+    }
+    void *q = realloc(*p, nc * elem);
+    if (!q) {
+        d->err = GMP_ERR_NOMEM;
+        return -1;
+    }
+    memset((char *)q + *cap * elem, 0, (nc - *cap) * elem);
+    *p = q;
+    *cap = nc;
+    return 0;
+}
+
+/* ---- values ---- */
+
+gmp_doc_val gmp_dv_none(void)
+{
+    return (gmp_doc_val){.type = GMP_DOC_NONE};
+}
+
+gmp_doc_val gmp_dv_lit(const char *s)
+{
+    return (gmp_doc_val){.type = GMP_DOC_LIT, .s = {s ? s : "", s ? (uint32_t)strlen(s) : 0}};
+}
+
+gmp_doc_val gmp_dv_str(gmp_str s, const char *none)
+{
+    return (gmp_doc_val){.type = GMP_DOC_STR, .s = s.ptr ? s : (gmp_str){"", 0}, .none = none};
+}
+
+gmp_doc_val gmp_dv_bytes(uint64_t b)
+{
+    return (gmp_doc_val){.type = GMP_DOC_BYTES, .u = b};
+}
+
+gmp_doc_val gmp_dv_sbytes(int64_t b)
+{
+    return (gmp_doc_val){.type = GMP_DOC_SBYTES, .i = b};
+}
+
+gmp_doc_val gmp_dv_count(uint64_t n)
+{
+    return (gmp_doc_val){.type = GMP_DOC_COUNT, .u = n};
+}
+
+gmp_doc_val gmp_dv_int(int64_t n)
+{
+    return (gmp_doc_val){.type = GMP_DOC_INT, .i = n};
+}
+
+gmp_doc_val gmp_dv_time(uint64_t ns, uint64_t t0)
+{
+    return (gmp_doc_val){.type = GMP_DOC_TIME, .u = ns, .i = (int64_t)t0};
+}
+
+gmp_doc_val gmp_dv_dur(uint64_t ns)
+{
+    return (gmp_doc_val){.type = GMP_DOC_DUR, .u = ns};
+}
+
+gmp_doc_val gmp_dv_pct(double p)
+{
+    return (gmp_doc_val){.type = GMP_DOC_PCT, .d = p};
+}
+
+gmp_doc_val gmp_dv_real(double r)
+{
+    return (gmp_doc_val){.type = GMP_DOC_REAL, .d = r};
+}
+
+gmp_doc_val gmp_dv_bool(int b)
+{
+    return (gmp_doc_val){.type = GMP_DOC_BOOL, .u = b != 0};
+}
+
+gmp_doc_val gmp_dv_device(int64_t id)
+{
+    return (gmp_doc_val){.type = GMP_DOC_DEVICE, .i = id};
+}
+
+gmp_doc_val gmp_dv_hex(uint64_t x)
+{
+    return (gmp_doc_val){.type = GMP_DOC_HEX, .u = x};
+}
+
+gmp_doc_val gmp_dv_stack(const gmp_doc_stack *s)
+{
+    if (!s || !s->n)
+        return gmp_dv_none();
+    return (gmp_doc_val){.type = GMP_DOC_STACK, .stack = s};
+}
+
+gmp_doc_val gmp_dv_k(gmp_doc_val v, const char *key)
+{
+    v.key = key;
+    return v;
+}
+
+gmp_doc_val gmp_dv_f(gmp_doc_val v, unsigned flags)
+{
+    v.flags |= flags;
+    return v;
+}
+
+/* ---- lines ---- */
+
+void gmp_doc_line_add(gmp_doc *d, gmp_doc_line *l, gmp_doc_val v)
+{
+    if (grow(d, &l->v, &l->cap, l->n + 1, sizeof *l->v) < 0)
+        return;
+    l->v[l->n++] = v;
+}
+
+static void add_lit(gmp_doc *d, gmp_doc_line *l, const char *s, size_t n)
+{
+    if (!n)
+        return;
+    gmp_doc_val v = {.type = GMP_DOC_LIT, .s = gmp_doc_strdup(d, s, n)};
+    gmp_doc_line_add(d, l, v);
+}
+
+void gmp_doc_vlinef(gmp_doc *d, gmp_doc_line *l, const char *fmt, va_list ap)
+{
+    if (!fmt)
+        return;
+    const char *run = fmt;
+    for (const char *p = fmt; *p;) {
+        if (p[0] == '%' && p[1] == 'v') {
+            add_lit(d, l, run, (size_t)(p - run));
+            gmp_doc_line_add(d, l, va_arg(ap, gmp_doc_val));
+            p += 2;
+            run = p;
+        } else if (p[0] == '%' && p[1] == '%') {
+            add_lit(d, l, run, (size_t)(p - run) + 1);
+            p += 2;
+            run = p;
+        } else {
+            p++;
+        }
+    }
+    add_lit(d, l, run, strlen(run));
+}
+
+void gmp_doc_linef(gmp_doc *d, gmp_doc_line *l, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    gmp_doc_vlinef(d, l, fmt, ap);
+    va_end(ap);
+}
+
+/* ---- blocks ---- */
+
+static gmp_doc_block *block(gmp_doc *d, gmp_doc_block *parent, gmp_doc_kind kind, const char *key)
+{
+    gmp_doc_block *b = gmp_doc_alloc(d, sizeof *b);
+    if (!b)
+        return NULL;
+    b->kind = kind;
+    b->key = key;
+    if (!parent)
+        parent = &d->root;
+    b->parent = parent;
+    if (parent->last)
+        parent->last->next = b;
+    else
+        parent->first = b;
+    parent->last = b;
+    return b;
+}
+
+gmp_doc_block *gmp_doc_section(gmp_doc *d, gmp_doc_block *parent, const char *key, unsigned flags,
+                               const char *fmt, ...)
+{
+    gmp_doc_block *b = block(d, parent, GMP_DOC_SECTION, key);
+    if (!b)
+        return &d->root; /* error set: whatever is added now is never rendered */
+    b->flags = flags;
+    va_list ap;
+    va_start(ap, fmt);
+    gmp_doc_vlinef(d, &b->title, fmt, ap);
+    va_end(ap);
+    return b;
+}
+
+gmp_doc_block *gmp_doc_kv(gmp_doc *d, gmp_doc_block *parent)
+{
+    gmp_doc_block *b = block(d, parent, GMP_DOC_KV, NULL);
+    return b ? b : &d->root;
+}
+
+void gmp_doc_item_add(gmp_doc *d, gmp_doc_block *kv, const char *label, unsigned flags,
+                      const char *fmt, ...)
+{
+    if (kv->kind != GMP_DOC_KV ||
+        grow(d, &kv->items, &kv->items_cap, kv->nitems + 1, sizeof *kv->items) < 0)
+        return;
+    gmp_doc_item *it = &kv->items[kv->nitems++];
+    it->label = label;
+    it->flags = flags;
+    va_list ap;
+    va_start(ap, fmt);
+    gmp_doc_vlinef(d, &it->value, fmt, ap);
+    va_end(ap);
+}
+
+gmp_doc_block *gmp_doc_table(gmp_doc *d, gmp_doc_block *parent, const char *key,
+                             const gmp_doc_col *cols, size_t ncols)
+{
+    gmp_doc_block *b = block(d, parent, GMP_DOC_TABLE, key);
+    if (!b)
+        return &d->root;
+    b->cols = gmp_doc_alloc(d, ncols * sizeof *cols);
+    if (b->cols) {
+        memcpy(b->cols, cols, ncols * sizeof *cols);
+        b->ncols = ncols;
+    }
+    return b;
+}
+
+gmp_doc_val *gmp_doc_row(gmp_doc *d, gmp_doc_block *t)
+{
+    static gmp_doc_val sink[64]; /* after a failure: written to, never read */
+    if (t->kind != GMP_DOC_TABLE || !t->ncols ||
+        grow(d, &t->cells, &t->rows_cap, (t->nrows + 1) * t->ncols, sizeof *t->cells) < 0)
+        return t->ncols <= 64 ? memset(sink, 0, sizeof sink) : NULL;
+    gmp_doc_val *r = &t->cells[t->nrows * t->ncols];
+    t->nrows++;
+    return r;
+}
+
+gmp_doc_block *gmp_doc_series(gmp_doc *d, gmp_doc_block *parent, const char *key,
+                              const gmp_doc_scol *cols, size_t ncols, size_t npoints)
+{
+    gmp_doc_block *b = block(d, parent, GMP_DOC_SERIES, key);
+    if (!b)
+        return &d->root;
+    b->scols = gmp_doc_alloc(d, ncols * sizeof *cols);
+    b->x = gmp_doc_alloc(d, (npoints ? npoints : 1) * sizeof *b->x);
+    size_t ny = npoints * ncols;
+    b->y = gmp_doc_alloc(d, (ny ? ny : 1) * sizeof *b->y);
+    if (b->scols && b->x && b->y) {
+        memcpy(b->scols, cols, ncols * sizeof *cols);
+        b->nscols = ncols;
+        b->npoints = npoints;
+    }
+    return b;
+}
+
+gmp_doc_lane *gmp_doc_lane_add(gmp_doc *d, gmp_doc_block *s, const char *label)
+{
+    static gmp_doc_lane sink;
+    if (s->kind != GMP_DOC_SERIES ||
+        grow(d, &s->lanes, &s->lanes_cap, s->nlanes + 1, sizeof *s->lanes) < 0) {
+        memset(&sink, 0, sizeof sink);
+        return &sink;
+    }
+    gmp_doc_lane *l = &s->lanes[s->nlanes++];
+    l->label = label;
+    return l;
+}
+
+void gmp_doc_span_add(gmp_doc *d, gmp_doc_lane *l, uint64_t t0, uint64_t t1, gmp_str label)
+{
+    if (gmp_doc_error(d) || grow(d, &l->spans, &l->cap, l->n + 1, sizeof *l->spans) < 0)
+        return;
+    l->spans[l->n++] = (gmp_doc_span){t0, t1, label};
+}
+
+void gmp_doc_mark_add(gmp_doc *d, gmp_doc_block *s, uint64_t t, const char *label, unsigned flags)
+{
+    if (s->kind != GMP_DOC_SERIES ||
+        grow(d, &s->marks, &s->marks_cap, s->nmarks + 1, sizeof *s->marks) < 0)
+        return;
+    s->marks[s->nmarks++] = (gmp_doc_mark){t, label, flags};
+}
+
+gmp_doc_block *gmp_doc_stack_block(gmp_doc *d, gmp_doc_block *parent, const char *key,
+                                   const gmp_doc_stack *s)
+{
+    gmp_doc_block *b = block(d, parent, GMP_DOC_STACKB, key);
+    if (!b)
+        return &d->root;
+    if (s)
+        b->stack = *s;
+    return b;
+}
+
+static gmp_doc_block *said(gmp_doc *d, gmp_doc_block *parent, gmp_doc_kind kind, const char *key,
+                           gmp_doc_severity sev, const char *fmt, va_list ap)
+{
+    gmp_doc_block *b = block(d, parent, kind, key);
+    if (!b)
+        return &d->root;
+    b->severity = sev;
+    gmp_doc_vlinef(d, &b->title, fmt, ap);
+    return b;
+}
+
+gmp_doc_block *gmp_doc_verdict(gmp_doc *d, gmp_doc_block *parent, const char *key,
+                               gmp_doc_severity sev, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    gmp_doc_block *b = said(d, parent, GMP_DOC_VERDICT, key, sev, fmt, ap);
+    va_end(ap);
+    return b;
+}
+
+gmp_doc_block *gmp_doc_notice(gmp_doc *d, gmp_doc_block *parent, const char *key,
+                              gmp_doc_severity sev, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    gmp_doc_block *b = said(d, parent, GMP_DOC_NOTICE, key, sev, fmt, ap);
+    va_end(ap);
+    return b;
+}
+
+/* ---- for renderers ---- */
+
+const char *gmp_doc_fmt(const gmp_doc_val *v, char *buf, size_t n)
+{
+    if (!n)
+        return buf;
+    buf[0] = 0;
+    switch (v->type) {
+    case GMP_DOC_BYTES:
+        gmp_fmt_bytes(v->u, buf, n);
+        if (v->flags & GMP_DOC_RAW) {
+            size_t l = strlen(buf);
+            snprintf(buf + l, n - l, " (%" PRIu64 " bytes)", v->u);
+        }
+        break;
+    case GMP_DOC_SBYTES: {
+        uint64_t m = v->i < 0 ? (uint64_t)0 - (uint64_t)v->i : (uint64_t)v->i;
+        char b[32];
+        snprintf(buf, n, "%s%s", v->i < 0 ? "-" : "+", gmp_fmt_bytes(m, b, sizeof b));
+        break;
+    }
+    case GMP_DOC_COUNT: snprintf(buf, n, "%" PRIu64, v->u); break;
+    case GMP_DOC_INT: snprintf(buf, n, "%" PRId64, v->i); break;
+    case GMP_DOC_TIME: {
+        uint64_t t0 = (uint64_t)v->i, ns = v->u;
+        uint64_t x = ns >= t0 ? ns - t0 : t0 - ns;
+        snprintf(buf, n, "%c%" PRIu64 ".%06" PRIu64 " s", ns >= t0 ? '+' : '-', x / 1000000000u,
+                 x % 1000000000u / 1000u);
+        break;
+    }
+    case GMP_DOC_DUR:
+        if (v->u < 1000)
+            snprintf(buf, n, "%" PRIu64 " ns", v->u);
+        else if (v->u < 1000000)
+            snprintf(buf, n, "%.3f us", (double)v->u / 1e3);
+        else if (v->u < 1000000000)
+            snprintf(buf, n, "%.3f ms", (double)v->u / 1e6);
+        else
+            snprintf(buf, n, "%.3f s", (double)v->u / 1e9);
+        break;
+    case GMP_DOC_PCT: snprintf(buf, n, "%.1f%%", v->d); break;
+    case GMP_DOC_REAL: snprintf(buf, n, "%.2f", v->d); break;
+    case GMP_DOC_BOOL: snprintf(buf, n, "%s", v->u ? "yes" : "no"); break;
+    case GMP_DOC_DEVICE:
+        if (v->i < 0)
+            snprintf(buf, n, "host");
+        else
+            snprintf(buf, n, "%" PRId64, v->i);
+        break;
+    case GMP_DOC_HEX: snprintf(buf, n, "0x%" PRIx64, v->u); break;
+    default: break;
+    }
+    return buf;
+}
+
+const char *gmp_doc_severity_name(gmp_doc_severity s)
+{
+    switch (s) {
+    case GMP_DOC_OK: return "ok";
+    case GMP_DOC_WARNING: return "warning";
+    case GMP_DOC_PROBLEM: return "problem";
+    default: return "info";
+    }
+}
+
+int gmp_doc_depth(const gmp_doc_block *b)
+{
+    int n = 0;
+    while (b && b->parent) {
+        n++;
+        b = b->parent;
+    }
+    return n;
+}
+
+uint64_t gmp_doc_series_max(const gmp_doc_block *s)
+{
+    uint64_t m = 0;
+    for (size_t c = 0; c < s->nscols; c++) {
+        if (s->scols[c].role == GMP_DOC_S_HIDDEN)
+            continue;
+        for (size_t p = 0; p < s->npoints; p++)
+            if (s->y[p * s->nscols + c] > m)
+                m = s->y[p * s->nscols + c];
+    }
+    return m;
+}

@@ -1,0 +1,1 @@
+/* gmp_render_html: being written (issue 14). */

@@ -1,0 +1,1 @@
+/* gmp_render_json: being written (issue 14). */

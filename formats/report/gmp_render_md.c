@@ -1,0 +1,1 @@
+/* gmp_render_md: being written (issue 14). */

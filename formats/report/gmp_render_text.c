@@ -1,0 +1,1 @@
+/* gmp_render_text: being written (issue 14). */

@@ -1,0 +1,1 @@
+/* gmp_report_build: being written (issue 14). */

@@ -1,0 +1,1 @@
+/* gmp_report_build_analysis: being written (issue 14). */

@@ -1,0 +1,1 @@
+/* gmp_report_diff: being written (issue 14). */
