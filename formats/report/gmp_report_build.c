@@ -1,1 +1,845 @@
-/* gmp_report_build: being written (issue 14). */
+/* gmp_report_build: the report document (gmp_doc.h) of one or several traces, built from the
+ * report model (gmp_report.h) and a view. This file decides what the report says and in which
+ * order, once for every format; docs/report.md describes the result (the JSON's members are the
+ * keys given here).
+ *
+ * Shape (headings by depth):
+ *   root: schema (JSON only)
+ *     [several traces] "Across the N processes": a table, the largest and smallest peaks
+ *     trace "gpumemprof report: PATH" (several: "process I of N: LABEL: PATH"; JSON "processes")
+ *       the trace's header (process, events, completeness; the JSON's "trace" object)
+ *       "Device D: NAME (TOTAL)" per listed device (JSON "devices"): figures, the timeline, the
+ *         fragmentation over time, live at the peak by range/stack/kind/API, leaks, sizes
+ *       memory by kind, largest allocations, frequent sites, ranges, OOMs
+ *       the analyses (gmp_report_build_analysis.c)
+ *       anomalies, notices from the profiler */
+#include "gmp_report_build.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define SCHEMA "gpumemprof-report/2"
+
+typedef struct bld {
+    gmp_doc *d;
+    const gmp_report_trace *t;
+    const gmp_report_view *v;
+} bld;
+
+/* ---- helpers shared with the other builders ---- */
+
+gmp_doc_val gmp_report_dv_str(const gmp_report_trace *t, uint32_t i, const char *none)
+{
+    return gmp_dv_str(gmp_report_str(t, i), none);
+}
+
+const gmp_doc_stack *gmp_report_doc_stack(gmp_doc *d, const gmp_report_trace *t, uint32_t stack)
+{
+    if (stack == GMP_REPORT_NO_STACK || stack == GMP_REPORT_ALL || stack >= t->nstacks)
+        return NULL;
+    const gmp_report_stack *s = &t->stacks[stack];
+    if (!s->nframes)
+        return NULL;
+    gmp_doc_stack *ds = gmp_doc_alloc(d, sizeof *ds);
+    gmp_doc_frame *fr = gmp_doc_alloc(d, s->nframes * sizeof *fr);
+    if (!ds || !fr)
+        return NULL;
+    for (size_t i = 0; i < s->nframes; i++) {
+        const gmp_report_frame *x = &s->frames[i];
+        gmp_doc_frame *y = &fr[i];
+        char name[1024];
+        size_t n = gmp_report_frame_text(t, x, name, sizeof name);
+        y->display = gmp_doc_strdup(d, name, n);
+        y->python = x->kind == GMP_FRAME_PYTHON;
+        y->function = gmp_report_str(t, x->function);
+        y->file = gmp_report_str(t, x->file);
+        y->line = x->line;
+        if (y->python)
+            continue;
+        y->module = gmp_report_str(t, x->module);
+        y->offset = x->offset;
+        y->address = x->address;
+        y->inlined = x->inlined;
+        if (x->unknown)
+            y->unknown = gmp_report_str(t, x->unknown);
+        else if (!x->symbolized)
+            y->unknown = (gmp_str){"not symbolized", 14};
+    }
+    ds->n = s->nframes;
+    ds->frames = fr;
+    return ds;
+}
+
+static gmp_doc_val str(const bld *b, uint32_t i, const char *none)
+{
+    return gmp_report_dv_str(b->t, i, none);
+}
+
+static gmp_doc_val stk(const bld *b, uint32_t stack)
+{
+    return gmp_dv_stack(gmp_report_doc_stack(b->d, b->t, stack));
+}
+
+static gmp_doc_val tm(const bld *b, uint64_t ns)
+{
+    return gmp_dv_time(ns, b->t->t0_ns);
+}
+
+#define K(v, key) gmp_dv_k((v), (key))
+#define KF(v, key, fl) gmp_dv_f(gmp_dv_k((v), (key)), (fl))
+
+static const char *plural(uint64_t n, const char *s)
+{
+    return n == 1 ? "" : s;
+}
+
+/* Rows of a device-ordered list under the view: device filter and --top. */
+static int shown_ok(const bld *b, int32_t device, size_t *shown)
+{
+    if (!gmp_report_wanted(b->v, device))
+        return 0;
+    if (b->v->top && *shown >= b->v->top)
+        return 0;
+    (*shown)++;
+    return 1;
+}
+
+/* ---- the trace's header ---- */
+
+static void header(const bld *b, gmp_doc_block *sec)
+{
+    const gmp_report_trace *t = b->t;
+    gmp_doc *d = b->d;
+    const gmp_replay_summary *s = &t->sum;
+
+    /* the JSON's "trace" object: where the recording comes from */
+    gmp_doc_block *tr = gmp_doc_section(d, sec, "trace", GMP_DOC_DATA, "trace");
+    gmp_doc_block *tk = gmp_doc_kv(d, tr);
+    gmp_doc_item_add(d, tk, "path", GMP_DOC_DATA, "%v", K(str(b, t->path, ""), "path"));
+    gmp_doc_item_add(d, tk, "label", GMP_DOC_DATA, "%v", K(str(b, t->label, ""), "label"));
+    if (t->has_header) {
+        gmp_doc_item_add(d, tk, "producer", GMP_DOC_DATA, "%v",
+                         K(str(b, t->producer, ""), "producer"));
+        gmp_doc_item_add(d, tk, "pid", GMP_DOC_DATA, "%v%v", K(gmp_dv_count(t->pid), "pid"),
+                         K(gmp_dv_count(t->ppid), "ppid"));
+        gmp_doc_item_add(d, tk, "hostname", GMP_DOC_DATA, "%v",
+                         K(str(b, t->hostname, ""), "hostname"));
+        gmp_doc_item_add(d, tk, "rank", GMP_DOC_DATA, "%v", K(gmp_dv_int(t->rank), "rank"));
+        gmp_doc_item_add(d, tk, "start", GMP_DOC_DATA, "%v%v",
+                         K(gmp_dv_count(t->start_wall_ns), "start_wall_ns"),
+                         K(gmp_dv_count(t->start_trace_ns), "start_trace_ns"));
+    }
+
+    gmp_doc_block *kv = gmp_doc_kv(d, sec);
+    if (t->has_header) {
+        /* the command line: arguments separated by NUL bytes, shown joined by spaces; the JSON
+         * has the arguments as one string joined the same way */
+        gmp_str c = gmp_report_str(t, t->cmdline);
+        char *joined = gmp_doc_alloc(d, (size_t)c.len + 1);
+        if (joined) {
+            memcpy(joined, c.ptr, c.len);
+            for (uint32_t i = 0; i + 1 < c.len; i++)
+                if (!joined[i])
+                    joined[i] = ' ';
+        }
+        uint32_t jl = c.len && joined && !joined[c.len - 1] ? c.len - 1 : c.len;
+        gmp_doc_val cmd = KF(gmp_dv_str((gmp_str){joined ? joined : "", joined ? jl : 0}, ""),
+                             "cmdline", GMP_DOC_CODE);
+        if (t->rank >= 0)
+            gmp_doc_item_add(d, kv, "process", 0, "%v on %v, rank %v%v%v", gmp_dv_count(t->pid),
+                             str(b, t->hostname, "?"), gmp_dv_int(t->rank),
+                             gmp_dv_lit(c.len ? ": " : ""), cmd);
+        else
+            gmp_doc_item_add(d, kv, "process", 0, "%v on %v%v%v", gmp_dv_count(t->pid),
+                             str(b, t->hostname, "?"), gmp_dv_lit(c.len ? ": " : ""), cmd);
+    }
+    uint64_t span = s->last_ns > s->first_ns ? s->last_ns - s->first_ns : 0;
+    gmp_doc_item_add(d, kv, "events", 0, "%v over %v, %v lost",
+                     K(gmp_dv_count(s->events), "events"), gmp_dv_dur(span),
+                     K(gmp_dv_count(s->lost_events), "lost_events"));
+    gmp_doc_item_add(
+        d, kv, "completeness", 0, "%v",
+        KF(gmp_dv_str((gmp_str){s->completeness, (uint32_t)strlen(s->completeness)}, ""),
+           "completeness", s->complete ? 0 : GMP_DOC_WARN));
+    gmp_doc_item_add(
+        d, kv, "complete", GMP_DOC_DATA, "%v%v%v", K(gmp_dv_bool(s->complete), "complete"),
+        K(gmp_dv_bool(s->truncated), "truncated"), K(gmp_dv_bool(t->has_end), "has_end"));
+    gmp_doc_item_add(
+        d, kv, "times", GMP_DOC_DATA, "%v%v%v", K(gmp_dv_count(s->late_events), "late_events"),
+        K(gmp_dv_count(s->first_ns), "first_time_ns"), K(gmp_dv_count(s->last_ns), "last_time_ns"));
+    gmp_doc_item_add(d, kv, "sort", GMP_DOC_DATA, "%v",
+                     K(gmp_dv_lit(gmp_report_sort_name(b->v->sort)), "sort"));
+}
+
+/* ---- a device ---- */
+
+static void device_figures(const bld *b, gmp_doc_block *sec, const gmp_report_device *o)
+{
+    gmp_doc *d = b->d;
+    const gmp_replay_device *r = &o->d;
+    gmp_doc_block *kv = gmp_doc_kv(d, sec);
+    gmp_doc_item_add(d, kv, "device", GMP_DOC_DATA, "%v%v%v", K(gmp_dv_device(o->id), "id"),
+                     K(o->has_def ? str(b, o->name, "") : gmp_dv_none(), "name"),
+                     K(gmp_dv_bytes(o->total_bytes), "total_bytes"));
+    gmp_doc_item_add(
+        d, kv, "peak allocated", 0, "%v at %v",
+        KF(gmp_dv_bytes(r->peak_allocated), "peak_allocated_bytes", GMP_DOC_STRONG | GMP_DOC_RAW),
+        K(tm(b, r->peak_time_ns), "peak_time_ns"));
+    gmp_doc_item_add(d, kv, "peak reserved", 0, "%v at %v",
+                     KF(gmp_dv_bytes(r->peak_reserved), "peak_reserved_bytes", GMP_DOC_RAW),
+                     K(tm(b, r->peak_reserved_time_ns), "peak_reserved_time_ns"));
+    gmp_doc_item_add(d, kv, "allocations", 0, "%v (%v freed, %v failed), %v in all",
+                     K(gmp_dv_count(r->allocs), "allocations"), K(gmp_dv_count(r->frees), "frees"),
+                     K(gmp_dv_count(r->failed_allocs), "failed_allocations"),
+                     K(gmp_dv_bytes(r->alloc_bytes), "allocated_bytes_total"));
+    gmp_doc_item_add(
+        d, kv, "leaked at exit", 0, "%v in %v allocation%v",
+        KF(gmp_dv_bytes(o->leaked_bytes), "leaked_bytes", o->leaked_bytes ? GMP_DOC_WARN : 0),
+        K(gmp_dv_count(o->leaked_count), "leaked_allocations"),
+        gmp_dv_lit(plural(o->leaked_count, "s")));
+    gmp_doc_item_add(d, kv, "out of memory", r->ooms ? 0 : GMP_DOC_DATA, "%v time%v",
+                     KF(gmp_dv_count(r->ooms), "ooms", GMP_DOC_BAD),
+                     gmp_dv_lit(plural(r->ooms, "s")));
+    gmp_doc_item_add(
+        d, kv, "not explained by allocations", r->samples ? 0 : GMP_DOC_DATA,
+        "max %v at %v, mean %v, last %v (%v samples)",
+        K(gmp_dv_bytes(r->max_unexplained), "max_unexplained_bytes"),
+        K(tm(b, r->max_unexplained_time_ns), "max_unexplained_time_ns"),
+        K(gmp_dv_bytes((uint64_t)(o->unexplained_mean + 0.5)), "unexplained_mean_bytes"),
+        K(gmp_dv_bytes(o->unexplained_last), "unexplained_last_bytes"),
+        K(gmp_dv_count(r->samples), "samples"));
+    gmp_doc_item_add(d, kv, "fragmentation (reserved − allocated)", o->frag_max ? 0 : GMP_DOC_DATA,
+                     "max %v at %v, mean %v",
+                     K(gmp_dv_bytes(o->frag_max), "fragmentation_max_bytes"),
+                     K(tm(b, o->frag_max_time_ns), "fragmentation_max_time_ns"),
+                     K(gmp_dv_bytes((uint64_t)(o->frag_mean + 0.5)), "fragmentation_mean_bytes"));
+    gmp_doc_item_add(d, kv, "other", GMP_DOC_DATA, "%v%v%v%v",
+                     K(gmp_dv_count(r->failed_frees), "failed_frees"),
+                     K(gmp_dv_bytes(r->reserved), "reserved_at_exit_bytes"),
+                     K(gmp_dv_count(r->unknown_frees), "unknown_frees"),
+                     K(gmp_dv_count(r->double_frees), "double_frees"));
+}
+
+/* The device's memory over time: allocated (a band from the minimum to the maximum of each
+ * bucket), reserved, driver-reported use; the peak and the OOMs marked; range lanes under it. */
+static void device_timeline(const bld *b, gmp_doc_block *sec, const gmp_report_device *o)
+{
+    static const gmp_doc_scol cols[] = {
+        {"allocated (min within a bucket)", "allocated_min", GMP_DOC_S_LOW, 0},
+        {"allocated", "allocated_max", GMP_DOC_S_HIGH, GMP_DOC_STRONG},
+        {"allocated at the bucket's end", "allocated", GMP_DOC_S_HIDDEN, 0},
+        {"reserved", "reserved_max", GMP_DOC_S_LINE, 0},
+        {"reserved at the bucket's end", "reserved", GMP_DOC_S_HIDDEN, 0},
+        {"fragmentation", "fragmentation_max", GMP_DOC_S_HIDDEN, 0},
+        {"driver-reported use", "driver_used", GMP_DOC_S_DOTS, 0},
+    };
+    enum { NC = sizeof cols / sizeof cols[0] };
+    const gmp_report_trace *t = b->t;
+    if (!o->npoints)
+        return;
+    gmp_doc_block *s = gmp_doc_series(b->d, sec, "timeline", cols, NC, o->npoints);
+    if (s->kind != GMP_DOC_SERIES || s->npoints != o->npoints)
+        return;
+    s->x0 = o->points[0].t0_ns;
+    s->t0 = t->t0_ns;
+    s->bucket_ns = t->bucket_ns;
+    for (size_t i = 0; i < o->npoints; i++) {
+        const gmp_report_point *p = &o->points[i];
+        uint64_t *y = &s->y[i * NC];
+        s->x[i] = p->t1_ns;
+        y[0] = p->alloc_min;
+        y[1] = p->alloc_max;
+        y[2] = p->alloc_last;
+        y[3] = p->res_max;
+        y[4] = p->res_last;
+        y[5] = p->frag_max;
+        y[6] = p->has_used ? p->used_max : 0;
+    }
+    gmp_doc_mark_add(b->d, s, o->d.peak_time_ns, "peak", 0);
+    for (size_t i = 0; i < t->nooms; i++)
+        if (t->ooms[i].o.device == o->id)
+            gmp_doc_mark_add(b->d, s, t->ooms[i].o.time_ns, "out of memory", GMP_DOC_BAD);
+    for (size_t l = 0; l < t->nlanes; l++) {
+        const gmp_report_lane *ln = &t->lanes[l];
+        char lab[64];
+        snprintf(lab, sizeof lab, "tid %" PRIu32 ", depth %" PRIu32, ln->tid, ln->depth + 1);
+        gmp_doc_lane *dl = gmp_doc_lane_add(b->d, s, gmp_doc_cstr(b->d, lab));
+        for (size_t k = 0; k < ln->nspans; k++)
+            gmp_doc_span_add(b->d, dl, ln->spans[k].t0_ns, ln->spans[k].t1_ns,
+                             gmp_report_str(t, ln->spans[k].path));
+    }
+    if (o->frag_max) {
+        static const gmp_doc_scol fc[] = {
+            {"reserved − allocated", NULL, GMP_DOC_S_LINE, GMP_DOC_STRONG},
+        };
+        gmp_doc_block *sf = gmp_doc_series(b->d, sec, NULL, fc, 1, o->npoints);
+        if (sf->kind != GMP_DOC_SERIES || sf->npoints != o->npoints)
+            return;
+        gmp_doc_linef(b->d, &sf->title, "fragmentation over time");
+        sf->x0 = s->x0;
+        sf->t0 = s->t0;
+        sf->bucket_ns = s->bucket_ns;
+        for (size_t i = 0; i < o->npoints; i++) {
+            sf->x[i] = s->x[i];
+            sf->y[i] = o->points[i].frag_max;
+        }
+    }
+}
+
+/* "Live at the peak, by range" and the others the view asks for. */
+static void device_live(const bld *b, gmp_doc_block *sec, const gmp_report_device *o)
+{
+    static const char *const titles[] = {"range", "call stack", "kind", "API"};
+    static const char *const keys[] = {"live_at_peak_by_range", "live_at_peak_by_stack",
+                                       "live_at_peak_by_kind", "live_at_peak_by_api"};
+    static const char *const ckeys[] = {"range", "stack", "kind", "api"};
+    static const gmp_doc_type types[] = {GMP_DOC_STR, GMP_DOC_STACK, GMP_DOC_LIT, GMP_DOC_STR};
+    unsigned by =
+        b->v->by ? b->v->by : GMP_REPORT_BY_RANGE | GMP_REPORT_BY_STACK | GMP_REPORT_BY_KIND;
+    for (unsigned bit = 1, bi = 0; bit <= 8; bit <<= 1, bi++) {
+        if (!(by & bit))
+            continue;
+        size_t n = 0;
+        gmp_report_row *a = gmp_report_group(b->t, b->v, GMP_REPORT_PEAK, bit, &n);
+        size_t total = 0, shown = 0;
+        for (size_t i = 0; a && i < n; i++)
+            total += a[i].device == o->id &&
+                     (bit != GMP_REPORT_BY_STACK || a[i].stack != GMP_REPORT_NO_STACK);
+        if (!total) {
+            free(a);
+            continue;
+        }
+        gmp_doc_block *s =
+            gmp_doc_section(b->d, sec, NULL, 0, "Live at the peak, by %v", gmp_dv_lit(titles[bi]));
+        gmp_doc_col cols[] = {
+            {"bytes", "bytes", GMP_DOC_BYTES, bit == GMP_REPORT_BY_RANGE ? GMP_DOC_BAR : 0},
+            {"share", "share", GMP_DOC_PCT, 0},
+            {"count", "count", GMP_DOC_COUNT, 0},
+            {bit == GMP_REPORT_BY_STACK ? "stack (innermost first)" : titles[bi], ckeys[bi],
+             types[bi], 0},
+        };
+        gmp_doc_block *tb = gmp_doc_table(b->d, s, keys[bi], cols, 4);
+        tb->total = total;
+        for (size_t i = 0; i < n; i++) {
+            const gmp_report_row *g = &a[i];
+            if (g->device != o->id || (b->v->top && shown >= b->v->top))
+                continue;
+            if (bit == GMP_REPORT_BY_STACK && g->stack == GMP_REPORT_NO_STACK)
+                continue;
+            shown++;
+            gmp_doc_val *r = gmp_doc_row(b->d, tb);
+            r[0] = gmp_dv_bytes(g->bytes);
+            r[1] = gmp_dv_pct(
+                o->d.peak_allocated ? 100.0 * (double)g->bytes / (double)o->d.peak_allocated : 0.0);
+            r[2] = gmp_dv_count(g->count);
+            if (bit == GMP_REPORT_BY_RANGE)
+                r[3] = str(b, g->range, "(no range)");
+            else if (bit == GMP_REPORT_BY_STACK)
+                r[3] = stk(b, g->stack);
+            else if (bit == GMP_REPORT_BY_KIND)
+                r[3] = gmp_dv_lit(gmp_mem_kind_name(g->kind));
+            else
+                r[3] = str(b, g->api, "(unknown API)");
+        }
+        if (shown == total)
+            tb->total = 0;
+        free(a);
+    }
+}
+
+static const gmp_doc_col leak_cols[] = {
+    {"bytes", "bytes", GMP_DOC_BYTES, 0}, {"count", "count", GMP_DOC_COUNT, 0},
+    {"kind", "kind", GMP_DOC_LIT, 0},     {"range", "range", GMP_DOC_STR, 0},
+    {"stack", "stack", GMP_DOC_STACK, 0},
+};
+
+/* What was still allocated at the end on device id (leaks: grouped by kind, range and stack). */
+static void leaks(const bld *b, gmp_doc_block *sec, int32_t id, const gmp_report_row *a, size_t n,
+                  const char *title)
+{
+    size_t total = 0, shown = 0;
+    for (size_t i = 0; i < n; i++)
+        total += a[i].device == id;
+    if (!total)
+        return;
+    gmp_doc_block *s = gmp_doc_section(b->d, sec, NULL, 0, "%v", gmp_dv_lit(title));
+    gmp_doc_block *tb = gmp_doc_table(b->d, s, "leaks", leak_cols, 5);
+    for (size_t i = 0; i < n; i++) {
+        const gmp_report_row *g = &a[i];
+        if (g->device != id || (b->v->top && shown >= b->v->top))
+            continue;
+        shown++;
+        gmp_doc_val *r = gmp_doc_row(b->d, tb);
+        r[0] = gmp_dv_bytes(g->bytes);
+        r[1] = gmp_dv_count(g->count);
+        r[2] = gmp_dv_lit(gmp_mem_kind_name(g->kind));
+        r[3] = str(b, g->range, "(no range)");
+        r[4] = stk(b, g->stack);
+    }
+    tb->total = shown < total ? total : 0;
+}
+
+/* The allocation-size histogram: one row per power-of-two bucket that has allocations. */
+static void sizes(const bld *b, gmp_doc_block *sec, const gmp_report_device *o)
+{
+    static const gmp_doc_col cols[] = {
+        {"from", "min_bytes", GMP_DOC_BYTES, 0},
+        {"allocations", "count", GMP_DOC_COUNT, GMP_DOC_BAR},
+        {"bytes", "bytes", GMP_DOC_BYTES, 0},
+    };
+    gmp_doc_block *s = NULL, *tb = NULL;
+    for (int i = 0; i < GMP_REPORT_HIST; i++) {
+        if (!o->hist_count[i])
+            continue;
+        if (!s) {
+            s = gmp_doc_section(b->d, sec, NULL, 0, "Allocation sizes");
+            tb = gmp_doc_table(b->d, s, "size_histogram", cols, 3);
+        }
+        gmp_doc_val *r = gmp_doc_row(b->d, tb);
+        r[0] = gmp_dv_bytes((uint64_t)1 << i);
+        r[1] = gmp_dv_count(o->hist_count[i]);
+        r[2] = gmp_dv_bytes(o->hist_bytes[i]);
+    }
+}
+
+static void device(const bld *b, gmp_doc_block *parent, const gmp_report_device *o,
+                   const gmp_report_row *lk, size_t nlk)
+{
+    gmp_doc_block *sec;
+    if (o->id < 0)
+        sec = gmp_doc_section(b->d, parent, "devices", GMP_DOC_ITEM, "Host");
+    else if (o->total_bytes)
+        sec = gmp_doc_section(b->d, parent, "devices", GMP_DOC_ITEM, "Device %v%v%v (%v)",
+                              gmp_dv_device(o->id), gmp_dv_lit(o->name ? ": " : ""),
+                              str(b, o->name, ""), gmp_dv_bytes(o->total_bytes));
+    else
+        sec = gmp_doc_section(b->d, parent, "devices", GMP_DOC_ITEM, "Device %v%v%v",
+                              gmp_dv_device(o->id), gmp_dv_lit(o->name ? ": " : ""),
+                              str(b, o->name, ""));
+    device_figures(b, sec, o);
+    device_timeline(b, sec, o);
+    device_live(b, sec, o);
+    leaks(b, sec, o->id, lk, nlk, "Live at exit (leaks)");
+    sizes(b, sec, o);
+}
+
+/* ---- the trace's other sections ---- */
+
+static void kinds(const bld *b, gmp_doc_block *sec)
+{
+    static const gmp_doc_col cols[] = {
+        {"device", "device", GMP_DOC_DEVICE, 0},
+        {"kind", "kind", GMP_DOC_LIT, 0},
+        {"in device peak", "counts_in_device_peak", GMP_DOC_BOOL, 0},
+        {"allocations", "allocations", GMP_DOC_COUNT, 0},
+        {"frees", "frees", GMP_DOC_COUNT, GMP_DOC_DATA},
+        {"allocated", "allocated_bytes_total", GMP_DOC_BYTES, GMP_DOC_DATA},
+        {"peak", "peak_bytes", GMP_DOC_BYTES, 0},
+        {"peak at", "peak_time_ns", GMP_DOC_TIME, GMP_DOC_DATA},
+        {"at exit", "live_bytes_at_exit", GMP_DOC_BYTES, 0},
+        {"live at exit", "live_allocations_at_exit", GMP_DOC_COUNT, GMP_DOC_DATA},
+        {"largest", "largest_bytes", GMP_DOC_BYTES, 0},
+    };
+    gmp_doc_block *tb = NULL;
+    for (size_t i = 0; i < b->t->ndevices; i++) {
+        const gmp_replay_device *d = &b->t->devices[i].d;
+        if (!gmp_report_wanted(b->v, d->id))
+            continue;
+        for (unsigned k = 0; k < GMP_MEM_KIND_COUNT; k++) {
+            const gmp_replay_kind_stats *ks = &d->kind[k];
+            if (!ks->allocs)
+                continue;
+            if (!tb) {
+                gmp_doc_block *s = gmp_doc_section(b->d, sec, NULL, 0, "Memory by kind");
+                tb = gmp_doc_table(b->d, s, "kinds", cols, sizeof cols / sizeof cols[0]);
+            }
+            gmp_doc_val *r = gmp_doc_row(b->d, tb);
+            r[0] = gmp_dv_device(d->id);
+            r[1] = gmp_dv_lit(gmp_mem_kind_name(k));
+            r[2] = gmp_dv_bool(gmp_mem_kind_is_device(k));
+            r[3] = gmp_dv_count(ks->allocs);
+            r[4] = gmp_dv_count(ks->frees);
+            r[5] = gmp_dv_bytes(ks->alloc_bytes);
+            r[6] = gmp_dv_bytes(ks->peak_bytes);
+            r[7] = tm(b, ks->peak_time_ns);
+            r[8] = gmp_dv_bytes(ks->live_bytes);
+            r[9] = gmp_dv_count(ks->live_count);
+            r[10] = gmp_dv_bytes(ks->max_alloc_bytes);
+        }
+    }
+}
+
+static void largest(const bld *b, gmp_doc_block *sec)
+{
+    static const gmp_doc_col cols[] = {
+        {"bytes", "bytes", GMP_DOC_BYTES, 0},
+        {"device", "device", GMP_DOC_DEVICE, 0},
+        {"kind", "kind", GMP_DOC_LIT, 0},
+        {"at", "time_ns", GMP_DOC_TIME, 0},
+        {"freed at", "free_time_ns", GMP_DOC_TIME, 0},
+        {"thread", "thread", GMP_DOC_COUNT, GMP_DOC_DATA},
+        {"address", "address", GMP_DOC_HEX, GMP_DOC_DATA},
+        {"API", "api", GMP_DOC_STR, 0},
+        {"range", "range", GMP_DOC_STR, 0},
+        {"stack", "stack", GMP_DOC_STACK, 0},
+    };
+    const gmp_report_trace *t = b->t;
+    size_t total = 0, shown = 0;
+    for (size_t i = 0; i < t->nlargest; i++)
+        total += gmp_report_wanted(b->v, t->largest[i].device);
+    if (!total)
+        return;
+    gmp_doc_block *s = gmp_doc_section(b->d, sec, NULL, 0, "Largest allocations");
+    gmp_doc_block *tb =
+        gmp_doc_table(b->d, s, "largest_allocations", cols, sizeof cols / sizeof cols[0]);
+    for (size_t i = 0; i < t->nlargest; i++) {
+        const gmp_report_alloc *a = &t->largest[i];
+        if (!shown_ok(b, a->device, &shown))
+            continue;
+        gmp_doc_val *r = gmp_doc_row(b->d, tb);
+        r[0] = gmp_dv_bytes(a->size);
+        r[1] = gmp_dv_device(a->device);
+        r[2] = gmp_dv_lit(gmp_mem_kind_name(a->kind));
+        r[3] = tm(b, a->time_ns);
+        r[4] = a->free_ns ? tm(b, a->free_ns) : gmp_dv_none(); /* never freed */
+        r[5] = gmp_dv_count(a->tid);
+        r[6] = gmp_dv_hex(a->address);
+        r[7] = str(b, a->api, "");
+        r[8] = str(b, a->range, "(no range)");
+        r[9] = stk(b, a->stack);
+    }
+    tb->total = shown < total ? total : 0;
+}
+
+static void sites(const bld *b, gmp_doc_block *sec)
+{
+    static const gmp_doc_col cols[] = {
+        {"device", "device", GMP_DOC_DEVICE, 0},
+        {"allocations", "allocations", GMP_DOC_COUNT, 0},
+        {"bytes", "allocated_bytes", GMP_DOC_BYTES, 0},
+        {"mean", NULL, GMP_DOC_BYTES, 0},
+        {"API", "api", GMP_DOC_STR, 0},
+        {"range", "range", GMP_DOC_STR, 0},
+        {"stack", "stack", GMP_DOC_STACK, 0},
+    };
+    size_t n = 0;
+    gmp_report_row *a =
+        gmp_report_group(b->t, b->v, GMP_REPORT_SITES,
+                         GMP_REPORT_BY_API | GMP_REPORT_BY_RANGE | GMP_REPORT_BY_STACK, &n);
+    if (a && n) {
+        gmp_doc_block *s = gmp_doc_section(b->d, sec, NULL, 0, "Most frequent allocation sites");
+        gmp_doc_block *tb =
+            gmp_doc_table(b->d, s, "frequent_sites", cols, sizeof cols / sizeof cols[0]);
+        for (size_t i = 0; i < n && (!b->v->top || i < b->v->top); i++) {
+            gmp_doc_val *r = gmp_doc_row(b->d, tb);
+            r[0] = gmp_dv_device(a[i].device);
+            r[1] = gmp_dv_count(a[i].count);
+            r[2] = gmp_dv_bytes(a[i].bytes);
+            r[3] = gmp_dv_bytes(a[i].count ? a[i].bytes / a[i].count : 0);
+            r[4] = str(b, a[i].api, "");
+            r[5] = str(b, a[i].range, "(no range)");
+            r[6] = stk(b, a[i].stack);
+        }
+        tb->total = b->v->top && n > b->v->top ? n : 0;
+    }
+    free(a);
+}
+
+static void ranges(const bld *b, gmp_doc_block *sec)
+{
+    static const gmp_doc_col cols[] = {
+        {"range", "path", GMP_DOC_STR, 0},
+        {"kind", "kind", GMP_DOC_LIT, 0},
+        {"depth", "depth", GMP_DOC_COUNT, GMP_DOC_DATA},
+        {"device", "device", GMP_DOC_DEVICE, GMP_DOC_DATA},
+        {"calls", "entered", GMP_DOC_COUNT, 0},
+        {"open at the end", "open_at_end", GMP_DOC_COUNT, 0},
+        {"total time", "total_ns", GMP_DOC_DUR, 0},
+        {"mean time", "mean_ns", GMP_DOC_DUR, 0},
+        {"longest", "max_ns", GMP_DOC_DUR, GMP_DOC_DATA},
+        {"allocations", "allocations", GMP_DOC_COUNT, GMP_DOC_DATA},
+        {"allocated", "allocated_bytes", GMP_DOC_BYTES, 0},
+        {"frees", "frees", GMP_DOC_COUNT, GMP_DOC_DATA},
+        {"freed", "freed_bytes", GMP_DOC_BYTES, 0},
+        {"net", "net_bytes", GMP_DOC_SBYTES, GMP_DOC_DATA},
+        {"left behind", "left_bytes", GMP_DOC_BYTES, 0},
+        {"peak inside", "peak_bytes", GMP_DOC_BYTES, 0},
+        {"peak at", "peak_time_ns", GMP_DOC_TIME, GMP_DOC_DATA},
+        {"of it allocated inside", "peak_inside_bytes", GMP_DOC_BYTES, 0},
+        {"mean fragmentation", "fragmentation_mean_bytes", GMP_DOC_BYTES, 0},
+    };
+    size_t n = 0;
+    gmp_report_range *x = gmp_report_sorted_ranges(b->t, b->v, &n);
+    if (x && n) {
+        gmp_doc_block *s = gmp_doc_section(
+            b->d, sec, NULL, 0,
+            "Ranges, sorted by %v (device memory inside each range, nested ranges included)",
+            gmp_dv_lit(gmp_report_sort_name(b->v->sort)));
+        gmp_doc_block *tb = gmp_doc_table(b->d, s, "ranges", cols, sizeof cols / sizeof cols[0]);
+        for (size_t i = 0; i < n && (!b->v->top || i < b->v->top); i++) {
+            const gmp_report_range *g = &x[i];
+            uint64_t inst = g->closed + g->open_at_end;
+            gmp_doc_val *r = gmp_doc_row(b->d, tb);
+            r[0] = str(b, g->path, "(no name)");
+            r[1] = gmp_dv_lit(g->thread_bound ? "push/pop" : "start/end");
+            r[2] = gmp_dv_count(g->depth);
+            r[3] = gmp_dv_device(g->device);
+            r[4] = gmp_dv_count(g->entered);
+            r[5] = gmp_dv_count(g->open_at_end);
+            r[6] = gmp_dv_dur(g->total_ns);
+            r[7] = gmp_dv_dur(inst ? g->total_ns / inst : 0);
+            r[8] = gmp_dv_dur(g->max_ns);
+            r[9] = gmp_dv_count(g->allocs);
+            r[10] = gmp_dv_bytes(g->alloc_bytes);
+            r[11] = gmp_dv_count(g->frees);
+            r[12] = gmp_dv_bytes(g->free_bytes);
+            r[13] = gmp_dv_sbytes(g->net_bytes);
+            r[14] = gmp_dv_bytes(g->left_bytes);
+            r[15] = gmp_dv_bytes(g->peak_bytes);
+            r[16] = tm(b, g->peak_time_ns);
+            r[17] = gmp_dv_bytes(g->peak_inside_bytes);
+            r[18] = gmp_dv_bytes((uint64_t)(g->frag_mean_bytes + 0.5));
+        }
+        tb->total = b->v->top && n > b->v->top ? n : 0;
+    }
+    free(x);
+}
+
+static void ooms(const bld *b, gmp_doc_block *sec)
+{
+    static const gmp_doc_col cols[] = {
+        {"at", "time_ns", GMP_DOC_TIME, 0},
+        {"device", "device", GMP_DOC_DEVICE, 0},
+        {"thread", "thread", GMP_DOC_COUNT, GMP_DOC_DATA},
+        {"API", "api", GMP_DOC_STR, 0},
+        {"requested", "requested_bytes", GMP_DOC_BYTES, 0},
+        {"allocated", "live_bytes", GMP_DOC_BYTES, 0},
+        {"reserved", "reserved_bytes", GMP_DOC_BYTES, 0},
+        {"driver free", "free_bytes", GMP_DOC_BYTES, GMP_DOC_DATA},
+        {"result", "result", GMP_DOC_INT, GMP_DOC_DATA},
+        {"range", "range", GMP_DOC_STR, 0},
+        {"stack", "stack", GMP_DOC_STACK, 0},
+    };
+    const gmp_report_trace *t = b->t;
+    gmp_doc_block *s = NULL, *tb = NULL;
+    for (size_t i = 0; i < t->nooms; i++) {
+        const gmp_replay_oom *o = &t->ooms[i].o;
+        if (!gmp_report_wanted(b->v, o->device))
+            continue;
+        if (!s) {
+            s = gmp_doc_section(b->d, sec, NULL, 0, "Out of memory");
+            tb = gmp_doc_table(b->d, s, "ooms", cols, sizeof cols / sizeof cols[0]);
+        }
+        gmp_doc_val *r = gmp_doc_row(b->d, tb);
+        r[0] = tm(b, o->time_ns);
+        r[1] = gmp_dv_device(o->device);
+        r[2] = gmp_dv_count(o->tid);
+        r[3] = str(b, o->api, "(unknown API)");
+        r[4] = gmp_dv_bytes(o->requested);
+        r[5] = gmp_dv_bytes(o->live_bytes);
+        r[6] = gmp_dv_bytes(o->reserved_bytes);
+        r[7] = gmp_dv_bytes(o->free_bytes);
+        r[8] = gmp_dv_int(o->result);
+        r[9] = str(b, o->range, "(no range)");
+        r[10] = stk(b, o->stack);
+    }
+    if (s && b->v->device == INT64_MIN && t->sum.ooms > t->nooms)
+        gmp_doc_notice(b->d, s, NULL, GMP_DOC_INFO, "... and %v more",
+                       gmp_dv_count(t->sum.ooms - t->nooms));
+}
+
+static void anomalies(const bld *b, gmp_doc_block *sec)
+{
+    const gmp_replay_summary *s = &b->t->sum;
+    const struct {
+        uint64_t v;
+        const char *what, *key;
+    } items[] = {
+        {s->failed_allocs, "failed allocations", "failed_allocations"},
+        {s->failed_frees, "failed frees", "failed_frees"},
+        {s->unknown_frees, "frees of an unknown address", "unknown_frees"},
+        {s->double_frees, "double frees", "double_frees"},
+        {s->replaced_allocs, "allocations at a live address (their free was lost)",
+         "replaced_allocations"},
+        {s->duplicate_allocs, "duplicate allocation records", "duplicate_allocations"},
+        {s->unmatched_pops, "range pops without a push", "unmatched_range_pops"},
+        {s->implicit_pops, "ranges closed implicitly", "implicit_range_pops"},
+        {s->unmatched_ends, "range ends without a start", "unmatched_range_ends"},
+        {s->late_events, "events out of time order", "late_events"},
+    };
+    enum { N = sizeof items / sizeof items[0] };
+    int any = 0;
+    for (size_t i = 0; i < N; i++)
+        any |= items[i].v && i != 7; /* implicit pops are normal: not an anomaly */
+    gmp_doc_block *a = gmp_doc_section(b->d, sec, "anomalies", any ? 0 : GMP_DOC_DATA, "Anomalies");
+    gmp_doc_block *kv = gmp_doc_kv(b->d, a);
+    for (size_t i = 0; i < N; i++) {
+        if (i == N - 1) /* late_events is a member of the trace's object */
+            gmp_doc_item_add(b->d, kv, items[i].what, items[i].v ? GMP_DOC_VIEW : GMP_DOC_DATA,
+                             "%v", gmp_dv_count(items[i].v));
+        else
+            gmp_doc_item_add(b->d, kv, items[i].what, items[i].v && i != 7 ? 0 : GMP_DOC_DATA, "%v",
+                             K(gmp_dv_count(items[i].v), items[i].key));
+    }
+}
+
+static void notices(const bld *b, gmp_doc_block *sec)
+{
+    static const gmp_doc_col cols[] = {
+        {"severity", "severity", GMP_DOC_LIT, 0},
+        {"at", "time_ns", GMP_DOC_TIME, GMP_DOC_DATA},
+        {"message", "message", GMP_DOC_STR, 0},
+    };
+    const gmp_report_trace *t = b->t;
+    gmp_doc_block *s = gmp_doc_section(b->d, sec, NULL, t->nnotices ? 0 : GMP_DOC_DATA,
+                                       "Notices from the profiler");
+    gmp_doc_block *tb = gmp_doc_table(b->d, s, "notices", cols, 3);
+    for (size_t i = 0; i < t->nnotices; i++) {
+        const gmp_report_notice *n = &t->notices[i];
+        gmp_doc_val *r = gmp_doc_row(b->d, tb);
+        r[0] = gmp_dv_lit(n->severity >= GMP_NOTICE_ERROR     ? "error"
+                          : n->severity == GMP_NOTICE_WARNING ? "warning"
+                                                              : "info");
+        r[1] = tm(b, n->time_ns);
+        r[2] = str(b, n->message, "");
+    }
+}
+
+static void trace(bld *b, gmp_doc_block *sec)
+{
+    const gmp_report_trace *t = b->t;
+    header(b, sec);
+    size_t nlk = 0;
+    gmp_report_row *lk =
+        gmp_report_group(t, b->v, GMP_REPORT_LEAKS,
+                         GMP_REPORT_BY_KIND | GMP_REPORT_BY_RANGE | GMP_REPORT_BY_STACK, &nlk);
+    if (!lk)
+        nlk = 0;
+    int any = 0;
+    for (size_t i = 0; i < t->ndevices; i++) {
+        const gmp_report_device *o = &t->devices[i];
+        if (!gmp_report_wanted(b->v, o->id) || !o->listed)
+            continue;
+        device(b, sec, o, lk, nlk);
+        any = 1;
+    }
+    if (!any)
+        gmp_doc_notice(b->d, sec, NULL, GMP_DOC_INFO, "No device memory was recorded.");
+    /* host memory when the host is not listed as a device (no device-kind memory there) */
+    for (size_t i = 0; i < t->ndevices; i++)
+        if (t->devices[i].id == -1 && !t->devices[i].listed && gmp_report_wanted(b->v, -1))
+            leaks(b, sec, -1, lk, nlk, "Host memory live at exit");
+    free(lk);
+    kinds(b, sec);
+    largest(b, sec);
+    sites(b, sec);
+    ranges(b, sec);
+    ooms(b, sec);
+    gmp_report_build_analysis(b->d, sec, t, b->v);
+    anomalies(b, sec);
+    notices(b, sec);
+}
+
+/* ---- several traces ---- */
+
+static void summary(gmp_doc *d, const gmp_report_doc *doc, const gmp_report_view *v)
+{
+    static const gmp_doc_col cols[] = {
+        {"process", "label", GMP_DOC_STR, 0},
+        {"trace", "path", GMP_DOC_STR, 0},
+        {"pid", "pid", GMP_DOC_COUNT, GMP_DOC_DATA},
+        {"rank", "rank", GMP_DOC_INT, GMP_DOC_DATA},
+        {"peak allocated", "peak_allocated_bytes", GMP_DOC_BYTES, GMP_DOC_BAR},
+        {"device", "peak_device", GMP_DOC_DEVICE, 0},
+        {"at", "peak_time_ns", GMP_DOC_TIME, 0},
+        {"leaked", "leaked_bytes", GMP_DOC_BYTES, 0},
+        {"OOMs", "ooms", GMP_DOC_COUNT, 0},
+        {"events", "events", GMP_DOC_COUNT, 0},
+        {"complete", "complete", GMP_DOC_BOOL, GMP_DOC_DATA},
+    };
+    gmp_doc_block *s = gmp_doc_section(d, gmp_doc_root(d), NULL, 0, "Across the %v processes",
+                                       gmp_dv_count(doc->ntraces));
+    gmp_doc_block *tb = gmp_doc_table(d, s, "summary", cols, sizeof cols / sizeof cols[0]);
+    uint64_t maxp = 0, minp = UINT64_MAX;
+    size_t imax = 0, imin = 0;
+    for (size_t i = 0; i < doc->ntraces; i++) {
+        const gmp_report_trace *t = doc->traces[i];
+        uint64_t peak = 0, pt = 0, leaked = 0, noom = 0;
+        int32_t pd = -1;
+        for (size_t k = 0; k < t->ndevices; k++) {
+            const gmp_report_device *o = &t->devices[k];
+            if (!gmp_report_wanted(v, o->id) || !o->listed)
+                continue;
+            if (o->d.peak_allocated > peak) {
+                peak = o->d.peak_allocated;
+                pt = o->d.peak_time_ns;
+                pd = o->id;
+            }
+            leaked += o->leaked_bytes;
+            noom += o->d.ooms;
+        }
+        if (peak > maxp || i == 0) {
+            maxp = peak;
+            imax = i;
+        }
+        if (peak < minp) {
+            minp = peak;
+            imin = i;
+        }
+        gmp_doc_val *r = gmp_doc_row(d, tb);
+        r[0] = gmp_report_dv_str(t, t->label, "");
+        r[1] = gmp_report_dv_str(t, t->path, "");
+        r[2] = gmp_dv_count(t->pid);
+        r[3] = gmp_dv_int(t->rank);
+        r[4] = gmp_dv_bytes(peak);
+        r[5] = gmp_dv_device(pd);
+        r[6] = gmp_dv_time(pt, t->t0_ns);
+        r[7] = gmp_dv_bytes(leaked);
+        r[8] = gmp_dv_count(noom);
+        r[9] = gmp_dv_count(t->sum.events);
+        r[10] = gmp_dv_bool(t->sum.complete);
+    }
+    const gmp_report_trace *a = doc->traces[imax], *z = doc->traces[imin];
+    if (minp)
+        gmp_doc_notice(d, s, NULL, GMP_DOC_INFO, "largest peak %v (%v), smallest %v (%v), ratio %v",
+                       gmp_dv_bytes(maxp), gmp_report_dv_str(a, a->label, "?"), gmp_dv_bytes(minp),
+                       gmp_report_dv_str(z, z->label, "?"),
+                       gmp_dv_real((double)maxp / (double)minp));
+    else
+        gmp_doc_notice(d, s, NULL, GMP_DOC_INFO, "largest peak %v (%v), smallest %v (%v)",
+                       gmp_dv_bytes(maxp), gmp_report_dv_str(a, a->label, "?"), gmp_dv_bytes(minp),
+                       gmp_report_dv_str(z, z->label, "?"));
+}
+
+gmp_doc *gmp_report_build(const gmp_report_doc *doc, const gmp_report_view *v)
+{
+    gmp_doc *d = gmp_doc_new();
+    if (!d)
+        return NULL;
+    gmp_doc_block *root = gmp_doc_root(d);
+    gmp_doc_item_add(d, gmp_doc_kv(d, root), "schema", GMP_DOC_DATA, "%v",
+                     K(gmp_dv_lit(SCHEMA), "schema"));
+    if (doc->ntraces > 1)
+        summary(d, doc, v);
+    for (size_t i = 0; i < doc->ntraces; i++) {
+        bld b = {d, doc->traces[i], v};
+        const gmp_report_trace *t = b.t;
+        gmp_doc_block *sec;
+        if (doc->ntraces == 1)
+            sec = gmp_doc_section(d, root, NULL, 0, "gpumemprof report: %v",
+                                  gmp_report_dv_str(t, t->path, ""));
+        else
+            sec = gmp_doc_section(d, root, "processes", GMP_DOC_ITEM, "process %v of %v: %v (%v)",
+                                  gmp_dv_count(i + 1), gmp_dv_count(doc->ntraces),
+                                  gmp_report_dv_str(t, t->label, ""),
+                                  gmp_report_dv_str(t, t->path, ""));
+        trace(&b, sec);
+    }
+    if (gmp_doc_error(d) != GMP_OK) {
+        gmp_doc_free(d);
+        return NULL;
+    }
+    return d;
+}
