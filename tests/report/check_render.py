@@ -1,0 +1,213 @@
+#!/usr/bin/env python3
+"""Tests of the report document's renderers (formats/report/gmp_render_*.c) on the sample document
+of doc_sample (every block kind, value type and flag, hostile strings).
+
+    check_render.py MODE DOC_SAMPLE GOLDEN_DIR
+
+GMP_REGEN_GOLDEN=1 rewrites the golden files (review `git diff tests/report/golden`).
+
+MODE, one function each (MODES below):
+  json_golden  `doc_sample json` against golden/doc_sample.json, as parsed JSON and as bytes
+  json_valid   strict JSON (UTF-8, no duplicate member, no NaN/Infinity), every value type as
+               docs/report.md says, hostile strings read back exactly, what has no key or is
+               view-only left out, the layout (two-space indentation, one line per row/frame/point)
+"""
+import os
+import re
+import subprocess
+import sys
+
+sys.dont_write_bytecode = True  # nothing written into the source tree
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tools"))
+import gmp_golden  # noqa: E402
+
+MiB = 1 << 20
+T0 = 1000000000
+REGEN = "GMP_REGEN_GOLDEN"
+
+
+def sample(doc_sample, fmt):
+    p = subprocess.run([doc_sample, fmt], capture_output=True)
+    if p.returncode != 0:
+        sys.exit("FAIL: doc_sample %s: exit %d\n%s" % (fmt, p.returncode,
+                                                        p.stderr.decode(errors="replace")))
+    return p.stdout
+
+
+def eq(what, got, want):
+    # bool is not int in the JSON: compare the types too
+    if got != want or type(got) is not type(want):
+        sys.exit("FAIL: %s: got %r, expected %r" % (what, got, want))
+
+
+# ---- JSON ----
+
+def json_golden(doc_sample, gdir):
+    out = sample(doc_sample, "json")
+    path = os.path.join(gdir, "doc_sample.json")
+    gmp_golden.golden_json(path, out, REGEN)
+    gmp_golden.golden_bytes(path, out, REGEN, regen=False)
+
+
+def _trace_str(raw):
+    """What a trace string reads back as: valid UTF-8 as it is, each other byte as U+00XX."""
+    out, i = [], 0
+    while i < len(raw):
+        for n in (4, 3, 2, 1):
+            try:
+                out.append(raw[i:i + n].decode("utf-8"))
+                i += n
+                break
+            except UnicodeDecodeError:
+                continue
+        else:
+            out.append(chr(raw[i]))
+            i += 1
+    return "".join(out)
+
+
+def _check_layout(out):
+    text = out.decode("utf-8")
+    if not text.endswith("}\n") or not text.startswith("{\n"):
+        sys.exit("FAIL: JSON does not open with '{' and close with '}' and a newline")
+    for n, line in enumerate(text.split("\n")[:-1], 1):
+        ind = len(line) - len(line.lstrip(" "))
+        if ind % 2 or line[ind:ind + 1] in (" ", "\t", ""):
+            sys.exit("FAIL: line %d: indentation not a multiple of two spaces: %r" % (n, line))
+        body = line.strip()
+        # an element on one line ({...} row, frame, lane, mark; [...] point) has no spaces
+        # outside strings
+        if body[0] in "{[" and body.rstrip(",")[-1] in "}]" and len(body) > 2:
+            outside = re.sub(r'"(\\.|[^"\\])*"', '""', body)
+            if " " in outside:
+                sys.exit("FAIL: line %d: one-line element with spaces: %r" % (n, line))
+
+
+def json_valid(doc_sample, gdir):
+    out = sample(doc_sample, "json")
+    if sample(doc_sample, "json") != out:
+        sys.exit("FAIL: two runs wrote different JSON")
+    if re.search(rb"[\x00-\x09\x0b-\x1f\x7f]", out):
+        sys.exit("FAIL: a control byte in the JSON (trace bytes not escaped)")
+    j = gmp_golden.parse_json(out, "doc_sample json")  # UTF-8, no duplicate, no NaN
+    _check_layout(out)
+
+    # members in document order; data-only items included
+    eq("top-level members", list(j), [
+        "schema", "pid", "hostname", "cmdline", "events", "span_ns", "lost_events", "complete",
+        "ratio", "change", "delta", "address", "first_time_ns", "devices",
+        "largest_allocations", "analysis", "empty"])
+    # every value type
+    eq("LIT", j["schema"], "gpumemprof-sample/1")
+    eq("COUNT", j["pid"], 4242)
+    eq("STR with invalid UTF-8", j["hostname"], _trace_str(b"host\xff\xfe"))
+    if b'"host\\u00ff\\u00fe"' not in out:
+        sys.exit("FAIL: invalid UTF-8 bytes not written as \\u00XX")
+    eq("STR (code)", j["cmdline"], "python train.py --lr=1e-3")
+    eq("DUR", j["span_ns"], 18500000)
+    eq("BOOL", j["complete"], False)
+    eq("REAL", j["ratio"], 2.5)
+    eq("SBYTES", j["change"], -512)
+    eq("INT", j["delta"], -3)
+    eq("HEX", j["address"], "0x7f00")
+    eq("TIME (trace clock, not relative)", j["first_time_ns"], T0 - 1500)
+    # trace strings without a key (headings) are not in the JSON
+    for s in (b"run", b"Sim", b"and 3 more"):
+        if s in out:
+            sys.exit("FAIL: %r written though it has no key" % s)
+
+    # ITEM sections: one array; DATA items included
+    devs = j["devices"]
+    eq("devices", [d["id"] for d in devs], [0, 1])
+    eq("device members", list(devs[0]), [
+        "id", "peak_allocated_bytes", "peak_time_ns", "leaked_bytes", "leaked_allocations",
+        "samples", "timeline", "live_at_peak_by_range"])
+    eq("BYTES", devs[0]["peak_allocated_bytes"], 128 * MiB)
+    eq("DATA item", devs[0]["samples"], 3)
+
+    # SERIES: every column with a key, time first; DOTS 0 is null; lanes and marks
+    tl = devs[0]["timeline"]
+    eq("series members", list(tl), ["bucket_ns", "columns", "points", "lanes", "marks"])
+    eq("bucket_ns", tl["bucket_ns"], 1000000)
+    eq("columns", tl["columns"], ["time_ns", "allocated_min", "allocated_max", "reserved",
+                                  "driver_used", "events"])
+    eq("points", len(tl["points"]), 24)
+    for k, p in enumerate(tl["points"]):
+        eq("point %d width" % k, len(p), 6)
+        eq("point %d start" % k, p[0], T0 + k * 1000000)
+        eq("point %d events" % k, p[5], k)
+        if (p[4] is None) != (k % 5 != 0):
+            sys.exit("FAIL: point %d: driver_used %r (DOTS: null where 0)" % (k, p[4]))
+    eq("lanes", tl["lanes"], [{"label": "tid 7, depth 1", "spans": [
+        {"start_ns": T0, "end_ns": T0 + 12000000, "label": "train/<step>"},
+        {"start_ns": T0 + 12000000, "end_ns": T0 + 24000000,
+         "label": _trace_str(b"eval\n\xff")}]}])
+    eq("marks", tl["marks"], [
+        {"time_ns": T0 + 12000000, "label": "peak", "problem": False},
+        {"time_ns": T0 + 20000000, "label": "out of memory", "problem": True}])
+
+    # TABLE: columns without a key left out; hostile strings read back exactly; empty STR null
+    eq("table", devs[0]["live_at_peak_by_range"], [
+        {"bytes": 96 * MiB, "count": 3, "range": "train/step/forward"},
+        {"bytes": 24 * MiB, "count": 1, "range": "a|b*c_d`e[f]#g~h&i<j>k\"l"},
+        {"bytes": 8 * MiB, "count": 2, "range": None}])
+
+    # VIEW column left out, DATA column in; NONE null; DEVICE -1; STACK frames
+    big = j["largest_allocations"]
+    eq("row members", list(big[0]), ["bytes", "device", "time_ns", "free_time_ns", "address",
+                                     "stack"])
+    eq("NONE", big[0]["free_time_ns"], None)
+    eq("DATA column (HEX)", big[0]["address"], "0x7f2000000000")
+    eq("DEVICE host", big[1]["device"], -1)
+    st = big[0]["stack"]
+    eq("python frame", st[0], {"function": "forward", "file": "model.py", "line": 42})
+    eq("native frame", st[1], {"function": "at::empty<float>", "file": "/src/aten/empty.cpp",
+                               "line": 7, "module": "/usr/lib/libtorch.so+0x1a2b",
+                               "address": "0x7f001a2b", "inlined": True})
+    eq("unknown native frame", st[2], {"function": None, "file": None, "line": 0,
+                                       "module": "/usr/lib/libtorch.so+0x99",
+                                       "address": "0x7f000099", "unknown": "no DWARF"})
+    eq("bare address", st[3], {"function": None, "file": None, "line": 0, "module": None,
+                               "address": "0x401000"})
+    eq("hostile python frame", st[4]["file"], "train|<b>.py")
+    eq("frames", len(st), 6)
+    eq("one-frame stack", len(big[1]["stack"]), 1)
+
+    # VERDICT/NOTICE with a key: severity, the line as text, keyed values, children; without a
+    # key: not there; a STACK block in a keyless section: a member of the enclosing object
+    an = j["analysis"]
+    leaks = an["leaks"]
+    if not isinstance(leaks, list):
+        sys.exit("FAIL: analysis.leaks is not one array (two verdicts with one key need "
+                 "GMP_DOC_ITEM in the sample)")
+    eq("verdict", leaks[0], {
+        "severity": "problem",
+        "text": "probable leak: train/<step> on device 0: +1.00 MiB per repetition",
+        "range": "train/<step>", "device": 0, "rate_bytes": MiB,
+        "sites": [{"growth_bytes": 10 * MiB, "range": "train/<step>"}]})
+    eq("verdict 2", leaks[1], {"severity": "warning", "text": "growth to watch: 12.5%",
+                               "share": 12.5})
+    notes = an["notes"]
+    if isinstance(notes, list):
+        notes = notes[0]
+    eq("notice", notes, {"severity": "ok",
+                         "text": "no range grows over its repetitions (2 checked)",
+                         "ranges_checked": 2})
+    eq("stack block", an["focus_stack"], st)
+    eq("empty section", j["empty"], {"nothing": []})
+
+
+MODES = {
+    "json_golden": json_golden,
+    "json_valid": json_valid,
+}
+
+
+def main():
+    if len(sys.argv) != 4 or sys.argv[1] not in MODES:
+        sys.exit("usage: check_render.py %s DOC_SAMPLE GOLDEN_DIR" % "|".join(MODES))
+    MODES[sys.argv[1]](sys.argv[2], sys.argv[3])
+
+
+if __name__ == "__main__":
+    main()
