@@ -5,12 +5,13 @@
  *            depth 2 <h3>, depth 3 <h4>, deeper <h5>
  *   KV       a two-column table (label, value)
  *   TABLE    a table; numeric columns right-aligned; a GMP_DOC_BAR column has a second cell per
- *            row with a bar scaled to the column's largest value; "(top N of M)" above it when
- *            rows were left out
- *   SERIES   an SVG plot: byte axis, time axis, each column drawn by its role (a band between a
- *            LOW and a HIGH column, a line, dots), marks as vertical lines (dashed: GMP_DOC_BAD),
- *            the lanes of spans under it, a legend from the column titles. Colours follow a fixed
- *            palette in column order (a band and its upper edge take one colour).
+ *            row with a bar scaled to the column's largest value; "(top N of M)" on the heading
+ *            or under the table when rows were left out
+ *   SERIES   an SVG plot under its caption: byte axis, time axis, each column drawn by its role
+ *            (a band between a LOW and a HIGH column, a line, dots), marks as vertical lines
+ *            (dashed: GMP_DOC_BAD), the lanes of spans under it, a legend from the column titles;
+ *            colours follow a fixed palette in column order (a band and its upper edge: one);
+ *            a plot with neither marks nor lanes is drawn smaller
  *   STACKB   the frames, one a line
  *   VERDICT  a box coloured by severity: its line, then its children
  *   NOTICE   a paragraph coloured by severity
@@ -24,8 +25,9 @@
 #include "gmp_escape.h"
 #include "gmp_render.h"
 
-#define W 960.0    /* plot width */
-#define H 200.0    /* plot height */
+#define W 960.0 /* plot width */
+#define H 200.0 /* plot height (HS: of a plot with neither marks nor lanes) */
+#define HS 80.0
 #define ML 70.0    /* left margin (axis labels), wider when a lane's label needs it */
 #define LANE 16.0  /* height of a lane of spans */
 #define BARW 160.0 /* width of a table's bar at the column's largest value */
@@ -264,7 +266,7 @@ typedef struct plot {
     FILE *f;
     const gmp_doc_block *s;
     uint64_t t0, t1, ymax;
-    double ml; /* left margin */
+    double ml, h; /* left margin, height */
 } plot;
 
 static double xpos(const plot *p, uint64_t t)
@@ -277,7 +279,7 @@ static double xpos(const plot *p, uint64_t t)
 
 static double ypos(const plot *p, uint64_t v)
 {
-    return H + 4 - H * (double)v / (double)p->ymax;
+    return p->h + 4 - p->h * (double)v / (double)p->ymax;
 }
 
 /* Point i covers [start, x[i]]. */
@@ -318,24 +320,29 @@ static void axes(const plot *p)
     FILE *f = p->f;
     char b[64];
     for (int k = 0; k <= 4; k++) {
-        double y = H - H * k / 4.0 + 4;
+        double y = p->h - p->h * k / 4.0 + 4;
         fprintf(f, "<line x1=\"%.0f\" y1=\"%.1f\" x2=\"%.0f\" y2=\"%.1f\" stroke=\"#eee\"/>", p->ml,
                 y, W, y);
         fprintf(f, "<text x=\"%.0f\" y=\"%.1f\" text-anchor=\"end\">", p->ml - 4, y + 4);
         escz(f, fmt_bytes((uint64_t)((double)p->ymax * k / 4.0), b, sizeof b));
         fputs("</text>", f);
     }
+    char prev[64] = "";
     for (int k = 0; k <= 5; k++) {
         uint64_t tt = p->t0 + (uint64_t)((double)(p->t1 - p->t0) * k / 5.0);
         double x = xpos(p, tt);
+        fmt_time(p, tt, b, sizeof b);
+        if (!strcmp(b, prev))
+            continue; /* a tick's label once (a short series) */
+        snprintf(prev, sizeof prev, "%s", b);
         fprintf(f,
                 "<line x1=\"%.1f\" y1=\"4\" x2=\"%.1f\" y2=\"%.0f\" stroke=\"#f2f2f2\"/>"
                 "<text x=\"%.1f\" y=\"%.0f\" text-anchor=\"%s\">",
-                x, x, H + 4, x, H + 18,
+                x, x, p->h + 4, x, p->h + 18,
                 k == 5 ? "end"
                 : k    ? "middle"
                        : "start");
-        escz(f, fmt_time(p, tt, b, sizeof b));
+        escz(f, b);
         fputs("</text>", f);
     }
 }
@@ -405,7 +412,7 @@ static void marks(const plot *p)
         char b[64];
         int bad = (mk->flags & GMP_DOC_BAD) != 0;
         fprintf(f, "<line x1=\"%.1f\" y1=\"4\" x2=\"%.1f\" y2=\"%.0f\" stroke=\"#c00\"%s><title>",
-                x, x, H + 4, bad ? " stroke-dasharray=\"3 2\"" : " stroke-opacity=\"0.4\"");
+                x, x, p->h + 4, bad ? " stroke-dasharray=\"3 2\"" : " stroke-opacity=\"0.4\"");
         escz(f, mk->label);
         fputs(" at ", f);
         escz(f, fmt_time(p, mk->t, b, sizeof b));
@@ -440,7 +447,7 @@ static unsigned hue(gmp_str s)
 static void lanes(const plot *p)
 {
     FILE *f = p->f;
-    double y = H + 30;
+    double y = p->h + 30;
     const char *prev = NULL;
     for (size_t l = 0; l < p->s->nlanes; l++, y += LANE) {
         const gmp_doc_lane *ln = &p->s->lanes[l];
@@ -531,7 +538,13 @@ static void put_series(FILE *f, const gmp_doc_block *s)
 {
     if (!s->npoints || !s->nscols)
         return;
-    plot p = {f, s, s->x0, s->x[s->npoints - 1], gmp_doc_series_max(s), ML};
+    plot p = {f,
+              s,
+              s->x0,
+              s->x[s->npoints - 1],
+              gmp_doc_series_max(s),
+              ML,
+              s->nlanes || s->nmarks ? H : HS};
     for (size_t l = 0; l < s->nlanes; l++) { /* about 6.2 px a character at 11 px */
         double w = s->lanes[l].label ? 6.2 * (double)strlen(s->lanes[l].label) + 8 : 0;
         if (w > p.ml)
@@ -539,7 +552,8 @@ static void put_series(FILE *f, const gmp_doc_block *s)
     }
     if (!p.ymax)
         p.ymax = 1;
-    double hh = H + 24 + (s->nlanes ? 8 + LANE * (double)s->nlanes : 0);
+    double hh = p.h + 24 + (s->nlanes ? 8 + LANE * (double)s->nlanes : 0);
+    put_caption(f, s);
     fprintf(f, "<svg width=\"%.0f\" height=\"%.0f\" viewBox=\"0 0 %.0f %.0f\" role=\"img\">",
             W + 10, hh, W + 10, hh);
     if (s->title.n) {
