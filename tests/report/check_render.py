@@ -11,6 +11,10 @@ MODE, one function each (MODES below):
   json_valid   strict JSON (UTF-8, no duplicate member, no NaN/Infinity), every value type as
                docs/report.md says, hostile strings read back exactly, what has no key or is
                view-only left out, the layout (two-space indentation, one line per row/frame/point)
+  html_golden  `doc_sample html` against golden/doc_sample.html, as bytes
+  html_wellformed  parsed with html.parser (check_report_formats.py's rules): balanced, only the
+               allowed elements, no on* attribute, no href/src, self-contained; hostile strings
+               are text; headings by depth, DATA left out, every block kind drawn as it should be
 """
 import os
 import re
@@ -197,9 +201,82 @@ def json_valid(doc_sample, gdir):
     eq("empty section", j["empty"], {"nothing": []})
 
 
+# ---- HTML ----
+
+def html_golden(doc_sample, gdir):
+    out = sample(doc_sample, "html")
+    gmp_golden.golden_bytes(os.path.join(gdir, "doc_sample.html"), out, REGEN)
+
+
+def html_wellformed(doc_sample, gdir):
+    import check_report_formats as crf  # parse_html, self_contained, ALLOWED
+    out = sample(doc_sample, "html")
+    if sample(doc_sample, "html") != out:
+        sys.exit("FAIL: two runs wrote different HTML")
+    try:
+        doc = out.decode("utf-8")  # strict: invalid UTF-8 must not pass through
+    except UnicodeDecodeError as e:
+        sys.exit("FAIL: the HTML is not UTF-8: %s" % e)
+    if re.search(r"[\x00-\x08\x0b-\x1f\x7f]", doc):
+        sys.exit("FAIL: a raw control character in the HTML")
+    if not doc.startswith("<!DOCTYPE html>\n"):
+        sys.exit("FAIL: no <!DOCTYPE html>")
+    crf.self_contained(doc)
+    p = crf.parse_html(doc)  # balanced, allowed elements only, no on*/href/src
+    text = "".join(p.data)
+    # hostile strings are text, never markup (&#x1b; reads back as nothing in html.parser)
+    for s in ("a|b*c_d`e[f]#g~h&i<j>k\"l", "train/<step>", "<module> (train|<b>.py:1)",
+              "at::empty<float> (empty.cpp:7)", "eval\n\ufffd", "host\ufffd\ufffd",
+              "Sim[31mGPU", "run]0;x.zst"):
+        if s not in text:
+            sys.exit("FAIL: hostile string %r not shown as text" % s)
+    for tag, k, v in p.attrs:
+        if v and "<" in v:
+            sys.exit("FAIL: '<' in attribute %s of <%s>: %r" % (k, tag, v))
+    # <title>: the first heading, as text
+    m = re.search(r"<title>(.*?)</title>", doc)
+    eq("<title>", m and m.group(1), "gpumemprof report: run&#x1b;]0;x&#x07;.zst")
+    # headings by depth: no root title (no <h1>); depth 1 a <section> with <h2>
+    eq("sections", doc.count("<section>"), 1)
+    eq("<h1>", p.tags.count("h1"), 0)
+    eq("<h2>", re.findall(r"<h2>(.*?)</h2>", doc), ["gpumemprof report: run&#x1b;]0;x&#x07;.zst"])
+    eq("<h3>", [re.sub(r"<[^>]*>", "", h) for h in re.findall(r"<h3>(.*?)</h3>", doc)],
+       ["Device 0: Sim&#x1b;[31mGPU", "Device 1: Sim&#x1b;[31mGPU", "Largest allocations",
+        "Findings", "Empty section"])
+    # "(top N of M)" on the heading of the section whose first block is the cut table
+    eq("top note", doc.count("Live at the peak, by range <span class=note>(top 3 of 5)</span>"
+                             "</h4>"), 2)
+    # what is only in the JSON is not in the page; VIEW columns are
+    for s in ("gpumemprof-sample/1", "samples", "0x7f2000000000"):
+        if s in doc:
+            sys.exit("FAIL: %r (GMP_DOC_DATA) in the HTML" % s)
+    for s in ("<th>note</th>", "never freed", "<th colspan=2>bytes</th>",
+              "<td class=bar><span style=\"width:160.0px\"></span></td>",
+              "<td class=n>96.00 MiB</td>", "<td><i>(no range)</i></td>",
+              "<b>128.00 MiB (134217728 bytes)</b>", "<span class=bad>64.00 MiB</span>",
+              "<span class=warn>no</span>", "<code>python train.py --lr=1e-3</code>",
+              '<div class="verdict bad">', '<div class="verdict warn">', "<p class=ok>",
+              "<p>... and 3 more</p>", "<div class=st>forward (model.py:42)<br>",
+              "<span class=st>forward (model.py:42)<br>", "stroke-dasharray=",
+              "out of memory at +0.020000 s",
+              "text-anchor=\"end\">tid 7, depth 1</text>", "; 24 buckets of 1.000 ms</div>"):
+        if s not in doc:
+            sys.exit("FAIL: %r not in the HTML" % s)
+    # a verdict's children are inside it
+    v = doc[doc.index('<div class="verdict bad">'):]
+    if v.index("<th>growth</th>") > v.index("</div>"):
+        sys.exit("FAIL: the verdict's table is not inside it")
+    # a SERIES: a band, lines, dots where not 0 (5 points of 24 per device), HIDDEN not drawn
+    eq("dots", doc.count('r="2" fill="#777"'), 10)
+    if "<title>events" in doc:
+        sys.exit("FAIL: a HIDDEN column drawn")
+
+
 MODES = {
     "json_golden": json_golden,
     "json_valid": json_valid,
+    "html_golden": html_golden,
+    "html_wellformed": html_wellformed,
 }
 
 
