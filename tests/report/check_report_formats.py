@@ -59,9 +59,9 @@ def golden(name, out, gdir):
                  (path, out.decode(errors="replace")[:4000]))
 
 
-ALLOWED = {"html", "head", "meta", "title", "style", "body", "h1", "h2", "h3", "h4", "p", "br",
-           "code", "span", "b", "i", "table", "tr", "th", "td", "section", "svg", "g", "rect",
-           "path", "line", "circle", "text", "ul", "li", "div"}
+ALLOWED = {"html", "head", "meta", "title", "style", "body", "h1", "h2", "h3", "h4", "h5", "p",
+           "br", "code", "span", "b", "i", "table", "tr", "th", "td", "section", "svg", "g",
+           "rect", "path", "line", "circle", "text", "ul", "li", "div"}
 
 
 class Collect(html.parser.HTMLParser):
