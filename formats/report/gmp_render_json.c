@@ -110,7 +110,9 @@ static void j_hex(jw *J, uint64_t x)
     fprintf(J->f, "\"0x%" PRIx64 "\"", x);
 }
 
-/* The shortest of %.15g, %.16g, %.17g that reads back exactly; null when not finite. */
+/* The shortest of %.15g, %.16g, %.17g that reads back exactly, always with a fraction or an
+ * exponent (a reader that types numbers gets a float for every PCT and REAL); null when not
+ * finite. */
 static void j_real(jw *J, double d)
 {
     if (!isfinite(d)) {
@@ -124,6 +126,8 @@ static void j_real(jw *J, double d)
             break;
     }
     fputs(b, J->f);
+    if (!strpbrk(b, ".e"))
+        fputs(".0", J->f); /* a number with a fraction whatever its value: "100.0" */
 }
 
 static void j_stack(jw *J, const gmp_doc_stack *s);
