@@ -519,10 +519,8 @@ const char *gmp_doc_severity_name(gmp_doc_severity s)
 int gmp_doc_depth(const gmp_doc_block *b)
 {
     int n = 0;
-    while (b && b->parent) {
-        n++;
-        b = b->parent;
-    }
+    for (const gmp_doc_block *p = b ? b->parent : NULL; p; p = p->parent)
+        n += !(p->kind == GMP_DOC_SECTION && !p->title.n && p->parent); /* a mere grouping */
     return n;
 }
 

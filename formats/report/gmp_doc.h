@@ -6,7 +6,9 @@
  * blocks therefore appears in every format at once.
  *
  * Blocks:
- *   SECTION  a heading (title) over child blocks; its depth in the tree is its heading level
+ *   SECTION  a heading (title) over child blocks; its depth in the tree is its heading level (an
+ *            untitled section below the root only groups blocks, e.g. for a JSON object: it
+ *            shows no heading and adds no level)
  *   KV       a key/value list: each item a label and a line of values
  *   TABLE    typed columns (title, JSON key, value type, flags) and rows of cells
  *   SERIES   a time series: per point a time and one value per column, range lanes under it and
@@ -281,7 +283,8 @@ gmp_doc_block *gmp_doc_notice(gmp_doc *d, gmp_doc_block *parent, const char *key
 const char *gmp_doc_fmt(const gmp_doc_val *v, char *buf, size_t n);
 /* "info", "ok", "warning", "problem" */
 const char *gmp_doc_severity_name(gmp_doc_severity s);
-/* Depth of a block: the root is 0, its children 1, ... */
+/* Depth of a block: the root is 0, its children 1, ...; untitled sections other than the root
+ * are not counted (a block under one has the depth it would have without it). */
 int gmp_doc_depth(const gmp_doc_block *b);
 /* The largest value a SERIES draws (of columns not HIDDEN); 0 when none. */
 uint64_t gmp_doc_series_max(const gmp_doc_block *s);

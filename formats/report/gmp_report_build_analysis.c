@@ -1,1 +1,454 @@
-/* gmp_report_build_analysis: being written (issue 14). */
+/* gmp_report_build_analysis: the blocks of the report's analyses (gmp_analysis.h, computed in the
+ * replay) for one trace: growth over repetitions (a verdict per probable leak with its growing
+ * sites and the series of exits), temporary allocations (per range path and the hottest sites),
+ * allocator overhead (per device at the two peaks and at the end) and why each out-of-memory error
+ * happened. What is said and which rows (--top, --device) is decided here, once for every format.
+ *
+ * JSON: everything lives in the trace's "analysis" object, with today's member names
+ * (docs/report.md): options, ranges_checked, growth[], temporary_totals, temporary[],
+ * temporary_sites[], overhead[], ooms[]. The growth rows that are no leak, and the numbers the
+ * wording leaves out, are data only (GMP_DOC_DATA); an array with no element is still written
+ * (an empty table of that key) so that its member is always there. */
+#include <stdint.h>
+
+#include "gmp_analysis.h"
+#include "gmp_doc.h"
+#include "gmp_report.h"
+#include "gmp_report_build.h"
+
+static const char *verdict_name(gmp_analysis_oom_verdict v)
+{
+    switch (v) {
+    case GMP_ANALYSIS_OOM_FRAGMENTED: return "fragmented";
+    case GMP_ANALYSIS_OOM_CACHE: return "cache";
+    default: return "exhausted";
+    }
+}
+
+static const char *verdict_text(gmp_analysis_oom_verdict v)
+{
+    switch (v) {
+    case GMP_ANALYSIS_OOM_FRAGMENTED:
+        return "the process already held enough free memory (reserved - allocated), not in one "
+               "piece: fragmentation";
+    case GMP_ANALYSIS_OOM_CACHE:
+        return "the cache (reserved - allocated) plus what the driver reported free was enough: "
+               "releasing cached memory could have made room";
+    default: return "not enough memory even counting the cache and the driver's free memory";
+    }
+}
+
+/* A rate per repetition rounded to whole bytes. */
+static int64_t rate_int(double r)
+{
+    return r >= 0 ? (int64_t)(r + 0.5) : -(int64_t)(-r + 0.5);
+}
+
+static double pct(uint64_t part, uint64_t whole)
+{
+    return whole ? 100.0 * (double)part / (double)whole : 0.0;
+}
+
+/* Rows of a device-sorted list shown under the view: the device filter and --top. */
+static int shown_ok(const gmp_report_view *v, int32_t device, size_t *shown)
+{
+    if (!gmp_report_wanted(v, device))
+        return 0;
+    if (v->top && *shown >= v->top)
+        return 0;
+    (*shown)++;
+    return 1;
+}
+
+/* Rows of a per-device list that --top cut (0: none): the table's total. */
+static uint64_t cut_total(const gmp_report_view *v, size_t wanted)
+{
+    return v->top && wanted > v->top ? wanted : 0;
+}
+
+/* A member of the enclosing JSON object that no format shows. */
+static void data_member(gmp_doc *d, gmp_doc_block *kv, const char *key, gmp_doc_val val)
+{
+    gmp_doc_item_add(d, kv, key, GMP_DOC_DATA, "%v", gmp_dv_k(val, key));
+}
+
+static gmp_doc_val data_val(gmp_doc_val val, const char *key)
+{
+    return gmp_dv_f(gmp_dv_k(val, key), GMP_DOC_DATA);
+}
+
+/* `key: []` in the JSON where no block of that key was added (an empty table, shown nowhere). */
+static void empty_array(gmp_doc *d, gmp_doc_block *parent, const char *key)
+{
+    gmp_doc_block *b = gmp_doc_table(d, parent, key, NULL, 0);
+    b->flags |= GMP_DOC_DATA;
+}
+
+/* ---- growth over repetitions ---- */
+
+static void growth_sites(gmp_doc *d, gmp_doc_block *b, const gmp_report_trace *t,
+                         const gmp_report_view *v, const gmp_analysis_growth *g)
+{
+    static const gmp_doc_col cols[] = {
+        {"device", "device", GMP_DOC_DEVICE, GMP_DOC_DATA},
+        {"API", "api", GMP_DOC_STR, GMP_DOC_DATA},
+        {"first", "first_bytes", GMP_DOC_BYTES, GMP_DOC_DATA},
+        {"last", "last_bytes", GMP_DOC_BYTES, GMP_DOC_DATA},
+        {"grew", "growth_bytes", GMP_DOC_BYTES, 0},
+        {"per repetition", "rate_bytes_per_repetition", GMP_DOC_BYTES, 0},
+        {"kind", "kind", GMP_DOC_LIT, 0},
+        {"range", "range", GMP_DOC_STR, 0},
+        {"stack", "stack", GMP_DOC_STACK, 0},
+    };
+    gmp_doc_block *tb = gmp_doc_table(d, b, "sites", cols, sizeof cols / sizeof cols[0]);
+    size_t ns = g->nsites;
+    if (v->top && ns > v->top)
+        ns = v->top;
+    tb->total = cut_total(v, g->nsites);
+    if (!ns)
+        tb->flags |= GMP_DOC_DATA; /* `sites: []` */
+    for (size_t k = 0; k < ns; k++) {
+        const gmp_analysis_growth_site *s = &g->sites[k];
+        gmp_doc_val *r = gmp_doc_row(d, tb);
+        r[0] = gmp_dv_device(s->site.device);
+        r[1] = gmp_report_dv_str(t, s->site.api, "(no API)");
+        r[2] = gmp_dv_bytes(s->first_bytes);
+        r[3] = gmp_dv_bytes(s->last_bytes);
+        r[4] = gmp_dv_bytes(s->growth_bytes);
+        r[5] = gmp_dv_bytes(s->rate_bytes > 0 ? (uint64_t)rate_int(s->rate_bytes) : 0);
+        r[6] = gmp_dv_lit(gmp_mem_kind_name(s->site.kind));
+        r[7] = gmp_report_dv_str(t, s->site.range, "(no range)");
+        r[8] = gmp_dv_stack(gmp_report_doc_stack(d, t, s->site.stack));
+    }
+}
+
+/* The device's allocated bytes at the range's exits, for the JSON only. A SERIES has times, and
+ * these are exits: x is the exit number (1 = the first; point i is exit i * stride + 1, as in the
+ * analysis, written as starting there: x0 = 1, each x the next point's start) and bucket_ns the
+ * stride (exits per point). Renderers would label that axis and its buckets as times, so the
+ * series is not drawn (the HTML report's sparkline of old is gone) until a SERIES can say its x
+ * is not a time. */
+static void growth_series(gmp_doc *d, gmp_doc_block *b, const gmp_analysis_growth *g)
+{
+    static const gmp_doc_scol cols[] = {
+        {"allocated at the exit", "bytes", GMP_DOC_S_LINE, GMP_DOC_STRONG},
+    };
+    gmp_doc_block *s = gmp_doc_series(d, b, "series", cols, 1, g->nseries);
+    s->flags |= GMP_DOC_DATA;
+    s->x0 = 1;
+    s->t0 = 0;
+    s->bucket_ns = g->series_stride;
+    for (size_t i = 0; i < s->npoints; i++) {
+        s->x[i] = (uint64_t)(i + 1) * g->series_stride + 1;
+        s->y[i] = g->series[i];
+    }
+}
+
+/* One growth row: a verdict (a probable leak), or data only (a range that repeats and does not
+ * leak), an element of `growth`. */
+static void growth_row(gmp_doc *d, gmp_doc_block *sec, const gmp_report_trace *t,
+                       const gmp_report_view *v, const gmp_analysis_growth *g)
+{
+    gmp_doc_val rate, total;
+    if (g->leak) { /* rate > 0 and last > first: both are growths */
+        rate = gmp_dv_bytes((uint64_t)rate_int(g->rate_bytes));
+        total = gmp_dv_bytes((uint64_t)g->total_bytes);
+    } else {
+        rate = gmp_dv_sbytes(rate_int(g->rate_bytes));
+        total = gmp_dv_sbytes(g->total_bytes);
+    }
+    const char *fmt = g->leak ? "probable leak: %v on device %v: +%v per repetition over %v "
+                                "repetitions (%v -> %v, +%v; rising %v of %v)"
+                              : "%v on device %v: %v per repetition over %v repetitions (%v -> "
+                                "%v, %v; rising %v of %v)";
+    gmp_doc_block *b = gmp_doc_verdict(
+        d, sec, "growth", g->leak ? GMP_DOC_PROBLEM : GMP_DOC_OK, fmt,
+        gmp_dv_k(gmp_report_dv_str(t, g->range, "(no name)"), "range"),
+        gmp_dv_k(gmp_dv_device(g->device), "device"),
+        gmp_dv_k(gmp_dv_f(rate, GMP_DOC_STRONG), "rate_bytes_per_repetition"),
+        gmp_dv_k(gmp_dv_count(g->repetitions), "repetitions"),
+        gmp_dv_k(gmp_dv_bytes(g->first_bytes), "first_bytes"),
+        gmp_dv_k(gmp_dv_bytes(g->last_bytes), "last_bytes"), gmp_dv_k(total, "total_growth_bytes"),
+        gmp_dv_k(gmp_dv_count(g->rises), "rises"), gmp_dv_count(g->repetitions - 1));
+    b->flags |= GMP_DOC_ITEM | (g->leak ? 0 : GMP_DOC_DATA);
+    gmp_doc_line *l = &b->title;
+    gmp_doc_line_add(d, l, data_val(gmp_dv_bool(g->thread_bound), "thread_bound"));
+    gmp_doc_line_add(d, l, data_val(gmp_dv_bool(g->leak), "probable_leak"));
+    gmp_doc_line_add(d, l, data_val(gmp_dv_bytes(g->min_bytes), "min_bytes"));
+    gmp_doc_line_add(d, l, data_val(gmp_dv_bytes(g->max_bytes), "max_bytes"));
+    gmp_doc_line_add(d, l, data_val(gmp_dv_bytes(g->mid_bytes), "middle_bytes"));
+    gmp_doc_line_add(d, l, data_val(gmp_dv_count(g->falls), "falls"));
+    gmp_doc_line_add(d, l, data_val(gmp_dv_count(g->series_stride), "series_stride"));
+    gmp_doc_line_add(d, l, data_val(gmp_dv_count(g->base_rep), "sites_from_repetition"));
+    growth_series(d, b, g);
+    growth_sites(d, b, t, v, g);
+}
+
+static void build_growth(gmp_doc *d, gmp_doc_block *a, const gmp_report_trace *t,
+                         const gmp_report_view *v)
+{
+    const gmp_analysis_result *R = t->analysis;
+    if (!R->ranges_checked) {
+        empty_array(d, a, "growth");
+        return;
+    }
+    gmp_doc_block *sec = gmp_doc_section(d, a, NULL, 0, "Growth over repetitions");
+    size_t leaks = 0;
+    for (size_t i = 0; i < R->ngrowth; i++)
+        leaks += R->growth[i].leak && gmp_report_wanted(v, R->growth[i].device);
+    if (!leaks)
+        gmp_doc_notice(d, sec, NULL, GMP_DOC_OK,
+                       R->ranges_checked == 1
+                           ? "no range grows over its repetitions (%v repeating range checked)"
+                           : "no range grows over its repetitions (%v repeating ranges checked)",
+                       gmp_dv_count(R->ranges_checked));
+    /* Leaks come first in R->growth: --top keeps the first leaks, and data rows after them. */
+    size_t shown = 0;
+    for (size_t i = 0; i < R->ngrowth; i++)
+        if (shown_ok(v, R->growth[i].device, &shown))
+            growth_row(d, sec, t, v, &R->growth[i]);
+    if (!shown)
+        empty_array(d, sec, "growth");
+}
+
+/* ---- temporary allocations ---- */
+
+static void temp_ranges(gmp_doc *d, gmp_doc_block *sec, unsigned hide, const gmp_report_trace *t,
+                        const gmp_report_view *v)
+{
+    const gmp_analysis_result *R = t->analysis;
+    static const gmp_doc_col cols[] = {
+        {"range", "range", GMP_DOC_STR, 0},
+        {"device", "device", GMP_DOC_DEVICE, 0},
+        {"allocations", "allocations", GMP_DOC_COUNT, GMP_DOC_DATA},
+        {"allocated", "allocated_bytes", GMP_DOC_BYTES, GMP_DOC_DATA},
+        {"temporary", "count", GMP_DOC_COUNT, 0},
+        {"bytes", "bytes", GMP_DOC_BYTES, 0},
+        {"share of its allocations", NULL, GMP_DOC_PCT, 0},
+        {"mean lifetime", "mean_lifetime_ns", GMP_DOC_DUR, 0},
+    };
+    gmp_doc_block *tb = gmp_doc_table(d, sec, "temporary", cols, sizeof cols / sizeof cols[0]);
+    tb->flags |= hide;
+    size_t shown = 0, wanted = 0;
+    for (size_t i = 0; i < R->ntemp; i++) {
+        const gmp_analysis_temp *x = &R->temp[i];
+        wanted += gmp_report_wanted(v, x->device);
+        if (!shown_ok(v, x->device, &shown))
+            continue;
+        gmp_doc_val *r = gmp_doc_row(d, tb);
+        r[0] = gmp_report_dv_str(t, x->range, "(no range)");
+        r[1] = gmp_dv_device(x->device);
+        r[2] = gmp_dv_count(x->allocs);
+        r[3] = gmp_dv_bytes(x->alloc_bytes);
+        r[4] = gmp_dv_count(x->temp_count);
+        r[5] = gmp_dv_bytes(x->temp_bytes);
+        r[6] = gmp_dv_pct(pct(x->temp_count, x->allocs));
+        r[7] = gmp_dv_dur(x->temp_count ? x->temp_life_ns / x->temp_count : 0);
+    }
+    tb->total = cut_total(v, wanted);
+}
+
+static void temp_sites(gmp_doc *d, gmp_doc_block *sec, unsigned hide, const gmp_report_trace *t,
+                       const gmp_report_view *v)
+{
+    const gmp_analysis_result *R = t->analysis;
+    static const gmp_doc_col cols[] = {
+        {"device", "device", GMP_DOC_DEVICE, GMP_DOC_DATA},
+        {"kind", "kind", GMP_DOC_LIT, GMP_DOC_DATA},
+        {"API", "api", GMP_DOC_STR, GMP_DOC_DATA},
+        {"temporary", "count", GMP_DOC_COUNT, 0},
+        {"bytes", "bytes", GMP_DOC_BYTES, 0},
+        {"range", "range", GMP_DOC_STR, 0},
+        {"allocations", "allocations", GMP_DOC_COUNT, GMP_DOC_DATA},
+        {"mean lifetime", "mean_lifetime_ns", GMP_DOC_DUR, GMP_DOC_DATA},
+        {"stack", "stack", GMP_DOC_STACK, 0},
+    };
+    gmp_doc_block *tb =
+        gmp_doc_table(d, sec, "temporary_sites", cols, sizeof cols / sizeof cols[0]);
+    tb->flags |= hide;
+    gmp_doc_linef(d, &tb->title, "hottest sites");
+    size_t shown = 0, wanted = 0;
+    for (size_t i = 0; i < R->ntemp_sites; i++) {
+        const gmp_analysis_temp_site *x = &R->temp_sites[i];
+        wanted += gmp_report_wanted(v, x->site.device);
+        if (!shown_ok(v, x->site.device, &shown))
+            continue;
+        gmp_doc_val *r = gmp_doc_row(d, tb);
+        r[0] = gmp_dv_device(x->site.device);
+        r[1] = gmp_dv_lit(gmp_mem_kind_name(x->site.kind));
+        r[2] = gmp_report_dv_str(t, x->site.api, "(no API)");
+        r[3] = gmp_dv_count(x->temp_count);
+        r[4] = gmp_dv_bytes(x->temp_bytes);
+        r[5] = gmp_report_dv_str(t, x->site.range, "(no range)");
+        r[6] = gmp_dv_count(x->allocs);
+        r[7] = gmp_dv_dur(x->temp_count ? x->temp_life_ns / x->temp_count : 0);
+        r[8] = gmp_dv_stack(gmp_report_doc_stack(d, t, x->site.stack));
+    }
+    tb->total = cut_total(v, wanted);
+}
+
+/* Shown when some allocation was temporary; the JSON has its members always. */
+static void build_temporary(gmp_doc *d, gmp_doc_block *a, const gmp_report_trace *t,
+                            const gmp_report_view *v)
+{
+    const gmp_analysis_result *R = t->analysis;
+    unsigned hide = R->temp_count ? 0 : GMP_DOC_DATA;
+    gmp_doc_block *sec =
+        hide ? a
+             : gmp_doc_section(d, a, NULL, 0,
+                               "Temporary allocations (freed within %v): %v of %v allocations "
+                               "(%v), %v",
+                               gmp_dv_dur(R->opts.temp_ns), gmp_dv_count(R->temp_count),
+                               gmp_dv_count(R->allocs), gmp_dv_pct(pct(R->temp_count, R->allocs)),
+                               gmp_dv_bytes(R->temp_bytes));
+    gmp_doc_block *kv =
+        gmp_doc_kv(d, gmp_doc_section(d, sec, "temporary_totals", GMP_DOC_DATA, ""));
+    data_member(d, kv, "threshold_ns", gmp_dv_dur(R->opts.temp_ns));
+    data_member(d, kv, "allocations", gmp_dv_count(R->allocs));
+    data_member(d, kv, "count", gmp_dv_count(R->temp_count));
+    data_member(d, kv, "bytes", gmp_dv_bytes(R->temp_bytes));
+    temp_ranges(d, sec, hide, t, v);
+    temp_sites(d, sec, hide, t, v);
+}
+
+/* ---- allocator overhead ---- */
+
+enum { NPOINT = 9 };
+
+/* A device's state at one moment as the members of its JSON object, in that object's order. */
+static void point_values(const gmp_report_trace *t, const gmp_analysis_point *p,
+                         gmp_doc_val out[NPOINT])
+{
+    out[0] = gmp_dv_k(gmp_dv_time(p->time_ns, t->t0_ns), "time_ns");
+    out[1] = gmp_dv_k(gmp_dv_bytes(p->allocated), "allocated_bytes");
+    out[2] = gmp_dv_k(gmp_dv_bytes(p->reserved), "reserved_bytes");
+    out[3] = gmp_dv_k(gmp_dv_bytes(p->overhead), "overhead_bytes");
+    out[4] = gmp_dv_k(gmp_dv_bytes(p->pool_reserved), "pool_reserved_bytes");
+    out[5] = gmp_dv_k(gmp_dv_bytes(p->pool_allocated), "pool_allocated_bytes");
+    out[6] = gmp_dv_k(gmp_dv_bytes(p->vmm_physical), "vmm_physical_bytes");
+    out[7] = gmp_dv_k(gmp_dv_bytes(p->vmm_mapped), "vmm_mapped_bytes");
+    out[8] = gmp_dv_k(gmp_dv_bytes(p->va_reserved), "va_reserved_bytes");
+}
+
+/* One device: a table of its three moments, and for the JSON an element of `overhead`
+ * {device, at_peak_allocated: {...}, at_peak_reserved: {...}, at_end: {...}}. */
+static void overhead_device(gmp_doc *d, gmp_doc_block *sec, unsigned hide,
+                            const gmp_report_trace *t, const gmp_analysis_overhead *o)
+{
+    static const gmp_doc_col cols[] = {
+        {"when", NULL, GMP_DOC_LIT, 0},
+        {"at", NULL, GMP_DOC_TIME, 0},
+        {"allocated", NULL, GMP_DOC_BYTES, 0},
+        {"reserved", NULL, GMP_DOC_BYTES, 0},
+        {"overhead", NULL, GMP_DOC_BYTES, 0},
+        {"share", NULL, GMP_DOC_PCT, 0},
+        {"pools reserved", NULL, GMP_DOC_BYTES, 0},
+        {"pools allocated", NULL, GMP_DOC_BYTES, 0},
+        {"VMM physical", NULL, GMP_DOC_BYTES, 0},
+        {"VMM mapped", NULL, GMP_DOC_BYTES, 0},
+        {"address space", NULL, GMP_DOC_BYTES, 0},
+    };
+    static const char *const when[3] = {"at the allocated peak", "at the reserved peak", "at exit"};
+    static const char *const key[3] = {"at_peak_allocated", "at_peak_reserved", "at_end"};
+    const gmp_analysis_point *p[3] = {&o->at_peak_allocated, &o->at_peak_reserved, &o->at_end};
+
+    gmp_doc_block *dev = gmp_doc_section(d, sec, "overhead", GMP_DOC_ITEM | hide, "device %v",
+                                         gmp_dv_device(o->device));
+    gmp_doc_block *tb = gmp_doc_table(d, dev, NULL, cols, sizeof cols / sizeof cols[0]);
+    data_member(d, gmp_doc_kv(d, dev), "device", gmp_dv_device(o->device));
+    for (int k = 0; k < 3; k++) {
+        gmp_doc_val pv[NPOINT];
+        point_values(t, p[k], pv);
+        gmp_doc_val *r = gmp_doc_row(d, tb);
+        r[0] = gmp_dv_lit(when[k]);
+        for (int j = 0; j < 4; j++)
+            r[1 + j] = gmp_dv_k(pv[j], NULL);
+        r[5] = gmp_dv_pct(pct(p[k]->overhead, p[k]->reserved));
+        for (int j = 4; j < NPOINT; j++)
+            r[2 + j] = gmp_dv_k(pv[j], NULL);
+        gmp_doc_block *kv = gmp_doc_kv(d, gmp_doc_section(d, dev, key[k], GMP_DOC_DATA, ""));
+        for (int j = 0; j < NPOINT; j++)
+            gmp_doc_item_add(d, kv, pv[j].key, GMP_DOC_DATA, "%v", pv[j]);
+    }
+}
+
+/* Shown when some wanted device had any overhead; the JSON lists every wanted device. */
+static void build_overhead(gmp_doc *d, gmp_doc_block *a, const gmp_report_trace *t,
+                           const gmp_report_view *v)
+{
+    const gmp_analysis_result *R = t->analysis;
+    int any = 0;
+    for (size_t i = 0; i < R->noverhead; i++) {
+        const gmp_analysis_overhead *o = &R->overhead[i];
+        any |=
+            gmp_report_wanted(v, o->device) &&
+            (o->at_peak_allocated.overhead || o->at_peak_reserved.overhead || o->at_end.overhead);
+    }
+    gmp_doc_block *sec =
+        any ? gmp_doc_section(d, a, NULL, 0, "Allocator overhead (reserved - allocated)") : a;
+    size_t n = 0;
+    for (size_t i = 0; i < R->noverhead; i++) {
+        if (!gmp_report_wanted(v, R->overhead[i].device))
+            continue;
+        overhead_device(d, sec, any ? 0 : GMP_DOC_DATA, t, &R->overhead[i]);
+        n++;
+    }
+    if (!n)
+        empty_array(d, sec, "overhead");
+}
+
+/* ---- out of memory, why ---- */
+
+static void build_ooms(gmp_doc *d, gmp_doc_block *a, const gmp_report_trace *t,
+                       const gmp_report_view *v)
+{
+    const gmp_analysis_result *R = t->analysis;
+    gmp_doc_block *sec = NULL;
+    for (size_t i = 0; i < R->nooms; i++) {
+        const gmp_analysis_oom *o = &R->ooms[i];
+        if (!gmp_report_wanted(v, o->device))
+            continue;
+        if (!sec)
+            sec = gmp_doc_section(d, a, NULL, 0, "Out of memory, why");
+        gmp_doc_val free_v = o->free_bytes ? gmp_dv_k(gmp_dv_bytes(o->free_bytes), "free_bytes")
+                                           : gmp_dv_lit("unknown");
+        gmp_doc_block *b = gmp_doc_verdict(
+            d, sec, "ooms", GMP_DOC_PROBLEM,
+            "%v  device %v: %v requested, %v held free (reserved - allocated), %v free on the "
+            "device: %v",
+            gmp_dv_k(gmp_dv_time(o->time_ns, t->t0_ns), "time_ns"),
+            gmp_dv_k(gmp_dv_device(o->device), "device"),
+            gmp_dv_k(gmp_dv_bytes(o->requested), "requested_bytes"),
+            gmp_dv_k(gmp_dv_bytes(o->cached), "cached_bytes"), free_v,
+            gmp_dv_lit(verdict_text(o->verdict)));
+        b->flags |= GMP_DOC_ITEM;
+        gmp_doc_line *l = &b->title;
+        gmp_doc_line_add(d, l, data_val(gmp_dv_bytes(o->allocated), "allocated_bytes"));
+        gmp_doc_line_add(d, l, data_val(gmp_dv_bytes(o->reserved), "reserved_bytes"));
+        if (!o->free_bytes)
+            gmp_doc_line_add(d, l, data_val(gmp_dv_bytes(0), "free_bytes"));
+        gmp_doc_line_add(d, l, data_val(gmp_dv_lit(verdict_name(o->verdict)), "verdict"));
+    }
+    if (!sec)
+        empty_array(d, a, "ooms");
+}
+
+void gmp_report_build_analysis(gmp_doc *d, gmp_doc_block *parent, const gmp_report_trace *t,
+                               const gmp_report_view *v)
+{
+    const gmp_analysis_result *R = t->analysis;
+    if (!R)
+        return;
+    /* No heading of its own: the analyses' sections are the trace's, as before. */
+    gmp_doc_block *a = gmp_doc_section(d, parent, "analysis", 0, "");
+    gmp_doc_block *data = gmp_doc_section(d, a, NULL, GMP_DOC_DATA, "");
+    gmp_doc_block *opt = gmp_doc_kv(d, gmp_doc_section(d, data, "options", GMP_DOC_DATA, ""));
+    data_member(d, opt, "temporary_ns", gmp_dv_dur(R->opts.temp_ns));
+    data_member(d, opt, "min_repetitions", gmp_dv_count(R->opts.min_reps));
+    data_member(d, opt, "rise_fraction", gmp_dv_real(R->opts.rise_frac));
+    data_member(d, gmp_doc_kv(d, data), "ranges_checked", gmp_dv_count(R->ranges_checked));
+    build_growth(d, a, t, v);
+    build_temporary(d, a, t, v);
+    build_overhead(d, a, t, v);
+    build_ooms(d, a, t, v);
+}

@@ -15,9 +15,11 @@
 #include <cmocka.h>
 
 #include "gmp_analysis.h"
+#include "gmp_doc.h"
 #include "gmp_reader.h"
 #include "gmp_replay.h"
 #include "gmp_report.h"
+#include "gmp_report_build.h"
 #include "replay_tb.h"
 
 #define MS 1000000ull
@@ -577,6 +579,190 @@ static void test_many(void **state)
     unlink(path);
 }
 
+/* The n-th block (depth first, 0 the first) of a kind and key (NULL: any) under b. */
+static const gmp_doc_block *doc_find(const gmp_doc_block *b, gmp_doc_kind kind, const char *key,
+                                     size_t *n)
+{
+    for (const gmp_doc_block *c = b->first; c; c = c->next) {
+        if (c->kind == kind && (!key || (c->key && strcmp(c->key, key) == 0)) && (*n)-- == 0)
+            return c;
+        const gmp_doc_block *f = doc_find(c, kind, key, n);
+        if (f)
+            return f;
+    }
+    return NULL;
+}
+
+static const gmp_doc_block *doc_nth(const gmp_doc *d, gmp_doc_kind kind, const char *key, size_t n)
+{
+    return doc_find(gmp_doc_root_c(d), kind, key, &n);
+}
+
+static const gmp_doc_val *line_val(const gmp_doc_line *l, const char *key)
+{
+    for (size_t i = 0; i < l->n; i++)
+        if (l->v[i].key && strcmp(l->v[i].key, key) == 0)
+            return &l->v[i];
+    return NULL;
+}
+
+/* The section whose title begins with s (our wording), or NULL. */
+static const gmp_doc_block *doc_section(const gmp_doc *d, const char *s)
+{
+    const gmp_doc_block *b;
+    for (size_t n = 0; (b = doc_nth(d, GMP_DOC_SECTION, NULL, n)); n++)
+        if (b->title.n && b->title.v[0].type == GMP_DOC_LIT && b->title.v[0].s.len >= strlen(s) &&
+            memcmp(b->title.v[0].s.ptr, s, strlen(s)) == 0)
+            return b;
+    return NULL;
+}
+
+/* The analyses' blocks of the leaking trace (gmp_report_build_analysis), asserted on the document
+ * itself: the leak is a PROBLEM verdict whose rate is typed bytes, with its growing site; every
+ * section is built; --device filters them. */
+static void test_doc_blocks(void **state)
+{
+    char path[] = "/tmp/gmp_ana_doc_XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    close(fd);
+    write_leak(path);
+    gmp_report_doc *doc = report_of(path, NULL);
+    const gmp_report_trace *t = doc->traces[0];
+    gmp_report_view v = {.device = INT64_MIN};
+
+    gmp_doc *d = gmp_doc_new();
+    assert_non_null(d);
+    gmp_doc_block *tr = gmp_doc_section(d, gmp_doc_root(d), NULL, 0, "trace");
+    gmp_report_build_analysis(d, tr, t, &v);
+    assert_int_equal(gmp_doc_error(d), GMP_OK);
+    const gmp_doc_block *a = doc_nth(d, GMP_DOC_SECTION, "analysis", 0);
+    assert_non_null(a);
+    assert_ptr_equal(a->parent, tr);
+
+    /* growth: step and step/opt leak, 1 MiB per repetition */
+    assert_non_null(doc_section(d, "Growth over repetitions"));
+    const gmp_doc_block *g = doc_nth(d, GMP_DOC_VERDICT, "growth", 0);
+    assert_non_null(g);
+    assert_int_equal(g->severity, GMP_DOC_PROBLEM);
+    assert_true(g->flags & GMP_DOC_ITEM);
+    assert_false(g->flags & GMP_DOC_DATA);
+    const gmp_doc_val *rv = line_val(&g->title, "range");
+    assert_non_null(rv);
+    assert_int_equal(rv->type, GMP_DOC_STR);
+    assert_int_equal(rv->s.len, 4);
+    assert_memory_equal(rv->s.ptr, "step", 4);
+    const gmp_doc_val *rate = line_val(&g->title, "rate_bytes_per_repetition");
+    assert_non_null(rate);
+    assert_int_equal(rate->type, GMP_DOC_BYTES);
+    assert_int_equal(rate->u, TB_MiB);
+    const gmp_doc_val *tot = line_val(&g->title, "total_growth_bytes");
+    assert_non_null(tot);
+    assert_int_equal(tot->u, 9 * TB_MiB);
+    assert_int_equal(line_val(&g->title, "repetitions")->u, 10);
+    const gmp_doc_block *sites = doc_find(g, GMP_DOC_TABLE, "sites", &(size_t){0});
+    assert_non_null(sites);
+    assert_int_equal(sites->nrows, 1);
+    const gmp_doc_block *ser = doc_find(g, GMP_DOC_SERIES, "series", &(size_t){0});
+    assert_non_null(ser);
+    assert_int_equal(ser->npoints, 10);
+    assert_int_equal(ser->nscols, 1);
+    assert_true(ser->flags & GMP_DOC_DATA);
+    assert_int_equal(ser->x[0], 2); /* exit 1 is [1, 2) */
+    assert_int_equal(ser->y[9], 74 * TB_MiB);
+    size_t grown = 0;
+    for (size_t c = 0; c < sites->ncols; c++)
+        if (sites->cols[c].key && strcmp(sites->cols[c].key, "growth_bytes") == 0) {
+            assert_int_equal(sites->cols[c].type, GMP_DOC_BYTES);
+            assert_int_equal(sites->cells[c].u, 9 * TB_MiB);
+            grown++;
+        }
+    assert_int_equal(grown, 1);
+    const gmp_doc_block *g2 = doc_nth(d, GMP_DOC_VERDICT, "growth", 1);
+    assert_non_null(g2);
+    assert_int_equal(g2->severity, GMP_DOC_PROBLEM);
+    assert_null(doc_nth(d, GMP_DOC_NOTICE, NULL, 0)); /* "no range grows": not said */
+
+    /* temporaries: 10 of 21 allocations, one range, one site */
+    assert_non_null(doc_section(d, "Temporary allocations (freed within "));
+    const gmp_doc_block *tt = doc_nth(d, GMP_DOC_TABLE, "temporary", 0);
+    assert_non_null(tt);
+    assert_int_equal(tt->nrows, 1);
+    assert_false(tt->flags & GMP_DOC_DATA);
+    assert_non_null(doc_nth(d, GMP_DOC_TABLE, "temporary_sites", 0));
+    assert_non_null(doc_nth(d, GMP_DOC_SECTION, "temporary_totals", 0));
+    /* overhead: device 0 never had any: in the JSON only */
+    const gmp_doc_block *ov = doc_nth(d, GMP_DOC_SECTION, "overhead", 0);
+    assert_non_null(ov);
+    assert_true(ov->flags & GMP_DOC_DATA);
+    assert_null(doc_section(d, "Allocator overhead"));
+    /* no OOM: no verdict, an empty `ooms` */
+    assert_null(doc_nth(d, GMP_DOC_VERDICT, "ooms", 0));
+    assert_non_null(doc_nth(d, GMP_DOC_TABLE, "ooms", 0));
+    gmp_doc_free(d);
+
+    /* another device: no leak, and the notice says what was checked */
+    v.device = 1;
+    d = gmp_doc_new();
+    assert_non_null(d);
+    gmp_report_build_analysis(d, gmp_doc_root(d), t, &v);
+    assert_int_equal(gmp_doc_error(d), GMP_OK);
+    assert_null(doc_nth(d, GMP_DOC_VERDICT, "growth", 0));
+    const gmp_doc_block *no = doc_nth(d, GMP_DOC_NOTICE, NULL, 0);
+    assert_non_null(no);
+    assert_int_equal(no->severity, GMP_DOC_OK);
+    assert_int_equal(doc_nth(d, GMP_DOC_TABLE, "temporary", 0)->nrows, 0);
+    gmp_doc_free(d);
+    gmp_report_doc_free(doc);
+    unlink(path);
+}
+
+/* The fixture with every section: one PROBLEM verdict per OOM, with its verdict's name as data
+ * and the wording of why. */
+static void test_doc_ooms(void **state)
+{
+    char path[] = "/tmp/gmp_ana_docoom_XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    close(fd);
+    write_analyses(path);
+    gmp_report_doc *doc = report_of(path, NULL);
+    gmp_report_view v = {.device = INT64_MIN};
+    gmp_doc *d = gmp_doc_new();
+    assert_non_null(d);
+    gmp_report_build_analysis(d, gmp_doc_root(d), doc->traces[0], &v);
+    assert_int_equal(gmp_doc_error(d), GMP_OK);
+    assert_non_null(doc_section(d, "Out of memory, why"));
+    static const char *const names[] = {"fragmented", "cache", "exhausted", "exhausted"};
+    for (size_t i = 0; i < 4; i++) {
+        const gmp_doc_block *o = doc_nth(d, GMP_DOC_VERDICT, "ooms", i);
+        assert_non_null(o);
+        assert_int_equal(o->severity, GMP_DOC_PROBLEM);
+        const gmp_doc_val *vn = line_val(&o->title, "verdict");
+        assert_non_null(vn);
+        assert_true(vn->flags & GMP_DOC_DATA);
+        assert_int_equal(vn->s.len, strlen(names[i]));
+        assert_memory_equal(vn->s.ptr, names[i], vn->s.len);
+        assert_int_equal(line_val(&o->title, "requested_bytes")->type, GMP_DOC_BYTES);
+    }
+    assert_null(doc_nth(d, GMP_DOC_VERDICT, "ooms", 4));
+    assert_int_equal(line_val(&doc_nth(d, GMP_DOC_VERDICT, "ooms", 0)->title, "free_bytes")->u,
+                     TB_MiB);
+    /* overhead: both devices, three moments each; device 0 had some: shown */
+    assert_non_null(doc_section(d, "Allocator overhead"));
+    const gmp_doc_block *ov = doc_nth(d, GMP_DOC_SECTION, "overhead", 0);
+    assert_non_null(ov);
+    assert_false(ov->flags & GMP_DOC_DATA);
+    assert_non_null(doc_nth(d, GMP_DOC_SECTION, "overhead", 1));
+    const gmp_doc_block *ot = doc_find(ov, GMP_DOC_TABLE, NULL, &(size_t){0});
+    assert_non_null(ot);
+    assert_int_equal(ot->nrows, 3);
+    assert_non_null(doc_find(ov, GMP_DOC_SECTION, "at_peak_reserved", &(size_t){0}));
+    gmp_doc_free(d);
+    gmp_report_doc_free(doc);
+    unlink(path);
+}
+
 int main(int argc, char **argv)
 {
     if (argc == 3 && strcmp(argv[1], "write-leak") == 0) {
@@ -592,10 +778,11 @@ int main(int argc, char **argv)
         return 0;
     }
     const struct CMUnitTest all[] = {
-        cmocka_unit_test(test_leak),      cmocka_unit_test(test_steady),
-        cmocka_unit_test(test_noisy),     cmocka_unit_test(test_warmup),
-        cmocka_unit_test(test_temporary), cmocka_unit_test(test_overhead_pool),
-        cmocka_unit_test(test_criterion), cmocka_unit_test(test_many),
+        cmocka_unit_test(test_leak),       cmocka_unit_test(test_steady),
+        cmocka_unit_test(test_noisy),      cmocka_unit_test(test_warmup),
+        cmocka_unit_test(test_temporary),  cmocka_unit_test(test_overhead_pool),
+        cmocka_unit_test(test_criterion),  cmocka_unit_test(test_many),
+        cmocka_unit_test(test_doc_blocks), cmocka_unit_test(test_doc_ooms),
     };
     if (argc == 2) {
         for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
