@@ -18,16 +18,8 @@ typedef struct arena_chunk {
     _Alignas(16) unsigned char mem[];
 } arena_chunk;
 
-/* Growable arrays (lines, items, rows, spans) live outside the arena (they are reallocated);
- * each is registered here to be freed with the document. */
-typedef struct owned {
-    void **p;
-    size_t n, cap;
-} owned;
-
 struct gmp_doc {
     arena_chunk *chunks;
-    owned grown; /* pointers to the growable arrays' pointers */
     gmp_err err;
     gmp_doc_block root;
 };
@@ -44,9 +36,6 @@ void gmp_doc_free(gmp_doc *d)
 {
     if (!d)
         return;
-    for (size_t i = 0; i < d->grown.n; i++)
-        free(*(void **)d->grown.p[i]);
-    free(d->grown.p);
     for (arena_chunk *c = d->chunks, *n; c; c = n) {
         n = c->next;
         free(c);
@@ -109,8 +98,10 @@ const char *gmp_doc_cstr(gmp_doc *d, const char *s)
     return gmp_doc_strdup(d, s, strlen(s)).ptr;
 }
 
-/* Grows the array *pp (elem bytes each, *cap of them) to hold at least need; registers it with the
- * document the first time. 0, or -1 (error set). */
+/* Grows the array *pp (elem bytes each, *cap of them) to hold at least need. Growable arrays
+ * (lines, items, rows, spans) live in the arena too: a grown array is a new piece of it, and the
+ * old one stays unused until the document is freed (at most as much again as the arrays hold,
+ * since each size doubles). 0, or -1 (error set). */
 static int grow(gmp_doc *d, void *pp, size_t *cap, size_t need, size_t elem)
 {
     if (d->err)
@@ -121,25 +112,11 @@ static int grow(gmp_doc *d, void *pp, size_t *cap, size_t need, size_t elem)
     size_t nc = *cap ? *cap * 2 : 4;
     while (nc < need)
         nc *= 2;
-    if (!*p) {
-        if (d->grown.n == d->grown.cap) {
-            size_t gc = d->grown.cap ? d->grown.cap * 2 : 64;
-            void **g = realloc(d->grown.p, gc * sizeof *g);
-            if (!g) {
-                d->err = GMP_ERR_NOMEM;
-                return -1;
-            }
-            d->grown.p = g;
-            d->grown.cap = gc;
-        }
-        d->grown.p[d->grown.n++] = p;
-    }
-    void *q = realloc(*p, nc * elem);
-    if (!q) {
-        d->err = GMP_ERR_NOMEM;
+    void *q = gmp_doc_alloc(d, nc * elem);
+    if (!q)
         return -1;
-    }
-    memset((char *)q + *cap * elem, 0, (nc - *cap) * elem);
+    if (*cap)
+        memcpy(q, *p, *cap * elem);
     *p = q;
     *cap = nc;
     return 0;
@@ -473,7 +450,9 @@ const char *gmp_doc_fmt(const gmp_doc_val *v, char *buf, size_t n)
         break;
     }
     case GMP_DOC_COUNT: snprintf(buf, n, "%" PRIu64, v->u); break;
-    case GMP_DOC_INT: snprintf(buf, n, "%" PRId64, v->i); break;
+    case GMP_DOC_INT:
+        snprintf(buf, n, v->flags & GMP_DOC_SIGN ? "%+" PRId64 : "%" PRId64, v->i);
+        break;
     case GMP_DOC_TIME: {
         uint64_t t0 = (uint64_t)v->i, ns = v->u;
         uint64_t x = ns >= t0 ? ns - t0 : t0 - ns;
@@ -491,7 +470,7 @@ const char *gmp_doc_fmt(const gmp_doc_val *v, char *buf, size_t n)
         else
             snprintf(buf, n, "%.3f s", (double)v->u / 1e9);
         break;
-    case GMP_DOC_PCT: snprintf(buf, n, "%.1f%%", v->d); break;
+    case GMP_DOC_PCT: snprintf(buf, n, v->flags & GMP_DOC_SIGN ? "%+.1f%%" : "%.1f%%", v->d); break;
     case GMP_DOC_REAL: snprintf(buf, n, "%.2f", v->d); break;
     case GMP_DOC_BOOL: snprintf(buf, n, "%s", v->u ? "yes" : "no"); break;
     case GMP_DOC_DEVICE:

@@ -71,6 +71,7 @@ enum {
     GMP_DOC_BAR = 1 << 6,    /* column: HTML draws each cell as a bar, scaled to the column's max */
     GMP_DOC_RAW = 1 << 7,    /* BYTES: also the exact number of bytes ("1.50 GiB (1610612736)") */
     GMP_DOC_CODE = 1 << 8,   /* STR/LIT: code-like (a command line): monospace where possible */
+    GMP_DOC_SIGN = 1 << 9,   /* INT, PCT: a change, always signed: "+3", "-1", "+0", "+23.8%" */
 };
 
 typedef enum gmp_doc_severity {
