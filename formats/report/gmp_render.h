@@ -26,4 +26,23 @@ typedef gmp_err (*gmp_render_fn)(const gmp_doc *d, FILE *f, const gmp_render_opt
 /* "text", "markdown" (or "md"), "html", "json"; NULL when unknown. */
 gmp_render_fn gmp_render_by_name(const char *name);
 
+/* ---- for renderers (gmp_render.c): rules every markup applies the same way ---- */
+
+/* Most block characters in a sparkline. */
+#define GMP_RENDER_SPARK 60
+/* Non-zero for the types written as numbers (right-aligned in a table). */
+int gmp_render_numeric(gmp_doc_type t);
+/* Non-zero when v writes nothing at all (NONE, empty LIT, STR empty with no `none`, no frames). */
+int gmp_render_val_empty(const gmp_doc_val *v);
+/* The first child of b that is shown (not flagged GMP_DOC_DATA); NULL when none. */
+const gmp_doc_block *gmp_render_first(const gmp_doc_block *b);
+/* The table whose "(top N of M)" goes on section's heading: its first block shown, when that is a
+ * TABLE without a caption that shows fewer rows than there were (total > nrows); else NULL. A table
+ * cut by --top that is not that one says it under itself (or after its caption). */
+const gmp_doc_block *gmp_render_heading_table(const gmp_doc_block *section);
+/* Column col of SERIES s as a line of block characters (" ▁▂▃▄▅▆▇█", UTF-8, NUL-terminated in
+ * buf): at most GMP_RENDER_SPARK characters, each the largest of its share of the points, scaled
+ * to the column's largest value (*max; 0: nothing drawn, returns 0). Returns the bytes written. */
+size_t gmp_render_spark(const gmp_doc_block *s, size_t col, char *buf, size_t cap, uint64_t *max);
+
 #endif

@@ -15,6 +15,18 @@ MODE, one function each (MODES below):
   html_wellformed  parsed with html.parser (check_report_formats.py's rules): balanced, only the
                allowed elements, no on* attribute, no href/src, self-contained; hostile strings
                are text; headings by depth, DATA left out, every block kind drawn as it should be
+  text_golden   `doc_sample text` against golden/doc_sample.txt (bytes)
+  color_golden  `doc_sample color` against golden/doc_sample.color.txt (bytes)
+  md_golden     `doc_sample markdown` against golden/doc_sample.md (bytes)
+  text_plain    no escape sequence without colour, no control byte but newlines, valid UTF-8,
+                the hostile trace strings shown escaped (\\xNN) and never raw
+  color_sgr     only SGR sequences (ESC [ ... m); each reset closes an opener, nothing is left
+                open at the end of a line; with the sequences removed, the coloured text is the
+                plain text exactly; headings bold, BAD red, WARN yellow, verdicts by severity
+  text_align    every table of the text: numeric columns end at the same column in every row,
+                text columns start at the same column
+  md_hostile    every row of every Markdown table has as many unescaped | as its header; no raw
+                '<', control byte or invalid UTF-8; the hostile strings escaped as expected
 """
 import os
 import re
@@ -272,11 +284,194 @@ def html_wellformed(doc_sample, gdir):
         sys.exit("FAIL: a HIDDEN column drawn")
 
 
+# ---- text and Markdown ----
+
+def text_golden(doc_sample, gdir):
+    gmp_golden.golden_bytes(os.path.join(gdir, "doc_sample.txt"), sample(doc_sample, "text"),
+                            REGEN)
+
+
+def color_golden(doc_sample, gdir):
+    gmp_golden.golden_bytes(os.path.join(gdir, "doc_sample.color.txt"),
+                            sample(doc_sample, "color"), REGEN)
+
+
+def md_golden(doc_sample, gdir):
+    gmp_golden.golden_bytes(os.path.join(gdir, "doc_sample.md"), sample(doc_sample, "markdown"),
+                            REGEN)
+
+
+def _utf8(out, what):
+    try:
+        return out.decode("utf-8")
+    except UnicodeDecodeError as e:
+        sys.exit("FAIL: %s is not valid UTF-8: %s" % (what, e))
+
+
+# the sample's hostile trace strings as the text renderer must show them
+TEXT_ESCAPED = ["run\\x1b]0;x\\x07.zst", "host\\xff\\xfe", "Sim\\x1b[31mGPU",
+                "a|b*c_d`e[f]#g~h&i<j>k\"l", "<module> (train|<b>.py:1)"]
+
+
+def text_plain(doc_sample, gdir):
+    out = sample(doc_sample, "text")
+    if b"\x1b" in out:
+        sys.exit("FAIL: an escape byte in the text without colour")
+    bad = re.search(rb"[\x00-\x09\x0b-\x1f\x7f]", out)
+    if bad:
+        sys.exit("FAIL: control byte %r in the text" % bad.group())
+    text = _utf8(out, "the text")
+    for s in TEXT_ESCAPED:
+        if s not in text:
+            sys.exit("FAIL: %r not in the text (trace strings escaped as \\xNN)" % s)
+    if not text.endswith("\n") or text.startswith("\n") or "\n\n\n" in text:
+        sys.exit("FAIL: the text starts with a blank line, does not end with a newline or has "
+                 "two blank lines in a row")
+    if re.search(r" +\n", text):
+        sys.exit("FAIL: trailing spaces in the text")
+
+
+SGR = re.compile(r"\x1b\[([0-9;]*)m")
+
+
+def color_sgr(doc_sample, gdir):
+    text = _utf8(sample(doc_sample, "color"), "the coloured text")
+    if SGR.sub("", text) != _utf8(sample(doc_sample, "text"), "the text"):
+        sys.exit("FAIL: the coloured text without its SGR sequences is not the plain text")
+    if "\x1b" in SGR.sub("", text):
+        sys.exit("FAIL: an escape byte that is not one of our SGR sequences")
+    for n, line in enumerate(text.split("\n"), 1):
+        opened = False
+        for m in SGR.finditer(line):
+            if m.group(1) in ("0", ""):
+                if not opened:
+                    sys.exit("FAIL: line %d: a reset that no colour opened: %r" % (n, line))
+                opened = False
+            else:
+                opened = True
+        if opened:
+            sys.exit("FAIL: line %d: a colour left open at the end of the line: %r" % (n, line))
+    # what is coloured how
+    for s, what in [("\x1b[1mgpumemprof report: run\\x1b]0;x\\x07.zst\x1b[0m", "heading bold"),
+                    ("\x1b[1mLargest allocations:\x1b[0m", "heading bold"),
+                    ("\x1b[1m128.00 MiB (134217728 bytes)\x1b[0m", "STRONG value bold"),
+                    ("\x1b[31m64.00 MiB\x1b[0m", "BAD value red"),
+                    ("complete  \x1b[33mno\x1b[0m", "WARN value yellow"),
+                    ("\x1b[31mprobable leak: train/<step>", "PROBLEM verdict red"),
+                    ("\x1b[33mgrowth to watch: 12.5%\x1b[0m", "WARNING verdict yellow")]:
+        if s not in text:
+            sys.exit("FAIL: %s: %r not in the coloured text" % (what, s))
+    for s in ("no range grows", "... and 3 more", "  leaked at exit  0 B"):
+        line = text[text.index(s):].split("\n")[0]
+        if "\x1b" in line:
+            sys.exit("FAIL: coloured though nothing asks for it: %r" % line)
+
+
+def _tables(lines):
+    """(header, rows) of each table of the sample's text: a header line is one of the sample's
+    column headers; its rows follow at the same indentation."""
+    heads = ("bytes  share  count  range", "bytes  device", "growth  range")
+    for i, line in enumerate(lines):
+        if any(line.strip().startswith(h) for h in heads):
+            ind = min(len(x) - len(x.lstrip()) for x in lines[i:i + 2])
+            rows = []
+            for r in lines[i + 1:]:
+                if not r.strip() or len(r) - len(r.lstrip()) < ind:
+                    break
+                rows.append(r)
+            yield line, rows
+
+
+NUMERIC_TITLES = {"bytes", "share", "count", "device", "at", "freed at", "growth"}
+
+
+def text_align(doc_sample, gdir):
+    lines = _utf8(sample(doc_sample, "text"), "the text").split("\n")
+    ntables = 0
+    for head, rows in _tables(lines):
+        ntables += 1
+        if not rows:
+            sys.exit("FAIL: table without rows: %r" % head)
+        cols = [(m.group(), m.start(), m.end()) for m in re.finditer(r"\S+(?: \S+)*", head)]
+        for k, (title, start, end) in enumerate(cols):
+            for r in rows:
+                if title in NUMERIC_TITLES:
+                    # the cell ends where its title ends (or is blank)
+                    cell = r[cols[k - 1][2] if k else 0:end]
+                    if cell.strip() and (len(r) < end or r[end - 1] == " " or
+                                         (len(r) > end and r[end] != " ")):
+                        sys.exit("FAIL: column %r not right-aligned at %d in %r (header %r)" %
+                                 (title, end, r, head))
+                elif len(r) > start and (r[start] == " " or r[start - 2:start] != "  "):
+                    # the cell starts where its title starts, two spaces after the one before
+                    if r[start:end].strip():
+                        sys.exit("FAIL: column %r does not start at %d in %r (header %r)" %
+                                 (title, start, r, head))
+    if ntables != 4:
+        sys.exit("FAIL: %d tables found in the text, expected 4" % ntables)
+
+
+def _unescaped_pipes(line):
+    n, i = 0, 0
+    while i < len(line):
+        if line[i] == "\\":
+            i += 2
+            continue
+        n += line[i] == "|"
+        i += 1
+    return n
+
+
+def md_hostile(doc_sample, gdir):
+    text = _utf8(sample(doc_sample, "markdown"), "the Markdown")
+    bad = re.search(r"[\x00-\x09\x0b-\x1f\x7f]", text)
+    if bad:
+        sys.exit("FAIL: control character %r in the Markdown" % bad.group())
+    if "<" in text or ">" in text:
+        sys.exit("FAIL: a raw < or > in the Markdown (HTML could be injected)")
+    lines = text.split("\n")
+    ntables, i = 0, 0
+    while i < len(lines):
+        if not lines[i].startswith("|"):
+            i += 1
+            continue
+        j = i
+        while j < len(lines) and lines[j].startswith("|"):
+            j += 1
+        ntables += 1
+        want = _unescaped_pipes(lines[i])
+        if not re.fullmatch(r"(\|---:?)+\|", lines[i + 1]) or \
+                _unescaped_pipes(lines[i + 1]) != want:
+            sys.exit("FAIL: table without a delimiter row fitting its header: %r" % lines[i + 1])
+        for r in lines[i:j]:
+            if _unescaped_pipes(r) != want or not r.endswith("|"):
+                sys.exit("FAIL: Markdown table row with %d cells, header %d: %r" %
+                         (_unescaped_pipes(r) - 1, want - 1, r))
+        i = j
+    if ntables != 7:
+        sys.exit("FAIL: %d Markdown tables, expected 7" % ntables)
+    for s in ["a\\|b\\*c\\_d\\`e\\[f\\]\\#g\\~h&amp;i&lt;j&gt;k&quot;l",
+              "run\ufffd\\]0;x\ufffd.zst", "host\ufffd\ufffd", "Sim\ufffd\\[31mGPU",
+              "&lt;module&gt; (train\\|&lt;b&gt;.py:1)", "`python train.py --lr=1e-3`",
+              "*(no range)*", "**128.00 MiB (134217728 bytes)**", "**Problem:** probable leak",
+              "**Warning:** growth to watch", "### Largest allocations",
+              "**Live at the peak, by range** (top 3 of 5)"]:
+        if s not in text:
+            sys.exit("FAIL: %r not in the Markdown" % s)
+
+
 MODES = {
     "json_golden": json_golden,
     "json_valid": json_valid,
     "html_golden": html_golden,
     "html_wellformed": html_wellformed,
+    "text_golden": text_golden,
+    "color_golden": color_golden,
+    "md_golden": md_golden,
+    "text_plain": text_plain,
+    "color_sgr": color_sgr,
+    "text_align": text_align,
+    "md_hostile": md_hostile,
 }
 
 
