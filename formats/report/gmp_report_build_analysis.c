@@ -266,7 +266,7 @@ static void temp_sites(gmp_doc *d, gmp_doc_block *sec, unsigned hide, const gmp_
     gmp_doc_block *tb =
         gmp_doc_table(d, sec, "temporary_sites", cols, sizeof cols / sizeof cols[0]);
     tb->flags |= hide;
-    gmp_doc_linef(d, &tb->title, "hottest sites");
+    gmp_doc_linef(d, &tb->title, "Hottest sites");
     size_t shown = 0, wanted = 0;
     for (size_t i = 0; i < R->ntemp_sites; i++) {
         const gmp_analysis_temp_site *x = &R->temp_sites[i];
