@@ -1,25 +1,11 @@
-/* gmp_render: what the renderers of the report document share (gmp_render.h): choosing a renderer
- * by its format's name, and the few rules every markup applies the same way (which columns are
- * numbers, where a table's "(top N of M)" goes, a series as a line of block characters), so that
- * each renderer holds only how its markup looks. Knows nothing of what a document is about. */
+/* gmp_render: what the renderers of the report document share (gmp_render.h): the few rules every
+ * markup applies the same way (which columns are numbers, the first block shown, where a table's
+ * "(top N of M)" goes, a series as a line of block characters), so that each renderer holds only
+ * how its markup looks. Knows nothing of what a document is about, and uses no renderer
+ * (gmp_render_by_name, which names them all, is in gmp_render_by_name.c: no cycle). */
 #include <string.h>
 
 #include "gmp_render.h"
-
-gmp_render_fn gmp_render_by_name(const char *name)
-{
-    static const struct {
-        const char *name;
-        gmp_render_fn fn;
-    } fmts[] = {
-        {"text", gmp_render_text}, {"markdown", gmp_render_md}, {"md", gmp_render_md},
-        {"html", gmp_render_html}, {"json", gmp_render_json},
-    };
-    for (size_t i = 0; name && i < sizeof fmts / sizeof fmts[0]; i++)
-        if (!strcmp(name, fmts[i].name))
-            return fmts[i].fn;
-    return NULL;
-}
 
 int gmp_render_numeric(gmp_doc_type t)
 {
