@@ -8,8 +8,9 @@
  *
  * Layout, the same for every document:
  *  - A section's heading is its title in bold, after a blank line (none at the very start),
- *    followed by ':' when the section holds no sub-section (its content follows: a table, a list;
- *    a trace or a device has sub-sections). Untitled sections write no heading and do not indent.
+ *    followed by ':' when its content follows it directly: no titled section below it, and its
+ *    first block is not a key/value list (a trace or a device: a title over facts and
+ *    sub-sections). Untitled sections write no heading and do not indent.
  *  - Headings of depth 1 and 2 (gmp_doc_depth: a trace; a device or a section of a trace)
  *    start at column 0, deeper ones at their parent's content; a section's content is indented 2
  *    from its heading.
@@ -251,6 +252,16 @@ static void t_top(sb *b, const char *lead, const gmp_doc_block *t)
     sb_printf(b, "%s(top %zu of %llu)", lead, t->nrows, (unsigned long long)t->total);
 }
 
+/* Non-zero when a titled section is shown below s (through untitled ones). */
+static int has_heading(const gmp_doc_block *s)
+{
+    for (const gmp_doc_block *c = gmp_render_first(s); c; c = c->next)
+        if (c->kind == GMP_DOC_SECTION && !(c->flags & GMP_DOC_DATA) &&
+            (c->title.n || has_heading(c)))
+            return 1;
+    return 0;
+}
+
 static void t_section(tw *w, const gmp_doc_block *s, int indent)
 {
     if (s->title.n) {
@@ -264,10 +275,8 @@ static void t_section(tw *w, const gmp_doc_block *s, int indent)
         const gmp_doc_block *top = gmp_render_heading_table(s);
         if (top)
             t_top(&w->line, " ", top);
-        const gmp_doc_block *c = gmp_render_first(s);
-        while (c && (c->kind != GMP_DOC_SECTION || (c->flags & GMP_DOC_DATA)))
-            c = c->next;
-        if (!c) /* no sub-section: what follows is this heading's content */
+        const gmp_doc_block *first = gmp_render_first(s);
+        if (!has_heading(s) && !(first && first->kind == GMP_DOC_KV))
             sb_puts(&w->line, ":");
         c_close(w, &w->line, "1", body, NULL);
         emit(w, indent);
