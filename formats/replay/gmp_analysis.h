@@ -173,19 +173,4 @@ void gmp_analysis_result_free(gmp_analysis_result *r);
  *   last_bytes > mid_bytes (still rising in the second half: not a warm-up). */
 int gmp_analysis_is_leak(const gmp_analysis_growth *g, const gmp_analysis_opts *opts);
 
-/* The report's sections (formats/report/gmp_analysis_out.c): one per report format, written from
- * the trace's `analysis` with the report's view (--top, --device). Nothing is written when the
- * trace has no analysis. */
-struct gmp_report_trace;
-struct gmp_report_view;
-void gmp_analysis_write_text(FILE *f, const struct gmp_report_trace *t,
-                             const struct gmp_report_view *v);
-void gmp_analysis_write_md(FILE *f, const struct gmp_report_trace *t,
-                           const struct gmp_report_view *v);
-void gmp_analysis_write_html(FILE *f, const struct gmp_report_trace *t,
-                             const struct gmp_report_view *v);
-/* `  "analysis": {...},\n` (a member of the report object, followed by a comma) */
-void gmp_analysis_write_json(FILE *f, const struct gmp_report_trace *t,
-                             const struct gmp_report_view *v);
-
 #endif

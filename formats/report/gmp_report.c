@@ -752,7 +752,7 @@ static gmp_err on_oom(void *ctx, gmp_replay *rp, const gmp_replay_oom *ev)
     return GMP_OK;
 }
 
-/* ---- freeze: copy what the renderers need ---- */
+/* ---- freeze: copy what the builder needs ---- */
 
 static uint64_t strhash(const char *s, size_t n)
 {
@@ -1708,21 +1708,6 @@ size_t gmp_report_frame_text(const gmp_report_trace *t, const gmp_report_frame *
     if (k < 0)
         return 0;
     return (size_t)k < n ? (size_t)k : (n ? n - 1 : 0);
-}
-
-gmp_report_writer gmp_report_writer_by_name(const char *name)
-{
-    if (!name)
-        return NULL;
-    if (strcmp(name, "text") == 0 || strcmp(name, "txt") == 0)
-        return gmp_report_write_text;
-    if (strcmp(name, "markdown") == 0 || strcmp(name, "md") == 0)
-        return gmp_report_write_md;
-    if (strcmp(name, "html") == 0)
-        return gmp_report_write_html;
-    if (strcmp(name, "json") == 0)
-        return gmp_report_write_json;
-    return NULL;
 }
 
 const char *gmp_report_format_for_path(const char *path)

@@ -1,6 +1,6 @@
 /* gmp_report: the report model: what a report says about one or several traces, computed in the
- * one replay pass (DESIGN.md decision 7), separate from the renderers that write it (one file per
- * format: gmp_report_text.c, gmp_report_md.c, gmp_report_html.c, gmp_report_json.c).
+ * one replay pass (DESIGN.md decision 7). The report builder (gmp_report_build.h) turns it into a
+ * document (gmp_doc.h) that one renderer per format writes (gmp_render.h).
  *
  * A gmp_report_trace registers gmp_replay_ops on a replay (gmp_report_doc_add). During the pass it
  * keeps: per thread the open NVTX ranges (per-range statistics: time inside, bytes allocated and
@@ -9,14 +9,14 @@
  * GMP_REPORT_BUCKETS buckets with min/max per bucket, the bucket width doubling as the trace
  * grows), NVTX range lanes under it (the same buckets), an allocation-size histogram, fragmentation
  * and driver-reported use that no allocation explains, the largest allocations. At the replay's
- * `end` it copies everything the renderers need out of the replay and the reader (strings resolved,
+ * `end` it copies everything the builder needs out of the replay and the reader (strings resolved,
  * stacks copied): afterwards it does not refer to them, so the replay may be freed before the
  * report is written. Memory grows with the live set, threads, open ranges, distinct range paths,
  * sites and stacks, never with the length of the trace.
  *
- * Renderers get the whole document (gmp_report_doc: one trace or several, e.g. the ranks of one
+ * The builder gets the whole model (gmp_report_doc: one trace or several, e.g. the ranks of one
  * job) and a view (--top, --device, --by, --sort, colour); grouping and sorting for the views is
- * done here (gmp_report_group, gmp_report_sorted_ranges) so that every format shows the same rows.
+ * done here (gmp_report_group, gmp_report_sorted_ranges).
  */
 #ifndef GMP_REPORT_H
 #define GMP_REPORT_H
@@ -243,7 +243,7 @@ static inline gmp_str gmp_report_str(const gmp_report_trace *t, uint32_t i)
     return t->strs[i];
 }
 
-/* ---- views: what renderers show ---- */
+/* ---- views: what the report shows ---- */
 
 enum {
     GMP_REPORT_BY_RANGE = 1,
@@ -298,7 +298,7 @@ gmp_report_range *gmp_report_sorted_ranges(const gmp_report_trace *t, const gmp_
 /* Kinds that hold memory of their own (leaks are reported for them). */
 int gmp_report_kind_holds_memory(uint32_t kind);
 
-/* ---- helpers for renderers ---- */
+/* ---- helpers for the builders ---- */
 
 /* "1.50 GiB", "512 B" */
 const char *gmp_report_fmt_bytes(uint64_t b, char *buf, size_t n);
@@ -313,18 +313,8 @@ const char *gmp_report_fmt_dur(uint64_t ns, char *buf, size_t n);
 size_t gmp_report_frame_text(const gmp_report_trace *t, const gmp_report_frame *f, char *buf,
                              size_t n);
 
-/* A trace string (none when empty) and a stack as each format writes them, for sections written
- * outside the renderers (the analyses, gmp_analysis_out.c). JSON: `,"stack":[...]` or nothing. */
-void gmp_report_text_str(FILE *f, const gmp_report_trace *t, uint32_t i, const char *none);
-void gmp_report_text_stack(FILE *f, const gmp_report_trace *t, uint32_t stack);
-void gmp_report_md_str(FILE *f, const gmp_report_trace *t, uint32_t i, const char *none);
-void gmp_report_md_stack(FILE *f, const gmp_report_trace *t, uint32_t stack);
-void gmp_report_html_str(FILE *f, const gmp_report_trace *t, uint32_t i, const char *none);
-void gmp_report_html_stack(FILE *f, const gmp_report_trace *t, uint32_t stack);
-void gmp_report_json_stack(FILE *f, const gmp_report_trace *t, uint32_t stack);
-
-/* The renderers (one file each). Each writes the whole document; GMP_ERR_IO when the stream
- * reports an error. */
+/* The report in one format: built once as a document (gmp_report_build.h) and written by that
+ * format's renderer (gmp_render.h). GMP_ERR_IO when the stream reports an error. */
 gmp_err gmp_report_write_text(const gmp_report_doc *doc, FILE *f, const gmp_report_view *v);
 gmp_err gmp_report_write_md(const gmp_report_doc *doc, FILE *f, const gmp_report_view *v);
 gmp_err gmp_report_write_html(const gmp_report_doc *doc, FILE *f, const gmp_report_view *v);

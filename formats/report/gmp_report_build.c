@@ -20,6 +20,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "gmp_report_build_analysis.h"
+#include "gmp_report_values.h"
+
 #define SCHEMA "gpumemprof-report/2"
 
 typedef struct bld {
@@ -27,50 +30,6 @@ typedef struct bld {
     const gmp_report_trace *t;
     const gmp_report_view *v;
 } bld;
-
-/* ---- helpers shared with the other builders ---- */
-
-gmp_doc_val gmp_report_dv_str(const gmp_report_trace *t, uint32_t i, const char *none)
-{
-    return gmp_dv_str(gmp_report_str(t, i), none);
-}
-
-const gmp_doc_stack *gmp_report_doc_stack(gmp_doc *d, const gmp_report_trace *t, uint32_t stack)
-{
-    if (stack == GMP_REPORT_NO_STACK || stack == GMP_REPORT_ALL || stack >= t->nstacks)
-        return NULL;
-    const gmp_report_stack *s = &t->stacks[stack];
-    if (!s->nframes)
-        return NULL;
-    gmp_doc_stack *ds = gmp_doc_alloc(d, sizeof *ds);
-    gmp_doc_frame *fr = gmp_doc_alloc(d, s->nframes * sizeof *fr);
-    if (!ds || !fr)
-        return NULL;
-    for (size_t i = 0; i < s->nframes; i++) {
-        const gmp_report_frame *x = &s->frames[i];
-        gmp_doc_frame *y = &fr[i];
-        char name[1024];
-        size_t n = gmp_report_frame_text(t, x, name, sizeof name);
-        y->display = gmp_doc_strdup(d, name, n);
-        y->python = x->kind == GMP_FRAME_PYTHON;
-        y->function = gmp_report_str(t, x->function);
-        y->file = gmp_report_str(t, x->file);
-        y->line = x->line;
-        if (y->python)
-            continue;
-        y->module = gmp_report_str(t, x->module);
-        y->offset = x->offset;
-        y->address = x->address;
-        y->inlined = x->inlined;
-        if (x->unknown)
-            y->unknown = gmp_report_str(t, x->unknown);
-        else if (!x->symbolized)
-            y->unknown = (gmp_str){"not symbolized", 14};
-    }
-    ds->n = s->nframes;
-    ds->frames = fr;
-    return ds;
-}
 
 static gmp_doc_val str(const bld *b, uint32_t i, const char *none)
 {
@@ -427,6 +386,14 @@ static void device(const bld *b, gmp_doc_block *parent, const gmp_report_device 
 
 /* ---- the trace's other sections ---- */
 
+/* An empty table in the JSON only: its member is there ([]) when there is nothing to list. */
+static void empty_table(const bld *b, gmp_doc_block *sec, const char *key, const gmp_doc_col *cols,
+                        size_t n)
+{
+    gmp_doc_block *s = gmp_doc_section(b->d, sec, NULL, GMP_DOC_DATA, "%v", gmp_dv_lit(key));
+    gmp_doc_table(b->d, s, key, cols, n);
+}
+
 static void kinds(const bld *b, gmp_doc_block *sec)
 {
     static const gmp_doc_col cols[] = {
@@ -469,6 +436,8 @@ static void kinds(const bld *b, gmp_doc_block *sec)
             r[10] = gmp_dv_bytes(ks->max_alloc_bytes);
         }
     }
+    if (!tb)
+        empty_table(b, sec, "kinds", cols, sizeof cols / sizeof cols[0]);
 }
 
 static void largest(const bld *b, gmp_doc_block *sec)
@@ -489,8 +458,10 @@ static void largest(const bld *b, gmp_doc_block *sec)
     size_t total = 0, shown = 0;
     for (size_t i = 0; i < t->nlargest; i++)
         total += gmp_report_wanted(b->v, t->largest[i].device);
-    if (!total)
+    if (!total) {
+        empty_table(b, sec, "largest_allocations", cols, sizeof cols / sizeof cols[0]);
         return;
+    }
     gmp_doc_block *s = gmp_doc_section(b->d, sec, NULL, 0, "Largest allocations");
     gmp_doc_block *tb =
         gmp_doc_table(b->d, s, "largest_allocations", cols, sizeof cols / sizeof cols[0]);
@@ -543,6 +514,8 @@ static void sites(const bld *b, gmp_doc_block *sec)
             r[6] = stk(b, a[i].stack);
         }
         tb->total = b->v->top && n > b->v->top ? n : 0;
+    } else {
+        empty_table(b, sec, "frequent_sites", cols, sizeof cols / sizeof cols[0]);
     }
     free(a);
 }
@@ -551,7 +524,8 @@ static void ranges(const bld *b, gmp_doc_block *sec)
 {
     static const gmp_doc_col cols[] = {
         {"range", "path", GMP_DOC_STR, 0},
-        {"kind", "kind", GMP_DOC_LIT, 0},
+        {"kind", NULL, GMP_DOC_LIT, 0},
+        {"kind", "kind", GMP_DOC_LIT, GMP_DOC_DATA},
         {"depth", "depth", GMP_DOC_COUNT, GMP_DOC_DATA},
         {"device", "device", GMP_DOC_DEVICE, GMP_DOC_DATA},
         {"calls", "entered", GMP_DOC_COUNT, 0},
@@ -584,25 +558,28 @@ static void ranges(const bld *b, gmp_doc_block *sec)
             gmp_doc_val *r = gmp_doc_row(b->d, tb);
             r[0] = str(b, g->path, "(no name)");
             r[1] = gmp_dv_lit(g->thread_bound ? "push/pop" : "start/end");
-            r[2] = gmp_dv_count(g->depth);
-            r[3] = gmp_dv_device(g->device);
-            r[4] = gmp_dv_count(g->entered);
-            r[5] = gmp_dv_count(g->open_at_end);
-            r[6] = gmp_dv_dur(g->total_ns);
-            r[7] = gmp_dv_dur(inst ? g->total_ns / inst : 0);
-            r[8] = gmp_dv_dur(g->max_ns);
-            r[9] = gmp_dv_count(g->allocs);
-            r[10] = gmp_dv_bytes(g->alloc_bytes);
-            r[11] = gmp_dv_count(g->frees);
-            r[12] = gmp_dv_bytes(g->free_bytes);
-            r[13] = gmp_dv_sbytes(g->net_bytes);
-            r[14] = gmp_dv_bytes(g->left_bytes);
-            r[15] = gmp_dv_bytes(g->peak_bytes);
-            r[16] = tm(b, g->peak_time_ns);
-            r[17] = gmp_dv_bytes(g->peak_inside_bytes);
-            r[18] = gmp_dv_bytes((uint64_t)(g->frag_mean_bytes + 0.5));
+            r[2] = gmp_dv_lit(g->thread_bound ? "push" : "start");
+            r[3] = gmp_dv_count(g->depth);
+            r[4] = gmp_dv_device(g->device);
+            r[5] = gmp_dv_count(g->entered);
+            r[6] = gmp_dv_count(g->open_at_end);
+            r[7] = gmp_dv_dur(g->total_ns);
+            r[8] = gmp_dv_dur(inst ? g->total_ns / inst : 0);
+            r[9] = gmp_dv_dur(g->max_ns);
+            r[10] = gmp_dv_count(g->allocs);
+            r[11] = gmp_dv_bytes(g->alloc_bytes);
+            r[12] = gmp_dv_count(g->frees);
+            r[13] = gmp_dv_bytes(g->free_bytes);
+            r[14] = gmp_dv_sbytes(g->net_bytes);
+            r[15] = gmp_dv_bytes(g->left_bytes);
+            r[16] = gmp_dv_bytes(g->peak_bytes);
+            r[17] = tm(b, g->peak_time_ns);
+            r[18] = gmp_dv_bytes(g->peak_inside_bytes);
+            r[19] = gmp_dv_bytes((uint64_t)(g->frag_mean_bytes + 0.5));
         }
         tb->total = b->v->top && n > b->v->top ? n : 0;
+    } else {
+        empty_table(b, sec, "ranges", cols, sizeof cols / sizeof cols[0]);
     }
     free(x);
 }
@@ -645,6 +622,8 @@ static void ooms(const bld *b, gmp_doc_block *sec)
         r[9] = str(b, o->range, "(no range)");
         r[10] = stk(b, o->stack);
     }
+    if (!s)
+        empty_table(b, sec, "ooms", cols, sizeof cols / sizeof cols[0]);
     if (s && b->v->device == INT64_MIN && t->sum.ooms > t->nooms)
         gmp_doc_notice(b->d, s, NULL, GMP_DOC_INFO, "... and %v more",
                        gmp_dv_count(t->sum.ooms - t->nooms));
@@ -707,6 +686,40 @@ static void notices(const bld *b, gmp_doc_block *sec)
     }
 }
 
+/* For programs: what was live at each device's peak by range and stack together (the markups show
+ * each grouping on its own, per device). */
+static void live_at_peak(const bld *b, gmp_doc_block *sec)
+{
+    static const gmp_doc_col cols[] = {
+        {"device", "device", GMP_DOC_DEVICE, 0}, {"bytes", "bytes", GMP_DOC_BYTES, 0},
+        {"count", "count", GMP_DOC_COUNT, 0},    {"range", "range", GMP_DOC_STR, 0},
+        {"stack", "stack", GMP_DOC_STACK, 0},
+    };
+    size_t n = 0;
+    gmp_report_row *a = gmp_report_group(b->t, b->v, GMP_REPORT_PEAK,
+                                         GMP_REPORT_BY_RANGE | GMP_REPORT_BY_STACK, &n);
+    gmp_doc_block *s = gmp_doc_section(b->d, sec, NULL, GMP_DOC_DATA, "live at the peak");
+    gmp_doc_block *tb = gmp_doc_table(b->d, s, "live_at_peak", cols, 5);
+    size_t shown = 0;
+    int32_t dev = INT32_MIN;
+    for (size_t i = 0; a && i < n; i++) {
+        if (a[i].device != dev) {
+            dev = a[i].device;
+            shown = 0;
+        }
+        if (b->v->top && shown >= b->v->top)
+            continue;
+        shown++;
+        gmp_doc_val *r = gmp_doc_row(b->d, tb);
+        r[0] = gmp_dv_device(a[i].device);
+        r[1] = gmp_dv_bytes(a[i].bytes);
+        r[2] = gmp_dv_count(a[i].count);
+        r[3] = str(b, a[i].range, "(no range)");
+        r[4] = stk(b, a[i].stack);
+    }
+    free(a);
+}
+
 static void trace(bld *b, gmp_doc_block *sec)
 {
     const gmp_report_trace *t = b->t;
@@ -732,6 +745,7 @@ static void trace(bld *b, gmp_doc_block *sec)
         if (t->devices[i].id == -1 && !t->devices[i].listed && gmp_report_wanted(b->v, -1))
             leaks(b, sec, -1, lk, nlk, "Host memory live at exit");
     free(lk);
+    live_at_peak(b, sec);
     kinds(b, sec);
     largest(b, sec);
     sites(b, sec);

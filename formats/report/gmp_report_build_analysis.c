@@ -14,7 +14,8 @@
 #include "gmp_analysis.h"
 #include "gmp_doc.h"
 #include "gmp_report.h"
-#include "gmp_report_build.h"
+#include "gmp_report_build_analysis.h"
+#include "gmp_report_values.h"
 
 static const char *verdict_name(gmp_analysis_oom_verdict v)
 {

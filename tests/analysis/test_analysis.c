@@ -20,6 +20,7 @@
 #include "gmp_replay.h"
 #include "gmp_report.h"
 #include "gmp_report_build.h"
+#include "gmp_report_build_analysis.h"
 #include "replay_tb.h"
 
 #define MS 1000000ull

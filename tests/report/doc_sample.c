@@ -178,6 +178,7 @@ static gmp_doc *build(void)
         d, an, "leaks", GMP_DOC_PROBLEM, "probable leak: %v on device %v: +%v per repetition",
         gmp_dv_k(gmp_dv_str(S("train/<step>"), "(no range)"), "range"),
         gmp_dv_k(gmp_dv_device(0), "device"), gmp_dv_k(gmp_dv_bytes(MiB), "rate_bytes"));
+    v->flags |= GMP_DOC_ITEM;
     static const gmp_doc_col gc[] = {
         {"growth", "growth_bytes", GMP_DOC_SBYTES, 0},
         {"range", "range", GMP_DOC_STR, 0},
@@ -187,7 +188,8 @@ static gmp_doc *build(void)
     r[0] = gmp_dv_sbytes(10 * (int64_t)MiB);
     r[1] = gmp_dv_str(S("train/<step>"), "(no range)");
     gmp_doc_verdict(d, an, "leaks", GMP_DOC_WARNING, "growth to watch: %v",
-                    gmp_dv_k(gmp_dv_pct(12.5), "share"));
+                    gmp_dv_k(gmp_dv_pct(12.5), "share"))
+        ->flags |= GMP_DOC_ITEM;
     gmp_doc_notice(d, an, "notes", GMP_DOC_OK, "no range grows over its repetitions (%v checked)",
                    gmp_dv_k(gmp_dv_count(2), "ranges_checked"));
     gmp_doc_notice(d, an, NULL, GMP_DOC_INFO, "... and %v more", gmp_dv_count(3));

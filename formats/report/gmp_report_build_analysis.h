@@ -1,0 +1,15 @@
+/* gmp_report_build_analysis: the analyses' blocks of the report document (gmp_analysis.h's
+ * results: growth, temporary allocations, allocator overhead, why each OOM happened). Called by the
+ * report builder (gmp_report_build.c) for each trace. */
+#ifndef GMP_REPORT_BUILD_ANALYSIS_H
+#define GMP_REPORT_BUILD_ANALYSIS_H
+
+#include "gmp_doc.h"
+#include "gmp_report.h"
+
+/* The analyses' blocks of one trace, appended to parent (the trace's section). Nothing when the
+ * trace has no analysis. */
+void gmp_report_build_analysis(gmp_doc *d, gmp_doc_block *parent, const gmp_report_trace *t,
+                               const gmp_report_view *v);
+
+#endif

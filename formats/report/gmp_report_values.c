@@ -1,0 +1,45 @@
+/* gmp_report_values: the report model's strings and stacks as document values (gmp_doc.h), for
+ * every builder of the report (gmp_report_build.c, gmp_report_build_analysis.c). */
+#include "gmp_report_values.h"
+
+gmp_doc_val gmp_report_dv_str(const gmp_report_trace *t, uint32_t i, const char *none)
+{
+    return gmp_dv_str(gmp_report_str(t, i), none);
+}
+
+const gmp_doc_stack *gmp_report_doc_stack(gmp_doc *d, const gmp_report_trace *t, uint32_t stack)
+{
+    if (stack == GMP_REPORT_NO_STACK || stack == GMP_REPORT_ALL || stack >= t->nstacks)
+        return NULL;
+    const gmp_report_stack *s = &t->stacks[stack];
+    if (!s->nframes)
+        return NULL;
+    gmp_doc_stack *ds = gmp_doc_alloc(d, sizeof *ds);
+    gmp_doc_frame *fr = gmp_doc_alloc(d, s->nframes * sizeof *fr);
+    if (!ds || !fr)
+        return NULL;
+    for (size_t i = 0; i < s->nframes; i++) {
+        const gmp_report_frame *x = &s->frames[i];
+        gmp_doc_frame *y = &fr[i];
+        char name[1024];
+        size_t n = gmp_report_frame_text(t, x, name, sizeof name);
+        y->display = gmp_doc_strdup(d, name, n);
+        y->python = x->kind == GMP_FRAME_PYTHON;
+        y->function = gmp_report_str(t, x->function);
+        y->file = gmp_report_str(t, x->file);
+        y->line = x->line;
+        if (y->python)
+            continue;
+        y->module = gmp_report_str(t, x->module);
+        y->offset = x->offset;
+        y->address = x->address;
+        y->inlined = x->inlined;
+        if (x->unknown)
+            y->unknown = gmp_report_str(t, x->unknown);
+        else if (!x->symbolized)
+            y->unknown = (gmp_str){"not symbolized", 14};
+    }
+    ds->n = s->nframes;
+    ds->frames = fr;
+    return ds;
+}
