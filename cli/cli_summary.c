@@ -1,12 +1,20 @@
+/* cli_summary: the summary `gpumemprof run` prints on stderr when the command ends (cli_summary.h),
+ * built as a report document (formats/report/gmp_doc.h) and written by the text renderer: per
+ * trace a section headed "gpumemprof: PATH (pid N: COMMAND)" with the trace's notices, one line per
+ * device with the ranges that held most of its peak under it, OOMs, lost events and completeness;
+ * then the commands to run next. Colours only on a terminal without NO_COLOR. Tests parse these
+ * lines (tests/agent, tests/reliability): keep their wording. */
 #include "cli_summary.h"
 
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
+#include "gmp_doc.h"
 #include "gmp_reader.h"
+#include "gmp_render.h"
 #include "gmp_replay.h"
-#include "gmp_units.h"
 
 typedef struct range_total {
     uint32_t range;
@@ -19,9 +27,17 @@ static int by_bytes_desc(const void *a, const void *b)
     return x->bytes < y->bytes ? 1 : x->bytes > y->bytes ? -1 : 0;
 }
 
-/* The ranges that held most of a device's memory at its peak. */
-static void top_ranges(FILE *f, gmp_replay *rp, int32_t dev)
+/* A copy of s (a path, a message) in the document, as a trace string. */
+static gmp_doc_val str(gmp_doc *d, const char *s)
 {
+    return gmp_dv_str(gmp_doc_strdup(d, s, strlen(s)), NULL);
+}
+
+/* The ranges that held most of a device's memory at its peak: a table under the device's line. */
+static void top_ranges(gmp_doc *d, gmp_doc_block *parent, gmp_replay *rp, int32_t dev)
+{
+    static const gmp_doc_col cols[] = {{"bytes", NULL, GMP_DOC_BYTES, 0},
+                                       {"range", NULL, GMP_DOC_STR, 0}};
     size_t ns = gmp_replay_site_count(rp);
     range_total *t = calloc(ns ? ns : 1, sizeof *t);
     size_t nt = 0;
@@ -40,22 +56,38 @@ static void top_ranges(FILE *f, gmp_replay *rp, int32_t dev)
     }
     qsort(t, nt, sizeof *t, by_bytes_desc);
     gmp_reader *r = gmp_replay_reader(rp);
+    gmp_doc_block *tab = gmp_doc_table(d, parent, NULL, cols, 2);
+    gmp_doc_linef(d, &tab->title, "at the peak:");
     for (size_t i = 0; i < nt && i < 3; i++) {
-        char path[512], b[32];
+        char path[512] = "";
         if (t[i].range)
             gmp_reader_range_path(r, t[i].range, path, sizeof path);
-        else
-            snprintf(path, sizeof path, "(no range)");
-        fprintf(f, "      %-10s %s\n", gmp_fmt_bytes(t[i].bytes, b, sizeof b), path);
+        gmp_doc_val *row = gmp_doc_row(d, tab);
+        row[0] = gmp_dv_bytes(t[i].bytes);
+        row[1] = gmp_dv_str(gmp_doc_strdup(d, path, strlen(path)), "(no range)");
     }
     free(t);
 }
 
-static void one_trace(FILE *f, const char *path)
+/* The command line of a trace's header: arguments (NUL-separated) and other control bytes as
+ * spaces, at most 199 bytes. */
+static gmp_doc_val cmdline(gmp_doc *d, gmp_str c)
 {
+    size_t n = c.len < 199 ? c.len : 199;
+    gmp_str s = gmp_doc_strdup(d, c.ptr ? c.ptr : "", c.ptr ? n : 0);
+    for (size_t i = 0; i < s.len; i++)
+        if ((unsigned char)s.ptr[i] < 0x20)
+            ((char *)s.ptr)[i] = ' ';
+    return gmp_dv_str(s, NULL);
+}
+
+static void one_trace(gmp_doc *d, const char *path)
+{
+    gmp_doc_block *root = gmp_doc_root(d);
     gmp_reader *r = NULL;
     if (gmp_reader_open(&r, path, NULL) != GMP_OK) {
-        fprintf(f, "gpumemprof: %s: %s\n", path, gmp_reader_open_error());
+        gmp_doc_notice(d, root, NULL, GMP_DOC_PROBLEM, "gpumemprof: %v: %v", str(d, path),
+                       str(d, gmp_reader_open_error()));
         return;
     }
     gmp_replay *rp = NULL;
@@ -65,70 +97,68 @@ static void one_trace(FILE *f, const char *path)
     }
     gmp_err rc = gmp_replay_run(rp);
     const gmp_rec_header *h = gmp_reader_header(r);
-    char cmd[200];
-    size_t cl = h->cmdline.len < sizeof cmd - 1 ? h->cmdline.len : sizeof cmd - 1;
-    memcpy(cmd, h->cmdline.ptr, cl);
-    cmd[cl] = 0;
-    for (size_t i = 0; i < cl; i++)
-        if ((unsigned char)cmd[i] < 0x20)
-            cmd[i] = ' ';
-    fprintf(f, "gpumemprof: %s (pid %u: %s)\n", path, h->pid, cmd);
+    gmp_doc_block *sec =
+        gmp_doc_section(d, root, NULL, 0, "gpumemprof: %v (pid %v: %v)", str(d, path),
+                        gmp_dv_count(h->pid), cmdline(d, h->cmdline));
     if (rc != GMP_OK) {
-        fprintf(f, "  cannot read it: %s\n", gmp_replay_error(rp));
+        gmp_doc_notice(d, sec, NULL, GMP_DOC_PROBLEM, "cannot read it: %v",
+                       str(d, gmp_replay_error(rp)));
         gmp_replay_free(rp);
         gmp_reader_close(r);
         return;
     }
     const gmp_replay_summary *s = gmp_replay_get_summary(rp);
-    for (size_t i = 0; i < gmp_replay_notice_count(rp); i++) {
-        uint32_t sev = 0;
-        const char *msg = gmp_replay_notice_at(rp, i, &sev, NULL);
-        fprintf(f, "  %s: %s\n", sev >= GMP_NOTICE_ERROR ? "error" : "note", msg);
-    }
-    int shown = 0;
-    for (size_t i = 0; i < gmp_replay_device_count(rp); i++) {
-        const gmp_replay_device *d = gmp_replay_device_at(rp, i);
-        if (d->id < 0)
-            continue;
-        char b1[32], b2[32], b3[32];
-        /* static __device__ memory lives as long as its module, which CUDA unloads after the
-         * trace ends: not a leak */
-        const gmp_replay_kind_stats *st = &d->kind[GMP_MEM_STATIC];
-        uint64_t leaked = d->allocated - st->live_bytes, leaked_n = d->live_count - st->live_count;
-        double at = d->peak_time_ns >= h->start_trace_ns
-                        ? (double)(d->peak_time_ns - h->start_trace_ns) / 1e9
-                        : 0.0;
-        fprintf(f,
-                "  device %d%s%.*s%s: peak allocated %s at %.3f s, peak reserved %s, %llu "
-                "allocations, leaked %s in %llu\n",
-                d->id, d->def ? " (" : "", d->def ? (int)d->def->name.len : 0,
-                d->def ? d->def->name.ptr : "", d->def ? ")" : "",
-                gmp_fmt_bytes(d->peak_allocated, b1, sizeof b1), at,
-                gmp_fmt_bytes(d->peak_reserved, b2, sizeof b2), (unsigned long long)d->allocs,
-                gmp_fmt_bytes(leaked, b3, sizeof b3), (unsigned long long)leaked_n);
-        if (d->peak_allocated) {
-            fprintf(f, "    at the peak:\n");
-            top_ranges(f, rp, d->id);
-        }
-        shown++;
-    }
     int fatal = 0;
     for (size_t i = 0; i < gmp_replay_notice_count(rp); i++) {
         uint32_t sev = 0;
-        gmp_replay_notice_at(rp, i, &sev, NULL);
-        fatal |= sev >= GMP_NOTICE_ERROR;
+        const char *msg = gmp_replay_notice_at(rp, i, &sev, NULL);
+        int err = sev >= GMP_NOTICE_ERROR;
+        fatal |= err;
+        gmp_doc_notice(d, sec, NULL, err ? GMP_DOC_PROBLEM : GMP_DOC_INFO, "%v: %v",
+                       gmp_dv_lit(err ? "error" : "note"), str(d, msg));
+    }
+    int shown = 0;
+    for (size_t i = 0; i < gmp_replay_device_count(rp); i++) {
+        const gmp_replay_device *dv = gmp_replay_device_at(rp, i);
+        if (dv->id < 0)
+            continue;
+        /* static __device__ memory lives as long as its module, which CUDA unloads after the
+         * trace ends: not a leak */
+        const gmp_replay_kind_stats *st = &dv->kind[GMP_MEM_STATIC];
+        uint64_t leaked = dv->allocated - st->live_bytes;
+        uint64_t leaked_n = dv->live_count - st->live_count;
+        uint64_t at = dv->peak_time_ns >= h->start_trace_ns ? dv->peak_time_ns : h->start_trace_ns;
+        gmp_doc_block *line =
+            gmp_doc_notice(d, sec, NULL, GMP_DOC_INFO, "device %v", gmp_dv_device(dv->id));
+        if (dv->def)
+            gmp_doc_linef(
+                d, &line->title, " (%v)",
+                gmp_dv_str(gmp_doc_strdup(d, dv->def->name.ptr, dv->def->name.len), NULL));
+        gmp_doc_linef(d, &line->title,
+                      ": peak allocated %v at %v, peak reserved %v, %v allocations, leaked %v in "
+                      "%v",
+                      gmp_dv_f(gmp_dv_bytes(dv->peak_allocated), GMP_DOC_STRONG),
+                      gmp_dv_time(at, h->start_trace_ns), gmp_dv_bytes(dv->peak_reserved),
+                      gmp_dv_count(dv->allocs),
+                      gmp_dv_f(gmp_dv_bytes(leaked), leaked ? GMP_DOC_WARN : 0),
+                      gmp_dv_count(leaked_n));
+        if (dv->peak_allocated)
+            top_ranges(d, line, rp, dv->id);
+        shown++;
     }
     if (fatal && !s->alloc_records)
-        fprintf(f, "  nothing was recorded (see the error above); the program ran unprofiled\n");
+        gmp_doc_notice(d, sec, NULL, GMP_DOC_PROBLEM,
+                       "nothing was recorded (see the error above); the program ran unprofiled");
     else if (!shown)
-        fprintf(f, "  no device memory was allocated\n");
+        gmp_doc_notice(d, sec, NULL, GMP_DOC_INFO, "no device memory was allocated");
     if (s->ooms)
-        fprintf(f, "  out of memory: %llu time%s\n", (unsigned long long)s->ooms,
-                s->ooms == 1 ? "" : "s");
+        gmp_doc_notice(d, sec, NULL, GMP_DOC_PROBLEM, "out of memory: %v time%v",
+                       gmp_dv_count(s->ooms), gmp_dv_lit(s->ooms == 1 ? "" : "s"));
     if (s->lost_events)
-        fprintf(f, "  lost events: %llu\n", (unsigned long long)s->lost_events);
+        gmp_doc_notice(d, sec, NULL, GMP_DOC_WARNING, "lost events: %v",
+                       gmp_dv_count(s->lost_events));
     if (!s->complete)
-        fprintf(f, "  %s\n", s->completeness);
+        gmp_doc_notice(d, sec, NULL, GMP_DOC_WARNING, "%v", str(d, s->completeness));
     gmp_replay_free(rp);
     gmp_reader_close(r);
 }
@@ -157,37 +187,74 @@ static void shell_word(FILE *f, const char *s, size_t n, const char *suffix)
     fputc('\'', f);
 }
 
-void gmp_cli_print_run_summary(FILE *f, const char *const *traces, size_t n)
+/* The summary as a document. */
+static gmp_doc *summary_doc(const char *const *traces, size_t n)
 {
+    gmp_doc *d = gmp_doc_new();
+    if (!d)
+        return NULL;
+    gmp_doc_block *root = gmp_doc_root(d);
     if (n == 0) {
-        fprintf(f, "gpumemprof: no trace was written: no process of the command initialized CUDA "
-                   "(or the agent could not start; see its messages above)\n");
-        return;
+        gmp_doc_notice(d, root, NULL, GMP_DOC_WARNING,
+                       "gpumemprof: no trace was written: no process of the command initialized "
+                       "CUDA (or the agent could not start; see its messages above)");
+        return d;
     }
     for (size_t i = 0; i < n; i++)
-        one_trace(f, traces[i]);
+        one_trace(d, traces[i]);
     /* outputs named after the first trace without ".zst" (and, for several, without its pid) */
     const char *t0 = traces[0];
     size_t bl = strlen(t0);
     if (bl > 4 && strcmp(t0 + bl - 4, ".zst") == 0)
         bl -= 4;
     if (n > 1) {
-        size_t d = bl;
-        while (d > 0 && t0[d - 1] >= '0' && t0[d - 1] <= '9')
-            d--;
-        if (d < bl && d > 1 && t0[d - 1] == '.' && t0[d - 2] != '/')
-            bl = d - 1;
+        size_t k = bl;
+        while (k > 0 && t0[k - 1] >= '0' && t0[k - 1] <= '9')
+            k--;
+        if (k < bl && k > 1 && t0[k - 1] == '.' && t0[k - 2] != '/')
+            bl = k - 1;
     }
-    fprintf(f, "gpumemprof: next: gpumemprof convert");
-    for (size_t i = 0; i < n; i++) {
-        fputc(' ', f);
-        shell_word(f, traces[i], strlen(traces[i]), "");
+    char *cmd = NULL;
+    size_t cl = 0;
+    FILE *f = open_memstream(&cmd, &cl);
+    if (f) {
+        fputs("gpumemprof convert", f);
+        for (size_t i = 0; i < n; i++) {
+            fputc(' ', f);
+            shell_word(f, traces[i], strlen(traces[i]), "");
+        }
+        fputs(" --speedscope ", f);
+        shell_word(f, t0, bl, ".speedscope.json");
+        fputs(" --chrome ", f);
+        shell_word(f, t0, bl, ".chrome.json");
+        fputc(0, f);
+        fputs("gpumemprof report ", f);
+        shell_word(f, t0, strlen(t0), "");
     }
-    fputs(" --speedscope ", f);
-    shell_word(f, t0, bl, ".speedscope.json");
-    fputs(" --chrome ", f);
-    shell_word(f, t0, bl, ".chrome.json");
-    fputs("\ngpumemprof:   or: gpumemprof report ", f);
-    shell_word(f, t0, strlen(t0), "");
-    fputc('\n', f);
+    if (!f || fclose(f) != 0 || !cmd) {
+        free(cmd);
+        gmp_doc_free(d);
+        return NULL;
+    }
+    size_t l1 = strlen(cmd);
+    gmp_doc_notice(d, root, NULL, GMP_DOC_INFO, "gpumemprof: next: %v",
+                   gmp_dv_f(gmp_dv_str(gmp_doc_strdup(d, cmd, l1), NULL), GMP_DOC_CODE));
+    gmp_doc_notice(
+        d, root, NULL, GMP_DOC_INFO, "gpumemprof:   or: %v",
+        gmp_dv_f(gmp_dv_str(gmp_doc_strdup(d, cmd + l1 + 1, cl - l1 - 1), NULL), GMP_DOC_CODE));
+    free(cmd);
+    return d;
+}
+
+void gmp_cli_print_run_summary(FILE *f, const char *const *traces, size_t n)
+{
+    gmp_doc *d = summary_doc(traces, n);
+    if (!d || gmp_doc_error(d) != GMP_OK) {
+        fprintf(f, "gpumemprof: the summary: %s\n", gmp_err_str(GMP_ERR_NOMEM));
+        gmp_doc_free(d);
+        return;
+    }
+    gmp_render_opts o = {.color = isatty(fileno(f)) && !getenv("NO_COLOR"), .title = NULL};
+    gmp_render_text(d, f, &o);
+    gmp_doc_free(d);
 }

@@ -34,7 +34,7 @@ static const command commands[] = {
       "convert another tool's recording (Nsight Systems SQLite, PyTorch memory snapshot) into a "
       "trace"},
      gmp_cmd_import},
-    {{"diff", "A B [--format text|json] [--top N] [-o FILE]",
+    {{"diff", "A B [--format text|markdown|html|json] [--top N] [-o FILE]",
       "compare two traces: peaks, live at the peak by range and stack, leaks"},
      gmp_cmd_diff},
     {{"info", "[--json]", "driver, CUDA, CUPTI, devices: can profiling work here, and if not why"},

@@ -8,12 +8,17 @@ text    the text output: devices side by side, tables ordered by the size of the
 same    a trace against itself: every change is zero
 top     --top limits rows per device and table
 errors  bad arguments (exit 2), a missing or corrupt trace (exit 1, one message, no output)
-golden_text, golden_top, golden_json
-        the output (text; text with --top 1; JSON, compared as parsed JSON) against golden/diff.*
+golden_text, golden_top, golden_json, markdown
+        the output (text; text with --top 1; JSON, compared as parsed JSON; Markdown) against
+        golden/diff.*
         (run in WORK_DIR on a.zst and b.zst, so the paths it prints are those);
-        GMP_REGEN_GOLDEN=1 rewrites the golden files"""
+        GMP_REGEN_GOLDEN=1 rewrites the golden files
+html    --format html: one well-formed page (html.parser: every element closed in order) holding
+        every figure of the text output"""
+import html.parser
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -51,7 +56,7 @@ def rows(j, table, dev, key="range"):
 
 def case_json(gmp, a, b, work):
     j = json.loads(run(gmp, ["diff", a, b, "--format", "json"]).stdout)
-    check(j["schema"] == "gpumemprof-diff/1", "schema")
+    check(j["schema"] == "gpumemprof-diff/2", "schema")
     check(j["a"]["path"] == a and j["b"]["path"] == b and j["a"]["complete"], "traces")
     d = {x["id"]: x for x in j["devices"]}
     check(sorted(d) == [0, 1], "devices %s" % sorted(d))
@@ -67,17 +72,17 @@ def case_json(gmp, a, b, work):
     check(rows(j, "live_at_peak_by_range", 0) == [
         ("train", 256 * MiB, 512 * MiB, 256 * MiB, 0),
         ("eval", 0, 128 * MiB, 128 * MiB, 1),
-        ("", 64 * MiB, 0, -64 * MiB, -1),
+        (None, 64 * MiB, 0, -64 * MiB, -1),
         ("train/step", GiB, GiB, 0, 0)], "by range %s" % rows(j, "live_at_peak_by_range", 0))
     check(rows(j, "live_at_peak_by_stack", 0, "stack") == [
-        ("", 320 * MiB, 512 * MiB, 192 * MiB, -1),
+        (None, 320 * MiB, 512 * MiB, 192 * MiB, -1),
         ("train.py:evaluate:7", 0, 128 * MiB, 128 * MiB, 1),
         ("libtrain.so+0x12340 <- 0x401000", GiB, GiB, 0, 0)],
         "by stack %s" % rows(j, "live_at_peak_by_stack", 0, "stack"))
     check(rows(j, "leaks", 0) == [("train", 256 * MiB, 512 * MiB, 256 * MiB, 0),
                                   ("eval", 0, 128 * MiB, 128 * MiB, 1)],
           "leaks %s" % rows(j, "leaks", 0))
-    check(rows(j, "leaks", 1) == [("", 0, 100 * MiB, 100 * MiB, 1)], "leaks dev 1")
+    check(rows(j, "leaks", 1) == [(None, 0, 100 * MiB, 100 * MiB, 1)], "leaks dev 1")
     check(all(r["kind"] == "device" for r in j["leaks"]), "leak kinds")
     # B against A: every delta changes sign
     r = json.loads(run(gmp, ["diff", b, a, "--format", "json"]).stdout)
@@ -95,8 +100,8 @@ def case_text(gmp, a, b, work):
     lines = out.splitlines()
     want = [
         "gpumemprof diff",
-        "  A: " + a,
-        "  B: " + b,
+        "  A  " + a,
+        "  B  " + b,
         "",
         "Per device (B - A):",
     ]
@@ -107,16 +112,17 @@ def case_text(gmp, a, b, work):
             if l.startswith(prefix):
                 return l.split()
         fail("no line starting with %r in\n%s" % (prefix, out))
-    check(line_with("    peak allocated")[2:] == ["1.31", "GiB", "1.62", "GiB", "+320.00", "MiB",
+    check(line_with("  peak allocated")[2:] == ["1.31", "GiB", "1.62", "GiB", "+320.00", "MiB",
                                                  "+23.8%"], "peak line")
-    sect = out.split("Device 0: NVIDIA H100 80GB HBM3: live at the peak, by range, biggest changes first\n")
+    sect = out.split("Device 0: NVIDIA H100 80GB HBM3: live at the peak, by range, "
+                     "biggest changes first:\n")
     check(len(sect) == 2, "by-range section missing:\n" + out)
     body = sect[1].split("\n\n")[0].splitlines()[1:]
     check([l.split()[-1] for l in body] == ["train", "eval", "range)", "train/step"],
           "by range order:\n" + "\n".join(body))
     check("new" in body[1] and "-100.0%" not in body[2] and "gone" in body[2], "new/gone marks")
     check("Device 1: NVIDIA H100 80GB HBM3: leaks (live at exit), by kind and range" in out, out)
-    check("device: (no range)" in out and "train.py:evaluate:7" in out, out)
+    check(re.search(r" device  \(no range\)\n", out) and "train.py:evaluate:7" in out, out)
     print("ok")
 
 
@@ -131,13 +137,13 @@ def case_same(gmp, a, b, work):
 
 def case_top(gmp, a, b, work):
     j = json.loads(run(gmp, ["diff", a, b, "-f", "json", "--top", "1"]).stdout)
-    check([(r["device"], r["range"]) for r in j["live_at_peak_by_range"]] == [(0, "train"), (1, "")],
+    check([(r["device"], r["range"]) for r in j["live_at_peak_by_range"]] == [(0, "train"), (1, None)],
           "top 1 json, per device")
     check(len(j["leaks"]) == 2, "top per device: %s" % j["leaks"])
     out = run(gmp, ["diff", a, b, "--top", "2"]).stdout
-    check("  ... 2 more (--top 0 shows all)" in out, out)
+    check("live at the peak, by range, biggest changes first (top 2 of 4):" in out, out)
     out = run(gmp, ["diff", a, b, "--top", "0"]).stdout
-    check("more (--top 0" not in out, out)
+    check("(top " not in out, out)
     print("ok")
 
 
@@ -186,6 +192,50 @@ def case_golden_json(gmp, a, b, work):
     print("ok")
 
 
+def case_golden_md(gmp, a, b, work):
+    gmp_golden.golden_bytes(os.path.join(GOLDEN, "diff.md"),
+                            golden_run(gmp, work, ["--format", "markdown"]), "GMP_REGEN_GOLDEN")
+    print("ok")
+
+
+class Page(html.parser.HTMLParser):
+    """Checks that elements close in the order they opened; collects the text."""
+    VOID = {"meta", "br", "hr", "img", "input", "link", "col", "wbr", "area", "base", "source"}
+
+    def __init__(self):
+        super().__init__(convert_charrefs=True)
+        self.open, self.text, self.errors = [], [], []
+
+    def handle_starttag(self, tag, attrs):
+        if tag not in self.VOID:
+            self.open.append(tag)
+
+    def handle_endtag(self, tag):
+        if not self.open or self.open[-1] != tag:
+            self.errors.append("</%s> closes %s" % (tag, self.open[-1:] or "nothing"))
+        else:
+            self.open.pop()
+
+    def handle_data(self, data):
+        self.text.append(data)
+
+
+def case_html(gmp, a, b, work):
+    out = golden_run(gmp, work, ["--format", "html"]).decode("utf-8")
+    check(out.startswith("<!DOCTYPE html>"), out[:200])
+    p = Page()
+    p.feed(out)
+    p.close()
+    check(not p.errors and not p.open, "not well-formed: %s, left open %s" % (p.errors[:5], p.open))
+    text = " ".join(p.text)
+    for want in ("gpumemprof diff", "a.zst", "b.zst", "Per device (B - A)", "+320.00 MiB",
+                 "+23.8%", "gone", "(no range)", "train.py:evaluate:7",
+                 "Device 1: NVIDIA H100 80GB HBM3: leaks (live at exit), by kind and range"):
+        check(want in text, "%r not in the page's text" % want)
+    check("<title>gpumemprof diff</title>" in out, "title")
+    print("ok")
+
+
 def main():
     case, gmp, gen, work = sys.argv[1:5]
     os.makedirs(work, exist_ok=True)
@@ -193,7 +243,8 @@ def main():
     subprocess.run([gen, a, b], check=True)
     {"json": case_json, "text": case_text, "same": case_same, "top": case_top,
      "errors": case_errors, "golden_text": case_golden_text, "golden_top": case_golden_top,
-     "golden_json": case_golden_json}[case](gmp, a, b, work)
+     "golden_json": case_golden_json, "markdown": case_golden_md,
+     "html": case_html}[case](gmp, a, b, work)
 
 
 if __name__ == "__main__":
