@@ -4,9 +4,9 @@
  * keys given here).
  *
  * Shape (headings by depth):
- *   root: schema (JSON only)
+ *   root "gpumemprof report": schema (JSON only)
  *     [several traces] "Across the N processes": a table, the largest and smallest peaks
- *     trace "gpumemprof report: PATH" (several: "process I of N: LABEL: PATH"; JSON "processes")
+ *     trace "PATH" (several: "process I of N: LABEL: PATH"; JSON "processes")
  *       the trace's header (process, events, completeness; the JSON's "trace" object)
  *       "Device D: NAME (TOTAL)" per listed device (JSON "devices"): figures, the timeline, the
  *         fragmentation over time, live at the peak by range/stack/kind/API, leaks, sizes
@@ -474,7 +474,8 @@ static void largest(const bld *b, gmp_doc_block *sec)
         r[1] = gmp_dv_device(a->device);
         r[2] = gmp_dv_lit(gmp_mem_kind_name(a->kind));
         r[3] = tm(b, a->time_ns);
-        r[4] = a->free_ns ? tm(b, a->free_ns) : gmp_dv_none(); /* never freed */
+        /* never freed: an empty string says "never" in markups and is null in the JSON */
+        r[4] = a->free_ns ? tm(b, a->free_ns) : gmp_dv_str((gmp_str){"", 0}, "never");
         r[5] = gmp_dv_count(a->tid);
         r[6] = gmp_dv_hex(a->address);
         r[7] = str(b, a->api, "");
@@ -833,6 +834,7 @@ gmp_doc *gmp_report_build(const gmp_report_doc *doc, const gmp_report_view *v)
     if (!d)
         return NULL;
     gmp_doc_block *root = gmp_doc_root(d);
+    gmp_doc_linef(d, &root->title, "gpumemprof report");
     gmp_doc_item_add(d, gmp_doc_kv(d, root), "schema", GMP_DOC_DATA, "%v",
                      K(gmp_dv_lit(SCHEMA), "schema"));
     if (doc->ntraces > 1)
@@ -842,8 +844,7 @@ gmp_doc *gmp_report_build(const gmp_report_doc *doc, const gmp_report_view *v)
         const gmp_report_trace *t = b.t;
         gmp_doc_block *sec;
         if (doc->ntraces == 1)
-            sec = gmp_doc_section(d, root, NULL, 0, "gpumemprof report: %v",
-                                  gmp_report_dv_str(t, t->path, ""));
+            sec = gmp_doc_section(d, root, NULL, 0, "%v", gmp_report_dv_str(t, t->path, ""));
         else
             sec = gmp_doc_section(d, root, "processes", GMP_DOC_ITEM, "process %v of %v: %v (%v)",
                                   gmp_dv_count(i + 1), gmp_dv_count(doc->ntraces),

@@ -1,5 +1,6 @@
 /* gmp_report_write: a report in one format: the document is built once from the model and the
  * view (gmp_report_build.h) and written by that format's renderer (gmp_render.h). */
+#include <stdio.h>
 #include <string.h>
 
 #include "gmp_render.h"
@@ -12,7 +13,16 @@ static gmp_err write_with(const gmp_report_doc *doc, FILE *f, const gmp_report_v
     gmp_doc *d = gmp_report_build(doc, v);
     if (!d)
         return GMP_ERR_NOMEM;
-    gmp_render_opts o = {.color = v->color, .title = doc->title[0] ? doc->title : NULL};
+    /* the page's title: "gpumemprof report: PATH" for one trace (the document's own title is
+     * "gpumemprof report") */
+    char title[512] = "";
+    if (doc->title[0]) {
+        snprintf(title, sizeof title, "%s", doc->title);
+    } else if (doc->ntraces == 1) {
+        gmp_str p = gmp_report_str(doc->traces[0], doc->traces[0]->path);
+        snprintf(title, sizeof title, "gpumemprof report: %.*s", (int)p.len, p.ptr);
+    }
+    gmp_render_opts o = {.color = v->color, .title = title[0] ? title : NULL};
     gmp_err e = render(d, f, &o);
     gmp_doc_free(d);
     if (e == GMP_OK && ferror(f))
