@@ -2,6 +2,7 @@
  * only during the replay; gmp_report_trace holds the frozen result. */
 #include "gmp_map.h"
 #include "gmp_report.h"
+#include "gmp_units.h"
 
 #include <inttypes.h>
 #include <stdlib.h>
@@ -1633,19 +1634,7 @@ gmp_report_range *gmp_report_sorted_ranges(const gmp_report_trace *t, const gmp_
 
 const char *gmp_report_fmt_bytes(uint64_t b, char *buf, size_t n)
 {
-    static const char *const units[] = {"KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
-    if (b < 1024) {
-        snprintf(buf, n, "%" PRIu64 " B", b);
-        return buf;
-    }
-    double v = (double)b;
-    int u = -1;
-    while (v >= 1024.0 && u < 5) {
-        v /= 1024.0;
-        u++;
-    }
-    snprintf(buf, n, "%.2f %s", v, units[u]);
-    return buf;
+    return gmp_fmt_bytes(b, buf, n);
 }
 
 const char *gmp_report_fmt_time(const gmp_report_trace *t, uint64_t ns, char *buf, size_t n)

@@ -90,18 +90,15 @@ static void empty_array(gmp_doc *d, gmp_doc_block *parent, const char *key)
 static void growth_sites(gmp_doc *d, gmp_doc_block *b, const gmp_report_trace *t,
                          const gmp_report_view *v, const gmp_analysis_growth *g)
 {
-    static const gmp_doc_col cols[] = {
-        {"device", "device", GMP_DOC_DEVICE, GMP_DOC_DATA},
-        {"API", "api", GMP_DOC_STR, GMP_DOC_DATA},
+    static const gmp_doc_col own[] = {
         {"first", "first_bytes", GMP_DOC_BYTES, GMP_DOC_DATA},
         {"last", "last_bytes", GMP_DOC_BYTES, GMP_DOC_DATA},
         {"grew", "growth_bytes", GMP_DOC_BYTES, 0},
         {"per repetition", "rate_bytes_per_repetition", GMP_DOC_BYTES, 0},
-        {"kind", "kind", GMP_DOC_LIT, 0},
-        {"range", "range", GMP_DOC_STR, 0},
-        {"stack", "stack", GMP_DOC_STACK, 0},
     };
-    gmp_doc_block *tb = gmp_doc_table(d, b, "sites", cols, sizeof cols / sizeof cols[0]);
+    gmp_doc_col cols[4 + GMP_REPORT_SITE_COLS];
+    size_t nc = gmp_report_site_table(cols, own, 4);
+    gmp_doc_block *tb = gmp_doc_table(d, b, "sites", cols, nc);
     size_t ns = g->nsites;
     if (v->top && ns > v->top)
         ns = v->top;
@@ -111,15 +108,11 @@ static void growth_sites(gmp_doc *d, gmp_doc_block *b, const gmp_report_trace *t
     for (size_t k = 0; k < ns; k++) {
         const gmp_analysis_growth_site *s = &g->sites[k];
         gmp_doc_val *r = gmp_doc_row(d, tb);
-        r[0] = gmp_dv_device(s->site.device);
-        r[1] = gmp_report_dv_str(t, s->site.api, "(no API)");
-        r[2] = gmp_dv_bytes(s->first_bytes);
-        r[3] = gmp_dv_bytes(s->last_bytes);
-        r[4] = gmp_dv_bytes(s->growth_bytes);
-        r[5] = gmp_dv_bytes(s->rate_bytes > 0 ? (uint64_t)rate_int(s->rate_bytes) : 0);
-        r[6] = gmp_dv_lit(gmp_mem_kind_name(s->site.kind));
-        r[7] = gmp_report_dv_str(t, s->site.range, "(no range)");
-        r[8] = gmp_dv_stack(gmp_report_doc_stack(d, t, s->site.stack));
+        r[0] = gmp_dv_bytes(s->first_bytes);
+        r[1] = gmp_dv_bytes(s->last_bytes);
+        r[2] = gmp_dv_bytes(s->growth_bytes);
+        r[3] = gmp_dv_bytes(s->rate_bytes > 0 ? (uint64_t)rate_int(s->rate_bytes) : 0);
+        gmp_report_site_cells(d, t, &s->site, r + 4);
     }
 }
 
@@ -253,19 +246,15 @@ static void temp_sites(gmp_doc *d, gmp_doc_block *sec, unsigned hide, const gmp_
                        const gmp_report_view *v)
 {
     const gmp_analysis_result *R = t->analysis;
-    static const gmp_doc_col cols[] = {
-        {"device", "device", GMP_DOC_DEVICE, GMP_DOC_DATA},
-        {"kind", "kind", GMP_DOC_LIT, GMP_DOC_DATA},
-        {"API", "api", GMP_DOC_STR, GMP_DOC_DATA},
+    static const gmp_doc_col own[] = {
         {"temporary", "count", GMP_DOC_COUNT, 0},
         {"bytes", "bytes", GMP_DOC_BYTES, 0},
-        {"range", "range", GMP_DOC_STR, 0},
         {"allocations", "allocations", GMP_DOC_COUNT, GMP_DOC_DATA},
         {"mean lifetime", "mean_lifetime_ns", GMP_DOC_DUR, GMP_DOC_DATA},
-        {"stack", "stack", GMP_DOC_STACK, 0},
     };
-    gmp_doc_block *tb =
-        gmp_doc_table(d, sec, "temporary_sites", cols, sizeof cols / sizeof cols[0]);
+    gmp_doc_col cols[4 + GMP_REPORT_SITE_COLS];
+    size_t nc = gmp_report_site_table(cols, own, 4);
+    gmp_doc_block *tb = gmp_doc_table(d, sec, "temporary_sites", cols, nc);
     tb->flags |= hide;
     gmp_doc_linef(d, &tb->title, "Hottest sites");
     size_t shown = 0, wanted = 0;
@@ -275,15 +264,11 @@ static void temp_sites(gmp_doc *d, gmp_doc_block *sec, unsigned hide, const gmp_
         if (!shown_ok(v, x->site.device, &shown))
             continue;
         gmp_doc_val *r = gmp_doc_row(d, tb);
-        r[0] = gmp_dv_device(x->site.device);
-        r[1] = gmp_dv_lit(gmp_mem_kind_name(x->site.kind));
-        r[2] = gmp_report_dv_str(t, x->site.api, "(no API)");
-        r[3] = gmp_dv_count(x->temp_count);
-        r[4] = gmp_dv_bytes(x->temp_bytes);
-        r[5] = gmp_report_dv_str(t, x->site.range, "(no range)");
-        r[6] = gmp_dv_count(x->allocs);
-        r[7] = gmp_dv_dur(x->temp_count ? x->temp_life_ns / x->temp_count : 0);
-        r[8] = gmp_dv_stack(gmp_report_doc_stack(d, t, x->site.stack));
+        r[0] = gmp_dv_count(x->temp_count);
+        r[1] = gmp_dv_bytes(x->temp_bytes);
+        r[2] = gmp_dv_count(x->allocs);
+        r[3] = gmp_dv_dur(x->temp_count ? x->temp_life_ns / x->temp_count : 0);
+        gmp_report_site_cells(d, t, &x->site, r + 4);
     }
     tb->total = cut_total(v, wanted);
 }

@@ -2,6 +2,8 @@
  * every builder of the report (gmp_report_build.c, gmp_report_build_analysis.c). */
 #include "gmp_report_values.h"
 
+#include <string.h>
+
 gmp_doc_val gmp_report_dv_str(const gmp_report_trace *t, uint32_t i, const char *none)
 {
     return gmp_dv_str(gmp_report_str(t, i), none);
@@ -42,4 +44,27 @@ const gmp_doc_stack *gmp_report_doc_stack(gmp_doc *d, const gmp_report_trace *t,
     ds->n = s->nframes;
     ds->frames = fr;
     return ds;
+}
+
+static const gmp_doc_col site_cols[GMP_REPORT_SITE_COLS] = {
+    {"kind", "kind", GMP_DOC_LIT, 0},          {"range", "range", GMP_DOC_STR, 0},
+    {"stack", "stack", GMP_DOC_STACK, 0},      {"device", "device", GMP_DOC_DEVICE, GMP_DOC_DATA},
+    {"API", "api", GMP_DOC_STR, GMP_DOC_DATA},
+};
+
+size_t gmp_report_site_table(gmp_doc_col *out, const gmp_doc_col *own, size_t n)
+{
+    memcpy(out, own, n * sizeof *own);
+    memcpy(out + n, site_cols, sizeof site_cols);
+    return n + GMP_REPORT_SITE_COLS;
+}
+
+void gmp_report_site_cells(gmp_doc *d, const gmp_report_trace *t, const gmp_analysis_site *s,
+                           gmp_doc_val *out)
+{
+    out[0] = gmp_dv_lit(gmp_mem_kind_name(s->kind));
+    out[1] = gmp_report_dv_str(t, s->range, "(no range)");
+    out[2] = gmp_dv_stack(gmp_report_doc_stack(d, t, s->stack));
+    out[3] = gmp_dv_device(s->device);
+    out[4] = gmp_report_dv_str(t, s->api, "(no API)");
 }

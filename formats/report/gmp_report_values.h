@@ -5,6 +5,7 @@
 
 #include <stdint.h>
 
+#include "gmp_analysis.h"
 #include "gmp_doc.h"
 #include "gmp_report.h"
 
@@ -12,5 +13,15 @@
 const gmp_doc_stack *gmp_report_doc_stack(gmp_doc *d, const gmp_report_trace *t, uint32_t stack);
 /* A trace string as a value (STR; `none` when empty). */
 gmp_doc_val gmp_report_dv_str(const gmp_report_trace *t, uint32_t i, const char *none);
+
+/* The columns that name an allocation site (gmp_analysis_site), after a table's own columns:
+ * kind, range and stack, and for the JSON device and API. */
+#define GMP_REPORT_SITE_COLS 5
+/* Writes own[0..n) then the site's columns into out (n + GMP_REPORT_SITE_COLS of them); returns
+ * how many. */
+size_t gmp_report_site_table(gmp_doc_col *out, const gmp_doc_col *own, size_t n);
+/* The site's cells (GMP_REPORT_SITE_COLS of them) of a row of such a table. */
+void gmp_report_site_cells(gmp_doc *d, const gmp_report_trace *t, const gmp_analysis_site *s,
+                           gmp_doc_val *out);
 
 #endif
