@@ -47,8 +47,10 @@ def main():
         print("NOTE: %d late events: the peak misses the static variable" % r["late_events"])
     else:
         L.eq(d["peak_allocated_bytes"], peak, "peak allocated")
-    L.check(any(l["bytes"] == 12345 and l["kind"] == "device" for l in r["leaks"]),
-            "the 12345-byte leak: %s" % [(l["kind"], l["bytes"]) for l in r["leaks"]])
+    # schema 2: a device's leaks are in devices[].leaks
+    leaks = [l for dev in r["devices"] for l in dev.get("leaks", [])]
+    L.check(any(l["bytes"] == 12345 and l["kind"] == "device" for l in leaks),
+            "the 12345-byte leak: %s" % [(l["kind"], l["bytes"]) for l in leaks])
     L.cleanup(c)
     L.finish("nvcc")
 

@@ -104,7 +104,8 @@ def report(trace):
 
 
 def stacks_by_size(doc):
-    return {e["bytes"]: e.get("stack", []) for e in doc["live_at_peak"]}
+    # schema 2: "stack" is null when none was recorded
+    return {e["bytes"]: e["stack"] or [] for e in doc["live_at_peak"]}
 
 
 def is_py(f):

@@ -43,9 +43,9 @@ def eq(what, got, want):
 
 
 def check_json(doc):
-    eq("schema", doc["schema"], "gpumemprof-report/1")
+    eq("schema", doc["schema"], "gpumemprof-report/2")
     eq("trace.pid", doc["trace"]["pid"], 4242)
-    eq("trace.cmdline", doc["trace"]["cmdline"], ["python", "train.py"])
+    eq("cmdline", doc["cmdline"], "python train.py")
     eq("complete", doc["complete"], True)
     eq("truncated", doc["truncated"], False)
     eq("events", doc["events"], 32)
@@ -76,7 +76,9 @@ def check_json(doc):
     for k, v in want1.items():
         eq("devices[1]." + k, d1[k], v)
 
-    live = [(e["device"], e["range"], e["bytes"], e["count"], len(e.get("stack", [])))
+    # schema 2: "stack": null when none was recorded
+    live = [(e["device"], e["range"], e["bytes"], e["count"],
+             0 if e["stack"] is None else len(e["stack"]))
             for e in doc["live_at_peak"]]
     eq("live_at_peak", live, [
         (0, "train/step/forward", GiB, 1, 2),
@@ -96,7 +98,12 @@ def check_json(doc):
     eq("python stack", doc["live_at_peak"][1]["stack"],
        [{"function": "model_forward", "file": "train.py", "line": 42}])
 
-    leaks = [(e["device"], e["kind"], e["range"], e["bytes"], e["count"]) for e in doc["leaks"]]
+    # schema 2: each device's leaks in devices[].leaks; host memory of a host that is not a
+    # listed device in the top-level leaks (without "device")
+    eq("host not a listed device", -1 in devs, False)
+    leaks = [(-1, e["kind"], e["range"], e["bytes"], e["count"]) for e in doc["leaks"]]
+    for d in doc["devices"]:
+        leaks += [(d["id"], e["kind"], e["range"], e["bytes"], e["count"]) for e in d["leaks"]]
     eq("leaks", leaks, [
         (-1, "pinned-host", "train", 16 * MiB, 1),
         (0, "device", "train/step/forward", GiB, 1),
@@ -237,7 +244,9 @@ def main():
             eq("-o: stdout", out, "")
             doc = json.load(open(os.path.join(tmp, "d1.json")))
             eq("--device 1", [d["id"] for d in doc["devices"]], [1])
-            eq("--device 1 leaks", [e["device"] for e in doc["leaks"]], [1])
+            eq("--device 1 leaks", [(d["id"], e["bytes"]) for d in doc["devices"]
+                                    for e in d.get("leaks", [])], [(1, 100 * MiB)])
+            eq("--device 1: no host leaks", "leaks" in doc, False)
             eq("--device 1 ooms", doc["ooms"], [])
             out, _ = run([gpumemprof, "report", "report.zst", "--top", "1"], tmp)
             if "(top 1 of 2)" not in out:

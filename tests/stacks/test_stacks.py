@@ -105,7 +105,7 @@ check("text report exit", text.returncode, 0)
 
 by_size = {}
 for e in doc["live_at_peak"]:
-    by_size[e["bytes"]] = e.get("stack", [])
+    by_size[e["bytes"]] = e["stack"] or []  # schema 2: null when none was recorded
 MiB = 1 << 20
 
 

@@ -145,7 +145,7 @@ def synthetic(gmp, work):
     r = run([gmp, "import", path, "-o", out, "--force"])
     rep = json.loads(run([gmp, "report", out, "--format", "json"]).stdout) if r.returncode == 0 \
         else {"notices": []}
-    if r.returncode != 0 or not any(n["severity"] == 2 for n in rep["notices"]):
+    if r.returncode != 0 or not any(n["severity"] == "warning" for n in rep["notices"]):
         print(f"contradiction: rc {r.returncode} {r.stderr} {rep['notices']}", file=sys.stderr)
         bad += 1
     return 1 if bad else 0

@@ -87,7 +87,8 @@ def report_peaks(gmp, trace):
     if r.returncode != 0:
         raise SystemExit(f"report failed ({r.returncode}): {r.stderr}")
     doc = json.loads(r.stdout)
-    return {d["id"]: d for d in doc["devices"]}
+    # schema 2 leaves "devices" out when no device memory was recorded (an empty snapshot)
+    return {d["id"]: d for d in doc.get("devices", [])}
 
 
 def check(gmp, snapshot, workdir):
