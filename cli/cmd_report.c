@@ -1,7 +1,8 @@
 /* gpumemprof report: what one or several traces say about memory, for a terminal (text, colour on a
  * TTY), Markdown, one self-contained HTML file, or JSON for programs. The report model
- * (formats/report/gmp_report.h) is computed in the one replay pass of each trace; the renderers
- * (formats/report/gmp_report_{text,md,html,json}.c) write it. See docs/report.md. */
+ * (formats/report/gmp_report.h) is computed in the one replay pass of each trace; it is built
+ * into one report document and written by the renderer of the format
+ * (formats/report/gmp_render_{text,md,html,json}.c). See docs/report.md. */
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -42,11 +43,12 @@ static void print_help(const gmp_cli_cmd_info *cmd, const gmp_cli_opt *opts)
            "per process and a summary across them.\n\n",
            cmd->summary);
     gmp_cli_print_options(stdout, opts);
-    printf("\nFormats: text (a terminal; colour when it is one), markdown, html (one file, plots\n"
-           "inline, no network), json (schema gpumemprof-report/1). --top applies per device\n"
-           "(default %d; JSON: all; 0 = all). --by takes a comma-separated list (range, stack,\n"
-           "kind, api; default range,stack,kind). --sort orders the ranges table: path (default),\n"
-           "time, count, alloc, freed, net, left, peak, frag.\n\n"
+    printf("\nFormats: text (a terminal; colour when it is one, unless NO_COLOR is set),\n"
+           "markdown, html (one file, plots inline, no network), json (schema\n"
+           "gpumemprof-report/2). --top applies per device (default %d; JSON: all; 0 = all).\n"
+           "--by takes a comma-separated list (range, stack, kind, api; default\n"
+           "range,stack,kind). --sort orders the ranges table: path (default), time, count,\n"
+           "alloc, freed, net, left, peak, frag.\n\n"
            "Exit status: 0 when the report was written (also for a cut trace: a warning says\n"
            "what is missing), 1 when a trace cannot be read or the output cannot be written,\n"
            "2 for bad arguments. See docs/report.md.\n",
