@@ -198,6 +198,7 @@ struct gmp_doc_block {
     /* SERIES: npoints times x[] (each point's end; the first point's start is x0) and npoints x
      * nscols values y[], row-major; values are bytes. t0: what times are shown relative to. */
     uint64_t x0, t0, bucket_ns, ymax;
+    const char *xkey; /* JSON name of x (NULL: "time_ns"); set when x is not a time */
     size_t npoints, nscols;
     gmp_doc_scol *scols;
     uint64_t *x, *y;

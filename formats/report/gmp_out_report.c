@@ -1,7 +1,7 @@
 /* gmp_out_report: the report as outputs of `gpumemprof convert` (formats/replay/gmp_output.h):
- * --report FILE (text, Markdown or HTML by FILE's extension: .txt, .md, .html; text otherwise)
- * and --json FILE (the JSON report). The model (gmp_report.h) registers on each trace's replay;
- * the renderer writes the document at finish. */
+ * --report FILE (text, Markdown, HTML or JSON by FILE's extension: .txt, .md, .html, .json; text
+ * otherwise) and --json FILE (the JSON report). The model (gmp_report.h) registers on each trace's
+ * replay; the renderer writes the document at finish. */
 #include <stdlib.h>
 #include <string.h>
 

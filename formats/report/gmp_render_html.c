@@ -511,6 +511,15 @@ static void legend(const plot *p)
             fputc(')', f);
             continue;
         }
+        if (sc->role == GMP_DOC_S_DOTS) { /* dots that are never drawn need no legend */
+            size_t i = 0;
+            while (i < s->npoints && !s->y[i * s->nscols + c])
+                i++;
+            if (i == s->npoints) {
+                pal++;
+                continue;
+            }
+        }
         legend_entry(f, &n, palette[pal++ % NPAL][0],
                      sc->role == GMP_DOC_S_DOTS ? "&#9679;" : "&#9632;", sc->title);
     }

@@ -441,7 +441,7 @@ static void j_series(jw *J, const gmp_doc_block *b)
     J->compact = 1;
     int wa = j_open(J, '[');
     j_sep(J);
-    j_cstr(J, "time_ns");
+    j_cstr(J, b->xkey ? b->xkey : "time_ns");
     for (size_t c = 0; c < b->nscols; c++) {
         if (!b->scols[c].key)
             continue;

@@ -163,13 +163,13 @@ static void device_figures(const bld *b, gmp_doc_block *sec, const gmp_report_de
                      gmp_dv_lit(plural(r->ooms, "s")));
     gmp_doc_item_add(
         d, kv, "not explained by allocations", r->samples ? 0 : GMP_DOC_DATA,
-        "max %v at %v, mean %v, last %v (%v samples)",
+        "max %v at %v, mean %v, last %v (%v sample%v)",
         K(gmp_dv_bytes(r->max_unexplained), "max_unexplained_bytes"),
         K(tm(b, r->max_unexplained_time_ns), "max_unexplained_time_ns"),
         K(gmp_dv_bytes((uint64_t)(o->unexplained_mean + 0.5)), "unexplained_mean_bytes"),
         K(gmp_dv_bytes(o->unexplained_last), "unexplained_last_bytes"),
-        K(gmp_dv_count(r->samples), "samples"));
-    gmp_doc_item_add(d, kv, "fragmentation (reserved − allocated)", o->frag_max ? 0 : GMP_DOC_DATA,
+        K(gmp_dv_count(r->samples), "samples"), gmp_dv_lit(plural(r->samples, "s")));
+    gmp_doc_item_add(d, kv, "fragmentation (reserved - allocated)", o->frag_max ? 0 : GMP_DOC_DATA,
                      "max %v at %v, mean %v",
                      K(gmp_dv_bytes(o->frag_max), "fragmentation_max_bytes"),
                      K(tm(b, o->frag_max_time_ns), "fragmentation_max_time_ns"),
@@ -186,7 +186,7 @@ static void device_figures(const bld *b, gmp_doc_block *sec, const gmp_report_de
 static void device_timeline(const bld *b, gmp_doc_block *sec, const gmp_report_device *o)
 {
     static const gmp_doc_scol cols[] = {
-        {"allocated (min within a bucket)", "allocated_min", GMP_DOC_S_LOW, 0},
+        {"the minimum within a bucket", "allocated_min", GMP_DOC_S_LOW, 0},
         {"allocated", "allocated_max", GMP_DOC_S_HIGH, GMP_DOC_STRONG},
         {"allocated at the bucket's end", "allocated", GMP_DOC_S_HIDDEN, 0},
         {"reserved", "reserved_max", GMP_DOC_S_LINE, 0},
@@ -231,7 +231,7 @@ static void device_timeline(const bld *b, gmp_doc_block *sec, const gmp_report_d
     }
     if (o->frag_max) {
         static const gmp_doc_scol fc[] = {
-            {"reserved − allocated", NULL, GMP_DOC_S_LINE, GMP_DOC_STRONG},
+            {"reserved - allocated", NULL, GMP_DOC_S_LINE, GMP_DOC_STRONG},
         };
         gmp_doc_block *sf = gmp_doc_series(b->d, sec, NULL, fc, 1, o->npoints);
         if (sf->kind != GMP_DOC_SERIES || sf->npoints != o->npoints)
@@ -739,8 +739,12 @@ static void trace(bld *b, gmp_doc_block *sec)
         device(b, sec, o, lk, nlk);
         any = 1;
     }
-    if (!any)
+    if (!any) {
+        /* the JSON's "devices": [] (an array of device sections cannot be empty) */
+        static const gmp_doc_col none[] = {{"id", "id", GMP_DOC_DEVICE, 0}};
         gmp_doc_notice(b->d, sec, NULL, GMP_DOC_INFO, "No device memory was recorded.");
+        empty_table(b, sec, "devices", none, 1);
+    }
     /* host memory when the host is not listed as a device (no device-kind memory there) */
     for (size_t i = 0; i < t->ndevices; i++)
         if (t->devices[i].id == -1 && !t->devices[i].listed && gmp_report_wanted(b->v, -1))
@@ -818,14 +822,17 @@ static void summary(gmp_doc *d, const gmp_report_doc *doc, const gmp_report_view
     }
     const gmp_report_trace *a = doc->traces[imax], *z = doc->traces[imin];
     if (minp)
-        gmp_doc_notice(d, s, NULL, GMP_DOC_INFO, "largest peak %v (%v), smallest %v (%v), ratio %v",
-                       gmp_dv_bytes(maxp), gmp_report_dv_str(a, a->label, "?"), gmp_dv_bytes(minp),
-                       gmp_report_dv_str(z, z->label, "?"),
+        gmp_doc_notice(d, s, NULL, GMP_DOC_INFO,
+                       "largest peak %v (%v, %v), smallest %v (%v, %v), ratio %v",
+                       gmp_dv_bytes(maxp), gmp_report_dv_str(a, a->label, "?"),
+                       gmp_report_dv_str(a, a->path, ""), gmp_dv_bytes(minp),
+                       gmp_report_dv_str(z, z->label, "?"), gmp_report_dv_str(z, z->path, ""),
                        gmp_dv_real((double)maxp / (double)minp));
     else
-        gmp_doc_notice(d, s, NULL, GMP_DOC_INFO, "largest peak %v (%v), smallest %v (%v)",
-                       gmp_dv_bytes(maxp), gmp_report_dv_str(a, a->label, "?"), gmp_dv_bytes(minp),
-                       gmp_report_dv_str(z, z->label, "?"));
+        gmp_doc_notice(d, s, NULL, GMP_DOC_INFO, "largest peak %v (%v, %v), smallest %v (%v, %v)",
+                       gmp_dv_bytes(maxp), gmp_report_dv_str(a, a->label, "?"),
+                       gmp_report_dv_str(a, a->path, ""), gmp_dv_bytes(minp),
+                       gmp_report_dv_str(z, z->label, "?"), gmp_report_dv_str(z, z->path, ""));
 }
 
 gmp_doc *gmp_report_build(const gmp_report_doc *doc, const gmp_report_view *v)

@@ -119,9 +119,9 @@ static void growth_sites(gmp_doc *d, gmp_doc_block *b, const gmp_report_trace *t
 /* The device's allocated bytes at the range's exits, for the JSON only. A SERIES has times, and
  * these are exits: x is the exit number (1 = the first; point i is exit i * stride + 1, as in the
  * analysis, written as starting there: x0 = 1, each x the next point's start) and bucket_ns the
- * stride (exits per point). Renderers would label that axis and its buckets as times, so the
- * series is not drawn (the HTML report's sparkline of old is gone) until a SERIES can say its x
- * is not a time. */
+ * stride (exits per point); the JSON names x "exit" (xkey). Renderers would label that axis and
+ * its buckets as times, so the series is not drawn in markups (the HTML report's sparkline of old
+ * is gone). */
 static void growth_series(gmp_doc *d, gmp_doc_block *b, const gmp_analysis_growth *g)
 {
     static const gmp_doc_scol cols[] = {
@@ -131,7 +131,8 @@ static void growth_series(gmp_doc *d, gmp_doc_block *b, const gmp_analysis_growt
     s->flags |= GMP_DOC_DATA;
     s->x0 = 1;
     s->t0 = 0;
-    s->bucket_ns = g->series_stride;
+    s->bucket_ns = g->series_stride; /* exits per point */
+    s->xkey = "exit";
     for (size_t i = 0; i < s->npoints; i++) {
         s->x[i] = (uint64_t)(i + 1) * g->series_stride + 1;
         s->y[i] = g->series[i];
