@@ -119,9 +119,8 @@ static void growth_sites(gmp_doc *d, gmp_doc_block *b, const gmp_report_trace *t
 /* The device's allocated bytes at the range's exits, for the JSON only. A SERIES has times, and
  * these are exits: x is the exit number (1 = the first; point i is exit i * stride + 1, as in the
  * analysis, written as starting there: x0 = 1, each x the next point's start) and bucket_ns the
- * stride (exits per point); the JSON names x "exit" (xkey). Renderers would label that axis and
- * its buckets as times, so the series is not drawn in markups (the HTML report's sparkline of old
- * is gone). */
+ * stride (exits per point); its x is named "exit" (xkey). A drawn series has a time axis, so
+ * this one is data only. */
 static void growth_series(gmp_doc *d, gmp_doc_block *b, const gmp_analysis_growth *g)
 {
     static const gmp_doc_scol cols[] = {
