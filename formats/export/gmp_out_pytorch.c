@@ -585,7 +585,8 @@ static int cmp_seg(const void *a, const void *b)
 /* The segments list: the state at the end of the trace. */
 static gmp_err write_segments(gmp_output_ctx *c, pw *w)
 {
-    qsort(c->live, c->nlive, sizeof *c->live, cmp_live);
+    if (c->nlive) /* qsort takes no NULL array, even empty */
+        qsort(c->live, c->nlive, sizeof *c->live, cmp_live);
     /* pool segments, sorted */
     segref *segs = malloc((c->npools ? c->npools : 1) * sizeof *segs);
     if (!segs)

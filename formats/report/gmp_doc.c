@@ -323,7 +323,8 @@ gmp_doc_block *gmp_doc_table(gmp_doc *d, gmp_doc_block *parent, const char *key,
         return &d->root;
     b->cols = gmp_doc_alloc(d, ncols * sizeof *cols);
     if (b->cols) {
-        memcpy(b->cols, cols, ncols * sizeof *cols);
+        if (ncols)
+            memcpy(b->cols, cols, ncols * sizeof *cols);
         b->ncols = ncols;
     }
     return b;
@@ -351,7 +352,8 @@ gmp_doc_block *gmp_doc_series(gmp_doc *d, gmp_doc_block *parent, const char *key
     size_t ny = npoints * ncols;
     b->y = gmp_doc_alloc(d, (ny ? ny : 1) * sizeof *b->y);
     if (b->scols && b->x && b->y) {
-        memcpy(b->scols, cols, ncols * sizeof *cols);
+        if (ncols)
+            memcpy(b->scols, cols, ncols * sizeof *cols);
         b->nscols = ncols;
         b->npoints = npoints;
     }
