@@ -5,7 +5,7 @@ check_analysis.py cli   GPUMEMPROF TEST_ANALYSIS WORKDIR: the leaking trace of t
     every report format: JSON value by value, text/Markdown/HTML name the leak and its rate;
     --temporary-us and --device.
 check_analysis.py torch GPUMEMPROF TEST_ANALYSIS WORKDIR: a real PyTorch snapshot imported and
-    reported (sanity: no crash, plausible numbers; skipped when the data is missing).
+    reported (sanity: no crash, plausible numbers; tests/data/torch-snapshots).
 check_analysis.py golden_text|golden_md|golden_html|golden_json GPUMEMPROF TEST_ANALYSIS WORKDIR:
     the whole report, in that format, of two fixtures against golden/<fixture>.<ext>:
     `test_analysis write-analyses` (every analysis section: a probable leak with its site,
@@ -25,8 +25,8 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import gmp_golden  # noqa: E402
 
 MiB = 1 << 20
-SNAPSHOT = os.path.join(os.path.dirname(__file__), "..", "..", "..", "shared", "data",
-                        "torch-snapshots", "transformer-train-step-adamw.pickle")
+SNAPSHOT = os.path.join(os.path.dirname(__file__), "..", "data", "torch-snapshots",
+                        "transformer-train-step-adamw.pickle")
 
 
 def run(*args, ok=0):
@@ -109,9 +109,8 @@ def cli(gmp, tool, work):
 
 
 def torch(gmp, tool, work):
-    if not os.path.exists(SNAPSHOT):
-        print("skipped: %s missing" % SNAPSHOT)
-        return
+    if not os.path.exists(SNAPSHOT):  # tests/data is part of the repository
+        sys.exit("FAIL: %s missing" % SNAPSHOT)
     trace = os.path.join(work, "adamw.zst")
     run(gmp, "import", SNAPSHOT, "-o", trace)
     rep = json.loads(run(gmp, "report", trace, "--format", "json"))
