@@ -39,6 +39,9 @@ static const command commands[] = {
      gmp_cmd_diff},
     {{"info", "[--json]", "driver, CUDA, CUPTI, devices: can profiling work here, and if not why"},
      gmp_cmd_info},
+    {{"diagnose", "[-o BUNDLE.tar.zst] [--list] [--max-file SIZE] [--max-total SIZE] [FILE...]",
+      "one file for a bug report: recordings, their reports, info, version, environment"},
+     gmp_cmd_diagnose},
 };
 
 #define NCOMMANDS (sizeof commands / sizeof commands[0])
