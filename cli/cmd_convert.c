@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "cli_cmds.h"
+#include "cli_input.h"
 #include "cli_opts.h"
 #include "cli_progress.h"
 #include "gmp_output.h"
@@ -44,7 +45,8 @@ static const struct conv_output {
 
 /* What is known about a trace before its replay (from its header). */
 typedef struct trace_in {
-    const char *path;
+    const char *path;        /* as given */
+    const gmp_cli_input *in; /* the recording, imported when it is no trace */
     uint32_t pid, trace_pid;
     int64_t rank;
     uint64_t start_wall_ns, start_trace_ns;
@@ -94,10 +96,10 @@ static void print_help(const gmp_cli_cmd_info *cmd, const gmp_cli_opt *opts)
 {
     gmp_cli_print_usage(stdout, cmd);
     printf("\n%s.\n\n"
-           "Replays each TRACE once and writes every output asked for. Several traces (the\n"
+           "Replays each FILE once and writes every output asked for. Several traces (the\n"
            "ranks or processes of one job) go into the same files: one process per trace in the\n"
            "Chrome trace, profiles per trace in speedscope; their times are aligned on the wall\n"
-           "clock. Outputs:\n\n",
+           "clock.\n\n" GMP_CLI_INPUT_HELP "\nOutputs:\n\n",
            cmd->summary);
     for (size_t i = 0; i < NOUTPUTS; i++)
         printf("  --%-12s %s\n", outputs[i].option, outputs[i].help);
@@ -127,11 +129,10 @@ static int read_headers(const gmp_cli_cmd_info *cmd, trace_in *tr, size_t n)
 {
     for (size_t i = 0; i < n; i++) {
         gmp_reader *r = NULL;
-        gmp_err e = gmp_reader_open(&r, tr[i].path, NULL);
+        char m[512];
+        gmp_err e = gmp_cli_input_reader(tr[i].in, &r, NULL, m, sizeof m);
         if (e != GMP_OK) {
-            const char *m = gmp_reader_open_error();
-            fprintf(stderr, "gpumemprof %s: %s: %s\n", cmd->name, tr[i].path,
-                    m && *m ? m : gmp_err_str(e));
+            fprintf(stderr, "gpumemprof %s: %s: %s\n", cmd->name, tr[i].path, m);
             return 1;
         }
         const gmp_rec_header *h = gmp_reader_header(r);
@@ -227,7 +228,7 @@ int gmp_cmd_convert(const gmp_cli_cmd_info *cmd, int argc, char **argv)
     if (rc != GMP_CLI_PARSE_OK)
         return 2;
     if (npos == 0)
-        return gmp_cli_usage_error(cmd, "missing TRACE");
+        return gmp_cli_usage_error(cmd, "missing FILE");
     size_t nout = 0, nstdout = 0;
     for (size_t i = 0; i < NOUTPUTS; i++) {
         if (!paths[i])
@@ -259,11 +260,19 @@ int gmp_cmd_convert(const gmp_cli_cmd_info *cmd, int argc, char **argv)
         for (size_t k = 0; k < NOUTPUTS; k++)
             if (paths[k] && strcmp(paths[k], "-") != 0 && same_file(paths[k], tr[i].path)) {
                 free(tr);
-                return gmp_cli_usage_error(cmd, "--%s would overwrite the trace %s",
+                return gmp_cli_usage_error(cmd, "--%s would overwrite the input %s",
                                            outputs[k].option, argv[1 + i]);
             }
     }
+    gmp_cli_input *ins = NULL;
+    if (gmp_cli_inputs_open(cmd->name, argv + 1, ntr, &ins)) {
+        free(tr);
+        return 1;
+    }
+    for (size_t i = 0; i < ntr; i++)
+        tr[i].in = &ins[i];
     if (read_headers(cmd, tr, ntr) != 0) {
+        gmp_cli_inputs_close(ins, ntr);
         free(tr);
         return 1;
     }
@@ -281,6 +290,7 @@ int gmp_cmd_convert(const gmp_cli_cmd_info *cmd, int argc, char **argv)
             fprintf(stderr, "gpumemprof %s: --%s %s: %s\n", cmd->name, outputs[i].option, paths[i],
                     strerror(errno));
             abandon(of, nof);
+            gmp_cli_inputs_close(ins, ntr);
             free(tr);
             return 1;
         }
@@ -324,6 +334,7 @@ int gmp_cmd_convert(const gmp_cli_cmd_info *cmd, int argc, char **argv)
         if (e != GMP_OK) {
             fprintf(stderr, "gpumemprof %s: %s: %s\n", cmd->name, of[i].path, gmp_err_str(e));
             abandon(of, nof);
+            gmp_cli_inputs_close(ins, ntr);
             free(tr);
             return 1;
         }
@@ -340,10 +351,11 @@ int gmp_cmd_convert(const gmp_cli_cmd_info *cmd, int argc, char **argv)
         sym = (symctx){NULL, NULL, 0};
         gmp_reader *r = NULL;
         gmp_replay *rp = NULL;
-        gmp_err e = gmp_reader_open(&r, tr[i].path, NULL);
+        char omsg[512];
+        gmp_err e = gmp_cli_input_reader(tr[i].in, &r, NULL, omsg, sizeof omsg);
         const char *msg = NULL;
         if (e != GMP_OK)
-            msg = gmp_reader_open_error();
+            msg = omsg;
         if (e == GMP_OK)
             e = gmp_replay_new(&rp, r, NULL);
         gmp_output_trace ot = {
@@ -382,6 +394,7 @@ int gmp_cmd_convert(const gmp_cli_cmd_info *cmd, int argc, char **argv)
         gmp_reader_close(r);
     }
     gmp_symbolizer_free(sym.s);
+    gmp_cli_inputs_close(ins, ntr);
     if (status) {
         abandon(of, nof);
         free(tr);

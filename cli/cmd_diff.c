@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "cli_cmds.h"
+#include "cli_input.h"
 #include "cli_opts.h"
 #include "gmp_diff.h"
 #include "gmp_render.h"
@@ -25,7 +26,8 @@ static void print_help(const gmp_cli_cmd_info *cmd, const gmp_cli_opt *opts)
            "allocated and reserved memory, leaked bytes and allocation counts of both with the\n"
            "change B - A; then what was live at each trace's peak by NVTX range and by stack,\n"
            "and what was still live at exit by kind and range, matched by name across the two\n"
-           "traces, biggest changes first.\n\n",
+           "traces, biggest changes first.\n\n" GMP_CLI_INPUT_HELP
+           "(diff a snapshot against a trace: A and B need not be of the same kind).\n\n",
            cmd->summary);
     gmp_cli_print_options(stdout, opts);
     printf("\n--top applies per device and table (default %d, JSON default all; 0 = all).\n"
@@ -62,14 +64,23 @@ int gmp_cmd_diff(const gmp_cli_cmd_info *cmd, int argc, char **argv)
     if (top < -1 || top > 1000000000)
         return gmp_cli_usage_error(cmd, "--top: must be 0 or more");
     if (npos < 2)
-        return gmp_cli_usage_error(cmd, "expected two traces, A and B");
+        return gmp_cli_usage_error(cmd, "expected two recordings, A and B");
     if (npos > 2)
-        return gmp_cli_usage_error(cmd, "%s: unexpected argument (two traces only)", argv[3]);
+        return gmp_cli_usage_error(cmd, "%s: unexpected argument (two recordings only)", argv[3]);
 
     gmp_diff_profile *P[2] = {NULL, NULL};
-    char msg[512];
+    char msg[1024];
     for (int i = 0; i < 2; i++) {
-        if (gmp_diff_profile_load(&P[i], argv[1 + i], msg, sizeof msg) != GMP_OK) {
+        /* one recording at a time: an imported one is gone before the next is imported */
+        gmp_cli_input in;
+        gmp_reader *r = NULL;
+        gmp_err e = gmp_cli_input_open(&in, argv[1 + i], msg, sizeof msg);
+        if (e == GMP_OK)
+            e = gmp_cli_input_reader(&in, &r, NULL, msg, sizeof msg);
+        if (e == GMP_OK)
+            e = gmp_diff_profile_load_reader(&P[i], r, argv[1 + i], msg, sizeof msg);
+        gmp_cli_input_close(&in);
+        if (e != GMP_OK) {
             fprintf(stderr, "gpumemprof diff: %s: %s\n", argv[1 + i], msg);
             gmp_diff_profile_free(P[0]);
             return 1;

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "cli_cmds.h"
+#include "cli_input.h"
 #include "cli_opts.h"
 #include "gmp_escape.h"
 #include "gmp_reader.h"
@@ -15,13 +16,14 @@ static void print_help(const gmp_cli_cmd_info *cmd, const gmp_cli_opt *opts)
 {
     gmp_cli_print_usage(stdout, cmd);
     printf("\ngpumemprof %s: %s.\n\n"
-           "Prints the header, then every record of TRACE on its own line, in time order (events\n"
+           "Prints the header, then every record of FILE on its own line, in time order (events\n"
            "of all threads merged), then the number of records of each type and a line that says\n"
            "whether the trace is complete or what was lost (a cut file, no END record, events the\n"
            "agent could not record).\n\n"
            "Text lines are `TIME_NS TID TYPE field=value ...`; definitions, which have no time,\n"
            "show `- -` instead. Ids are resolved where it helps (API names, range paths); strings\n"
-           "are quoted and escaped as in JSON.\n\n",
+           "are quoted and escaped as in JSON.\n\n" GMP_CLI_INPUT_HELP
+           "A snapshot or an export is dumped as the trace it imports into.\n\n",
            cmd->name, cmd->summary);
     gmp_cli_print_options(stdout, opts);
     printf("\nExit status: 0 when the trace was read (also a cut one: what was lost is reported),\n"
@@ -504,19 +506,23 @@ int gmp_cmd_dump(const gmp_cli_cmd_info *cmd, int argc, char **argv)
     if (rc != GMP_CLI_PARSE_OK)
         return 2;
     if (npos == 0)
-        return gmp_cli_usage_error(cmd, "missing TRACE");
+        return gmp_cli_usage_error(cmd, "missing FILE");
     if (npos > 1)
-        return gmp_cli_usage_error(cmd, "%s: unexpected argument (one TRACE only)", argv[2]);
+        return gmp_cli_usage_error(cmd, "%s: unexpected argument (one FILE only)", argv[2]);
     const char *path = argv[1];
 
     gmp_reader_opts ro;
     memset(&ro, 0, sizeof ro);
     ro.file_order = raw;
+    gmp_cli_input in;
+    char omsg[1024];
+    gmp_err e = gmp_cli_input_open(&in, path, omsg, sizeof omsg);
     gmp_reader *r = NULL;
-    gmp_err e = gmp_reader_open(&r, path, &ro);
+    if (e == GMP_OK)
+        e = gmp_cli_input_reader(&in, &r, &ro, omsg, sizeof omsg);
     if (e != GMP_OK) {
-        const char *m = gmp_reader_open_error();
-        fprintf(stderr, "gpumemprof dump: %s: %s\n", path, m && *m ? m : gmp_err_str(e));
+        fprintf(stderr, "gpumemprof dump: %s: %s\n", path, omsg);
+        gmp_cli_input_close(&in);
         return 1;
     }
 
@@ -527,6 +533,7 @@ int gmp_cmd_dump(const gmp_cli_cmd_info *cmd, int argc, char **argv)
     o.path = malloc(o.path_cap);
     if (!o.path) {
         gmp_reader_close(r);
+        gmp_cli_input_close(&in);
         fprintf(stderr, "gpumemprof dump: %s\n", gmp_err_str(GMP_ERR_NOMEM));
         return 1;
     }
@@ -554,6 +561,7 @@ int gmp_cmd_dump(const gmp_cli_cmd_info *cmd, int argc, char **argv)
     }
     free(o.path);
     gmp_reader_close(r);
+    gmp_cli_input_close(&in);
     if (fflush(stdout) != 0 || ferror(stdout)) {
         fprintf(stderr, "gpumemprof dump: cannot write the output\n");
         status = 1;

@@ -1,9 +1,10 @@
 /* gpumemprof import: converts another tool's memory recording into a gpumemprof trace.
  *
- * The input's format is recognised by its first bytes: each importer in the table below has a
- * probe over the head of the file and a function that writes the trace. Adding a format is one
- * line in that table (and the importer in formats/). The trace is written to a temporary file next
- * to the output and renamed when complete, so a failed import never leaves a partial trace. */
+ * The input's format is recognised by its first bytes, by the same probes and importers every
+ * command uses to read a recording directly (cli/cli_input.h: adding a format is one line in its
+ * table, and the importer in formats/). Commands read snapshots and exports as they are; import
+ * keeps a converted copy. The trace is written to a temporary file next to the output and renamed
+ * when complete, so a failed import never leaves a partial trace. */
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -15,57 +16,21 @@
 
 #include "cli_cmds.h"
 #include "cli_opts.h"
-#include "gmp_import_nsys.h"
-#include "gmp_import_torch.h"
+#include "cli_input.h"
 
-/* One importer: the head of the input (at most HEAD_BYTES, fewer for a short file) decides. run
- * writes the trace to out_fd (owning it) and, on failure, one line into msg; on success it may
- * print one summary line into msg (shown unless --quiet). */
-typedef struct importer {
-    const char *name; /* shown in messages and --help */
-    const char *what; /* the input format, for --help */
-    int (*probe)(const unsigned char *head, size_t n);
-    gmp_err (*run)(const char *in, int out_fd, char *msg, size_t msglen);
-} importer;
-
-#define HEAD_BYTES 64
-
-static int probe_nsys(const unsigned char *head, size_t n)
-{
-    return gmp_import_nsys_probe(head, n);
-}
-
-static gmp_err run_nsys(const char *in, int out_fd, char *msg, size_t msglen)
-{
-    gmp_import_nsys_stats st;
-    gmp_err e = gmp_import_nsys(in, out_fd, &st, msg, msglen);
-    if (e == GMP_OK)
-        snprintf(msg, msglen,
-                 "%" PRIu64 " memory records (%" PRIu64 " allocations, %" PRIu64 " frees, %" PRIu64
-                 " with their API call), %" PRIu64 " NVTX ranges, %" PRIu64 " threads, %" PRIu64
-                 " devices%s",
-                 st.memory_records, st.allocs, st.frees, st.with_api,
-                 st.range_pushes + st.range_starts, st.threads, st.devices,
-                 st.skipped ? "; some rows skipped (unknown operation or negative values)" : "");
-    return e;
-}
-
-/* The importers, tried in this order. */
-static const importer importers[] = {
-    {"nsys", "Nsight Systems SQLite export (nsys export --type sqlite)", probe_nsys, run_nsys},
-    {"pytorch", "PyTorch memory snapshot (torch.cuda.memory._dump_snapshot)",
-     gmp_import_torch_probe, gmp_import_torch_run},
-};
-
-#define NIMPORTERS (sizeof importers / sizeof importers[0])
+/* The kinds that can be imported, in the order --help lists them. */
+static const gmp_cli_input_kind importable[] = {GMP_CLI_INPUT_NSYS, GMP_CLI_INPUT_TORCH};
+#define NIMPORTABLE (sizeof importable / sizeof importable[0])
 
 static void print_help(const gmp_cli_cmd_info *cmd, const gmp_cli_opt *opts)
 {
     gmp_cli_print_usage(stdout, cmd);
     printf("\n%s.\n\nFormats (recognised by their first bytes):\n", cmd->summary);
-    for (size_t i = 0; i < NIMPORTERS; i++)
-        printf("  %-8s %s\n", importers[i].name, importers[i].what);
-    printf("\n");
+    for (size_t i = 0; i < NIMPORTABLE; i++)
+        printf("  %-8s %s\n", gmp_cli_input_kind_id(importable[i]),
+               gmp_cli_input_kind_what(importable[i]));
+    printf("\nreport, convert, diff, dump and info read these formats directly; import keeps a\n"
+           "converted copy (faster to read again, and the trace's own format).\n\n");
     gmp_cli_print_options(stdout, opts);
     printf("\nExit status: 0 when the trace was written, 1 when the input cannot be imported\n"
            "(nothing is left at OUTPUT then), 2 for bad arguments.\n");
@@ -101,22 +66,24 @@ int gmp_cmd_import(const gmp_cli_cmd_info *cmd, int argc, char **argv)
         fprintf(stderr, "gpumemprof import: %s: %s\n", in, strerror(errno));
         return 1;
     }
-    unsigned char head[HEAD_BYTES];
+    unsigned char head[GMP_CLI_INPUT_HEAD];
     ssize_t n = read(fd, head, sizeof head);
     close(fd);
     if (n < 0) {
         fprintf(stderr, "gpumemprof import: %s: %s\n", in, strerror(errno));
         return 1;
     }
-    const importer *imp = NULL;
-    for (size_t i = 0; i < NIMPORTERS && !imp; i++)
-        if (importers[i].probe(head, (size_t)n))
-            imp = &importers[i];
-    if (!imp) {
-        fprintf(stderr, "gpumemprof import: %s: not a format gpumemprof can import (", in);
-        for (size_t i = 0; i < NIMPORTERS; i++)
-            fprintf(stderr, "%s%s", i ? ", " : "", importers[i].what);
-        fprintf(stderr, ")\n");
+    gmp_cli_input_kind kind = gmp_cli_input_probe(head, (size_t)n);
+    if (kind == GMP_CLI_INPUT_UNKNOWN) {
+        char msg[256];
+        gmp_cli_input_unknown_msg(head, (size_t)n, msg, sizeof msg);
+        fprintf(stderr, "gpumemprof import: %s: %s\n", in, msg);
+        return 1;
+    }
+    if (kind == GMP_CLI_INPUT_TRACE) {
+        fprintf(stderr,
+                "gpumemprof import: %s: already a gpumemprof trace (nothing to import: copy it)\n",
+                in);
         return 1;
     }
     struct stat sb;
@@ -139,7 +106,7 @@ int gmp_cmd_import(const gmp_cli_cmd_info *cmd, int argc, char **argv)
     }
     (void)fchmod(ofd, 0644);
     char msg[512] = "";
-    gmp_err e = imp->run(in, ofd, msg, sizeof msg);
+    gmp_err e = gmp_cli_input_import(kind, in, ofd, msg, sizeof msg);
     if (e != GMP_OK) {
         unlink(tmp);
         free(tmp);
@@ -154,6 +121,7 @@ int gmp_cmd_import(const gmp_cli_cmd_info *cmd, int argc, char **argv)
     }
     free(tmp);
     if (!quiet)
-        fprintf(stderr, "gpumemprof import: %s (%s) -> %s: %s\n", in, imp->name, out, msg);
+        fprintf(stderr, "gpumemprof import: %s (%s) -> %s: %s\n", in, gmp_cli_input_kind_id(kind),
+                out, msg);
     return 0;
 }

@@ -9,7 +9,8 @@
  * initializes with at least one device, CUPTI loads with the agent's major version and the agent
  * loads and exports its entry points; otherwise the output says why and the exit status is 1.
  * Before cuInit the CLI removes CUDA_INJECTION64_PATH from its own environment, so that no tool is
- * injected into this process. See docs/info.md. */
+ * injected into this process. With files, `info FILE...` says what each recording is instead
+ * (cmd_info_file.c). See docs/info.md. */
 #include <dlfcn.h>
 #include <inttypes.h>
 #include <limits.h>
@@ -19,6 +20,8 @@
 #include <string.h>
 
 #include "cli_cmds.h"
+#include "cli_input.h"
+#include "cmd_info_file.h"
 #include "gmp_units.h"
 #include "cli_opts.h"
 #include "cli_paths.h"
@@ -477,17 +480,22 @@ int gmp_cmd_info(const gmp_cli_cmd_info *cmd, int argc, char **argv)
         printf("\n%s.\n\n"
                "Loads (never links) the CUDA driver, runtime, CUPTI, NVML and the gpumemprof\n"
                "agent, and reports their versions, the devices and their memory, and whether\n"
-               "profiling can work here; when it cannot, the reasons.\n\n",
+               "profiling can work here; when it cannot, the reasons.\n\n"
+               "With FILEs: what each recording is (kind, process, devices, time span, events,\n"
+               "whether it is complete), from its header and one pass over its records (no\n"
+               "replay), and nothing about this machine.\n" GMP_CLI_INPUT_HELP "\n",
                cmd->summary);
         gmp_cli_print_options(stdout, opts);
         printf("\nExit status: 0 when profiling can work on this machine, 1 when it cannot,\n"
-               "2 for bad arguments. See docs/info.md.\n");
+               "2 for bad arguments. With FILEs: 0 when every file was read (an incomplete\n"
+               "one too: its completeness line says what is missing), 1 when one could not\n"
+               "be. See docs/info.md.\n");
         return 0;
     }
     if (rc != GMP_CLI_PARSE_OK)
         return 2;
     if (npos)
-        return gmp_cli_usage_error(cmd, "%s: unexpected argument", argv[1]);
+        return gmp_cli_info_files(cmd, json, argv + 1, (size_t)npos);
     info *I = calloc(1, sizeof *I);
     if (!I) {
         fprintf(stderr, "gpumemprof info: out of memory\n");

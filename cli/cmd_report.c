@@ -8,11 +8,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "cli_cmds.h"
+#include "cli_input.h"
 #include "cli_opts.h"
 #include "cli_progress.h"
 #include "cli_report_sym.h"
@@ -28,7 +28,7 @@ static void print_help(const gmp_cli_cmd_info *cmd, const gmp_cli_opt *opts)
 {
     gmp_cli_print_usage(stdout, cmd);
     printf("\n%s.\n\n"
-           "Replays each TRACE once and reports, per device: the peak of allocated device memory\n"
+           "Replays each FILE once and reports, per device: the peak of allocated device memory\n"
            "and when it happened, the peak reserved (pools and VMM included), allocation counts,\n"
            "what was live at the peak by NVTX range, by call stack (native frames symbolized\n"
            "from the binaries' DWARF or ELF symbols), by memory kind or by API, what was still\n"
@@ -40,7 +40,7 @@ static void print_help(const gmp_cli_cmd_info *cmd, const gmp_cli_opt *opts)
            "their repetitions (probable leaks, with the rate and the sites that grow),\n"
            "temporary allocations per range, allocator overhead at the peaks, why each OOM\n"
            "happened. Several traces (the ranks of one job): a section\n"
-           "per process and a summary across them.\n\n",
+           "per process and a summary across them.\n\n" GMP_CLI_INPUT_HELP "\n",
            cmd->summary);
     gmp_cli_print_options(stdout, opts);
     printf("\nFormats: text (a terminal; colour when it is one, unless NO_COLOR is set),\n"
@@ -124,28 +124,31 @@ int gmp_cmd_report(const gmp_cli_cmd_info *cmd, int argc, char **argv)
     view.device = device;
     size_t ntr = (size_t)npos;
 
-    /* Every trace opened (header checked) and the output opened before any work. */
+    /* Every recording opened (snapshots and exports imported, headers checked) and the output
+     * opened before any work. */
+    gmp_cli_input *in = NULL;
+    if (gmp_cli_inputs_open(cmd->name, argv + 1, ntr, &in))
+        return 1;
     gmp_reader **rd = calloc(ntr, sizeof *rd);
     if (!rd) {
         fprintf(stderr, "gpumemprof report: %s\n", gmp_err_str(GMP_ERR_NOMEM));
+        gmp_cli_inputs_close(in, ntr);
         return 1;
     }
     gmp_cli_progress pg;
     gmp_cli_progress_start(&pg, "report", 0, 0);
     for (size_t i = 0; i < ntr; i++) {
-        gmp_err e = gmp_reader_open(&rd[i], argv[1 + i], NULL);
+        char m[512];
+        gmp_err e = gmp_cli_input_reader(&in[i], &rd[i], NULL, m, sizeof m);
         if (e != GMP_OK) {
-            const char *m = gmp_reader_open_error();
-            fprintf(stderr, "gpumemprof report: %s: %s\n", argv[1 + i],
-                    m && *m ? m : gmp_err_str(e));
+            fprintf(stderr, "gpumemprof report: %s: %s\n", argv[1 + i], m);
             for (size_t k = 0; k < i; k++)
                 gmp_reader_close(rd[k]);
             free(rd);
+            gmp_cli_inputs_close(in, ntr);
             return 1;
         }
-        struct stat sb;
-        if (stat(argv[1 + i], &sb) == 0)
-            pg.total_bytes += (uint64_t)sb.st_size;
+        pg.total_bytes += in[i].trace_bytes;
     }
     FILE *f = stdout;
     if (out_path && strcmp(out_path, "-") != 0) {
@@ -155,6 +158,7 @@ int gmp_cmd_report(const gmp_cli_cmd_info *cmd, int argc, char **argv)
             for (size_t k = 0; k < ntr; k++)
                 gmp_reader_close(rd[k]);
             free(rd);
+            gmp_cli_inputs_close(in, ntr);
             return 1;
         }
     }
@@ -223,6 +227,7 @@ int gmp_cmd_report(const gmp_cli_cmd_info *cmd, int argc, char **argv)
     for (size_t k = 0; k < ntr; k++)
         gmp_reader_close(rd[k]);
     free(rd);
+    gmp_cli_inputs_close(in, ntr);
     if (status) {
         gmp_report_doc_free(doc);
         if (f != stdout) {

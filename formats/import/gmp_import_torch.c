@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -787,6 +788,51 @@ int gmp_import_torch_probe(const unsigned char *head, size_t n)
     return n >= 2 && head[0] == 0x80 && head[1] >= 2 && head[1] <= 5;
 }
 
+/* ---- the memory this process may use ---- */
+
+static uint64_t read_limit_file(const char *path)
+{
+    uint64_t v = UINT64_MAX;
+    FILE *f = fopen(path, "re");
+    if (f) {
+        unsigned long long x;
+        if (fscanf(f, "%llu", &x) == 1 && x > 0)
+            v = (uint64_t)x; /* "max" (cgroup v2: no limit) does not scan */
+        fclose(f);
+    }
+    return v;
+}
+
+/* "3.1 MiB", "24.0 GiB" */
+static const char *fmt_size(uint64_t b, char *buf, size_t n)
+{
+    if (b >= ((uint64_t)1 << 30))
+        snprintf(buf, n, "%.1f GiB", (double)b / (double)((uint64_t)1 << 30));
+    else
+        snprintf(buf, n, "%.1f MiB", (double)b / (double)((uint64_t)1 << 20));
+    return buf;
+}
+
+uint64_t gmp_import_torch_usable_memory(void)
+{
+    uint64_t m = UINT64_MAX;
+    long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
+    if (pages > 0 && psz > 0)
+        m = (uint64_t)pages * (uint64_t)psz;
+    uint64_t c = read_limit_file("/sys/fs/cgroup/memory.max"); /* cgroup v2 */
+    if (c < m)
+        m = c;
+    c = read_limit_file("/sys/fs/cgroup/memory/memory.limit_in_bytes"); /* cgroup v1 */
+    if (c < m)
+        m = c;
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_AS, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < m)
+        m = rl.rlim_cur;
+    if (getrlimit(RLIMIT_DATA, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < m)
+        m = rl.rlim_cur;
+    return m;
+}
+
 gmp_err gmp_import_torch_mem(const void *data, size_t n, const char *source, int out_fd,
                              gmp_import_torch_stats *stats, char *msg, size_t msglen)
 {
@@ -798,12 +844,28 @@ gmp_err gmp_import_torch_mem(const void *data, size_t n, const char *source, int
         msg[0] = 0;
     gmp_pickle_limits lim;
     gmp_pickle_limits_default(&lim);
-    lim.max_memory = ((size_t)1 << 30) + (n < ((size_t)1 << 32) ? n * 48 : 0);
+    /* The parse tree takes several times the file (docs/import.md): up to 1 GiB + 48 bytes per
+     * byte of input, but never more than this process may use, so that a snapshot too large for
+     * the machine fails with a message instead of being killed. Memo entries are bounded by the
+     * input (each needs an opcode) and by the memory bound. */
+    uint64_t want = ((uint64_t)1 << 30) + (n > UINT64_MAX / 64 ? UINT64_MAX / 2 : (uint64_t)n * 48);
+    uint64_t usable = gmp_import_torch_usable_memory(), margin = usable / 8;
+    if (margin > ((uint64_t)64 << 20))
+        margin = (uint64_t)64 << 20; /* the rest of the process: the input, the writer */
+    uint64_t room = usable > n + margin ? usable - n - margin : 0;
+    if (room < want)
+        want = room;
+    lim.max_memory = want > SIZE_MAX ? SIZE_MAX : (size_t)want;
+    if (n > lim.max_memo)
+        lim.max_memo = n;
     gmp_pickle_value *root = NULL;
     char perr[256];
     gmp_err e = gmp_pickle_load_ex(data, n, &lim, &root, perr, sizeof perr);
     if (e != GMP_OK) {
-        failf(&I, e, "not a readable PyTorch memory snapshot: %s", perr);
+        if (e == GMP_ERR_LIMIT)
+            failf(&I, e, "cannot read this PyTorch memory snapshot within its limits: %s", perr);
+        else
+            failf(&I, e, "not a readable PyTorch memory snapshot: %s", perr);
         goto out;
     }
     I.dev = calloc(GMP_TORCH_MAX_DEVICES, sizeof *I.dev);
@@ -876,9 +938,19 @@ gmp_err gmp_import_torch(const char *in_path, int out_fd, gmp_import_torch_stats
         close(out_fd);
         return GMP_ERR_IO;
     }
-    if (!S_ISREG(sb.st_mode) || (uint64_t)sb.st_size > GMP_TORCH_MAX_FILE) {
-        snprintf(msg, msglen, "%s",
-                 !S_ISREG(sb.st_mode) ? "not a regular file" : "larger than 2 GiB (limit)");
+    uint64_t usable = gmp_import_torch_usable_memory();
+    if (!S_ISREG(sb.st_mode) || (uint64_t)sb.st_size > usable ||
+        (uint64_t)sb.st_size > SIZE_MAX / 2) {
+        if (!S_ISREG(sb.st_mode))
+            snprintf(msg, msglen, "not a regular file");
+        else {
+            char fb[32], ub[32];
+            snprintf(msg, msglen,
+                     "%s: larger than the memory this process may use (%s); the snapshot reader "
+                     "holds the whole file and its objects in memory",
+                     fmt_size((uint64_t)sb.st_size, fb, sizeof fb),
+                     fmt_size(usable, ub, sizeof ub));
+        }
         close(fd);
         close(out_fd);
         return S_ISREG(sb.st_mode) ? GMP_ERR_LIMIT : GMP_ERR_IO;

@@ -27,8 +27,6 @@
 #include "gmp_error.h"
 #include "gmp_torch_layout.h"
 
-#define GMP_TORCH_MAX_FILE ((size_t)2 << 30)
-
 typedef struct gmp_import_torch_stats {
     int legacy;             /* the input was a bare list of segments */
     uint64_t entries;       /* trace entries read, all devices */
@@ -56,9 +54,15 @@ int gmp_import_torch_probe(const unsigned char *head, size_t n);
 gmp_err gmp_import_torch_mem(const void *data, size_t n, const char *source, int out_fd,
                              gmp_import_torch_stats *stats, char *msg, size_t msglen);
 
-/* The same from a file (at most GMP_TORCH_MAX_FILE bytes). */
+/* The same from a file, read whole into memory: refused (GMP_ERR_LIMIT) when it is larger than
+ * the memory this process may use (gmp_import_torch_usable_memory); the parse is bounded by that
+ * memory too. */
 gmp_err gmp_import_torch(const char *in_path, int out_fd, gmp_import_torch_stats *stats, char *msg,
                          size_t msglen);
+
+/* The bytes of memory this process may use: the machine's physical memory, or less when a cgroup
+ * (v1 or v2) or RLIMIT_AS / RLIMIT_DATA says less; UINT64_MAX when nothing is known. */
+uint64_t gmp_import_torch_usable_memory(void);
 
 /* For the import command's table: gmp_import_torch, and on success a one-line summary in msg. */
 gmp_err gmp_import_torch_run(const char *in_path, int out_fd, char *msg, size_t msglen);

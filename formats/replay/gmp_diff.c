@@ -259,8 +259,18 @@ gmp_err gmp_diff_profile_load(gmp_diff_profile **out, const char *path, char *ms
         snprintf(msg, msglen, "%s", m && *m ? m : gmp_err_str(e));
         return e;
     }
+    return gmp_diff_profile_load_reader(out, r, path, msg, msglen);
+}
+
+gmp_err gmp_diff_profile_load_reader(gmp_diff_profile **out, gmp_reader *r, const char *name,
+                                     char *msg, size_t msglen)
+{
+    *out = NULL;
+    if (msg && msglen)
+        msg[0] = 0;
+    const char *path = name ? name : "";
     gmp_replay *rp = NULL;
-    e = gmp_replay_new(&rp, r, NULL);
+    gmp_err e = gmp_replay_new(&rp, r, NULL);
     if (e == GMP_OK)
         e = gmp_replay_run(rp);
     if (e != GMP_OK) {

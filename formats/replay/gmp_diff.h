@@ -14,6 +14,7 @@
 #include <stdint.h>
 
 #include "gmp_error.h"
+#include "gmp_reader.h"
 
 /* The tables a profile keeps and a diff compares. */
 typedef enum gmp_diff_table {
@@ -53,6 +54,11 @@ typedef struct gmp_diff_profile {
 /* Replays the trace at path once and keeps its profile. On failure returns the error and writes
  * one line into msg. */
 gmp_err gmp_diff_profile_load(gmp_diff_profile **out, const char *path, char *msg, size_t msglen);
+/* The same from a trace already open (read from its first record; closed here in every case): name
+ * is what the profile calls it (its path field), for a trace read from somewhere else than the
+ * file the user named (an imported recording). */
+gmp_err gmp_diff_profile_load_reader(gmp_diff_profile **out, gmp_reader *r, const char *name,
+                                     char *msg, size_t msglen);
 void gmp_diff_profile_free(gmp_diff_profile *p);
 
 /* One row of a compared table: the same key in A and B (zeros where it is absent). */

@@ -933,6 +933,14 @@ static gmp_err finish_open(gmp_reader **out, gmp_reader *r)
     return GMP_OK;
 }
 
+int gmp_reader_probe(const void *head, size_t n)
+{
+    if (!head || n < 4)
+        return 0;
+    uint32_t m = le32(head);
+    return m == ZSTD_MAGIC || (m & SKIPPABLE_MASK) == SKIPPABLE_MAGIC;
+}
+
 gmp_err gmp_reader_open(gmp_reader **out, const char *path, const gmp_reader_opts *opts)
 {
     if (!out || !path) {

@@ -45,6 +45,10 @@ gmp_err gmp_reader_open(gmp_reader **out, const char *path, const gmp_reader_opt
 gmp_err gmp_reader_open_mem(gmp_reader **out, const void *data, size_t n,
                             const gmp_reader_opts *opts);
 void gmp_reader_close(gmp_reader *r);
+/* Non-zero when the n bytes at head (the first bytes of a file, 4 are enough) can begin a trace: a
+ * zstd frame or a zstd skippable frame. Only the framing is checked, so the reader may still refuse
+ * the file (another zstd file has no GMPTRACE magic); other formats never pass. */
+int gmp_reader_probe(const void *head, size_t n);
 
 /* Last error message (with the byte offset where it applies); "" when none. Valid until the
  * next call. After a failed open, gmp_reader_open_error() gives the message instead. */

@@ -117,7 +117,7 @@ bad_option)
     run 2 "$GMP" dump --foo t.zst
     [[ "$(head -n1 err)" == "gpumemprof dump: --foo: unknown option" ]] ||
         fail "first stderr line: '$(head -n1 err)'"
-    has err "usage: gpumemprof dump TRACE"
+    has err "usage: gpumemprof dump FILE"
     run 2 "$GMP" dump --foo=1 t.zst
     has err "gpumemprof dump: --foo: unknown option"
     run 2 "$GMP" dump --json=yes t.zst
@@ -127,14 +127,14 @@ bad_option)
     ;;
 dump_usage)
     run 2 "$GMP" dump
-    has err "gpumemprof dump: missing TRACE"
+    has err "gpumemprof dump: missing FILE"
     has err "usage: gpumemprof dump"
     run 2 "$GMP" dump a.zst b.zst
     has err "gpumemprof dump: b.zst: unexpected argument"
     ;;
 dump_help)
     run 0 "$GMP" dump --help
-    has out "usage: gpumemprof dump TRACE"
+    has out "usage: gpumemprof dump FILE"
     has out "print every record of a trace"
     has out "--json"
     has out "--raw"

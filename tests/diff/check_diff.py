@@ -149,7 +149,7 @@ def case_top(gmp, a, b, work):
 
 def case_errors(gmp, a, b, work):
     p = run(gmp, ["diff", a], expect=2)
-    check("expected two traces" in p.stderr, p.stderr)
+    check("expected two recordings" in p.stderr, p.stderr)
     run(gmp, ["diff", a, b, a], expect=2)
     run(gmp, ["diff", a, b, "--format", "xml"], expect=2)
     run(gmp, ["diff", a, b, "--top", "-3"], expect=2)

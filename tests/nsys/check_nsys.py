@@ -339,7 +339,7 @@ def case_schema():
     junk = os.path.join(WORK, "junk.bin")
     with open(junk, "wb") as f:
         f.write(b"this is not a database at all, nor a pickle\n")
-    expect_error(junk, "not a format gpumemprof can import")
+    expect_error(junk, "not a gpumemprof trace, a PyTorch memory snapshot (pickle) or an Nsight Systems SQLite export (it begins with \"this is not")
     fake = os.path.join(WORK, "fake.sqlite")
     with open(fake, "wb") as f:
         f.write(b"SQLite format 3\0" + b"\xff" * 200)

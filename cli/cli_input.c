@@ -1,0 +1,306 @@
+/* cli_input: opens any recording for the commands (see cli_input.h). */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE /* memfd_create, O_TMPFILE */
+#endif
+#include "cli_input.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "gmp_import_nsys.h"
+#include "gmp_import_torch.h"
+
+/* ---- kinds and their importers ---- */
+
+static int probe_trace(const unsigned char *head, size_t n)
+{
+    return gmp_reader_probe(head, n);
+}
+
+static int probe_nsys(const unsigned char *head, size_t n)
+{
+    return gmp_import_nsys_probe(head, n);
+}
+
+static gmp_err run_nsys(const char *in, int out_fd, char *msg, size_t msglen)
+{
+    gmp_import_nsys_stats st;
+    gmp_err e = gmp_import_nsys(in, out_fd, &st, msg, msglen);
+    if (e == GMP_OK)
+        snprintf(msg, msglen,
+                 "%" PRIu64 " memory records (%" PRIu64 " allocations, %" PRIu64 " frees, %" PRIu64
+                 " with their API call), %" PRIu64 " NVTX range%s, %" PRIu64 " thread%s, %" PRIu64
+                 " device%s%s",
+                 st.memory_records, st.allocs, st.frees, st.with_api,
+                 st.range_pushes + st.range_starts,
+                 st.range_pushes + st.range_starts == 1 ? "" : "s", st.threads,
+                 st.threads == 1 ? "" : "s", st.devices, st.devices == 1 ? "" : "s",
+                 st.skipped ? "; some rows skipped (unknown operation or negative values)" : "");
+    return e;
+}
+
+typedef struct kind_def {
+    gmp_cli_input_kind kind;
+    const char *id, *name, *what;
+    int (*probe)(const unsigned char *head, size_t n);
+    gmp_err (*import)(const char *in, int out_fd, char *msg, size_t msglen); /* NULL: a trace */
+} kind_def;
+
+/* The kinds, probed in this order (their first bytes exclude each other). A new input is one line
+ * here and its importer in formats/import. */
+static const kind_def kinds[] = {
+    {GMP_CLI_INPUT_TRACE, "trace", "gpumemprof trace", NULL, probe_trace, NULL},
+    {GMP_CLI_INPUT_NSYS, "nsys", "Nsight Systems SQLite export",
+     "Nsight Systems SQLite export (nsys export --type sqlite)", probe_nsys, run_nsys},
+    {GMP_CLI_INPUT_TORCH, "pytorch", "PyTorch memory snapshot",
+     "PyTorch memory snapshot (torch.cuda.memory._dump_snapshot)", gmp_import_torch_probe,
+     gmp_import_torch_run},
+};
+#define NKINDS (sizeof kinds / sizeof kinds[0])
+
+static const kind_def *kind_def_of(gmp_cli_input_kind k)
+{
+    for (size_t i = 0; i < NKINDS; i++)
+        if (kinds[i].kind == k)
+            return &kinds[i];
+    return NULL;
+}
+
+gmp_cli_input_kind gmp_cli_input_probe(const void *head, size_t n)
+{
+    for (size_t i = 0; head && i < NKINDS; i++)
+        if (kinds[i].probe(head, n))
+            return kinds[i].kind;
+    return GMP_CLI_INPUT_UNKNOWN;
+}
+
+const char *gmp_cli_input_kind_name(gmp_cli_input_kind kind)
+{
+    const kind_def *d = kind_def_of(kind);
+    return d ? d->name : "unknown";
+}
+
+const char *gmp_cli_input_kind_id(gmp_cli_input_kind kind)
+{
+    const kind_def *d = kind_def_of(kind);
+    return d ? d->id : "unknown";
+}
+
+const char *gmp_cli_input_kind_what(gmp_cli_input_kind kind)
+{
+    const kind_def *d = kind_def_of(kind);
+    return d ? d->what : NULL;
+}
+
+void gmp_cli_input_unknown_msg(const void *head, size_t n, char *msg, size_t msglen)
+{
+    char begins[80] = "it is empty";
+    if (n) {
+        const unsigned char *h = head;
+        size_t shown = n < 12 ? n : 12, k = 0;
+        k += (size_t)snprintf(begins, sizeof begins, "it begins with \"");
+        for (size_t i = 0; i < shown && k < sizeof begins - 8; i++) {
+            unsigned c = h[i];
+            if (c == '"' || c == '\\')
+                k += (size_t)snprintf(begins + k, sizeof begins - k, "\\%c", c);
+            else if (c >= 0x20 && c < 0x7f)
+                begins[k++] = (char)c;
+            else if (c == '\n' || c == '\r' || c == '\t')
+                k += (size_t)snprintf(begins + k, sizeof begins - k, "\\%c",
+                                      c == '\n'   ? 'n'
+                                      : c == '\r' ? 'r'
+                                                  : 't');
+            else
+                k += (size_t)snprintf(begins + k, sizeof begins - k, "\\x%02x", c);
+        }
+        snprintf(begins + k, sizeof begins - k, "\"%s", n > shown ? "..." : "");
+    }
+    snprintf(msg, msglen,
+             "not a gpumemprof trace, a PyTorch memory snapshot (pickle) or an Nsight Systems "
+             "SQLite export (%s)",
+             begins);
+}
+
+gmp_err gmp_cli_input_import(gmp_cli_input_kind kind, const char *in_path, int out_fd, char *msg,
+                             size_t msglen)
+{
+    const kind_def *d = kind_def_of(kind);
+    if (!d || !d->import) {
+        if (out_fd >= 0)
+            close(out_fd);
+        snprintf(msg, msglen, "%s: nothing to import", d ? d->name : "unknown input");
+        return GMP_ERR_ARG;
+    }
+    if (msg && msglen)
+        msg[0] = 0;
+    return d->import(in_path, out_fd, msg, msglen);
+}
+
+/* ---- the temporary trace ---- */
+
+/* A read-write file with no name: a memfd, else O_TMPFILE in $TMPDIR, else a file made and
+ * unlinked at once. -1 and errno on failure. */
+static int anonymous_file(void)
+{
+#ifdef MFD_CLOEXEC
+    int fd = memfd_create("gpumemprof-import", MFD_CLOEXEC);
+    if (fd >= 0)
+        return fd;
+#endif
+    const char *dir = getenv("TMPDIR");
+    if (!dir || !*dir)
+        dir = "/tmp";
+#ifdef O_TMPFILE
+    int tfd = open(dir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+    if (tfd >= 0)
+        return tfd;
+#endif
+    size_t l = strlen(dir) + 32;
+    char *tmp = malloc(l);
+    if (!tmp) {
+        errno = ENOMEM;
+        return -1;
+    }
+    snprintf(tmp, l, "%s/gpumemprof-import.XXXXXX", dir);
+    int sfd = mkstemp(tmp);
+    if (sfd >= 0)
+        unlink(tmp);
+    free(tmp);
+    return sfd;
+}
+
+gmp_err gmp_cli_input_open(gmp_cli_input *in, const char *path, char *msg, size_t msglen)
+{
+    memset(in, 0, sizeof *in);
+    in->path = path;
+    in->fd = -1;
+    if (msg && msglen)
+        msg[0] = 0;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    struct stat sb;
+    if (fd < 0 || fstat(fd, &sb) != 0) {
+        snprintf(msg, msglen, "%s", strerror(errno));
+        if (fd >= 0)
+            close(fd);
+        return GMP_ERR_IO;
+    }
+    if (S_ISDIR(sb.st_mode)) {
+        close(fd);
+        snprintf(msg, msglen, "it is a directory");
+        return GMP_ERR_IO;
+    }
+    if (!S_ISREG(sb.st_mode)) { /* a pipe: probing would consume it; the reader reads it */
+        close(fd);
+        in->kind = GMP_CLI_INPUT_TRACE;
+        return GMP_OK;
+    }
+    in->file_bytes = (uint64_t)sb.st_size;
+    unsigned char head[GMP_CLI_INPUT_HEAD];
+    size_t n = 0;
+    while (n < sizeof head) {
+        ssize_t k = read(fd, head + n, sizeof head - n);
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (k < 0) {
+            snprintf(msg, msglen, "%s", strerror(errno));
+            close(fd);
+            return GMP_ERR_IO;
+        }
+        if (k == 0)
+            break;
+        n += (size_t)k;
+    }
+    close(fd);
+    in->kind = gmp_cli_input_probe(head, n);
+    if (in->kind == GMP_CLI_INPUT_UNKNOWN) {
+        gmp_cli_input_unknown_msg(head, n, msg, msglen);
+        return GMP_ERR_FORMAT;
+    }
+    if (in->kind == GMP_CLI_INPUT_TRACE) {
+        in->trace_bytes = in->file_bytes;
+        return GMP_OK;
+    }
+    int tfd = anonymous_file();
+    if (tfd < 0) {
+        snprintf(msg, msglen, "cannot make a temporary trace to import it into: %s",
+                 strerror(errno));
+        return GMP_ERR_IO;
+    }
+    int wfd = dup(tfd); /* the importer closes the descriptor it writes */
+    if (wfd < 0) {
+        snprintf(msg, msglen, "%s", strerror(errno));
+        close(tfd);
+        return GMP_ERR_IO;
+    }
+    gmp_err e = gmp_cli_input_import(in->kind, path, wfd, in->summary, sizeof in->summary);
+    if (e != GMP_OK) {
+        snprintf(msg, msglen, "%s", in->summary[0] ? in->summary : gmp_err_str(e));
+        in->summary[0] = 0;
+        close(tfd);
+        return e;
+    }
+    struct stat tb;
+    in->trace_bytes = fstat(tfd, &tb) == 0 ? (uint64_t)tb.st_size : 0;
+    in->fd = tfd;
+    snprintf(in->trace_path, sizeof in->trace_path, "/proc/self/fd/%d", tfd);
+    return GMP_OK;
+}
+
+gmp_err gmp_cli_input_reader(const gmp_cli_input *in, gmp_reader **r, const gmp_reader_opts *opts,
+                             char *msg, size_t msglen)
+{
+    if (msg && msglen)
+        msg[0] = 0;
+    gmp_err e = gmp_reader_open(r, in->fd >= 0 ? in->trace_path : in->path, opts);
+    if (e != GMP_OK) {
+        const char *m = gmp_reader_open_error();
+        snprintf(msg, msglen, "%s", m && *m ? m : gmp_err_str(e));
+    }
+    return e;
+}
+
+void gmp_cli_input_close(gmp_cli_input *in)
+{
+    if (in && in->fd >= 0) {
+        close(in->fd);
+        in->fd = -1;
+    }
+}
+
+int gmp_cli_inputs_open(const char *cmd, char **paths, size_t n, gmp_cli_input **out)
+{
+    *out = NULL;
+    gmp_cli_input *ins = calloc(n ? n : 1, sizeof *ins);
+    if (!ins) {
+        fprintf(stderr, "gpumemprof %s: %s\n", cmd, gmp_err_str(GMP_ERR_NOMEM));
+        return 1;
+    }
+    for (size_t i = 0; i < n; i++)
+        ins[i].fd = -1;
+    for (size_t i = 0; i < n; i++) {
+        char msg[1024];
+        if (gmp_cli_input_open(&ins[i], paths[i], msg, sizeof msg) != GMP_OK) {
+            fprintf(stderr, "gpumemprof %s: %s: %s\n", cmd, paths[i], msg);
+            gmp_cli_inputs_close(ins, i);
+            return 1;
+        }
+    }
+    *out = ins;
+    return 0;
+}
+
+void gmp_cli_inputs_close(gmp_cli_input *ins, size_t n)
+{
+    if (!ins)
+        return;
+    for (size_t i = 0; i < n; i++)
+        gmp_cli_input_close(&ins[i]);
+    free(ins);
+}
