@@ -2,7 +2,7 @@
 # Installs what gpumemprof needs to build and test, from Debian's packages. Idempotent: a package
 # already installed is skipped, and apt is not touched when nothing is missing.
 #   scripts/install-deps.sh            build + test dependencies
-#   scripts/install-deps.sh --browser  also chromium and node's speedscope (viewer tests)
+#   scripts/install-deps.sh --browser  also chromium and node's speedscope and d3 (viewer tests)
 set -euo pipefail
 # python3-torch (CPU build, about 1 min): the `run --layers` hooks are tested on a real nn.Module
 pkgs=(build-essential cmake pkg-config libzstd-dev zstd libdwarf-dev libelf-dev libcmocka-dev
@@ -44,5 +44,17 @@ if ((browser)); then
   else
     echo "install-deps: npm ci (speedscope $want) in tests/convert/viewer"
     (cd "$viewer" && npm ci --no-audit --no-fund --loglevel=error)
+  fi
+  # The d3 modules PyTorch's memory_viz imports from a CDN, pinned the same way, served locally
+  # by tests/convert/memviz_viewer.py (MemoryViz.js itself comes from GMP_MEMVIZ_JS).
+  memviz="$(dirname "$0")/../tests/convert/memviz"
+  want=$(sed -n 's/.*"d3": *"\([0-9.]*\)".*/\1/p' "$memviz/package.json" | head -n1)
+  have=$(sed -n 's/^ *"version": *"\([0-9.]*\)".*/\1/p' \
+    "$memviz/node_modules/d3/package.json" 2>/dev/null | head -n1 || true)
+  if [[ -n "$want" && "$have" == "$want" && -d "$memviz/node_modules/d3-scale" ]]; then
+    echo "install-deps: memory_viz's d3 $have present"
+  else
+    echo "install-deps: npm ci (d3 $want and d3-axis/-scale/-zoom/-brush) in tests/convert/memviz"
+    (cd "$memviz" && npm ci --no-audit --no-fund --loglevel=error)
   fi
 fi

@@ -11,7 +11,8 @@
  *  - a pool's reserved size (POOL records) is a segment at the pool's handle (segment_alloc, or
  *    segment_free + segment_alloc when the size changes, segment_free when destroyed); the pool
  *    of an imported snapshot's expandable segments, and pool blocks beyond what POOL records
- *    report, are one expandable segment per device (segment_map / segment_unmap at its end);
+ *    report, are one expandable segment per device (segment_map / segment_unmap at its end;
+ *    in the final segments, its blocks are in segments at their own addresses for memory_viz);
  *  - OOM records are oom entries; stacks are frames (innermost first; native frames as
  *    module+offset); time_us is the wall clock when the trace has one.
  * So the snapshot's reserved (its segments) and allocated (its active blocks) follow the replay's
@@ -638,21 +639,30 @@ static gmp_err write_segments(gmp_output_ctx *c, pw *w)
         b.address = seg_addr(a);
         write_segment(c, w, a->device, b.address, a->size, 0, &b, 1, a->stack);
     }
-    /* per device: the expandable segment with the pool blocks no segment holds */
+    /* per device: the pool blocks no segment holds, in expandable segments. A reader finds a
+     * block's address by adding the sizes of the blocks before it to its segment's address
+     * (memory_viz does; it ignores the blocks' own addresses), so each run of contiguous blocks
+     * is an expandable segment at its first block's address, and the mapped bytes they leave
+     * over are one more, without blocks, at the synthetic address: reserved bytes are the same
+     * (the larger of the mapped bytes and the blocks'), and every block is where the trace's
+     * entries name it. */
     for (int32_t d = 0; d < MAX_DEVICES; d++) {
         dev *v = &c->devs[d];
         size_t nb = 0;
         for (size_t j = 0; j < c->nlive; j++)
             if (c->live[j].device == d && c->live[j].kind == GMP_MEM_ASYNC_POOL && !placed[j])
-                tmp[nb++] = c->live[j];
-        if (v->exp_mapped || nb) {
-            uint64_t sum = 0;
-            for (size_t j = 0; j < nb; j++)
-                sum += tmp[j].size;
-            /* blocks beyond the mapped size would break the snapshot's sums: keep them inside */
-            write_segment(c, w, d, EXP_BASE(d), v->exp_mapped > sum ? v->exp_mapped : sum, 1, tmp,
-                          nb, 0);
+                tmp[nb++] = c->live[j]; /* by address: live is sorted */
+        uint64_t sum = 0;
+        for (size_t lo = 0, hi; lo < nb; lo = hi) {
+            uint64_t run = tmp[lo].size;
+            for (hi = lo + 1; hi < nb && tmp[hi].address == tmp[hi - 1].address + tmp[hi - 1].size;
+                 hi++)
+                run += tmp[hi].size;
+            write_segment(c, w, d, tmp[lo].address, run, 1, tmp + lo, hi - lo, 0);
+            sum += run;
         }
+        if (v->exp_mapped > sum)
+            write_segment(c, w, d, EXP_BASE(d), v->exp_mapped - sum, 1, NULL, 0, 0);
     }
     pw_op(w, 'e');
     free(segs);

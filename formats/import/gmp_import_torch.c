@@ -339,6 +339,52 @@ static int read_entry(imp *I, int32_t d, device *dv, const gmp_pickle_value *e, 
     return push_op(I, &o);
 }
 
+/* PyTorch records the last trace_alloc_max_entries entries of each device in a ring buffer and,
+ * since it can say so, sets allocator_settings.trace_alloc_overflowed when older ones were
+ * overwritten. Either may be one value or a list with one per device; a value at the top level
+ * of the snapshot is read too. Never fails: a value of another type is ignored. */
+static void flag_at(const gmp_pickle_value *v, size_t d, int *flag, uint64_t *num)
+{
+    if (gmp_pickle_type_of(v) == GMP_PK_LIST || gmp_pickle_type_of(v) == GMP_PK_TUPLE)
+        v = gmp_pickle_item(v, d);
+    int b;
+    uint64_t u;
+    if (flag && gmp_pickle_get_bool(v, &b) == 0)
+        *flag = b;
+    else if (gmp_pickle_get_u64(v, &u) == 0) {
+        if (flag)
+            *flag = u != 0;
+        if (num)
+            *num = u;
+    }
+}
+
+static void read_overflow(imp *I, const gmp_pickle_value *root)
+{
+    const gmp_pickle_value *where[2] = {gmp_pickle_dict_get(root, "allocator_settings"), root};
+    for (int k = 0; k < 2; k++) {
+        const gmp_pickle_value *of = gmp_pickle_dict_get(where[k], "trace_alloc_overflowed");
+        const gmp_pickle_value *mx = gmp_pickle_dict_get(where[k], "trace_alloc_max_entries");
+        if (!of && !mx)
+            continue;
+        size_t n = 1;
+        if (gmp_pickle_type_of(of) == GMP_PK_LIST || gmp_pickle_type_of(of) == GMP_PK_TUPLE)
+            n = gmp_pickle_len(of);
+        for (size_t d = 0; d < n && d < 32; d++) {
+            int flag = 0;
+            flag_at(of, d, &flag, NULL);
+            if (flag) {
+                I->st.overflowed = 1;
+                I->st.overflowed_devices |= n > 1 ? 1u << d : 0;
+            }
+        }
+        uint64_t m = 0;
+        flag_at(mx, 0, NULL, &m);
+        I->st.trace_max_entries = m;
+        return;
+    }
+}
+
 static int read_traces(imp *I, const gmp_pickle_value *traces)
 {
     if (gmp_pickle_type_of(traces) != GMP_PK_LIST)
@@ -762,6 +808,26 @@ static void write_trace(imp *I, const char *source, int fd)
                      I->st.pre_segments, I->st.pre_reserved, I->st.pre_blocks, I->st.pre_allocated);
             emit_notice(I, GMP_NOTICE_INFO, I->notice, I->last_t);
         }
+        if (I->err == GMP_OK && I->st.overflowed) {
+            char devs[160] = "";
+            size_t o = 0;
+            for (unsigned d = 0; d < 32 && o < sizeof devs; d++)
+                if (I->st.overflowed_devices & (1u << d))
+                    o += (size_t)snprintf(devs + o, sizeof devs - o, "%s%u",
+                                          o ? ", " : " of device ", d);
+            char cap[64] = "";
+            if (I->st.trace_max_entries)
+                snprintf(cap, sizeof cap, " (trace_alloc_max_entries %" PRIu64 ")",
+                         I->st.trace_max_entries);
+            snprintf(I->notice, sizeof I->notice,
+                     "incomplete: PyTorch's ring buffer of trace entries%s%s overflowed "
+                     "(trace_alloc_overflowed): the allocations, frees and segment changes before "
+                     "the first recorded entry were overwritten and are missing, so peaks before "
+                     "the window are unknown and stacks of memory allocated before it are lost; "
+                     "memory alive at the window's start is reconstructed from the final segments",
+                     devs, cap);
+            emit_notice(I, GMP_NOTICE_WARNING, I->notice, I->last_t);
+        }
         if (I->err == GMP_OK && I->st.inconsistencies) {
             snprintf(I->notice, sizeof I->notice,
                      "the snapshot contradicts itself in %" PRIu64
@@ -893,6 +959,8 @@ gmp_err gmp_import_torch_mem(const void *data, size_t n, const char *source, int
               gmp_pickle_type_name(root));
         goto out;
     }
+    if (gmp_pickle_type_of(root) == GMP_PK_DICT)
+        read_overflow(&I, root);
     if (traces && read_traces(&I, traces) < 0)
         goto out;
     if (read_segments(&I, segs) < 0 || pre_from_first_frees(&I, 1) < 0 ||
@@ -986,11 +1054,14 @@ gmp_err gmp_import_torch_run(const char *in_path, int out_fd, char *msg, size_t 
         snprintf(msg, msglen,
                  "%s%" PRIu64 " trace entries (%" PRIu64 " allocations, %" PRIu64 " frees, %" PRIu64
                  " segment maps/allocs, %" PRIu64 " OOMs) on %" PRIu32
-                 " device%s; before the window: %" PRIu64 " segments, %" PRIu64 " blocks%s",
+                 " device%s; before the window: %" PRIu64 " segments, %" PRIu64 " blocks%s%s",
                  st.legacy ? "legacy snapshot (segments only): " : "", st.entries, st.allocs,
                  st.frees, st.segments, st.ooms, st.devices, st.devices == 1 ? "" : "s",
                  st.pre_segments, st.pre_blocks,
                  st.inconsistencies ? "; the snapshot contradicts itself (see the trace's notices)"
-                                    : "");
+                                    : "",
+                 st.overflowed ? "; incomplete: PyTorch's trace ring buffer overflowed, the "
+                                 "entries before the window are missing"
+                               : "");
     return e;
 }

@@ -43,6 +43,9 @@ typedef struct gmp_import_torch_stats {
     uint64_t inconsistencies; /* places where the snapshot contradicts itself (see the notices) */
     uint32_t devices;         /* devices with events or segments */
     int has_time;             /* time_us was present */
+    int overflowed;           /* allocator_settings.trace_alloc_overflowed: entries are missing */
+    uint32_t overflowed_devices; /* which, when it was given per device (bit d: device d < 32) */
+    uint64_t trace_max_entries;  /* allocator_settings.trace_alloc_max_entries; 0: not given */
 } gmp_import_torch_stats;
 
 /* Non-zero when head[0..n) begins a pickle of protocol 2 to 5 (0x80, then 2..5). */

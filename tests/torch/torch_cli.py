@@ -104,8 +104,27 @@ def snapshots():
              "device_traces": [tr]}
     # 4. an empty snapshot
     empty = {"segments": [], "device_traces": []}
+    # 5. PyTorch's ring buffer of trace entries overflowed (max_entries 4): the window starts
+    # with the free of a block allocated before it, in a segment allocated before it
+    ring = [entry("free_requested", A, 1 * MiB, 2000), entry("free_completed", A, 1 * MiB, 2001),
+            entry("alloc", A, 2 * MiB, 2002), entry("alloc", A + 2 * MiB, 1 * MiB, 2003)]
+    overflowed = {"segments": [seg(0, A, 8 * MiB, [blk(A, 2 * MiB, "active_allocated"),
+                                                   blk(A + 2 * MiB, 1 * MiB, "active_allocated"),
+                                                   blk(A + 3 * MiB, 5 * MiB, "inactive")])],
+                  "device_traces": [ring],
+                  "allocator_settings": {"expandable_segments": False,
+                                         "trace_alloc_max_entries": 4,
+                                         "trace_alloc_overflowed": True}}
+    # the same, not overflowed; and the flags given per device
+    whole = dict(overflowed, allocator_settings={"trace_alloc_max_entries": 4,
+                                                 "trace_alloc_overflowed": False})
+    per_device = dict(overflowed, device_traces=[[], ring],
+                      segments=[dict(overflowed["segments"][0], device=1)],
+                      allocator_settings={"trace_alloc_max_entries": [4, 4],
+                                          "trace_alloc_overflowed": [False, True]})
     return {"legacy": (legacy, 4), "notime": (notime, 2), "timed": (timed, 4),
-            "empty": (empty, 4)}
+            "empty": (empty, 4), "overflowed": (overflowed, 4), "whole": (whole, 4),
+            "per_device": (per_device, 4)}
 
 
 def run(cmd, **kw):
@@ -134,6 +153,26 @@ def synthetic(gmp, work):
     if rep["anomalies"]["unknown_frees"] or rep["anomalies"]["replaced_allocations"]:
         print(f"anomalies: {rep['anomalies']}", file=sys.stderr)
         bad += 1
+    # an overflowed ring buffer: the import says so, and the report's notices say what is missing
+    for name, want in (("overflowed", "incomplete: PyTorch's ring buffer of trace entries "
+                        "(trace_alloc_max_entries 4) overflowed"),
+                       ("per_device", "ring buffer of trace entries of device 1 "
+                        "(trace_alloc_max_entries 4) overflowed"),
+                       ("whole", None)):
+        path = os.path.join(work, name + ".pickle")
+        r = run([gmp, "import", path, "-o", os.path.join(work, name + ".again.zst"), "--force"])
+        said = "incomplete: PyTorch's trace ring buffer overflowed" in r.stderr
+        rep = json.loads(run([gmp, "report", path + ".zst", "--format", "json"]).stdout)
+        notes = [n for n in rep["notices"] if "trace_alloc_overflowed" in n["message"]]
+        ok = r.returncode == 0 and (
+            (said and len(notes) == 1 and notes[0]["severity"] == "warning" and
+             want in notes[0]["message"] and "before the first recorded entry" in
+             notes[0]["message"]) if want else (not said and not notes))
+        if not ok:
+            print(f"{name}: rc {r.returncode} {r.stderr.strip()} {notes}", file=sys.stderr)
+            bad += 1
+        else:
+            print(f"ok: {name}: {notes[0]['message'] if notes else 'no overflow notice'}")
     # a snapshot whose trace frees more than its final state explains: imported, with a warning
     A = 0x7f0000000000
     contra = {"segments": [], "device_traces": [[entry("alloc", A, 100, 5),
