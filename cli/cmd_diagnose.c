@@ -29,6 +29,7 @@
 
 #include "cli_cmds.h"
 #include "cli_opts.h"
+#include "gmp_strbuf.h"
 #include "gmp_units.h"
 
 #ifndef GMP_VERSION_STRING
@@ -46,66 +47,8 @@ extern char **environ;
 
 /* ---- a growing buffer ---- */
 
-typedef struct buf {
-    char *p;
-    size_t n, cap;
-    int oom;
-} buf;
-
-static void buf_add(buf *b, const void *s, size_t n)
-{
-    if (b->oom || n == 0)
-        return;
-    if (b->n + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 256;
-        while (cap < b->n + n + 1)
-            cap *= 2;
-        char *p = realloc(b->p, cap);
-        if (!p) {
-            b->oom = 1;
-            return;
-        }
-        b->p = p;
-        b->cap = cap;
-    }
-    memcpy(b->p + b->n, s, n);
-    b->n += n;
-    b->p[b->n] = 0;
-}
-
-static void buf_puts(buf *b, const char *s)
-{
-    buf_add(b, s, strlen(s));
-}
-
-static void buf_printf(buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void buf_printf(buf *b, const char *fmt, ...)
-{
-    char small[1024];
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(small, sizeof small, fmt, ap);
-    va_end(ap);
-    if (n < 0)
-        return;
-    if ((size_t)n < sizeof small) {
-        buf_add(b, small, (size_t)n);
-        return;
-    }
-    char *big = malloc((size_t)n + 1);
-    if (!big) {
-        b->oom = 1;
-        return;
-    }
-    va_start(ap, fmt);
-    vsnprintf(big, (size_t)n + 1, fmt, ap);
-    va_end(ap);
-    buf_add(b, big, (size_t)n);
-    free(big);
-}
-
 /* Reads a whole file of at most max bytes. 0 on success; -1 with errno (EFBIG: over max). */
-static int buf_read_file(buf *b, const char *path, uint64_t max)
+static int buf_read_file(gmp_strbuf *b, const char *path, uint64_t max)
 {
     FILE *f = fopen(path, "rb");
     if (!f)
@@ -118,7 +61,7 @@ static int buf_read_file(buf *b, const char *path, uint64_t max)
             errno = EFBIG;
             return -1;
         }
-        buf_add(b, chunk, n);
+        gmp_strbuf_add(b, chunk, n);
     }
     int err = ferror(f);
     fclose(f);
@@ -156,7 +99,7 @@ static int ends_userinfo(const char *s, size_t k)
 /* Appends s[0..n) to out with the user information of every URL (what lies between "://" and the
  * last '@' before the host ends) replaced by REDACTED. Returns how many were replaced (one
  * already REDACTED is kept, and not counted again). */
-static size_t redact_urls(buf *out, const char *s, size_t n)
+static size_t redact_urls(gmp_strbuf *out, const char *s, size_t n)
 {
     size_t count = 0, i = 0;
     while (i < n) {
@@ -167,17 +110,17 @@ static size_t redact_urls(buf *out, const char *s, size_t n)
                 break;
             }
         if (!sep) {
-            buf_add(out, s + i, n - i);
+            gmp_strbuf_add(out, s + i, n - i);
             break;
         }
         size_t start = (size_t)(sep - s) + 3, at = 0, k = start;
         for (; k < n && !ends_userinfo(s, k); k++)
             if (s[k] == '@')
                 at = k;
-        buf_add(out, s + i, start - i);
+        gmp_strbuf_add(out, s + i, start - i);
         size_t rl = strlen(REDACTED);
         if (at > start && !(at - start == rl && memcmp(s + start, REDACTED, rl) == 0)) {
-            buf_puts(out, REDACTED);
+            gmp_strbuf_puts(out, REDACTED);
             count++;
             i = at;
         } else {
@@ -195,14 +138,14 @@ typedef struct redactions {
 /* ---- the members of the bundle ---- */
 
 typedef struct member {
-    char name[128]; /* path under the top directory */
-    char what[512]; /* one line for the manifest */
-    buf text;       /* generated content (file == NULL) */
-    char *file;     /* or a file copied as it is */
-    uint64_t size;  /* bytes */
-    uint64_t mtime; /* seconds since the epoch */
-    int included;   /* within the bounds */
-    char left[256]; /* why not, when not */
+    char name[128];  /* path under the top directory */
+    char what[512];  /* one line for the manifest */
+    gmp_strbuf text; /* generated content (file == NULL) */
+    char *file;      /* or a file copied as it is */
+    uint64_t size;   /* bytes */
+    uint64_t mtime;  /* seconds since the epoch */
+    int included;    /* within the bounds */
+    char left[256];  /* why not, when not */
 } member;
 
 typedef struct input {
@@ -241,7 +184,7 @@ static member *add_member(bundle *B, const char *name, const char *what)
 }
 
 /* A generated text member: every text goes through the URL filter. */
-static member *add_text(bundle *B, const char *name, const char *what, const buf *content)
+static member *add_text(bundle *B, const char *name, const char *what, const gmp_strbuf *content)
 {
     member *m = add_member(B, name, what);
     if (!m)
@@ -297,7 +240,7 @@ static void member_base(const char *path, char *out, size_t n)
 
 /* Runs fn with stdout (fd 1) or stderr (fd 2) going into a temporary file, whose content is
  * appended to out. Returns fn's status, or -1 when the redirection could not be made. */
-static int capture_fd(int fd, buf *out, int (*fn)(void *), void *arg)
+static int capture_fd(int fd, gmp_strbuf *out, int (*fn)(void *), void *arg)
 {
     FILE *tmp = tmpfile();
     if (!tmp)
@@ -322,7 +265,7 @@ static int capture_fd(int fd, buf *out, int (*fn)(void *), void *arg)
     char chunk[65536];
     size_t n;
     while ((n = fread(chunk, 1, sizeof chunk, tmp)) > 0)
-        buf_add(out, chunk, n);
+        gmp_strbuf_add(out, chunk, n);
     fclose(tmp);
     return rc;
 }
@@ -354,19 +297,19 @@ static void add_reports(bundle *B, input *in, size_t idx, const char *tmpdir)
 {
     static const char *const formats[2] = {"text", "json"};
     static const char *const names[2] = {"report.txt", "report.json"};
-    buf messages = {0};
+    gmp_strbuf messages = {0};
     for (int k = 0; k < 2; k++) {
         char out[PATH_MAX], name[128], what[256];
         snprintf(out, sizeof out, "%s/%s", tmpdir, names[k]);
         unlink(out);
         report_call c = {formats[k], in->path, out};
-        buf err = {0};
+        gmp_strbuf err = {0};
         int rc = capture_fd(2, &err, run_report, &c);
         if (k == 0 && err.n)
-            buf_add(&messages, err.p, err.n); /* the same messages for both formats */
+            gmp_strbuf_add(&messages, err.p, err.n); /* the same messages for both formats */
         free(err.p);
         snprintf(name, sizeof name, "recording-%zu/%s", idx, names[k]);
-        buf content = {0};
+        gmp_strbuf content = {0};
         int read_rc = rc == 0 ? buf_read_file(&content, out, B->max_file) : -1;
         int read_errno = errno;
         snprintf(what, sizeof what, "gpumemprof report%s of recording %zu",
@@ -416,11 +359,11 @@ static int newest_first(const void *a, const void *b)
 
 /* The newest files named gpumemprof.*.zst in the current directory: up to MAX_AUTO paths in
  * picked (strdup'ed); the names of the older ones go into notes. Returns how many were picked. */
-static size_t pick_recent(char **picked, buf *notes)
+static size_t pick_recent(char **picked, gmp_strbuf *notes)
 {
     DIR *d = opendir(".");
     if (!d) {
-        buf_printf(notes, "the current directory cannot be read: %s\n", strerror(errno));
+        gmp_strbuf_printf(notes, "the current directory cannot be read: %s\n", strerror(errno));
         return 0;
     }
     found *f = NULL;
@@ -453,28 +396,29 @@ static size_t pick_recent(char **picked, buf *notes)
             continue;
         }
         if (i == MAX_AUTO)
-            buf_printf(notes, "older recordings not taken (at most %d are taken):", MAX_AUTO);
+            gmp_strbuf_printf(notes,
+                              "older recordings not taken (at most %d are taken):", MAX_AUTO);
         if (i < MAX_AUTO + 20)
-            buf_printf(notes, " %s", f[i].name);
+            gmp_strbuf_printf(notes, " %s", f[i].name);
         else if (i == MAX_AUTO + 20)
-            buf_printf(notes, " and %zu more", n - i);
+            gmp_strbuf_printf(notes, " and %zu more", n - i);
         free(f[i].name);
     }
     if (n > MAX_AUTO)
-        buf_puts(notes, "\n");
+        gmp_strbuf_puts(notes, "\n");
     free(f);
     return k;
 }
 
 /* ---- the text members ---- */
 
-static void make_version(buf *b)
+static void make_version(gmp_strbuf *b)
 {
     struct utsname u;
-    buf_printf(b, "gpumemprof %s\n", GMP_VERSION_STRING);
-    buf_printf(b, "libzstd %s\n", ZSTD_versionString());
+    gmp_strbuf_printf(b, "gpumemprof %s\n", GMP_VERSION_STRING);
+    gmp_strbuf_printf(b, "libzstd %s\n", ZSTD_versionString());
     if (uname(&u) == 0)
-        buf_printf(b, "system %s %s %s %s\n", u.sysname, u.release, u.version, u.machine);
+        gmp_strbuf_printf(b, "system %s %s %s %s\n", u.sysname, u.release, u.version, u.machine);
 }
 
 static int starts_option(const char *s)
@@ -484,18 +428,18 @@ static int starts_option(const char *s)
 
 /* One argument with its secrets redacted: NAME=VALUE and --NAME=VALUE when NAME is a secret's,
  * the whole argument when redact_all (it follows --NAME). */
-static void redact_arg(buf *out, const char *a, int redact_all, redactions *red)
+static void redact_arg(gmp_strbuf *out, const char *a, int redact_all, redactions *red)
 {
     const char *eq = strchr(a, '=');
     if (redact_all) {
-        buf_puts(out, REDACTED);
+        gmp_strbuf_puts(out, REDACTED);
         red->cmdline_values++;
     } else if (eq && is_secret_name(a, (size_t)(eq - a))) {
-        buf_add(out, a, (size_t)(eq - a) + 1);
-        buf_puts(out, REDACTED);
+        gmp_strbuf_add(out, a, (size_t)(eq - a) + 1);
+        gmp_strbuf_puts(out, REDACTED);
         red->cmdline_values++;
     } else {
-        buf_puts(out, a);
+        gmp_strbuf_puts(out, a);
     }
 }
 
@@ -508,7 +452,7 @@ static char **redact_args(int argc, char **argv, redactions *red)
         int after_secret_option = i > 0 && starts_option(argv[i - 1]) &&
                                   !strchr(argv[i - 1], '=') &&
                                   is_secret_name(argv[i - 1], strlen(argv[i - 1]));
-        buf raw = {0}, arg = {0};
+        gmp_strbuf raw = {0}, arg = {0};
         redact_arg(&raw, argv[i], after_secret_option && !starts_option(argv[i]), red);
         if (raw.n)
             red->urls += redact_urls(&arg, raw.p, raw.n);
@@ -526,28 +470,28 @@ static char **redact_args(int argc, char **argv, redactions *red)
 
 /* The command (its arguments already redacted, quoted for a POSIX shell where needed) and the
  * working directory. */
-static void make_cmdline(buf *b, int argc, char **redacted)
+static void make_cmdline(gmp_strbuf *b, int argc, char **redacted)
 {
     char cwd[PATH_MAX];
-    buf_puts(b, "gpumemprof");
+    gmp_strbuf_puts(b, "gpumemprof");
     for (int i = 0; i < argc; i++) {
         const char *a = redacted[i];
-        buf_puts(b, " ");
+        gmp_strbuf_puts(b, " ");
         if (*a && strspn(a, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
                             "@%+=:,./_-") == strlen(a)) {
-            buf_puts(b, a);
+            gmp_strbuf_puts(b, a);
             continue;
         }
-        buf_puts(b, "'");
+        gmp_strbuf_puts(b, "'");
         for (; *a; a++)
             if (*a == '\'')
-                buf_puts(b, "'\\''");
+                gmp_strbuf_puts(b, "'\\''");
             else
-                buf_add(b, a, 1);
-        buf_puts(b, "'");
+                gmp_strbuf_add(b, a, 1);
+        gmp_strbuf_puts(b, "'");
     }
-    buf_puts(b, "\n");
-    buf_printf(b, "working directory: %s\n", getcwd(cwd, sizeof cwd) ? cwd : "(unknown)");
+    gmp_strbuf_puts(b, "\n");
+    gmp_strbuf_printf(b, "working directory: %s\n", getcwd(cwd, sizeof cwd) ? cwd : "(unknown)");
 }
 
 static int by_string(const void *a, const void *b)
@@ -556,7 +500,7 @@ static int by_string(const void *a, const void *b)
 }
 
 /* The environment, sorted, one NAME=VALUE a line (newlines in values as \n). */
-static void make_environment(buf *b, char **env, redactions *red)
+static void make_environment(gmp_strbuf *b, char **env, redactions *red)
 {
     size_t n = 0;
     while (env && env[n])
@@ -571,61 +515,64 @@ static void make_environment(buf *b, char **env, redactions *red)
     for (size_t i = 0; i < n; i++) {
         const char *e = sorted[i], *eq = strchr(e, '=');
         size_t nl = eq ? (size_t)(eq - e) : strlen(e);
-        buf_add(b, e, nl);
-        buf_puts(b, "=");
+        gmp_strbuf_add(b, e, nl);
+        gmp_strbuf_puts(b, "=");
         if (is_secret_name(e, nl)) {
-            buf_puts(b, REDACTED);
+            gmp_strbuf_puts(b, REDACTED);
             red->env_names++;
         } else if (eq) {
             for (const char *v = eq + 1; *v; v++)
                 if (*v == '\n')
-                    buf_puts(b, "\\n");
+                    gmp_strbuf_puts(b, "\\n");
                 else
-                    buf_add(b, v, 1);
+                    gmp_strbuf_add(b, v, 1);
         }
-        buf_puts(b, "\n");
+        gmp_strbuf_puts(b, "\n");
     }
     free(sorted);
 }
 
-static void make_manifest(buf *b, const bundle *B, const input *in, size_t nin, int auto_picked,
-                          const buf *notes)
+static void make_manifest(gmp_strbuf *b, const bundle *B, const input *in, size_t nin,
+                          int auto_picked, const gmp_strbuf *notes)
 {
     char stamp[64], a[32], c[32];
     struct tm tm;
     gmtime_r(&B->now, &tm);
     strftime(stamp, sizeof stamp, "%Y-%m-%d %H:%M:%S UTC", &tm);
-    buf_printf(b,
-               "gpumemprof diagnose bundle: gpumemprof %s, made %s.\n"
-               "Attach it to a bug report. Secrets are redacted from the environment, the command\n"
-               "line and every text member (see docs/diagnose.md); the recordings are copied as\n"
-               "they are and hold the profiled program's command line and host name.\n\n",
-               GMP_VERSION_STRING, stamp);
-    buf_printf(b, "Members (bytes, name under %s/, what):\n", B->top);
-    buf_printf(b, "%12s  %-32s  %s\n", "-", "MANIFEST.txt", "this list");
+    gmp_strbuf_printf(
+        b,
+        "gpumemprof diagnose bundle: gpumemprof %s, made %s.\n"
+        "Attach it to a bug report. Secrets are redacted from the environment, the command\n"
+        "line and every text member (see docs/diagnose.md); the recordings are copied as\n"
+        "they are and hold the profiled program's command line and host name.\n\n",
+        GMP_VERSION_STRING, stamp);
+    gmp_strbuf_printf(b, "Members (bytes, name under %s/, what):\n", B->top);
+    gmp_strbuf_printf(b, "%12s  %-32s  %s\n", "-", "MANIFEST.txt", "this list");
     for (size_t i = 0; i < B->n; i++)
         if (B->m[i].included)
-            buf_printf(b, "%12" PRIu64 "  %-32s  %s\n", B->m[i].size, B->m[i].name, B->m[i].what);
-    buf_puts(b, "\n");
+            gmp_strbuf_printf(b, "%12" PRIu64 "  %-32s  %s\n", B->m[i].size, B->m[i].name,
+                              B->m[i].what);
+    gmp_strbuf_puts(b, "\n");
 
-    buf_printf(b, "Recordings (%s):\n",
-               auto_picked ? "none given: the newest gpumemprof.*.zst in the working directory"
-                           : "as given on the command line");
+    gmp_strbuf_printf(b, "Recordings (%s):\n",
+                      auto_picked
+                          ? "none given: the newest gpumemprof.*.zst in the working directory"
+                          : "as given on the command line");
     if (nin == 0)
-        buf_puts(b, "  none\n");
+        gmp_strbuf_puts(b, "  none\n");
     for (size_t i = 0; i < nin; i++) {
-        buf_printf(b, "  %zu. %s", i + 1, in[i].shown);
+        gmp_strbuf_printf(b, "  %zu. %s", i + 1, in[i].shown);
         if (in[i].error[0])
-            buf_printf(b, ": cannot be read: %s\n", in[i].error);
+            gmp_strbuf_printf(b, ": cannot be read: %s\n", in[i].error);
         else
-            buf_printf(b, ": %" PRIu64 " bytes%s\n", in[i].size,
-                       in[i].report_failed ? "; gpumemprof report failed on it (see its "
-                                             "report-messages.txt)"
-                                           : "");
+            gmp_strbuf_printf(b, ": %" PRIu64 " bytes%s\n", in[i].size,
+                              in[i].report_failed ? "; gpumemprof report failed on it (see its "
+                                                    "report-messages.txt)"
+                                                  : "");
     }
     if (notes->n)
-        buf_add(b, notes->p, notes->n);
-    buf_puts(b, "\n");
+        gmp_strbuf_add(b, notes->p, notes->n);
+    gmp_strbuf_puts(b, "\n");
 
     int any = 0;
     for (size_t i = 0; i < B->n; i++) {
@@ -633,21 +580,22 @@ static void make_manifest(buf *b, const bundle *B, const input *in, size_t nin, 
         if (m->included)
             continue;
         if (!any++)
-            buf_puts(b, "Left out:\n");
-        buf_printf(b, "%12" PRIu64 "  %-32s  %s%s%s\n", m->size, m->name, m->what,
-                   m->what[0] ? ": " : "", m->left);
+            gmp_strbuf_puts(b, "Left out:\n");
+        gmp_strbuf_printf(b, "%12" PRIu64 "  %-32s  %s%s%s\n", m->size, m->name, m->what,
+                          m->what[0] ? ": " : "", m->left);
     }
     if (any)
-        buf_puts(b, "\n");
-    buf_printf(b,
-               "Bounds: %s per file, %s in all (--max-file, --max-total); %" PRIu64
-               " bytes included besides this list.\n",
-               gmp_fmt_bytes(B->max_file, a, sizeof a), gmp_fmt_bytes(B->max_total, c, sizeof c),
-               B->included_bytes);
-    buf_printf(b,
-               "Redacted: %zu environment variable(s) by name, %zu command-line value(s), %zu "
-               "URL credential(s).\n",
-               B->red.env_names, B->red.cmdline_values, B->red.urls);
+        gmp_strbuf_puts(b, "\n");
+    gmp_strbuf_printf(b,
+                      "Bounds: %s per file, %s in all (--max-file, --max-total); %" PRIu64
+                      " bytes included besides this list.\n",
+                      gmp_fmt_bytes(B->max_file, a, sizeof a),
+                      gmp_fmt_bytes(B->max_total, c, sizeof c), B->included_bytes);
+    gmp_strbuf_printf(
+        b,
+        "Redacted: %zu environment variable(s) by name, %zu command-line value(s), %zu "
+        "URL credential(s).\n",
+        B->red.env_names, B->red.cmdline_values, B->red.urls);
 }
 
 /* ---- the archive: ustar, compressed with zstd as one stream ---- */
@@ -760,7 +708,7 @@ static void tar_file(tarz *t, const char *path, const char *src, uint64_t size, 
     tar_pad(t, size);
 }
 
-static int write_bundle(const bundle *B, const buf *manifest, FILE *f)
+static int write_bundle(const bundle *B, const gmp_strbuf *manifest, FILE *f)
 {
     tarz t = {f, ZSTD_createCCtx(), NULL, ZSTD_CStreamOutSize(), 0};
     t.obuf = malloc(t.ocap);
@@ -868,7 +816,7 @@ static char **copy_environment(void)
 
 /* Writes the bundle into a temporary file beside out, then moves it to out: replacing it when
  * replace, else only when out does not exist. */
-static int write_output(const bundle *B, const buf *manifest, const char *out, int replace)
+static int write_output(const bundle *B, const gmp_strbuf *manifest, const char *out, int replace)
 {
     char tmp[PATH_MAX];
     const char *slash = strrchr(out, '/');
@@ -971,7 +919,7 @@ int gmp_cmd_diagnose(const gmp_cli_cmd_info *cmd, int argc, char **argv)
 
     /* the inputs */
     char *picked[MAX_AUTO];
-    buf notes = {0};
+    gmp_strbuf notes = {0};
     size_t nin = npos ? (size_t)npos : pick_recent(picked, &notes);
     input *in = calloc(nin ? nin : 1, sizeof *in);
     for (size_t i = 0; i < nin; i++)
@@ -994,7 +942,7 @@ int gmp_cmd_diagnose(const gmp_cli_cmd_info *cmd, int argc, char **argv)
     }
 
     /* the text members */
-    buf t = {0};
+    gmp_strbuf t = {0};
     make_version(&t);
     add_text(&B, "version.txt", "gpumemprof's version, libzstd's, the system (uname)", &t);
     t.n = 0;
@@ -1061,7 +1009,7 @@ int gmp_cmd_diagnose(const gmp_cli_cmd_info *cmd, int argc, char **argv)
     }
     apply_bounds(&B);
 
-    buf raw = {0}, manifest = {0};
+    gmp_strbuf raw = {0}, manifest = {0};
     make_manifest(&raw, &B, in, nin, !npos, &notes);
     redact_urls(&manifest, raw.p, raw.n); /* the names in it are already redacted: a safety net */
     free(raw.p);

@@ -34,58 +34,20 @@
 
 #include "gmp_escape.h"
 #include "gmp_render.h"
+#include "gmp_strbuf.h"
 
 #define STACK_FRAMES 4
 
-/* A growing string; a failed allocation is remembered and later writes do nothing. */
-typedef struct sb {
-    char *p;
-    size_t n, cap;
-    int oom;
-} sb;
-
-static void sb_put(sb *b, const char *s, size_t n)
-{
-    if (b->oom || !n)
-        return;
-    if (b->n + n > b->cap) {
-        size_t cap = b->cap ? b->cap : 256;
-        while (cap < b->n + n)
-            cap *= 2;
-        char *p = realloc(b->p, cap);
-        if (!p) {
-            b->oom = 1;
-            return;
-        }
-        b->p = p;
-        b->cap = cap;
-    }
-    memcpy(b->p + b->n, s, n);
-    b->n += n;
-}
-
-static void sb_puts(sb *b, const char *s)
-{
-    sb_put(b, s, strlen(s));
-}
+/* A growing string (gmp_strbuf.h): a failed allocation is remembered and later writes do
+ * nothing. */
+typedef gmp_strbuf sb;
 
 static void sb_pad(sb *b, size_t n)
 {
     static const char sp[] = "                                ";
     for (; n > sizeof sp - 1; n -= sizeof sp - 1)
-        sb_put(b, sp, sizeof sp - 1);
-    sb_put(b, sp, n);
-}
-
-static void sb_printf(sb *b, const char *fmt, ...)
-{
-    char buf[128];
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(buf, sizeof buf, fmt, ap);
-    va_end(ap);
-    if (n > 0)
-        sb_put(b, buf, (size_t)n < sizeof buf ? (size_t)n : sizeof buf - 1);
+        gmp_strbuf_add(b, sp, sizeof sp - 1);
+    gmp_strbuf_add(b, sp, n);
 }
 
 /* Columns s[0..n) takes on a terminal: one per UTF-8 character, none for our colour codes. */
@@ -146,7 +108,7 @@ static const char *sev_code(gmp_doc_severity s)
 static size_t c_open(const tw *w, sb *b, const char *code)
 {
     if (w->color && code)
-        sb_printf(b, "\033[%sm", code);
+        gmp_strbuf_printf(b, "\033[%sm", code);
     return b->n;
 }
 
@@ -160,9 +122,9 @@ static void c_close(const tw *w, sb *b, const char *code, size_t body, const cha
         b->n -= strlen(code) + 3;
         return;
     }
-    sb_puts(b, "\033[0m");
+    gmp_strbuf_puts(b, "\033[0m");
     if (base)
-        sb_printf(b, "\033[%sm", base);
+        gmp_strbuf_printf(b, "\033[%sm", base);
 }
 
 /* ---- values ---- */
@@ -175,13 +137,13 @@ static void t_esc(sb *b, const char *s, size_t n)
         size_t l = gmp_utf8_seq_len(p + i, n - i);
         if (l == 0 || (l == 1 && (p[i] < 0x20 || p[i] == 0x7f || p[i] == '\\'))) {
             if (p[i] == '\\')
-                sb_puts(b, "\\\\");
+                gmp_strbuf_puts(b, "\\\\");
             else
-                sb_printf(b, "\\x%02x", p[i]);
+                gmp_strbuf_printf(b, "\\x%02x", p[i]);
             i++;
             continue;
         }
-        sb_put(b, s + i, l);
+        gmp_strbuf_add(b, s + i, l);
         i += l;
     }
 }
@@ -191,33 +153,33 @@ static void t_frame(sb *b, const gmp_doc_frame *fr)
     if (fr->display.len)
         t_esc(b, fr->display.ptr, fr->display.len);
     else
-        sb_puts(b, "(unknown frame)");
+        gmp_strbuf_puts(b, "(unknown frame)");
 }
 
 static void t_plain(sb *b, const gmp_doc_val *v, unsigned colflags)
 {
     switch (v->type) {
-    case GMP_DOC_LIT: sb_put(b, v->s.ptr, v->s.len); break;
+    case GMP_DOC_LIT: gmp_strbuf_add(b, v->s.ptr, v->s.len); break;
     case GMP_DOC_STR:
         if (v->s.len)
             t_esc(b, v->s.ptr, v->s.len);
         else if (v->none)
-            sb_puts(b, v->none);
+            gmp_strbuf_puts(b, v->none);
         break;
     case GMP_DOC_STACK:
         for (size_t i = 0; v->stack && i < v->stack->n && i < STACK_FRAMES; i++) {
             if (i)
-                sb_puts(b, " < ");
+                gmp_strbuf_puts(b, " < ");
             t_frame(b, &v->stack->frames[i]);
         }
         if (v->stack && v->stack->n > STACK_FRAMES)
-            sb_puts(b, " < ...");
+            gmp_strbuf_puts(b, " < ...");
         break;
     default: {
         char buf[128];
         gmp_doc_val x = *v;
         x.flags |= colflags & GMP_DOC_RAW;
-        sb_puts(b, gmp_doc_fmt(&x, buf, sizeof buf));
+        gmp_strbuf_puts(b, gmp_doc_fmt(&x, buf, sizeof buf));
     }
     }
 }
@@ -249,7 +211,7 @@ static void t_block(tw *w, const gmp_doc_block *b, int indent);
 /* "(top N of M)" after lead (" " on a heading or caption, "" on a line of its own). */
 static void t_top(sb *b, const char *lead, const gmp_doc_block *t)
 {
-    sb_printf(b, "%s(top %zu of %llu)", lead, t->nrows, (unsigned long long)t->total);
+    gmp_strbuf_printf(b, "%s(top %zu of %llu)", lead, t->nrows, (unsigned long long)t->total);
 }
 
 /* Non-zero when a titled section is shown below s (through untitled ones). */
@@ -277,7 +239,7 @@ static void t_section(tw *w, const gmp_doc_block *s, int indent)
             t_top(&w->line, " ", top);
         const gmp_doc_block *first = gmp_render_first(s);
         if (!has_heading(s) && !(first && first->kind == GMP_DOC_KV))
-            sb_puts(&w->line, ":");
+            gmp_strbuf_puts(&w->line, ":");
         c_close(w, &w->line, "1", body, NULL);
         emit(w, indent);
         indent += 2;
@@ -308,7 +270,7 @@ static void t_kv(tw *w, const gmp_doc_block *kv, int indent)
             continue;
         if (lw) {
             const char *l = it->label ? it->label : "";
-            sb_puts(&w->line, l);
+            gmp_strbuf_puts(&w->line, l);
             sb_pad(&w->line, lw + 2 - width(l, strlen(l)));
         }
         t_line(w, &w->line, &it->value, flag_code(it->flags));
@@ -349,7 +311,7 @@ static void t_table(tw *w, const gmp_doc_block *t, int indent)
         if (col->flags & GMP_DOC_DATA)
             continue;
         if (r == 0)
-            sb_puts(c, col->title ? col->title : "");
+            gmp_strbuf_puts(c, col->title ? col->title : "");
         else
             t_val(w, c, &t->cells[(r - 1) * nc + j], col->flags, NULL);
         size_t cwid = width(c->p + off[k], c->n - off[k]);
@@ -366,10 +328,10 @@ static void t_table(tw *w, const gmp_doc_block *t, int indent)
                    pad = cw[j] - width(c->p + off[k], len);
             int right = gmp_render_numeric(t->cols[j].type);
             if (any++)
-                sb_puts(&w->line, "  ");
+                gmp_strbuf_puts(&w->line, "  ");
             if (right)
                 sb_pad(&w->line, pad);
-            sb_put(&w->line, c->p + off[k], len);
+            gmp_strbuf_add(&w->line, c->p + off[k], len);
             if (!right && j + 1 < last)
                 sb_pad(&w->line, pad);
         }
@@ -404,14 +366,14 @@ static void t_series(tw *w, const gmp_doc_block *s, int indent)
             if (s->title.n)
                 t_line(w, &w->line, &s->title, NULL);
             else
-                sb_puts(&w->line, "over time");
+                gmp_strbuf_puts(&w->line, "over time");
         }
         lab = width(w->line.p, w->line.n);
         sb_pad(&w->line, (lab > lw ? lab : lw) + 2 - lab);
-        sb_puts(&w->line, spark);
+        gmp_strbuf_puts(&w->line, spark);
         gmp_doc_val m = gmp_dv_bytes(max);
-        sb_printf(&w->line, "  (%s, 0 .. %s)", sc->title ? sc->title : "",
-                  gmp_doc_fmt(&m, mb, sizeof mb));
+        gmp_strbuf_printf(&w->line, "  (%s, 0 .. %s)", sc->title ? sc->title : "",
+                          gmp_doc_fmt(&m, mb, sizeof mb));
         emit(w, indent);
     }
 }
