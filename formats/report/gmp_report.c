@@ -2,7 +2,6 @@
  * only during the replay; gmp_report_trace holds the frozen result. */
 #include "gmp_map.h"
 #include "gmp_report.h"
-#include "gmp_units.h"
 
 #include <inttypes.h>
 #include <stdlib.h>
@@ -1411,14 +1410,6 @@ gmp_err gmp_report_doc_add(gmp_report_doc *doc, gmp_replay *rp, const char *path
 
 static const char *const by_names[] = {"range", "stack", "kind", "api"};
 
-const char *gmp_report_by_name(unsigned by)
-{
-    for (unsigned i = 0; i < 4; i++)
-        if (by == (1u << i))
-            return by_names[i];
-    return "";
-}
-
 unsigned gmp_report_parse_by(const char *s)
 {
     unsigned m = 0;
@@ -1540,7 +1531,10 @@ gmp_report_row *gmp_report_group(const gmp_report_trace *t, const gmp_report_vie
             g.bytes = s->peak_bytes;
             g.count = s->peak_count;
         } else if (what == GMP_REPORT_LEAKS) {
-            if (!s->live_count || !gmp_report_kind_holds_memory(s->kind))
+            /* static __device__ variables live as long as their module: not leaks (as in the
+             * devices' leaked_bytes) */
+            if (!s->live_count || !gmp_report_kind_holds_memory(s->kind) ||
+                s->kind == GMP_MEM_STATIC)
                 continue;
             g.bytes = s->live_bytes;
             g.count = s->live_count;
@@ -1631,36 +1625,6 @@ gmp_report_range *gmp_report_sorted_ranges(const gmp_report_trace *t, const gmp_
 }
 
 /* ---- formatting ---- */
-
-const char *gmp_report_fmt_bytes(uint64_t b, char *buf, size_t n)
-{
-    return gmp_fmt_bytes(b, buf, n);
-}
-
-const char *gmp_report_fmt_time(const gmp_report_trace *t, uint64_t ns, char *buf, size_t n)
-{
-    uint64_t t0 = t->t0_ns;
-    if (ns >= t0)
-        snprintf(buf, n, "+%" PRIu64 ".%06" PRIu64 " s", (ns - t0) / 1000000000u,
-                 (ns - t0) % 1000000000u / 1000u);
-    else
-        snprintf(buf, n, "-%" PRIu64 ".%06" PRIu64 " s", (t0 - ns) / 1000000000u,
-                 (t0 - ns) % 1000000000u / 1000u);
-    return buf;
-}
-
-const char *gmp_report_fmt_dur(uint64_t ns, char *buf, size_t n)
-{
-    if (ns < 1000)
-        snprintf(buf, n, "%" PRIu64 " ns", ns);
-    else if (ns < 1000000)
-        snprintf(buf, n, "%.3f us", (double)ns / 1e3);
-    else if (ns < 1000000000)
-        snprintf(buf, n, "%.3f ms", (double)ns / 1e6);
-    else
-        snprintf(buf, n, "%.3f s", (double)ns / 1e9);
-    return buf;
-}
 
 size_t gmp_report_frame_text(const gmp_report_trace *t, const gmp_report_frame *f, char *buf,
                              size_t n)

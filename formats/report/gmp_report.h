@@ -272,9 +272,8 @@ typedef struct gmp_report_view {
     int color; /* text: ANSI colours */
 } gmp_report_view;
 
-/* "range", ... and back; 0 when unknown. Parses a comma-separated list for --by. */
+/* Parses a comma-separated list of "range", "stack", "kind", "api" for --by; 0 when unknown. */
 unsigned gmp_report_parse_by(const char *s);
-const char *gmp_report_by_name(unsigned by); /* one bit */
 int gmp_report_parse_sort(const char *s, gmp_report_sort *out);
 const char *gmp_report_sort_name(gmp_report_sort s);
 
@@ -285,7 +284,7 @@ int gmp_report_wanted(const gmp_report_view *v, int32_t device);
  * order. Rows outside the view's device or with a zero count are left out. Caller frees. */
 typedef enum gmp_report_what {
     GMP_REPORT_PEAK,  /* live at the device's peak (device kinds) */
-    GMP_REPORT_LEAKS, /* live at the end (kinds that hold memory) */
+    GMP_REPORT_LEAKS, /* live at the end (kinds that hold memory; static variables are no leak) */
     GMP_REPORT_SITES, /* allocation counts (kinds that hold memory), most allocations first */
 } gmp_report_what;
 gmp_report_row *gmp_report_group(const gmp_report_trace *t, const gmp_report_view *v,
@@ -299,13 +298,6 @@ gmp_report_range *gmp_report_sorted_ranges(const gmp_report_trace *t, const gmp_
 int gmp_report_kind_holds_memory(uint32_t kind);
 
 /* ---- helpers for the builders ---- */
-
-/* "1.50 GiB", "512 B" */
-const char *gmp_report_fmt_bytes(uint64_t b, char *buf, size_t n);
-/* "+0.009000 s" relative to t->t0_ns */
-const char *gmp_report_fmt_time(const gmp_report_trace *t, uint64_t ns, char *buf, size_t n);
-/* "1.234 ms", "2.500 s" for a duration */
-const char *gmp_report_fmt_dur(uint64_t ns, char *buf, size_t n);
 
 /* The display text of a frame (raw bytes: escape them): "function (file:line)" for Python frames
  * and symbolized native frames, "libfoo.so+0x1a2b" (module file name) or "0x401000" otherwise.

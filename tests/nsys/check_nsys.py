@@ -97,24 +97,26 @@ def reference(db):
         if oname.endswith("_DEALLOCATION"):
             frees += 1
             if addr in live:
-                d, sz, p, cnt = live.pop(addr)
+                d, sz, p, cnt, _ = live.pop(addr)
                 if cnt:
                     cur[d] -= sz
         else:
             allocs += 1
-            live[addr] = (dev, size, path, counted)
+            live[addr] = (dev, size, path, counted, kname.endswith("STATIC"))
             if counted:
                 cur[dev] = cur.get(dev, 0) + size
                 if cur[dev] > peak.get(dev, 0):
                     peak[dev], peak_t[dev] = cur[dev], t
                     snap = {}
-                    for (d, sz, p, cnt) in live.values():
+                    for (d, sz, p, cnt, _) in live.values():
                         if cnt and d == dev:
                             b, n = snap.get(p, (0, 0))
                             snap[p] = (b + sz, n + 1)
                     at_peak[dev] = snap
-    leaks = {}
-    for (d, sz, p, cnt) in live.values():
+    leaks = {}  # static __device__ variables live as long as their module: not leaks
+    for (d, sz, p, cnt, static) in live.values():
+        if static:
+            continue
         b, n = leaks.get((d, p), (0, 0))
         leaks[(d, p)] = (b + sz, n + 1)
     apis = {corr: name for corr, (tid, name) in calls.items()}
