@@ -28,6 +28,14 @@
 #define T0 1000000000ull
 
 /* Replays the trace at path through a report (opts may be NULL); the caller frees the doc. */
+/* Makes an empty file from a mkstemp template (the test writes its trace there). */
+static void tmp_file(char *path)
+{
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    close(fd);
+}
+
 static gmp_report_doc *report_of(const char *path, const gmp_report_opts *opts)
 {
     gmp_reader *r = NULL;
@@ -215,9 +223,7 @@ static void write_analyses(const char *path)
 static void test_leak(void **state)
 {
     char path[] = "/tmp/gmp_ana_leak_XXXXXX";
-    int fd = mkstemp(path);
-    assert_true(fd >= 0);
-    close(fd);
+    tmp_file(path);
     write_leak(path);
     gmp_report_doc *doc = report_of(path, NULL);
     const gmp_report_trace *t = doc->traces[0];
@@ -281,9 +287,7 @@ static void test_leak(void **state)
 static void test_steady(void **state)
 {
     char path[] = "/tmp/gmp_ana_steady_XXXXXX";
-    int fd = mkstemp(path);
-    assert_true(fd >= 0);
-    close(fd);
+    tmp_file(path);
     write_steady(path);
     gmp_report_doc *doc = report_of(path, NULL);
     const gmp_report_trace *t = doc->traces[0];
@@ -306,9 +310,7 @@ static void test_steady(void **state)
 static void test_noisy(void **state)
 {
     char path[] = "/tmp/gmp_ana_noisy_XXXXXX";
-    int fd = mkstemp(path);
-    assert_true(fd >= 0);
-    close(fd);
+    tmp_file(path);
     /* exits (above 64 MiB + the live leak allocations): cumulative sums of these, except step 4
      * frees step 3's allocation (2 MiB) and leaks 1 MiB: a fall */
     const uint64_t K = 256 * TB_KiB;
@@ -340,9 +342,7 @@ static void test_noisy(void **state)
 static void test_warmup(void **state)
 {
     char path[] = "/tmp/gmp_ana_warm_XXXXXX";
-    int fd = mkstemp(path);
-    assert_true(fd >= 0);
-    close(fd);
+    tmp_file(path);
     uint64_t leak[10] = {TB_MiB, TB_MiB, TB_MiB, 0, 0, 0, 0, 0, 0, 0};
     write_steps(path, 10, leak, NULL);
     gmp_report_doc *doc = report_of(path, NULL);
@@ -376,9 +376,7 @@ static void test_warmup(void **state)
 static void test_temporary(void **state)
 {
     char path[] = "/tmp/gmp_ana_temp_XXXXXX";
-    int fd = mkstemp(path);
-    assert_true(fd >= 0);
-    close(fd);
+    tmp_file(path);
     tb b;
     tb_open(&b, path);
     uint32_t api = tb_str(&b, "cudaMalloc");
@@ -457,9 +455,7 @@ static void test_temporary(void **state)
 static void test_overhead_pool(void **state)
 {
     char path[] = "/tmp/gmp_ana_pool_XXXXXX";
-    int fd = mkstemp(path);
-    assert_true(fd >= 0);
-    close(fd);
+    tmp_file(path);
     tb b;
     tb_open(&b, path);
     tb_device(&b, 0, "NVIDIA H100 80GB HBM3", 80 * TB_GiB);
@@ -558,9 +554,7 @@ static void test_criterion(void **state)
 static void test_many(void **state)
 {
     char path[] = "/tmp/gmp_ana_many_XXXXXX";
-    int fd = mkstemp(path);
-    assert_true(fd >= 0);
-    close(fd);
+    tmp_file(path);
     enum { N = 1000 };
     static uint64_t leak[N];
     for (int i = 0; i < N; i++)
@@ -624,9 +618,7 @@ static const gmp_doc_block *doc_section(const gmp_doc *d, const char *s)
 static void test_doc_blocks(void **state)
 {
     char path[] = "/tmp/gmp_ana_doc_XXXXXX";
-    int fd = mkstemp(path);
-    assert_true(fd >= 0);
-    close(fd);
+    tmp_file(path);
     write_leak(path);
     gmp_report_doc *doc = report_of(path, NULL);
     const gmp_report_trace *t = doc->traces[0];
@@ -723,9 +715,7 @@ static void test_doc_blocks(void **state)
 static void test_doc_ooms(void **state)
 {
     char path[] = "/tmp/gmp_ana_docoom_XXXXXX";
-    int fd = mkstemp(path);
-    assert_true(fd >= 0);
-    close(fd);
+    tmp_file(path);
     write_analyses(path);
     gmp_report_doc *doc = report_of(path, NULL);
     gmp_report_view v = {.device = INT64_MIN};
