@@ -142,13 +142,24 @@ static void device_figures(const bld *b, gmp_doc_block *sec, const gmp_report_de
     gmp_doc_item_add(d, kv, "device", GMP_DOC_DATA, "%v%v%v", K(gmp_dv_device(o->id), "id"),
                      K(o->has_def ? str(b, o->name, "") : gmp_dv_none(), "name"),
                      K(gmp_dv_bytes(o->total_bytes), "total_bytes"));
-    gmp_doc_item_add(
-        d, kv, "peak allocated", 0, "%v at %v",
-        KF(gmp_dv_bytes(r->peak_allocated), "peak_allocated_bytes", GMP_DOC_STRONG | GMP_DOC_RAW),
-        K(tm(b, r->peak_time_ns), "peak_time_ns"));
-    gmp_doc_item_add(d, kv, "peak reserved", 0, "%v at %v",
-                     KF(gmp_dv_bytes(r->peak_reserved), "peak_reserved_bytes", GMP_DOC_RAW),
-                     K(tm(b, r->peak_reserved_time_ns), "peak_reserved_time_ns"));
+    /* a device with no allocation has no peak and no time for it (null in the JSON) */
+    if (r->peak_allocated)
+        gmp_doc_item_add(d, kv, "peak allocated", 0, "%v at %v",
+                         KF(gmp_dv_bytes(r->peak_allocated), "peak_allocated_bytes",
+                            GMP_DOC_STRONG | GMP_DOC_RAW),
+                         K(tm(b, r->peak_time_ns), "peak_time_ns"));
+    else
+        gmp_doc_item_add(d, kv, "peak allocated", 0, "%v%v (no device memory allocated)",
+                         KF(gmp_dv_bytes(0), "peak_allocated_bytes", GMP_DOC_STRONG),
+                         K(gmp_dv_none(), "peak_time_ns"));
+    if (r->peak_reserved)
+        gmp_doc_item_add(d, kv, "peak reserved", 0, "%v at %v",
+                         KF(gmp_dv_bytes(r->peak_reserved), "peak_reserved_bytes", GMP_DOC_RAW),
+                         K(tm(b, r->peak_reserved_time_ns), "peak_reserved_time_ns"));
+    else
+        gmp_doc_item_add(d, kv, "peak reserved", 0, "%v%v",
+                         K(gmp_dv_bytes(0), "peak_reserved_bytes"),
+                         K(gmp_dv_none(), "peak_reserved_time_ns"));
     gmp_doc_item_add(d, kv, "allocations", 0, "%v (%v freed, %v failed), %v in all",
                      K(gmp_dv_count(r->allocs), "allocations"), K(gmp_dv_count(r->frees), "frees"),
                      K(gmp_dv_count(r->failed_allocs), "failed_allocations"),
@@ -163,9 +174,11 @@ static void device_figures(const bld *b, gmp_doc_block *sec, const gmp_report_de
                      gmp_dv_lit(plural(r->ooms, "s")));
     gmp_doc_item_add(
         d, kv, "not explained by allocations", r->samples ? 0 : GMP_DOC_DATA,
-        "max %v at %v, mean %v, last %v (%v sample%v)",
+        r->max_unexplained ? "max %v at %v, mean %v, last %v (%v sample%v)"
+                           : "max %v%v, mean %v, last %v (%v sample%v)",
         K(gmp_dv_bytes(r->max_unexplained), "max_unexplained_bytes"),
-        K(tm(b, r->max_unexplained_time_ns), "max_unexplained_time_ns"),
+        K(r->max_unexplained ? tm(b, r->max_unexplained_time_ns) : gmp_dv_none(),
+          "max_unexplained_time_ns"),
         K(gmp_dv_bytes((uint64_t)(o->unexplained_mean + 0.5)), "unexplained_mean_bytes"),
         K(gmp_dv_bytes(o->unexplained_last), "unexplained_last_bytes"),
         K(gmp_dv_count(r->samples), "samples"), gmp_dv_lit(plural(r->samples, "s")));
@@ -216,7 +229,8 @@ static void device_timeline(const bld *b, gmp_doc_block *sec, const gmp_report_d
         y[5] = p->frag_max;
         y[6] = p->has_used ? p->used_max : 0;
     }
-    gmp_doc_mark_add(b->d, s, o->d.peak_time_ns, "peak", 0);
+    if (o->d.peak_allocated)
+        gmp_doc_mark_add(b->d, s, o->d.peak_time_ns, "peak", 0);
     for (size_t i = 0; i < t->nooms; i++)
         if (t->ooms[i].o.device == o->id)
             gmp_doc_mark_add(b->d, s, t->ooms[i].o.time_ns, "out of memory", GMP_DOC_BAD);
@@ -430,7 +444,7 @@ static void kinds(const bld *b, gmp_doc_block *sec)
             r[4] = gmp_dv_count(ks->frees);
             r[5] = gmp_dv_bytes(ks->alloc_bytes);
             r[6] = gmp_dv_bytes(ks->peak_bytes);
-            r[7] = tm(b, ks->peak_time_ns);
+            r[7] = ks->peak_bytes ? tm(b, ks->peak_time_ns) : gmp_dv_none();
             r[8] = gmp_dv_bytes(ks->live_bytes);
             r[9] = gmp_dv_count(ks->live_count);
             r[10] = gmp_dv_bytes(ks->max_alloc_bytes);
@@ -574,7 +588,7 @@ static void ranges(const bld *b, gmp_doc_block *sec)
             r[14] = gmp_dv_sbytes(g->net_bytes);
             r[15] = gmp_dv_bytes(g->left_bytes);
             r[16] = gmp_dv_bytes(g->peak_bytes);
-            r[17] = tm(b, g->peak_time_ns);
+            r[17] = g->peak_bytes ? tm(b, g->peak_time_ns) : gmp_dv_none();
             r[18] = gmp_dv_bytes(g->peak_inside_bytes);
             r[19] = gmp_dv_bytes((uint64_t)(g->frag_mean_bytes + 0.5));
         }
@@ -814,7 +828,7 @@ static void summary(gmp_doc *d, const gmp_report_doc *doc, const gmp_report_view
         r[3] = gmp_dv_int(t->rank);
         r[4] = gmp_dv_bytes(peak);
         r[5] = gmp_dv_device(pd);
-        r[6] = gmp_dv_time(pt, t->t0_ns);
+        r[6] = peak ? gmp_dv_time(pt, t->t0_ns) : gmp_dv_none();
         r[7] = gmp_dv_bytes(leaked);
         r[8] = gmp_dv_count(noom);
         r[9] = gmp_dv_count(t->sum.events);

@@ -271,6 +271,30 @@ def main():
             eq("html sections", process_sections(t), 3)
             if "Across the 3 processes" not in t:
                 sys.exit("html: no summary")
+        elif mode == "noalloc":
+            # a trace without allocations: no peak and no time for it (it was "0 B at -1.000000
+            # s", a time before the trace began), in every format
+            run([traces, "noalloc", "noalloc.zst"], tmp)
+            out, _ = run([gmp, "report", "noalloc.zst", "-f", "json"], tmp)
+            doc = json.loads(out)
+            eq("devices", [d["id"] for d in doc["devices"]], [0, 1])
+            for d in doc["devices"]:
+                eq("peak", d["peak_allocated_bytes"], 0)
+                eq("peak time", d["peak_time_ns"], None)
+                eq("peak reserved time", d["peak_reserved_time_ns"], None)
+            eq("unexplained time, device 0", doc["devices"][0]["max_unexplained_time_ns"], None)
+            eq("unexplained, device 1", (doc["devices"][1]["max_unexplained_bytes"],
+                                         doc["devices"][1]["max_unexplained_time_ns"]),
+               (1 << 30, 1300001500))
+            for fmt in ("text", "markdown", "html"):
+                o, _ = run([gmp, "report", "noalloc.zst", "-f", fmt], tmp)
+                t = o.decode()
+                if re.search(r"-\d+\.\d+ s", t):
+                    sys.exit("%s: a time before the trace:\n%s" % (fmt, t))
+                if "no device memory allocated" not in t:
+                    sys.exit("%s: no 'no device memory allocated':\n%s" % (fmt, t))
+                if "max 1.00 GiB at +0.3000" not in t and fmt == "text":
+                    sys.exit("text: device 1's unexplained memory has no time:\n" + t)
         elif mode == "convert":
             # convert --report F (format by extension) and --json F: the same as report
             for ext, fmt in (("html", "html"), ("md", "markdown"), ("txt", "text")):

@@ -3,6 +3,7 @@
  *   report_traces ranges OUT.zst         nested ranges with known allocations (exact ranges[])
  *   report_traces hostile OUT.zst        hostile strings everywhere a trace has strings
  *   report_traces rank N OUT.zst         a small training step as rank N (several traces)
+ *   report_traces noalloc OUT.zst        a device, a range and driver samples, no allocation
  *
  * Times are microseconds after start_trace_ns (T(x)). */
 #include "replay_tb.h"
@@ -108,16 +109,35 @@ static void rank(const char *out, int r)
     tb_close(&b);
 }
 
+/* Two devices that are known (DEVICE records, samples of the driver: device 1's show 1 GiB that no
+ * allocation explains, device 0's nothing) and a range, but no allocation: the report has no peak
+ * to give a time for. */
+static void noalloc(const char *out)
+{
+    tb b;
+    tb_open(&b, out);
+    tb_device(&b, 0, "Test GPU", 16 * TB_GiB);
+    uint32_t step = tb_range(&b, "step");
+    tb_range_ev(&b, 0, GMP_REC_RANGE_PUSH, T(300000), step, 0);
+    tb_device(&b, 1, "Test GPU", 16 * TB_GiB);
+    tb_sample(&b, 0, T(300001), 0, 15 * TB_GiB, 16 * TB_GiB, 0);
+    tb_sample(&b, 0, T(300001.5), 1, 15 * TB_GiB, 16 * TB_GiB, UINT64_MAX);
+    tb_range_ev(&b, 0, GMP_REC_RANGE_POP, T(300002), step, 0);
+    tb_close(&b);
+}
+
 int main(int argc, char **argv)
 {
     if (argc == 3 && strcmp(argv[1], "ranges") == 0)
         ranges(argv[2]);
     else if (argc == 3 && strcmp(argv[1], "hostile") == 0)
         hostile(argv[2]);
+    else if (argc == 3 && strcmp(argv[1], "noalloc") == 0)
+        noalloc(argv[2]);
     else if (argc == 4 && strcmp(argv[1], "rank") == 0)
         rank(argv[3], atoi(argv[2]));
     else {
-        fprintf(stderr, "usage: report_traces ranges|hostile OUT.zst | rank N OUT.zst\n");
+        fprintf(stderr, "usage: report_traces ranges|hostile|noalloc OUT.zst | rank N OUT.zst\n");
         return 2;
     }
     return 0;
