@@ -48,7 +48,9 @@ EXPORT int gmp_range_pop(void);
 enum { ST_OFF, ST_STARTING, ST_ON, ST_DISABLED, ST_DONE };
 
 static pthread_mutex_t start_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t start_cond = PTHREAD_COND_INITIALIZER; /* STARTING ended (see agent_start) */
 static atomic_int state = ST_OFF;
+static _Thread_local int tl_starting; /* this thread is inside agent_start's work */
 static gmp_agent_opts opts;
 static gmp_writer *W;
 static gmp_sink sink;
@@ -278,35 +280,95 @@ static void at_fork_child(void)
     tl.t = NULL;
     tl.busy = 0;
     pthread_mutex_init(&start_lock, NULL);
+    pthread_cond_init(&start_cond, NULL);
 }
 
-/* Starts the trace (once per process). Returns 1 when recording. */
+/* Starts the trace (once per process). Returns 1 when recording.
+ *
+ * The start runs without start_lock held, so that it never holds a lock while it loads libraries
+ * or creates threads; its end is announced on start_cond. InitializeInjection (from inside the
+ * first CUDA call, under the driver's own initialization lock) and InitializeInjectionNvtx2 (from
+ * inside an NVTX call, while that library's other threads spin in nvtxInitOnce, nvtxInit.h:451)
+ * can arrive together on two threads: the second waits for the first's start to end and then sees
+ * the result, instead of returning "not started" (CUPTI never subscribed; NVTX a no-op for good for
+ * that library, as NVTX sets no-op slots when its init fails). The start itself calls neither CUDA
+ * nor NVTX, so the waiting thread cannot hold something the start needs: no deadlock. Only the
+ * starting thread itself, re-entering (a library it loads making a CUDA or NVTX call), returns at
+ * once. A wait longer than 30 s (a start blocked by something outside the agent) gives up with one
+ * line on stderr, never hangs the program. */
+static int agent_start_work(void);
+
 static int agent_start(void)
 {
     int s = atomic_load(&state);
     if (s == ST_ON)
         return 1;
-    if (s != ST_OFF)
+    if (s != ST_OFF && s != ST_STARTING)
         return 0;
+    if (tl_starting)
+        return 0; /* re-entered from this thread's own start */
     pthread_mutex_lock(&start_lock);
+    if (atomic_load(&state) == ST_STARTING) {
+        struct timespec dl;
+        clock_gettime(CLOCK_REALTIME, &dl);
+        dl.tv_sec += 30;
+        while (atomic_load(&state) == ST_STARTING)
+            if (pthread_cond_timedwait(&start_cond, &start_lock, &dl) == ETIMEDOUT)
+                break;
+        if (atomic_load(&state) == ST_STARTING) {
+            pthread_mutex_unlock(&start_lock);
+            agent_log("the agent's start took longer than 30 s on another thread; this thread "
+                      "goes on without it");
+            return 0;
+        }
+    }
     if (atomic_load(&state) != ST_OFF) {
+        int on = atomic_load(&state) == ST_ON;
         pthread_mutex_unlock(&start_lock);
-        return atomic_load(&state) == ST_ON;
+        return on;
     }
     atomic_store(&state, ST_STARTING);
+    pthread_mutex_unlock(&start_lock);
+    tl_starting = 1;
+    int ok = agent_start_work();
+    tl_starting = 0;
+    pthread_mutex_lock(&start_lock);
+    if (atomic_load(&state) == ST_STARTING) /* a fork in between made it DISABLED in the child */
+        atomic_store(&state, ok ? ST_ON : ST_DISABLED);
+    ok = atomic_load(&state) == ST_ON;
+    pthread_cond_broadcast(&start_cond);
+    pthread_mutex_unlock(&start_lock);
+    if (!ok)
+        return 0;
+    if (stack_why[0])
+        notice(GMP_NOTICE_WARNING, stack_why);
+    term_install();
+    if (!opts.quiet)
+        agent_log("recording to %s", trace_path);
+    return 1;
+}
+
+/* The work of the start, on the one thread that starts: returns 1 when recording can begin. */
+static int agent_start_work(void)
+{
+    /* tests widen the start race with a pause here (tests/agent/test_start_race.py) */
+    const char *delay = getenv("GPUMEMPROF_TEST_START_DELAY_US");
+    if (delay && *delay) {
+        long us = strtol(delay, NULL, 10);
+        if (us > 0 && us <= 1000000) {
+            struct timespec ts = {us / 1000000, (us % 1000000) * 1000};
+            nanosleep(&ts, NULL);
+        }
+    }
     char err[1200];
     if (gmp_agent_opts_read(&opts, err, sizeof err) < 0) {
         agent_log("not profiling: %s", err);
-        atomic_store(&state, ST_DISABLED);
-        pthread_mutex_unlock(&start_lock);
         return 0;
     }
     int fd =
         gmp_agent_create(opts.output, opts.force, trace_path, sizeof trace_path, err, sizeof err);
     if (fd < 0) {
         agent_log("not profiling: %s", err);
-        atomic_store(&state, ST_DISABLED);
-        pthread_mutex_unlock(&start_lock);
         return 0;
     }
     /* header */
@@ -344,8 +406,6 @@ static int agent_start(void)
         wo.sync_lag_ns = 3ull * opts.flush_ms * 1000000ull;
     if (gmp_writer_open(&W, fd, &wo, &h) != GMP_OK) {
         agent_log("not profiling: cannot start the trace writer");
-        atomic_store(&state, ST_DISABLED);
-        pthread_mutex_unlock(&start_lock);
         return 0;
     }
     pthread_key_create(&tkey, thread_gone);
@@ -378,13 +438,6 @@ static int agent_start(void)
     gmp_nvtx_init(&sink);
     atexit(agent_stop);
     pthread_atfork(NULL, NULL, at_fork_child);
-    atomic_store(&state, ST_ON);
-    if (stack_why[0])
-        notice(GMP_NOTICE_WARNING, stack_why);
-    term_install();
-    pthread_mutex_unlock(&start_lock);
-    if (!opts.quiet)
-        agent_log("recording to %s", trace_path);
     return 1;
 }
 
