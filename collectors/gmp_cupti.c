@@ -38,6 +38,7 @@
  * generated_cuda_runtime_api_meta.h */
 
 #include "gmp_clock.h"
+#include "gmp_handles.h"
 #include "gmp_nvtx.h"
 #include "gmp_alert.h"
 #include "gmp_stack.h"
@@ -96,7 +97,17 @@ static _Thread_local struct {
 } tl;
 
 /* ---- what each API does ---- */
-enum op { OP_NONE, OP_ALLOC, OP_FREE, OP_POOL_CREATE, OP_POOL_DESTROY, OP_POOL_TRIM, OP_POOL_ATTR };
+enum op {
+    OP_NONE,
+    OP_ALLOC,
+    OP_FREE,
+    OP_POOL_CREATE,
+    OP_POOL_DESTROY,
+    OP_POOL_TRIM,
+    OP_POOL_ATTR,
+    OP_VMM_RETAIN, /* cuMemRetainAllocationHandle: one more reference to a handle */
+    OP_VMM_IMPORT  /* cuMemImportFromShareableHandle: a handle of memory another process owns */
+};
 
 typedef struct api_desc {
     CUpti_CallbackDomain dom;
@@ -162,6 +173,10 @@ static api_desc apis[] = {
     DRV(cuMemPoolSetAttribute, "cuMemPoolSetAttribute", OP_POOL_ATTR, 0),
     DRV(cuMemCreate, "cuMemCreate", OP_ALLOC, GMP_MEM_VMM_PHYSICAL),
     DRV(cuMemRelease, "cuMemRelease", OP_FREE, GMP_MEM_VMM_PHYSICAL),
+    DRV(cuMemRetainAllocationHandle, "cuMemRetainAllocationHandle", OP_VMM_RETAIN,
+        GMP_MEM_VMM_PHYSICAL),
+    DRV(cuMemImportFromShareableHandle, "cuMemImportFromShareableHandle", OP_VMM_IMPORT,
+        GMP_MEM_VMM_PHYSICAL),
     DRV(cuMemMap, "cuMemMap", OP_ALLOC, GMP_MEM_VMM_MAPPING),
     DRV(cuMemUnmap, "cuMemUnmap", OP_FREE, GMP_MEM_VMM_MAPPING),
     DRV(cuMemAddressReserve, "cuMemAddressReserve", OP_ALLOC, GMP_MEM_VA_RESERVE),
@@ -584,6 +599,194 @@ static void drv_free_fields(CUpti_CallbackId cbid, const CUpti_CallbackData *cd,
     }
 }
 
+/* ---- VMM handles: physical memory lives until its last reference and last mapping go ----
+ * cuda.h (cuMemRelease): "the memory allocation will be freed when all outstanding mappings to
+ * the memory are unmapped and when all outstanding references to the handle (including its
+ * shareable counterparts) are also released"; cuMemRetainAllocationHandle: "the handle ... must be
+ * released with cuMemRelease" (one more reference). So the agent counts, per handle, references
+ * (cuMemCreate, cuMemRetainAllocationHandle, cuMemImportFromShareableHandle +1; cuMemRelease -1)
+ * and live mappings (cuMemMap +1, cuMemUnmap -1), and writes the VMM_PHYSICAL FREE when both reach
+ * zero, at the call that makes them so: a cuMemRelease or a cuMemUnmap. The replay then sees the
+ * true free time and needs no VMM rule of its own. NCCL's free path (retain, release, unmap,
+ * release) gives one free, at the last release. Imported handles (memory another process owns)
+ * are counted the same way but never recorded: they are not this process's memory. A release of a
+ * handle the agent never saw (created before it subscribed) is recorded as before, a FREE by
+ * handle, so the trace says the program released something unknown. Like other frees, the FREE
+ * is written at the call's entry; a release that then fails is undone (a FAILED record follows,
+ * the counts are restored). A failed cuMemUnmap is not undone (its mappings are taken as gone). */
+static pthread_mutex_t vmm_lock = PTHREAD_MUTEX_INITIALIZER;
+static gmp_handles vmm_handles; /* handle -> size, device, refs, maps, flags */
+static gmp_handles vmm_maps;    /* mapped address -> handle, size */
+static _Thread_local struct {
+    uint64_t handle, size;
+    int32_t device;
+    uint32_t flags;
+    int state; /* 0 none, 1 a reference dropped at entry, 2 the handle freed at entry */
+} tl_rel;
+
+static void vmm_free_record(gmp_wthread *t, api_desc *a, const CUpti_CallbackData *cd,
+                            uint64_t handle, uint64_t size, int dev, int failed, int result)
+{
+    gmp_rec r = {.type = GMP_REC_FREE};
+    r.u.mem.kind = GMP_MEM_VMM_PHYSICAL;
+    r.u.mem.api = api_sid(a);
+    r.u.mem.correlation = cd->correlationId;
+    r.u.mem.handle = handle;
+    r.u.mem.size = size;
+    r.u.mem.device = dev;
+    if (failed) {
+        r.u.mem.flags = GMP_MEMF_FAILED;
+        r.u.mem.result = result;
+        r.u.mem.stack = gmp_stack_current();
+    } else {
+        r.u.mem.range = gmp_nvtx_current_range(S->w);
+    }
+    emit(t, &r);
+    if (!failed && gmp_alert_on)
+        gmp_alert_free(&r.u.mem);
+}
+
+static void vmm_created(uint64_t handle, uint64_t size, int dev, uint32_t flags)
+{
+    pthread_mutex_lock(&vmm_lock);
+    gmp_handle_ent *e = gmp_handles_put(&vmm_handles, handle);
+    if (e) {
+        if (e->refs == 0 && e->maps == 0) { /* a new handle (or a reused value) */
+            e->size = size;
+            e->device = dev;
+            e->flags = flags;
+        }
+        e->refs++;
+    }
+    pthread_mutex_unlock(&vmm_lock);
+}
+
+static void vmm_retained(uint64_t handle)
+{
+    pthread_mutex_lock(&vmm_lock);
+    gmp_handle_ent *e = gmp_handles_get(&vmm_handles, handle);
+    if (e)
+        e->refs++;
+    pthread_mutex_unlock(&vmm_lock);
+}
+
+static void vmm_mapped(uint64_t addr, uint64_t size, uint64_t handle)
+{
+    pthread_mutex_lock(&vmm_lock);
+    gmp_handle_ent *h = gmp_handles_get(&vmm_handles, handle);
+    if (h) {
+        h->maps++;
+        gmp_handle_ent *m = gmp_handles_put(&vmm_maps, addr);
+        if (m) {
+            m->handle = handle;
+            m->size = size;
+        } else {
+            h->maps--; /* out of memory: the mapping is not counted */
+        }
+    }
+    pthread_mutex_unlock(&vmm_lock);
+}
+
+/* cuMemRelease: at entry drop a reference (the FREE when nothing holds the memory any more); at a
+ * failed exit undo it. Returns 1 when handled (the caller records nothing more). */
+static int vmm_release(gmp_wthread *t, api_desc *a, const CUpti_CallbackData *cd, int enter,
+                       int result)
+{
+    uint64_t handle = (uint64_t)((const cuMemRelease_params *)cd->functionParams)->handle;
+    if (enter) {
+        tl_rel.state = 0;
+        pthread_mutex_lock(&vmm_lock);
+        gmp_handle_ent *e = gmp_handles_get(&vmm_handles, handle);
+        if (!e) {
+            pthread_mutex_unlock(&vmm_lock);
+            return 0; /* unknown: recorded as a FREE by handle, as before */
+        }
+        tl_rel.handle = handle;
+        tl_rel.size = e->size;
+        tl_rel.device = e->device;
+        tl_rel.flags = e->flags;
+        tl_rel.state = 1;
+        if (e->refs)
+            e->refs--;
+        int gone = e->refs == 0 && e->maps == 0;
+        if (gone) {
+            gmp_handles_del(&vmm_handles, handle);
+            tl_rel.state = 2;
+        }
+        pthread_mutex_unlock(&vmm_lock);
+        if (gone && !(tl_rel.flags & GMP_HANDLE_IMPORTED))
+            vmm_free_record(t, a, cd, handle, tl_rel.size, tl_rel.device, 0, 0);
+        return 1;
+    }
+    /* exit of a failed release */
+    if (!tl_rel.state || tl_rel.handle != handle)
+        return 0;
+    int was = tl_rel.state;
+    tl_rel.state = 0;
+    pthread_mutex_lock(&vmm_lock);
+    gmp_handle_ent *e = gmp_handles_put(&vmm_handles, handle);
+    if (e) {
+        if (was == 2) {
+            e->size = tl_rel.size;
+            e->device = tl_rel.device;
+            e->flags = tl_rel.flags;
+        }
+        e->refs++;
+    }
+    pthread_mutex_unlock(&vmm_lock);
+    if (was == 2 && !(tl_rel.flags & GMP_HANDLE_IMPORTED))
+        vmm_free_record(t, a, cd, handle, tl_rel.size, tl_rel.device, 1, result);
+    return 1;
+}
+
+/* cuMemUnmap at entry: every mapping in [ptr, ptr + size) loses its handle's mapping; a handle
+ * with no reference and no mapping left is freed here. */
+static void vmm_unmap(gmp_wthread *t, api_desc *a, const CUpti_CallbackData *cd)
+{
+    const cuMemUnmap_params *q = cd->functionParams;
+    uint64_t addr = (uint64_t)q->ptr, end = addr + (uint64_t)q->size;
+    if (end < addr)
+        return;
+    struct {
+        uint64_t handle, size;
+        int32_t dev;
+    } freed[16];
+    for (int more = 1; more && addr < end;) {
+        size_t nf = 0;
+        more = 0;
+        pthread_mutex_lock(&vmm_lock);
+        while (addr < end) {
+            gmp_handle_ent *m = gmp_handles_get(&vmm_maps, addr);
+            if (!m || !m->size)
+                break;
+            uint64_t handle = m->handle, msize = m->size;
+            gmp_handles_del(&vmm_maps, addr);
+            addr += msize;
+            gmp_handle_ent *h = gmp_handles_get(&vmm_handles, handle);
+            if (h && h->maps)
+                h->maps--;
+            if (h && h->maps == 0 && h->refs == 0) {
+                int imported = (h->flags & GMP_HANDLE_IMPORTED) != 0;
+                uint64_t hsize = h->size;
+                int32_t hdev = h->device;
+                gmp_handles_del(&vmm_handles, handle);
+                if (!imported) {
+                    freed[nf].handle = handle;
+                    freed[nf].size = hsize;
+                    freed[nf].dev = hdev;
+                    if (++nf == sizeof freed / sizeof freed[0]) {
+                        more = 1;
+                        break;
+                    }
+                }
+            }
+        }
+        pthread_mutex_unlock(&vmm_lock);
+        for (size_t i = 0; i < nf; i++)
+            vmm_free_record(t, a, cd, freed[i].handle, freed[i].size, freed[i].dev, 0, 0);
+    }
+}
+
 static int is_oom(CUpti_CallbackDomain dom, int result)
 {
     if (dom == CUPTI_CB_DOMAIN_RUNTIME_API)
@@ -700,6 +903,13 @@ static void on_api(CUpti_CallbackDomain dom, CUpti_CallbackId cbid, const CUpti_
     if (!t)
         return;
     int dev = device_of(cd->context);
+    if (!rt && a->cbid == CUPTI_DRIVER_TRACE_CBID_cuMemRelease &&
+        vmm_release(t, a, cd, enter, result)) {
+        S->leave();
+        return;
+    }
+    if (!rt && a->cbid == CUPTI_DRIVER_TRACE_CBID_cuMemUnmap && enter)
+        vmm_unmap(t, a, cd); /* then the mapping's own FREE below */
     if (a->op == OP_FREE) {
         if (enter) {
             /* recorded at entry, before the memory is released: an address reused by another
@@ -763,9 +973,23 @@ static void on_api(CUpti_CallbackDomain dom, CUpti_CallbackId cbid, const CUpti_
                     gmp_alert_alloc(t, &r.u.mem);
                 if (!rt && result == 0)
                     tl.last_drv_addr = r.u.mem.address;
+                if (!rt && result == 0 && a->cbid == CUPTI_DRIVER_TRACE_CBID_cuMemCreate)
+                    vmm_created(r.u.mem.handle, r.u.mem.size, dev, 0);
+                else if (!rt && result == 0 && a->cbid == CUPTI_DRIVER_TRACE_CBID_cuMemMap)
+                    vmm_mapped(r.u.mem.address, r.u.mem.size, r.u.mem.handle);
                 if (result != 0 && is_oom(dom, result))
                     record_oom(t, dev, r.u.mem.api, r.u.mem.size, result, r.u.mem.stack);
             }
+        } else if (a->op == OP_VMM_RETAIN) {
+            const cuMemRetainAllocationHandle_params *q = cd->functionParams;
+            if (result == 0 && q->handle)
+                vmm_retained((uint64_t)*q->handle);
+        } else if (a->op == OP_VMM_IMPORT) {
+            /* another process's memory (or an object's): counted for its releases and mappings,
+             * never recorded as this process's allocation */
+            const cuMemImportFromShareableHandle_params *q = cd->functionParams;
+            if (result == 0 && q->handle)
+                vmm_created((uint64_t)*q->handle, 0, -1, GMP_HANDLE_IMPORTED);
         } else {
             pool_event(t, a, cd, dev, result);
         }
@@ -972,51 +1196,176 @@ static void *try_open(const char *path)
     return h;
 }
 
+static char cupti_source[4200]; /* the CUPTI loaded and why: "PATH (reason)" */
+
+/* The major version of a loaded CUDA runtime, from its file name (libcudart.so.12 or the real
+ * file libcudart.so.12.4.127); 0 when unknown. */
+static int runtime_major(const char *path)
+{
+    const char *base = strrchr(path, '/');
+    base = base ? base + 1 : path;
+    const char *v = base + strlen("libcudart.so");
+    if (v[0] == '.' && v[1] >= '0' && v[1] <= '9')
+        return atoi(v + 1);
+    char real[4096];
+    if (realpath(path, real)) {
+        base = strrchr(real, '/');
+        base = base ? base + 1 : real;
+        if (!strncmp(base, "libcudart.so.", 13) && base[13] >= '0' && base[13] <= '9')
+            return atoi(base + 13);
+    }
+    return 0;
+}
+
+static int ends_with(const char *s, size_t n, const char *suffix)
+{
+    size_t k = strlen(suffix);
+    return n >= k && !memcmp(s + n - k, suffix, k);
+}
+
+/* The CUPTI of the process (issue 16): first the one it names, then one it already loaded, then
+ * one matching its CUDA runtime beside that runtime, then a toolkit's. Never a second CUPTI: a
+ * loaded one is reused (RTLD_NOLOAD), and the runtime's neighbour is the file the program's own
+ * profiler (torch.profiler, a wheel's kineto) would load. gpumemprof info (cli/cmd_info.c) follows
+ * the same order. */
 static void *load_cupti(const char *explicit_path, char *why, size_t whylen)
 {
+    char path[4096], loaded[4096];
+    int have_loaded = gmp_loaded_object("libcupti.so", loaded, sizeof loaded);
+    /* 0. an explicit path (--cupti, GPUMEMPROF_CUPTI) */
     if (explicit_path && *explicit_path) {
         void *h = try_open(explicit_path);
-        if (!h)
+        if (!h) {
             snprintf(why, whylen, "cannot profile: cannot load CUPTI from %s: %s", explicit_path,
                      dlerror());
+            return NULL;
+        }
+        snprintf(cupti_source, sizeof cupti_source, "%s (--cupti / GPUMEMPROF_CUPTI)",
+                 explicit_path);
+        char now[4096];
+        if (have_loaded && gmp_loaded_object("libcupti.so", now, sizeof now) &&
+            strcmp(now, loaded) == 0 && strcmp(loaded, explicit_path) != 0 && S && S->log) {
+            char a[4096], b[4096];
+            if (!realpath(loaded, a) || !realpath(explicit_path, b) || strcmp(a, b) != 0)
+                S->log("the program had loaded CUPTI %s; --cupti %s is a second CUPTI in the "
+                       "process",
+                       loaded, explicit_path);
+        }
         return h;
     }
-    char path[4096];
-    /* 1. next to the driver the process is using (found even when loaded privately) */
-    char dir[4000];
-    if (gmp_driver_dir(dir, sizeof dir) == 0) {
-        snprintf(path, sizeof path, "%.4000s/%s", dir, CUPTI_SONAME);
-        void *h = try_open(path);
-        if (h)
+    /* 1. the CUPTI the process already loaded (its own profiler, a wheel's kineto): reused */
+    if (have_loaded) {
+        void *h = dlopen(loaded, RTLD_NOW | RTLD_NOLOAD);
+        if (h) {
+            snprintf(cupti_source, sizeof cupti_source, "%s (already loaded by the program)",
+                     loaded);
             return h;
-    }
-    /* 2. the toolkit named by the environment */
-    const char *homes[] = {getenv("CUDA_HOME"), getenv("CUDA_PATH")};
-    for (size_t i = 0; i < 2; i++) {
-        if (!homes[i] || !*homes[i])
-            continue;
-        const char *subs[] = {"lib64", "extras/CUPTI/lib64", "lib"};
-        for (size_t j = 0; j < 3; j++) {
-            snprintf(path, sizeof path, "%s/%s/%s", homes[i], subs[j], CUPTI_SONAME);
-            void *h = try_open(path);
-            if (h)
-                return h;
         }
     }
-    /* 3. the dynamic linker's search path, then the usual install places */
-    const char *names[] = {CUPTI_SONAME, "/usr/local/cuda/lib64/" CUPTI_SONAME,
-                           "/usr/local/cuda/extras/CUPTI/lib64/" CUPTI_SONAME,
-                           "/usr/lib/x86_64-linux-gnu/" CUPTI_SONAME, "libcupti.so"};
-    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
-        void *h = try_open(names[i]);
-        if (h)
-            return h;
+    /* 2. beside the loaded CUDA runtime, of its major version: the runtime's directory (a
+     * toolkit's lib64, torch/lib of wheels that bundle it), the pip wheels' layout
+     * (site-packages/nvidia/cuda_runtime/lib -> nvidia/cuda_cupti/lib, torch/lib) and a toolkit's
+     * extras/CUPTI/lib64 */
+    char rt[4096];
+    int major = 0;
+    if (gmp_loaded_object("libcudart.so", rt, sizeof rt) && (major = runtime_major(rt)) > 0) {
+        char *slash = strrchr(rt, '/');
+        if (slash) {
+            *slash = 0;
+            size_t n = strlen(rt);
+            char cand[4][4200];
+            size_t nc = 0;
+            snprintf(cand[nc++], sizeof cand[0], "%s/libcupti.so.%d", rt, major);
+            if (ends_with(rt, n, "/nvidia/cuda_runtime/lib")) {
+                size_t root = n - strlen("/cuda_runtime/lib"); /* .../nvidia */
+                snprintf(cand[nc++], sizeof cand[0], "%.*s/cuda_cupti/lib/libcupti.so.%d",
+                         (int)root, rt, major);
+                root -= strlen("/nvidia"); /* site-packages */
+                snprintf(cand[nc++], sizeof cand[0], "%.*s/torch/lib/libcupti.so.%d", (int)root, rt,
+                         major);
+            }
+            if (ends_with(rt, n, "/lib64"))
+                snprintf(cand[nc++], sizeof cand[0], "%.*s/extras/CUPTI/lib64/libcupti.so.%d",
+                         (int)(n - 6), rt, major);
+            for (size_t i = 0; i < nc; i++) {
+                void *h = try_open(cand[i]);
+                if (h) {
+                    snprintf(cupti_source, sizeof cupti_source,
+                             "%.4100s (beside the program's CUDA runtime, major %d)", cand[i],
+                             major);
+                    return h;
+                }
+            }
+        }
     }
-    snprintf(why, whylen,
-             "cannot profile: %s not found (looked next to libcuda, in CUDA_HOME, on the library "
-             "path and in /usr/local/cuda; use --cupti PATH)",
-             CUPTI_SONAME);
+    /* 3. a toolkit's: next to the driver, CUDA_HOME/CUDA_PATH, the library path, the usual
+     * places; of the runtime's major first when one is loaded */
+    int majors[2] = {major > 0 && major != CUPTI_API_VERSION / 10000 ? major : 0,
+                     CUPTI_API_VERSION / 10000};
+    for (int mi = 0; mi < 2; mi++) {
+        if (!majors[mi])
+            continue;
+        char soname[32];
+        snprintf(soname, sizeof soname, "libcupti.so.%d", majors[mi]);
+        char dir[4000];
+        if (gmp_driver_dir(dir, sizeof dir) == 0) {
+            snprintf(path, sizeof path, "%.4000s/%s", dir, soname);
+            void *h = try_open(path);
+            if (h) {
+                snprintf(cupti_source, sizeof cupti_source, "%s (next to the CUDA driver)", path);
+                return h;
+            }
+        }
+        const char *homes[] = {getenv("CUDA_HOME"), getenv("CUDA_PATH")};
+        for (size_t i = 0; i < 2; i++) {
+            if (!homes[i] || !*homes[i])
+                continue;
+            const char *subs[] = {"lib64", "extras/CUPTI/lib64", "lib"};
+            for (size_t j = 0; j < 3; j++) {
+                snprintf(path, sizeof path, "%.3000s/%s/%s", homes[i], subs[j], soname);
+                void *h = try_open(path);
+                if (h) {
+                    snprintf(cupti_source, sizeof cupti_source, "%s (%s)", path,
+                             i ? "CUDA_PATH" : "CUDA_HOME");
+                    return h;
+                }
+            }
+        }
+        const char *places[] = {"", "/usr/local/cuda/lib64/", "/usr/local/cuda/extras/CUPTI/lib64/",
+                                "/usr/lib/x86_64-linux-gnu/"};
+        for (size_t i = 0; i < sizeof places / sizeof places[0]; i++) {
+            snprintf(path, sizeof path, "%s%s", places[i], soname);
+            void *h = try_open(path);
+            if (h) {
+                snprintf(cupti_source, sizeof cupti_source, "%s (%s)", path,
+                         i ? "a toolkit's usual place" : "the library search path");
+                return h;
+            }
+        }
+    }
+    void *h = try_open("libcupti.so");
+    if (h) {
+        snprintf(cupti_source, sizeof cupti_source, "libcupti.so (the library search path)");
+        return h;
+    }
+    if (major > 0 && major != CUPTI_API_VERSION / 10000)
+        snprintf(why, whylen,
+                 "cannot profile: libcupti.so.%d (for the program's CUDA %d runtime %s) not "
+                 "found beside the runtime, in a wheel's nvidia/cuda_cupti/lib or torch/lib, next "
+                 "to libcuda, in CUDA_HOME, on the library path or in /usr/local/cuda; use "
+                 "--cupti PATH",
+                 major, major, rt);
+    else
+        snprintf(why, whylen,
+                 "cannot profile: %s not found (looked beside the CUDA runtime, next to libcuda, "
+                 "in CUDA_HOME, on the library path and in /usr/local/cuda; use --cupti PATH)",
+                 CUPTI_SONAME);
     return NULL;
+}
+
+const char *gmp_cupti_source(void)
+{
+    return cupti_source;
 }
 
 static void flusher_start(unsigned ms);

@@ -1,3 +1,4 @@
+/* gmp_driver: see gmp_driver.h. */
 #include "gmp_driver.h"
 
 #include <dlfcn.h>
@@ -57,4 +58,36 @@ int gmp_driver_dir(char *buf, size_t n)
     }
     snprintf(buf, n, "%.*s", (int)(slash - path), path);
     return 0;
+}
+
+struct find_prefix {
+    const char *prefix;
+    char *path;
+    size_t n;
+    int found;
+};
+
+static int prefix_cb(struct dl_phdr_info *info, size_t size, void *data)
+{
+    (void)size;
+    struct find_prefix *f = data;
+    const char *name = info->dlpi_name;
+    if (!name || !*name)
+        return 0;
+    const char *base = strrchr(name, '/');
+    base = base ? base + 1 : name;
+    if (strncmp(base, f->prefix, strlen(f->prefix)) != 0)
+        return 0;
+    snprintf(f->path, f->n, "%s", name);
+    f->found = 1;
+    return 1;
+}
+
+int gmp_loaded_object(const char *prefix, char *out, size_t n)
+{
+    struct find_prefix f = {prefix, out, n, 0};
+    if (n)
+        out[0] = 0;
+    dl_iterate_phdr(prefix_cb, &f);
+    return f.found;
 }

@@ -13,4 +13,9 @@ void *gmp_driver_sym(const char *name);
 /* The directory of the loaded driver into buf ("" when none). Returns 0, -1 when none. */
 int gmp_driver_dir(char *buf, size_t n);
 
+/* The path of a loaded object (dl_iterate_phdr) whose file name starts with prefix
+ * ("libcupti.so", "libcudart.so"), the first in load order, into path. Returns 1 when one is
+ * loaded, 0 when none. */
+int gmp_loaded_object(const char *prefix, char *path, size_t n);
+
 #endif
