@@ -10,6 +10,7 @@
 #include <string.h>
 #include <sys/types.h>
 
+#include "gmp_pyframes.h"
 #include "gmp_stack.h"
 
 #define CODE_SLOTS 1024 /* per-thread code object cache (direct mapped, power of two) */
@@ -43,14 +44,18 @@ static struct {
     void (*err_clear)(void);
     int (*gc_disable)(void); /* 3.10+ */
     int (*gc_enable)(void);
+    int (*finalizing)(void); /* _Py_IsFinalizing (3.9 - 3.12), Py_IsFinalizing (3.13) */
     pyobj none;
     uintptr_t eval_lo, eval_hi; /* _PyEval_EvalFrameDefault: (lo, hi] holds its return addresses */
     int minor;
+    int direct; /* frames of threads without the GIL read by gmp_pyframes */
 } P;
+
+static void *py_lib; /* the privately loaded libpython, when that is where CPython is */
 
 static atomic_int on;
 static atomic_uint_fast64_t generation;
-static atomic_uint_fast64_t st_python, st_no_gil, st_misses;
+static atomic_uint_fast64_t st_python, st_no_gil, st_misses, st_direct;
 
 #define LINE_SLOTS 4 /* per code object: instruction offset -> line (3.11+) */
 
@@ -60,6 +65,16 @@ typedef struct code_ent {
     int lasti[LINE_SLOTS], line[LINE_SLOTS]; /* lasti -1: empty */
     unsigned next;
 } code_ent;
+
+/* A code object seen without the GIL: no reference is held (none can be taken without the GIL),
+ * so a hit is checked against the object's names and line table (gmp_pycode_key). */
+typedef struct dcode_ent {
+    const void *code;
+    gmp_pycode_key key;
+    uint32_t file, func;
+    int addr[LINE_SLOTS], line[LINE_SLOTS]; /* addr -2: empty */
+    unsigned next;
+} dcode_ent;
 
 typedef struct node {
     uint64_t a; /* native: address; Python: file << 32 | function */
@@ -75,8 +90,10 @@ typedef struct stk_ent {
 
 typedef struct pytls {
     code_ent *codes;
+    dcode_ent *dcodes;
     stk_ent *stacks;
     uint64_t gen;
+    int codes_stale; /* codes hold references of an older trace: dropped when the GIL is held */
 } pytls;
 
 static pthread_key_t tls_key;
@@ -115,6 +132,11 @@ static void *sym(void *lib, const char *name)
     if (!p && lib)
         p = dlsym(lib, name);
     return p;
+}
+
+static void *sym1(const char *name)
+{
+    return sym(py_lib, name);
 }
 
 #define LOAD(field, name) (*(void **)&P.field = sym(lib, name))
@@ -177,6 +199,9 @@ int gmp_pystack_start(char *why, size_t whylen)
         LOAD(gc_enable, "PyGC_Enable");
     }
     P.none = sym(lib, "_Py_NoneStruct");
+    LOAD(finalizing, "Py_IsFinalizing"); /* 3.13 */
+    if (!P.finalizing)
+        LOAD(finalizing, "_Py_IsFinalizing");
     const char *missing = NULL;
 #define NEED(f, name)                                                                              \
     if (!missing && !P.f)                                                                          \
@@ -221,9 +246,21 @@ int gmp_pystack_start(char *why, size_t whylen)
     }
     if (!tls_key_ok && pthread_key_create(&tls_key, tls_free) == 0)
         tls_key_ok = 1;
+    /* frames of threads that released the GIL: read directly when this version's layouts are
+     * known and the interpreter's objects check out against them */
+    char dwhy[160] = "";
+    py_lib = lib;
+    P.direct = minor >= 9 && P.finalizing && gmp_pyframes_init(minor, sym1, dwhy, sizeof dwhy);
+    if (minor >= 9 && !P.finalizing)
+        snprintf(dwhy, sizeof dwhy, "_Py_IsFinalizing not found");
     atomic_fetch_add(&generation, 1);
-    if (why)
-        snprintf(why, whylen, "Python 3.%d", minor);
+    if (why) {
+        if (P.direct)
+            snprintf(why, whylen, "Python 3.%d", minor);
+        else
+            snprintf(why, whylen, "Python 3.%d (threads without the GIL: no Python frames: %s)",
+                     minor, minor < 9 ? "Python 3.8" : dwhy);
+    }
     atomic_store(&on, 1);
     gmp_stack_set_hook(hook, NULL);
     return 1;
@@ -236,24 +273,6 @@ int gmp_pystack_minor(void)
 
 /* ---------- the walk ---------- */
 
-/* The calling thread holds the GIL: it has a current thread state and that state is the one
- * PyGILState knows for this thread. Neither call needs the GIL. */
-static pyobj gil_state(void)
-{
-    if (!P.is_initialized())
-        return NULL;
-    pyobj cur = P.unchecked_get();
-    if (!cur)
-        return NULL;
-    pyobj mine = P.this_thread_state();
-    if (cur != mine) {
-        if (mine)
-            atomic_fetch_add_explicit(&st_no_gil, 1, memory_order_relaxed);
-        return NULL;
-    }
-    return cur;
-}
-
 static void tls_free(void *p)
 {
     pytls *t = p;
@@ -261,6 +280,7 @@ static void tls_free(void *p)
         return;
     /* The code references stay (no GIL here to drop them): bounded by CODE_SLOTS. */
     free(t->codes);
+    free(t->dcodes);
     if (t->stacks)
         for (unsigned i = 0; i < STK_SLOTS; i++)
             free(t->stacks[i].nodes);
@@ -268,13 +288,28 @@ static void tls_free(void *p)
     free(t);
 }
 
-/* The thread's caches, reset when the trace changed (string ids of another writer). GIL held. */
-static pytls *tls_get(void)
+/* Drops the code references of an older trace. GIL held. */
+static void codes_drop(pytls *t)
+{
+    for (unsigned i = 0; i < CODE_SLOTS; i++) {
+        if (t->codes[i].code)
+            P.decref(t->codes[i].code);
+        t->codes[i].code = NULL;
+    }
+    t->codes_stale = 0;
+}
+
+/* The thread's caches, reset when the trace changed (string ids of another writer). gil: whether
+ * the thread holds the GIL (the code references of an older trace are dropped only then). */
+static pytls *tls_get(int gil)
 {
     uint64_t g = atomic_load_explicit(&generation, memory_order_acquire);
     pytls *t = T;
-    if (t && t->gen == g)
+    if (t && t->gen == g) {
+        if (gil && t->codes_stale)
+            codes_drop(t);
         return t;
+    }
     if (!t) {
         if (!tls_key_ok)
             return NULL;
@@ -282,9 +317,11 @@ static pytls *tls_get(void)
         if (!t)
             return NULL;
         t->codes = calloc(CODE_SLOTS, sizeof *t->codes);
+        t->dcodes = calloc(CODE_SLOTS, sizeof *t->dcodes);
         t->stacks = calloc(STK_SLOTS, sizeof *t->stacks);
-        if (!t->codes || !t->stacks) {
+        if (!t->codes || !t->dcodes || !t->stacks) {
             free(t->codes);
+            free(t->dcodes);
             free(t->stacks);
             free(t);
             return NULL;
@@ -293,11 +330,11 @@ static pytls *tls_get(void)
         pthread_setspecific(tls_key, t);
         T = t;
     } else {
-        for (unsigned i = 0; i < CODE_SLOTS; i++) {
-            if (t->codes[i].code)
-                P.decref(t->codes[i].code);
-            t->codes[i].code = NULL;
-        }
+        t->codes_stale = 1;
+        if (gil)
+            codes_drop(t);
+        for (unsigned i = 0; i < CODE_SLOTS; i++)
+            t->dcodes[i].code = NULL;
         for (unsigned i = 0; i < STK_SLOTS; i++)
             t->stacks[i].id = 0;
     }
@@ -409,6 +446,74 @@ static unsigned walk(pytls *t, gmp_writer *w, pyobj ts, node *out, unsigned max)
     return n;
 }
 
+/* (file, function) string ids of a code object met without the GIL, through the thread's cache:
+ * a hit must still have the cached names and line table (no reference keeps the object). */
+static dcode_ent *dcode_info(pytls *t, gmp_writer *w, const void *code)
+{
+    gmp_pycode_key k;
+    if (!gmp_pyframes_code_key(code, &k))
+        return NULL;
+    uintptr_t a = (uintptr_t)code;
+    dcode_ent *e = &t->dcodes[((a >> 4) * 0x9E3779B97F4A7C15ull) >> 54 & (CODE_SLOTS - 1)];
+    if (e->code == code && e->key.file == k.file && e->key.name == k.name &&
+        e->key.table == k.table && e->key.firstlineno == k.firstlineno)
+        return e;
+    char fb[1024], nb[512];
+    size_t fl = 0, nl = 0;
+    const char *f = gmp_pyframes_code_file(code, fb, sizeof fb, &fl);
+    const char *nm = gmp_pyframes_code_name(code, nb, sizeof nb, &nl);
+    if (!f || !nm)
+        return NULL;
+    if (fl > GMP_MAX_STRING_BYTES)
+        fl = GMP_MAX_STRING_BYTES;
+    if (nl > GMP_MAX_STRING_BYTES)
+        nl = GMP_MAX_STRING_BYTES;
+    uint32_t fid = gmp_writer_string(w, f, fl), nid = gmp_writer_string(w, nm, nl);
+    if (!fid || !nid)
+        return NULL;
+    e->code = code;
+    e->key = k;
+    e->file = fid;
+    e->func = nid;
+    for (unsigned i = 0; i < LINE_SLOTS; i++)
+        e->addr[i] = -2;
+    e->next = 0;
+    return e;
+}
+
+/* The calling thread's Python frames read from its thread state ts without the GIL (the thread
+ * released it: its frames cannot change until it is back), innermost first, at most max. */
+static unsigned walk_direct(pytls *t, gmp_writer *w, const void *ts, node *out, unsigned max)
+{
+    gmp_pyframe fr[GMP_STACK_MAX_DEPTH];
+    unsigned nf = gmp_pyframes_walk(ts, fr, max), n = 0;
+    for (unsigned i = 0; i < nf; i++) {
+        dcode_ent *e = dcode_info(t, w, fr[i].code);
+        if (!e)
+            continue;
+        int line = fr[i].line;
+        if (!line) {
+            line = -1;
+            for (unsigned j = 0; j < LINE_SLOTS; j++)
+                if (e->addr[j] == fr[i].addr) {
+                    line = e->line[j];
+                    break;
+                }
+            if (line < 0) {
+                line = gmp_pyframes_line(fr[i].code, fr[i].addr);
+                unsigned j = e->next++ % LINE_SLOTS;
+                e->addr[j] = fr[i].addr;
+                e->line[j] = line;
+            }
+        }
+        out[n].kind = GMP_FRAME_PYTHON;
+        out[n].a = (uint64_t)e->file << 32 | e->func;
+        out[n].line = line > 0 ? (uint32_t)line : 0;
+        n++;
+    }
+    return n;
+}
+
 static int is_eval(uint64_t pc)
 {
     return pc > P.eval_lo && pc <= P.eval_hi;
@@ -505,21 +610,37 @@ static uint32_t hook(void *ctx, gmp_writer *w, int kinds, const uint64_t *native
     (void)ctx;
     if (!atomic_load_explicit(&on, memory_order_acquire) || !w)
         return 0;
-    pyobj ts = gil_state();
-    if (!ts)
+    if (!P.is_initialized())
         return 0;
-    pytls *t = tls_get();
+    /* this thread's own state (PyGILState's thread-specific value; no GIL needed), and whether
+     * it is the one running now, i.e. this thread holds the GIL */
+    pyobj mine = P.this_thread_state();
+    if (!mine)
+        return 0; /* a thread Python does not know */
+    int gil = P.unchecked_get() == mine;
+    if (!gil && (!P.direct || P.finalizing())) {
+        atomic_fetch_add_explicit(&st_no_gil, 1, memory_order_relaxed);
+        return 0;
+    }
+    pytls *t = tls_get(gil);
     if (!t)
         return 0;
     node py[GMP_STACK_MAX_DEPTH], x[MAX_NODES];
-    pyobj et = NULL, ev = NULL, etb = NULL;
-    P.err_fetch(&et, &ev, &etb); /* the program's pending exception, if any, is kept */
-    int gc_was = P.gc_disable ? P.gc_disable() : 0;
-    unsigned np = walk(t, w, ts, py, depth < GMP_STACK_MAX_DEPTH ? depth : GMP_STACK_MAX_DEPTH);
-    if (gc_was)
-        P.gc_enable();
-    P.err_clear();
-    P.err_restore(et, ev, etb);
+    unsigned max = depth < GMP_STACK_MAX_DEPTH ? depth : GMP_STACK_MAX_DEPTH, np;
+    if (gil) {
+        pyobj et = NULL, ev = NULL, etb = NULL;
+        P.err_fetch(&et, &ev, &etb); /* the program's pending exception, if any, is kept */
+        int gc_was = P.gc_disable ? P.gc_disable() : 0;
+        np = walk(t, w, mine, py, max);
+        if (gc_was)
+            P.gc_enable();
+        P.err_clear();
+        P.err_restore(et, ev, etb);
+    } else {
+        np = walk_direct(t, w, mine, py, max);
+        if (np)
+            atomic_fetch_add_explicit(&st_direct, 1, memory_order_relaxed);
+    }
     if (!np)
         return 0;
     atomic_fetch_add_explicit(&st_python, 1, memory_order_relaxed);
@@ -544,4 +665,5 @@ void gmp_pystack_get_stats(gmp_pystack_stats *out)
     out->python = atomic_load(&st_python);
     out->no_gil = atomic_load(&st_no_gil);
     out->misses = atomic_load(&st_misses);
+    out->direct = atomic_load(&st_direct);
 }

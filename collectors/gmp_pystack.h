@@ -44,8 +44,10 @@ int gmp_pystack_minor(void);
 
 typedef struct gmp_pystack_stats {
     uint64_t python; /* stacks with Python frames */
-    uint64_t no_gil; /* calls from a thread Python knows that did not hold the GIL */
+    uint64_t no_gil; /* calls from a thread Python knows that did not hold the GIL and got no
+                        Python frames (frames without the GIL off: version or layout) */
     uint64_t misses; /* stacks interned node by node */
+    uint64_t direct; /* stacks with Python frames read without the GIL (gmp_pyframes) */
 } gmp_pystack_stats;
 void gmp_pystack_get_stats(gmp_pystack_stats *out);
 

@@ -3,13 +3,17 @@
 
   test_python.py --gpumemprof BIN --simcuda DIR --progs DIR --src DIR --tmp DIR [--preload LIB]
                  [--python EXE] MODE
-MODE: python     --stacks python: exact file:function:line frames; a thread that released the GIL
-                 (ctypes.CDLL) and a C thread get no Python frames (and no crash); a pending
-                 exception survives the walk
+MODE: python     --stacks python: exact file:function:line frames, with the GIL held (ctypes.PyDLL)
+                 and without it (ctypes.CDLL, read from 3.9 without the GIL); a C thread gets no
+                 Python frames (and no crash); a pending exception survives the walk
       all        --stacks all: Python frames spliced into the native stack in reading order
+      nogil      frames without the GIL (3.9+): a C extension that releases it around cudaMalloc
+                 (py_ext.c, built here with the interpreter's headers), ctypes.CDLL inside a
+                 generator, and a stress test (threads allocating with and without the GIL while
+                 others run Python code: every allocation has its own site's lines)
       default    no --stacks: Python frames with native ones (the default for Python programs)
-      versions   `python` checks on every CPython 3.8-3.13 found on this machine (skips if none
-                 other than --python)
+      versions   `python`, `all` and (3.9+) `nogil` checks on every CPython 3.8-3.13 found on this
+                 machine (pyenv's included; skips if none)
       layers     --layers with torch (skipped when torch is absent): range names, nesting,
                  forward and backward, an allocation's path under the program's NVTX range
       site       --layers keeps an existing sitecustomize working; no hooks without --layers
@@ -83,10 +87,11 @@ def base_env():
     return env
 
 
-def run(opts, prog, python=None, env=None, trace="t.zst", expect_ok=True):
+def run(opts, prog, python=None, env=None, trace="t.zst", expect_ok=True, extra=()):
     trace = os.path.join(work, trace)
     cmd = [args.gpumemprof, "run", "-q", "-o", trace, "--force"] + opts + \
-        ["--", python or args.python, os.path.join(args.src, "progs", prog), args.progs]
+        ["--", python or args.python, os.path.join(args.src, "progs", prog), args.progs] + \
+        list(extra)
     p = subprocess.run(cmd, env=env or base_env(), capture_output=True, text=True, timeout=120)
     if expect_ok and p.returncode != 0:
         print(f"FAIL: {' '.join(cmd)}: exit {p.returncode}\n{p.stdout}{p.stderr}")
@@ -141,13 +146,16 @@ def check_alloc(label, doc, minor, only_python):
     w1 = [("alloc", "py_alloc.py", A["alloc"]), ("main", "py_alloc.py", A["main1"]),
           ("<module>", "py_alloc.py", A["module"])]
     check(f"{label}: 1 MiB Python frames (exception pending)", py_frames(by.get(1 * MiB, [])), w1)
-    # the thread released the GIL (ctypes.CDLL): no Python frames
-    check(f"{label}: 5 MiB (GIL released) Python frames", py_frames(by.get(5 * MiB, [])), [])
+    # the thread released the GIL (ctypes.CDLL): frames read without the GIL from 3.9
+    w5 = [("alloc", "py_alloc.py", A["alloc"]), ("main", "py_alloc.py", A["main5"]),
+          ("<module>", "py_alloc.py", A["module"])] if minor >= 9 else []
+    check(f"{label}: 5 MiB (GIL released) Python frames", py_frames(by.get(5 * MiB, [])), w5)
     # a C thread Python does not know
     check(f"{label}: 7 MiB (C thread) Python frames", py_frames(by.get(7 * MiB, [])), [])
     if only_python:
         check(f"{label}: only Python frames", [f for f in st3 if not is_py(f)], [])
-        check(f"{label}: 5 MiB stack with --stacks python", by.get(5 * MiB, []), [])
+        check(f"{label}: 5 MiB only Python frames",
+              [f for f in by.get(5 * MiB, []) if not is_py(f)], [])
     else:
         nat5 = [f for f in by.get(5 * MiB, []) if not is_py(f)]
         check(f"{label}: 5 MiB native frames present", len(nat5) > 0, True)
@@ -169,6 +177,94 @@ def check_spliced(label, doc, minor):
         n in ("main", "Py_BytesMain", "__libc_start_main", "_start") for n in names), True)
     if "_PyEval_EvalFrameDefault" in names and minor >= 11:
         failures.append(f"{label}: an evaluation-loop frame was not replaced: {names}")
+
+
+N = markers("py_nogil.py")
+STRESS_THREADS, STRESS_ALLOCS = 4, 60
+
+
+def build_ext(exe, tag):
+    """py_ext.c built for interpreter exe with its own headers; None when it has none."""
+    q = "import sysconfig; print(sysconfig.get_paths()['include']); " \
+        "print(sysconfig.get_config_var('EXT_SUFFIX'))"
+    r = subprocess.run([exe, "-c", q], capture_output=True, text=True, timeout=60, env=base_env())
+    inc, suffix = r.stdout.split("\n")[:2]
+    if not os.path.exists(os.path.join(inc, "Python.h")):
+        return None
+    d = os.path.join(work, "ext" + tag)
+    os.makedirs(d, exist_ok=True)
+    cmd = [os.environ.get("CC", "cc"), "-shared", "-fPIC", "-O1", "-g", "-fno-omit-frame-pointer",
+           "-I", inc, os.path.join(args.src, "progs", "py_ext.c"), "-o",
+           os.path.join(d, "py_ext" + suffix), "-L", args.simcuda, "-l:libcudart.so.13"]
+    c = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    if c.returncode != 0:
+        print(f"FAIL: {' '.join(cmd)}\n{c.stderr}")
+        sys.exit(1)
+    return d
+
+
+def check_nogil(label, doc, minor, only_python):
+    """py_nogil.py: Python frames of allocations made without the GIL (3.9+)."""
+    by = stacks_by_size(doc)
+    f = "py_nogil.py"
+    fwd = "Net.forward" if minor >= 11 else "forward"
+    w11 = [("ext_call", f, N["ext"]), (fwd, f, N["forward"]), ("main", f, N["main11"]),
+           ("<module>", f, N["module"])]
+    w13 = [("cdll_alloc", f, N["cdll"]), ("gen", f, N["gen"]), ("main", f, N["main13"]),
+           ("<module>", f, N["module"])]
+    if minor < 9:
+        w11 = w13 = []
+    st11 = by.get(11 * MiB, [])
+    check(f"{label}: extension without the GIL, Python frames", py_frames(st11), w11)
+    check(f"{label}: CDLL in a generator, Python frames", py_frames(by.get(13 * MiB, [])), w13)
+    if only_python:
+        check(f"{label}: extension, only Python frames", [x for x in st11 if not is_py(x)], [])
+    elif minor >= 9:
+        kinds = "".join("P" if is_py(x) else "n" for x in st11)
+        check(f"{label}: extension frame kinds {kinds}",
+              bool(re.fullmatch(r"n+P[nP]*Pn+", kinds)), True)
+        check(f"{label}: innermost frame is the extension's",
+              st11[0].get("function") if st11 else None, "ext_cuda_alloc")
+    # stress: every allocation of the allocating threads has its own call site's frames
+    total = STRESS_THREADS * STRESS_ALLOCS
+    sites = {"stress_a": "wa", "stress_b": "wb", "stress_c": "wc"}
+    count = nbytes = 0
+    for e in doc["live_at_peak"]:
+        pf = py_frames(e["stack"] or [])
+        if e["bytes"] in (11 * MiB, 13 * MiB) and e["count"] == 1:
+            continue
+        if minor < 9 and not pf:
+            continue  # calls without the GIL: no Python frames before 3.9
+        fn = pf[0][0] if pf else None
+        if fn not in sites:
+            failures.append(f"{label}: a stress allocation without its frames: {pf[:3]}")
+            continue
+        want = [(fn, f, N[{"stress_a": "sa", "stress_b": "sb", "stress_c": "sc"}[fn]]),
+                ("worker", f, N[sites[fn]])]
+        check(f"{label}: stress frames of {fn}", pf[:2], want)
+        check(f"{label}: stress frames of {fn} go out through threading",
+              all(x[1] == "threading.py" for x in pf[2:]) and len(pf) > 2, True)
+        count += e["count"]
+        nbytes += e["bytes"]
+    if minor >= 9:
+        check(f"{label}: stress allocations with frames", count, total)
+        check(f"{label}: stress bytes with frames", nbytes,
+              sum(MiB + i * 4096 for i in range(total)))
+
+
+def run_nogil(label, exe, minor, tag):
+    d = build_ext(exe, tag)
+    if d is None:
+        print(f"skip: no Python.h for {exe}")
+        sys.exit(SKIP)
+    extra = [d, str(STRESS_THREADS), str(STRESS_ALLOCS)]
+    p, t = run(["--stacks", "python"], "py_nogil.py", python=exe, trace=f"ng{tag}.zst",
+               extra=extra)
+    check(f"{label}: program output", f"py_nogil: ok {STRESS_THREADS * STRESS_ALLOCS}" in p.stdout,
+          True)
+    check_nogil(f"{label} python", report(t), minor, True)
+    p, t = run(["--stacks", "all"], "py_nogil.py", python=exe, trace=f"nga{tag}.zst", extra=extra)
+    check_nogil(f"{label} all", report(t), minor, False)
 
 
 minor = python_version(args.python)
@@ -193,6 +289,8 @@ elif args.mode == "default":
     head = subprocess.run([args.gpumemprof, "dump", t], capture_output=True, text=True,
                           env=base_env(), timeout=60).stdout.split("\n", 1)[0]
     check("header options say stacks=auto", "stacks=auto" in head, True)
+elif args.mode == "nogil":
+    run_nogil("nogil", args.python, minor, "")
 elif args.mode == "versions":
     found = {}
     cands = [shutil.which(f"python3.{m}") for m in range(8, 14)]
@@ -214,6 +312,8 @@ elif args.mode == "versions":
         doc = report(t)
         check_alloc(f"3.{m} all", doc, m, False)
         check_spliced(f"3.{m} all", doc, m)
+        if m >= 9:
+            run_nogil(f"3.{m} nogil", exe, m, f"3{m}")
 elif args.mode == "layers":
     r = subprocess.run([args.python, "-c", "import torch"], capture_output=True, env=base_env())
     if r.returncode != 0:
