@@ -48,7 +48,10 @@ static void print_help(const gmp_cli_cmd_info *cmd, const gmp_cli_opt *opts)
            "gpumemprof-report/2). --top applies per device (default %d; JSON: all; 0 = all).\n"
            "--by takes a comma-separated list (range, stack, kind, api; default\n"
            "range,stack,kind). --sort orders the ranges table: path (default), time, count,\n"
-           "alloc, freed, net, left, peak, frag.\n\n"
+           "alloc, freed, net, left, peak, frag. Stacks start at the user's code: frames of\n"
+           "the recorder, the allocators, the Python interpreter, libc (and a framework's own\n"
+           "code when user code called it) are folded as \"+N internal frames\"; the JSON keeps\n"
+           "them, marked \"internal\"; --all-frames shows every frame.\n\n"
            "Exit status: 0 when the report was written (also for a cut trace: a warning says\n"
            "what is missing), 1 when a trace cannot be read or the output cannot be written,\n"
            "2 for bad arguments. See docs/report.md.\n",
@@ -60,7 +63,7 @@ int gmp_cmd_report(const gmp_cli_cmd_info *cmd, int argc, char **argv)
     const char *format = NULL, *out_path = NULL, *debug_dir = NULL, *by_s = NULL, *sort_s = NULL;
     const char *color_s = "auto";
     int64_t top = -1, device = INT64_MIN, temp_us = INT64_MIN;
-    int no_progress = 0, npos = 0;
+    int no_progress = 0, npos = 0, all_frames = 0;
     const gmp_cli_opt opts[] = {
         {"format", 'f', GMP_CLI_STRING, &format, "FMT",
          "text, markdown, html or json (default: text, or from -o's extension)", 0},
@@ -73,6 +76,8 @@ int gmp_cmd_report(const gmp_cli_cmd_info *cmd, int argc, char **argv)
         {"color", 0, GMP_CLI_STRING, &color_s, "WHEN", "text colours: auto, always, never", 0},
         {"temporary-us", 0, GMP_CLI_INT, &temp_us, "US",
          "allocations freed within US microseconds are temporary (default 1000)", 0},
+        {"all-frames", 0, GMP_CLI_FLAG, &all_frames, NULL,
+         "show every frame of a stack (default: internal frames folded, docs/stacks.md)", 0},
         {"no-progress", 0, GMP_CLI_FLAG, &no_progress, NULL, "no progress bar on a terminal", 0},
         {"debug-dir", 0, GMP_CLI_STRING, &debug_dir, "DIR",
          "separate debug files (default /usr/lib/debug)", 0},
@@ -168,6 +173,7 @@ int gmp_cmd_report(const gmp_cli_cmd_info *cmd, int argc, char **argv)
                 !(term && strcmp(term, "dumb") == 0);
     }
     view.color = color && writer == gmp_report_write_text;
+    view.all_frames = all_frames;
     gmp_cli_report_symbolizer_install(debug_dir);
 
     {

@@ -3,6 +3,7 @@
  * "(top N of M)" goes, a series as a line of block characters), so that each renderer holds only
  * how its markup looks. Knows nothing of what a document is about, and uses no renderer
  * (gmp_render_by_name, which names them all, is in gmp_render_by_name.c: no cycle). */
+#include <stdio.h>
 #include <string.h>
 
 #include "gmp_render.h"
@@ -83,4 +84,45 @@ size_t gmp_render_spark(const gmp_doc_block *s, size_t col, char *buf, size_t ca
         buf[len] = '\0';
     }
     return len;
+}
+
+const gmp_doc_frame *gmp_render_stack_next(const gmp_doc_stack *s, size_t *i, size_t *folded,
+                                           size_t *inside)
+{
+    *folded = 0;
+    *inside = 0;
+    if (!s || *i >= s->n)
+        return NULL;
+    if (*i == 0) {
+        size_t k = 0;
+        while (k < s->n && s->frames[k].internal)
+            k++;
+        if (k < s->n) { /* the first frame shown, with what was folded inside it */
+            *inside = k;
+            *i = k + 1;
+            return &s->frames[k];
+        }
+    }
+    if (!s->frames[*i].internal)
+        return &s->frames[(*i)++];
+    while (*i < s->n && s->frames[*i].internal) {
+        (*folded)++;
+        (*i)++;
+    }
+    return NULL;
+}
+
+const char *gmp_render_folded_text(size_t folded, char *buf, size_t n)
+{
+    snprintf(buf, n, "+%zu internal frame%s", folded, folded == 1 ? "" : "s");
+    return buf;
+}
+
+const char *gmp_render_inside_text(size_t inside, char *buf, size_t n)
+{
+    if (inside)
+        snprintf(buf, n, " [+%zu inside]", inside);
+    else if (n)
+        buf[0] = 0;
+    return buf;
 }

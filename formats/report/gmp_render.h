@@ -34,6 +34,19 @@ gmp_render_fn gmp_render_by_name(const char *name);
 int gmp_render_numeric(gmp_doc_type t);
 /* Non-zero when v writes nothing at all (NONE, empty LIT, STR empty with no `none`, no frames). */
 int gmp_render_val_empty(const gmp_doc_val *v);
+
+/* The items a markup shows of a stack, from frame *i on: the next frame (returned, *folded = 0),
+ * or a run of internal frames (NULL returned, *folded = how many: shown as "+N internal frames",
+ * gmp_render_folded_text). Advances *i; call while *i < s->n. The run a stack begins with (the
+ * recorder, the allocator) is not an item of its own: the first frame shown is the first that is
+ * not folded, and *inside says how many were folded inside it (0 otherwise): a stack starts at
+ * the user's frame. */
+const gmp_doc_frame *gmp_render_stack_next(const gmp_doc_stack *s, size_t *i, size_t *folded,
+                                           size_t *inside);
+/* "+1 internal frame", "+8 internal frames" into buf (n >= 48). */
+const char *gmp_render_folded_text(size_t folded, char *buf, size_t n);
+/* " [+25 inside]" after the first frame shown (nothing when inside is 0), into buf (n >= 48). */
+const char *gmp_render_inside_text(size_t inside, char *buf, size_t n);
 /* The first child of b that is shown (not flagged GMP_DOC_DATA); NULL when none. */
 const gmp_doc_block *gmp_render_first(const gmp_doc_block *b);
 /* The table whose "(top N of M)" goes on section's heading: its first block shown, when that is a

@@ -88,12 +88,20 @@ static const char *sev_class(gmp_doc_severity s)
 /* Frames innermost first, one a line, at most max of them ("…" when there are more). */
 static void put_frames(FILE *f, const gmp_doc_stack *s, size_t max)
 {
-    for (size_t i = 0; i < s->n && i < max; i++) {
-        if (i)
+    size_t i = 0, shown = 0, folded, inside;
+    char fb[48];
+    while (i < s->n && shown < max) {
+        const gmp_doc_frame *fr = gmp_render_stack_next(s, &i, &folded, &inside);
+        if (shown++)
             fputs("<br>", f);
-        esc(f, s->frames[i].display.ptr, s->frames[i].display.len);
+        if (fr) {
+            esc(f, fr->display.ptr, fr->display.len);
+            if (inside)
+                fprintf(f, " <i>[+%zu inside]</i>", inside);
+        } else
+            fprintf(f, "<i>%s</i>", gmp_render_folded_text(folded, fb, sizeof fb));
     }
-    if (s->n > max)
+    if (i < s->n)
         fputs("<br>…", f);
 }
 
@@ -125,7 +133,13 @@ static void put_val(FILE *f, const gmp_doc_val *v, int plain)
         if (!v->stack || !v->stack->n)
             break;
         if (plain) {
-            esc(f, v->stack->frames[0].display.ptr, v->stack->frames[0].display.len);
+            size_t i = 0, folded, inside;
+            const gmp_doc_frame *fr = NULL;
+            while (i < v->stack->n && !(fr = gmp_render_stack_next(v->stack, &i, &folded, &inside)))
+                ;
+            if (!fr)
+                fr = &v->stack->frames[0];
+            esc(f, fr->display.ptr, fr->display.len);
         } else {
             fputs("<span class=st>", f);
             put_frames(f, v->stack, FRAMES);

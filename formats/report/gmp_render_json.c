@@ -246,6 +246,10 @@ static void j_frame(jw *J, const gmp_doc_frame *x)
             j_str(J, x->unknown.ptr, x->unknown.len);
         }
     }
+    if (x->internal) {
+        j_key(J, "internal");
+        fputs("true", J->f);
+    }
     j_close_line(J, '}', was);
 }
 

@@ -151,15 +151,24 @@ static void m_val(mw *w, const gmp_doc_val *v, unsigned colflags)
             md_bytes(w->f, v->s.ptr, v->s.len);
         }
         break;
-    case GMP_DOC_STACK:
-        for (size_t i = 0; i < v->stack->n && i < STACK_FRAMES; i++) {
-            if (i)
+    case GMP_DOC_STACK: {
+        size_t i = 0, shown = 0, folded, inside;
+        char fb[48];
+        while (i < v->stack->n && shown < STACK_FRAMES) {
+            const gmp_doc_frame *fr = gmp_render_stack_next(v->stack, &i, &folded, &inside);
+            if (shown++)
                 fputs(" &lt; ", w->f);
-            m_frame(w->f, &v->stack->frames[i]);
+            if (fr) {
+                m_frame(w->f, fr);
+                if (inside)
+                    fprintf(w->f, " *\\[+%zu inside\\]*", inside);
+            } else
+                fprintf(w->f, "*%s*", gmp_render_folded_text(folded, fb, sizeof fb));
         }
-        if (v->stack->n > STACK_FRAMES)
+        if (i < v->stack->n)
             fputs(" &lt; …", w->f);
         break;
+    }
     default: {
         char buf[128];
         gmp_doc_val x = *v;
@@ -342,9 +351,17 @@ static void m_stackb(mw *w, const gmp_doc_block *s)
     m_caption(w, s);
     if (s->stack.n)
         m_begin(w);
-    for (size_t i = 0; i < s->stack.n; i++) {
+    size_t i = 0, folded, inside;
+    char fb[48];
+    while (i < s->stack.n) {
+        const gmp_doc_frame *fr = gmp_render_stack_next(&s->stack, &i, &folded, &inside);
         fputs("- ", w->f);
-        m_frame(w->f, &s->stack.frames[i]);
+        if (fr) {
+            m_frame(w->f, fr);
+            if (inside)
+                fprintf(w->f, " *\\[+%zu inside\\]*", inside);
+        } else
+            fprintf(w->f, "*%s*", gmp_render_folded_text(folded, fb, sizeof fb));
         fputc('\n', w->f);
     }
 }

@@ -166,15 +166,23 @@ static void t_plain(sb *b, const gmp_doc_val *v, unsigned colflags)
         else if (v->none)
             gmp_strbuf_puts(b, v->none);
         break;
-    case GMP_DOC_STACK:
-        for (size_t i = 0; v->stack && i < v->stack->n && i < STACK_FRAMES; i++) {
-            if (i)
+    case GMP_DOC_STACK: {
+        size_t i = 0, shown = 0, folded, inside;
+        char fb[48];
+        while (v->stack && i < v->stack->n && shown < STACK_FRAMES) {
+            const gmp_doc_frame *fr = gmp_render_stack_next(v->stack, &i, &folded, &inside);
+            if (shown++)
                 gmp_strbuf_puts(b, " < ");
-            t_frame(b, &v->stack->frames[i]);
+            if (fr) {
+                t_frame(b, fr);
+                gmp_strbuf_puts(b, gmp_render_inside_text(inside, fb, sizeof fb));
+            } else
+                gmp_strbuf_puts(b, gmp_render_folded_text(folded, fb, sizeof fb));
         }
-        if (v->stack && v->stack->n > STACK_FRAMES)
+        if (v->stack && i < v->stack->n)
             gmp_strbuf_puts(b, " < ...");
         break;
+    }
     default: {
         char buf[128];
         gmp_doc_val x = *v;
@@ -382,8 +390,15 @@ static void t_stackb(tw *w, const gmp_doc_block *s, int indent)
 {
     t_caption(w, s, indent);
     int in = indent + (s->title.n ? 2 : 0);
-    for (size_t i = 0; i < s->stack.n; i++) {
-        t_frame(&w->line, &s->stack.frames[i]);
+    size_t i = 0, folded, inside;
+    char fb[48];
+    while (i < s->stack.n) {
+        const gmp_doc_frame *fr = gmp_render_stack_next(&s->stack, &i, &folded, &inside);
+        if (fr) {
+            t_frame(&w->line, fr);
+            gmp_strbuf_puts(&w->line, gmp_render_inside_text(inside, fb, sizeof fb));
+        } else
+            gmp_strbuf_puts(&w->line, gmp_render_folded_text(folded, fb, sizeof fb));
         emit(w, in);
     }
 }

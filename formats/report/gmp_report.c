@@ -929,6 +929,15 @@ static uint32_t stack_copy(live *L, uint32_t id)
     gmp_report_stack *s = &t->stacks[t->nstacks];
     s->nframes = k;
     s->frames = out;
+    s->user = k;
+    for (size_t i = 0; i < k; i++) { /* which frames are the user's code (gmp_frames.h) */
+        gmp_report_frame *o = &out[i];
+        gmp_frame_info fi = {gmp_report_str(t, o->function), gmp_report_str(t, o->file),
+                             gmp_report_str(t, o->module)};
+        o->cls = (uint8_t)gmp_frame_classify(&fi, NULL);
+        if (o->cls == GMP_FRAME_USER && s->user == k)
+            s->user = i;
+    }
     *v = t->nstacks++;
     return (uint32_t)*v;
 }
@@ -1634,6 +1643,12 @@ size_t gmp_report_frame_text(const gmp_report_trace *t, const gmp_report_frame *
     gmp_str disp = gmp_report_str(t, f->display);
     if (disp.len) {
         k = snprintf(buf, n, "%.*s", (int)disp.len, disp.ptr);
+    } else if (f->kind == GMP_FRAME_PYTHON && !f->line &&
+               (!file.len || (file.len == 2 && memcmp(file.ptr, "??", 2) == 0))) {
+        /* a native frame as PyTorch's snapshots name them: no file, no line */
+        k = snprintf(buf, n, "%.*s", (int)fn.len, fn.ptr);
+    } else if (f->kind == GMP_FRAME_PYTHON && !f->line) {
+        k = snprintf(buf, n, "%.*s (%.*s)", (int)fn.len, fn.ptr, (int)file.len, file.ptr);
     } else if (f->kind == GMP_FRAME_PYTHON) {
         k = snprintf(buf, n, "%.*s (%.*s:%" PRIu32 ")", (int)fn.len, fn.ptr, (int)file.len,
                      file.ptr, f->line);

@@ -27,6 +27,7 @@
 
 #include "gmp_analysis.h"
 #include "gmp_error.h"
+#include "gmp_frames.h"
 #include "gmp_reader.h"
 #include "gmp_replay.h"
 #include "gmp_trace.h"
@@ -54,11 +55,13 @@ typedef struct gmp_report_frame {
     int symbolized;   /* NATIVE: a symbolizer looked at it */
     uint32_t unknown; /* NATIVE: why it has no function ("file missing"), 0 when it has one */
     uint32_t display; /* string index of the one-line name shown in tables (0: computed) */
+    uint8_t cls;      /* gmp_frame_class (gmp_frames.h): user, framework or internal code */
 } gmp_report_frame;
 
 typedef struct gmp_report_stack {
     size_t nframes;
     gmp_report_frame *frames; /* innermost first */
+    size_t user;              /* the innermost frame of user code (gmp_frames.h); nframes: none */
 } gmp_report_stack;
 
 /* A site as the replay counts it (device, kind, API, range path, stack), strings resolved. Rows
@@ -269,7 +272,8 @@ typedef struct gmp_report_view {
     int64_t device; /* INT64_MIN: all */
     unsigned by; /* GMP_REPORT_BY_* shown for the live set at the peak (default range|stack|kind) */
     gmp_report_sort sort;
-    int color; /* text: ANSI colours */
+    int color;      /* text: ANSI colours */
+    int all_frames; /* stacks show every frame (--all-frames); else internal frames are folded */
 } gmp_report_view;
 
 /* Parses a comma-separated list of "range", "stack", "kind", "api" for --by; 0 when unknown. */

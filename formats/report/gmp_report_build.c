@@ -38,7 +38,7 @@ static gmp_doc_val str(const bld *b, uint32_t i, const char *none)
 
 static gmp_doc_val stk(const bld *b, uint32_t stack)
 {
-    return gmp_dv_stack(gmp_report_doc_stack(b->d, b->t, stack));
+    return gmp_dv_stack(gmp_report_doc_stack(b->d, b->t, stack, b->v->all_frames));
 }
 
 static gmp_doc_val tm(const bld *b, uint64_t ns)

@@ -112,7 +112,7 @@ static void growth_sites(gmp_doc *d, gmp_doc_block *b, const gmp_report_trace *t
         r[1] = gmp_dv_bytes(s->last_bytes);
         r[2] = gmp_dv_bytes(s->growth_bytes);
         r[3] = gmp_dv_bytes(s->rate_bytes > 0 ? (uint64_t)rate_int(s->rate_bytes) : 0);
-        gmp_report_site_cells(d, t, &s->site, r + 4);
+        gmp_report_site_cells(d, t, v, &s->site, r + 4);
     }
 }
 
@@ -268,7 +268,7 @@ static void temp_sites(gmp_doc *d, gmp_doc_block *sec, unsigned hide, const gmp_
         r[1] = gmp_dv_bytes(x->temp_bytes);
         r[2] = gmp_dv_count(x->allocs);
         r[3] = gmp_dv_dur(x->temp_count ? x->temp_life_ns / x->temp_count : 0);
-        gmp_report_site_cells(d, t, &x->site, r + 4);
+        gmp_report_site_cells(d, t, v, &x->site, r + 4);
     }
     tb->total = cut_total(v, wanted);
 }

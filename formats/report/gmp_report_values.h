@@ -9,8 +9,10 @@
 #include "gmp_doc.h"
 #include "gmp_report.h"
 
-/* A stack of the model as a document stack (copied into d); NULL for GMP_REPORT_NO_STACK. */
-const gmp_doc_stack *gmp_report_doc_stack(gmp_doc *d, const gmp_report_trace *t, uint32_t stack);
+/* A stack of the model as a document stack (copied into d); NULL for GMP_REPORT_NO_STACK. Frames
+ * that gmp_frames.h folds are marked internal unless all_frames. */
+const gmp_doc_stack *gmp_report_doc_stack(gmp_doc *d, const gmp_report_trace *t, uint32_t stack,
+                                          int all_frames);
 /* A trace string as a value (STR; `none` when empty). */
 gmp_doc_val gmp_report_dv_str(const gmp_report_trace *t, uint32_t i, const char *none);
 
@@ -21,7 +23,7 @@ gmp_doc_val gmp_report_dv_str(const gmp_report_trace *t, uint32_t i, const char 
  * how many. */
 size_t gmp_report_site_table(gmp_doc_col *out, const gmp_doc_col *own, size_t n);
 /* The site's cells (GMP_REPORT_SITE_COLS of them) of a row of such a table. */
-void gmp_report_site_cells(gmp_doc *d, const gmp_report_trace *t, const gmp_analysis_site *s,
-                           gmp_doc_val *out);
+void gmp_report_site_cells(gmp_doc *d, const gmp_report_trace *t, const gmp_report_view *v,
+                           const gmp_analysis_site *s, gmp_doc_val *out);
 
 #endif

@@ -271,6 +271,51 @@ def main():
             eq("html sections", process_sections(t), 3)
             if "Across the 3 processes" not in t:
                 sys.exit("html: no summary")
+        elif mode == "torch_stacks":
+            # issue 18, item 2: on every real snapshot of tests/data, the three largest stacks
+            # live at each device's peak start at a frame of user code (the recorder's, the
+            # caching allocator's, ATen's and the interpreter's frames folded) and differ as
+            # shown. User code, read by hand from the snapshots: a Python frame of the user's
+            # own files (not site-packages), or, on autograd's thread where PyTorch records no
+            # Python frame, the autograd node that allocated (torch::autograd::generated::...).
+            data = os.path.join(gdir, "..", "..", "data", "torch-snapshots")
+            snaps = sorted(f for f in os.listdir(data) if f.endswith(".pickle"))
+            eq("snapshots", len(snaps), 4)
+            for snap in snaps:
+                path = os.path.join(data, snap)
+                out, _ = run([gmp, "report", path, "-f", "json", "--by", "stack", "--top", "3"],
+                             tmp)
+                doc = json.loads(out)
+                text, _ = run([gmp, "report", path, "--by", "stack", "--top", "3"], tmp)
+                rows = re.findall(r"^\s+\S+ \S+\s+\S+%\s+\d+  (.*)$", text.decode(), re.M)
+                for dev in doc["devices"]:
+                    top = dev.get("live_at_peak_by_stack", [])[:3]
+                    if len(top) < 3:
+                        sys.exit("%s: device %s: %d stacks" % (snap, dev["id"], len(top)))
+                    for row in top:
+                        first = [f for f in row["stack"] if not f.get("internal")][0]
+                        fn, file = first["function"] or "", first["file"] or ""
+                        user = (file.endswith(".py") and "site-packages" not in file) or \
+                            fn.startswith("torch::autograd::generated::")
+                        if not user:
+                            sys.exit("%s: device %s: a stack starts at %r (%s)" %
+                                     (snap, dev["id"], fn, file))
+                        if not row["stack"][0].get("internal"):
+                            sys.exit("%s: nothing folded in %r" % (snap, row["stack"][0]))
+                # the text rows of each device's table start with that frame and differ
+                for i in range(0, len(rows), 3):
+                    three = rows[i:i + 3]
+                    if len(set(three)) != len(three):
+                        sys.exit("%s: stacks shown alike:\n%s" % (snap, "\n".join(three)))
+                    for r in three:
+                        if r.startswith("+") or "CUDACachingAllocator" in r.split(" < ")[0]:
+                            sys.exit("%s: a row starts with internal frames: %s" % (snap, r))
+                # --all-frames: nothing folded, the recorder's frames first
+                out, _ = run([gmp, "report", path, "--by", "stack", "--top", "1",
+                              "--all-frames"], tmp)
+                if "internal frame" in out.decode() or "torch::unwind::unwind()" not in \
+                        out.decode():
+                    sys.exit("%s: --all-frames folded something" % snap)
         elif mode == "noalloc":
             # a trace without allocations: no peak and no time for it (it was "0 B at -1.000000
             # s", a time before the trace began), in every format

@@ -46,6 +46,33 @@ static const gmp_doc_frame frames[] = {
      .display = S("main (train.py:99)")},
 };
 static const gmp_doc_stack stack6 = {6, frames};
+/* internal frames (gmp_frames.h) folded: a run the stack begins with ("[+2 inside]" after the
+ * first frame shown), a run between two user frames ("+1 internal frame") */
+static const gmp_doc_frame folded_frames[] = {
+    {.python = 1,
+     .function = S("torch::unwind::unwind()"),
+     .display = S("torch::unwind::unwind()"),
+     .internal = 1},
+    {.python = 1,
+     .function = S("c10::cuda::CUDACachingAllocator::malloc"),
+     .display = S("c10::cuda::CUDACachingAllocator::malloc"),
+     .internal = 1},
+    {.python = 1,
+     .function = S("step"),
+     .file = S("optim.py"),
+     .line = 82,
+     .display = S("step (optim.py:82)")},
+    {.python = 1,
+     .function = S("_PyEval_EvalFrameDefault"),
+     .display = S("_PyEval_EvalFrameDefault"),
+     .internal = 1},
+    {.python = 1,
+     .function = S("train"),
+     .file = S("train.py"),
+     .line = 7,
+     .display = S("train (train.py:7)")},
+};
+static const gmp_doc_stack stack_folded = {5, folded_frames};
 static const gmp_doc_stack stack1 = {1, frames};
 
 static void device(gmp_doc *d, gmp_doc_block *trace, int id, uint64_t peak)
@@ -172,6 +199,14 @@ static gmp_doc *build(void)
     r[4] = gmp_dv_hex(0x1000);
     r[5] = gmp_dv_lit("");
     r[6] = gmp_dv_stack(&stack1);
+    r = gmp_doc_row(d, t);
+    r[0] = gmp_dv_bytes(512);
+    r[1] = gmp_dv_device(0);
+    r[2] = gmp_dv_time(T0 + 5000000, T0);
+    r[3] = gmp_dv_time(T0 + 6000000, T0);
+    r[4] = gmp_dv_hex(0x2000);
+    r[5] = gmp_dv_lit("folded");
+    r[6] = gmp_dv_stack(&stack_folded);
 
     gmp_doc_block *an = gmp_doc_section(d, tr, "analysis", 0, "Findings");
     gmp_doc_block *v = gmp_doc_verdict(
@@ -195,6 +230,7 @@ static gmp_doc *build(void)
     gmp_doc_notice(d, an, NULL, GMP_DOC_INFO, "... and %v more", gmp_dv_count(3));
     gmp_doc_block *sb = gmp_doc_section(d, an, NULL, 0, "Allocation in focus");
     gmp_doc_stack_block(d, sb, "focus_stack", &stack6);
+    gmp_doc_stack_block(d, sb, "folded_stack", &stack_folded);
     gmp_doc_block *em = gmp_doc_section(d, tr, "empty", 0, "Empty section");
     gmp_doc_table(d, em, "nothing", bc, 7);
     return d;

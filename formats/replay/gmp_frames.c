@@ -1,0 +1,213 @@
+/* gmp_frames: the rules that say which frames of a stack are the user's code (gmp_frames.h,
+ * docs/stacks.md "Frames from user code"). The table below is the whole policy. */
+#include "gmp_frames.h"
+
+#include <string.h>
+
+#define I GMP_FRAME_INTERNAL
+#define F GMP_FRAME_FRAMEWORK
+
+/* Tried in order; the first rule that matches decides. */
+static const gmp_frame_rule rules[] = {
+    /* the recorders */
+    {"gpumemprof", I, NULL, NULL, "libgpumemprof_agent.so*", "gpumemprof's agent"},
+    {"pytorch", I, "torch::unwind::*", NULL, NULL, "PyTorch's stack capture (snapshots)"},
+    {"pytorch", I, "torch::CapturedTraceback::*", NULL, NULL, "PyTorch's stack capture"},
+    {"pytorch", I, "torch::cuda::*gather*", NULL, NULL, "PyTorch's stack capture"},
+    /* the allocators */
+    {"pytorch", I, "c10::cuda::CUDACachingAllocator::*", NULL, NULL, "PyTorch's caching allocator"},
+    {"pytorch", I, NULL, NULL, "libc10_cuda.so*", "PyTorch's caching allocator (its library)"},
+    {"cuda", I, NULL, NULL, "libcudart.so*", "the CUDA runtime"},
+    {"cuda", I, NULL, NULL, "libcuda.so*", "the CUDA driver"},
+    {"cuda", I, NULL, NULL, "libcupti.so*", "CUPTI"},
+    /* the Python interpreter's C frames and its import machinery */
+    {"python", I, "_Py*", NULL, NULL, "the Python interpreter"},
+    {"python", I, "Py_*", NULL, NULL, "the Python interpreter"},
+    {"python", I, "PyEval_*", NULL, NULL, "the Python interpreter"},
+    {"python", I, "PyObject_*", NULL, NULL, "the Python interpreter"},
+    {"python", I, "PyVectorcall_*", NULL, NULL, "the Python interpreter"},
+    {"python", I, "PyCFunction_*", NULL, NULL, "the Python interpreter"},
+    {"python", I, NULL, "*/python-3*/*", NULL, "the Python interpreter (CPython's sources)"},
+    {"python", I, NULL, "*/Python-3*/*", NULL, "the Python interpreter (CPython's sources)"},
+    {"python", I, "pymain_*", NULL, NULL, "the Python interpreter"},
+    {"python", I, "pyrun_*", NULL, NULL, "the Python interpreter"},
+    {"python", I, "cfunction_*", NULL, NULL, "the Python interpreter"},
+    {"python", I, "method_vectorcall*", NULL, NULL, "the Python interpreter"},
+    {"python", I, "vectorcall_*", NULL, NULL, "the Python interpreter"},
+    {"python", I, "slot_tp_*", NULL, NULL, "the Python interpreter"},
+    {"python", I, "run_eval_code_obj*", NULL, NULL, "the Python interpreter"},
+    {"python", I, "run_mod*", NULL, NULL, "the Python interpreter"},
+    {"python", I, NULL, NULL, "libpython3*", "the Python interpreter (its library)"},
+    {"python", I, NULL, NULL, "python3*", "the Python interpreter (its executable)"},
+    {"python", I, NULL, "<frozen importlib*", NULL, "Python's import machinery"},
+    /* libc, the dynamic loader, the C++ runtime */
+    {"libc", I, "__*", NULL, NULL, "libc and the compiler's runtime (reserved names)"},
+    {"libc", I, "_start", NULL, NULL, "libc: the program's entry"},
+    {"libc", I, "start_thread", NULL, NULL, "libc: a thread's entry"},
+    {"libc", I, "clone", NULL, NULL, "libc: a thread's entry"},
+    {"libc", I, "clone3", NULL, NULL, "libc: a thread's entry"},
+    {"libc", I, "pthread_*", NULL, NULL, "libc's threads"},
+    {"libc", I, NULL, NULL, "libc.so*", "libc"},
+    {"libc", I, NULL, NULL, "libc-*", "libc"},
+    {"libc", I, NULL, NULL, "libpthread*", "libc's threads"},
+    {"libc", I, NULL, NULL, "ld-linux*", "the dynamic loader"},
+    {"c++", I, "std::*", NULL, NULL, "the C++ standard library"},
+    {"c++", I, "__gnu_cxx::*", NULL, NULL, "the C++ standard library"},
+    {"c++", I, "execute_native_thread_routine*", NULL, NULL, "the C++ runtime: a thread's entry"},
+    {"c++", I, NULL, NULL, "libstdc++.so*", "the C++ standard library"},
+    {"c++", I, NULL, NULL, "libgcc_s.so*", "the compiler's runtime"},
+    /* PyTorch's module call machinery (between a module's caller and its forward) */
+    {"pytorch", I, "_call_impl", "*torch/nn/modules/module.py", NULL, "nn.Module.__call__"},
+    {"pytorch", I, "_wrapped_call_impl", "*torch/nn/modules/module.py", NULL, "nn.Module.__call__"},
+    /* PyTorch's own code: shown only when no user frame explains the allocation */
+    {"pytorch", F, "at::*", NULL, NULL, "ATen (operators, dispatch)"},
+    {"pytorch", F, "c10::*", NULL, NULL, "c10 (dispatcher, core)"},
+    {"pytorch", F, "torch::autograd::VariableType::*", NULL, NULL, "autograd's dispatch"},
+    {"pytorch", F, "torch::autograd::Engine::*", NULL, NULL, "the autograd engine"},
+    {"pytorch", F, "torch::autograd::python::*", NULL, NULL, "the autograd engine"},
+    {"pytorch", F, "torch::autograd::Node::*", NULL, NULL, "the autograd engine"},
+    {"pytorch", F, "torch::autograd::THP*", NULL, NULL, "PyTorch's Python bindings"},
+    {"pytorch", F, "THP*", NULL, NULL, "PyTorch's Python bindings"},
+    {"pytorch", F, "torch::jit::*", NULL, NULL, "TorchScript"},
+    {"pytorch", F, NULL, NULL, "libtorch*", "PyTorch's libraries"},
+    {"pytorch", F, NULL, NULL, "libc10.so*", "PyTorch's libraries"},
+    {"pytorch", F, NULL, "*/site-packages/torch/*", NULL, "torch's Python code"},
+    {"pytorch", F, NULL, "*/dist-packages/torch/*", NULL, "torch's Python code"},
+    /* other libraries installed for Python: shown only when no user frame explains */
+    {"python", F, NULL, "*/site-packages/*", NULL, "installed Python packages"},
+    {"python", F, NULL, "*/dist-packages/*", NULL, "installed Python packages"},
+    {"python", F, NULL, "*/lib/python3*", NULL, "Python's standard library"},
+};
+
+#undef I
+#undef F
+
+size_t gmp_frame_rule_count(void)
+{
+    return sizeof rules / sizeof rules[0];
+}
+
+const gmp_frame_rule *gmp_frame_rule_at(size_t i)
+{
+    return i < gmp_frame_rule_count() ? &rules[i] : NULL;
+}
+
+int gmp_frame_glob(const char *pat, const char *s, size_t n)
+{
+    size_t i = 0;
+    const char *star = NULL;
+    size_t star_i = 0;
+    while (i < n) {
+        if (*pat == '*') {
+            star = ++pat;
+            star_i = i;
+        } else if (*pat && *pat == s[i]) {
+            pat++;
+            i++;
+        } else if (star) {
+            pat = star;
+            i = ++star_i;
+        } else {
+            return 0;
+        }
+    }
+    while (*pat == '*')
+        pat++;
+    return *pat == 0;
+}
+
+static const char ANON[] = "(anonymous namespace)";
+
+gmp_str gmp_frame_function_head(gmp_str name)
+{
+    const char *p = name.ptr;
+    size_t n = name.len, end = n, start = 0;
+    if (!p)
+        return (gmp_str){"", 0};
+    int angle = 0;
+    for (size_t i = 0; i < n; i++) {
+        char c = p[i];
+        if (c == '(' && n - i >= sizeof ANON - 1 && memcmp(p + i, ANON, sizeof ANON - 1) == 0) {
+            i += sizeof ANON - 2;
+            continue;
+        }
+        if (c == '(' && i >= 8 && memcmp(p + i - 8, "operator", 8) == 0 && i + 1 < n &&
+            p[i + 1] == ')') {
+            i++; /* operator() */
+            continue;
+        }
+        if (c == '<' && i > 0)
+            angle++;
+        else if (c == '>' && angle > 0)
+            angle--;
+        else if (c == '(' && angle == 0 && i > 0) {
+            end = i;
+            break;
+        } else if (c == ' ' && angle == 0 && i + 1 < n) {
+            start = i + 1; /* the return type before it */
+        }
+    }
+    if (start > end)
+        start = end;
+    /* template arguments right after the name: f<T> */
+    if (end > start + 1 && p[end - 1] == '>') {
+        int d = 0;
+        for (size_t i = end; i-- > start;) {
+            if (p[i] == '>')
+                d++;
+            else if (p[i] == '<' && --d == 0) {
+                if (i > start)
+                    end = i;
+                break;
+            }
+        }
+    }
+    return (gmp_str){p + start, (uint32_t)(end - start)};
+}
+
+static gmp_str base_name(gmp_str s)
+{
+    for (uint32_t i = s.len; i-- > 0;)
+        if (s.ptr[i] == '/')
+            return (gmp_str){s.ptr + i + 1, s.len - i - 1};
+    return s;
+}
+
+gmp_frame_class gmp_frame_classify(const gmp_frame_info *f, const gmp_frame_rule **rule)
+{
+    gmp_str fn = gmp_frame_function_head(f->function);
+    gmp_str mod = f->module.ptr ? base_name(f->module) : (gmp_str){"", 0};
+    gmp_str file = f->file.ptr ? f->file : (gmp_str){"", 0};
+    for (size_t i = 0; i < gmp_frame_rule_count(); i++) {
+        const gmp_frame_rule *r = &rules[i];
+        if (r->function && (!fn.len || !gmp_frame_glob(r->function, fn.ptr, fn.len)))
+            continue;
+        if (r->file && (!file.len || !gmp_frame_glob(r->file, file.ptr, file.len)))
+            continue;
+        if (r->module && (!mod.len || !gmp_frame_glob(r->module, mod.ptr, mod.len)))
+            continue;
+        if (rule)
+            *rule = r;
+        return r->cls;
+    }
+    if (rule)
+        *rule = NULL;
+    return GMP_FRAME_USER;
+}
+
+size_t gmp_frames_fold(const uint8_t *cls, size_t n, uint8_t *hide)
+{
+    int user = 0;
+    for (size_t i = 0; i < n && !user; i++)
+        user = cls[i] == GMP_FRAME_USER;
+    size_t hidden = 0;
+    for (size_t i = 0; i < n; i++) {
+        hide[i] = cls[i] == GMP_FRAME_INTERNAL || (cls[i] == GMP_FRAME_FRAMEWORK && user);
+        hidden += hide[i];
+    }
+    if (hidden == n) {
+        memset(hide, 0, n);
+        return 0;
+    }
+    return hidden;
+}

@@ -1,0 +1,71 @@
+/* gmp_frames: which frames of a call stack are the user's code, and which are folded away as
+ * internal (docs/stacks.md, "Frames from user code"). Every output that shows a stack (the report
+ * in every format, speedscope, the HTML view) asks here, so that a stack looks the same in all of
+ * them and one option (`--all-frames`) shows everything.
+ *
+ * The rules are data: a table of patterns per runtime (gmp_frame_rule_at lists them, in the order
+ * they are tried; the first that matches decides). A frame is
+ *   INTERNAL   the recorder (gpumemprof's agent, PyTorch's CapturedTraceback), the allocators
+ *              (PyTorch's caching allocator, cudart, libcuda, CUPTI), the Python interpreter's C
+ *              frames, libc, the C++ runtime and the dynamic loader: always folded;
+ *   FRAMEWORK  a framework's or library's own code (ATen/c10 dispatch and kernels, the autograd
+ *              engine, torch's Python modules, installed Python packages): folded when the stack
+ *              has a USER frame (the user's call explains it), shown otherwise;
+ *   USER       everything else (no rule matched): always shown.
+ * A stack whose frames are all folded keeps them all (a stack is never shown empty).
+ *
+ * Patterns are globs where `*` matches any run of bytes (nothing else is special), matched against
+ * one field of the frame: the function's qualified name without its return type, template
+ * arguments after the name and parameters ("at::detail::empty_cuda" for "at::TensorBase
+ * at::detail::empty_cuda(c10::ArrayRef<long>, ...)"), the source file as recorded, or the file name
+ * of a native frame's module ("libcudart.so.12"). A rule may name a function and a file; both must
+ * match. Nothing here allocates. */
+#ifndef GMP_FRAMES_H
+#define GMP_FRAMES_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "gmp_trace.h"
+
+typedef enum gmp_frame_class {
+    GMP_FRAME_USER = 0,
+    GMP_FRAME_FRAMEWORK = 1,
+    GMP_FRAME_INTERNAL = 2,
+} gmp_frame_class;
+
+typedef struct gmp_frame_rule {
+    const char *runtime;  /* "gpumemprof", "pytorch", "cuda", "python", "libc", "c++" */
+    gmp_frame_class cls;  /* FRAMEWORK or INTERNAL */
+    const char *function; /* glob on the function's qualified name, NULL: any */
+    const char *file;     /* glob on the source file (as recorded), NULL: any */
+    const char *module;   /* glob on the module's file name (native frames), NULL: any */
+    const char *what;     /* what the rule folds, for the docs */
+} gmp_frame_rule;
+
+/* The rules, in the order they are tried. */
+size_t gmp_frame_rule_count(void);
+const gmp_frame_rule *gmp_frame_rule_at(size_t i);
+
+/* A frame as any output knows it: raw bytes, empty when unknown. module: the module's path (or
+ * file name). */
+typedef struct gmp_frame_info {
+    gmp_str function, file, module;
+} gmp_frame_info;
+
+/* The class of one frame, and (rule != NULL) the rule that decided it (NULL for USER). */
+gmp_frame_class gmp_frame_classify(const gmp_frame_info *f, const gmp_frame_rule **rule);
+
+/* Folding a stack of n frames (innermost first) whose classes are cls[]: hide[i] = 1 for the
+ * frames folded away (see above). Returns the number of frames hidden. */
+size_t gmp_frames_fold(const uint8_t *cls, size_t n, uint8_t *hide);
+
+/* The glob used by the rules: `*` matches any run of bytes. */
+int gmp_frame_glob(const char *pat, const char *s, size_t n);
+
+/* The part of a function name the rules match: the qualified name without return type,
+ * parameters and the template arguments that follow it; "(anonymous namespace)" is kept. Returns
+ * a slice of name. */
+gmp_str gmp_frame_function_head(gmp_str name);
+
+#endif
