@@ -2,8 +2,10 @@
  * records of kind native) against the module map of the run (MODULE records).
  *
  * An address resolves to a list of frames, innermost first: the functions inlined at that address
- * (innermost first), then the function that contains it, each with file and line (DWARF through
- * libdwarf: line table and DW_TAG_inlined_subroutine scopes). Without DWARF, the ELF symbol table
+ * (innermost first), then the function that contains it, each with file and line (DWARF 2-5: the
+ * line table, read by our own reader, and DW_TAG_inlined_subroutine scopes through libdwarf), as
+ * llvm-symbolizer gives them (tests/stacks/check_llvm_symbolizer.py); the outermost function is
+ * named by its ELF symbol when one covers the address. Without DWARF, the ELF symbol table
  * (.symtab, else .dynsym) names the function. Debug information is looked for in the module's file
  * itself, in a separate debug file found by build-id (<debug-dir>/.build-id/xx/yyyy.debug) and by
  * .gnu_debuglink (next to the file, in its .debug/ directory, under <debug-dir>).
