@@ -15,5 +15,6 @@ int gmp_cmd_import(const gmp_cli_cmd_info *cmd, int argc, char **argv);
 int gmp_cmd_diff(const gmp_cli_cmd_info *cmd, int argc, char **argv);
 int gmp_cmd_info(const gmp_cli_cmd_info *cmd, int argc, char **argv);
 int gmp_cmd_diagnose(const gmp_cli_cmd_info *cmd, int argc, char **argv);
+int gmp_cmd_view(const gmp_cli_cmd_info *cmd, int argc, char **argv);
 
 #endif

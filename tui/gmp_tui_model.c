@@ -1,0 +1,844 @@
+/* gmp_tui_model: the viewer's index over one replay pass (see gmp_tui_model.h). */
+#include "gmp_tui_model.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define WBUF_EVENTS 16384     /* events buffered before a write */
+#define CK_MIN_EVENTS 65536u  /* at least this many logged events between checkpoints */
+#define MAX_DEVS 64           /* device ids -1 .. 62 get a timeline */
+#define FIRST_BUCKET_NS 1024u /* bucket width at the start; doubles as the trace grows */
+
+typedef struct ckpt {
+    uint64_t index; /* the state after logged events [0, index) */
+    uint64_t off;   /* offset in the checkpoint file */
+    uint64_t n;     /* live allocations */
+} ckpt;
+
+struct gmp_tui_model {
+    gmp_reader *r;
+    gmp_replay *rp;
+    int evfd, ckfd;
+    gmp_tui_ev *wbuf;
+    size_t nwbuf;
+    uint64_t nev;
+    uint64_t *chunk_t; /* time of logged event k * GMP_TUI_CHUNK */
+    size_t nchunk, capchunk;
+    ckpt *ck;
+    size_t nck, capck;
+    uint64_t ck_off, since_ck;
+    gmp_tui_live *ckbuf; /* filled by the live_foreach callback */
+    size_t nckbuf, capckbuf;
+    uint64_t t0, t1, bucket_ns;
+    int have_t0;
+    uint64_t nooms, nnotices;
+    gmp_tui_dev slot[MAX_DEVS]; /* by id + 1 */
+    uint64_t cur_alloc[MAX_DEVS], cur_res[MAX_DEVS];
+    gmp_tui_dev *devs; /* listed, by id */
+    size_t ndevs;
+    gmp_err werr;
+};
+
+/* ---- temporary files ---- */
+
+static int tmp_file(void)
+{
+    const char *dir = getenv("TMPDIR");
+    if (!dir || !*dir)
+        dir = "/tmp";
+#ifdef O_TMPFILE
+    int fd = open(dir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+    if (fd >= 0)
+        return fd;
+#endif
+    char path[4096];
+    snprintf(path, sizeof path, "%s/gpumemprof-view-XXXXXX", dir);
+    fd = mkstemp(path);
+    if (fd >= 0)
+        unlink(path);
+    return fd;
+}
+
+static int write_all(int fd, const void *p, size_t n)
+{
+    const char *c = p;
+    while (n) {
+        ssize_t w = write(fd, c, n);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            return -1;
+        c += w;
+        n -= (size_t)w;
+    }
+    return 0;
+}
+
+static size_t read_at(int fd, void *p, size_t n, uint64_t off)
+{
+    char *c = p;
+    size_t got = 0;
+    while (got < n) {
+        ssize_t r = pread(fd, c + got, n - got, (off_t)(off + got));
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0)
+            break;
+        got += (size_t)r;
+    }
+    return got;
+}
+
+static void flush_events(gmp_tui_model *m)
+{
+    if (m->nwbuf && write_all(m->evfd, m->wbuf, m->nwbuf * sizeof *m->wbuf) != 0)
+        m->werr = GMP_ERR_IO;
+    m->nwbuf = 0;
+}
+
+/* ---- the pass ---- */
+
+static unsigned space_of(unsigned kind)
+{
+    switch (kind) {
+    case GMP_MEM_VMM_PHYSICAL: return 1;
+    case GMP_MEM_VMM_MAPPING: return 2;
+    case GMP_MEM_VA_RESERVE: return 3;
+    case GMP_MEM_NVTX_REGION: return 4;
+    default: return 0;
+    }
+}
+
+static gmp_tui_dev *slot_of(gmp_tui_model *m, int32_t id)
+{
+    if (id < -1 || id >= MAX_DEVS - 1)
+        return NULL;
+    gmp_tui_dev *d = &m->slot[id + 1];
+    if (!d->buckets) {
+        d->buckets = calloc(GMP_TUI_BUCKETS, sizeof *d->buckets);
+        if (!d->buckets)
+            return NULL;
+        d->id = id;
+    }
+    return d;
+}
+
+static void merge_buckets(gmp_tui_model *m)
+{
+    for (int s = 0; s < MAX_DEVS; s++) {
+        gmp_tui_bucket *b = m->slot[s].buckets;
+        if (!b)
+            continue;
+        for (size_t j = 0; j < GMP_TUI_BUCKETS / 2; j++) {
+            gmp_tui_bucket x = b[2 * j], y = b[2 * j + 1];
+            if (x.has && y.has) {
+                x.amin = x.amin < y.amin ? x.amin : y.amin;
+                x.amax = x.amax > y.amax ? x.amax : y.amax;
+                x.rmax = x.rmax > y.rmax ? x.rmax : y.rmax;
+                x.alast = y.alast;
+                x.rlast = y.rlast;
+            } else if (y.has) {
+                x = y;
+            }
+            b[j] = x;
+        }
+        memset(b + GMP_TUI_BUCKETS / 2, 0, GMP_TUI_BUCKETS / 2 * sizeof *b);
+    }
+    m->bucket_ns *= 2;
+}
+
+static void note_time(gmp_tui_model *m, uint64_t t)
+{
+    if (!m->have_t0) {
+        m->have_t0 = 1;
+        m->t0 = m->t1 = t;
+    }
+    if (t > m->t1)
+        m->t1 = t;
+}
+
+/* The device's allocated and reserved after an event, into its timeline. */
+static void bucket_put(gmp_tui_model *m, int32_t id, uint64_t t, uint64_t alloc, uint64_t res)
+{
+    gmp_tui_dev *d = slot_of(m, id);
+    if (!d)
+        return;
+    note_time(m, t);
+    uint64_t off = t > m->t0 ? t - m->t0 : 0;
+    while (off / m->bucket_ns >= GMP_TUI_BUCKETS)
+        merge_buckets(m);
+    gmp_tui_bucket *b = &d->buckets[off / m->bucket_ns];
+    uint64_t pa = m->cur_alloc[id + 1], pr = m->cur_res[id + 1];
+    if (!b->has) {
+        b->has = 1;
+        b->amin = pa < alloc ? pa : alloc;
+        b->amax = pa > alloc ? pa : alloc;
+        b->rmax = pr > res ? pr : res;
+    } else {
+        if (alloc < b->amin)
+            b->amin = alloc;
+        if (alloc > b->amax)
+            b->amax = alloc;
+        if (res > b->rmax)
+            b->rmax = res;
+    }
+    b->alast = alloc;
+    b->rlast = res;
+    m->cur_alloc[id + 1] = alloc;
+    m->cur_res[id + 1] = res;
+}
+
+static gmp_err ck_collect(void *ctx, const gmp_replay_alloc *a)
+{
+    gmp_tui_model *m = ctx;
+    if (m->nckbuf == m->capckbuf) {
+        size_t nc = m->capckbuf ? m->capckbuf * 2 : 1024;
+        gmp_tui_live *nb = realloc(m->ckbuf, nc * sizeof *nb);
+        if (!nb)
+            return GMP_ERR_NOMEM;
+        m->ckbuf = nb;
+        m->capckbuf = nc;
+    }
+    gmp_tui_live *l = &m->ckbuf[m->nckbuf++];
+    memset(l, 0, sizeof *l);
+    l->key = a->address ? a->address : a->handle;
+    if (a->kind == GMP_MEM_VMM_PHYSICAL)
+        l->key = a->handle;
+    l->size = a->size;
+    l->time_ns = a->time_ns;
+    l->site = (uint32_t)a->site;
+    l->device = a->device;
+    l->space = (uint8_t)space_of(a->kind);
+    return GMP_OK;
+}
+
+static gmp_err checkpoint(gmp_tui_model *m, gmp_replay *rp)
+{
+    m->nckbuf = 0;
+    gmp_err e = gmp_replay_live_foreach(rp, ck_collect, m);
+    if (e != GMP_OK)
+        return gmp_replay_fail(rp, e, "out of memory while indexing the trace");
+    if (m->nck == m->capck) {
+        size_t nc = m->capck ? m->capck * 2 : 64;
+        ckpt *n = realloc(m->ck, nc * sizeof *n);
+        if (!n)
+            return gmp_replay_fail(rp, GMP_ERR_NOMEM, "out of memory while indexing the trace");
+        m->ck = n;
+        m->capck = nc;
+    }
+    if (write_all(m->ckfd, m->ckbuf, m->nckbuf * sizeof *m->ckbuf) != 0)
+        return gmp_replay_fail(rp, GMP_ERR_IO, "cannot write the viewer's index: %s",
+                               strerror(errno));
+    m->ck[m->nck++] = (ckpt){m->nev, m->ck_off, m->nckbuf};
+    m->ck_off += m->nckbuf * sizeof *m->ckbuf;
+    m->since_ck = 0;
+    return GMP_OK;
+}
+
+static gmp_err log_ev(gmp_tui_model *m, gmp_replay *rp, const gmp_tui_ev *ev)
+{
+    if (m->nev % GMP_TUI_CHUNK == 0) {
+        if (m->nchunk == m->capchunk) {
+            size_t nc = m->capchunk ? m->capchunk * 2 : 256;
+            uint64_t *n = realloc(m->chunk_t, nc * sizeof *n);
+            if (!n)
+                return gmp_replay_fail(rp, GMP_ERR_NOMEM, "out of memory while indexing the trace");
+            m->chunk_t = n;
+            m->capchunk = nc;
+        }
+        m->chunk_t[m->nchunk++] = ev->time_ns;
+    }
+    note_time(m, ev->time_ns);
+    m->wbuf[m->nwbuf++] = *ev;
+    m->nev++;
+    m->since_ck++;
+    if (m->nwbuf == WBUF_EVENTS)
+        flush_events(m);
+    if (m->werr != GMP_OK)
+        return gmp_replay_fail(rp, m->werr, "cannot write the viewer's index: %s", strerror(errno));
+    return GMP_OK;
+}
+
+static gmp_err maybe_checkpoint(gmp_tui_model *m, gmp_replay *rp)
+{
+    uint64_t live = gmp_replay_get_summary(rp)->max_live_allocs;
+    uint64_t every = CK_MIN_EVENTS > 2 * live ? CK_MIN_EVENTS : 2 * live;
+    return m->since_ck >= every ? checkpoint(m, rp) : GMP_OK;
+}
+
+static void fill_mem(gmp_tui_ev *ev, const gmp_rec *rec, const gmp_replay_alloc *a,
+                     const gmp_replay_device *dev, unsigned op, int counted)
+{
+    memset(ev, 0, sizeof *ev);
+    ev->time_ns = rec->time_ns;
+    ev->op = (uint8_t)op;
+    ev->key = a->kind == GMP_MEM_VMM_PHYSICAL || !a->address ? a->handle : a->address;
+    ev->size = a->size;
+    ev->site = (uint32_t)a->site;
+    ev->device = (int16_t)a->device;
+    ev->allocated = dev ? dev->allocated : 0;
+    ev->flags = (uint8_t)((counted ? GMP_TUI_EVF_COUNTED : 0) | space_of(a->kind) << 4);
+}
+
+static gmp_err on_alloc(void *ctx, gmp_replay *rp, const gmp_replay_mem *mev)
+{
+    gmp_tui_model *m = ctx;
+    gmp_tui_ev ev;
+    const gmp_rec_mem *rm = &mev->rec->u.mem;
+    if (mev->status == GMP_REPLAY_FAILED) {
+        memset(&ev, 0, sizeof ev);
+        ev.time_ns = mev->rec->time_ns;
+        ev.op = GMP_TUI_EV_FAILED;
+        ev.size = rm->size;
+        ev.site = rm->api;
+        ev.device = (int16_t)rm->device;
+        ev.allocated = mev->dev ? mev->dev->allocated : 0;
+        return log_ev(m, rp, &ev);
+    }
+    if ((mev->status != GMP_REPLAY_OK && mev->status != GMP_REPLAY_REPLACED) || !mev->alloc)
+        return GMP_OK;
+    fill_mem(&ev, mev->rec, mev->alloc, mev->dev, GMP_TUI_EV_ALLOC, mev->counted);
+    gmp_err e = log_ev(m, rp, &ev);
+    if (e == GMP_OK && mev->dev)
+        bucket_put(m, mev->dev->id, ev.time_ns, mev->dev->allocated, mev->dev->reserved);
+    return e == GMP_OK ? maybe_checkpoint(m, rp) : e;
+}
+
+static gmp_err on_free(void *ctx, gmp_replay *rp, const gmp_replay_mem *mev)
+{
+    gmp_tui_model *m = ctx;
+    gmp_tui_ev ev;
+    if (mev->status == GMP_REPLAY_UNKNOWN_FREE || mev->status == GMP_REPLAY_DOUBLE_FREE) {
+        memset(&ev, 0, sizeof ev);
+        ev.time_ns = mev->rec->time_ns;
+        ev.op = GMP_TUI_EV_BADFREE;
+        ev.key = mev->rec->u.mem.address;
+        ev.device = (int16_t)mev->rec->u.mem.device;
+        ev.site = mev->rec->u.mem.api;
+        ev.flags = mev->status == GMP_REPLAY_DOUBLE_FREE ? GMP_TUI_EVF_DOUBLE : 0;
+        ev.allocated = mev->dev ? mev->dev->allocated : 0;
+        return log_ev(m, rp, &ev);
+    }
+    if (mev->status != GMP_REPLAY_OK || !mev->alloc)
+        return GMP_OK;
+    for (size_t i = 0; i < mev->nalloc; i++) {
+        fill_mem(&ev, mev->rec, &mev->alloc[i], mev->dev, GMP_TUI_EV_FREE, mev->counted);
+        gmp_err e = log_ev(m, rp, &ev);
+        if (e != GMP_OK)
+            return e;
+    }
+    if (mev->dev)
+        bucket_put(m, mev->dev->id, mev->rec->time_ns, mev->dev->allocated, mev->dev->reserved);
+    return maybe_checkpoint(m, rp);
+}
+
+static gmp_err on_pool(void *ctx, gmp_replay *rp, const gmp_rec *rec, const gmp_replay_device *dev)
+{
+    gmp_tui_model *m = ctx;
+    (void)rp;
+    if (dev)
+        bucket_put(m, dev->id, rec->time_ns, dev->allocated, dev->reserved);
+    return GMP_OK;
+}
+
+static gmp_err on_peak(void *ctx, gmp_replay *rp, const gmp_replay_device *dev, uint64_t t)
+{
+    gmp_tui_model *m = ctx;
+    (void)rp;
+    (void)t;
+    gmp_tui_dev *d = slot_of(m, dev->id);
+    if (d && m->nev) {
+        d->peak_index = m->nev - 1;
+        d->has_peak = 1;
+    }
+    return GMP_OK;
+}
+
+static gmp_err on_oom(void *ctx, gmp_replay *rp, const gmp_replay_oom *o)
+{
+    gmp_tui_model *m = ctx;
+    gmp_tui_ev ev;
+    memset(&ev, 0, sizeof ev);
+    ev.time_ns = o->time_ns;
+    ev.op = GMP_TUI_EV_OOM;
+    ev.size = o->requested;
+    ev.key = m->nooms++;
+    ev.device = (int16_t)o->device;
+    ev.site = o->api;
+    ev.allocated = o->live_bytes;
+    return log_ev(m, rp, &ev);
+}
+
+static gmp_err on_event(void *ctx, gmp_replay *rp, const gmp_rec *rec)
+{
+    gmp_tui_model *m = ctx;
+    gmp_tui_ev ev;
+    memset(&ev, 0, sizeof ev);
+    ev.time_ns = rec->time_ns;
+    switch (rec->type) {
+    case GMP_REC_ALERT:
+        ev.op = GMP_TUI_EV_ALERT;
+        ev.device = (int16_t)rec->u.alert.device;
+        ev.size = rec->u.alert.live_bytes;
+        ev.key = rec->u.alert.threshold;
+        ev.site = rec->u.alert.range;
+        break;
+    case GMP_REC_NOTICE:
+        ev.op = GMP_TUI_EV_NOTICE;
+        ev.key = m->nnotices++;
+        ev.site = rec->u.notice.severity;
+        ev.device = -1;
+        break;
+    case GMP_REC_LOST:
+        ev.op = GMP_TUI_EV_LOST;
+        ev.size = rec->u.lost.count;
+        ev.device = -1;
+        break;
+    default: return GMP_OK;
+    }
+    return log_ev(m, rp, &ev);
+}
+
+static const gmp_replay_ops model_ops = {
+    .alloc = on_alloc,
+    .free = on_free,
+    .pool = on_pool,
+    .peak = on_peak,
+    .oom = on_oom,
+    .event = on_event,
+};
+
+static int dev_listed(const gmp_tui_dev *d)
+{
+    if (!d->d)
+        return 0;
+    if (d->id >= 0)
+        return 1;
+    return d->d->peak_allocated > 0 || d->d->peak_reserved > 0;
+}
+
+gmp_err gmp_tui_model_build(gmp_tui_model **out, gmp_reader *r, char *msg, size_t msglen)
+{
+    *out = NULL;
+    gmp_tui_model *m = calloc(1, sizeof *m);
+    if (!m) {
+        gmp_reader_close(r);
+        snprintf(msg, msglen, "%s", gmp_err_str(GMP_ERR_NOMEM));
+        return GMP_ERR_NOMEM;
+    }
+    m->r = r;
+    m->evfd = m->ckfd = -1;
+    m->bucket_ns = FIRST_BUCKET_NS;
+    m->werr = GMP_OK;
+    gmp_err e = GMP_OK;
+    m->wbuf = malloc(WBUF_EVENTS * sizeof *m->wbuf);
+    m->evfd = tmp_file();
+    m->ckfd = tmp_file();
+    if (!m->wbuf || m->evfd < 0 || m->ckfd < 0) {
+        e = m->wbuf ? GMP_ERR_IO : GMP_ERR_NOMEM;
+        snprintf(msg, msglen, "cannot make the viewer's temporary index: %s",
+                 m->wbuf ? strerror(errno) : gmp_err_str(GMP_ERR_NOMEM));
+        gmp_tui_model_free(m);
+        return e;
+    }
+    e = gmp_replay_new(&m->rp, r, NULL);
+    if (e == GMP_OK)
+        e = gmp_replay_add(m->rp, &model_ops, m);
+    if (e == GMP_OK)
+        e = gmp_replay_run(m->rp);
+    if (e == GMP_OK) {
+        flush_events(m);
+        e = m->werr;
+    }
+    if (e != GMP_OK) {
+        const char *rm = m->rp ? gmp_replay_error(m->rp) : "";
+        snprintf(msg, msglen, "%s", rm && *rm ? rm : gmp_err_str(e));
+        gmp_tui_model_free(m);
+        return e;
+    }
+    free(m->ckbuf);
+    m->ckbuf = NULL;
+    m->capckbuf = m->nckbuf = 0;
+    /* the devices: the replay's numbers, timelines filled forward over buckets without events */
+    size_t nlisted = 0;
+    for (int s = 0; s < MAX_DEVS; s++) {
+        gmp_tui_dev *d = &m->slot[s];
+        d->id = s - 1;
+        d->d = gmp_replay_device_find(m->rp, s - 1);
+        if (dev_listed(d) && !d->buckets && !slot_of(m, s - 1)) {
+            snprintf(msg, msglen, "%s", gmp_err_str(GMP_ERR_NOMEM));
+            gmp_tui_model_free(m);
+            return GMP_ERR_NOMEM;
+        }
+        nlisted += dev_listed(d);
+        if (!d->buckets)
+            continue;
+        gmp_tui_bucket prev;
+        memset(&prev, 0, sizeof prev);
+        for (size_t i = 0; i < GMP_TUI_BUCKETS; i++) {
+            gmp_tui_bucket *b = &d->buckets[i];
+            if (b->has) {
+                prev = *b;
+            } else {
+                b->amin = b->amax = b->alast = prev.alast;
+                b->rmax = b->rlast = prev.rlast;
+            }
+        }
+    }
+    m->devs = calloc(nlisted ? nlisted : 1, sizeof *m->devs);
+    if (!m->devs) {
+        snprintf(msg, msglen, "%s", gmp_err_str(GMP_ERR_NOMEM));
+        gmp_tui_model_free(m);
+        return GMP_ERR_NOMEM;
+    }
+    for (int s = 0; s < MAX_DEVS; s++)
+        if (dev_listed(&m->slot[s]))
+            m->devs[m->ndevs++] = m->slot[s];
+    *out = m;
+    return GMP_OK;
+}
+
+void gmp_tui_model_free(gmp_tui_model *m)
+{
+    if (!m)
+        return;
+    gmp_replay_free(m->rp);
+    gmp_reader_close(m->r);
+    if (m->evfd >= 0)
+        close(m->evfd);
+    if (m->ckfd >= 0)
+        close(m->ckfd);
+    for (int s = 0; s < MAX_DEVS; s++)
+        free(m->slot[s].buckets);
+    free(m->devs);
+    free(m->wbuf);
+    free(m->chunk_t);
+    free(m->ck);
+    free(m->ckbuf);
+    free(m);
+}
+
+gmp_reader *gmp_tui_model_reader(const gmp_tui_model *m)
+{
+    return m->r;
+}
+
+gmp_replay *gmp_tui_model_replay(const gmp_tui_model *m)
+{
+    return m->rp;
+}
+
+uint64_t gmp_tui_model_events(const gmp_tui_model *m)
+{
+    return m->nev;
+}
+
+uint64_t gmp_tui_model_t0(const gmp_tui_model *m)
+{
+    return m->t0;
+}
+
+uint64_t gmp_tui_model_t1(const gmp_tui_model *m)
+{
+    return m->t1;
+}
+
+uint64_t gmp_tui_model_bucket_ns(const gmp_tui_model *m)
+{
+    return m->bucket_ns;
+}
+
+size_t gmp_tui_model_ndevs(const gmp_tui_model *m)
+{
+    return m->ndevs;
+}
+
+const gmp_tui_dev *gmp_tui_model_dev(const gmp_tui_model *m, size_t i)
+{
+    return i < m->ndevs ? &m->devs[i] : NULL;
+}
+
+size_t gmp_tui_model_read(const gmp_tui_model *m, uint64_t first, gmp_tui_ev *out, size_t n)
+{
+    if (first >= m->nev)
+        return 0;
+    if (n > m->nev - first)
+        n = (size_t)(m->nev - first);
+    size_t got = read_at(m->evfd, out, n * sizeof *out, first * sizeof *out);
+    return got / sizeof *out;
+}
+
+uint64_t gmp_tui_model_count_until(const gmp_tui_model *m, uint64_t t)
+{
+    if (!m->nchunk || m->chunk_t[0] > t)
+        return 0;
+    size_t lo = 0, hi = m->nchunk; /* the last chunk whose first time is <= t */
+    while (hi - lo > 1) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (m->chunk_t[mid] <= t)
+            lo = mid;
+        else
+            hi = mid;
+    }
+    gmp_tui_ev buf[512];
+    uint64_t i = (uint64_t)lo * GMP_TUI_CHUNK;
+    for (;;) {
+        size_t n = gmp_tui_model_read(m, i, buf, sizeof buf / sizeof buf[0]);
+        if (!n)
+            return i;
+        for (size_t k = 0; k < n; k++)
+            if (buf[k].time_ns > t)
+                return i + k;
+        i += n;
+    }
+}
+
+/* ---- the live set after an event ---- */
+
+typedef struct live_set {
+    gmp_tui_live *e;
+    unsigned char *used;
+    size_t cap, n;
+} live_set;
+
+static size_t live_hash(uint64_t key, unsigned space, size_t mask)
+{
+    uint64_t k = key ^ ((uint64_t)space << 60);
+    k ^= k >> 33;
+    k *= 0xff51afd7ed558ccdULL;
+    k ^= k >> 33;
+    return (size_t)k & mask;
+}
+
+static gmp_tui_live *live_slot(live_set *s, uint64_t key, unsigned space)
+{
+    for (size_t i = live_hash(key, space, s->cap - 1);; i = (i + 1) & (s->cap - 1)) {
+        if (!s->used[i] || (s->e[i].key == key && s->e[i].space == space))
+            return &s->e[i];
+    }
+}
+
+static void live_del(live_set *s, gmp_tui_live *e)
+{
+    size_t mask = s->cap - 1, i = (size_t)(e - s->e);
+    s->used[i] = 0;
+    s->n--;
+    for (size_t j = (i + 1) & mask; s->used[j]; j = (j + 1) & mask) {
+        size_t h = live_hash(s->e[j].key, s->e[j].space, mask);
+        /* j's entry may move into the hole at i when its home is not in (i, j] */
+        if ((j > i && (h <= i || h > j)) || (j < i && (h <= i && h > j))) {
+            s->e[i] = s->e[j];
+            s->used[i] = 1;
+            s->used[j] = 0;
+            i = j;
+        }
+    }
+}
+
+gmp_err gmp_tui_model_live(const gmp_tui_model *m, uint64_t index, gmp_tui_live **out, size_t *n)
+{
+    *out = NULL;
+    *n = 0;
+    uint64_t upto = index == UINT64_MAX ? 0 : index + 1; /* events applied: [0, upto) */
+    if (upto > m->nev)
+        upto = m->nev;
+    ckpt c = {0, 0, 0};
+    size_t lo = 0, hi = m->nck; /* the last checkpoint with index <= upto */
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (m->ck[mid].index <= upto)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    if (lo > 0)
+        c = m->ck[lo - 1];
+    uint64_t nev = upto - c.index;
+    live_set s;
+    s.cap = 64;
+    while (s.cap < 2 * (c.n + nev) + 16)
+        s.cap *= 2;
+    s.n = 0;
+    s.e = malloc(s.cap * sizeof *s.e);
+    s.used = calloc(s.cap, 1);
+    gmp_tui_live *tmp = malloc((c.n ? c.n : 1) * sizeof *tmp);
+    gmp_tui_ev *evb = malloc(4096 * sizeof *evb);
+    if (!s.e || !s.used || !tmp || !evb) {
+        free(s.e);
+        free(s.used);
+        free(tmp);
+        free(evb);
+        return GMP_ERR_NOMEM;
+    }
+    if (c.n && read_at(m->ckfd, tmp, c.n * sizeof *tmp, c.off) != c.n * sizeof *tmp)
+        c.n = 0;
+    for (size_t i = 0; i < c.n; i++) {
+        gmp_tui_live *e = live_slot(&s, tmp[i].key, tmp[i].space);
+        if (!s.used[e - s.e]) {
+            s.used[e - s.e] = 1;
+            s.n++;
+        }
+        *e = tmp[i];
+    }
+    for (uint64_t i = c.index; i < upto;) {
+        size_t k = gmp_tui_model_read(m, i, evb, upto - i < 4096 ? (size_t)(upto - i) : 4096);
+        if (!k)
+            break;
+        for (size_t j = 0; j < k; j++) {
+            const gmp_tui_ev *ev = &evb[j];
+            unsigned space = ev->flags >> 4;
+            if (ev->op == GMP_TUI_EV_ALLOC) {
+                gmp_tui_live *e = live_slot(&s, ev->key, space);
+                if (!s.used[e - s.e]) {
+                    s.used[e - s.e] = 1;
+                    s.n++;
+                }
+                e->key = ev->key;
+                e->size = ev->size;
+                e->time_ns = ev->time_ns;
+                e->site = ev->site;
+                e->device = ev->device;
+                e->space = (uint8_t)space;
+            } else if (ev->op == GMP_TUI_EV_FREE) {
+                gmp_tui_live *e = live_slot(&s, ev->key, space);
+                if (s.used[e - s.e])
+                    live_del(&s, e);
+            }
+        }
+        i += k;
+    }
+    free(evb);
+    gmp_tui_live *res = realloc(tmp, (s.n ? s.n : 1) * sizeof *res);
+    if (!res) {
+        free(tmp);
+        free(s.e);
+        free(s.used);
+        return GMP_ERR_NOMEM;
+    }
+    size_t k = 0;
+    for (size_t i = 0; i < s.cap; i++)
+        if (s.used[i])
+            res[k++] = s.e[i];
+    free(s.e);
+    free(s.used);
+    *out = res;
+    *n = k;
+    return GMP_OK;
+}
+
+/* ---- searches ---- */
+
+static uint64_t scan(const gmp_tui_model *m, uint64_t index, int forward,
+                     int (*match)(const gmp_tui_ev *ev, const void *arg), const void *arg)
+{
+    gmp_tui_ev buf[1024];
+    if (forward) {
+        uint64_t i = index == UINT64_MAX ? 0 : index + 1;
+        while (i < m->nev) {
+            size_t n = gmp_tui_model_read(m, i, buf, 1024);
+            if (!n)
+                break;
+            for (size_t k = 0; k < n; k++)
+                if (match(&buf[k], arg))
+                    return i + k;
+            i += n;
+        }
+        return UINT64_MAX;
+    }
+    uint64_t end = index == UINT64_MAX ? 0 : index; /* search [0, end) backward */
+    if (end > m->nev)
+        end = m->nev;
+    while (end > 0) {
+        uint64_t first = end > 1024 ? end - 1024 : 0;
+        size_t n = gmp_tui_model_read(m, first, buf, (size_t)(end - first));
+        for (size_t k = n; k-- > 0;)
+            if (match(&buf[k], arg))
+                return first + k;
+        end = first;
+    }
+    return UINT64_MAX;
+}
+
+typedef struct op_arg {
+    unsigned mask;
+    int32_t dev;
+} op_arg;
+
+static int match_op(const gmp_tui_ev *ev, const void *arg)
+{
+    const op_arg *a = arg;
+    return (a->mask >> ev->op & 1u) && (a->dev == INT32_MIN || ev->device == a->dev);
+}
+
+uint64_t gmp_tui_model_find(const gmp_tui_model *m, uint64_t index, int forward, unsigned opmask,
+                            int32_t dev)
+{
+    op_arg a = {opmask, dev};
+    return scan(m, index, forward, match_op, &a);
+}
+
+typedef struct site_arg {
+    const unsigned char *sites;
+    size_t n;
+} site_arg;
+
+static int match_site(const gmp_tui_ev *ev, const void *arg)
+{
+    const site_arg *a = arg;
+    return ev->op == GMP_TUI_EV_ALLOC && ev->site < a->n && a->sites[ev->site];
+}
+
+uint64_t gmp_tui_model_find_site(const gmp_tui_model *m, uint64_t index, int forward,
+                                 const unsigned char *sites, size_t nsites)
+{
+    site_arg a = {sites, nsites};
+    return scan(m, index, forward, match_site, &a);
+}
+
+uint64_t gmp_tui_model_free_time(const gmp_tui_model *m, uint64_t index, uint64_t key,
+                                 int32_t device, uint64_t limit, int *searched)
+{
+    gmp_tui_ev buf[1024];
+    uint64_t i = index == UINT64_MAX ? 0 : index + 1, end = m->nev;
+    *searched = 1;
+    if (limit && end - i > limit) {
+        end = i + limit;
+        *searched = 0;
+    }
+    while (i < end) {
+        size_t n = gmp_tui_model_read(m, i, buf, end - i < 1024 ? (size_t)(end - i) : 1024);
+        if (!n)
+            break;
+        for (size_t k = 0; k < n; k++)
+            if (buf[k].op == GMP_TUI_EV_FREE && buf[k].key == key && buf[k].device == device)
+                return buf[k].time_ns;
+        i += n;
+    }
+    return 0;
+}
+
+void gmp_tui_model_span(const gmp_tui_model *m, const gmp_tui_dev *d, uint64_t t0, uint64_t t1,
+                        uint64_t *amax, uint64_t *rmax)
+{
+    *amax = *rmax = 0;
+    if (!d->buckets || t1 < m->t0)
+        return;
+    uint64_t a = t0 > m->t0 ? (t0 - m->t0) / m->bucket_ns : 0;
+    uint64_t b = t1 > m->t0 ? (t1 - m->t0) / m->bucket_ns : 0;
+    uint64_t last = (m->t1 - m->t0) / m->bucket_ns;
+    if (b > last)
+        b = last;
+    if (a > b)
+        a = b;
+    for (uint64_t i = a; i <= b && i < GMP_TUI_BUCKETS; i++) {
+        if (d->buckets[i].amax > *amax)
+            *amax = d->buckets[i].amax;
+        if (d->buckets[i].rmax > *rmax)
+            *rmax = d->buckets[i].rmax;
+    }
+}

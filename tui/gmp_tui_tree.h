@@ -1,0 +1,76 @@
+/* gmp_tui_tree: what is live at the viewer's cursor, as a tree with sizes that expands.
+ *
+ * The live allocations of one device (device kinds: what its allocated bytes count) are grouped by
+ * allocation site first, then each site is placed on a path that depends on the grouping:
+ *  - by range:  range path components (outermost first), then the site (kind, API, top frame);
+ *  - by stack:  frames outermost first (internal frames left out unless shown), then the site;
+ *  - by kind:   memory kind, then the whole range path, then the site.
+ * Under an expanded site, its largest allocations. Every node has its bytes and count (inclusive),
+ * and the largest allocation under it (the one the focus pane shows). Expanded nodes are
+ * remembered by a hash of their path, so the tree keeps its shape while the cursor moves.
+ *
+ * Labels of sites (range components, frames as text, which frames are internal) are computed once
+ * per site and cached. Internal frames: the CUDA runtime and driver, the profiler's agent, the C
+ * library and the dynamic loader, PyTorch's C++ libraries; Python frames of torch itself. */
+#ifndef GMP_TUI_TREE_H
+#define GMP_TUI_TREE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "gmp_tui_model.h"
+
+enum { GMP_TUI_BY_RANGE = 0, GMP_TUI_BY_STACK, GMP_TUI_BY_KIND, GMP_TUI_BY_COUNT };
+
+typedef struct gmp_tui_row {
+    const char *label;
+    uint64_t bytes, count;
+    int depth;
+    int has_children, expanded;
+    int is_alloc;  /* an allocation (a leaf) */
+    uint64_t hkey; /* the node's path hash (for toggling) */
+    size_t best;   /* index into the live array of the largest allocation under it */
+} gmp_tui_row;
+
+/* A site's labels (valid while the tree and its model live). */
+typedef struct gmp_tui_site {
+    int ready;
+    int32_t device;
+    uint32_t kind, api, stack, range;
+    size_t nranges;
+    char **ranges;   /* range path components, outermost first */
+    char *range_str; /* joined with "/"; "" none */
+    size_t nframes;
+    char **frames;           /* innermost first */
+    unsigned char *internal; /* per frame */
+    char *api_str;
+} gmp_tui_site;
+
+typedef struct gmp_tui_tree gmp_tui_tree;
+
+gmp_tui_tree *gmp_tui_tree_new(void);
+void gmp_tui_tree_free(gmp_tui_tree *t);
+/* Forgets the cached site labels (a new model); expanded nodes are kept. */
+void gmp_tui_tree_set_model(gmp_tui_tree *t, const gmp_tui_model *m);
+
+/* Builds the tree of live[0..n) for device dev. */
+gmp_err gmp_tui_tree_build(gmp_tui_tree *t, const gmp_tui_live *live, size_t n, int32_t dev, int by,
+                           int show_internal);
+size_t gmp_tui_tree_nrows(const gmp_tui_tree *t);
+const gmp_tui_row *gmp_tui_tree_row(const gmp_tui_tree *t, size_t i);
+uint64_t gmp_tui_tree_total(const gmp_tui_tree *t); /* bytes of the device live at the cursor */
+uint64_t gmp_tui_tree_count(const gmp_tui_tree *t);
+/* Expands a collapsed node or collapses an expanded one. */
+void gmp_tui_tree_toggle(gmp_tui_tree *t, const gmp_tui_row *row);
+/* Expands every node on the path to the largest allocation of site (by the current grouping) at
+ * the next build. */
+void gmp_tui_tree_reveal_site(gmp_tui_tree *t, uint32_t site);
+
+/* The labels of a site; NULL when out of memory or no such site. */
+const gmp_tui_site *gmp_tui_tree_site(gmp_tui_tree *t, uint32_t site);
+/* 1 when the site's range path or one of its frames contains needle (case-insensitive). */
+int gmp_tui_tree_site_matches(gmp_tui_tree *t, uint32_t site, const char *needle);
+/* 1 when a frame text is of an internal frame (see above). */
+int gmp_tui_frame_internal(const char *text);
+
+#endif
