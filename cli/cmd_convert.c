@@ -191,9 +191,9 @@ static void abandon(out_file *of, size_t n)
 int gmp_cmd_convert(const gmp_cli_cmd_info *cmd, int argc, char **argv)
 {
     const char *paths[NOUTPUTS] = {0};
-    int torch = 0, no_progress = 0;
+    int torch = 0, no_progress = 0, all_frames = 0;
     uint64_t max_spans = DEFAULT_MAX_SPANS;
-    gmp_cli_opt opts[NOUTPUTS + 4];
+    gmp_cli_opt opts[NOUTPUTS + 5];
     size_t no = 0;
     for (size_t i = 0; i < NOUTPUTS; i++)
         opts[no++] =
@@ -212,6 +212,13 @@ int gmp_cmd_convert(const gmp_cli_cmd_info *cmd, int argc, char **argv)
                                &max_spans,
                                "N",
                                "Chrome: allocation spans written at most (default 200000; 0: all)",
+                               0};
+    opts[no++] = (gmp_cli_opt){"all-frames",
+                               0,
+                               GMP_CLI_FLAG,
+                               &all_frames,
+                               NULL,
+                               "stacks keep every frame (default: internal ones folded)",
                                0};
     opts[no++] = (gmp_cli_opt){
         "no-progress", 0, GMP_CLI_FLAG, &no_progress, NULL, "no progress bar on a terminal", 0};
@@ -328,6 +335,7 @@ int gmp_cmd_convert(const gmp_cli_cmd_info *cmd, int argc, char **argv)
         .max_spans = max_spans,
         .symbolize = symbolize_frame,
         .symbolize_ctx = &sym,
+        .all_frames = all_frames,
     };
     for (size_t i = 0; i < nof; i++) {
         gmp_err e = of[i].def->fmt->start(&of[i].ctx, of[i].f, of[i].path, &oo);

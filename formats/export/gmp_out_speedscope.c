@@ -9,7 +9,9 @@
  * allocated over the whole run, what was still live at exit (leaked). Per thread, an evented
  * profile (unit "nanoseconds") of its NVTX push/pop ranges. Frames are shared by every profile and
  * deduplicated by their text; stack frames carry file and line when the trace knows them (Python
- * frames "function (file:line)", native frames "module+0xoffset" or "0xaddress").
+ * frames "function (file:line)", native frames "module+0xoffset" or "0xaddress"). Stacks start at
+ * the user's code: internal frames (formats/replay/gmp_frames.h, the report's rules) are left out
+ * unless opts.all_frames.
  *
  * Streaming: profiles are written when their trace ends and the frames at the very end (JSON does
  * not order keys). A thread's range events go to a temporary spool file in chunks while the trace
@@ -19,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "gmp_frames.h"
 #include "gmp_output.h"
 #include "gmp_reader.h"
 
@@ -57,6 +60,7 @@ typedef struct strace {
     size_t nth, capth;
     gmp_omap rframe; /* range node -> frame + 1 */
     gmp_omap sframe; /* stack node -> frame + 1 */
+    gmp_omap scls;   /* stack node -> gmp_frame_class + 1 (gmp_frames.h) */
     gmp_obuf tmp;
 } strace;
 
@@ -216,6 +220,45 @@ static uint32_t stack_frame(gmp_output_ctx *c, strace *t, uint32_t id)
         return UINT32_MAX;
     *v = (uint64_t)f + 1;
     return f;
+}
+
+/* The class of one stack node's frame (gmp_frames.h): user code, a framework's or internal. */
+static int stack_class(gmp_output_ctx *c, strace *t, uint32_t id)
+{
+    uint64_t *v = gmp_omap_get(&t->scls, id);
+    if (v)
+        return (int)(*v - 1);
+    gmp_replay_frame fr;
+    int cls = GMP_FRAME_USER;
+    if (gmp_replay_stack_frames(t->rp, id, &fr, 1) != 0) {
+        gmp_frame_info fi = {{"", 0}, {"", 0}, {"", 0}};
+        gmp_obuf name = {0}, file = {0};
+        if (fr.kind == GMP_FRAME_PYTHON) {
+            fi.function = fr.function;
+            fi.file = fr.file;
+        } else {
+            uint32_t line = 0;
+            gmp_output_frame(&c->o, t->r, &fr, &name, &file, &line);
+            size_t n = name.p ? name.len : 0;
+            for (size_t i = 0; i + 1 < n; i++)
+                if (name.p[i] == ' ' && name.p[i + 1] == '(') { /* "function (file:line)" */
+                    n = i;
+                    break;
+                }
+            fi.function = (gmp_str){name.p ? name.p : "", (uint32_t)n};
+            fi.file = (gmp_str){file.p ? file.p : "", file.p ? (uint32_t)file.len : 0};
+            if (fr.module)
+                fi.module = fr.module->path;
+        }
+        cls = (int)gmp_frame_classify(&fi, NULL);
+        gmp_obuf_free(&name);
+        gmp_obuf_free(&file);
+    }
+    int fresh;
+    v = gmp_omap_put(&t->scls, id, &fresh);
+    if (v)
+        *v = (uint64_t)cls + 1;
+    return cls;
 }
 
 /* ---- threads and their range events ---- */
@@ -440,14 +483,21 @@ static int sf_push(site_frames *sf, uint32_t v)
     return 1;
 }
 
-/* Frames of a path (range or stack trie) from its innermost node, appended outermost first. */
+/* Frames of a path (range or stack trie) from its innermost node, appended outermost first. A
+ * stack's internal frames are left out unless the conversion shows all frames (gmp_frames.h: the
+ * same rules as the report's; a flame graph has no place for a "+N internal frames" marker, so the
+ * folded frames are dropped). */
 static int path_frames(gmp_output_ctx *c, strace *t, site_frames *sf, uint32_t id, int stack)
 {
     size_t start = sf->n;
+    uint8_t cls[256], hide[256];
+    size_t ncls = 0;
     for (uint32_t node = id; node;) {
         uint32_t f = stack ? stack_frame(c, t, node) : range_frame(c, t, node);
         if (f == UINT32_MAX || !sf_push(sf, f))
             return 0;
+        if (stack && ncls < sizeof cls)
+            cls[ncls++] = (uint8_t)stack_class(c, t, node);
         if (stack) {
             const gmp_rec_stack *s = gmp_reader_stack(t->r, node);
             node = s ? s->parent : 0;
@@ -457,6 +507,13 @@ static int path_frames(gmp_output_ctx *c, strace *t, site_frames *sf, uint32_t i
         }
         if (sf->n - start > (1u << 20))
             break; /* a pathological depth */
+    }
+    if (stack && !c->o.all_frames && ncls == sf->n - start && gmp_frames_fold(cls, ncls, hide)) {
+        size_t k = start;
+        for (size_t i = 0; i < ncls; i++)
+            if (!hide[i])
+                sf->f[k++] = sf->f[start + i];
+        sf->n = k;
     }
     for (size_t i = start, j = sf->n; i + 1 < j; i++, j--) {
         uint32_t x = sf->f[i];
@@ -565,6 +622,7 @@ static void trace_free(strace *t)
     gmp_omap_free(&t->tmap);
     gmp_omap_free(&t->rframe);
     gmp_omap_free(&t->sframe);
+    gmp_omap_free(&t->scls);
     gmp_obuf_free(&t->tmp);
     free(t);
 }

@@ -52,6 +52,7 @@ typedef struct gmp_output_opts {
     uint64_t max_spans;                /* Chrome: allocation spans written at most (0: no limit) */
     gmp_output_symbolize_fn symbolize; /* native frames; NULL: "module+0xoffset" */
     void *symbolize_ctx;
+    int all_frames; /* stacks keep every frame; else internal frames (gmp_frames.h) are folded */
 } gmp_output_opts;
 
 /* One trace of the conversion, as outputs should show it. */

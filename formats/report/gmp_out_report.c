@@ -15,7 +15,8 @@ struct gmp_output_ctx {
     gmp_report_view view;
 };
 
-static gmp_err start_as(gmp_output_ctx **ctx, FILE *out, gmp_report_writer writer)
+static gmp_err start_as(gmp_output_ctx **ctx, FILE *out, gmp_report_writer writer,
+                        const gmp_output_opts *opts)
 {
     gmp_output_ctx *c = calloc(1, sizeof *c);
     if (!c)
@@ -29,6 +30,7 @@ static gmp_err start_as(gmp_output_ctx **ctx, FILE *out, gmp_report_writer write
     c->writer = writer;
     c->view.top = writer == gmp_report_write_json ? 0 : 10;
     c->view.device = INT64_MIN;
+    c->view.all_frames = opts && opts->all_frames;
     *ctx = c;
     return GMP_OK;
 }
@@ -40,13 +42,13 @@ static gmp_err start_report(gmp_output_ctx **ctx, FILE *out, const char *path,
     gmp_report_writer w = gmp_report_writer_by_name(fmt ? fmt : "text");
     if (w == gmp_report_write_json) /* --report r.json: the JSON report too */
         w = gmp_report_write_json;
-    return start_as(ctx, out, w);
+    return start_as(ctx, out, w, opts);
 }
 
 static gmp_err start_json(gmp_output_ctx **ctx, FILE *out, const char *path,
                           const gmp_output_opts *opts)
 {
-    return start_as(ctx, out, gmp_report_write_json);
+    return start_as(ctx, out, gmp_report_write_json, opts);
 }
 
 static gmp_err add_trace(gmp_output_ctx *c, gmp_replay *rp, const gmp_output_trace *t)

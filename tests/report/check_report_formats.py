@@ -316,6 +316,19 @@ def main():
                 if "internal frame" in out.decode() or "torch::unwind::unwind()" not in \
                         out.decode():
                     sys.exit("%s: --all-frames folded something" % snap)
+                # speedscope by the same rules: the innermost frame of the heaviest samples of
+                # "live at the peak" is not the recorder's; --all-frames keeps the recorder
+                for extra, want_unwind in (([], False), (["--all-frames"], True)):
+                    run([gmp, "convert", path, "--speedscope", "s.json", "--no-progress"] + extra,
+                        tmp)
+                    s = json.load(open(os.path.join(tmp, "s.json")))
+                    names = [f["name"] for f in s["shared"]["frames"]]
+                    p = s["profiles"][0]
+                    heavy = sorted(zip(p["weights"], p["samples"]), reverse=True)[:4]
+                    inner = [names[smp[-1]] for _, smp in heavy if len(smp) > 1]
+                    unwind = any(n.startswith("torch::unwind::unwind") for n in inner)
+                    if not inner or unwind != want_unwind:
+                        sys.exit("%s: speedscope %s: innermost frames %r" % (snap, extra, inner))
         elif mode == "noalloc":
             # a trace without allocations: no peak and no time for it (it was "0 B at -1.000000
             # s", a time before the trace began), in every format
