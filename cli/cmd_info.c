@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli_cmds.h"
 #include "cli_input.h"
@@ -34,7 +35,6 @@
 #define GMP_CUPTI_API_VERSION 0 /* built without the CUDA toolkit */
 #endif
 
-#define CUPTI_SONAME "libcupti.so.13"
 #define MAX_DEVICES 64
 #define MAX_REASONS 8
 
@@ -75,6 +75,7 @@ typedef struct info {
     lib runtime;
     int runtime_version;
     lib cupti;
+    char cupti_why[128]; /* why this CUPTI: the rule of the agent's order that found it */
     uint32_t cupti_version;
     int cupti_compatible;
     lib nvml;
@@ -86,6 +87,18 @@ typedef struct info {
     char reasons[MAX_REASONS][512];
     int nreasons;
 } info;
+
+/* The CUPTI versions the agent takes (collectors/gmp_cupti.c, docs/collectors.md): its callbacks
+ * from any; activity records from CUPTI 12.2 (API version 20) to 12.9 (28) and of the major it was
+ * built against (13: 130000..139999), whose MEMORY2 and MEMORY_POOL records share the fields the
+ * agent reads. Before CUDA 13 the API version counted 1, 2, ...; from 13 on it is
+ * major * 10000 + minor * 100 + update (cupti_version.h). */
+static int gmp_cupti_version_ok(uint32_t v)
+{
+    if (GMP_CUPTI_API_VERSION < 10000)
+        return 0;
+    return (v >= 20 && v < 10000) || v / 10000 == (uint32_t)GMP_CUPTI_API_VERSION / 10000;
+}
 
 static void reason(info *I, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void reason(info *I, const char *fmt, ...)
@@ -186,17 +199,47 @@ static void *probe_driver(info *I)
     return h;
 }
 
+/* The directory of a Python environment's pip wheels of the CUDA runtime
+ * ($VIRTUAL_ENV or $CONDA_PREFIX: lib/python3.N/site-packages/nvidia/cuda_runtime/lib), or 0. */
+static int venv_runtime(char *out, size_t n)
+{
+    const char *envs[] = {getenv("VIRTUAL_ENV"), getenv("CONDA_PREFIX")};
+    for (int i = 0; i < 2; i++) {
+        if (!envs[i] || !*envs[i])
+            continue;
+        for (int minor = 20; minor >= 6; minor--) {
+            for (int major = 13; major >= 12; major--) {
+                snprintf(out, n,
+                         "%.3000s/lib/python3.%d/site-packages/nvidia/cuda_runtime/lib/"
+                         "libcudart.so.%d",
+                         envs[i], minor, major);
+                void *h = dlopen(out, RTLD_LAZY | RTLD_LOCAL | RTLD_NOLOAD);
+                if (h || access(out, R_OK) == 0)
+                    return 1;
+            }
+        }
+    }
+    return 0;
+}
+
 static void probe_runtime(info *I)
 {
-    const char *names[] = {"libcudart.so.13", NULL, NULL, "/usr/local/cuda/lib64/libcudart.so.13"};
-    char home[2][4096];
+    const char *names[] = {NULL,
+                           "libcudart.so.13",
+                           NULL,
+                           NULL,
+                           "/usr/local/cuda/lib64/libcudart.so.13",
+                           "libcudart.so.12"};
+    char home[2][4096], venv[4096];
+    if (venv_runtime(venv, sizeof venv))
+        names[0] = venv;
     const char *envs[] = {getenv("CUDA_HOME"), getenv("CUDA_PATH")};
     for (int i = 0; i < 2; i++)
         if (envs[i] && *envs[i]) {
             snprintf(home[i], sizeof home[i], "%s/lib64/libcudart.so.13", envs[i]);
-            names[1 + i] = home[i];
+            names[2 + i] = home[i];
         }
-    for (size_t i = 0; i < 4; i++) {
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
         if (!names[i])
             continue;
         void *h = try_open(&I->runtime, names[i], RTLD_LAZY);
@@ -213,31 +256,87 @@ static void probe_runtime(info *I)
     }
 }
 
-/* The agent's search order (collectors/gmp_cupti.c): GPUMEMPROF_CUPTI, next to the driver,
- * CUDA_HOME / CUDA_PATH, the library path, the usual install places. */
+static int str_ends(const char *s, size_t n, const char *suffix)
+{
+    size_t k = strlen(suffix);
+    return n >= k && !memcmp(s + n - k, suffix, k);
+}
+
+/* The agent's search order (collectors/gmp_cupti.c, load_cupti): GPUMEMPROF_CUPTI; a CUPTI the
+ * program itself loaded (only known inside the program: said in the text); libcupti.so.MAJOR
+ * beside the CUDA runtime found above (its directory, the pip wheels' nvidia/cuda_cupti/lib and
+ * torch/lib, extras/CUPTI/lib64); a toolkit's (next to the driver, CUDA_HOME / CUDA_PATH, the
+ * library path, the usual install places), of the runtime's major first. */
 static void probe_cupti(info *I)
 {
-    char cand[16][4096];
+    char cand[40][4096];
+    const char *why[40];
     int n = 0;
     const char *explicit_path = getenv("GPUMEMPROF_CUPTI");
+    int major = 0;
     if (explicit_path && *explicit_path) {
+        why[n] = "GPUMEMPROF_CUPTI (run --cupti)";
         snprintf(cand[n++], sizeof cand[0], "%s", explicit_path);
     } else {
-        if (I->driver.found && strchr(I->driver.path, '/')) {
-            const char *slash = strrchr(I->driver.path, '/');
-            snprintf(cand[n++], sizeof cand[0], "%.*s/%s", (int)(slash - I->driver.path),
-                     I->driver.path, CUPTI_SONAME);
+        char rt[4096];
+        snprintf(rt, sizeof rt, "%s", I->runtime.path);
+        const char *base = strrchr(rt, '/');
+        if (I->runtime.found && base && !strncmp(base + 1, "libcudart.so.", 13))
+            major = atoi(base + 14);
+        if (I->runtime.found && !major && I->runtime_version)
+            major = I->runtime_version / 1000;
+        char *slash = strrchr(rt, '/');
+        if (major > 0 && slash) {
+            *slash = 0;
+            size_t len = strlen(rt);
+            why[n] = "beside the CUDA runtime";
+            snprintf(cand[n++], sizeof cand[0], "%.4000s/libcupti.so.%d", rt, major);
+            if (str_ends(rt, len, "/nvidia/cuda_runtime/lib")) {
+                size_t root = len - strlen("/cuda_runtime/lib");
+                why[n] = "the CUDA runtime's pip wheel layout (nvidia/cuda_cupti/lib)";
+                snprintf(cand[n++], sizeof cand[0], "%.*s/cuda_cupti/lib/libcupti.so.%d", (int)root,
+                         rt, major);
+                root -= strlen("/nvidia");
+                why[n] = "the CUDA runtime's pip wheel layout (torch/lib)";
+                snprintf(cand[n++], sizeof cand[0], "%.*s/torch/lib/libcupti.so.%d", (int)root, rt,
+                         major);
+            }
+            if (str_ends(rt, len, "/lib64")) {
+                why[n] = "the CUDA runtime's toolkit (extras/CUPTI/lib64)";
+                snprintf(cand[n++], sizeof cand[0], "%.*s/extras/CUPTI/lib64/libcupti.so.%d",
+                         (int)(len - 6), rt, major);
+            }
         }
-        const char *homes[] = {getenv("CUDA_HOME"), getenv("CUDA_PATH")};
-        const char *subs[] = {"lib64", "extras/CUPTI/lib64", "lib"};
-        for (int i = 0; i < 2; i++)
-            for (int j = 0; j < 3 && homes[i] && *homes[i]; j++)
-                snprintf(cand[n++], sizeof cand[0], "%s/%s/%s", homes[i], subs[j], CUPTI_SONAME);
-        const char *names[] = {CUPTI_SONAME, "/usr/local/cuda/lib64/" CUPTI_SONAME,
-                               "/usr/local/cuda/extras/CUPTI/lib64/" CUPTI_SONAME,
-                               "/usr/lib/x86_64-linux-gnu/" CUPTI_SONAME, "libcupti.so"};
-        for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
-            snprintf(cand[n++], sizeof cand[0], "%s", names[i]);
+        int built = GMP_CUPTI_API_VERSION >= 10000 ? GMP_CUPTI_API_VERSION / 10000 : 13;
+        int majors[2] = {major > 0 && major != built ? major : 0, built};
+        for (int mi = 0; mi < 2; mi++) {
+            if (!majors[mi])
+                continue;
+            char so[32];
+            snprintf(so, sizeof so, "libcupti.so.%d", majors[mi]);
+            if (I->driver.found && strchr(I->driver.path, '/')) {
+                const char *ds = strrchr(I->driver.path, '/');
+                why[n] = "next to the CUDA driver";
+                snprintf(cand[n++], sizeof cand[0], "%.*s/%s", (int)(ds - I->driver.path),
+                         I->driver.path, so);
+            }
+            const char *homes[] = {getenv("CUDA_HOME"), getenv("CUDA_PATH")};
+            const char *subs[] = {"lib64", "extras/CUPTI/lib64", "lib"};
+            for (int i = 0; i < 2; i++)
+                for (int j = 0; j < 3 && homes[i] && *homes[i]; j++) {
+                    why[n] = i ? "CUDA_PATH" : "CUDA_HOME";
+                    snprintf(cand[n++], sizeof cand[0], "%.3000s/%s/%s", homes[i], subs[j], so);
+                }
+            const char *places[] = {"", "/usr/local/cuda/lib64/",
+                                    "/usr/local/cuda/extras/CUPTI/lib64/",
+                                    "/usr/lib/x86_64-linux-gnu/"};
+            for (size_t i = 0; i < sizeof places / sizeof places[0]; i++) {
+                why[n] = i ? "a toolkit's usual place" : "the library search path";
+                snprintf(cand[n++], sizeof cand[0], "%s%s", places[i], so);
+            }
+        }
+        why[n] = "the library search path";
+        snprintf(cand[n++], sizeof cand[0], "libcupti.so");
     }
     for (int i = 0; i < n; i++) {
         void *h = dlopen(cand[i], RTLD_NOW | RTLD_LOCAL);
@@ -245,21 +344,21 @@ static void probe_cupti(info *I)
             continue;
         I->cupti.found = 1;
         lib_path(h, "cuptiGetVersion", I->cupti.path, sizeof I->cupti.path, cand[i]);
+        snprintf(I->cupti_why, sizeof I->cupti_why, "%s", why[i]);
         cupti_ver_fn ver = (cupti_ver_fn)dlsym(h, "cuptiGetVersion");
         if (!ver || ver(&I->cupti_version) != 0)
             I->cupti_version = 0;
         break; /* left loaded, as the runtime */
     }
-    if (!I->cupti.found)
+    if (!I->cupti.found && explicit_path && *explicit_path)
+        snprintf(I->cupti.error, sizeof I->cupti.error, "GPUMEMPROF_CUPTI=%.300s cannot be loaded",
+                 explicit_path);
+    else if (!I->cupti.found)
         snprintf(I->cupti.error, sizeof I->cupti.error,
-                 explicit_path && *explicit_path
-                     ? "GPUMEMPROF_CUPTI=%.300s cannot be loaded"
-                     : "%s not found next to libcuda, in CUDA_HOME/CUDA_PATH, on the library path "
-                       "or in /usr/local/cuda",
-                 explicit_path && *explicit_path ? explicit_path : CUPTI_SONAME);
-    /* CUPTI 13 numbers its API as major * 10000 + minor (130001); older ones counted 1, 2, ... */
-    uint32_t built = GMP_CUPTI_API_VERSION, found = I->cupti_version;
-    I->cupti_compatible = I->cupti.found && built >= 10000 && found / 10000 == built / 10000;
+                 "libcupti.so.%d not found beside the CUDA runtime, next to libcuda, in "
+                 "CUDA_HOME/CUDA_PATH, on the library path or in /usr/local/cuda",
+                 major > 0 ? major : 13);
+    I->cupti_compatible = I->cupti.found && gmp_cupti_version_ok(I->cupti_version);
 }
 
 static void probe_nvml(info *I)
@@ -327,9 +426,11 @@ static void probe(info *I)
     else if (GMP_CUPTI_API_VERSION == 0)
         reason(I, "this gpumemprof was built without the CUDA toolkit (no agent support)");
     else if (!I->cupti_compatible)
-        reason(I, "CUPTI %s has API version %" PRIu32 "; the agent was built against %d (major %d)",
-               I->cupti.path, I->cupti_version, GMP_CUPTI_API_VERSION,
-               GMP_CUPTI_API_VERSION / 10000);
+        reason(I,
+               "CUPTI %s has API version %" PRIu32 "; the agent takes CUPTI 12.2 to 12.9 (20 to "
+               "28) and %d.x (built against %d)",
+               I->cupti.path, I->cupti_version, GMP_CUPTI_API_VERSION / 10000,
+               GMP_CUPTI_API_VERSION);
     if (!I->agent.found)
         reason(I, "agent library: %s", I->agent.error);
     else if (!I->agent_entry)
@@ -378,10 +479,13 @@ static void write_text(const info *I)
         printf("  CUPTI         built against API version %d\n", GMP_CUPTI_API_VERSION);
     else
         printf("  CUPTI         built without the CUDA toolkit\n");
-    if (I->cupti.found)
+    if (I->cupti.found) {
         printf("                found %s, API version %" PRIu32 " (%s)\n", I->cupti.path,
                I->cupti_version, I->cupti_compatible ? "compatible" : "not compatible");
-    else
+        printf("                chosen as: %s; a program that loaded its own CUPTI before CUDA\n"
+               "                started gets that one instead (never a second CUPTI)\n",
+               I->cupti_why);
+    } else
         printf("                not found: %s\n", I->cupti.error);
     if (I->nvml.found)
         printf("  NVML          %s%s%s\n", I->nvml.path, I->nvml_driver[0] ? ", driver " : " (",
@@ -443,8 +547,13 @@ static void write_json(const info *I)
     j_lib("runtime", &I->runtime);
     printf(",\"version\":%d},\n  ", I->runtime_version);
     j_lib("cupti", &I->cupti);
-    printf(",\"built_against\":%d,\"version\":%" PRIu32 ",\"compatible\":%s},\n  ",
+    printf(",\"built_against\":%d,\"version\":%" PRIu32 ",\"compatible\":%s,\"chosen_as\":",
            GMP_CUPTI_API_VERSION, I->cupti_version, I->cupti_compatible ? "true" : "false");
+    if (I->cupti.found)
+        j_str(I->cupti_why);
+    else
+        fputs("null", stdout);
+    fputs("},\n  ", stdout);
     j_lib("nvml", &I->nvml);
     fputs(",\"driver_version\":", stdout);
     if (I->nvml_driver[0])

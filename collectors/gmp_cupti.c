@@ -26,6 +26,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -81,7 +82,7 @@ static const gmp_sink *S;
 static CUpti_SubscriberHandle sub;
 static atomic_int active;
 static int activity_on;
-static int64_t clock_offset; /* trace clock - CUPTI clock */
+static _Atomic int64_t clock_offset; /* trace clock - CUPTI clock */
 static unsigned runtime_version;
 static atomic_size_t act_outstanding;
 static size_t act_limit;
@@ -212,7 +213,16 @@ static const char *result_str(CUptiResult r)
 
 /* ---- device descriptions ---- */
 
-static void describe_device(int dev)
+/* Device descriptions (DEVICE records: name, memory, compute capability, UUID) come from driver
+ * calls, and cupti_activity.h (cuptiGetDeviceId) documents only cuptiGetDeviceId as callable from
+ * inside callbacks. So a callback only marks a device as seen (devices_pending) and wakes the
+ * flush thread, which describes it off the callback; the stop describes what is left. Without a
+ * flush thread (flush interval 0) descriptions wait for the stop. The DEVICE record may so follow
+ * the first records of its device in the file; readers take it whenever it comes. */
+static atomic_uint_least64_t devices_pending;
+static void flusher_wake(void);
+
+static void describe_now(int dev)
 {
     if (dev < 0 || dev >= 64)
         return;
@@ -252,6 +262,26 @@ static void describe_device(int dev)
     pthread_mutex_unlock(&dev_lock);
 }
 
+/* From a callback: remember the device; the flush thread describes it. */
+static void describe_device(int dev)
+{
+    if (dev < 0 || dev >= 64)
+        return;
+    uint64_t bit = 1ull << dev;
+    if ((atomic_load(&devices_seen) | atomic_load(&devices_pending)) & bit)
+        return;
+    if (!(atomic_fetch_or(&devices_pending, bit) & bit))
+        flusher_wake();
+}
+
+static void describe_pending(void)
+{
+    uint64_t p = atomic_exchange(&devices_pending, 0);
+    for (int d = 0; d < 64; d++)
+        if (p & (1ull << d))
+            describe_now(d);
+}
+
 static int device_of(CUcontext ctx)
 {
     if (!ctx)
@@ -267,12 +297,24 @@ static int device_of(CUcontext ctx)
     return (int)d;
 }
 
-static uint64_t stream_id(CUcontext ctx, const void *stream)
+/* A stream's CUPTI id. cupti_activity.h (cuptiGetStreamIdEx): the context "typically ... should
+ * be null" (non-NULL only checks that the stream belongs to it, which fails for a stream of
+ * another context); perThreadStream is 1 for the _ptsz entry points, where a NULL stream is the
+ * calling thread's default stream. cudaStreamLegacy (0x1) is the legacy default stream (id as for
+ * NULL without _ptsz), cudaStreamPerThread (0x2) the thread's default stream. Ids are unique
+ * within a context (the trace keeps them with the record's device). */
+static uint64_t stream_id(const void *stream, int ptsz)
 {
     uint32_t id = 0;
-    if (!stream || !C.GetStreamIdEx || !ctx)
+    if (!C.GetStreamIdEx)
         return 0;
-    if (C.GetStreamIdEx(ctx, (CUstream)stream, 0, &id) != CUPTI_SUCCESS)
+    if ((uintptr_t)stream == 0x1) /* cudaStreamLegacy / CU_STREAM_LEGACY */
+        stream = NULL, ptsz = 0;
+    else if ((uintptr_t)stream == 0x2) /* cudaStreamPerThread / CU_STREAM_PER_THREAD */
+        stream = NULL, ptsz = 1;
+    if (!stream && !ptsz)
+        return 0; /* the legacy default stream: 0 in the trace */
+    if (C.GetStreamIdEx(NULL, (CUstream)(uintptr_t)stream, (uint8_t)ptsz, &id) != CUPTI_SUCCESS)
         return 0;
     return id;
 }
@@ -322,11 +364,11 @@ static void record_oom(gmp_wthread *t, int dev, uint32_t api, uint64_t size, int
     gmp_writer_flush(S->w, 0); /* ask the writer thread to write it now; do not wait */
 }
 
-/* Fills m from the params of an allocation at API exit. Returns 0 when nothing to record. */
-static int alloc_fields(api_desc *a, const CUpti_CallbackData *cd, gmp_rec_mem *m, int *dev)
+/* Fills m from the params of an allocation at API exit (ok: the call succeeded, so its outputs are
+ * written). Returns 0 when nothing to record. */
+static int alloc_fields(api_desc *a, const CUpti_CallbackData *cd, gmp_rec_mem *m, int *dev, int ok)
 {
     const void *p = cd->functionParams;
-    CUcontext ctx = cd->context;
     switch ((int)a->dom) {
     case CUPTI_CB_DOMAIN_RUNTIME_API:
         switch (a->cbid) {
@@ -338,13 +380,18 @@ static int alloc_fields(api_desc *a, const CUpti_CallbackData *cd, gmp_rec_mem *
         }
         case CUPTI_RUNTIME_TRACE_CBID_cudaMallocPitch_v3020: {
             const cudaMallocPitch_v3020_params *q = p;
-            m->address = q->devPtr ? (uint64_t)(uintptr_t)*q->devPtr : 0;
-            m->size = (q->pitch ? *q->pitch : q->width) * (uint64_t)q->height;
+            /* the outputs are written only when the call succeeds: a failure's size is the
+             * request (width x height) */
+            m->address = ok && q->devPtr ? (uint64_t)(uintptr_t)*q->devPtr : 0;
+            m->size = (ok && q->pitch ? *q->pitch : q->width) * (uint64_t)q->height;
             break;
         }
         case CUPTI_RUNTIME_TRACE_CBID_cudaMalloc3D_v3020: {
             const cudaMalloc3D_v3020_params *q = p;
-            if (q->pitchedDevPtr) {
+            if (!ok) { /* *pitchedDevPtr is not written: the request */
+                m->size = (uint64_t)q->extent.width * (q->extent.height ? q->extent.height : 1) *
+                          (q->extent.depth ? q->extent.depth : 1);
+            } else if (q->pitchedDevPtr) {
                 m->address = (uint64_t)(uintptr_t)q->pitchedDevPtr->ptr;
                 m->size = (uint64_t)q->pitchedDevPtr->pitch *
                           (q->extent.height ? q->extent.height : 1) *
@@ -396,7 +443,8 @@ static int alloc_fields(api_desc *a, const CUpti_CallbackData *cd, gmp_rec_mem *
             const cudaMallocAsync_v11020_params *q = p;
             m->address = q->devPtr ? (uint64_t)(uintptr_t)*q->devPtr : 0;
             m->size = q->size;
-            m->stream = stream_id(ctx, q->hStream);
+            m->stream = stream_id(q->hStream,
+                                  a->cbid == CUPTI_RUNTIME_TRACE_CBID_cudaMallocAsync_ptsz_v11020);
             m->flags |= GMP_MEMF_ASYNC;
             break;
         }
@@ -405,7 +453,8 @@ static int alloc_fields(api_desc *a, const CUpti_CallbackData *cd, gmp_rec_mem *
             const cudaMallocFromPoolAsync_v11020_params *q = p;
             m->address = q->ptr ? (uint64_t)(uintptr_t)*q->ptr : 0;
             m->size = q->size;
-            m->stream = stream_id(ctx, q->stream);
+            m->stream = stream_id(
+                q->stream, a->cbid == CUPTI_RUNTIME_TRACE_CBID_cudaMallocFromPoolAsync_ptsz_v11020);
             m->handle = (uint64_t)(uintptr_t)q->memPool;
             m->flags |= GMP_MEMF_ASYNC;
             break;
@@ -423,8 +472,8 @@ static int alloc_fields(api_desc *a, const CUpti_CallbackData *cd, gmp_rec_mem *
         }
         case CUPTI_DRIVER_TRACE_CBID_cuMemAllocPitch_v2: {
             const cuMemAllocPitch_v2_params *q = p;
-            m->address = q->dptr ? (uint64_t)*q->dptr : 0;
-            m->size = (q->pPitch ? *q->pPitch : q->WidthInBytes) * (uint64_t)q->Height;
+            m->address = ok && q->dptr ? (uint64_t)*q->dptr : 0;
+            m->size = (ok && q->pPitch ? *q->pPitch : q->WidthInBytes) * (uint64_t)q->Height;
             break;
         }
         case CUPTI_DRIVER_TRACE_CBID_cuMemAllocHost_v2: {
@@ -459,7 +508,8 @@ static int alloc_fields(api_desc *a, const CUpti_CallbackData *cd, gmp_rec_mem *
             const cuMemAllocAsync_params *q = p;
             m->address = q->dptr ? (uint64_t)*q->dptr : 0;
             m->size = q->bytesize;
-            m->stream = stream_id(ctx, q->hStream);
+            m->stream =
+                stream_id(q->hStream, a->cbid == CUPTI_DRIVER_TRACE_CBID_cuMemAllocAsync_ptsz);
             m->flags |= GMP_MEMF_ASYNC;
             break;
         }
@@ -468,7 +518,8 @@ static int alloc_fields(api_desc *a, const CUpti_CallbackData *cd, gmp_rec_mem *
             const cuMemAllocFromPoolAsync_params *q = p;
             m->address = q->dptr ? (uint64_t)*q->dptr : 0;
             m->size = q->bytesize;
-            m->stream = stream_id(ctx, q->hStream);
+            m->stream = stream_id(q->hStream,
+                                  a->cbid == CUPTI_DRIVER_TRACE_CBID_cuMemAllocFromPoolAsync_ptsz);
             m->handle = (uint64_t)(uintptr_t)q->pool;
             m->flags |= GMP_MEMF_ASYNC;
             break;
@@ -545,7 +596,8 @@ static void rt_free_fields(CUpti_CallbackId cbid, const CUpti_CallbackData *cd, 
     case CUPTI_RUNTIME_TRACE_CBID_cudaFreeAsync_ptsz_v11020: {
         const cudaFreeAsync_v11020_params *q = p;
         m->address = (uint64_t)(uintptr_t)q->devPtr;
-        m->stream = stream_id(cd->context, q->hStream);
+        m->stream =
+            stream_id(q->hStream, cbid == CUPTI_RUNTIME_TRACE_CBID_cudaFreeAsync_ptsz_v11020);
         m->flags |= GMP_MEMF_ASYNC;
         break;
     }
@@ -573,7 +625,7 @@ static void drv_free_fields(CUpti_CallbackId cbid, const CUpti_CallbackData *cd,
     case CUPTI_DRIVER_TRACE_CBID_cuMemFreeAsync_ptsz: {
         const cuMemFreeAsync_params *q = p;
         m->address = (uint64_t)q->dptr;
-        m->stream = stream_id(cd->context, q->hStream);
+        m->stream = stream_id(q->hStream, cbid == CUPTI_DRIVER_TRACE_CBID_cuMemFreeAsync_ptsz);
         m->flags |= GMP_MEMF_ASYNC;
         break;
     }
@@ -857,6 +909,8 @@ static void pool_event(gmp_wthread *t, api_desc *a, const CUpti_CallbackData *cd
     emit(t, &r);
 }
 
+#define ENTER_MARK 0x676d70656e746572ull /* "gmpenter", xor the call's correlation id */
+
 static void on_api(CUpti_CallbackDomain dom, CUpti_CallbackId cbid, const CUpti_CallbackData *cd)
 {
     if (cbid >= MAX_CBID)
@@ -871,23 +925,30 @@ static void on_api(CUpti_CallbackDomain dom, CUpti_CallbackId cbid, const CUpti_
     if (rt) {
         if (enter) {
             tl.rt_depth++;
-            if (cd->correlationData)
-                *cd->correlationData = 1; /* the exit callback knows its entry was seen */
+            if (cd->correlationData) /* the exit callback knows its entry was seen */
+                *cd->correlationData = ENTER_MARK ^ cd->correlationId;
         }
     } else if (tl.rt_depth > 0) {
         return; /* a driver call inside a runtime memory API: counted by the runtime call */
     }
     int outermost = rt ? (enter ? tl.rt_depth == 1 : tl.rt_depth <= 1) : 1;
     if (rt && !enter) {
-        int entered = cd->correlationData && *cd->correlationData == 1;
-        if (tl.rt_depth > 0)
+        /* correlationData is ours only when our enter callback ran: the header promises no
+         * zeroing (cupti_callbacks.h), so an exit whose enter was never seen (the driver loads the
+         * agent from inside the first CUDA call) finds whatever was there; a mark that also holds
+         * the call's correlation id cannot be such junk by accident in practice */
+        int entered =
+            cd->correlationData && *cd->correlationData == (ENTER_MARK ^ cd->correlationId);
+        if (entered && tl.rt_depth > 0)
             tl.rt_depth--;
+        if (!entered && a->op == OP_FREE)
+            return; /* its entry (where frees are recorded) was never seen: nothing to undo */
         if (!entered && a->op == OP_ALLOC) {
             /* subscribed in the middle of this call (lazy initialization): the driver callback
              * inside it may already have recorded the allocation */
             gmp_rec_mem m = {0};
             int dev = -1;
-            if (cd->functionParams && alloc_fields(a, cd, &m, &dev) && m.address &&
+            if (cd->functionParams && alloc_fields(a, cd, &m, &dev, 1) && m.address &&
                 m.address == tl.last_drv_addr)
                 return;
         }
@@ -959,7 +1020,7 @@ static void on_api(CUpti_CallbackDomain dom, CUpti_CallbackId cbid, const CUpti_
             r.u.mem.result = result;
             /* a successful call that returns no memory (cudaMalloc of 0 bytes gives NULL) has
              * allocated nothing: nothing to record */
-            if (alloc_fields(a, cd, &r.u.mem, &dev) &&
+            if (alloc_fields(a, cd, &r.u.mem, &dev, result == 0) &&
                 (result != 0 || r.u.mem.address || r.u.mem.handle)) {
                 r.u.mem.stack = gmp_stack_current();
                 if (result != 0) {
@@ -1027,7 +1088,8 @@ static void on_resource(CUpti_CallbackId cbid, const void *data)
         uint32_t d = 0;
         if (rd && rd->context && C.GetDeviceId && C.GetDeviceId(rd->context, &d) == CUPTI_SUCCESS)
             dev = (int)d;
-        r.u.resource.handle = rd ? stream_id(rd->context, rd->resourceHandle.stream) : 0;
+        r.u.resource.handle =
+            rd && rd->resourceHandle.stream ? stream_id(rd->resourceHandle.stream, 0) : 0;
         break;
     }
     case CUPTI_CBID_RESOURCE_MODULE_LOADED:
@@ -1104,7 +1166,7 @@ static uint32_t static_range(const char *name)
 static void on_memory2(gmp_wthread *t, const CUpti_ActivityMemory4 *m)
 {
     static atomic_uint api;
-    uint64_t ts = m->timestamp ? (uint64_t)((int64_t)m->timestamp + clock_offset) : 0;
+    uint64_t ts = m->timestamp ? (uint64_t)((int64_t)m->timestamp + atomic_load(&clock_offset)) : 0;
     if (m->memoryPoolConfig.memoryPoolType != CUPTI_ACTIVITY_MEMORY_POOL_TYPE_INVALID &&
         m->memoryPoolConfig.memoryPoolType == CUPTI_ACTIVITY_MEMORY_POOL_TYPE_LOCAL) {
         gmp_rec p = {.type = GMP_REC_POOL, .time_ns = ts};
@@ -1149,11 +1211,20 @@ static void on_memory2(gmp_wthread *t, const CUpti_ActivityMemory4 *m)
     }
 }
 
+/* MEMORY_POOL records: the pool's size after a creation or a trim. cupti_activity.h
+ * (CUpti_ActivityMemoryPool3): size "is valid for CUPTI_ACTIVITY_MEMORY_POOL_TYPE_LOCAL" only, and
+ * isManagedPool (CUPTI 13 records only) says the pool holds managed memory, which is not device
+ * memory reserved: both are left out. The size of a TRIMMED record is read as the size after the
+ * trim (the pool's size, as for CREATED). */
 static void on_memory_pool(gmp_wthread *t, const CUpti_ActivityMemoryPool3 *m)
 {
-    uint64_t ts = m->timestamp ? (uint64_t)((int64_t)m->timestamp + clock_offset) : 0;
+    uint64_t ts = m->timestamp ? (uint64_t)((int64_t)m->timestamp + atomic_load(&clock_offset)) : 0;
     if (m->memoryPoolOperationType == CUPTI_ACTIVITY_MEMORY_POOL_OPERATION_TYPE_DESTROYED)
         return; /* from the callbacks */
+    if (m->memoryPoolType != CUPTI_ACTIVITY_MEMORY_POOL_TYPE_LOCAL)
+        return;
+    if (runtime_version >= 130000 && m->isManagedPool)
+        return;
     gmp_rec p = {.type = GMP_REC_POOL, .time_ns = ts};
     p.u.pool.device = (int32_t)m->deviceId;
     p.u.pool.op = GMP_POOL_RESERVED;
@@ -1369,6 +1440,43 @@ const char *gmp_cupti_source(void)
 }
 
 static void flusher_start(unsigned ms);
+static void measure_clock_offset(void);
+static int flusher_flush; /* the flush thread asks CUPTI for activity buffers */
+
+/* Activity record layouts the agent reads (CUpti_ActivityMemory4 for MEMORY2,
+ * CUpti_ActivityMemoryPool3 for MEMORY_POOL, cupti_activity.h). CUPTI 12.2 to 12.9 (API versions
+ * 20 to 28, cupti_version.h) deliver CUpti_ActivityMemory3 / CUpti_ActivityMemoryPool2 (or the
+ * newer ones), kept in cupti_activity_deprecated.h; records only grow at their end (Memory4 appends
+ * `source`, MemoryPool3 `isManagedPool`), and the static assertions below prove that every field
+ * the agent reads is at the same offset in both. isManagedPool is read only from CUPTI 13 on.
+ * Versions before 12.2 are not taken (their MEMORY2 records are CUpti_ActivityMemory2, whose
+ * prefix differs); nor are later majors than the agent's (not seen yet). */
+#define SAME_FIELD(a, b, f) _Static_assert(offsetof(a, f) == offsetof(b, f), #f " moved")
+SAME_FIELD(CUpti_ActivityMemory3, CUpti_ActivityMemory4, kind);
+SAME_FIELD(CUpti_ActivityMemory3, CUpti_ActivityMemory4, memoryOperationType);
+SAME_FIELD(CUpti_ActivityMemory3, CUpti_ActivityMemory4, memoryKind);
+SAME_FIELD(CUpti_ActivityMemory3, CUpti_ActivityMemory4, correlationId);
+SAME_FIELD(CUpti_ActivityMemory3, CUpti_ActivityMemory4, address);
+SAME_FIELD(CUpti_ActivityMemory3, CUpti_ActivityMemory4, bytes);
+SAME_FIELD(CUpti_ActivityMemory3, CUpti_ActivityMemory4, timestamp);
+SAME_FIELD(CUpti_ActivityMemory3, CUpti_ActivityMemory4, deviceId);
+SAME_FIELD(CUpti_ActivityMemory3, CUpti_ActivityMemory4, streamId);
+SAME_FIELD(CUpti_ActivityMemory3, CUpti_ActivityMemory4, name);
+SAME_FIELD(CUpti_ActivityMemory3, CUpti_ActivityMemory4, memoryPoolConfig.memoryPoolType);
+SAME_FIELD(CUpti_ActivityMemory3, CUpti_ActivityMemory4, memoryPoolConfig.address);
+SAME_FIELD(CUpti_ActivityMemory3, CUpti_ActivityMemory4, memoryPoolConfig.pool.size);
+SAME_FIELD(CUpti_ActivityMemoryPool2, CUpti_ActivityMemoryPool3, kind);
+SAME_FIELD(CUpti_ActivityMemoryPool2, CUpti_ActivityMemoryPool3, memoryPoolOperationType);
+SAME_FIELD(CUpti_ActivityMemoryPool2, CUpti_ActivityMemoryPool3, memoryPoolType);
+SAME_FIELD(CUpti_ActivityMemoryPool2, CUpti_ActivityMemoryPool3, deviceId);
+SAME_FIELD(CUpti_ActivityMemoryPool2, CUpti_ActivityMemoryPool3, address);
+SAME_FIELD(CUpti_ActivityMemoryPool2, CUpti_ActivityMemoryPool3, size);
+SAME_FIELD(CUpti_ActivityMemoryPool2, CUpti_ActivityMemoryPool3, timestamp);
+
+static int activity_layout_ok(uint32_t ver)
+{
+    return (ver >= 20 && ver < 10000) || ver / 10000 == CUPTI_API_VERSION / 10000;
+}
 
 #define SYM(field, name) (*(void **)&C.field = dlsym(C.lib, name))
 
@@ -1468,12 +1576,13 @@ int gmp_cupti_start(const gmp_sink *sink, const gmp_cupti_opts *o, char *why, si
      * from 8 threads at once keeps 7-9 one-MiB buffers in flight, so 8 MiB dropped records */
     act_limit = o->activity_bytes ? o->activity_bytes : (32u << 20);
     if (o->activity) {
-        if (ver / 10000 != CUPTI_API_VERSION / 10000) {
-            char msg[200];
+        if (!activity_layout_ok(ver)) {
+            char msg[240];
             snprintf(msg, sizeof msg,
-                     "activity records disabled: CUPTI API version %u found, built for %u; "
-                     "static device memory and pool sizes are not recorded",
-                     ver, (unsigned)CUPTI_API_VERSION);
+                     "activity records disabled: CUPTI API version %u found; the agent reads "
+                     "activity records of CUPTI 12.2 to 12.9 (20 to 28) and %u.x; static device "
+                     "memory and pool sizes are not recorded",
+                     ver, (unsigned)CUPTI_API_VERSION / 10000);
             sink->log("%s", msg);
             gmp_wthread *t = sink->enter();
             if (t) {
@@ -1485,29 +1594,55 @@ int gmp_cupti_start(const gmp_sink *sink, const gmp_cupti_opts *o, char *why, si
             }
         } else if (C.ActivityRegisterCallbacks && C.ActivityEnable && C.ActivityGetNextRecord &&
                    C.ActivityRegisterCallbacks(buf_requested, buf_completed) == CUPTI_SUCCESS) {
-            uint64_t c0 = 0;
-            if (C.GetTimestamp && C.GetTimestamp(&c0) == CUPTI_SUCCESS)
-                clock_offset = (int64_t)gmp_clock_ns() - (int64_t)c0;
+            measure_clock_offset();
             int a1 = C.ActivityEnable(CUPTI_ACTIVITY_KIND_MEMORY2) == CUPTI_SUCCESS;
             int a2 = C.ActivityEnable(CUPTI_ACTIVITY_KIND_MEMORY_POOL) == CUPTI_SUCCESS;
             activity_on = a1 || a2;
-            if (activity_on && o->flush_ms)
-                flusher_start(o->flush_ms);
             if (!a1 || !a2)
                 sink->log("activity records partly unavailable (MEMORY2: %s, MEMORY_POOL: %s)",
                           a1 ? "on" : "off", a2 ? "on" : "off");
         }
     }
+    /* the flush thread also describes devices: it runs without activity records too */
+    flusher_flush = activity_on && o->flush_ms;
+    flusher_start(o->flush_ms ? o->flush_ms : 1000);
     return 0;
 }
 
-/* ---- the flush thread ---- */
+/* ---- the flush thread ----
+ * Every flush interval: describes devices seen by callbacks (see describe_device), re-measures the
+ * CUPTI clock's offset to ours, and asks CUPTI for the activity buffers whose records are complete
+ * (cuptiActivityFlushAll(0): cupti_activity.h says the default flush "can be done at a regular
+ * interval in a separate thread" and returns buffers that "need not be full"; the forced flag is
+ * for the end, "in the at-exit handler", and is used only by gmp_cupti_stop). */
 
 static pthread_t flusher;
-static int flusher_running, flusher_stop;
+static atomic_int flusher_running;
+static int flusher_stop, flusher_kick;
 static unsigned flusher_ms;
 static pthread_mutex_t flusher_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t flusher_cond;
+
+static void flusher_wake(void)
+{
+    if (!atomic_load(&flusher_running))
+        return; /* the flush thread takes it at its next interval, or the stop does */
+    pthread_mutex_lock(&flusher_lock);
+    flusher_kick = 1;
+    pthread_cond_signal(&flusher_cond);
+    pthread_mutex_unlock(&flusher_lock);
+}
+
+/* CUPTI timestamps (CLOCK_REALTIME on Linux, cupti_activity.h at
+ * cuptiActivityRegisterTimestampCallback) to the trace clock (CLOCK_MONOTONIC): the offset is
+ * measured at start and again before every flush, so a realtime clock adjusted while the program
+ * runs (NTP) moves records by at most the adjustment within one interval. */
+static void measure_clock_offset(void)
+{
+    uint64_t c0 = 0;
+    if (C.GetTimestamp && C.GetTimestamp(&c0) == CUPTI_SUCCESS && c0)
+        atomic_store(&clock_offset, (int64_t)gmp_clock_ns() - (int64_t)c0);
+}
 
 static void *flusher_main(void *arg)
 {
@@ -1522,13 +1657,19 @@ static void *flusher_main(void *arg)
             dl.tv_nsec -= 1000000000L;
             dl.tv_sec++;
         }
-        while (!flusher_stop && pthread_cond_timedwait(&flusher_cond, &flusher_lock, &dl) == 0)
+        while (!flusher_stop && !flusher_kick &&
+               pthread_cond_timedwait(&flusher_cond, &flusher_lock, &dl) == 0)
             ;
         if (flusher_stop)
             break;
+        int kicked = flusher_kick;
+        flusher_kick = 0;
         pthread_mutex_unlock(&flusher_lock);
-        if (C.ActivityFlushAll)
-            C.ActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED); /* partly filled ones too */
+        describe_pending();
+        if (!kicked && flusher_flush && C.ActivityFlushAll) {
+            measure_clock_offset();
+            C.ActivityFlushAll(0);
+        }
         pthread_mutex_lock(&flusher_lock);
     }
     pthread_mutex_unlock(&flusher_lock);
@@ -1547,7 +1688,7 @@ static void flusher_start(unsigned ms)
     sigfillset(&all);
     pthread_sigmask(SIG_SETMASK, &all, &old);
     if (pthread_create(&flusher, NULL, flusher_main, NULL) == 0)
-        flusher_running = 1;
+        atomic_store(&flusher_running, 1);
     pthread_sigmask(SIG_SETMASK, &old, NULL);
 }
 
@@ -1560,7 +1701,7 @@ static void flusher_join(void)
     pthread_cond_signal(&flusher_cond);
     pthread_mutex_unlock(&flusher_lock);
     pthread_join(flusher, NULL);
-    flusher_running = 0;
+    atomic_store(&flusher_running, 0);
 }
 
 void gmp_cupti_flush(void)
@@ -1574,7 +1715,10 @@ void gmp_cupti_stop(void)
     if (!atomic_load(&active))
         return;
     flusher_join();
+    describe_pending();
+    measure_clock_offset();
     gmp_cupti_flush();
+    describe_pending(); /* devices of the last activity records */
     atomic_store(&active, 0);
     if (activity_on && C.ActivityDisable) {
         C.ActivityDisable(CUPTI_ACTIVITY_KIND_MEMORY2);

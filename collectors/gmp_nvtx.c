@@ -499,7 +499,13 @@ static int do_push(nvtxDomainHandle_t dom, const nvtx_msg *m)
             l->domain = (uint32_t)sg;
     }
     t->cur = l->path;
-    return (int)t->depth++;
+    /* the level within the range's own domain (nvToolsExt.h, nvtxDomainRangePushEx: "the 0 based
+     * level of range being started"; levels are per domain) */
+    int level = 0;
+    for (uint32_t j = 0; j < t->depth; j++)
+        level += t->lv[j].domain == l->domain;
+    t->depth++;
+    return level;
 }
 
 static int do_pop(nvtxDomainHandle_t dom)
@@ -555,7 +561,10 @@ static int do_pop(nvtxDomainHandle_t dom)
     t->cur = t->depth ? t->lv[t->depth - 1].path : 0;
     if (wt)
         g_sink.leave();
-    return (int)k;
+    int level = 0; /* the level of the range ended, within its domain (nvToolsExt.h) */
+    for (uint32_t j = 0; j < k; j++)
+        level += t->lv[j].domain == domain;
+    return level;
 }
 
 static nvtxRangeId_t do_start(nvtxDomainHandle_t dom, const nvtx_msg *m)
