@@ -1,0 +1,285 @@
+#!/usr/bin/env python3
+"""tests/view: `gpumemprof view` in a real terminal. tmux (the outside oracle for what a terminal
+shows) runs the viewer in a detached session of a given size; `send-keys` types, `capture-pane`
+reads the screen back. Each case is one ctest test:
+
+  test_view.py GPUMEMPROF GEN_TRACE CASE [SNAPSHOT]
+
+peak      opens at the first device's peak: the screen shows the peak bytes that
+          `gpumemprof report --format json` gives, as allocated at the cursor and in the live tree
+snapshot  the same on a real PyTorch snapshot (tests/data/torch-snapshots)
+navigate  Home/End/Right/./p move the cursor (the event counter and the cursor's time follow),
+          +/0 zoom the window (the axis's end changes and comes back)
+search    / finds an allocation made in a range ('backward'), the focus pane shows that range
+resize    the screen follows tmux's resize (120x40 then 80x24) and still draws every pane
+follow    --follow on a trace that grows (a copy written a prefix at a time, as a writer flushes
+          whole frames): the event count grows to the whole trace's and '(following)' goes away
+quit      q exits with status 0 and the terminal is back (the shell's screen, no viewer left);
+          Ctrl-C exits by SIGINT (status 130) and restores it too
+color     colours on a terminal that has them; none under NO_COLOR (capture-pane -e)
+"""
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+
+def fmt_bytes(b):  # formats/base/gmp_units.c
+    if b < 1024:
+        return "%d B" % b
+    v, u = float(b), -1
+    units = ["KiB", "MiB", "GiB", "TiB", "PiB", "EiB"]
+    while v >= 1024.0 and u < 5:
+        v /= 1024.0
+        u += 1
+    return "%.2f %s" % (v, units[u])
+
+
+class Term:
+    def __init__(self, cmd, w=80, h=24, env=None):
+        self.sock = "gmpview-%d-%d" % (os.getpid(), int(time.time() * 1000) % 100000)
+        e = {"LANG": "C.UTF-8", "LC_ALL": "C.UTF-8", "TERM": "screen-256color"}
+        e.update(env or {})
+        envs = " ".join("%s=%s" % (k, v) for k, v in e.items())
+        unset = "" if "NO_COLOR" in e else "unset NO_COLOR; "
+        shell = "%sexport %s; trap true INT; %s; echo EXIT=$?; sleep 120" % (unset, envs, cmd)
+        subprocess.run(["tmux", "-L", self.sock, "-f", "/dev/null", "new-session", "-d", "-x",
+                        str(w), "-y", str(h), "sh", "-c", shell], check=True)
+
+    def tmux(self, *args):
+        return subprocess.run(["tmux", "-L", self.sock] + list(args), check=True,
+                              capture_output=True, text=True).stdout
+
+    def screen(self, escapes=False):
+        return self.tmux("capture-pane", "-p", *(["-e"] if escapes else []))
+
+    def keys(self, *k, literal=False):
+        self.tmux("send-keys", *(["-l"] if literal else []), *k)
+
+    def wait(self, what, timeout=10.0, gone=False):
+        end = time.time() + timeout
+        s = ""
+        while time.time() < end:
+            s = self.screen()
+            if (what in s) != gone:
+                return s
+            time.sleep(0.1)
+        fail("%s %r on the screen after %.0f s; screen:\n%s" %
+             ("still" if gone else "no", what, timeout, s))
+
+    def close(self):
+        subprocess.run(["tmux", "-L", self.sock, "kill-server"], capture_output=True)
+
+
+def fail(msg):
+    print("FAIL:", msg)
+    sys.exit(1)
+
+
+def report_peak(gmp, path):
+    out = subprocess.run([gmp, "report", "--format", "json", path], check=True,
+                         capture_output=True, text=True).stdout
+    devs = [d for d in json.loads(out)["devices"] if d["id"] >= 0]
+    return devs[0]["peak_allocated_bytes"]
+
+
+def line_of(screen, prefix):
+    for l in screen.splitlines():
+        if l.startswith(prefix):
+            return l
+    return ""
+
+
+def event_no(screen):
+    l = [x for x in screen.splitlines() if "Events around the cursor" in x]
+    if not l:
+        fail("no events pane:\n" + screen)
+    w = l[0].split("(event ")[1].split(")")[0].split(" of ")
+    return int(w[0]), int(w[1])
+
+
+def check_peak(gmp, path, t):
+    peak = fmt_bytes(report_peak(gmp, path))
+    s = t.wait("Live at cursor", 30)
+    row = line_of(s, "cursor ")
+    if ("alloc %s " % peak) not in row or ("peak %s " % peak) not in row:
+        fail("the cursor's row does not show the peak %s as allocated and peak:\n%s" % (peak, s))
+    if ("Live at cursor by range: %s in" % peak) not in s:
+        fail("the live tree's total is not the peak %s:\n%s" % (peak, s))
+    return s
+
+
+def main():
+    gmp, gen, case = sys.argv[1], sys.argv[2], sys.argv[3]
+    tmp = tempfile.mkdtemp(prefix="gmpview")
+    tr = os.path.join(tmp, "t.zst")
+    subprocess.run([gen, tr, "--complete", "--steps", "40"], check=True)
+    t = None
+    try:
+        if case == "peak":
+            t = Term("%s view %s" % (gmp, tr))
+            s = check_peak(gmp, tr, t)
+            if "train" not in s or "forward" not in s:
+                fail("the live ranges are not shown:\n" + s)
+        elif case == "snapshot":
+            snap = sys.argv[4]
+            t = Term("%s view %s" % (gmp, snap))
+            check_peak(gmp, snap, t)
+        elif case == "navigate":
+            t = Term("%s view %s" % (gmp, tr))
+            t.wait("Live at cursor")
+            peak_ev, n = event_no(t.screen())
+            t.keys("Home")
+            s = t.wait("(event 1 of %d)" % n)
+            t.keys("End")
+            t.wait("(event %d of %d)" % (n, n))
+            t.keys("Home")
+            t.wait("(event 1 of %d)" % n)
+            t.keys("Right")
+            time.sleep(0.3)
+            e1, _ = event_no(t.screen())
+            if e1 <= 1:
+                fail("Right did not move the cursor:\n" + t.screen())
+            t.keys(".")
+            time.sleep(0.3)
+            e2, _ = event_no(t.screen())
+            if e2 <= e1:
+                fail("'.' did not move to a later event (%d -> %d)" % (e1, e2))
+            t.keys("p")
+            t.wait("(event %d of %d)" % (peak_ev, n))
+            def timeline(scr):  # the rows above the panes (title, cursor, timeline, axis)
+                ls = scr.splitlines()
+                return "\n".join(ls[:[i for i, x in enumerate(ls) if "Live at cursor" in x][0]])
+            whole = timeline(t.screen())
+            t.keys("+", "+")
+            time.sleep(0.4)
+            zoomed = timeline(t.screen())
+            if zoomed == whole:
+                fail("+ did not change the timeline")
+            t.keys("0")
+            time.sleep(0.3)
+            if timeline(t.screen()) != whole:
+                fail("0 did not give the whole trace back:\n%s\n---\n%s" % (whole, t.screen()))
+        elif case == "search":
+            t = Term("%s view %s" % (gmp, tr))
+            t.wait("Live at cursor")
+            t.keys("/")
+            t.wait("search (range, function, API):")
+            t.keys("backward", literal=True)
+            t.keys("Enter")
+            s = t.wait("'backward': allocation at event")
+            if "range  train/step/backward" not in s:
+                fail("the focus is not on an allocation of train/step/backward:\n" + s)
+            e1, _ = event_no(s)
+            t.keys("n")
+            time.sleep(0.3)
+            e2, _ = event_no(t.screen())
+            if e2 == e1:
+                fail("n did not go to the next match")
+            t.keys("/")
+            t.keys("no-such-function", literal=True)
+            t.keys("Enter")
+            t.wait("'no-such-function': no range, function or API matches")
+        elif case == "resize":
+            t = Term("%s view %s" % (gmp, tr))
+            t.wait("Live at cursor")
+            t.tmux("resize-window", "-x", "120", "-y", "40")
+            time.sleep(0.5)
+            s = t.screen()
+            lines = s.splitlines()
+            if len(lines) < 39 or "Events around the cursor" not in s:
+                fail("the screen did not follow the resize to 120x40:\n" + s)
+            ev_row = [i for i, l in enumerate(lines) if "Events around the cursor" in l][0]
+            if ev_row < 25:
+                fail("the panes do not use the taller terminal (events pane at row %d)" % ev_row)
+            if len(line_of(s, " gpumemprof view").rstrip()) <= 80 and "Allocation in focus" not in s:
+                fail("the wider terminal is not used:\n" + s)
+            t.tmux("resize-window", "-x", "80", "-y", "24")
+            time.sleep(0.5)
+            s = t.screen()
+            if "Events around the cursor" not in s or "Live at cursor" not in s:
+                fail("back at 80x24 a pane is missing:\n" + s)
+        elif case == "follow":
+            grow = os.path.join(tmp, "grow.zst")
+            data = open(tr, "rb").read()
+            open(grow, "wb").close()
+            t = Term("%s view --follow %s" % (gmp, grow))
+            counts = []
+            steps = 8
+            for k in range(1, steps + 1):
+                with open(grow, "wb") as f:  # a prefix: the reader sees its whole frames only
+                    f.write(data[:len(data) * k // steps])
+                time.sleep(0.9)
+                s = t.screen()
+                if "Events around the cursor" in s:
+                    counts.append(event_no(s)[1])
+            s = t.wait("(following)", 10, gone=True)
+            final = event_no(s)[1]
+            n_all = None
+            t2 = Term("%s view %s" % (gmp, tr))
+            n_all = event_no(t2.wait("Live at cursor"))[1]
+            t2.keys("q")
+            t2.close()
+            if final != n_all:
+                fail("after the trace was complete the viewer shows %d events, not %d" %
+                     (final, n_all))
+            if len(set(counts)) < 3 or counts != sorted(counts):
+                fail("the event count did not grow while the trace grew: %s" % counts)
+            print("follow: event counts while growing:", counts, "final", final)
+        elif case == "quit":
+            t = Term("%s view %s" % (gmp, tr))
+            t.wait("Live at cursor")
+            t.keys("q")
+            s = t.wait("EXIT=")
+            if "EXIT=0" not in s:
+                fail("q did not exit with status 0:\n" + s)
+            if "gpumemprof view" in s or "Live at cursor" in s:
+                fail("the viewer's screen is still there after q (terminal not restored):\n" + s)
+            t.close()
+            t = Term("%s view %s" % (gmp, tr))
+            t.wait("Live at cursor")
+            t.keys("C-c")
+            s = t.wait("EXIT=")
+            if "EXIT=130" not in s:
+                fail("Ctrl-C did not end the viewer by SIGINT:\n" + s)
+            if "Live at cursor" in s:
+                fail("the viewer's screen is still there after Ctrl-C:\n" + s)
+            t.close()
+            t = Term("%s view %s" % (gmp, tr))
+            t.wait("Live at cursor")
+            sh = t.tmux("display-message", "-p", "#{pane_pid}").strip()
+            kids = subprocess.run(["pgrep", "-P", sh, "-x", "gpumemprof"], capture_output=True,
+                                  text=True).stdout.split()
+            if len(kids) != 1:
+                fail("cannot find the viewer's process under the pane's shell %s" % sh)
+            os.kill(int(kids[0]), 11)  # SIGSEGV: the crash handler restores the terminal
+            s = t.wait("EXIT=")
+            if "EXIT=139" not in s or "Live at cursor" in s:
+                fail("after SIGSEGV the status is not 139 or the screen was not restored:\n" + s)
+        elif case == "color":
+            t = Term("%s view %s" % (gmp, tr))
+            t.wait("Live at cursor")
+            if "\x1b[3" not in t.screen(escapes=True) and "\x1b[4" not in t.screen(escapes=True):
+                fail("no colours on a 256-colour terminal")
+            t.keys("q")
+            t.close()
+            t = Term("%s view %s" % (gmp, tr), env={"NO_COLOR": "1"})
+            t.wait("Live at cursor")
+            esc = t.screen(escapes=True)
+            import re
+            if re.search(r"\x1b\[[0-9;]*(3[0-7]|4[0-7]|38;|48;)", esc):
+                fail("colours under NO_COLOR:\n" + repr(esc[:400]))
+        else:
+            fail("unknown case " + case)
+        print("ok:", case)
+    finally:
+        if t:
+            t.close()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
