@@ -62,6 +62,12 @@ static CUptiResult ret(CUptiResult r)
     return r;
 }
 
+/* a CUPTI function the simulator does not model (generated stubs, gen_api_stubs.py) */
+SIMCUDA_HIDDEN int simcuda_cupti_stub(void)
+{
+    return ret(CUPTI_ERROR_NOT_SUPPORTED);
+}
+
 static void init_once(void)
 {
     pthread_mutexattr_t a;

@@ -247,19 +247,22 @@ SIMCUDA_API void simcuda_set_tool(const simcuda_tool_ops *ops)
 SIMCUDA_API void simcuda_api_enter(simcuda_call *call)
 {
     const simcuda_tool_ops *t = atomic_load(&g_tool);
+    simcuda_ptds_apply(call);
     call->delivered = 0;
     call->corr_id = 0;
     call->corr_data = 0;
     if (t) {
         t->api_enter(call);
         call->delivered |= 2; /* the tool saw the enter: it must see the exit */
+    } else {
+        call->delivered = 4; /* entered with no tool: one loaded meanwhile sees the exit only */
     }
 }
 
 SIMCUDA_API void simcuda_api_exit(simcuda_call *call)
 {
     const simcuda_tool_ops *t = atomic_load(&g_tool);
-    if (t && (call->delivered & 2))
+    if (t && (call->delivered & 6))
         t->api_exit(call);
 }
 
@@ -774,10 +777,10 @@ static void load_injection(void)
         (void)init();
 }
 
-CUresult CUDAAPI cuInit(unsigned int Flags)
+/* The one-time initialization (injection); 1 when this call performed it. */
+static int init_once(void)
 {
-    if (tl_in_init)
-        return CUDA_SUCCESS; /* re-entered from InitializeInjection */
+    int did = 0;
     if (!initialized()) {
         pthread_mutex_lock(&g_init_mu);
         if (!initialized()) {
@@ -788,11 +791,30 @@ CUresult CUDAAPI cuInit(unsigned int Flags)
             simcuda_resource(CUPTI_CBID_RESOURCE_CU_INIT_FINISHED, NULL, NULL, NULL);
             tl_in_init = 0;
             atomic_store(&g_initialized, 1);
-            pthread_mutex_unlock(&g_init_mu);
-            return CUDA_SUCCESS;
+            did = 1;
         }
         pthread_mutex_unlock(&g_init_mu);
     }
+    return did;
+}
+
+SIMCUDA_API void simcuda_driver_init(void)
+{
+    (void)init_once();
+}
+
+CUresult CUDAAPI cuInit(unsigned int Flags)
+{
+    if (tl_in_init)
+        return CUDA_SUCCESS; /* re-entered from InitializeInjection */
+    if (!initialized() && simcuda_late_injection()) {
+        /* SIMCUDA_LATE_INJECTION: the tool is loaded inside this call and sees its exit only */
+        DRV_CALL(cuInit, Flags);
+        (void)init_once();
+        DRV_RETURN(Flags != 0 ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS);
+    }
+    if (init_once())
+        return CUDA_SUCCESS;
     DRV_CALL(cuInit, Flags);
     DRV_RETURN(Flags != 0 ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS);
 }
@@ -808,7 +830,7 @@ CUresult CUDAAPI cuDriverGetVersion(int *driverVersion)
     DRV_CALL(cuDriverGetVersion, driverVersion);
     if (!driverVersion)
         DRV_RETURN(CUDA_ERROR_INVALID_VALUE);
-    *driverVersion = CUDA_VERSION;
+    *driverVersion = SIMCUDA_DRIVER_VERSION;
     DRV_RETURN(CUDA_SUCCESS);
 }
 

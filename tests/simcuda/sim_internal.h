@@ -10,6 +10,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "sim_entry.h"
+
 #define SIMCUDA_API __attribute__((visibility("default")))
 
 #define SIMCUDA_MAX_DEVICES 8
@@ -95,6 +97,29 @@ typedef struct simcuda_tool_ops {
     void (*memory)(const simcuda_mem_event *ev);
     void (*mempool)(const simcuda_pool_event *ev);
 } simcuda_tool_ops;
+
+/* ---- entry points, versions and injection timing (sim_entry.c, sim_rt_entry.c; README.md) ---- */
+
+/* Versions the simulated libraries report; the CUDA 12 personality build overrides them. */
+#ifndef SIMCUDA_DRIVER_VERSION
+#define SIMCUDA_DRIVER_VERSION CUDA_VERSION
+#endif
+#ifndef SIMCUDA_RUNTIME_VERSION
+#define SIMCUDA_RUNTIME_VERSION CUDA_VERSION
+#endif
+/* SIMCUDA_LATE_INJECTION=1: the injection is loaded inside the first CUDA call, which the tool
+ * then sees only the exit of (libcuda.so.1). */
+SIMCUDA_API int simcuda_late_injection(void);
+/* Called by simcuda_api_enter: a pending _ptds/_ptsz callback id and name (simcuda_ptds_begin)
+ * replace the call's. */
+SIMCUDA_HIDDEN void simcuda_ptds_apply(simcuda_call *call);
+/* The driver's one-time initialization (injection) without an API callback: the runtime's. */
+SIMCUDA_API void simcuda_driver_init(void);
+/* A runtime API call bracketed as sim_runtime.c brackets its own (initialization, callbacks, last
+ * error), for sim_rt_entry.c and the generated stubs: `ret` points at the caller's cudaError_t. */
+SIMCUDA_HIDDEN void simcuda_rt_begin(simcuda_call *c, unsigned cbid, const char *name,
+                                     const void *params, void *ret);
+SIMCUDA_HIDDEN int simcuda_rt_end(simcuda_call *c, int result);
 
 /* ---- exported by libcuda.so.1 for libcupti.so.13 and libcudart.so.13 ---- */
 #ifdef __cplusplus

@@ -31,7 +31,7 @@ static void rt_init(void)
     pthread_mutex_lock(&g_rt_init_mu);
     if (!atomic_load(&g_rt_inited)) {
         tl_rt_initializing = 1;
-        cuInit(0);
+        simcuda_driver_init();
         tl_rt_initializing = 0;
         atomic_store(&g_rt_inited, 1);
     }
@@ -68,9 +68,17 @@ static cudaError_t rt_ctx(void)
     return cudaSuccess;
 }
 
+/* With SIMCUDA_LATE_INJECTION the first call enters before the driver is initialized (and the tool
+ * loaded), as the real runtime initializes inside its first call. */
+static void rt_init_before_enter(void)
+{
+    if (!simcuda_late_injection())
+        rt_init();
+}
+
 #define RT_BEGIN_(fn, ver, paramsptr, sym)                                                         \
     cudaError_t rt_r_ = cudaSuccess;                                                               \
-    rt_init();                                                                                     \
+    rt_init_before_enter();                                                                        \
     simcuda_call rt_c_ = {.domain = CUPTI_CB_DOMAIN_RUNTIME_API,                                   \
                           .cbid = CUPTI_RUNTIME_TRACE_CBID_##fn##_##ver,                           \
                           .name = #fn,                                                             \
@@ -78,7 +86,8 @@ static cudaError_t rt_ctx(void)
                           .ret = &rt_r_,                                                           \
                           .symbol = sym,                                                           \
                           .ctx = simcuda_current_ctx()};                                           \
-    simcuda_api_enter(&rt_c_)
+    simcuda_api_enter(&rt_c_);                                                                     \
+    rt_init()
 
 #define RT_CALL(fn, ver, ...)                                                                      \
     fn##_##ver##_params rt_p_ = {__VA_ARGS__};                                                     \
@@ -106,6 +115,32 @@ static cudaError_t rt_ctx(void)
         if (e_ != cudaSuccess)                                                                     \
             RT_RETURN(e_);                                                                         \
     } while (0)
+
+/* sim_rt_entry.c and the generated stubs (sim_internal.h): bracketed like RT_CALL/RT_RETURN */
+SIMCUDA_HIDDEN void simcuda_rt_begin(simcuda_call *c, unsigned cbid, const char *name,
+                                     const void *params, void *ret)
+{
+    rt_init_before_enter();
+    *c = (simcuda_call){.domain = CUPTI_CB_DOMAIN_RUNTIME_API,
+                        .cbid = cbid,
+                        .name = name,
+                        .params = params,
+                        .ret = ret,
+                        .ctx = simcuda_current_ctx()};
+    *(cudaError_t *)ret = cudaSuccess;
+    simcuda_api_enter(c);
+    rt_init();
+}
+
+SIMCUDA_HIDDEN int simcuda_rt_end(simcuda_call *c, int result)
+{
+    cudaError_t r = (cudaError_t)result;
+    *(cudaError_t *)c->ret = r;
+    if (r != cudaSuccess)
+        tl_last_error = r;
+    simcuda_api_exit(c);
+    return r;
+}
 
 /* ------------------------------------------------------------------------------------------ */
 /* errors and versions */
@@ -195,7 +230,7 @@ RT_API cudaError_t CUDARTAPI cudaRuntimeGetVersion(int *runtimeVersion)
     RT_CALL(cudaRuntimeGetVersion, v3020, runtimeVersion);
     if (!runtimeVersion)
         RT_RETURN(cudaErrorInvalidValue);
-    *runtimeVersion = CUDART_VERSION;
+    *runtimeVersion = SIMCUDA_RUNTIME_VERSION;
     RT_RETURN(cudaSuccess);
 }
 
