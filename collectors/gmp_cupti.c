@@ -319,6 +319,88 @@ static uint64_t stream_id(const void *stream, int ptsz)
     return id;
 }
 
+/* ---- where memory lives: pools and streams ----
+ * cuda.h: cuMemAllocFromPoolAsync allocates from the pool given, wherever it lives (a pool's
+ * location is set at creation: a device, the host, a host NUMA node; cuMemPoolCreate, cuda.h
+ * "To create a memory pool for host memory ... CU_MEM_LOCATION_TYPE_HOST"); a managed pool
+ * (allocType CU_MEM_ALLOCATION_TYPE_MANAGED) holds managed memory. cuMemAllocAsync allocates from
+ * "the current mempool of the provided stream's device" (cuDeviceSetMemPool: that pool "must be
+ * local to the specified device"), so its device is the stream's, not the current context's. The
+ * agent remembers each pool's location and type at creation, and each stream's device at its
+ * STREAM_CREATED resource callback (cuptiGetDeviceId of the stream's context: no driver call).
+ * Host pools' memory is recorded on device -1 (the report's "Host"), managed pools' as managed. */
+static pthread_mutex_t loc_lock = PTHREAD_MUTEX_INITIALIZER;
+static gmp_handles pools;   /* pool -> device (-1: not a device), GMP_HANDLE_* flags */
+static gmp_handles streams; /* stream handle -> device */
+
+static void pool_created(uint64_t pool, int loc_type, int loc_id, int alloc_type)
+{
+    if (!pool)
+        return;
+    pthread_mutex_lock(&loc_lock);
+    gmp_handle_ent *e = gmp_handles_put(&pools, pool);
+    if (e) {
+        /* CU_MEM_LOCATION_TYPE_DEVICE == cudaMemLocationTypeDevice (1); managed: 2 in both */
+        e->device = loc_type == CU_MEM_LOCATION_TYPE_DEVICE ? loc_id : -1;
+        e->flags = (loc_type == CU_MEM_LOCATION_TYPE_DEVICE ? 0 : GMP_HANDLE_NOT_DEVICE) |
+                   (alloc_type == CU_MEM_ALLOCATION_TYPE_MANAGED ? GMP_HANDLE_MANAGED : 0);
+    }
+    pthread_mutex_unlock(&loc_lock);
+}
+
+static void pool_gone(uint64_t pool)
+{
+    pthread_mutex_lock(&loc_lock);
+    gmp_handles_del(&pools, pool);
+    pthread_mutex_unlock(&loc_lock);
+}
+
+/* The device (and kind) of memory from a pool the agent saw created; 0 when unknown (a default
+ * pool: on its device, which the caller already has). */
+static int pool_where(uint64_t pool, int *dev, uint32_t *kind)
+{
+    int known = 0;
+    pthread_mutex_lock(&loc_lock);
+    const gmp_handle_ent *e = gmp_handles_get(&pools, pool);
+    if (e) {
+        known = 1;
+        *dev = e->device;
+        if (kind && (e->flags & GMP_HANDLE_MANAGED))
+            *kind = GMP_MEM_MANAGED;
+    }
+    pthread_mutex_unlock(&loc_lock);
+    return known;
+}
+
+static void stream_seen(const void *stream, int dev, int gone)
+{
+    if (!stream)
+        return;
+    pthread_mutex_lock(&loc_lock);
+    if (gone) {
+        gmp_handles_del(&streams, (uint64_t)(uintptr_t)stream);
+    } else {
+        gmp_handle_ent *e = gmp_handles_put(&streams, (uint64_t)(uintptr_t)stream);
+        if (e)
+            e->device = dev;
+    }
+    pthread_mutex_unlock(&loc_lock);
+}
+
+/* The device of a stream: a created stream's own; the default streams' is the current one. */
+static int stream_device(const void *stream, int cur)
+{
+    if ((uintptr_t)stream <= 0x2)
+        return cur;
+    int dev = cur;
+    pthread_mutex_lock(&loc_lock);
+    const gmp_handle_ent *e = gmp_handles_get(&streams, (uint64_t)(uintptr_t)stream);
+    if (e && e->device >= 0)
+        dev = e->device;
+    pthread_mutex_unlock(&loc_lock);
+    return dev;
+}
+
 /* ---- array sizes (approximate: element size x extent; real arrays may be padded) ---- */
 
 static uint64_t rt_array_bytes(const struct cudaChannelFormatDesc *d, size_t w, size_t h,
@@ -443,6 +525,7 @@ static int alloc_fields(api_desc *a, const CUpti_CallbackData *cd, gmp_rec_mem *
             const cudaMallocAsync_v11020_params *q = p;
             m->address = q->devPtr ? (uint64_t)(uintptr_t)*q->devPtr : 0;
             m->size = q->size;
+            *dev = stream_device(q->hStream, *dev);
             m->stream = stream_id(q->hStream,
                                   a->cbid == CUPTI_RUNTIME_TRACE_CBID_cudaMallocAsync_ptsz_v11020);
             m->flags |= GMP_MEMF_ASYNC;
@@ -457,6 +540,8 @@ static int alloc_fields(api_desc *a, const CUpti_CallbackData *cd, gmp_rec_mem *
                 q->stream, a->cbid == CUPTI_RUNTIME_TRACE_CBID_cudaMallocFromPoolAsync_ptsz_v11020);
             m->handle = (uint64_t)(uintptr_t)q->memPool;
             m->flags |= GMP_MEMF_ASYNC;
+            if (!pool_where(m->handle, dev, &m->kind))
+                *dev = stream_device(q->stream, *dev);
             break;
         }
         default: return 0;
@@ -508,6 +593,7 @@ static int alloc_fields(api_desc *a, const CUpti_CallbackData *cd, gmp_rec_mem *
             const cuMemAllocAsync_params *q = p;
             m->address = q->dptr ? (uint64_t)*q->dptr : 0;
             m->size = q->bytesize;
+            *dev = stream_device(q->hStream, *dev);
             m->stream =
                 stream_id(q->hStream, a->cbid == CUPTI_DRIVER_TRACE_CBID_cuMemAllocAsync_ptsz);
             m->flags |= GMP_MEMF_ASYNC;
@@ -522,14 +608,19 @@ static int alloc_fields(api_desc *a, const CUpti_CallbackData *cd, gmp_rec_mem *
                                   a->cbid == CUPTI_DRIVER_TRACE_CBID_cuMemAllocFromPoolAsync_ptsz);
             m->handle = (uint64_t)(uintptr_t)q->pool;
             m->flags |= GMP_MEMF_ASYNC;
+            if (!pool_where(m->handle, dev, &m->kind))
+                *dev = stream_device(q->hStream, *dev);
             break;
         }
         case CUPTI_DRIVER_TRACE_CBID_cuMemCreate: {
             const cuMemCreate_params *q = p;
             m->handle = q->handle ? (uint64_t)*q->handle : 0;
             m->size = q->size;
-            if (q->prop && q->prop->location.type == CU_MEM_LOCATION_TYPE_DEVICE)
-                *dev = q->prop->location.id;
+            /* cuda.h (CUmemLocationType): a device ordinal only for DEVICE locations; host and
+             * host NUMA memory is not a device's (device -1, the report's "Host") */
+            if (q->prop)
+                *dev = q->prop->location.type == CU_MEM_LOCATION_TYPE_DEVICE ? q->prop->location.id
+                                                                             : -1;
             break;
         }
         case CUPTI_DRIVER_TRACE_CBID_cuMemMap: {
@@ -858,14 +949,25 @@ static void pool_event(gmp_wthread *t, api_desc *a, const CUpti_CallbackData *cd
         r.u.pool.op = GMP_POOL_CREATE;
         if (rt) {
             const cudaMemPoolCreate_v11020_params *q = p;
-            r.u.pool.pool = q->memPool ? (uint64_t)(uintptr_t)*q->memPool : 0;
-            if (q->poolProps && q->poolProps->location.type == cudaMemLocationTypeDevice)
-                r.u.pool.device = q->poolProps->location.id;
+            r.u.pool.pool = result == 0 && q->memPool ? (uint64_t)(uintptr_t)*q->memPool : 0;
+            if (q->poolProps) {
+                int lt = (int)q->poolProps->location.type;
+                r.u.pool.device = lt == cudaMemLocationTypeDevice ? q->poolProps->location.id : -1;
+                if (result == 0)
+                    pool_created(r.u.pool.pool, lt, q->poolProps->location.id,
+                                 (int)q->poolProps->allocType);
+            }
         } else {
             const cuMemPoolCreate_params *q = p;
-            r.u.pool.pool = q->pool ? (uint64_t)(uintptr_t)*q->pool : 0;
-            if (q->poolProps && q->poolProps->location.type == CU_MEM_LOCATION_TYPE_DEVICE)
-                r.u.pool.device = q->poolProps->location.id;
+            r.u.pool.pool = result == 0 && q->pool ? (uint64_t)(uintptr_t)*q->pool : 0;
+            if (q->poolProps) {
+                int lt = (int)q->poolProps->location.type;
+                r.u.pool.device =
+                    lt == CU_MEM_LOCATION_TYPE_DEVICE ? q->poolProps->location.id : -1;
+                if (result == 0)
+                    pool_created(r.u.pool.pool, lt, q->poolProps->location.id,
+                                 (int)q->poolProps->allocType);
+            }
         }
         break;
     case OP_POOL_DESTROY:
@@ -906,6 +1008,10 @@ static void pool_event(gmp_wthread *t, api_desc *a, const CUpti_CallbackData *cd
     }
     if (result != 0)
         return; /* a failed pool call changes nothing */
+    if (a->op != OP_POOL_CREATE)
+        pool_where(r.u.pool.pool, &r.u.pool.device, NULL);
+    if (a->op == OP_POOL_DESTROY)
+        pool_gone(r.u.pool.pool);
     emit(t, &r);
 }
 
@@ -1090,6 +1196,9 @@ static void on_resource(CUpti_CallbackId cbid, const void *data)
             dev = (int)d;
         r.u.resource.handle =
             rd && rd->resourceHandle.stream ? stream_id(rd->resourceHandle.stream, 0) : 0;
+        if (rd)
+            stream_seen(rd->resourceHandle.stream, dev,
+                        cbid == CUPTI_CBID_RESOURCE_STREAM_DESTROY_STARTING);
         break;
     }
     case CUPTI_CBID_RESOURCE_MODULE_LOADED:
@@ -1170,11 +1279,15 @@ static void on_memory2(gmp_wthread *t, const CUpti_ActivityMemory4 *m)
     if (m->memoryPoolConfig.memoryPoolType != CUPTI_ACTIVITY_MEMORY_POOL_TYPE_INVALID &&
         m->memoryPoolConfig.memoryPoolType == CUPTI_ACTIVITY_MEMORY_POOL_TYPE_LOCAL) {
         gmp_rec p = {.type = GMP_REC_POOL, .time_ns = ts};
-        p.u.pool.device = (int32_t)m->deviceId;
+        int pdev = (int)m->deviceId;
+        uint32_t pkind = 0;
+        pool_where(m->memoryPoolConfig.address, &pdev, &pkind); /* a host pool's: -1 */
+        p.u.pool.device = pdev;
         p.u.pool.op = GMP_POOL_RESERVED;
         p.u.pool.pool = m->memoryPoolConfig.address;
         p.u.pool.value = m->memoryPoolConfig.pool.size;
-        emit(t, &p);
+        if (pkind != GMP_MEM_MANAGED)
+            emit(t, &p);
     }
     unsigned kind;
     if (m->memoryKind == CUPTI_ACTIVITY_MEMORY_KIND_DEVICE_STATIC)
@@ -1225,8 +1338,16 @@ static void on_memory_pool(gmp_wthread *t, const CUpti_ActivityMemoryPool3 *m)
         return;
     if (runtime_version >= 130000 && m->isManagedPool)
         return;
+    int32_t dev = (int32_t)m->deviceId;
+    uint32_t kind = 0;
+    int pdev = dev;
+    if (pool_where(m->address, &pdev, &kind)) {
+        if (kind == GMP_MEM_MANAGED)
+            return;
+        dev = pdev; /* a host pool's: -1 */
+    }
     gmp_rec p = {.type = GMP_REC_POOL, .time_ns = ts};
-    p.u.pool.device = (int32_t)m->deviceId;
+    p.u.pool.device = dev;
     p.u.pool.op = GMP_POOL_RESERVED;
     p.u.pool.pool = m->address;
     p.u.pool.value = m->size;
