@@ -18,6 +18,9 @@
 #include "gmp_tui_term.h"
 #include "gmp_units.h"
 
+/* events searched forward for the free of the allocation in focus (40 MiB of the index) */
+#define FREE_SEARCH (1u << 20)
+
 static const char *const g_by_name[GMP_TUI_BY_COUNT] = {"range", "stack", "kind"};
 
 gmp_tui_model *gmp_tui_cur_model(const gmp_tui_state *s)
@@ -299,11 +302,11 @@ static void focus_pane(gmp_tui_state *s, int y, int h, int x, int w)
     }
     const gmp_tui_live *l = &s->live[row->best];
     const gmp_tui_site *site = gmp_tui_tree_site(s->tree, l->site);
-    /* when it is freed: searched forward from the cursor, at most 4 M events, cached */
+    /* when it is freed: searched forward from the cursor, at most FREE_SEARCH events, cached */
     if (!s->focus_valid || s->focus_key != l->key || s->focus_dev != l->device ||
         s->focus_at != s->cursor) {
-        s->focus_free =
-            gmp_tui_model_free_time(m, s->cursor, l->key, l->device, 4u << 20, &s->focus_searched);
+        s->focus_free = gmp_tui_model_free_time(m, s->cursor, l->key, l->device, FREE_SEARCH,
+                                                &s->focus_searched);
         s->focus_key = l->key;
         s->focus_dev = l->device;
         s->focus_at = s->cursor;
@@ -329,7 +332,14 @@ static void focus_pane(gmp_tui_state *s, int y, int h, int x, int w)
         snprintf(line, sizeof line, "life   %.6f s", (double)life * 1e-9);
     } else {
         snprintf(line, sizeof line, "free   %s",
-                 s->focus_searched ? "never (live at the end)" : "not within 4M events");
+                 s->focus_searched ? "never (live at the end)" : "later (not searched)");
+        if (!s->focus_searched) {
+            gmp_tui_ev lim;
+            uint64_t li = s->cursor == GMP_TUI_NOEV ? FREE_SEARCH - 1 : s->cursor + FREE_SEARCH;
+            if (gmp_tui_model_read(m, li, &lim, 1) == 1)
+                snprintf(line, sizeof line, "free   after %s",
+                         gmp_tui_fmt_time(s, lim.time_ns, t, sizeof t));
+        }
     }
     if (r < h)
         put(y + r++, x + 1, line, w - 1);

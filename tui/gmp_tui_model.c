@@ -9,10 +9,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define WBUF_EVENTS 16384     /* events buffered before a write */
-#define CK_MIN_EVENTS 65536u  /* at least this many logged events between checkpoints */
-#define MAX_DEVS 64           /* device ids -1 .. 62 get a timeline */
-#define FIRST_BUCKET_NS 1024u /* bucket width at the start; doubles as the trace grows */
+#define WBUF_EVENTS 16384    /* events buffered before a write */
+#define CK_MIN_EVENTS 65536u /* at least this many logged events between checkpoints */
+#define MAX_DEVS 64          /* device ids -1 .. 62 get a timeline */
+#define FIRST_BUCKET_SHIFT                                                                         \
+    10 /* bucket width at the start, 1 << 10 ns; doubles as the trace grows */
 
 typedef struct ckpt {
     uint64_t index; /* the state after logged events [0, index) */
@@ -35,6 +36,7 @@ struct gmp_tui_model {
     gmp_tui_live *ckbuf; /* filled by the live_foreach callback */
     size_t nckbuf, capckbuf;
     uint64_t t0, t1, bucket_ns;
+    unsigned bucket_shift; /* bucket_ns = 1 << bucket_shift */
     int have_t0;
     uint64_t nooms, nnotices;
     gmp_tui_dev slot[MAX_DEVS]; /* by id + 1 */
@@ -150,6 +152,7 @@ static void merge_buckets(gmp_tui_model *m)
         memset(b + GMP_TUI_BUCKETS / 2, 0, GMP_TUI_BUCKETS / 2 * sizeof *b);
     }
     m->bucket_ns *= 2;
+    m->bucket_shift++;
 }
 
 static void note_time(gmp_tui_model *m, uint64_t t)
@@ -170,9 +173,9 @@ static void bucket_put(gmp_tui_model *m, int32_t id, uint64_t t, uint64_t alloc,
         return;
     note_time(m, t);
     uint64_t off = t > m->t0 ? t - m->t0 : 0;
-    while (off / m->bucket_ns >= GMP_TUI_BUCKETS)
+    while (off >> m->bucket_shift >= GMP_TUI_BUCKETS)
         merge_buckets(m);
-    gmp_tui_bucket *b = &d->buckets[off / m->bucket_ns];
+    gmp_tui_bucket *b = &d->buckets[off >> m->bucket_shift];
     uint64_t pa = m->cur_alloc[id + 1], pr = m->cur_res[id + 1];
     if (!b->has) {
         b->has = 1;
@@ -433,7 +436,8 @@ gmp_err gmp_tui_model_build(gmp_tui_model **out, gmp_reader *r, char *msg, size_
     }
     m->r = r;
     m->evfd = m->ckfd = -1;
-    m->bucket_ns = FIRST_BUCKET_NS;
+    m->bucket_shift = FIRST_BUCKET_SHIFT;
+    m->bucket_ns = (uint64_t)1 << FIRST_BUCKET_SHIFT;
     m->werr = GMP_OK;
     gmp_err e = GMP_OK;
     m->wbuf = malloc(WBUF_EVENTS * sizeof *m->wbuf);
