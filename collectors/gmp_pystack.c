@@ -1,4 +1,5 @@
-/* gmp_pystack: Python call stacks through CPython's public C API (see gmp_pystack.h). */
+/* gmp_pystack: Python call stacks through CPython's public C API with the GIL, through
+ * gmp_pyframes without it (see gmp_pystack.h). */
 #include "gmp_pystack.h"
 
 #include <dlfcn.h>

@@ -5,17 +5,22 @@
  * reads the interpreter's version (Py_GetVersion). CPython 3.8 to 3.13 are handled; see
  * docs/python.md for what each version uses.
  *
- * Safety: on the allocating thread, Python frames are read only when CPython is initialized and
- * that thread holds the GIL (its current thread state is its own PyGILState state). A thread that
- * released the GIL (ctypes.CDLL functions, PyTorch's operators, any `Py_BEGIN_ALLOW_THREADS`), a
- * thread Python does not know (a C thread) or a process without an interpreter gets native frames
- * only. The pending exception, if any, is saved and restored around the walk; errors the walk
- * raises are cleared; the cyclic GC is held off while 3.11+ materializes frame objects (no
- * finalizer runs inside a CUDA call). Depth is bounded by the stack depth option.
+ * Safety: on the allocating thread, while CPython is initialized and not finalizing. A thread
+ * that holds the GIL is walked through the public C API (the pending exception, if any, is
+ * saved and restored around the walk; errors the walk raises are cleared; the cyclic GC is held
+ * off while 3.11+ materializes frame objects: no finalizer runs inside a CUDA call). A thread
+ * Python knows that released the GIL (ctypes.CDLL functions, PyTorch's operators, any
+ * `Py_BEGIN_ALLOW_THREADS`) has its own frames read by gmp_pyframes (3.9 to 3.13) without the
+ * GIL and without calling the interpreter: its thread state is PyGILState's thread-specific
+ * value, and its frames cannot change until the thread is back from the CUDA call. A thread
+ * Python does not know (a C thread) or a process without an interpreter gets native frames only.
+ * Depth is bounded by the stack depth option.
  *
- * Cost: a per-thread cache maps code objects (strong references, so an address is never reused
- * while cached) to their (file, function) string ids, and a per-thread cache maps whole stacks to
- * their STACK ids: a repeated stack costs the frame walk and two hashes, no lock.
+ * Cost: a per-thread cache maps code objects to their (file, function) string ids (with the GIL:
+ * strong references, so an address is never reused while cached; without it: no reference, the
+ * hit is checked against the object's name, file and line-table pointers), and a per-thread
+ * cache maps whole stacks to their STACK ids: a repeated stack costs the frame walk and two
+ * hashes, no lock.
  *
  * Splicing (GMP_STACK_NATIVE | GMP_STACK_PYTHON): native frames innermost first; each native
  * frame inside the interpreter's evaluation loop (_PyEval_EvalFrameDefault) is replaced by the
