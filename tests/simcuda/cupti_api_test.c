@@ -1,10 +1,13 @@
 /* Unit tests (cmocka) of the simulated CUPTI API, with this program as the CUPTI client: results
  * and names, the one-subscriber rule, enabling callbacks, CUpti_CallbackData contents and nesting,
- * activity buffers (full buffers, flush, helper thread, record iteration) and dropped records.
+ * entry points (invalid ids, special streams, generated stubs, _ptsz, cuGetProcAddress and
+ * cudaGetDriverEntryPoint), activity buffers (full buffers, flush, helper thread, record iteration)
+ * and dropped records.
  * The tests share one process and run in order. */
 #include <cuda.h>
 #include <cupti.h>
 #include <cuda_runtime_api.h>
+#include <dlfcn.h>
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -174,6 +177,130 @@ static void test_callbacks(void **state)
     assert_int_equal(cuptiUnsubscribe(s), CUPTI_SUCCESS);
 }
 
+/* Entry points (README "API surface"): invalid callback ids, special stream handles, the generated
+ * not-supported stubs (callbacks, outputs untouched, last errors), _ptsz forwarding, and
+ * cuGetProcAddress / cudaGetDriverEntryPoint returning the instrumented entry points. */
+cudaError_t CUDARTAPI cudaMemsetAsync_ptsz(void *devPtr, int value, size_t count, cudaStream_t s);
+
+static void test_entry_points(void **state)
+{
+    CUpti_SubscriberHandle s = NULL;
+    assert_int_equal(cuptiSubscribe(&s, on_cb, &g_nev), CUPTI_SUCCESS);
+    /* ids outside what the headers define are rejected (cupti_callbacks.h) */
+    assert_int_equal(cuptiEnableCallback(1, s, CUPTI_CB_DOMAIN_RUNTIME_API, 0),
+                     CUPTI_ERROR_INVALID_PARAMETER);
+    assert_int_equal(
+        cuptiEnableCallback(1, s, CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_SIZE),
+        CUPTI_ERROR_INVALID_PARAMETER);
+    assert_int_equal(cuptiEnableCallback(1, s, CUPTI_CB_DOMAIN_RESOURCE, CUPTI_CBID_RESOURCE_SIZE),
+                     CUPTI_ERROR_INVALID_PARAMETER);
+    assert_int_equal(cuptiEnableCallback(1, s, CUPTI_CB_DOMAIN_NVTX, CUPTI_CBID_NVTX_SIZE),
+                     CUPTI_ERROR_INVALID_PARAMETER);
+    assert_int_equal(cuptiGetLastError(), CUPTI_ERROR_INVALID_PARAMETER);
+    assert_int_equal(cuptiEnableDomain(1, s, CUPTI_CB_DOMAIN_DRIVER_API), CUPTI_SUCCESS);
+    assert_int_equal(cuptiEnableDomain(1, s, CUPTI_CB_DOMAIN_RUNTIME_API), CUPTI_SUCCESS);
+
+    /* special stream handles are resolved, never dereferenced */
+    void *p = NULL;
+    assert_int_equal(cudaMalloc(&p, 4096), cudaSuccess);
+    uint32_t id = 0;
+    assert_int_equal(cuptiGetStreamIdEx(NULL, CU_STREAM_LEGACY, 0, &id), CUPTI_SUCCESS);
+    assert_int_equal(id, 7);
+    CUptiResult st = cuptiGetStreamIdEx(NULL, CU_STREAM_PER_THREAD, 1, &id);
+    assert_true(st == CUPTI_SUCCESS || st == CUPTI_ERROR_INVALID_STREAM);
+    assert_int_equal(cuptiGetStreamIdEx(NULL, (CUstream)(uintptr_t)&id, 0, &id),
+                     CUPTI_ERROR_INVALID_STREAM);
+
+    /* a driver function nobody models: callbacks with its own id, NOT_SUPPORTED, output kept */
+    g_nev = 0;
+    CUgraphicsResource res = (CUgraphicsResource)(uintptr_t)0x1234;
+    CUdeviceptr dp = 77;
+    size_t sz = 88;
+    assert_int_equal(cuGraphicsResourceGetMappedPointer(&dp, &sz, res), CUDA_ERROR_NOT_SUPPORTED);
+    assert_int_equal(dp, 77);
+    assert_int_equal(sz, 88);
+    assert_int_equal(g_nev, 2);
+    assert_int_equal(g_ev[0].cbid, CUPTI_DRIVER_TRACE_CBID_cuGraphicsResourceGetMappedPointer_v2);
+    assert_string_equal(g_ev[1].name, "cuGraphicsResourceGetMappedPointer_v2");
+    assert_int_equal(g_ev[1].site, CUPTI_API_EXIT);
+    /* the runtime: cudaErrorNotSupported, also the last error */
+    g_nev = 0;
+    assert_int_equal(cudaGraphicsUnregisterResource((cudaGraphicsResource_t)(uintptr_t)0x1234),
+                     cudaErrorNotSupported);
+    assert_int_equal(g_nev, 2);
+    assert_int_equal(g_ev[0].cbid, CUPTI_RUNTIME_TRACE_CBID_cudaGraphicsUnregisterResource_v3020);
+    assert_int_equal(cudaGetLastError(), cudaErrorNotSupported);
+    /* CUPTI: CUPTI_ERROR_NOT_SUPPORTED, also cuptiGetLastError's */
+    uint32_t n = 99;
+    assert_int_equal(cuptiGetNumEventDomains(&n), CUPTI_ERROR_NOT_SUPPORTED);
+    assert_int_equal(n, 99);
+    assert_int_equal(cuptiGetLastError(), CUPTI_ERROR_NOT_SUPPORTED);
+
+    /* a _ptsz variant reports its own callback id and does what the plain function does */
+    g_nev = 0;
+    assert_int_equal(cudaMemsetAsync_ptsz(p, 0, 16, NULL), cudaSuccess);
+    assert_true(g_nev >= 2);
+    assert_int_equal(g_ev[0].cbid, CUPTI_RUNTIME_TRACE_CBID_cudaMemsetAsync_ptsz_v7000);
+    assert_string_equal(g_ev[0].name, "cudaMemsetAsync_ptsz");
+    assert_int_equal(g_ev[g_nev - 1].cbid, CUPTI_RUNTIME_TRACE_CBID_cudaMemsetAsync_ptsz_v7000);
+
+    /* cuGetProcAddress: the versioned, instrumented entry points (cuda.h, cudaTypedefs.h) */
+    void *fn = NULL;
+    CUdriverProcAddressQueryResult q = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
+    assert_int_equal(cuGetProcAddress("cuMemAlloc", &fn, 13000, 0, &q), CUDA_SUCCESS);
+    assert_int_equal(q, CU_GET_PROC_ADDRESS_SUCCESS);
+    assert_ptr_equal(fn, (void *)cuMemAlloc_v2);
+    assert_int_equal(cuGetProcAddress("cuMemAlloc", &fn, 3000, 0, &q), CUDA_SUCCESS);
+    assert_ptr_equal(fn, dlsym(RTLD_DEFAULT, "cuMemAlloc"));
+    assert_true(fn != (void *)cuMemAlloc_v2);
+    assert_int_equal(cuGetProcAddress("cuMemcpyHtoD", &fn, 12000,
+                                      CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM, &q),
+                     CUDA_SUCCESS);
+    assert_ptr_equal(fn, dlsym(RTLD_DEFAULT, "cuMemcpyHtoD_v2_ptds"));
+    assert_int_equal(
+        cuGetProcAddress("cuMemcpyHtoD", &fn, 12000, CU_GET_PROC_ADDRESS_LEGACY_STREAM, &q),
+        CUDA_SUCCESS);
+    assert_ptr_equal(fn, dlsym(RTLD_DEFAULT, "cuMemcpyHtoD_v2"));
+    assert_int_equal(cuGetProcAddress("cuMemCreate", &fn, 10000, 0, &q), CUDA_SUCCESS);
+    assert_null(fn);
+    assert_int_equal(q, CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT);
+    assert_int_equal(cuGetProcAddress("cuNoSuchFunction", &fn, 13000, 0, &q), CUDA_SUCCESS);
+    assert_null(fn);
+    assert_int_equal(q, CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND);
+    assert_int_equal(cuGetProcAddress("cuMemAlloc", &fn, 99000, 0, &q), CUDA_ERROR_INVALID_VALUE);
+    /* a call through the pointer is reported like a direct call */
+    assert_int_equal(cuGetProcAddress("cuMemAlloc", &fn, 13000, 0, &q), CUDA_SUCCESS);
+    CUresult (*alloc)(CUdeviceptr *, size_t) = (CUresult(*)(CUdeviceptr *, size_t))fn;
+    g_nev = 0;
+    assert_int_equal(alloc(&dp, 1000), CUDA_SUCCESS);
+    assert_int_equal(g_nev, 2);
+    assert_int_equal(g_ev[1].cbid, CUPTI_DRIVER_TRACE_CBID_cuMemAlloc_v2);
+    assert_int_equal(g_ev[1].size, 1000);
+    assert_int_equal(g_ev[1].result, dp);
+    assert_int_equal(cuMemFree(dp), CUDA_SUCCESS);
+    /* the runtime's: the same pointers, inside its own callbacks */
+    enum cudaDriverEntryPointQueryResult rq = cudaDriverEntryPointSymbolNotFound;
+    void *fn2 = NULL;
+    assert_int_equal(
+        cudaGetDriverEntryPointByVersion("cuMemAlloc", &fn2, 12000, cudaEnableDefault, &rq),
+        cudaSuccess);
+    assert_int_equal(rq, cudaDriverEntryPointSuccess);
+    assert_ptr_equal(fn2, fn);
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations" /* still exported and used */
+    assert_int_equal(cudaGetDriverEntryPoint("cuMemCreate", &fn2, cudaEnableDefault, &rq),
+                     cudaSuccess);
+    assert_ptr_equal(fn2, (void *)cuMemCreate);
+    assert_int_equal(cudaGetDriverEntryPoint("cuNoSuchFunction", &fn2, cudaEnableDefault, &rq),
+                     cudaSuccess);
+    assert_null(fn2);
+#pragma GCC diagnostic pop
+    assert_int_equal(rq, cudaDriverEntryPointSymbolNotFound);
+    assert_int_equal(cudaFree(p), cudaSuccess);
+    assert_int_equal(cuptiEnableAllDomains(0, s), CUPTI_SUCCESS);
+    assert_int_equal(cuptiUnsubscribe(s), CUPTI_SUCCESS);
+}
+
 /* activity */
 static size_t g_req_size;
 static int g_decline;
@@ -282,7 +409,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_results_and_names), cmocka_unit_test(test_flush_before_register),
         cmocka_unit_test(test_one_subscriber),    cmocka_unit_test(test_callbacks),
-        cmocka_unit_test(test_activity_buffers),  cmocka_unit_test(test_dropped_records),
+        cmocka_unit_test(test_entry_points),      cmocka_unit_test(test_activity_buffers),
+        cmocka_unit_test(test_dropped_records),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -55,11 +55,72 @@ static int g_source_enabled;
 
 static const simcuda_tool_ops g_ops;
 
+/* the model's stream resolution (sim_driver.c), where it has one */
+extern CUstream simcuda_stream_resolve(CUcontext ctx, CUstream s, int perThread)
+    __attribute__((weak));
+
 static CUptiResult ret(CUptiResult r)
 {
     if (r != CUPTI_SUCCESS)
         tl_last_error = r;
     return r;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* failure switches (README "Failure modes"): SIMCUDA_CUPTI_FAIL is a comma-separated list of
+ * enable_callback, enable_domain, activity, activity_callbacks, subscribe; the failing calls return
+ * SIMCUDA_CUPTI_FAIL_RESULT (a CUptiResult number, default CUPTI_ERROR_UNKNOWN).
+ * SIMCUDA_CUPTI_VERSION: what cuptiGetVersion answers (default: the personality's). */
+
+enum {
+    FAIL_ENABLE_CALLBACK = 1,
+    FAIL_ENABLE_DOMAIN = 2,
+    FAIL_ACTIVITY = 4,
+    FAIL_ACTIVITY_CALLBACKS = 8,
+    FAIL_SUBSCRIBE = 16
+};
+
+#ifndef SIMCUDA_CUPTI_API_VERSION
+#define SIMCUDA_CUPTI_API_VERSION CUPTI_API_VERSION
+#endif
+
+static pthread_once_t g_cfg_once = PTHREAD_ONCE_INIT;
+static unsigned g_fail;
+static CUptiResult g_fail_result = CUPTI_ERROR_UNKNOWN;
+static uint32_t g_version = SIMCUDA_CUPTI_API_VERSION;
+
+static void read_config(void)
+{
+    const char *f = getenv("SIMCUDA_CUPTI_FAIL");
+    static const struct {
+        const char *name;
+        unsigned bit;
+    } names[] = {{"enable_callback", FAIL_ENABLE_CALLBACK},
+                 {"enable_domain", FAIL_ENABLE_DOMAIN},
+                 {"activity", FAIL_ACTIVITY},
+                 {"activity_callbacks", FAIL_ACTIVITY_CALLBACKS},
+                 {"subscribe", FAIL_SUBSCRIBE}};
+    while (f && *f) {
+        size_t n = strcspn(f, ",");
+        for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+            if (strlen(names[i].name) == n && strncmp(f, names[i].name, n) == 0)
+                g_fail |= names[i].bit;
+        f += n;
+        if (*f == ',')
+            f++;
+    }
+    const char *r = getenv("SIMCUDA_CUPTI_FAIL_RESULT");
+    if (r && *r)
+        g_fail_result = (CUptiResult)strtol(r, NULL, 0);
+    const char *v = getenv("SIMCUDA_CUPTI_VERSION");
+    if (v && *v)
+        g_version = (uint32_t)strtoul(v, NULL, 0);
+}
+
+static int failing(unsigned what)
+{
+    pthread_once(&g_cfg_once, read_config);
+    return (g_fail & what) != 0;
 }
 
 /* a CUPTI function the simulator does not model (generated stubs, gen_api_stubs.py) */
@@ -123,7 +184,8 @@ CUptiResult CUPTIAPI cuptiGetVersion(uint32_t *version)
 {
     if (!version)
         return ret(CUPTI_ERROR_INVALID_PARAMETER);
-    *version = CUPTI_API_VERSION;
+    pthread_once(&g_cfg_once, read_config);
+    *version = g_version;
     return CUPTI_SUCCESS;
 }
 
@@ -177,6 +239,8 @@ static CUptiResult subscribe(CUpti_SubscriberHandle *subscriber, CUpti_CallbackF
     ensure_init();
     if (!subscriber)
         return ret(CUPTI_ERROR_INVALID_PARAMETER);
+    if (failing(FAIL_SUBSCRIBE))
+        return ret(g_fail_result);
     pthread_mutex_lock(&g_sub_mu);
     struct CUpti_Subscriber_st *cur = atomic_load(&g_sub);
     if (cur) {
@@ -247,11 +311,30 @@ static int domain_ok(CUpti_CallbackDomain d)
     return d > CUPTI_CB_DOMAIN_INVALID && d < CUPTI_CB_DOMAIN_SIZE;
 }
 
+/* Ids the headers define for a domain: 0 < cbid < the domain's *_SIZE (cupti_*_cbid.h,
+ * cupti_callbacks.h); the real cuptiEnableCallback rejects others with INVALID_PARAMETER. */
+static int cbid_ok(CUpti_CallbackDomain d, CUpti_CallbackId cbid)
+{
+    unsigned size = 0;
+    switch (d) {
+    case CUPTI_CB_DOMAIN_DRIVER_API: size = CUPTI_DRIVER_TRACE_CBID_SIZE; break;
+    case CUPTI_CB_DOMAIN_RUNTIME_API: size = CUPTI_RUNTIME_TRACE_CBID_SIZE; break;
+    case CUPTI_CB_DOMAIN_RESOURCE: size = CUPTI_CBID_RESOURCE_SIZE; break;
+    case CUPTI_CB_DOMAIN_SYNCHRONIZE: size = CUPTI_CBID_SYNCHRONIZE_SIZE; break;
+    case CUPTI_CB_DOMAIN_NVTX: size = CUPTI_CBID_NVTX_SIZE; break;
+    case CUPTI_CB_DOMAIN_STATE: size = CUPTI_CBID_STATE_SIZE; break;
+    default: return 0;
+    }
+    return cbid > 0 && cbid < size && cbid < MAX_CBID;
+}
+
 CUptiResult CUPTIAPI cuptiEnableCallback(uint32_t enable, CUpti_SubscriberHandle subscriber,
                                          CUpti_CallbackDomain domain, CUpti_CallbackId cbid)
 {
-    if (!subscriber || !domain_ok(domain) || cbid >= MAX_CBID)
+    if (!subscriber || !domain_ok(domain) || !cbid_ok(domain, cbid))
         return ret(CUPTI_ERROR_INVALID_PARAMETER);
+    if (enable && failing(FAIL_ENABLE_CALLBACK))
+        return ret(g_fail_result);
     atomic_store(&subscriber->enabled[domain][cbid], enable ? 1 : 0);
     return CUPTI_SUCCESS;
 }
@@ -270,6 +353,8 @@ CUptiResult CUPTIAPI cuptiEnableDomain(uint32_t enable, CUpti_SubscriberHandle s
 {
     if (!subscriber || !domain_ok(domain))
         return ret(CUPTI_ERROR_INVALID_PARAMETER);
+    if (enable && failing(FAIL_ENABLE_DOMAIN))
+        return ret(g_fail_result);
     for (int i = 0; i < MAX_CBID; i++)
         atomic_store(&subscriber->enabled[domain][i], enable ? 1 : 0);
     return CUPTI_SUCCESS;
@@ -279,6 +364,8 @@ CUptiResult CUPTIAPI cuptiEnableAllDomains(uint32_t enable, CUpti_SubscriberHand
 {
     if (!subscriber)
         return ret(CUPTI_ERROR_INVALID_PARAMETER);
+    if (enable && failing(FAIL_ENABLE_DOMAIN))
+        return ret(g_fail_result);
     for (int d = CUPTI_CB_DOMAIN_DRIVER_API; d < CUPTI_CB_DOMAIN_SIZE; d++)
         cuptiEnableDomain(enable, subscriber, (CUpti_CallbackDomain)d);
     return CUPTI_SUCCESS;
@@ -351,9 +438,26 @@ CUptiResult CUPTIAPI cuptiGetStreamIdEx(CUcontext context, CUstream stream, uint
 {
     if (!streamId)
         return ret(CUPTI_ERROR_INVALID_PARAMETER);
-    if (stream) {
+    if (context && context->magic != SIMCUDA_CTX_MAGIC)
+        return ret(CUPTI_ERROR_INVALID_CONTEXT);
+    /* special handles (CU_STREAM_LEGACY, CU_STREAM_PER_THREAD: cudaStreamLegacy,
+     * cudaStreamPerThread) and NULL are resolved by the model, never dereferenced */
+    if (simcuda_stream_resolve) {
+        CUstream s = simcuda_stream_resolve(context, stream, perThreadStream);
+        if (!s)
+            return ret(CUPTI_ERROR_INVALID_STREAM);
+        if (context && s->ctx != context)
+            return ret(CUPTI_ERROR_INVALID_STREAM);
+        *streamId = s->id;
+        return CUPTI_SUCCESS;
+    }
+    if (stream == CU_STREAM_PER_THREAD || (!stream && perThreadStream))
+        return ret(CUPTI_ERROR_INVALID_STREAM); /* a model without per-thread streams */
+    if (stream && stream != CU_STREAM_LEGACY) {
         if (stream->magic != SIMCUDA_STREAM_MAGIC)
-            return ret(CUPTI_ERROR_INVALID_PARAMETER);
+            return ret(CUPTI_ERROR_INVALID_STREAM);
+        if (context && stream->ctx != context)
+            return ret(CUPTI_ERROR_INVALID_STREAM);
         *streamId = stream->id;
         return CUPTI_SUCCESS;
     }
@@ -412,8 +516,24 @@ static void hook_api_enter(simcuda_call *c)
     deliver_api(c, CUPTI_API_ENTER);
 }
 
+/* correlationData of a call whose enter preceded the subscription: the real slot is whatever the
+ * stack held (cupti_callbacks.h promises nothing else); a non-canonical address, so a tool that
+ * dereferences it crashes here as it might on a GPU */
+#define SIMCUDA_JUNK_CORRELATION_DATA 0xdeadbeefcafef00dull
+
 static void hook_api_exit(simcuda_call *c)
 {
+    if (c->delivered & 4) {
+        /* entered before the tool was loaded (SIMCUDA_LATE_INJECTION): only the exit is seen, with
+         * no correlation id (no API record was started) and junk correlationData */
+        if (tl_in_callback)
+            return;
+        c->corr_id = 0;
+        c->corr_data = SIMCUDA_JUNK_CORRELATION_DATA;
+        c->ctx = simcuda_current_ctx();
+        deliver_api(c, CUPTI_API_EXIT);
+        return;
+    }
     if (tl_corr_depth > 0)
         tl_corr_depth--;
     if (!(c->delivered & 1) || tl_in_callback)
@@ -632,6 +752,8 @@ cuptiActivityRegisterCallbacks(CUpti_BuffersCallbackRequestFunc funcBufferReques
     ensure_init();
     if (!funcBufferRequested || !funcBufferCompleted)
         return ret(CUPTI_ERROR_INVALID_PARAMETER);
+    if (failing(FAIL_ACTIVITY_CALLBACKS))
+        return ret(g_fail_result);
     pthread_mutex_lock(&g_act_mu);
     g_req = funcBufferRequested;
     g_done = funcBufferCompleted;
@@ -644,6 +766,8 @@ static CUptiResult set_kind(CUpti_ActivityKind kind, int on)
     ensure_init();
     if (kind <= CUPTI_ACTIVITY_KIND_INVALID || kind >= CUPTI_ACTIVITY_KIND_COUNT)
         return ret(CUPTI_ERROR_INVALID_KIND);
+    if (on && failing(FAIL_ACTIVITY))
+        return ret(g_fail_result);
     if (kind == CUPTI_ACTIVITY_KIND_MEMORY2)
         atomic_store(&g_kind_memory2, on);
     if (kind == CUPTI_ACTIVITY_KIND_MEMORY_POOL)

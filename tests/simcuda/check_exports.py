@@ -1,0 +1,119 @@
+#!/usr/bin/env python3
+"""simcuda_exported_api: the simulated libraries export exactly the toolkit's API (README "API surface").
+
+The oracle is what gen_api_stubs.py read from the CUDA toolkit (nm -D of the stub libcuda.so,
+libcudart.so.13, libcupti.so.13: oracle_*.txt) and the headers (headers_only_*.txt: functions the
+headers declare with the library's prefix that the library does not export; must be empty, so a
+header function the oracle lacks shows up here). For each simulated library (the CUDA 13 build and
+the CUDA 12 personality) it compares the exported function names with the oracle (libcuda.so.1 may
+also export the simulator's own simcuda_* hooks), checks the symbol versions of libcudart/libcupti,
+that every library loads (ctypes, RTLD_NOW) and the versions each reports. Prints how many entry
+points are hand-written (strong) and generated not-supported stubs (weak).
+Usage: check_exports.py --nm NM --gen DIR --simdir DIR --wheel DIR
+"""
+import argparse
+import ctypes
+import os
+import subprocess
+import sys
+
+failures = []
+
+
+def fail(msg):
+    failures.append(msg)
+    print("FAIL: " + msg)
+
+
+def exports(nm, lib):
+    out = subprocess.check_output([nm, "-D", "--defined-only", lib], text=True)
+    syms = {}
+    for line in out.splitlines():
+        parts = line.split()
+        if len(parts) >= 3 and parts[1] in ("T", "W", "i"):
+            name, _, ver = parts[2].partition("@")
+            syms[name] = (parts[1], ver.lstrip("@"))
+    return syms
+
+
+def read_list(path):
+    with open(path) as f:
+        return {l.strip() for l in f if l.strip()}
+
+
+def check_lib(nm, gen, oracle_name, path, version_tag, extra_prefix=None):
+    oracle = read_list(os.path.join(gen, "oracle_%s.txt" % oracle_name))
+    hdr_only = read_list(os.path.join(gen, "headers_only_%s.txt" % oracle_name))
+    if hdr_only:
+        fail("%s: the headers declare %d functions the toolkit library does not export: %s"
+             % (oracle_name, len(hdr_only), " ".join(sorted(hdr_only)[:20])))
+    syms = exports(nm, path)
+    names = {n for n in syms if not (extra_prefix and n.startswith(extra_prefix))}
+    missing = sorted(oracle - names)
+    extra = sorted(names - oracle)
+    strong = sum(1 for n in names & oracle if syms[n][0] == "T")
+    weak = sum(1 for n in names & oracle if syms[n][0] == "W")
+    print("%-70s exports %4d of %4d oracle functions (%d hand-written, %d generated), %d extra"
+          % (path, len(names & oracle), len(oracle), strong, weak, len(extra)))
+    if missing:
+        fail("%s lacks %d: %s" % (path, len(missing), " ".join(missing[:30])))
+    if extra:
+        fail("%s exports %d functions the toolkit does not: %s" % (path, len(extra), " ".join(extra[:30])))
+    if version_tag:
+        wrong = sorted(n for n in names if syms[n][1] != version_tag)
+        if wrong:
+            fail("%s: %d symbols not at version %s: %s" % (path, len(wrong), version_tag, " ".join(wrong[:10])))
+
+
+def call_version(lib, fn, argtype=ctypes.c_int):
+    v = argtype(0)
+    r = getattr(lib, fn)(ctypes.byref(v))
+    return r, v.value
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    for a in ("nm", "gen", "simdir", "wheel"):
+        ap.add_argument("--" + a, required=True)
+    a = ap.parse_args()
+    sim, wheel = a.simdir, a.wheel
+    libs13 = [("libcuda", os.path.join(sim, "libcuda.so.1"), "", "simcuda_"),
+              ("libcudart", os.path.join(sim, "libcudart.so.13"), "libcudart.so.13", None),
+              ("libcupti", os.path.join(sim, "libcupti.so.13"), "libcupti.so.13", None)]
+    site = os.path.join(wheel, "site-packages", "nvidia")
+    libs12 = [("libcuda", os.path.join(wheel, "driver", "libcuda.so.1"), "", "simcuda_"),
+              ("libcudart", os.path.join(site, "cuda_runtime", "lib", "libcudart.so.12"), "libcudart.so.12", None),
+              ("libcupti", os.path.join(site, "cuda_cupti", "lib", "libcupti.so.12"), "libcupti.so.12", None)]
+    for oracle, path, tag, prefix in libs13 + libs12:
+        check_lib(a.nm, a.gen, oracle, path, tag, prefix)
+    for extra in ("libcudart.so", "libcupti.so"):
+        for sub in ("cuda_runtime", "cuda_cupti"):
+            if os.path.lexists(os.path.join(site, sub, "lib", extra)):
+                fail("the wheel layout has %s in %s (a wheel ships the soname only)" % (extra, sub))
+
+    # every library loads (RTLD_NOW: all its symbols resolve) and reports its personality's versions
+    # (CUDA 13: the headers' CUDA_VERSION 13000 and CUPTI_API_VERSION 130001; CUDA 12: 12.8, CUPTI 26)
+    for libs, want in ((libs13, (13000, 13000, 130001)), (libs12, (12080, 12080, 26))):
+        handles = []
+        for _, path, _, _ in libs:
+            try:
+                handles.append(ctypes.CDLL(path, mode=os.RTLD_NOW | os.RTLD_LOCAL))
+            except OSError as e:
+                fail("%s does not load: %s" % (path, e))
+                handles.append(None)
+        if None in handles:
+            continue
+        drv, rt, cupti = handles
+        got = (call_version(drv, "cuDriverGetVersion"), call_version(rt, "cudaRuntimeGetVersion"),
+               call_version(cupti, "cuptiGetVersion", ctypes.c_uint32))
+        for (r, v), w, what in zip(got, want, ("cuDriverGetVersion", "cudaRuntimeGetVersion", "cuptiGetVersion")):
+            if r != 0 or v != w:
+                fail("%s of %s: result %d, version %d, want %d" % (what, libs[0][1], r, v, w))
+        print("%s: driver %d, runtime %d, CUPTI %d" % (os.path.dirname(libs[1][1]), got[0][1], got[1][1], got[2][1]))
+    if failures:
+        print("%d failure(s)" % len(failures))
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()
