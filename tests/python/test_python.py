@@ -9,7 +9,8 @@ MODE: python     --stacks python: exact file:function:line frames, with the GIL 
       all        --stacks all: Python frames spliced into the native stack in reading order
       nogil      frames without the GIL (3.9+): a C extension that releases it around cudaMalloc
                  (py_ext.c, built here with the interpreter's headers), ctypes.CDLL inside a
-                 generator, and a stress test (threads allocating with and without the GIL while
+                 generator, a C thread with a thread state and no frame (as PyTorch's autograd
+                 engine threads) that gets native frames only, and a stress test (threads allocating with and without the GIL while
                  others run Python code: every allocation has its own site's lines)
       default    no --stacks: Python frames with native ones (the default for Python programs)
       versions   `python`, `all` and (3.9+) `nogil` checks on every CPython 3.8-3.13 found on this
@@ -217,6 +218,8 @@ def check_nogil(label, doc, minor, only_python):
     st11 = by.get(11 * MiB, [])
     check(f"{label}: extension without the GIL, Python frames", py_frames(st11), w11)
     check(f"{label}: CDLL in a generator, Python frames", py_frames(by.get(13 * MiB, [])), w13)
+    st17 = by.get(17 * MiB, [])
+    check(f"{label}: engine-like C thread, Python frames", py_frames(st17), [])
     if only_python:
         check(f"{label}: extension, only Python frames", [x for x in st11 if not is_py(x)], [])
     elif minor >= 9:
@@ -225,13 +228,15 @@ def check_nogil(label, doc, minor, only_python):
               bool(re.fullmatch(r"n+P[nP]*Pn+", kinds)), True)
         check(f"{label}: innermost frame is the extension's",
               st11[0].get("function") if st11 else None, "ext_cuda_alloc")
+        check(f"{label}: engine-like C thread, native frames",
+              [x.get("function") for x in st17][:2], ["ext_cuda_alloc", "engine_thread"])
     # stress: every allocation of the allocating threads has its own call site's frames
     total = STRESS_THREADS * STRESS_ALLOCS
     sites = {"stress_a": "wa", "stress_b": "wb", "stress_c": "wc"}
     count = nbytes = 0
     for e in doc["live_at_peak"]:
         pf = py_frames(e["stack"] or [])
-        if e["bytes"] in (11 * MiB, 13 * MiB) and e["count"] == 1:
+        if e["bytes"] in (11 * MiB, 13 * MiB, 17 * MiB) and e["count"] == 1:
             continue
         if minor < 9 and not pf:
             continue  # calls without the GIL: no Python frames before 3.9

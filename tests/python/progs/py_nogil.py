@@ -3,6 +3,8 @@
 argv: PROGS_DIR EXT_DIR [THREADS ALLOCS]
 - a C extension that releases the GIL around cudaMalloc (py_ext.c), 11 MiB;
 - ctypes.CDLL (releases the GIL) from inside a generator, 13 MiB;
+- a C thread with a Python thread state but no frame (like PyTorch's autograd engine threads),
+  17 MiB;
 - stress: THREADS Python threads allocating through ctypes.CDLL (no GIL) and ctypes.PyDLL (GIL
   held) at three call sites while two other threads run Python code; every allocation is kept
   (sizes from 1 MiB up, 4 KiB apart) so that the report lists them all.
@@ -91,6 +93,7 @@ def busy(stop):
 def main():
     Net().forward(11 * MiB)  # @main11
     next(gen(13 * MiB))  # @main13
+    check(py_ext.engine_alloc(17 * MiB))
     threads = int(sys.argv[3]) if len(sys.argv) > 3 else 4
     count = int(sys.argv[4]) if len(sys.argv) > 4 else 60
     sys.setswitchinterval(1e-5)
