@@ -30,14 +30,23 @@ struct CUstream_st {
     CUcontext ctx;
     uint32_t id; /* CUPTI stream id */
     unsigned int flags;
+    int priority;
+    int per_thread;                  /* a thread's per-thread default stream */
+    struct CUgraph_st *cap;          /* stream capture: the graph being built, or NULL */
+    struct CUgraphNode_st *cap_last; /* the node later captured work depends on */
+    int cap_origin;                  /* the stream that began the capture */
+    CUstreamCaptureMode cap_mode;
 };
 
 struct CUctx_st {
     uint32_t magic;
     int device;
     uint32_t uid;    /* CUPTI context id */
-    int active;      /* primary context retained and not reset */
+    int active;      /* primary context retained and not reset; created context not destroyed */
     unsigned refcnt; /* cuDevicePrimaryCtxRetain count */
+    int primary;     /* 1 for the device's primary context, 0 for cuCtxCreate's */
+    unsigned flags;  /* CU_CTX_* flags (cuDevicePrimaryCtxSetFlags, cuCtxCreate) */
+    uint32_t peers;  /* devices whose memory this context may access (cuCtxEnablePeerAccess) */
     struct CUstream_st null_stream;
 };
 
@@ -153,6 +162,19 @@ SIMCUDA_API void simcuda_set_current_ctx(CUcontext ctx);
 SIMCUDA_API uint64_t simcuda_module_var_address(int module, int var, int dev);
 /* Classify an address: 1 when it is simulated device memory (not host-dereferenceable). */
 SIMCUDA_API int simcuda_is_device_address(uint64_t addr);
+/* Per-thread default stream (the _ptsz/_ptds entry points): while set on a thread, a NULL stream in
+ * that thread's calls means its per-thread default stream (CU_STREAM_PER_THREAD), as when the
+ * program is built with --default-stream per-thread. Returns the previous setting; a forwarder does
+ *   int o = simcuda_set_per_thread_default(1); r = plain(...); simcuda_set_per_thread_default(o);
+ */
+SIMCUDA_API int simcuda_set_per_thread_default(int on);
+/* The stream a handle stands for: NULL (the legacy or, with perThread, the per-thread default
+ * stream), CU_STREAM_LEGACY, CU_STREAM_PER_THREAD (cudaStreamLegacy/cudaStreamPerThread) resolved
+ * for ctx (NULL: the calling thread's current context) and the calling thread; NULL when the
+ * handle is not a stream. Never dereferences a special handle (for cuptiGetStreamIdEx). */
+SIMCUDA_API CUstream simcuda_stream_resolve(CUcontext ctx, CUstream s, int perThread);
+/* A device attribute's value (an H100 SXM's, see README.md), without an API callback. */
+SIMCUDA_API int simcuda_device_attribute(CUdevice_attribute attr, int dev);
 
 #ifdef __cplusplus
 }

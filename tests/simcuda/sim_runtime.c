@@ -3,6 +3,8 @@
  * registration and launch entry points nvcc emits, and per-thread device and last-error state. */
 #include "sim_internal.h"
 
+#include <cudaProfiler.h>
+#include <cuda_profiler_api.h>
 #include <cuda_runtime_api.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -51,6 +53,12 @@ static cudaError_t to_rt(CUresult r)
     case CUDA_ERROR_NOT_SUPPORTED: return cudaErrorNotSupported;
     case CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED: return cudaErrorHostMemoryAlreadyRegistered;
     case CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED: return cudaErrorHostMemoryNotRegistered;
+    case CUDA_ERROR_NOT_READY: return cudaErrorNotReady;
+    case CUDA_ERROR_FILE_NOT_FOUND: return cudaErrorFileNotFound;
+    case CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED: return cudaErrorPeerAccessAlreadyEnabled;
+    case CUDA_ERROR_PEER_ACCESS_NOT_ENABLED: return cudaErrorPeerAccessNotEnabled;
+    case CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED: return cudaErrorStreamCaptureUnsupported;
+    case CUDA_ERROR_ILLEGAL_STATE: return cudaErrorIllegalState;
     default: return cudaErrorUnknown;
     }
 }
@@ -281,21 +289,83 @@ RT_API cudaError_t CUDARTAPI cudaGetDeviceProperties(struct cudaDeviceProp *prop
     if (r == CUDA_SUCCESS)
         r = cuDeviceGetUuid(&u, device);
     memcpy(&prop->uuid, &u, sizeof(u));
-    prop->major = 9;
-    prop->minor = 0;
-    prop->warpSize = 32;
-    prop->maxThreadsPerBlock = 1024;
-    prop->maxThreadsDim[0] = prop->maxThreadsDim[1] = 1024;
-    prop->maxThreadsDim[2] = 64;
-    prop->maxGridSize[0] = 2147483647;
-    prop->maxGridSize[1] = prop->maxGridSize[2] = 65535;
-    prop->multiProcessorCount = 132;
-    prop->sharedMemPerBlock = 49152;
-    prop->unifiedAddressing = 1;
-    prop->managedMemory = 1;
-    prop->concurrentManagedAccess = 1;
-    prop->memoryPoolsSupported = 1;
-    prop->pciBusID = device + 1;
+#define A(name) simcuda_device_attribute(CU_DEVICE_ATTRIBUTE_##name, device)
+    prop->major = A(COMPUTE_CAPABILITY_MAJOR);
+    prop->minor = A(COMPUTE_CAPABILITY_MINOR);
+    prop->warpSize = A(WARP_SIZE);
+    prop->maxThreadsPerBlock = A(MAX_THREADS_PER_BLOCK);
+    prop->maxThreadsDim[0] = A(MAX_BLOCK_DIM_X);
+    prop->maxThreadsDim[1] = A(MAX_BLOCK_DIM_Y);
+    prop->maxThreadsDim[2] = A(MAX_BLOCK_DIM_Z);
+    prop->maxGridSize[0] = A(MAX_GRID_DIM_X);
+    prop->maxGridSize[1] = A(MAX_GRID_DIM_Y);
+    prop->maxGridSize[2] = A(MAX_GRID_DIM_Z);
+    prop->multiProcessorCount = A(MULTIPROCESSOR_COUNT);
+    prop->sharedMemPerBlock = (size_t)A(MAX_SHARED_MEMORY_PER_BLOCK);
+    prop->sharedMemPerBlockOptin = (size_t)A(MAX_SHARED_MEMORY_PER_BLOCK_OPTIN);
+    prop->sharedMemPerMultiprocessor = (size_t)A(MAX_SHARED_MEMORY_PER_MULTIPROCESSOR);
+    prop->reservedSharedMemPerBlock = (size_t)A(RESERVED_SHARED_MEMORY_PER_BLOCK);
+    prop->regsPerBlock = A(MAX_REGISTERS_PER_BLOCK);
+    prop->regsPerMultiprocessor = A(MAX_REGISTERS_PER_MULTIPROCESSOR);
+    prop->memPitch = (size_t)A(MAX_PITCH);
+    prop->totalConstMem = (size_t)A(TOTAL_CONSTANT_MEMORY);
+    prop->textureAlignment = (size_t)A(TEXTURE_ALIGNMENT);
+    prop->texturePitchAlignment = (size_t)A(TEXTURE_PITCH_ALIGNMENT);
+    prop->maxThreadsPerMultiProcessor = A(MAX_THREADS_PER_MULTIPROCESSOR);
+    prop->maxBlocksPerMultiProcessor = A(MAX_BLOCKS_PER_MULTIPROCESSOR);
+    prop->integrated = A(INTEGRATED);
+    prop->canMapHostMemory = A(CAN_MAP_HOST_MEMORY);
+    prop->maxTexture1D = A(MAXIMUM_TEXTURE1D_WIDTH);
+    prop->maxTexture2D[0] = A(MAXIMUM_TEXTURE2D_WIDTH);
+    prop->maxTexture2D[1] = A(MAXIMUM_TEXTURE2D_HEIGHT);
+    prop->maxTexture3D[0] = A(MAXIMUM_TEXTURE3D_WIDTH);
+    prop->maxTexture3D[1] = A(MAXIMUM_TEXTURE3D_HEIGHT);
+    prop->maxTexture3D[2] = A(MAXIMUM_TEXTURE3D_DEPTH);
+    prop->maxTextureCubemap = A(MAXIMUM_TEXTURECUBEMAP_WIDTH);
+    prop->maxTexture2DLayered[0] = A(MAXIMUM_TEXTURE2D_LAYERED_WIDTH);
+    prop->maxTexture2DLayered[1] = A(MAXIMUM_TEXTURE2D_LAYERED_HEIGHT);
+    prop->maxTexture2DLayered[2] = A(MAXIMUM_TEXTURE2D_LAYERED_LAYERS);
+    prop->surfaceAlignment = (size_t)A(SURFACE_ALIGNMENT);
+    prop->concurrentKernels = A(CONCURRENT_KERNELS);
+    prop->ECCEnabled = A(ECC_ENABLED);
+    prop->pciBusID = A(PCI_BUS_ID);
+    prop->pciDeviceID = A(PCI_DEVICE_ID);
+    prop->pciDomainID = A(PCI_DOMAIN_ID);
+    prop->tccDriver = A(TCC_DRIVER);
+    prop->asyncEngineCount = A(ASYNC_ENGINE_COUNT);
+    prop->unifiedAddressing = A(UNIFIED_ADDRESSING);
+    prop->memoryBusWidth = A(GLOBAL_MEMORY_BUS_WIDTH);
+    prop->l2CacheSize = A(L2_CACHE_SIZE);
+    prop->persistingL2CacheMaxSize = A(MAX_PERSISTING_L2_CACHE_SIZE);
+    prop->accessPolicyMaxWindowSize = A(MAX_ACCESS_POLICY_WINDOW_SIZE);
+    prop->streamPrioritiesSupported = A(STREAM_PRIORITIES_SUPPORTED);
+    prop->globalL1CacheSupported = A(GLOBAL_L1_CACHE_SUPPORTED);
+    prop->localL1CacheSupported = A(LOCAL_L1_CACHE_SUPPORTED);
+    prop->managedMemory = A(MANAGED_MEMORY);
+    prop->isMultiGpuBoard = A(MULTI_GPU_BOARD);
+    prop->multiGpuBoardGroupID = A(MULTI_GPU_BOARD_GROUP_ID);
+    prop->hostNativeAtomicSupported = A(HOST_NATIVE_ATOMIC_SUPPORTED);
+    prop->pageableMemoryAccess = A(PAGEABLE_MEMORY_ACCESS);
+    prop->concurrentManagedAccess = A(CONCURRENT_MANAGED_ACCESS);
+    prop->computePreemptionSupported = A(COMPUTE_PREEMPTION_SUPPORTED);
+    prop->canUseHostPointerForRegisteredMem = A(CAN_USE_HOST_POINTER_FOR_REGISTERED_MEM);
+    prop->cooperativeLaunch = A(COOPERATIVE_LAUNCH);
+    prop->pageableMemoryAccessUsesHostPageTables = A(PAGEABLE_MEMORY_ACCESS_USES_HOST_PAGE_TABLES);
+    prop->directManagedMemAccessFromHost = A(DIRECT_MANAGED_MEM_ACCESS_FROM_HOST);
+    prop->hostRegisterSupported = A(HOST_REGISTER_SUPPORTED);
+    prop->hostRegisterReadOnlySupported = A(READ_ONLY_HOST_REGISTER_SUPPORTED);
+    prop->sparseCudaArraySupported = A(SPARSE_CUDA_ARRAY_SUPPORTED);
+    prop->timelineSemaphoreInteropSupported = A(TIMELINE_SEMAPHORE_INTEROP_SUPPORTED);
+    prop->memoryPoolsSupported = A(MEMORY_POOLS_SUPPORTED);
+    prop->memoryPoolSupportedHandleTypes = (unsigned)A(MEMPOOL_SUPPORTED_HANDLE_TYPES);
+    prop->gpuDirectRDMASupported = A(GPU_DIRECT_RDMA_SUPPORTED);
+    prop->gpuDirectRDMAFlushWritesOptions = (unsigned)A(GPU_DIRECT_RDMA_FLUSH_WRITES_OPTIONS);
+    prop->gpuDirectRDMAWritesOrdering = A(GPU_DIRECT_RDMA_WRITES_ORDERING);
+    prop->deferredMappingCudaArraySupported = A(DEFERRED_MAPPING_CUDA_ARRAY_SUPPORTED);
+    prop->ipcEventSupported = A(IPC_EVENT_SUPPORTED);
+    prop->clusterLaunch = A(CLUSTER_LAUNCH);
+    prop->unifiedFunctionPointers = A(UNIFIED_FUNCTION_POINTERS);
+#undef A
     RT_RETURN(to_rt(r));
 }
 
@@ -1062,4 +1132,1086 @@ RT_API struct cudaChannelFormatDesc CUDARTAPI cudaCreateChannelDesc(int x, int y
 {
     struct cudaChannelFormatDesc d = {x, y, z, w, f};
     return d;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* device flags, limits, peers */
+
+RT_API cudaError_t CUDARTAPI cudaSetDeviceFlags(unsigned int flags)
+{
+    RT_CALL(cudaSetDeviceFlags, v3020, flags);
+    /* cudaDevice* flags have the values of the CU_CTX_* flags (driver_types.h / cuda.h) */
+    if (flags & ~(unsigned)cudaDeviceMask)
+        RT_RETURN(cudaErrorInvalidValue);
+    RT_RETURN(to_rt(cuDevicePrimaryCtxSetFlags(tl_device, flags)));
+}
+
+RT_API cudaError_t CUDARTAPI cudaGetDeviceFlags(unsigned int *flags)
+{
+    RT_CALL(cudaGetDeviceFlags, v7000, flags);
+    if (!flags)
+        RT_RETURN(cudaErrorInvalidValue);
+    int active = 0;
+    CUresult r = cuDevicePrimaryCtxGetState(tl_device, flags, &active);
+    /* mapped host memory is always on (unified addressing): cudaDeviceMapHost is reported */
+    if (r == CUDA_SUCCESS)
+        *flags |= cudaDeviceMapHost;
+    RT_RETURN(to_rt(r));
+}
+
+RT_API cudaError_t CUDARTAPI cudaDeviceSetLimit(enum cudaLimit limit, size_t value)
+{
+    RT_CALL(cudaDeviceSetLimit, v3020, limit, value);
+    RT_NEED_CTX();
+    RT_RETURN(to_rt(cuCtxSetLimit((CUlimit)limit, value)));
+}
+
+RT_API cudaError_t CUDARTAPI cudaDeviceGetLimit(size_t *pValue, enum cudaLimit limit)
+{
+    RT_CALL(cudaDeviceGetLimit, v3020, pValue, limit);
+    RT_NEED_CTX();
+    RT_RETURN(to_rt(cuCtxGetLimit(pValue, (CUlimit)limit)));
+}
+
+RT_API cudaError_t CUDARTAPI cudaCtxResetPersistingL2Cache(void)
+{
+    RT_CALL0(cudaCtxResetPersistingL2Cache, v11000);
+    RT_NEED_CTX();
+    RT_RETURN(to_rt(cuCtxResetPersistingL2Cache()));
+}
+
+RT_API cudaError_t CUDARTAPI cudaDeviceGetStreamPriorityRange(int *leastPriority,
+                                                              int *greatestPriority)
+{
+    RT_CALL(cudaDeviceGetStreamPriorityRange, v5050, leastPriority, greatestPriority);
+    RT_NEED_CTX();
+    RT_RETURN(to_rt(cuCtxGetStreamPriorityRange(leastPriority, greatestPriority)));
+}
+
+RT_API cudaError_t CUDARTAPI cudaDeviceCanAccessPeer(int *canAccessPeer, int device, int peerDevice)
+{
+    RT_CALL(cudaDeviceCanAccessPeer, v4000, canAccessPeer, device, peerDevice);
+    RT_RETURN(to_rt(cuDeviceCanAccessPeer(canAccessPeer, device, peerDevice)));
+}
+
+RT_API cudaError_t CUDARTAPI cudaDeviceEnablePeerAccess(int peerDevice, unsigned int flags)
+{
+    RT_CALL(cudaDeviceEnablePeerAccess, v4000, peerDevice, flags);
+    RT_NEED_CTX();
+    CUcontext peer = simcuda_primary_ctx(peerDevice, 1);
+    if (!peer)
+        RT_RETURN(cudaErrorInvalidDevice);
+    RT_RETURN(to_rt(cuCtxEnablePeerAccess(peer, flags)));
+}
+
+RT_API cudaError_t CUDARTAPI cudaDeviceDisablePeerAccess(int peerDevice)
+{
+    RT_CALL(cudaDeviceDisablePeerAccess, v4000, peerDevice);
+    RT_NEED_CTX();
+    CUcontext peer = simcuda_primary_ctx(peerDevice, 0);
+    if (!peer)
+        RT_RETURN(cudaErrorPeerAccessNotEnabled);
+    RT_RETURN(to_rt(cuCtxDisablePeerAccess(peer)));
+}
+
+RT_API cudaError_t CUDARTAPI cudaProfilerStart(void)
+{
+    RT_CALL0(cudaProfilerStart, v4000);
+    RT_NEED_CTX();
+    RT_RETURN(to_rt(cuProfilerStart()));
+}
+
+RT_API cudaError_t CUDARTAPI cudaProfilerStop(void)
+{
+    RT_CALL0(cudaProfilerStop, v4000);
+    RT_NEED_CTX();
+    RT_RETURN(to_rt(cuProfilerStop()));
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* events */
+
+RT_API cudaError_t CUDARTAPI cudaEventCreate(cudaEvent_t *event)
+{
+    RT_CALL(cudaEventCreate, v3020, event);
+    RT_NEED_CTX();
+    RT_RETURN(to_rt(cuEventCreate(event, 0)));
+}
+
+RT_API cudaError_t CUDARTAPI cudaEventCreateWithFlags(cudaEvent_t *event, unsigned int flags)
+{
+    RT_CALL(cudaEventCreateWithFlags, v3020, event, flags);
+    RT_NEED_CTX();
+    RT_RETURN(to_rt(cuEventCreate(event, flags)));
+}
+
+RT_API cudaError_t CUDARTAPI cudaEventDestroy(cudaEvent_t event)
+{
+    RT_CALL(cudaEventDestroy, v3020, event);
+    RT_NEED_CTX();
+    RT_RETURN(to_rt(cuEventDestroy(event)));
+}
+
+RT_API cudaError_t CUDARTAPI cudaEventRecord(cudaEvent_t event, cudaStream_t stream)
+{
+    RT_CALL(cudaEventRecord, v3020, event, stream);
+    RT_NEED_CTX();
+    RT_RETURN(to_rt(cuEventRecord(event, stream)));
+}
+
+RT_API cudaError_t CUDARTAPI cudaEventRecordWithFlags(cudaEvent_t event, cudaStream_t stream,
+                                                      unsigned int flags)
+{
+    RT_CALL(cudaEventRecordWithFlags, v11010, event, stream, flags);
+    RT_NEED_CTX();
+    RT_RETURN(to_rt(cuEventRecordWithFlags(event, stream, flags)));
+}
+
+RT_API cudaError_t CUDARTAPI cudaEventQuery(cudaEvent_t event)
+{
+    RT_CALL(cudaEventQuery, v3020, event);
+    RT_NEED_CTX();
+    RT_RETURN(to_rt(cuEventQuery(event)));
+}
+
+RT_API cudaError_t CUDARTAPI cudaEventSynchronize(cudaEvent_t event)
+{
+    RT_CALL(cudaEventSynchronize, v3020, event);
+    RT_NEED_CTX();
+    RT_RETURN(to_rt(cuEventSynchronize(event)));
+}
+
+RT_API cudaError_t CUDARTAPI cudaEventElapsedTime(float *ms, cudaEvent_t start, cudaEvent_t end)
+{
+    RT_CALL(cudaEventElapsedTime, v12080, ms, start, end);
+    RT_NEED_CTX();
+    RT_RETURN(to_rt(cuEventElapsedTime(ms, start, end)));
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* streams (more) */
+
+RT_API cudaError_t CUDARTAPI cudaStreamCreateWithPriority(cudaStream_t *pStream, unsigned int flags,
+                                                          int priority)
+{
+    RT_CALL(cudaStreamCreateWithPriority, v5050, pStream, flags, priority);
+    if (!pStream)
+        RT_RETURN(cudaErrorInvalidValue);
+    RT_NEED_CTX();
+    RT_RETURN(to_rt(cuStreamCreateWithPriority(pStream, flags, priority)));
+}
+
+RT_API cudaError_t CUDARTAPI cudaStreamGetPriority(cudaStream_t hStream, int *priority)
+{
+    RT_CALL(cudaStreamGetPriority, v5050, hStream, priority);
+    RT_NEED_CTX();
+    RT_RETURN(to_rt(cuStreamGetPriority(hStream, priority)));
+}
+
+RT_API cudaError_t CUDARTAPI cudaStreamGetFlags(cudaStream_t hStream, unsigned int *flags)
+{
+    RT_CALL(cudaStreamGetFlags, v5050, hStream, flags);
+    RT_NEED_CTX();
+    RT_RETURN(to_rt(cuStreamGetFlags(hStream, flags)));
+}
+
+RT_API cudaError_t CUDARTAPI cudaStreamGetId(cudaStream_t hStream, unsigned long long *streamId)
+{
+    RT_CALL(cudaStreamGetId, v12000, hStream, streamId);
+    RT_NEED_CTX();
+    RT_RETURN(to_rt(cuStreamGetId(hStream, streamId)));
+}
+
+RT_API cudaError_t CUDARTAPI cudaStreamQuery(cudaStream_t stream)
+{
+    RT_CALL(cudaStreamQuery, v3020, stream);
+    RT_NEED_CTX();
+    RT_RETURN(to_rt(cuStreamQuery(stream)));
+}
+
+RT_API cudaError_t CUDARTAPI cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event,
+                                                 unsigned int flags)
+{
+    RT_CALL(cudaStreamWaitEvent, v3020, stream, event, flags);
+    RT_NEED_CTX();
+    RT_RETURN(to_rt(cuStreamWaitEvent(stream, event, flags)));
+}
+
+RT_API cudaError_t CUDARTAPI cudaStreamSetAttribute(cudaStream_t hStream, cudaStreamAttrID attr,
+                                                    const cudaStreamAttrValue *value)
+{
+    RT_CALL(cudaStreamSetAttribute, v11000, hStream, attr, value);
+    RT_NEED_CTX();
+    /* cudaLaunchAttributeValue and CUlaunchAttributeValue have the same layout (driver_types.h) */
+    RT_RETURN(to_rt(cuStreamSetAttribute(hStream, (CUstreamAttrID)attr,
+                                         (const CUstreamAttrValue *)(const void *)value)));
+}
+
+RT_API cudaError_t CUDARTAPI cudaStreamGetAttribute(cudaStream_t hStream, cudaStreamAttrID attr,
+                                                    cudaStreamAttrValue *value_out)
+{
+    RT_CALL(cudaStreamGetAttribute, v11000, hStream, attr, value_out);
+    RT_NEED_CTX();
+    RT_RETURN(to_rt(cuStreamGetAttribute(hStream, (CUstreamAttrID)attr,
+                                         (CUstreamAttrValue *)(void *)value_out)));
+}
+
+RT_API cudaError_t CUDARTAPI cudaStreamAttachMemAsync(cudaStream_t stream, void *devPtr,
+                                                      size_t length, unsigned int flags)
+{
+    RT_CALL(cudaStreamAttachMemAsync, v6000, stream, devPtr, length, flags);
+    RT_NEED_CTX();
+    RT_RETURN(to_rt(cuStreamAttachMemAsync(stream, (CUdeviceptr)(uintptr_t)devPtr, length, flags)));
+}
+
+RT_API cudaError_t CUDARTAPI cudaLaunchHostFunc(cudaStream_t stream, cudaHostFn_t fn,
+                                                void *userData)
+{
+    RT_CALL(cudaLaunchHostFunc, v10000, stream, fn, userData);
+    RT_NEED_CTX();
+    RT_RETURN(to_rt(cuLaunchHostFunc(stream, fn, userData)));
+}
+
+typedef struct {
+    cudaStreamCallback_t cb;
+    void *user;
+} rt_stream_cb;
+
+static void CUDA_CB rt_stream_cb_tramp(CUstream s, CUresult status, void *user)
+{
+    rt_stream_cb *c = user;
+    c->cb(s, to_rt(status), c->user);
+}
+
+RT_API cudaError_t CUDARTAPI cudaStreamAddCallback(cudaStream_t stream,
+                                                   cudaStreamCallback_t callback, void *userData,
+                                                   unsigned int flags)
+{
+    RT_CALL(cudaStreamAddCallback, v5000, stream, callback, userData, flags);
+    if (!callback)
+        RT_RETURN(cudaErrorInvalidValue);
+    RT_NEED_CTX();
+    rt_stream_cb c = {callback, userData}; /* called before cuStreamAddCallback returns */
+    RT_RETURN(to_rt(cuStreamAddCallback(stream, rt_stream_cb_tramp, &c, flags)));
+}
+
+RT_API cudaError_t CUDARTAPI cudaStreamBeginCapture(cudaStream_t stream,
+                                                    enum cudaStreamCaptureMode mode)
+{
+    RT_CALL(cudaStreamBeginCapture, v10000, stream, mode);
+    RT_NEED_CTX();
+    CUresult r = cuStreamBeginCapture(stream, (CUstreamCaptureMode)mode);
+    RT_RETURN(r == CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED ? cudaErrorStreamCaptureImplicit
+                                                         : to_rt(r));
+}
+
+RT_API cudaError_t CUDARTAPI cudaStreamEndCapture(cudaStream_t stream, cudaGraph_t *pGraph)
+{
+    RT_CALL(cudaStreamEndCapture, v10000, stream, pGraph);
+    RT_NEED_CTX();
+    RT_RETURN(to_rt(cuStreamEndCapture(stream, pGraph)));
+}
+
+RT_API cudaError_t CUDARTAPI cudaStreamIsCapturing(cudaStream_t stream,
+                                                   enum cudaStreamCaptureStatus *pCaptureStatus)
+{
+    RT_CALL(cudaStreamIsCapturing, v10000, stream, pCaptureStatus);
+    RT_NEED_CTX();
+    RT_RETURN(to_rt(cuStreamIsCapturing(stream, (CUstreamCaptureStatus *)pCaptureStatus)));
+}
+
+RT_API cudaError_t CUDARTAPI cudaStreamGetCaptureInfo(
+    cudaStream_t stream, enum cudaStreamCaptureStatus *captureStatus_out,
+    unsigned long long *id_out, cudaGraph_t *graph_out, const cudaGraphNode_t **dependencies_out,
+    const cudaGraphEdgeData **edgeData_out, size_t *numDependencies_out)
+{
+    RT_CALL(cudaStreamGetCaptureInfo, v12030, stream, captureStatus_out, id_out, graph_out,
+            dependencies_out, edgeData_out, numDependencies_out);
+    RT_NEED_CTX();
+    RT_RETURN(to_rt(cuStreamGetCaptureInfo(stream, (CUstreamCaptureStatus *)captureStatus_out,
+                                           (cuuint64_t *)id_out, graph_out, dependencies_out,
+                                           (const CUgraphEdgeData **)(const void *)edgeData_out,
+                                           numDependencies_out)));
+}
+
+static _Thread_local enum cudaStreamCaptureMode tl_capture_mode;
+
+RT_API cudaError_t CUDARTAPI cudaThreadExchangeStreamCaptureMode(enum cudaStreamCaptureMode *mode)
+{
+    RT_CALL(cudaThreadExchangeStreamCaptureMode, v10010, mode);
+    if (!mode || *mode > cudaStreamCaptureModeRelaxed)
+        RT_RETURN(cudaErrorInvalidValue);
+    enum cudaStreamCaptureMode old = tl_capture_mode;
+    tl_capture_mode = *mode;
+    *mode = old;
+    RT_RETURN(cudaSuccess);
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* graphs */
+
+RT_API cudaError_t CUDARTAPI cudaGraphCreate(cudaGraph_t *pGraph, unsigned int flags)
+{
+    RT_CALL(cudaGraphCreate, v10000, pGraph, flags);
+    RT_RETURN(to_rt(cuGraphCreate(pGraph, flags)));
+}
+
+RT_API cudaError_t CUDARTAPI cudaGraphDestroy(cudaGraph_t graph)
+{
+    RT_CALL(cudaGraphDestroy, v10000, graph);
+    RT_RETURN(to_rt(cuGraphDestroy(graph)));
+}
+
+RT_API cudaError_t CUDARTAPI cudaGraphAddKernelNode(cudaGraphNode_t *pGraphNode, cudaGraph_t graph,
+                                                    const cudaGraphNode_t *pDependencies,
+                                                    size_t numDependencies,
+                                                    const struct cudaKernelNodeParams *pNodeParams)
+{
+    RT_CALL(cudaGraphAddKernelNode, v10000, pGraphNode, graph, pDependencies, numDependencies,
+            pNodeParams);
+    if (!pNodeParams)
+        RT_RETURN(cudaErrorInvalidValue);
+    kernel_entry *k = find_kernel(pNodeParams->func);
+    if (!k)
+        RT_RETURN(cudaErrorInvalidDeviceFunction);
+    CUDA_KERNEL_NODE_PARAMS p;
+    memset(&p, 0, sizeof(p));
+    p.func = (CUfunction)&k->f;
+    p.gridDimX = pNodeParams->gridDim.x;
+    p.gridDimY = pNodeParams->gridDim.y;
+    p.gridDimZ = pNodeParams->gridDim.z;
+    p.blockDimX = pNodeParams->blockDim.x;
+    p.blockDimY = pNodeParams->blockDim.y;
+    p.blockDimZ = pNodeParams->blockDim.z;
+    p.sharedMemBytes = pNodeParams->sharedMemBytes;
+    p.kernelParams = pNodeParams->kernelParams;
+    p.extra = pNodeParams->extra;
+    RT_RETURN(to_rt(cuGraphAddKernelNode(pGraphNode, graph, pDependencies, numDependencies, &p)));
+}
+
+static CUmemorytype mem_type(enum cudaMemcpyKind kind, int is_src)
+{
+    switch (kind) {
+    case cudaMemcpyHostToHost: return CU_MEMORYTYPE_HOST;
+    case cudaMemcpyHostToDevice: return is_src ? CU_MEMORYTYPE_HOST : CU_MEMORYTYPE_DEVICE;
+    case cudaMemcpyDeviceToHost: return is_src ? CU_MEMORYTYPE_DEVICE : CU_MEMORYTYPE_HOST;
+    case cudaMemcpyDeviceToDevice: return CU_MEMORYTYPE_DEVICE;
+    default: return CU_MEMORYTYPE_UNIFIED;
+    }
+}
+
+/* cudaMemcpy3DParms as the driver's CUDA_MEMCPY3D (widths of array copies in elements are taken
+ * as bytes: array contents are not simulated) */
+static int to_copy3d(const struct cudaMemcpy3DParms *p, CUDA_MEMCPY3D *c)
+{
+    if (!p || (p->kind < cudaMemcpyHostToHost || p->kind > cudaMemcpyDefault))
+        return 0;
+    memset(c, 0, sizeof(*c));
+    if (p->srcArray) {
+        c->srcMemoryType = CU_MEMORYTYPE_ARRAY;
+        c->srcArray = (CUarray)(void *)p->srcArray;
+    } else {
+        c->srcMemoryType = mem_type(p->kind, 1);
+        c->srcHost = p->srcPtr.ptr;
+        c->srcDevice = (CUdeviceptr)(uintptr_t)p->srcPtr.ptr;
+        c->srcPitch = p->srcPtr.pitch;
+        c->srcHeight = p->srcPtr.ysize;
+    }
+    c->srcXInBytes = p->srcPos.x;
+    c->srcY = p->srcPos.y;
+    c->srcZ = p->srcPos.z;
+    if (p->dstArray) {
+        c->dstMemoryType = CU_MEMORYTYPE_ARRAY;
+        c->dstArray = (CUarray)(void *)p->dstArray;
+    } else {
+        c->dstMemoryType = mem_type(p->kind, 0);
+        c->dstHost = p->dstPtr.ptr;
+        c->dstDevice = (CUdeviceptr)(uintptr_t)p->dstPtr.ptr;
+        c->dstPitch = p->dstPtr.pitch;
+        c->dstHeight = p->dstPtr.ysize;
+    }
+    c->dstXInBytes = p->dstPos.x;
+    c->dstY = p->dstPos.y;
+    c->dstZ = p->dstPos.z;
+    c->WidthInBytes = p->extent.width;
+    c->Height = p->extent.height;
+    c->Depth = p->extent.depth;
+    return 1;
+}
+
+RT_API cudaError_t CUDARTAPI cudaGraphAddMemcpyNode(cudaGraphNode_t *pGraphNode, cudaGraph_t graph,
+                                                    const cudaGraphNode_t *pDependencies,
+                                                    size_t numDependencies,
+                                                    const struct cudaMemcpy3DParms *pCopyParams)
+{
+    RT_CALL(cudaGraphAddMemcpyNode, v10000, pGraphNode, graph, pDependencies, numDependencies,
+            pCopyParams);
+    RT_NEED_CTX();
+    CUDA_MEMCPY3D c;
+    if (!to_copy3d(pCopyParams, &c))
+        RT_RETURN(cudaErrorInvalidValue);
+    RT_RETURN(to_rt(cuGraphAddMemcpyNode(pGraphNode, graph, pDependencies, numDependencies, &c,
+                                         simcuda_current_ctx())));
+}
+
+RT_API cudaError_t CUDARTAPI cudaGraphAddMemcpyNode1D(
+    cudaGraphNode_t *pGraphNode, cudaGraph_t graph, const cudaGraphNode_t *pDependencies,
+    size_t numDependencies, void *dst, const void *src, size_t count, enum cudaMemcpyKind kind)
+{
+    RT_CALL(cudaGraphAddMemcpyNode1D, v11010, pGraphNode, graph, pDependencies, numDependencies,
+            dst, src, count, kind);
+    RT_NEED_CTX();
+    CUDA_MEMCPY3D c;
+    memset(&c, 0, sizeof(c));
+    c.srcMemoryType = mem_type(kind, 1);
+    c.srcHost = src;
+    c.srcDevice = (CUdeviceptr)(uintptr_t)src;
+    c.dstMemoryType = mem_type(kind, 0);
+    c.dstHost = dst;
+    c.dstDevice = (CUdeviceptr)(uintptr_t)dst;
+    c.WidthInBytes = count;
+    c.Height = c.Depth = 1;
+    RT_RETURN(to_rt(cuGraphAddMemcpyNode(pGraphNode, graph, pDependencies, numDependencies, &c,
+                                         simcuda_current_ctx())));
+}
+
+RT_API cudaError_t CUDARTAPI cudaGraphAddMemsetNode(cudaGraphNode_t *pGraphNode, cudaGraph_t graph,
+                                                    const cudaGraphNode_t *pDependencies,
+                                                    size_t numDependencies,
+                                                    const struct cudaMemsetParams *pMemsetParams)
+{
+    RT_CALL(cudaGraphAddMemsetNode, v10000, pGraphNode, graph, pDependencies, numDependencies,
+            pMemsetParams);
+    RT_NEED_CTX();
+    if (!pMemsetParams)
+        RT_RETURN(cudaErrorInvalidValue);
+    CUDA_MEMSET_NODE_PARAMS p;
+    memset(&p, 0, sizeof(p));
+    p.dst = (CUdeviceptr)(uintptr_t)pMemsetParams->dst;
+    p.pitch = pMemsetParams->pitch;
+    p.value = pMemsetParams->value;
+    p.elementSize = pMemsetParams->elementSize;
+    p.width = pMemsetParams->width;
+    p.height = pMemsetParams->height;
+    RT_RETURN(to_rt(cuGraphAddMemsetNode(pGraphNode, graph, pDependencies, numDependencies, &p,
+                                         simcuda_current_ctx())));
+}
+
+RT_API cudaError_t CUDARTAPI cudaGraphAddHostNode(cudaGraphNode_t *pGraphNode, cudaGraph_t graph,
+                                                  const cudaGraphNode_t *pDependencies,
+                                                  size_t numDependencies,
+                                                  const struct cudaHostNodeParams *pNodeParams)
+{
+    RT_CALL(cudaGraphAddHostNode, v10000, pGraphNode, graph, pDependencies, numDependencies,
+            pNodeParams);
+    if (!pNodeParams)
+        RT_RETURN(cudaErrorInvalidValue);
+    CUDA_HOST_NODE_PARAMS p = {pNodeParams->fn, pNodeParams->userData};
+    RT_RETURN(to_rt(cuGraphAddHostNode(pGraphNode, graph, pDependencies, numDependencies, &p)));
+}
+
+RT_API cudaError_t CUDARTAPI cudaGraphAddMemAllocNode(cudaGraphNode_t *pGraphNode,
+                                                      cudaGraph_t graph,
+                                                      const cudaGraphNode_t *pDependencies,
+                                                      size_t numDependencies,
+                                                      struct cudaMemAllocNodeParams *nodeParams)
+{
+    RT_CALL(cudaGraphAddMemAllocNode, v11040, pGraphNode, graph, pDependencies, numDependencies,
+            nodeParams);
+    RT_NEED_CTX();
+    if (!nodeParams)
+        RT_RETURN(cudaErrorInvalidValue);
+    CUDA_MEM_ALLOC_NODE_PARAMS p;
+    memset(&p, 0, sizeof(p));
+    p.poolProps.allocType = (CUmemAllocationType)nodeParams->poolProps.allocType;
+    p.poolProps.handleTypes = (CUmemAllocationHandleType)nodeParams->poolProps.handleTypes;
+    p.poolProps.location.type = (CUmemLocationType)nodeParams->poolProps.location.type;
+    p.poolProps.location.id = nodeParams->poolProps.location.id;
+    p.bytesize = nodeParams->bytesize;
+    CUresult r = cuGraphAddMemAllocNode(pGraphNode, graph, pDependencies, numDependencies, &p);
+    if (r == CUDA_SUCCESS)
+        nodeParams->dptr = (void *)(uintptr_t)p.dptr;
+    RT_RETURN(to_rt(r));
+}
+
+RT_API cudaError_t CUDARTAPI cudaGraphAddMemFreeNode(cudaGraphNode_t *pGraphNode, cudaGraph_t graph,
+                                                     const cudaGraphNode_t *pDependencies,
+                                                     size_t numDependencies, void *dptr)
+{
+    RT_CALL(cudaGraphAddMemFreeNode, v11040, pGraphNode, graph, pDependencies, numDependencies,
+            dptr);
+    RT_RETURN(to_rt(cuGraphAddMemFreeNode(pGraphNode, graph, pDependencies, numDependencies,
+                                          (CUdeviceptr)(uintptr_t)dptr)));
+}
+
+RT_API cudaError_t CUDARTAPI cudaGraphClone(cudaGraph_t *pGraphClone, cudaGraph_t originalGraph)
+{
+    RT_CALL(cudaGraphClone, v10000, pGraphClone, originalGraph);
+    RT_RETURN(to_rt(cuGraphClone(pGraphClone, originalGraph)));
+}
+
+RT_API cudaError_t CUDARTAPI cudaGraphGetNodes(cudaGraph_t graph, cudaGraphNode_t *nodes,
+                                               size_t *numNodes)
+{
+    RT_CALL(cudaGraphGetNodes, v10000, graph, nodes, numNodes);
+    RT_RETURN(to_rt(cuGraphGetNodes(graph, nodes, numNodes)));
+}
+
+RT_API cudaError_t CUDARTAPI cudaGraphInstantiate(cudaGraphExec_t *pGraphExec, cudaGraph_t graph,
+                                                  unsigned long long flags)
+{
+    RT_CALL(cudaGraphInstantiate, v12000, pGraphExec, graph, flags);
+    RT_NEED_CTX();
+    RT_RETURN(to_rt(cuGraphInstantiateWithFlags(pGraphExec, graph, flags)));
+}
+
+RT_API cudaError_t CUDARTAPI cudaGraphInstantiateWithFlags(cudaGraphExec_t *pGraphExec,
+                                                           cudaGraph_t graph,
+                                                           unsigned long long flags)
+{
+    RT_CALL(cudaGraphInstantiateWithFlags, v11040, pGraphExec, graph, flags);
+    RT_NEED_CTX();
+    RT_RETURN(to_rt(cuGraphInstantiateWithFlags(pGraphExec, graph, flags)));
+}
+
+RT_API cudaError_t CUDARTAPI cudaGraphLaunch(cudaGraphExec_t graphExec, cudaStream_t stream)
+{
+    RT_CALL(cudaGraphLaunch, v10000, graphExec, stream);
+    RT_NEED_CTX();
+    RT_RETURN(to_rt(cuGraphLaunch(graphExec, stream)));
+}
+
+RT_API cudaError_t CUDARTAPI cudaGraphUpload(cudaGraphExec_t graphExec, cudaStream_t stream)
+{
+    RT_CALL(cudaGraphUpload, v10000, graphExec, stream);
+    RT_NEED_CTX();
+    RT_RETURN(to_rt(cuGraphUpload(graphExec, stream)));
+}
+
+RT_API cudaError_t CUDARTAPI cudaGraphExecDestroy(cudaGraphExec_t graphExec)
+{
+    RT_CALL(cudaGraphExecDestroy, v10000, graphExec);
+    RT_RETURN(to_rt(cuGraphExecDestroy(graphExec)));
+}
+
+RT_API cudaError_t CUDARTAPI cudaDeviceGraphMemTrim(int device)
+{
+    RT_CALL(cudaDeviceGraphMemTrim, v11040, device);
+    RT_RETURN(to_rt(cuDeviceGraphMemTrim(device)));
+}
+
+RT_API cudaError_t CUDARTAPI cudaDeviceGetGraphMemAttribute(int device,
+                                                            enum cudaGraphMemAttributeType attr,
+                                                            void *value)
+{
+    RT_CALL(cudaDeviceGetGraphMemAttribute, v11040, device, attr, value);
+    RT_RETURN(to_rt(cuDeviceGetGraphMemAttribute(device, (CUgraphMem_attribute)attr, value)));
+}
+
+RT_API cudaError_t CUDARTAPI cudaDeviceSetGraphMemAttribute(int device,
+                                                            enum cudaGraphMemAttributeType attr,
+                                                            void *value)
+{
+    RT_CALL(cudaDeviceSetGraphMemAttribute, v11040, device, attr, value);
+    RT_RETURN(to_rt(cuDeviceSetGraphMemAttribute(device, (CUgraphMem_attribute)attr, value)));
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* mapped host memory, IPC, pool sharing, managed memory hints */
+
+RT_API cudaError_t CUDARTAPI cudaHostGetDevicePointer(void **pDevice, void *pHost,
+                                                      unsigned int flags)
+{
+    RT_CALL(cudaHostGetDevicePointer, v3020, pDevice, pHost, flags);
+    if (!pDevice)
+        RT_RETURN(cudaErrorInvalidValue);
+    RT_NEED_CTX();
+    CUdeviceptr d = 0;
+    CUresult r = cuMemHostGetDevicePointer(&d, pHost, flags);
+    if (r == CUDA_SUCCESS)
+        *pDevice = (void *)(uintptr_t)d;
+    RT_RETURN(to_rt(r));
+}
+
+RT_API cudaError_t CUDARTAPI cudaHostGetFlags(unsigned int *pFlags, void *pHost)
+{
+    RT_CALL(cudaHostGetFlags, v3020, pFlags, pHost);
+    RT_NEED_CTX();
+    RT_RETURN(to_rt(cuMemHostGetFlags(pFlags, pHost)));
+}
+
+RT_API cudaError_t CUDARTAPI cudaIpcGetMemHandle(cudaIpcMemHandle_t *handle, void *devPtr)
+{
+    RT_CALL(cudaIpcGetMemHandle, v4010, handle, devPtr);
+    RT_NEED_CTX();
+    RT_RETURN(
+        to_rt(cuIpcGetMemHandle((CUipcMemHandle *)(void *)handle, (CUdeviceptr)(uintptr_t)devPtr)));
+}
+
+RT_API cudaError_t CUDARTAPI cudaIpcOpenMemHandle(void **devPtr, cudaIpcMemHandle_t handle,
+                                                  unsigned int flags)
+{
+    RT_CALL(cudaIpcOpenMemHandle, v4010, devPtr, handle, flags);
+    if (!devPtr)
+        RT_RETURN(cudaErrorInvalidValue);
+    RT_NEED_CTX();
+    CUipcMemHandle h;
+    memcpy(&h, &handle, sizeof(h));
+    CUdeviceptr d = 0;
+    CUresult r = cuIpcOpenMemHandle(&d, h, flags);
+    if (r == CUDA_SUCCESS)
+        *devPtr = (void *)(uintptr_t)d;
+    RT_RETURN(r == CUDA_ERROR_INVALID_CONTEXT ? cudaErrorDeviceUninitialized : to_rt(r));
+}
+
+RT_API cudaError_t CUDARTAPI cudaIpcCloseMemHandle(void *devPtr)
+{
+    RT_CALL(cudaIpcCloseMemHandle, v4010, devPtr);
+    RT_NEED_CTX();
+    RT_RETURN(to_rt(cuIpcCloseMemHandle((CUdeviceptr)(uintptr_t)devPtr)));
+}
+
+RT_API cudaError_t CUDARTAPI cudaIpcGetEventHandle(cudaIpcEventHandle_t *handle, cudaEvent_t event)
+{
+    RT_CALL(cudaIpcGetEventHandle, v4010, handle, event);
+    RT_NEED_CTX();
+    RT_RETURN(to_rt(cuIpcGetEventHandle((CUipcEventHandle *)(void *)handle, event)));
+}
+
+RT_API cudaError_t CUDARTAPI cudaIpcOpenEventHandle(cudaEvent_t *event, cudaIpcEventHandle_t handle)
+{
+    RT_CALL(cudaIpcOpenEventHandle, v4010, event, handle);
+    RT_NEED_CTX();
+    CUipcEventHandle h;
+    memcpy(&h, &handle, sizeof(h));
+    RT_RETURN(to_rt(cuIpcOpenEventHandle(event, h)));
+}
+
+RT_API cudaError_t CUDARTAPI
+cudaMemPoolExportToShareableHandle(void *shareableHandle, cudaMemPool_t memPool,
+                                   enum cudaMemAllocationHandleType handleType, unsigned int flags)
+{
+    RT_CALL(cudaMemPoolExportToShareableHandle, v11020, shareableHandle, memPool, handleType,
+            flags);
+    RT_NEED_CTX();
+    RT_RETURN(to_rt(cuMemPoolExportToShareableHandle(
+        shareableHandle, memPool, (CUmemAllocationHandleType)handleType, flags)));
+}
+
+RT_API cudaError_t CUDARTAPI cudaMemPoolImportFromShareableHandle(
+    cudaMemPool_t *memPool, void *shareableHandle, enum cudaMemAllocationHandleType handleType,
+    unsigned int flags)
+{
+    RT_CALL(cudaMemPoolImportFromShareableHandle, v11020, memPool, shareableHandle, handleType,
+            flags);
+    RT_NEED_CTX();
+    RT_RETURN(to_rt(cuMemPoolImportFromShareableHandle(
+        memPool, shareableHandle, (CUmemAllocationHandleType)handleType, flags)));
+}
+
+RT_API cudaError_t CUDARTAPI cudaMemPoolExportPointer(struct cudaMemPoolPtrExportData *exportData,
+                                                      void *ptr)
+{
+    RT_CALL(cudaMemPoolExportPointer, v11020, exportData, ptr);
+    RT_NEED_CTX();
+    RT_RETURN(to_rt(cuMemPoolExportPointer((CUmemPoolPtrExportData *)(void *)exportData,
+                                           (CUdeviceptr)(uintptr_t)ptr)));
+}
+
+RT_API cudaError_t CUDARTAPI cudaMemPoolImportPointer(void **ptr, cudaMemPool_t memPool,
+                                                      struct cudaMemPoolPtrExportData *exportData)
+{
+    RT_CALL(cudaMemPoolImportPointer, v11020, ptr, memPool, exportData);
+    if (!ptr)
+        RT_RETURN(cudaErrorInvalidValue);
+    RT_NEED_CTX();
+    CUdeviceptr d = 0;
+    CUresult r = cuMemPoolImportPointer(&d, memPool, (CUmemPoolPtrExportData *)(void *)exportData);
+    if (r == CUDA_SUCCESS)
+        *ptr = (void *)(uintptr_t)d;
+    RT_RETURN(to_rt(r));
+}
+
+RT_API cudaError_t CUDARTAPI cudaMemPoolSetAccess(cudaMemPool_t memPool,
+                                                  const struct cudaMemAccessDesc *descList,
+                                                  size_t count)
+{
+    RT_CALL(cudaMemPoolSetAccess, v11020, memPool, descList, count);
+    RT_NEED_CTX();
+    /* cudaMemAccessDesc and CUmemAccessDesc have the same layout */
+    RT_RETURN(
+        to_rt(cuMemPoolSetAccess(memPool, (const CUmemAccessDesc *)(const void *)descList, count)));
+}
+
+RT_API cudaError_t CUDARTAPI cudaMemPoolGetAccess(enum cudaMemAccessFlags *flags,
+                                                  cudaMemPool_t memPool,
+                                                  struct cudaMemLocation *location)
+{
+    RT_CALL(cudaMemPoolGetAccess, v11020, flags, memPool, location);
+    RT_NEED_CTX();
+    RT_RETURN(to_rt(cuMemPoolGetAccess((CUmemAccess_flags *)flags, memPool,
+                                       (CUmemLocation *)(void *)location)));
+}
+
+static CUmemLocation to_cu_loc(struct cudaMemLocation l)
+{
+    CUmemLocation c;
+    memset(&c, 0, sizeof(c));
+    c.type = (CUmemLocationType)l.type;
+    c.id = l.id;
+    return c;
+}
+
+RT_API cudaError_t CUDARTAPI cudaMemPrefetchAsync(const void *devPtr, size_t count,
+                                                  struct cudaMemLocation location,
+                                                  unsigned int flags, cudaStream_t stream)
+{
+    RT_CALL(cudaMemPrefetchAsync, v12020, devPtr, count, location, flags, stream);
+    RT_NEED_CTX();
+    RT_RETURN(to_rt(cuMemPrefetchAsync((CUdeviceptr)(uintptr_t)devPtr, count, to_cu_loc(location),
+                                       flags, stream)));
+}
+
+RT_API cudaError_t CUDARTAPI cudaMemAdvise(const void *devPtr, size_t count,
+                                           enum cudaMemoryAdvise advice,
+                                           struct cudaMemLocation location)
+{
+    RT_CALL(cudaMemAdvise, v12020, devPtr, count, advice, location);
+    RT_NEED_CTX();
+    RT_RETURN(to_rt(cuMemAdvise((CUdeviceptr)(uintptr_t)devPtr, count, (CUmem_advise)advice,
+                                to_cu_loc(location))));
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* 2D/3D copies, peer copies */
+
+static CUresult copy2d_rt(void *dst, size_t dpitch, cudaArray_t dstArray, size_t dx, size_t dy,
+                          const void *src, size_t spitch, cudaArray_const_t srcArray, size_t sx,
+                          size_t sy, size_t width, size_t height, enum cudaMemcpyKind kind,
+                          int async, cudaStream_t stream)
+{
+    CUDA_MEMCPY2D c;
+    memset(&c, 0, sizeof(c));
+    if (srcArray) {
+        c.srcMemoryType = CU_MEMORYTYPE_ARRAY;
+        c.srcArray = (CUarray)(void *)(uintptr_t)srcArray;
+    } else {
+        c.srcMemoryType = mem_type(kind, 1);
+        c.srcHost = src;
+        c.srcDevice = (CUdeviceptr)(uintptr_t)src;
+        c.srcPitch = spitch;
+    }
+    c.srcXInBytes = sx;
+    c.srcY = sy;
+    if (dstArray) {
+        c.dstMemoryType = CU_MEMORYTYPE_ARRAY;
+        c.dstArray = (CUarray)(void *)dstArray;
+    } else {
+        c.dstMemoryType = mem_type(kind, 0);
+        c.dstHost = dst;
+        c.dstDevice = (CUdeviceptr)(uintptr_t)dst;
+        c.dstPitch = dpitch;
+    }
+    c.dstXInBytes = dx;
+    c.dstY = dy;
+    c.WidthInBytes = width;
+    c.Height = height;
+    return async ? cuMemcpy2DAsync(&c, stream) : cuMemcpy2D(&c);
+}
+
+static int kind_ok(enum cudaMemcpyKind kind)
+{
+    return kind >= cudaMemcpyHostToHost && kind <= cudaMemcpyDefault;
+}
+
+RT_API cudaError_t CUDARTAPI cudaMemcpy2D(void *dst, size_t dpitch, const void *src, size_t spitch,
+                                          size_t width, size_t height, enum cudaMemcpyKind kind)
+{
+    RT_CALL(cudaMemcpy2D, v3020, dst, dpitch, src, spitch, width, height, kind);
+    RT_NEED_CTX();
+    if (!kind_ok(kind))
+        RT_RETURN(cudaErrorInvalidMemcpyDirection);
+    if (dpitch < width || spitch < width)
+        RT_RETURN(cudaErrorInvalidPitchValue);
+    RT_RETURN(to_rt(
+        copy2d_rt(dst, dpitch, NULL, 0, 0, src, spitch, NULL, 0, 0, width, height, kind, 0, NULL)));
+}
+
+RT_API cudaError_t CUDARTAPI cudaMemcpy2DAsync(void *dst, size_t dpitch, const void *src,
+                                               size_t spitch, size_t width, size_t height,
+                                               enum cudaMemcpyKind kind, cudaStream_t stream)
+{
+    RT_CALL(cudaMemcpy2DAsync, v3020, dst, dpitch, src, spitch, width, height, kind, stream);
+    RT_NEED_CTX();
+    if (!kind_ok(kind))
+        RT_RETURN(cudaErrorInvalidMemcpyDirection);
+    if (dpitch < width || spitch < width)
+        RT_RETURN(cudaErrorInvalidPitchValue);
+    RT_RETURN(to_rt(copy2d_rt(dst, dpitch, NULL, 0, 0, src, spitch, NULL, 0, 0, width, height, kind,
+                              1, stream)));
+}
+
+RT_API cudaError_t CUDARTAPI cudaMemcpy2DToArray(cudaArray_t dst, size_t wOffset, size_t hOffset,
+                                                 const void *src, size_t spitch, size_t width,
+                                                 size_t height, enum cudaMemcpyKind kind)
+{
+    RT_CALL(cudaMemcpy2DToArray, v3020, dst, wOffset, hOffset, src, spitch, width, height, kind);
+    RT_NEED_CTX();
+    if (!dst || !kind_ok(kind))
+        RT_RETURN(cudaErrorInvalidValue);
+    RT_RETURN(to_rt(copy2d_rt(NULL, 0, dst, wOffset, hOffset, src, spitch, NULL, 0, 0, width,
+                              height, kind, 0, NULL)));
+}
+
+RT_API cudaError_t CUDARTAPI cudaMemcpy2DFromArray(void *dst, size_t dpitch, cudaArray_const_t src,
+                                                   size_t wOffset, size_t hOffset, size_t width,
+                                                   size_t height, enum cudaMemcpyKind kind)
+{
+    RT_CALL(cudaMemcpy2DFromArray, v3020, dst, dpitch, src, wOffset, hOffset, width, height, kind);
+    RT_NEED_CTX();
+    if (!src || !kind_ok(kind))
+        RT_RETURN(cudaErrorInvalidValue);
+    RT_RETURN(to_rt(copy2d_rt(dst, dpitch, NULL, 0, 0, NULL, 0, src, wOffset, hOffset, width,
+                              height, kind, 0, NULL)));
+}
+
+RT_API cudaError_t CUDARTAPI cudaMemcpyToArray(cudaArray_t dst, size_t wOffset, size_t hOffset,
+                                               const void *src, size_t count,
+                                               enum cudaMemcpyKind kind)
+{
+    RT_CALL(cudaMemcpyToArray, v3020, dst, wOffset, hOffset, src, count, kind);
+    RT_NEED_CTX();
+    if (!dst || !kind_ok(kind))
+        RT_RETURN(cudaErrorInvalidValue);
+    RT_RETURN(to_rt(copy2d_rt(NULL, 0, dst, wOffset, hOffset, src, count, NULL, 0, 0, count, 1,
+                              kind, 0, NULL)));
+}
+
+RT_API cudaError_t CUDARTAPI cudaMemcpyFromArray(void *dst, cudaArray_const_t src, size_t wOffset,
+                                                 size_t hOffset, size_t count,
+                                                 enum cudaMemcpyKind kind)
+{
+    RT_CALL(cudaMemcpyFromArray, v3020, dst, src, wOffset, hOffset, count, kind);
+    RT_NEED_CTX();
+    if (!src || !kind_ok(kind))
+        RT_RETURN(cudaErrorInvalidValue);
+    RT_RETURN(to_rt(copy2d_rt(dst, count, NULL, 0, 0, NULL, 0, src, wOffset, hOffset, count, 1,
+                              kind, 0, NULL)));
+}
+
+RT_API cudaError_t CUDARTAPI cudaMemcpy3D(const struct cudaMemcpy3DParms *p)
+{
+    RT_CALL(cudaMemcpy3D, v3020, p);
+    RT_NEED_CTX();
+    CUDA_MEMCPY3D c;
+    if (!to_copy3d(p, &c))
+        RT_RETURN(cudaErrorInvalidValue);
+    RT_RETURN(to_rt(cuMemcpy3D(&c)));
+}
+
+RT_API cudaError_t CUDARTAPI cudaMemcpy3DAsync(const struct cudaMemcpy3DParms *p,
+                                               cudaStream_t stream)
+{
+    RT_CALL(cudaMemcpy3DAsync, v3020, p, stream);
+    RT_NEED_CTX();
+    CUDA_MEMCPY3D c;
+    if (!to_copy3d(p, &c))
+        RT_RETURN(cudaErrorInvalidValue);
+    RT_RETURN(to_rt(cuMemcpy3DAsync(&c, stream)));
+}
+
+RT_API cudaError_t CUDARTAPI cudaMemset2D(void *devPtr, size_t pitch, int value, size_t width,
+                                          size_t height)
+{
+    RT_CALL(cudaMemset2D, v3020, devPtr, pitch, value, width, height);
+    RT_NEED_CTX();
+    RT_RETURN(to_rt(
+        cuMemsetD2D8((CUdeviceptr)(uintptr_t)devPtr, pitch, (unsigned char)value, width, height)));
+}
+
+RT_API cudaError_t CUDARTAPI cudaMemset2DAsync(void *devPtr, size_t pitch, int value, size_t width,
+                                               size_t height, cudaStream_t stream)
+{
+    RT_CALL(cudaMemset2DAsync, v3020, devPtr, pitch, value, width, height, stream);
+    RT_NEED_CTX();
+    RT_RETURN(to_rt(cuMemsetD2D8Async((CUdeviceptr)(uintptr_t)devPtr, pitch, (unsigned char)value,
+                                      width, height, stream)));
+}
+
+RT_API cudaError_t CUDARTAPI cudaMemcpyPeer(void *dst, int dstDevice, const void *src,
+                                            int srcDevice, size_t count)
+{
+    RT_CALL(cudaMemcpyPeer, v4000, dst, dstDevice, src, srcDevice, count);
+    RT_NEED_CTX();
+    CUcontext dc = simcuda_primary_ctx(dstDevice, 1), sc = simcuda_primary_ctx(srcDevice, 1);
+    if (!dc || !sc)
+        RT_RETURN(cudaErrorInvalidDevice);
+    RT_RETURN(to_rt(
+        cuMemcpyPeer((CUdeviceptr)(uintptr_t)dst, dc, (CUdeviceptr)(uintptr_t)src, sc, count)));
+}
+
+RT_API cudaError_t CUDARTAPI cudaMemcpyPeerAsync(void *dst, int dstDevice, const void *src,
+                                                 int srcDevice, size_t count, cudaStream_t stream)
+{
+    RT_CALL(cudaMemcpyPeerAsync, v4000, dst, dstDevice, src, srcDevice, count, stream);
+    RT_NEED_CTX();
+    CUcontext dc = simcuda_primary_ctx(dstDevice, 1), sc = simcuda_primary_ctx(srcDevice, 1);
+    if (!dc || !sc)
+        RT_RETURN(cudaErrorInvalidDevice);
+    RT_RETURN(to_rt(cuMemcpyPeerAsync((CUdeviceptr)(uintptr_t)dst, dc, (CUdeviceptr)(uintptr_t)src,
+                                      sc, count, stream)));
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* mipmapped arrays, textures, kernels' attributes and occupancy */
+
+RT_API cudaError_t CUDARTAPI cudaMallocMipmappedArray(cudaMipmappedArray_t *mipmappedArray,
+                                                      const struct cudaChannelFormatDesc *desc,
+                                                      struct cudaExtent extent,
+                                                      unsigned int numLevels, unsigned int flags)
+{
+    RT_CALL(cudaMallocMipmappedArray, v5000, mipmappedArray, desc, extent, numLevels, flags);
+    if (!mipmappedArray || !desc)
+        RT_RETURN(cudaErrorInvalidValue);
+    RT_NEED_CTX();
+    CUDA_ARRAY3D_DESCRIPTOR ad;
+    memset(&ad, 0, sizeof(ad));
+    ad.Width = extent.width;
+    ad.Height = extent.height;
+    ad.Depth = extent.depth;
+    ad.Format = channel_format(desc, &ad.NumChannels);
+    ad.Flags = flags;
+    CUmipmappedArray m = NULL;
+    CUresult r = cuMipmappedArrayCreate(&m, &ad, numLevels);
+    if (r == CUDA_SUCCESS)
+        *mipmappedArray = (cudaMipmappedArray_t)(void *)m;
+    RT_RETURN(to_rt(r));
+}
+
+RT_API cudaError_t CUDARTAPI cudaGetMipmappedArrayLevel(cudaArray_t *levelArray,
+                                                        cudaMipmappedArray_const_t mipmappedArray,
+                                                        unsigned int level)
+{
+    RT_CALL(cudaGetMipmappedArrayLevel, v5000, levelArray, mipmappedArray, level);
+    RT_NEED_CTX();
+    CUarray a = NULL;
+    CUresult r =
+        cuMipmappedArrayGetLevel(&a, (CUmipmappedArray)(void *)(uintptr_t)mipmappedArray, level);
+    if (r == CUDA_SUCCESS && levelArray)
+        *levelArray = (cudaArray_t)(void *)a;
+    RT_RETURN(to_rt(r));
+}
+
+RT_API cudaError_t CUDARTAPI cudaFreeMipmappedArray(cudaMipmappedArray_t mipmappedArray)
+{
+    RT_CALL(cudaFreeMipmappedArray, v5000, mipmappedArray);
+    if (!mipmappedArray)
+        RT_RETURN(cudaSuccess);
+    RT_NEED_CTX();
+    RT_RETURN(to_rt(cuMipmappedArrayDestroy((CUmipmappedArray)(void *)mipmappedArray)));
+}
+
+RT_API cudaError_t CUDARTAPI cudaCreateTextureObject(
+    cudaTextureObject_t *pTexObject, const struct cudaResourceDesc *pResDesc,
+    const struct cudaTextureDesc *pTexDesc, const struct cudaResourceViewDesc *pResViewDesc)
+{
+    RT_CALL(cudaCreateTextureObject, v5000, pTexObject, pResDesc, pTexDesc, pResViewDesc);
+    if (!pTexObject || !pResDesc || !pTexDesc)
+        RT_RETURN(cudaErrorInvalidValue);
+    RT_NEED_CTX();
+    CUDA_RESOURCE_DESC rd;
+    CUDA_TEXTURE_DESC td;
+    memset(&rd, 0, sizeof(rd));
+    memset(&td, 0, sizeof(td));
+    rd.resType = (CUresourcetype)pResDesc->resType;
+    switch (pResDesc->resType) {
+    case cudaResourceTypeArray:
+        rd.res.array.hArray = (CUarray)(void *)pResDesc->res.array.array;
+        break;
+    case cudaResourceTypeMipmappedArray:
+        rd.res.mipmap.hMipmappedArray = (CUmipmappedArray)(void *)pResDesc->res.mipmap.mipmap;
+        break;
+    case cudaResourceTypeLinear:
+        rd.res.linear.devPtr = (CUdeviceptr)(uintptr_t)pResDesc->res.linear.devPtr;
+        rd.res.linear.sizeInBytes = pResDesc->res.linear.sizeInBytes;
+        break;
+    case cudaResourceTypePitch2D:
+        rd.res.pitch2D.devPtr = (CUdeviceptr)(uintptr_t)pResDesc->res.pitch2D.devPtr;
+        rd.res.pitch2D.width = pResDesc->res.pitch2D.width;
+        rd.res.pitch2D.height = pResDesc->res.pitch2D.height;
+        rd.res.pitch2D.pitchInBytes = pResDesc->res.pitch2D.pitchInBytes;
+        break;
+    default: RT_RETURN(cudaErrorInvalidValue);
+    }
+    for (int i = 0; i < 3; i++)
+        td.addressMode[i] = (CUaddress_mode)pTexDesc->addressMode[i];
+    td.filterMode = (CUfilter_mode)pTexDesc->filterMode;
+    td.flags = (pTexDesc->readMode == cudaReadModeElementType ? CU_TRSF_READ_AS_INTEGER : 0) |
+               (pTexDesc->normalizedCoords ? CU_TRSF_NORMALIZED_COORDINATES : 0);
+    CUtexObject t = 0;
+    CUresult r = cuTexObjectCreate(&t, &rd, &td, NULL);
+    if (r == CUDA_SUCCESS)
+        *pTexObject = (cudaTextureObject_t)t;
+    RT_RETURN(to_rt(r));
+}
+
+RT_API cudaError_t CUDARTAPI cudaDestroyTextureObject(cudaTextureObject_t texObject)
+{
+    RT_CALL(cudaDestroyTextureObject, v5000, texObject);
+    RT_NEED_CTX();
+    RT_RETURN(to_rt(cuTexObjectDestroy((CUtexObject)texObject)));
+}
+
+RT_API cudaError_t CUDARTAPI cudaFuncGetAttributes(struct cudaFuncAttributes *attr,
+                                                   const void *func)
+{
+    RT_CALL(cudaFuncGetAttributes, v3020, attr, func);
+    if (!attr)
+        RT_RETURN(cudaErrorInvalidValue);
+    kernel_entry *k = find_kernel(func);
+    if (!k)
+        RT_RETURN(cudaErrorInvalidDeviceFunction);
+    RT_NEED_CTX();
+    memset(attr, 0, sizeof(*attr));
+    CUfunction f = (CUfunction)&k->f;
+    CUresult r =
+        cuFuncGetAttribute(&attr->maxThreadsPerBlock, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, f);
+    if (r == CUDA_SUCCESS)
+        r = cuFuncGetAttribute(&attr->numRegs, CU_FUNC_ATTRIBUTE_NUM_REGS, f);
+    if (r == CUDA_SUCCESS)
+        r = cuFuncGetAttribute(&attr->ptxVersion, CU_FUNC_ATTRIBUTE_PTX_VERSION, f);
+    if (r == CUDA_SUCCESS)
+        r = cuFuncGetAttribute(&attr->binaryVersion, CU_FUNC_ATTRIBUTE_BINARY_VERSION, f);
+    if (r == CUDA_SUCCESS)
+        r = cuFuncGetAttribute(&attr->maxDynamicSharedSizeBytes,
+                               CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, f);
+    RT_RETURN(to_rt(r));
+}
+
+RT_API cudaError_t CUDARTAPI cudaOccupancyMaxActiveBlocksPerMultiprocessor(int *numBlocks,
+                                                                           const void *func,
+                                                                           int blockSize,
+                                                                           size_t dynamicSMemSize)
+{
+    RT_CALL(cudaOccupancyMaxActiveBlocksPerMultiprocessor, v6050, numBlocks, func, blockSize,
+            dynamicSMemSize);
+    kernel_entry *k = find_kernel(func);
+    if (!k)
+        RT_RETURN(cudaErrorInvalidDeviceFunction);
+    RT_NEED_CTX();
+    RT_RETURN(to_rt(cuOccupancyMaxActiveBlocksPerMultiprocessor(numBlocks, (CUfunction)&k->f,
+                                                                blockSize, dynamicSMemSize)));
+}
+
+RT_API cudaError_t CUDARTAPI cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(
+    int *numBlocks, const void *func, int blockSize, size_t dynamicSMemSize, unsigned int flags)
+{
+    RT_CALL(cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags, v7000, numBlocks, func,
+            blockSize, dynamicSMemSize, flags);
+    kernel_entry *k = find_kernel(func);
+    if (!k)
+        RT_RETURN(cudaErrorInvalidDeviceFunction);
+    RT_NEED_CTX();
+    RT_RETURN(to_rt(cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(
+        numBlocks, (CUfunction)&k->f, blockSize, dynamicSMemSize, flags)));
 }
