@@ -106,8 +106,13 @@ enum op {
     OP_POOL_DESTROY,
     OP_POOL_TRIM,
     OP_POOL_ATTR,
-    OP_VMM_RETAIN, /* cuMemRetainAllocationHandle: one more reference to a handle */
-    OP_VMM_IMPORT  /* cuMemImportFromShareableHandle: a handle of memory another process owns */
+    OP_VMM_RETAIN,    /* cuMemRetainAllocationHandle: one more reference to a handle */
+    OP_VMM_IMPORT,    /* cuMemImportFromShareableHandle: a handle of memory another process owns */
+    OP_VMM_MULTICAST, /* cuMulticastCreate: a handle that maps and releases like memory, is none */
+    OP_IMPORT_ADDR,   /* an address of memory this process did not allocate (IPC, pool import,
+                         external memory): never recorded, and its free is not either */
+    OP_IMPORT_CLOSE,  /* cudaIpcCloseMemHandle: such an address goes */
+    OP_ARRAY_MAP      /* cuMemMapArrayAsync: VMM handles mapped into sparse arrays */
 };
 
 typedef struct api_desc {
@@ -185,6 +190,30 @@ static api_desc apis[] = {
     DRV(cuArrayCreate_v2, "cuArrayCreate", OP_ALLOC, GMP_MEM_ARRAY),
     DRV(cuArray3DCreate_v2, "cuArray3DCreate", OP_ALLOC, GMP_MEM_ARRAY),
     DRV(cuArrayDestroy, "cuArrayDestroy", OP_FREE, GMP_MEM_ARRAY),
+    /* issue 16, audit 6 and 7: mipmapped arrays, sparse mappings, multicast, imported memory */
+    RT(cudaMallocMipmappedArray_v5000, "cudaMallocMipmappedArray", OP_ALLOC, GMP_MEM_ARRAY),
+    RT(cudaFreeMipmappedArray_v5000, "cudaFreeMipmappedArray", OP_FREE, GMP_MEM_ARRAY),
+    DRV(cuMipmappedArrayCreate, "cuMipmappedArrayCreate", OP_ALLOC, GMP_MEM_ARRAY),
+    DRV(cuMipmappedArrayDestroy, "cuMipmappedArrayDestroy", OP_FREE, GMP_MEM_ARRAY),
+    DRV(cuMemMapArrayAsync, "cuMemMapArrayAsync", OP_ARRAY_MAP, GMP_MEM_VMM_PHYSICAL),
+    DRV(cuMemMapArrayAsync_ptsz, "cuMemMapArrayAsync", OP_ARRAY_MAP, GMP_MEM_VMM_PHYSICAL),
+    DRV(cuMulticastCreate, "cuMulticastCreate", OP_VMM_MULTICAST, GMP_MEM_VMM_PHYSICAL),
+    RT(cudaIpcOpenMemHandle_v4010, "cudaIpcOpenMemHandle", OP_IMPORT_ADDR, GMP_MEM_DEVICE),
+    RT(cudaIpcCloseMemHandle_v4010, "cudaIpcCloseMemHandle", OP_IMPORT_CLOSE, GMP_MEM_DEVICE),
+    DRV(cuIpcOpenMemHandle, "cuIpcOpenMemHandle", OP_IMPORT_ADDR, GMP_MEM_DEVICE),
+    DRV(cuIpcOpenMemHandle_v2, "cuIpcOpenMemHandle", OP_IMPORT_ADDR, GMP_MEM_DEVICE),
+    DRV(cuIpcCloseMemHandle, "cuIpcCloseMemHandle", OP_IMPORT_CLOSE, GMP_MEM_DEVICE),
+    RT(cudaMemPoolImportPointer_v11020, "cudaMemPoolImportPointer", OP_IMPORT_ADDR,
+       GMP_MEM_ASYNC_POOL),
+    DRV(cuMemPoolImportPointer, "cuMemPoolImportPointer", OP_IMPORT_ADDR, GMP_MEM_ASYNC_POOL),
+    RT(cudaExternalMemoryGetMappedBuffer_v10000, "cudaExternalMemoryGetMappedBuffer",
+       OP_IMPORT_ADDR, GMP_MEM_DEVICE),
+    DRV(cuExternalMemoryGetMappedBuffer, "cuExternalMemoryGetMappedBuffer", OP_IMPORT_ADDR,
+        GMP_MEM_DEVICE),
+    RT(cudaExternalMemoryGetMappedMipmappedArray_v10000,
+       "cudaExternalMemoryGetMappedMipmappedArray", OP_IMPORT_ADDR, GMP_MEM_ARRAY),
+    DRV(cuExternalMemoryGetMappedMipmappedArray, "cuExternalMemoryGetMappedMipmappedArray",
+        OP_IMPORT_ADDR, GMP_MEM_ARRAY),
 };
 
 #define NAPIS (sizeof apis / sizeof apis[0])
@@ -425,6 +454,20 @@ static unsigned cu_format_bytes(CUarray_format f)
     }
 }
 
+/* Bytes of a mipmapped array: every level halves each extent (at least 1), as cuda.h describes
+ * levels (cuMipmappedArrayCreate); extents of 0 (1D, 2D) stay out. Approximate like arrays. */
+static uint64_t mip_bytes(uint64_t elem, size_t w, size_t h, size_t d, unsigned levels)
+{
+    uint64_t total = 0;
+    if (levels > 64)
+        levels = 64;
+    for (unsigned l = 0; l < levels; l++) {
+        uint64_t lw = w >> l, lh = h >> l, ld = d >> l;
+        total += elem * (lw ? lw : 1) * (h ? (lh ? lh : 1) : 1) * (d ? (ld ? ld : 1) : 1);
+    }
+    return total;
+}
+
 /* ---- recording ---- */
 
 static void emit(gmp_wthread *t, gmp_rec *r)
@@ -485,12 +528,27 @@ static int alloc_fields(api_desc *a, const CUpti_CallbackData *cd, gmp_rec_mem *
             const cudaMallocArray_v3020_params *q = p;
             m->address = q->array ? (uint64_t)(uintptr_t)*q->array : 0;
             m->size = rt_array_bytes(q->desc, q->width, q->height, 0);
+            if (q->flags & (cudaArraySparse | cudaArrayDeferredMapping))
+                m->size = 0;
             break;
         }
         case CUPTI_RUNTIME_TRACE_CBID_cudaMalloc3DArray_v3020: {
             const cudaMalloc3DArray_v3020_params *q = p;
             m->address = q->array ? (uint64_t)(uintptr_t)*q->array : 0;
             m->size = rt_array_bytes(q->desc, q->extent.width, q->extent.height, q->extent.depth);
+            if (q->flags & (cudaArraySparse | cudaArrayDeferredMapping))
+                m->size = 0; /* no memory until mapped (driver_types.h) */
+            break;
+        }
+        case CUPTI_RUNTIME_TRACE_CBID_cudaMallocMipmappedArray_v5000: {
+            const cudaMallocMipmappedArray_v5000_params *q = p;
+            m->address = ok && q->mipmappedArray ? (uint64_t)(uintptr_t)*q->mipmappedArray : 0;
+            uint64_t elem =
+                q->desc ? (uint64_t)(q->desc->x + q->desc->y + q->desc->z + q->desc->w) / 8 : 0;
+            m->size =
+                mip_bytes(elem, q->extent.width, q->extent.height, q->extent.depth, q->numLevels);
+            if (q->flags & (cudaArraySparse | cudaArrayDeferredMapping))
+                m->size = 0;
             break;
         }
         case CUPTI_RUNTIME_TRACE_CBID_cudaMallocHost_v3020: {
@@ -653,6 +711,21 @@ static int alloc_fields(api_desc *a, const CUpti_CallbackData *cd, gmp_rec_mem *
                           q->pAllocateArray->NumChannels * q->pAllocateArray->Width *
                           (q->pAllocateArray->Height ? q->pAllocateArray->Height : 1) *
                           (q->pAllocateArray->Depth ? q->pAllocateArray->Depth : 1);
+            if (q->pAllocateArray &&
+                (q->pAllocateArray->Flags & (CUDA_ARRAY3D_SPARSE | CUDA_ARRAY3D_DEFERRED_MAPPING)))
+                m->size = 0; /* cuda.h: no memory until mapped */
+            break;
+        }
+        case CUPTI_DRIVER_TRACE_CBID_cuMipmappedArrayCreate: {
+            const cuMipmappedArrayCreate_params *q = p;
+            m->address = ok && q->pHandle ? (uint64_t)(uintptr_t)*q->pHandle : 0;
+            const CUDA_ARRAY3D_DESCRIPTOR *d = q->pMipmappedArrayDesc;
+            if (d) {
+                m->size = mip_bytes((uint64_t)cu_format_bytes(d->Format) * d->NumChannels, d->Width,
+                                    d->Height, d->Depth, q->numMipmapLevels);
+                if (d->Flags & (CUDA_ARRAY3D_SPARSE | CUDA_ARRAY3D_DEFERRED_MAPPING))
+                    m->size = 0;
+            }
             break;
         }
         default: return 0;
@@ -674,6 +747,10 @@ static void rt_free_fields(CUpti_CallbackId cbid, const CUpti_CallbackData *cd, 
         break;
     case CUPTI_RUNTIME_TRACE_CBID_cudaFreeArray_v3020:
         m->address = (uint64_t)(uintptr_t)((const cudaFreeArray_v3020_params *)p)->array;
+        break;
+    case CUPTI_RUNTIME_TRACE_CBID_cudaFreeMipmappedArray_v5000:
+        m->address =
+            (uint64_t)(uintptr_t)((const cudaFreeMipmappedArray_v5000_params *)p)->mipmappedArray;
         break;
     case CUPTI_RUNTIME_TRACE_CBID_cudaFreeHost_v3020:
         m->address = (uint64_t)(uintptr_t)((const cudaFreeHost_v3020_params *)p)->ptr;
@@ -737,6 +814,10 @@ static void drv_free_fields(CUpti_CallbackId cbid, const CUpti_CallbackData *cd,
     }
     case CUPTI_DRIVER_TRACE_CBID_cuArrayDestroy:
         m->address = (uint64_t)(uintptr_t)((const cuArrayDestroy_params *)p)->hArray;
+        break;
+    case CUPTI_DRIVER_TRACE_CBID_cuMipmappedArrayDestroy:
+        m->address =
+            (uint64_t)(uintptr_t)((const cuMipmappedArrayDestroy_params *)p)->hMipmappedArray;
         break;
     default: break;
     }
@@ -930,6 +1011,167 @@ static void vmm_unmap(gmp_wthread *t, api_desc *a, const CUpti_CallbackData *cd)
     }
 }
 
+/* ---- memory this process did not allocate (issue 16, audit 7) ----
+ * IPC (cudaIpcOpenMemHandle: closed by cudaIpcCloseMemHandle), pool pointer imports
+ * (cuMemPoolImportPointer: "freed with cuMemFree or cuMemFreeAsync"), external memory
+ * (cuExternalMemoryGetMappedBuffer: "must be freed using cuMemFree"; mapped mipmapped arrays: with
+ * cuMipmappedArrayDestroy). Their memory belongs to another process or API: the agent records no
+ * allocation, remembers the address, and records nothing when it is freed (no unmatched free). */
+static gmp_handles imported; /* under loc_lock */
+static atomic_int n_imported;
+static _Thread_local uint64_t tl_imported_free; /* an imported address whose free is under way */
+
+static void imported_add(uint64_t addr)
+{
+    if (!addr)
+        return;
+    pthread_mutex_lock(&loc_lock);
+    if (gmp_handles_put(&imported, addr))
+        atomic_store(&n_imported, (int)imported.n);
+    pthread_mutex_unlock(&loc_lock);
+}
+
+/* 1 when addr was imported (and is now forgotten). Free of cost while nothing is imported. */
+static int imported_take(uint64_t addr)
+{
+    if (!addr || !atomic_load_explicit(&n_imported, memory_order_relaxed))
+        return 0;
+    pthread_mutex_lock(&loc_lock);
+    int was = gmp_handles_get(&imported, addr) != NULL;
+    if (was) {
+        gmp_handles_del(&imported, addr);
+        atomic_store(&n_imported, (int)imported.n);
+    }
+    pthread_mutex_unlock(&loc_lock);
+    return was;
+}
+
+/* The address an import call returned (at its exit). */
+static uint64_t import_address(const api_desc *a, const void *p)
+{
+    if (a->dom == CUPTI_CB_DOMAIN_RUNTIME_API) {
+        switch (a->cbid) {
+        case CUPTI_RUNTIME_TRACE_CBID_cudaIpcOpenMemHandle_v4010: {
+            const cudaIpcOpenMemHandle_v4010_params *q = p;
+            return q->devPtr ? (uint64_t)(uintptr_t)*q->devPtr : 0;
+        }
+        case CUPTI_RUNTIME_TRACE_CBID_cudaMemPoolImportPointer_v11020: {
+            const cudaMemPoolImportPointer_v11020_params *q = p;
+            return q->ptr ? (uint64_t)(uintptr_t)*q->ptr : 0;
+        }
+        case CUPTI_RUNTIME_TRACE_CBID_cudaExternalMemoryGetMappedBuffer_v10000: {
+            const cudaExternalMemoryGetMappedBuffer_v10000_params *q = p;
+            return q->devPtr ? (uint64_t)(uintptr_t)*q->devPtr : 0;
+        }
+        case CUPTI_RUNTIME_TRACE_CBID_cudaExternalMemoryGetMappedMipmappedArray_v10000: {
+            const cudaExternalMemoryGetMappedMipmappedArray_v10000_params *q = p;
+            return q->mipmap ? (uint64_t)(uintptr_t)*q->mipmap : 0;
+        }
+        case CUPTI_RUNTIME_TRACE_CBID_cudaIpcCloseMemHandle_v4010:
+            return (uint64_t)(uintptr_t)((const cudaIpcCloseMemHandle_v4010_params *)p)->devPtr;
+        default: return 0;
+        }
+    }
+    switch (a->cbid) {
+    case CUPTI_DRIVER_TRACE_CBID_cuIpcOpenMemHandle: {
+        const cuIpcOpenMemHandle_params *q = p;
+        return q->pdptr ? (uint64_t)*q->pdptr : 0;
+    }
+    case CUPTI_DRIVER_TRACE_CBID_cuIpcOpenMemHandle_v2: {
+        const cuIpcOpenMemHandle_v2_params *q = p;
+        return q->pdptr ? (uint64_t)*q->pdptr : 0;
+    }
+    case CUPTI_DRIVER_TRACE_CBID_cuMemPoolImportPointer: {
+        const cuMemPoolImportPointer_params *q = p;
+        return q->ptr_out ? (uint64_t)*q->ptr_out : 0;
+    }
+    case CUPTI_DRIVER_TRACE_CBID_cuExternalMemoryGetMappedBuffer: {
+        const cuExternalMemoryGetMappedBuffer_params *q = p;
+        return q->devPtr ? (uint64_t)*q->devPtr : 0;
+    }
+    case CUPTI_DRIVER_TRACE_CBID_cuExternalMemoryGetMappedMipmappedArray: {
+        const cuExternalMemoryGetMappedMipmappedArray_params *q = p;
+        return q->mipmap ? (uint64_t)(uintptr_t)*q->mipmap : 0;
+    }
+    case CUPTI_DRIVER_TRACE_CBID_cuIpcCloseMemHandle:
+        return (uint64_t)((const cuIpcCloseMemHandle_params *)p)->dptr;
+    default: return 0;
+    }
+}
+
+/* cuMemMapArrayAsync (issue 16, audit 6): VMM memory mapped into (or unmapped from) tiles and mip
+ * tails of sparse arrays keeps its handle alive like a cuMemMap does (cuda.h cuMemRelease: "all
+ * outstanding mappings"). Each mapping is keyed by what it maps into (array, subresource, device
+ * mask); an UNMAP finds the handle there and may free it (at the call's exit: the operation is
+ * stream-ordered and the callback sees only its success). */
+static gmp_handles array_maps; /* key of a tile or mip tail -> handle; under vmm_lock */
+
+static uint64_t array_map_key(const CUarrayMapInfo *mi)
+{
+    uint64_t h = 1469598103934665603ull;
+    const uint64_t parts[3] = {
+        (uint64_t)(uintptr_t)(mi->resourceType == CU_RESOURCE_TYPE_MIPMAPPED_ARRAY
+                                  ? (void *)mi->resource.mipmap
+                                  : (void *)mi->resource.array),
+        (uint64_t)mi->subresourceType, (uint64_t)mi->deviceBitMask};
+    uint64_t subres[4] = {0, 0, 0, 0};
+    memcpy(subres, &mi->subresource,
+           sizeof mi->subresource < sizeof subres ? sizeof mi->subresource : sizeof subres);
+    for (int i = 0; i < 3; i++)
+        h = (h ^ parts[i]) * 1099511628211ull;
+    for (int i = 0; i < 4; i++)
+        h = (h ^ subres[i]) * 1099511628211ull;
+    return h ? h : 1;
+}
+
+static void array_map(gmp_wthread *t, api_desc *a, const CUpti_CallbackData *cd)
+{
+    const cuMemMapArrayAsync_params *q = cd->functionParams;
+    if (!q->mapInfoList)
+        return;
+    for (unsigned i = 0; i < q->count && i < 65536; i++) {
+        const CUarrayMapInfo *mi = &q->mapInfoList[i];
+        if (mi->memHandleType != CU_MEM_HANDLE_TYPE_GENERIC)
+            continue;
+        uint64_t key = array_map_key(mi);
+        uint64_t fh = 0, fsize = 0;
+        int32_t fdev = -1;
+        pthread_mutex_lock(&vmm_lock);
+        if (mi->memOperationType == CU_MEM_OPERATION_TYPE_MAP) {
+            uint64_t handle = (uint64_t)mi->memHandle.memHandle;
+            gmp_handle_ent *h = gmp_handles_get(&vmm_handles, handle);
+            gmp_handle_ent *m = h ? gmp_handles_put(&array_maps, key) : NULL;
+            if (m) {
+                m->handle = handle;
+                m->size = 1;
+                h = gmp_handles_get(&vmm_handles, handle);
+                if (h)
+                    h->maps++;
+            }
+        } else if (mi->memOperationType == CU_MEM_OPERATION_TYPE_UNMAP) {
+            gmp_handle_ent *m = gmp_handles_get(&array_maps, key);
+            if (m) {
+                uint64_t handle = m->handle;
+                gmp_handles_del(&array_maps, key);
+                gmp_handle_ent *h = gmp_handles_get(&vmm_handles, handle);
+                if (h && h->maps)
+                    h->maps--;
+                if (h && !h->maps && !h->refs) {
+                    if (!(h->flags & GMP_HANDLE_IMPORTED)) {
+                        fh = handle;
+                        fsize = h->size;
+                        fdev = h->device;
+                    }
+                    gmp_handles_del(&vmm_handles, handle);
+                }
+            }
+        }
+        pthread_mutex_unlock(&vmm_lock);
+        if (fh)
+            vmm_free_record(t, a, cd, fh, fsize, fdev, 0, 0);
+    }
+}
+
 static int is_oom(CUpti_CallbackDomain dom, int result)
 {
     if (dom == CUPTI_CB_DOMAIN_RUNTIME_API)
@@ -1091,7 +1333,9 @@ static void on_api(CUpti_CallbackDomain dom, CUpti_CallbackId cbid, const CUpti_
             else
                 drv_free_fields(cbid, cd, &r.u.mem, &dev);
             r.u.mem.device = dev;
-            if (r.u.mem.address || r.u.mem.handle) { /* cudaFree(NULL) frees nothing */
+            if (r.u.mem.address && imported_take(r.u.mem.address)) {
+                tl_imported_free = r.u.mem.address;         /* not ours: no record */
+            } else if (r.u.mem.address || r.u.mem.handle) { /* cudaFree(NULL) frees nothing */
                 /* no stack: the question is where memory was allocated, and unwinding costs
                  * about a microsecond; a failed free (below) keeps its stack */
                 emit(t, &r);
@@ -1111,7 +1355,10 @@ static void on_api(CUpti_CallbackDomain dom, CUpti_CallbackId cbid, const CUpti_
             else
                 drv_free_fields(cbid, cd, &r.u.mem, &dev);
             r.u.mem.device = dev;
-            if (r.u.mem.address || r.u.mem.handle) {
+            if (r.u.mem.address && r.u.mem.address == tl_imported_free) {
+                imported_add(r.u.mem.address); /* the free of imported memory failed */
+                tl_imported_free = 0;
+            } else if (r.u.mem.address || r.u.mem.handle) {
                 r.u.mem.stack = gmp_stack_current();
                 emit(t, &r);
             }
@@ -1151,6 +1398,21 @@ static void on_api(CUpti_CallbackDomain dom, CUpti_CallbackId cbid, const CUpti_
             const cuMemRetainAllocationHandle_params *q = cd->functionParams;
             if (result == 0 && q->handle)
                 vmm_retained((uint64_t)*q->handle);
+        } else if (a->op == OP_IMPORT_ADDR) {
+            if (result == 0)
+                imported_add(import_address(a, cd->functionParams));
+        } else if (a->op == OP_IMPORT_CLOSE) {
+            if (result == 0)
+                imported_take(import_address(a, cd->functionParams));
+        } else if (a->op == OP_ARRAY_MAP) {
+            if (result == 0)
+                array_map(t, a, cd);
+        } else if (a->op == OP_VMM_MULTICAST) {
+            /* a multicast object: mapped and released like memory, but its memory is what is
+             * bound to it (cuMulticastBindMem of handles already recorded) */
+            const cuMulticastCreate_params *q = cd->functionParams;
+            if (result == 0 && q->mcHandle)
+                vmm_created((uint64_t)*q->mcHandle, 0, -1, GMP_HANDLE_IMPORTED);
         } else if (a->op == OP_VMM_IMPORT) {
             /* another process's memory (or an object's): counted for its releases and mappings,
              * never recorded as this process's allocation */
