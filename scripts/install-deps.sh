@@ -7,7 +7,7 @@ set -euo pipefail
 # python3-torch (CPU build, about 1 min): the `run --layers` hooks are tested on a real nn.Module
 pkgs=(build-essential cmake pkg-config libzstd-dev zstd libdwarf-dev libelf-dev libcmocka-dev
       libunwind8 libsqlite3-dev clang clang-format libclang-rt-14-dev python3 python3-torch file
-      llvm libncurses-dev tmux)
+      llvm libncurses-dev tmux python3-dev)
 browser=0
 if [[ "${1:-}" == "--browser" ]]; then
   browser=1
