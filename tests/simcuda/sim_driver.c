@@ -115,6 +115,7 @@ typedef struct vmm_phys {
     int host;     /* host location: not device memory */
     int imported; /* cuMemImportFromShareableHandle: another process's memory */
     unsigned htypes;
+    unsigned char compression; /* CUmemAllocationProp.allocFlags.compressionType */
     struct vmm_phys *next;
 } vmm_phys;
 
@@ -3192,6 +3193,7 @@ CUresult CUDAAPI cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
         } else {
             if (!host)
                 g_dev[d].reserved += size;
+            ph->compression = prop->allocFlags.compressionType;
             *handle = ph->handle;
         }
     }
@@ -3273,6 +3275,7 @@ CUresult CUDAAPI cuMemGetAllocationPropertiesFromHandle(CUmemAllocationProp *pro
         prop->location.type = ph->host ? CU_MEM_LOCATION_TYPE_HOST : CU_MEM_LOCATION_TYPE_DEVICE;
         prop->location.id = ph->host ? 0 : ph->dev;
         prop->requestedHandleTypes = (CUmemAllocationHandleType)ph->htypes;
+        prop->allocFlags.compressionType = ph->compression;
     }
     pthread_mutex_unlock(&g_mu);
     DRV_RETURN(ph ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE);
