@@ -1,10 +1,16 @@
 /* gmp_import_torch: PyTorch memory snapshot -> gpumemprof trace. See gmp_import_torch.h for the
  * mapping and docs/import.md for the user's view.
  *
- * Three steps: (1) read the pickle (gmp_pickle: plain data only) and turn every trace entry into a
- * small op with its device and time; (2) reconstruct what existed before the window from the
- * final `segments`; (3) write the pre-window state at the start, then the ops in time order (ties:
- * device, then entry order), with one thread and explicit times (gmp_writer, threaded = 0). */
+ * Three steps: (1) stream the pickle (gmp_pickle_stream: plain data only; the segments and the
+ * trace entries arrive one by one and are forgotten) and turn every trace entry into a small op,
+ * varint-encoded in a per-device buffer (about 12 bytes an entry), and every frames list into a
+ * node of a trie of frames (cached on the list, so a list shared through the pickle's memo is read
+ * once); (2) reconstruct what existed before the window from the final `segments`; (3) write the
+ * pre-window state at the start, then the ops in time order (a merge of the devices: ties go to
+ * the lower device, then entry order), with one thread and explicit times (gmp_writer, threaded =
+ * 0). Strings and stack nodes are defined in the writer when an op first needs them, in the order
+ * the frames are walked (outermost first), so the trace is the same as when the whole tree was
+ * read. */
 #include "gmp_map.h"
 #include "gmp_import_torch.h"
 
@@ -20,6 +26,7 @@
 #include <unistd.h>
 
 #include "gmp_pickle.h"
+#include "gmp_pickle_stream.h"
 #include "gmp_trace.h"
 #include "gmp_writer.h"
 
@@ -36,16 +43,13 @@
 #define TRACE_BASE 1000000ull          /* trace time of the state before the window (1 ms) */
 #define CUDA_ERROR_MEMORY_ALLOCATION 2 /* cudaErrorMemoryAllocation */
 
-/* ---- a small map from 64-bit keys to 64-bit values ---- */
-
 /* ---- state ---- */
 
 enum op_type { OP_SEG_ALLOC, OP_SEG_FREE, OP_MAP, OP_UNMAP, OP_ALLOC, OP_FREE, OP_OOM };
 
 typedef struct op {
     uint64_t t, addr, size, stream, extra; /* extra: OOM: device_free */
-    const gmp_pickle_value *frames;
-    uint32_t seq;
+    uint32_t node;                         /* frames: a node of the trie (0: none) */
     int32_t dev;
     uint8_t type;
 } op;
@@ -57,8 +61,18 @@ typedef struct op {
 
 typedef struct pre_block {
     uint64_t addr, size;
-    const gmp_pickle_value *frames;
+    uint32_t node;
 } pre_block;
+
+/* Ops of one device, varint-encoded in chunks: a type byte, then the time since the previous op,
+ * the address's change (zigzag), size, stream, frames node and, for an OOM, device_free. */
+#define CHUNK (1u << 20)
+#define OP_MAX_BYTES 64
+typedef struct chunk {
+    struct chunk *next;
+    size_t len;
+    unsigned char data[CHUNK];
+} chunk;
 
 typedef struct device {
     int present;
@@ -71,7 +85,36 @@ typedef struct device {
     uint64_t pre_seg_sum, pre_blk_sum; /* reconstructed by address */
     uint64_t exp_mapped;               /* while writing: mapped bytes of expandable segments */
     int has_exp;
+    /* the trace entries */
+    uint32_t seq;    /* entries seen */
+    uint64_t prev_t; /* time of the previous op (for entries without time_us) */
+    uint64_t enc_t, enc_addr;
+    uint64_t nops, first_t;
+    chunk *head, *tail;
+    /* while writing */
+    chunk *rd;
+    size_t rd_pos;
+    uint64_t rd_left, rd_t, rd_addr;
+    op next;
 } device;
+
+/* A block or segment alive at the dump (a candidate for "existed before the window"). */
+typedef struct final_item {
+    uint64_t addr, size;
+    uint32_t node;
+    int32_t dev;
+} final_item;
+
+/* String and frame tables (what frames lists are made of), filled while reading. */
+typedef struct strtab {
+    char **s;
+    uint32_t *len, *wid; /* wid: the writer's id + 1, once defined */
+    size_t n, cap;
+} strtab;
+
+typedef struct frame {
+    uint32_t file, fn, line; /* strings: index + 1 (0: "") */
+} frame;
 
 typedef struct imp {
     gmp_import_torch_stats st;
@@ -79,15 +122,22 @@ typedef struct imp {
     size_t msglen;
     gmp_err err;
     device *dev; /* GMP_TORCH_MAX_DEVICES */
-    op *ops;
-    size_t nops, capops;
+    int32_t *devs_with_ops;
+    size_t ndevs_with_ops, cap_devs_with_ops;
+    final_item *fsegs, *fblks;
+    size_t nfsegs, nfblks, cap_fsegs, cap_fblks;
     pre_block *pre_segs, *pre_blks;
     size_t npre_segs, npre_blks, cap_pre_segs, cap_pre_blks;
     int32_t *pre_seg_dev, *pre_blk_dev;
+    strtab strs;
+    frame *frames;
+    size_t nframes, cap_frames;
+    uint32_t *node_parent, *node_frame, *node_wid; /* node 0: no frame */
+    size_t nnodes, cap_nodes;
+    gmp_omap trie; /* parent << 32 | frame -> node */
     /* writing */
     gmp_writer *w;
     gmp_wthread *th;
-    gmp_omap stacks; /* frames list (pointer) -> stack id + 1 */
     uint32_t api_malloc, api_free;
     uint64_t written, last_t;
     char notice[512];
@@ -131,11 +181,9 @@ static device *dev_get(imp *I, int64_t d)
 
 /* ---- reading fields ---- */
 
-static int field_u64(imp *I, const gmp_pickle_value *d, const char *key, int required,
-                     uint64_t *out)
+static int field_u64(imp *I, const gmp_pkv *v, const char *key, int required, uint64_t *out)
 {
-    const gmp_pickle_value *v = gmp_pickle_dict_get(d, key);
-    if (!v || gmp_pickle_type_of(v) == GMP_PK_NONE) {
+    if (!v || v->type == GMP_PK_NONE) {
         if (required) {
             failf(I, GMP_ERR_FORMAT, "not a valid PyTorch memory snapshot: %s without '%s'", I->ctx,
                   key);
@@ -143,19 +191,24 @@ static int field_u64(imp *I, const gmp_pickle_value *d, const char *key, int req
         }
         return 0;
     }
-    if (gmp_pickle_get_u64(v, out) < 0) {
+    if (gmp_pkv_get_u64(v, out) < 0) {
         int64_t s;
-        if (gmp_pickle_get_i64(v, &s) == 0 && strcmp(key, "stream") == 0) {
+        if (gmp_pkv_get_i64(v, &s) == 0 && strcmp(key, "stream") == 0) {
             *out = (uint64_t)s; /* a stream is a pointer: any bits */
             return 1;
         }
         failf(I, GMP_ERR_FORMAT,
               "not a valid PyTorch memory snapshot: %s: '%s' is a %s, expected a non-negative "
               "int",
-              I->ctx, key, gmp_pickle_type_name(v));
+              I->ctx, key, gmp_pkv_type_name(v));
         return -1;
     }
     return 1;
+}
+
+static int get_u64(imp *I, const gmp_pkv *d, const char *key, int required, uint64_t *out)
+{
+    return field_u64(I, gmp_pkv_dict_get(d, key), key, required, out);
 }
 
 static int size_ok(imp *I, uint64_t s)
@@ -178,22 +231,22 @@ static int add_checked(imp *I, uint64_t *sum, uint64_t v)
     return 0;
 }
 
-static int push_op(imp *I, const op *o)
+static int grow_array(imp *I, void **arr, size_t *cap, size_t need, size_t esz)
 {
-    if (I->nops == I->capops) {
-        size_t nc = I->capops ? I->capops * 2 : 1024;
-        op *n = realloc(I->ops, nc * sizeof *n);
-        if (!n)
-            return nomem(I), -1;
-        I->ops = n;
-        I->capops = nc;
-    }
-    I->ops[I->nops++] = *o;
+    if (need <= *cap)
+        return 0;
+    size_t nc = *cap ? *cap : 256;
+    while (nc < need)
+        nc *= 2;
+    void *n = realloc(*arr, nc * esz);
+    if (!n)
+        return nomem(I), -1;
+    *arr = n;
+    *cap = nc;
     return 0;
 }
 
-static int push_pre(imp *I, int seg, int32_t d, uint64_t addr, uint64_t size,
-                    const gmp_pickle_value *frames)
+static int push_pre(imp *I, int seg, int32_t d, uint64_t addr, uint64_t size, uint32_t node)
 {
     pre_block **arr = seg ? &I->pre_segs : &I->pre_blks;
     int32_t **devs = seg ? &I->pre_seg_dev : &I->pre_blk_dev;
@@ -211,7 +264,7 @@ static int push_pre(imp *I, int seg, int32_t d, uint64_t addr, uint64_t size,
         *devs = nd;
         *cap = nc;
     }
-    (*arr)[*n] = (pre_block){addr, size, frames};
+    (*arr)[*n] = (pre_block){addr, size, node};
     (*devs)[*n] = d;
     (*n)++;
     return 0;
@@ -229,129 +282,340 @@ static int first_event(imp *I, gmp_omap *m, uint64_t addr, unsigned type, uint64
     return 0;
 }
 
+/* ---- frames: strings, frames and a trie of them, cached on the pickle's objects ---- */
+
+/* The string of a STR or BYTES value as an index + 1 in the table (0: not a string: ""). The
+ * index is cached on the object (tag bits 0-31), so a string shared through the memo is copied
+ * once. */
+static uint32_t str_of(imp *I, const gmp_pkv *v)
+{
+    if (!v || (v->type != GMP_PK_STR && v->type != GMP_PK_BYTES))
+        return 0;
+    gmp_pkobj *o = v->v.o;
+    if (o->tag & 0xffffffffu)
+        return (uint32_t)(o->tag & 0xffffffffu);
+    strtab *t = &I->strs;
+    if (t->n == t->cap) {
+        size_t nc = t->cap ? t->cap * 2 : 1024;
+        char **ns = realloc(t->s, nc * sizeof *ns);
+        if (ns)
+            t->s = ns;
+        uint32_t *nl = realloc(t->len, nc * sizeof *nl);
+        if (nl)
+            t->len = nl;
+        uint32_t *nw = realloc(t->wid, nc * sizeof *nw);
+        if (nw)
+            t->wid = nw;
+        if (!ns || !nl || !nw || t->n >= UINT32_MAX - 1)
+            return nomem(I), 0;
+        t->cap = nc;
+    }
+    char *c = malloc((size_t)o->n + 1);
+    if (!c)
+        return nomem(I), 0;
+    memcpy(c, o->d.s, (size_t)o->n + 1);
+    t->s[t->n] = c;
+    t->len[t->n] = o->n;
+    t->wid[t->n] = 0;
+    t->n++;
+    o->tag |= (uint64_t)t->n;
+    return (uint32_t)t->n;
+}
+
+/* A frame dict as a frame index + 1 (cached on the dict); 0 for a value that is not a dict. */
+static uint32_t frame_of(imp *I, const gmp_pkv *f)
+{
+    if (!f || f->type != GMP_PK_DICT)
+        return 0;
+    gmp_pkobj *o = f->v.o;
+    if (o->tag)
+        return (uint32_t)o->tag;
+    uint64_t line = 0;
+    if (gmp_pkv_get_u64(gmp_pkv_dict_get(f, "line"), &line) < 0 || line > UINT32_MAX)
+        line = 0;
+    frame fr = {str_of(I, gmp_pkv_dict_get(f, "filename")), str_of(I, gmp_pkv_dict_get(f, "name")),
+                (uint32_t)line};
+    if (I->err != GMP_OK ||
+        grow_array(I, (void **)&I->frames, &I->cap_frames, I->nframes + 1, sizeof *I->frames) < 0 ||
+        I->nframes >= UINT32_MAX - 1)
+        return nomem(I), 0;
+    I->frames[I->nframes++] = fr;
+    o->tag = I->nframes;
+    return (uint32_t)I->nframes;
+}
+
+/* The trie node of a frames list (innermost first, as PyTorch writes it; at most MAX_FRAMES
+ * innermost kept), cached on the list; 0 for none. */
+static uint32_t node_of(imp *I, const gmp_pkv *frames)
+{
+    if (!frames || frames->type != GMP_PK_LIST)
+        return 0;
+    gmp_pkobj *o = frames->v.o;
+    if (o->tag)
+        return (uint32_t)(o->tag - 1);
+    size_t n = gmp_pkv_len(frames);
+    if (n > MAX_FRAMES)
+        n = MAX_FRAMES;
+    uint32_t parent = 0;
+    for (size_t i = n; i-- > 0;) {
+        uint32_t f = frame_of(I, gmp_pkv_item(frames, i));
+        if (!f)
+            continue;
+        int fresh;
+        uint64_t *slot = gmp_omap_put(&I->trie, ((uint64_t)parent << 32) | f, &fresh);
+        if (!slot)
+            return nomem(I), 0;
+        if (fresh) {
+            if (grow_array(I, (void **)&I->node_parent, &I->cap_nodes, I->nnodes + 1,
+                           sizeof(uint32_t)) < 0)
+                return 0;
+            size_t cap = I->cap_nodes;
+            uint32_t *nf = realloc(I->node_frame, cap * sizeof *nf);
+            if (nf)
+                I->node_frame = nf;
+            uint32_t *nw = realloc(I->node_wid, cap * sizeof *nw);
+            if (nw)
+                I->node_wid = nw;
+            if (!nf || !nw || I->nnodes >= UINT32_MAX - 1)
+                return nomem(I), 0;
+            if (I->nnodes == 0) { /* node 0: the root, no frame */
+                I->node_parent[0] = I->node_frame[0] = I->node_wid[0] = 0;
+                I->nnodes = 1;
+                if (grow_array(I, (void **)&I->node_parent, &I->cap_nodes, 2, sizeof(uint32_t)) < 0)
+                    return 0;
+            }
+            I->node_parent[I->nnodes] = parent;
+            I->node_frame[I->nnodes] = f;
+            I->node_wid[I->nnodes] = 0;
+            *slot = I->nnodes++;
+        }
+        parent = (uint32_t)*slot;
+    }
+    o->tag = (uint64_t)parent + 1;
+    return parent;
+}
+
+/* ---- ops ---- */
+
+static unsigned char *put_varint(unsigned char *p, uint64_t v)
+{
+    while (v >= 0x80) {
+        *p++ = (unsigned char)(v | 0x80);
+        v >>= 7;
+    }
+    *p++ = (unsigned char)v;
+    return p;
+}
+
+static const unsigned char *get_varint(const unsigned char *p, uint64_t *v)
+{
+    uint64_t r = 0;
+    for (unsigned s = 0; s < 64; s += 7) {
+        unsigned char b = *p++;
+        r |= (uint64_t)(b & 0x7f) << s;
+        if (!(b & 0x80))
+            break;
+    }
+    *v = r;
+    return p;
+}
+
+static int push_op(imp *I, device *dv, int32_t d, const op *o)
+{
+    if (!dv->tail || CHUNK - dv->tail->len < OP_MAX_BYTES) {
+        chunk *c = malloc(sizeof *c);
+        if (!c)
+            return nomem(I), -1;
+        c->next = NULL;
+        c->len = 0;
+        if (dv->tail)
+            dv->tail->next = c;
+        else
+            dv->head = c;
+        dv->tail = c;
+    }
+    if (!dv->nops) {
+        if (grow_array(I, (void **)&I->devs_with_ops, &I->cap_devs_with_ops, I->ndevs_with_ops + 1,
+                       sizeof *I->devs_with_ops) < 0)
+            return -1;
+        I->devs_with_ops[I->ndevs_with_ops++] = d;
+        dv->first_t = o->t;
+    }
+    unsigned char *p = dv->tail->data + dv->tail->len;
+    *p++ = o->type;
+    p = put_varint(p, o->t - dv->enc_t);
+    dv->enc_t = o->t;
+    uint64_t da = o->addr - dv->enc_addr;
+    p = put_varint(p, (da << 1) ^ (uint64_t)((int64_t)da >> 63));
+    dv->enc_addr = o->addr;
+    p = put_varint(p, o->size);
+    p = put_varint(p, o->stream);
+    p = put_varint(p, o->node);
+    if (o->type == OP_OOM)
+        p = put_varint(p, o->extra);
+    dv->tail->len = (size_t)(p - dv->tail->data);
+    dv->nops++;
+    return 0;
+}
+
 /* ---- step 1: the trace entries ---- */
 
-static int read_entry(imp *I, int32_t d, device *dv, const gmp_pickle_value *e, uint32_t seq,
-                      uint64_t *prev_t)
+enum { K_OTHER = 1, K_ACTION, K_ADDR, K_SIZE, K_STREAM, K_TIME, K_FRAMES, K_DEVFREE };
+static const char *const key_names[] = {NULL,     NULL,      "action", "addr",       "size",
+                                        "stream", "time_us", "frames", "device_free"};
+enum { A_OTHER = 1, A_ALLOC, A_FREE, A_SEG_ALLOC, A_SEG_FREE, A_MAP, A_UNMAP, A_OOM };
+static const char *const action_names[] = {NULL,
+                                           NULL,
+                                           "alloc",
+                                           "free_completed",
+                                           "segment_alloc",
+                                           "segment_free",
+                                           "segment_map",
+                                           "segment_unmap",
+                                           "oom"};
+
+/* What a string is as a key (tag bits 32-39) and as an action (bits 40-47), cached. */
+static unsigned classify(gmp_pkobj *o, unsigned shift, const char *const *names, unsigned n)
+{
+    unsigned c = (unsigned)(o->tag >> shift) & 0xff;
+    if (c)
+        return c;
+    c = 1;
+    for (unsigned i = 2; i < n; i++)
+        if (o->n == strlen(names[i]) && memcmp(o->d.s, names[i], o->n) == 0)
+            c = i;
+    o->tag |= (uint64_t)c << shift;
+    return c;
+}
+
+static int read_entry(imp *I, int64_t d64, const gmp_pkv *e)
 {
     I->ctx = "a trace entry";
-    if (gmp_pickle_type_of(e) != GMP_PK_DICT)
+    if (e->type != GMP_PK_DICT)
         return failf(I, GMP_ERR_FORMAT,
                      "not a valid PyTorch memory snapshot: a trace entry is a %s, expected a dict",
-                     gmp_pickle_type_name(e)),
+                     gmp_pkv_type_name(e)),
                -1;
+    device *dv = dev_get(I, d64);
+    if (!dv)
+        return -1;
+    int32_t d = (int32_t)d64;
+    if (!dv->seq)
+        dv->prev_t = 1000000000ull; /* without times: 1 s, then 1 us per entry */
+    dv->seq++;
     I->st.entries++;
-    const gmp_pickle_value *a = gmp_pickle_dict_get(e, "action");
-    size_t alen;
-    const char *action = gmp_pickle_type_of(a) == GMP_PK_STR ? gmp_pickle_get_str(a, &alen) : NULL;
-    if (!action)
+    const gmp_pkv *f[K_DEVFREE + 1] = {0};
+    const gmp_pkobj *o = e->v.o;
+    for (uint32_t i = 0; i < o->n; i++) {
+        const gmp_pkv *k = &o->d.items[2 * (size_t)i];
+        if (k->type != GMP_PK_STR)
+            continue;
+        unsigned c = classify(k->v.o, 32, key_names, K_DEVFREE + 1);
+        f[c] = &o->d.items[2 * (size_t)i + 1];
+    }
+    const gmp_pkv *a = f[K_ACTION];
+    if (!a || a->type != GMP_PK_STR)
         return failf(I, GMP_ERR_FORMAT,
                      "not a valid PyTorch memory snapshot: a trace entry without an 'action'"),
                -1;
-    op o;
-    memset(&o, 0, sizeof o);
-    o.dev = d;
-    o.seq = seq;
-    if (strcmp(action, "alloc") == 0)
-        o.type = OP_ALLOC;
-    else if (strcmp(action, "free_completed") == 0)
-        o.type = OP_FREE;
-    else if (strcmp(action, "segment_alloc") == 0)
-        o.type = OP_SEG_ALLOC;
-    else if (strcmp(action, "segment_free") == 0)
-        o.type = OP_SEG_FREE;
-    else if (strcmp(action, "segment_map") == 0)
-        o.type = OP_MAP;
-    else if (strcmp(action, "segment_unmap") == 0)
-        o.type = OP_UNMAP;
-    else if (strcmp(action, "oom") == 0)
-        o.type = OP_OOM;
-    else {
+    op ob;
+    memset(&ob, 0, sizeof ob);
+    ob.dev = d;
+    switch (classify(a->v.o, 40, action_names, A_OOM + 1)) {
+    case A_ALLOC: ob.type = OP_ALLOC; break;
+    case A_FREE: ob.type = OP_FREE; break;
+    case A_SEG_ALLOC: ob.type = OP_SEG_ALLOC; break;
+    case A_SEG_FREE: ob.type = OP_SEG_FREE; break;
+    case A_MAP: ob.type = OP_MAP; break;
+    case A_UNMAP: ob.type = OP_UNMAP; break;
+    case A_OOM: ob.type = OP_OOM; break;
+    default:
         I->st.ignored++; /* free_requested, snapshot, and what a newer PyTorch may add */
         return 0;
     }
     /* time: time_us when present, else 1 us after the previous entry; never backwards */
-    uint64_t us, t = *prev_t + 1000;
-    int ht = field_u64(I, e, "time_us", 0, &us);
+    uint64_t us, t = dv->prev_t + 1000;
+    int ht = field_u64(I, f[K_TIME], "time_us", 0, &us);
     if (ht < 0)
         return -1;
     if (ht > 0 && us <= UINT64_MAX / 1000 - 1) {
         t = us * 1000;
         I->st.has_time = 1;
     }
-    if (t < *prev_t)
-        t = *prev_t;
-    *prev_t = t;
-    o.t = t;
-    if (field_u64(I, e, "size", 1, &o.size) < 0 || !size_ok(I, o.size))
+    if (t < dv->prev_t)
+        t = dv->prev_t;
+    dv->prev_t = t;
+    ob.t = t;
+    if (field_u64(I, f[K_SIZE], "size", 1, &ob.size) < 0 || !size_ok(I, ob.size))
         return -1;
-    if (field_u64(I, e, "stream", 0, &o.stream) < 0)
+    if (field_u64(I, f[K_STREAM], "stream", 0, &ob.stream) < 0)
         return -1;
-    const gmp_pickle_value *fr = gmp_pickle_dict_get(e, "frames");
-    o.frames = gmp_pickle_type_of(fr) == GMP_PK_LIST ? fr : NULL;
-    if (o.type == OP_OOM) {
-        if (field_u64(I, e, "device_free", 0, &o.extra) < 0)
+    ob.node = node_of(I, f[K_FRAMES]);
+    if (I->err != GMP_OK)
+        return -1;
+    if (ob.type == OP_OOM) {
+        if (field_u64(I, f[K_DEVFREE], "device_free", 0, &ob.extra) < 0)
             return -1;
         I->st.ooms++;
-        return push_op(I, &o);
+        return push_op(I, dv, d, &ob);
     }
-    if (field_u64(I, e, "addr", 1, &o.addr) < 0)
+    if (field_u64(I, f[K_ADDR], "addr", 1, &ob.addr) < 0)
         return -1;
-    switch (o.type) {
+    switch (ob.type) {
     case OP_ALLOC:
         I->st.allocs++;
-        if (add_checked(I, &dv->blk_in, o.size) < 0 ||
-            first_event(I, &dv->blk_first, o.addr, FIRST_ALLOC, 0) < 0)
+        if (add_checked(I, &dv->blk_in, ob.size) < 0 ||
+            first_event(I, &dv->blk_first, ob.addr, FIRST_ALLOC, 0) < 0)
             return -1;
         break;
     case OP_FREE:
         I->st.frees++;
-        if (add_checked(I, &dv->blk_out, o.size) < 0 ||
-            first_event(I, &dv->blk_first, o.addr, FIRST_FREE, o.size) < 0)
+        if (add_checked(I, &dv->blk_out, ob.size) < 0 ||
+            first_event(I, &dv->blk_first, ob.addr, FIRST_FREE, ob.size) < 0)
             return -1;
         break;
     case OP_SEG_ALLOC:
         I->st.segments++;
-        if (add_checked(I, &dv->seg_in, o.size) < 0 ||
-            first_event(I, &dv->seg_first, o.addr, FIRST_ALLOC, 0) < 0)
+        if (add_checked(I, &dv->seg_in, ob.size) < 0 ||
+            first_event(I, &dv->seg_first, ob.addr, FIRST_ALLOC, 0) < 0)
             return -1;
         break;
     case OP_SEG_FREE:
         I->st.segment_frees++;
-        if (add_checked(I, &dv->seg_out, o.size) < 0 ||
-            first_event(I, &dv->seg_first, o.addr, FIRST_FREE, o.size) < 0)
+        if (add_checked(I, &dv->seg_out, ob.size) < 0 ||
+            first_event(I, &dv->seg_first, ob.addr, FIRST_FREE, ob.size) < 0)
             return -1;
         break;
     case OP_MAP:
         I->st.segments++;
         dv->has_exp = 1;
-        if (add_checked(I, &dv->map_in, o.size) < 0)
+        if (add_checked(I, &dv->map_in, ob.size) < 0)
             return -1;
         break;
     case OP_UNMAP:
         I->st.segment_frees++;
         dv->has_exp = 1;
-        if (add_checked(I, &dv->map_out, o.size) < 0)
+        if (add_checked(I, &dv->map_out, ob.size) < 0)
             return -1;
         break;
     default: break;
     }
-    return push_op(I, &o);
+    return push_op(I, dv, d, &ob);
 }
 
 /* PyTorch records the last trace_alloc_max_entries entries of each device in a ring buffer and,
  * since it can say so, sets allocator_settings.trace_alloc_overflowed when older ones were
  * overwritten. Either may be one value or a list with one per device; a value at the top level
  * of the snapshot is read too. Never fails: a value of another type is ignored. */
-static void flag_at(const gmp_pickle_value *v, size_t d, int *flag, uint64_t *num)
+static void flag_at(const gmp_pkv *v, size_t d, int *flag, uint64_t *num)
 {
-    if (gmp_pickle_type_of(v) == GMP_PK_LIST || gmp_pickle_type_of(v) == GMP_PK_TUPLE)
-        v = gmp_pickle_item(v, d);
+    if (v && (v->type == GMP_PK_LIST || v->type == GMP_PK_TUPLE))
+        v = gmp_pkv_item(v, d);
     int b;
     uint64_t u;
-    if (flag && gmp_pickle_get_bool(v, &b) == 0)
+    if (flag && gmp_pkv_get_bool(v, &b) == 0)
         *flag = b;
-    else if (gmp_pickle_get_u64(v, &u) == 0) {
+    else if (gmp_pkv_get_u64(v, &u) == 0) {
         if (flag)
             *flag = u != 0;
         if (num)
@@ -359,17 +623,17 @@ static void flag_at(const gmp_pickle_value *v, size_t d, int *flag, uint64_t *nu
     }
 }
 
-static void read_overflow(imp *I, const gmp_pickle_value *root)
+static void read_overflow(imp *I, const gmp_pkv *root)
 {
-    const gmp_pickle_value *where[2] = {gmp_pickle_dict_get(root, "allocator_settings"), root};
+    const gmp_pkv *where[2] = {gmp_pkv_dict_get(root, "allocator_settings"), root};
     for (int k = 0; k < 2; k++) {
-        const gmp_pickle_value *of = gmp_pickle_dict_get(where[k], "trace_alloc_overflowed");
-        const gmp_pickle_value *mx = gmp_pickle_dict_get(where[k], "trace_alloc_max_entries");
+        const gmp_pkv *of = gmp_pkv_dict_get(where[k], "trace_alloc_overflowed");
+        const gmp_pkv *mx = gmp_pkv_dict_get(where[k], "trace_alloc_max_entries");
         if (!of && !mx)
             continue;
         size_t n = 1;
-        if (gmp_pickle_type_of(of) == GMP_PK_LIST || gmp_pickle_type_of(of) == GMP_PK_TUPLE)
-            n = gmp_pickle_len(of);
+        if (of && (of->type == GMP_PK_LIST || of->type == GMP_PK_TUPLE))
+            n = gmp_pkv_len(of);
         for (size_t d = 0; d < n && d < 32; d++) {
             int flag = 0;
             flag_at(of, d, &flag, NULL);
@@ -385,132 +649,118 @@ static void read_overflow(imp *I, const gmp_pickle_value *root)
     }
 }
 
-static int read_traces(imp *I, const gmp_pickle_value *traces)
+/* ---- step 2: the state at the dump, and what existed before the window ---- */
+
+static int push_final(imp *I, int seg, int32_t d, uint64_t addr, uint64_t size, uint32_t node)
 {
-    if (gmp_pickle_type_of(traces) != GMP_PK_LIST)
-        return failf(I, GMP_ERR_FORMAT,
-                     "not a valid PyTorch memory snapshot: 'device_traces' is a %s, expected a "
-                     "list",
-                     gmp_pickle_type_name(traces)),
-               -1;
-    size_t nd = gmp_pickle_len(traces);
-    for (size_t d = 0; d < nd; d++) {
-        const gmp_pickle_value *t = gmp_pickle_item(traces, d);
-        if (gmp_pickle_type_of(t) != GMP_PK_LIST)
-            return failf(I, GMP_ERR_FORMAT,
-                         "not a valid PyTorch memory snapshot: device_traces[%zu] is a %s, "
-                         "expected a list",
-                         d, gmp_pickle_type_name(t)),
-                   -1;
-        size_t n = gmp_pickle_len(t);
-        if (!n)
-            continue;
-        device *dv = dev_get(I, (int64_t)d);
-        if (!dv)
-            return -1;
-        uint64_t prev_t = 1000000000ull; /* without times: 1 s, then 1 us per entry */
-        for (size_t i = 0; i < n; i++)
-            if (read_entry(I, (int32_t)d, dv, gmp_pickle_item(t, i), (uint32_t)i, &prev_t) < 0)
-                return -1;
-    }
+    final_item **arr = seg ? &I->fsegs : &I->fblks;
+    size_t *n = seg ? &I->nfsegs : &I->nfblks, *cap = seg ? &I->cap_fsegs : &I->cap_fblks;
+    if (grow_array(I, (void **)arr, cap, *n + 1, sizeof **arr) < 0)
+        return -1;
+    (*arr)[(*n)++] = (final_item){addr, size, node, d};
     return 0;
 }
 
-/* ---- step 2: the state at the dump, and what existed before the window ---- */
-
-static int read_block(imp *I, int32_t d, device *dv, const gmp_pickle_value *b, uint64_t *offset)
+static int read_block(imp *I, int32_t d, device *dv, const gmp_pkv *b, uint64_t *offset)
 {
     I->ctx = "a block";
-    if (gmp_pickle_type_of(b) != GMP_PK_DICT)
+    if (b->type != GMP_PK_DICT)
         return failf(I, GMP_ERR_FORMAT,
                      "not a valid PyTorch memory snapshot: a block is a %s, expected a dict",
-                     gmp_pickle_type_name(b)),
+                     gmp_pkv_type_name(b)),
                -1;
     uint64_t size, addr = *offset, req;
-    if (field_u64(I, b, "size", 1, &size) < 0 || !size_ok(I, size))
+    if (get_u64(I, b, "size", 1, &size) < 0 || !size_ok(I, size))
         return -1;
-    int has_addr = field_u64(I, b, "address", 0, &addr);
+    int has_addr = get_u64(I, b, "address", 0, &addr);
     if (has_addr < 0)
         return -1;
     *offset = addr + size;
-    const gmp_pickle_value *st = gmp_pickle_dict_get(b, "state");
-    if (!gmp_pickle_str_eq(st, "active_allocated") && !gmp_pickle_str_eq(st, "active_pending_free"))
+    const gmp_pkv *st = gmp_pkv_dict_get(b, "state");
+    if (!gmp_pkv_str_eq(st, "active_allocated") && !gmp_pkv_str_eq(st, "active_pending_free"))
         return 0;
     /* what the trace counts for a block is the size requested (alloc entries carry it); the
      * legacy format keeps it in history[0].real_size */
-    const gmp_pickle_value *frames = gmp_pickle_dict_get(b, "frames");
-    int hr = field_u64(I, b, "requested_size", 0, &req);
+    const gmp_pkv *frames = gmp_pkv_dict_get(b, "frames");
+    int hr = get_u64(I, b, "requested_size", 0, &req);
     if (hr < 0)
         return -1;
     if (hr == 0) {
         req = size;
-        const gmp_pickle_value *h = gmp_pickle_item(gmp_pickle_dict_get(b, "history"), 0);
-        if (gmp_pickle_type_of(h) == GMP_PK_DICT) {
+        const gmp_pkv *h = gmp_pkv_item(gmp_pkv_dict_get(b, "history"), 0);
+        if (h && h->type == GMP_PK_DICT) {
             I->ctx = "a block's history";
-            if (field_u64(I, h, "real_size", 0, &req) < 0)
+            if (get_u64(I, h, "real_size", 0, &req) < 0)
                 return -1;
             if (!frames)
-                frames = gmp_pickle_dict_get(h, "frames");
+                frames = gmp_pkv_dict_get(h, "frames");
         }
     }
     if (!size_ok(I, req) || add_checked(I, &dv->final_alloc, req) < 0)
         return -1;
-    if (gmp_pickle_type_of(frames) != GMP_PK_LIST)
-        frames = NULL;
-    if (!gmp_omap_get(&dv->blk_first, addr)) { /* alive at the dump, untouched by the window */
-        if (push_pre(I, 0, d, addr, req, frames) < 0 || add_checked(I, &dv->pre_blk_sum, req) < 0)
+    uint32_t node = node_of(I, frames);
+    if (I->err != GMP_OK)
+        return -1;
+    return push_final(I, 0, d, addr, req, node);
+}
+
+static int read_segment(imp *I, const gmp_pkv *s)
+{
+    I->ctx = "a segment";
+    if (s->type != GMP_PK_DICT)
+        return failf(I, GMP_ERR_FORMAT,
+                     "not a valid PyTorch memory snapshot: a segment is a %s, expected a dict",
+                     gmp_pkv_type_name(s)),
+               -1;
+    uint64_t d, addr, size;
+    if (get_u64(I, s, "device", 1, &d) < 0 || get_u64(I, s, "address", 1, &addr) < 0 ||
+        get_u64(I, s, "total_size", 1, &size) < 0 || !size_ok(I, size))
+        return -1;
+    device *dv = dev_get(I, d > INT32_MAX ? -1 : (int64_t)d);
+    if (!dv)
+        return -1;
+    int exp = 0;
+    (void)gmp_pkv_get_bool(gmp_pkv_dict_get(s, "is_expandable"), &exp);
+    if (exp) {
+        dv->has_exp = 1;
+        if (add_checked(I, &dv->final_exp, size) < 0)
+            return -1;
+    } else {
+        if (add_checked(I, &dv->final_seg, size) < 0 ||
+            push_final(I, 1, (int32_t)d, addr, size, 0) < 0)
             return -1;
     }
+    const gmp_pkv *blocks = gmp_pkv_dict_get(s, "blocks");
+    if (blocks && blocks->type != GMP_PK_LIST)
+        return failf(I, GMP_ERR_FORMAT,
+                     "not a valid PyTorch memory snapshot: a segment's 'blocks' is a %s",
+                     gmp_pkv_type_name(blocks)),
+               -1;
+    uint64_t off = addr;
+    for (size_t j = 0; j < gmp_pkv_len(blocks); j++)
+        if (read_block(I, (int32_t)d, dv, gmp_pkv_item(blocks, j), &off) < 0)
+            return -1;
     return 0;
 }
 
-static int read_segments(imp *I, const gmp_pickle_value *segs)
+/* Alive at the dump and untouched by the window: existed before it (in the dump's order). */
+static int pre_from_final(imp *I)
 {
-    if (gmp_pickle_type_of(segs) != GMP_PK_LIST)
-        return failf(I, GMP_ERR_FORMAT,
-                     "not a valid PyTorch memory snapshot: 'segments' is a %s, expected a list",
-                     gmp_pickle_type_name(segs)),
-               -1;
-    for (size_t i = 0; i < gmp_pickle_len(segs); i++) {
-        const gmp_pickle_value *s = gmp_pickle_item(segs, i);
-        I->ctx = "a segment";
-        if (gmp_pickle_type_of(s) != GMP_PK_DICT)
-            return failf(I, GMP_ERR_FORMAT,
-                         "not a valid PyTorch memory snapshot: a segment is a %s, expected a dict",
-                         gmp_pickle_type_name(s)),
-                   -1;
-        uint64_t d, addr, size;
-        if (field_u64(I, s, "device", 1, &d) < 0 || field_u64(I, s, "address", 1, &addr) < 0 ||
-            field_u64(I, s, "total_size", 1, &size) < 0 || !size_ok(I, size))
+    for (size_t i = 0; i < I->nfsegs; i++) {
+        final_item *f = &I->fsegs[i];
+        device *dv = &I->dev[f->dev];
+        if (!gmp_omap_get(&dv->seg_first, f->addr) &&
+            (push_pre(I, 1, f->dev, f->addr, f->size, 0) < 0 ||
+             add_checked(I, &dv->pre_seg_sum, f->size) < 0))
             return -1;
-        device *dv = dev_get(I, d > INT32_MAX ? -1 : (int64_t)d);
-        if (!dv)
+    }
+    for (size_t i = 0; i < I->nfblks; i++) {
+        final_item *f = &I->fblks[i];
+        device *dv = &I->dev[f->dev];
+        if (!gmp_omap_get(&dv->blk_first, f->addr) &&
+            (push_pre(I, 0, f->dev, f->addr, f->size, f->node) < 0 ||
+             add_checked(I, &dv->pre_blk_sum, f->size) < 0))
             return -1;
-        int exp = 0;
-        (void)gmp_pickle_get_bool(gmp_pickle_dict_get(s, "is_expandable"), &exp);
-        if (exp) {
-            dv->has_exp = 1;
-            if (add_checked(I, &dv->final_exp, size) < 0)
-                return -1;
-        } else {
-            if (add_checked(I, &dv->final_seg, size) < 0)
-                return -1;
-            if (!gmp_omap_get(&dv->seg_first, addr)) {
-                if (push_pre(I, 1, (int32_t)d, addr, size, NULL) < 0 ||
-                    add_checked(I, &dv->pre_seg_sum, size) < 0)
-                    return -1;
-            }
-        }
-        const gmp_pickle_value *blocks = gmp_pickle_dict_get(s, "blocks");
-        if (blocks && gmp_pickle_type_of(blocks) != GMP_PK_LIST)
-            return failf(I, GMP_ERR_FORMAT,
-                         "not a valid PyTorch memory snapshot: a segment's 'blocks' is a %s",
-                         gmp_pickle_type_name(blocks)),
-                   -1;
-        uint64_t off = addr;
-        for (size_t j = 0; j < gmp_pickle_len(blocks); j++)
-            if (read_block(I, (int32_t)d, dv, gmp_pickle_item(blocks, j), &off) < 0)
-                return -1;
     }
     return 0;
 }
@@ -527,7 +777,7 @@ static int pre_from_first_frees(imp *I, int seg)
             if (!m->used[i] || (m->vals[i] & 3u) != FIRST_FREE)
                 continue;
             uint64_t size = m->vals[i] >> 2;
-            if (push_pre(I, seg, d, m->keys[i], size, NULL) < 0 ||
+            if (push_pre(I, seg, d, m->keys[i], size, 0) < 0 ||
                 add_checked(I, seg ? &dv->pre_seg_sum : &dv->pre_blk_sum, size) < 0)
                 return -1;
         }
@@ -535,58 +785,43 @@ static int pre_from_first_frees(imp *I, int seg)
     return 0;
 }
 
-static int cmp_op(const void *a, const void *b)
-{
-    const op *x = a, *y = b;
-    if (x->t != y->t)
-        return x->t < y->t ? -1 : 1;
-    if (x->dev != y->dev)
-        return x->dev < y->dev ? -1 : 1;
-    return x->seq < y->seq ? -1 : x->seq > y->seq;
-}
-
 /* ---- step 3: writing ---- */
 
-static uint32_t str_id(imp *I, const gmp_pickle_value *v)
+static uint32_t wstr(imp *I, uint32_t s)
 {
-    size_t n;
-    const char *s = gmp_pickle_get_str(v, &n);
     if (!s)
         return gmp_writer_string(I->w, "", 0);
-    return gmp_writer_string(I->w, s, n);
+    strtab *t = &I->strs;
+    if (!t->wid[s - 1])
+        t->wid[s - 1] = gmp_writer_string(I->w, t->s[s - 1], t->len[s - 1]) + 1u;
+    return t->wid[s - 1] - 1;
 }
 
-/* The stack of a frames list (innermost first, as PyTorch writes it), interned once per list. */
-static uint32_t stack_of(imp *I, const gmp_pickle_value *frames)
+/* The writer's stack of a trie node: its frames defined outermost first, as they were walked. */
+static uint32_t stack_of(imp *I, uint32_t node)
 {
-    size_t n = gmp_pickle_len(frames);
-    if (!frames || !n)
+    if (!node)
         return 0;
-    int fresh;
-    uint64_t *cached = gmp_omap_put(&I->stacks, (uint64_t)(uintptr_t)frames, &fresh);
-    if (!cached) {
-        nomem(I);
-        return 0;
+    if (I->node_wid[node])
+        return I->node_wid[node] - 1;
+    /* the chain of nodes not defined yet, innermost first */
+    uint32_t chain[MAX_FRAMES + 1];
+    size_t n = 0;
+    uint32_t x = node;
+    while (x && !I->node_wid[x] && n < MAX_FRAMES + 1) {
+        chain[n++] = x;
+        x = I->node_parent[x];
     }
-    if (!fresh)
-        return (uint32_t)*cached;
-    if (n > MAX_FRAMES)
-        n = MAX_FRAMES;
-    uint32_t parent = 0;
-    for (size_t i = n; i-- > 0;) {
-        const gmp_pickle_value *f = gmp_pickle_item(frames, i);
-        if (gmp_pickle_type_of(f) != GMP_PK_DICT)
-            continue;
-        uint64_t line = 0;
-        if (gmp_pickle_get_u64(gmp_pickle_dict_get(f, "line"), &line) < 0 || line > UINT32_MAX)
-            line = 0;
-        uint32_t file = str_id(I, gmp_pickle_dict_get(f, "filename"));
-        uint32_t fn = str_id(I, gmp_pickle_dict_get(f, "name"));
-        uint32_t id = gmp_writer_stack_python(I->w, parent, file, fn, (uint32_t)line);
+    uint32_t parent = x ? I->node_wid[x] - 1 : 0;
+    while (n--) {
+        const frame *f = &I->frames[I->node_frame[chain[n]] - 1];
+        uint32_t file = wstr(I, f->file);
+        uint32_t fn = wstr(I, f->fn);
+        uint32_t id = gmp_writer_stack_python(I->w, parent, file, fn, f->line);
         if (id)
             parent = id;
+        I->node_wid[chain[n]] = parent + 1;
     }
-    *cached = parent;
     return parent;
 }
 
@@ -678,7 +913,7 @@ static void write_pre(imp *I, uint64_t t0)
     }
     for (size_t i = 0; i < I->npre_blks && I->err == GMP_OK; i++) {
         emit_mem(I, GMP_REC_ALLOC, I->pre_blk_dev[i], I->api_malloc, I->pre_blks[i].addr,
-                 I->pre_blks[i].size, 0, stack_of(I, I->pre_blks[i].frames), t0);
+                 I->pre_blks[i].size, 0, stack_of(I, I->pre_blks[i].node), t0);
         I->st.pre_blocks++;
         I->st.pre_allocated += I->pre_blks[i].size;
     }
@@ -725,24 +960,92 @@ static void write_op(imp *I, const op *o)
         break;
     case OP_ALLOC:
         emit_mem(I, GMP_REC_ALLOC, o->dev, I->api_malloc, o->addr, o->size, o->stream,
-                 stack_of(I, o->frames), o->t);
+                 stack_of(I, o->node), o->t);
         break;
     case OP_FREE:
         emit_mem(I, GMP_REC_FREE, o->dev, I->api_free, o->addr, o->size, o->stream,
-                 stack_of(I, o->frames), o->t);
+                 stack_of(I, o->node), o->t);
         break;
     case OP_OOM: {
         gmp_rec r = {.type = GMP_REC_OOM};
         r.u.oom.device = o->dev;
         r.u.oom.api = I->api_malloc;
         r.u.oom.requested = o->size;
-        r.u.oom.stack = stack_of(I, o->frames);
+        r.u.oom.stack = stack_of(I, o->node);
         r.u.oom.result = CUDA_ERROR_MEMORY_ALLOCATION;
         r.u.oom.free_bytes = o->extra;
         emit(I, &r, o->t);
         break;
     }
     default: break;
+    }
+}
+
+/* The next op of a device into dv->next (times moved to the trace clock); 0 when none is left. */
+static int next_op(device *dv, int32_t d, uint64_t first)
+{
+    if (!dv->rd_left)
+        return 0;
+    if (dv->rd_pos >= dv->rd->len) {
+        dv->rd = dv->rd->next;
+        dv->rd_pos = 0;
+    }
+    const unsigned char *p = dv->rd->data + dv->rd_pos;
+    op *o = &dv->next;
+    uint64_t v;
+    o->type = *p++;
+    o->dev = d;
+    p = get_varint(p, &v);
+    dv->rd_t += v;
+    o->t = dv->rd_t - first + TRACE_BASE + 1000;
+    p = get_varint(p, &v);
+    dv->rd_addr += (v >> 1) ^ (uint64_t) - (int64_t)(v & 1);
+    o->addr = dv->rd_addr;
+    p = get_varint(p, &o->size);
+    p = get_varint(p, &o->stream);
+    p = get_varint(p, &v);
+    o->node = (uint32_t)v;
+    o->extra = 0;
+    if (o->type == OP_OOM)
+        p = get_varint(p, &o->extra);
+    dv->rd_pos = (size_t)(p - dv->rd->data);
+    dv->rd_left--;
+    return 1;
+}
+
+/* The ops of all devices in time order; ties: the lower device first, then entry order. */
+static void write_ops(imp *I, uint64_t first)
+{
+    size_t n = I->ndevs_with_ops, live = 0;
+    int32_t *ds = I->devs_with_ops;
+    for (size_t i = 0; i < n; i++) {
+        device *dv = &I->dev[ds[i]];
+        dv->rd = dv->head;
+        dv->rd_pos = 0;
+        dv->rd_left = dv->nops;
+        dv->rd_t = dv->rd_addr = 0;
+        if (next_op(dv, ds[i], first))
+            live++;
+        else
+            dv->next.dev = -1;
+    }
+    while (live && I->err == GMP_OK) {
+        device *best = NULL;
+        for (size_t i = 0; i < n; i++) {
+            device *dv = &I->dev[ds[i]];
+            if (dv->next.dev < 0)
+                continue;
+            if (!best || dv->next.t < best->next.t ||
+                (dv->next.t == best->next.t && dv->next.dev < best->next.dev))
+                best = dv;
+        }
+        if (!best)
+            break;
+        write_op(I, &best->next);
+        if (!next_op(best, best->next.dev, first)) {
+            best->next.dev = -1;
+            live--;
+        }
     }
 }
 
@@ -757,13 +1060,12 @@ static void write_trace(imp *I, const char *source, int fd)
     /* The trace clock starts at TRACE_BASE (the pre-window state), the first entry 1 us later;
      * the header maps it to the wall clock when the snapshot has time_us. (Small trace times
      * also keep the END record, which the writer stamps with its own clock, after the events.) */
-    uint64_t t0 = TRACE_BASE, wall0 = 0;
-    if (I->nops) {
-        uint64_t first = I->ops[0].t;
+    uint64_t t0 = TRACE_BASE, wall0 = 0, first = UINT64_MAX;
+    for (size_t i = 0; i < I->ndevs_with_ops; i++)
+        if (I->dev[I->devs_with_ops[i]].first_t < first)
+            first = I->dev[I->devs_with_ops[i]].first_t;
+    if (I->ndevs_with_ops)
         wall0 = first - 1000;
-        for (size_t i = 0; i < I->nops; i++)
-            I->ops[i].t = I->ops[i].t - first + TRACE_BASE + 1000;
-    }
     gmp_rec_header h;
     memset(&h, 0, sizeof h);
     h.format_version = GMP_FORMAT_VERSION;
@@ -797,8 +1099,7 @@ static void write_trace(imp *I, const char *source, int fd)
         nomem(I);
     } else {
         write_pre(I, t0);
-        for (size_t i = 0; i < I->nops && I->err == GMP_OK; i++)
-            write_op(I, &I->ops[i]);
+        write_ops(I, first);
         if (I->err == GMP_OK) {
             snprintf(I->notice, sizeof I->notice,
                      "imported from a PyTorch memory snapshot%s: %" PRIu64
@@ -869,16 +1170,6 @@ static uint64_t read_limit_file(const char *path)
     return v;
 }
 
-/* "3.1 MiB", "24.0 GiB" */
-static const char *fmt_size(uint64_t b, char *buf, size_t n)
-{
-    if (b >= ((uint64_t)1 << 30))
-        snprintf(buf, n, "%.1f GiB", (double)b / (double)((uint64_t)1 << 30));
-    else
-        snprintf(buf, n, "%.1f MiB", (double)b / (double)((uint64_t)1 << 20));
-    return buf;
-}
-
 uint64_t gmp_import_torch_usable_memory(void)
 {
     uint64_t m = UINT64_MAX;
@@ -899,8 +1190,53 @@ uint64_t gmp_import_torch_usable_memory(void)
     return m;
 }
 
-gmp_err gmp_import_torch_mem(const void *data, size_t n, const char *source, int out_fd,
-                             gmp_import_torch_stats *stats, char *msg, size_t msglen)
+static int on_item(void *ctx, int kind, uint32_t index, const gmp_pkv *item, char *err,
+                   size_t errlen)
+{
+    imp *I = ctx;
+    int rc = kind == GMP_PKS_LIST ? read_segment(I, item) : read_entry(I, (int64_t)index, item);
+    if (rc < 0 || I->err != GMP_OK) {
+        snprintf(err, errlen, "%s", I->msg ? I->msg : "");
+        return 1;
+    }
+    return 0;
+}
+
+static void imp_free(imp *I)
+{
+    if (I->dev) {
+        for (int i = 0; i < GMP_TORCH_MAX_DEVICES; i++) {
+            gmp_omap_free(&I->dev[i].seg_first);
+            gmp_omap_free(&I->dev[i].blk_first);
+            for (chunk *c = I->dev[i].head, *n; c; c = n) {
+                n = c->next;
+                free(c);
+            }
+        }
+    }
+    free(I->dev);
+    free(I->devs_with_ops);
+    free(I->fsegs);
+    free(I->fblks);
+    free(I->pre_segs);
+    free(I->pre_blks);
+    free(I->pre_seg_dev);
+    free(I->pre_blk_dev);
+    for (size_t i = 0; i < I->strs.n; i++)
+        free(I->strs.s[i]);
+    free(I->strs.s);
+    free(I->strs.len);
+    free(I->strs.wid);
+    free(I->frames);
+    free(I->node_parent);
+    free(I->node_frame);
+    free(I->node_wid);
+    gmp_omap_free(&I->trie);
+}
+
+/* Reads the snapshot from fd (a regular file) or data[0..n), then writes the trace. */
+static gmp_err import_any(int fd, const void *data, size_t n, const char *source, int out_fd,
+                          gmp_import_torch_stats *stats, char *msg, size_t msglen)
 {
     imp I;
     memset(&I, 0, sizeof I);
@@ -910,86 +1246,107 @@ gmp_err gmp_import_torch_mem(const void *data, size_t n, const char *source, int
         msg[0] = 0;
     gmp_pickle_limits lim;
     gmp_pickle_limits_default(&lim);
-    /* The parse tree takes several times the file (docs/import.md): up to 1 GiB + 48 bytes per
-     * byte of input, but never more than this process may use, so that a snapshot too large for
-     * the machine fails with a message instead of being killed. Memo entries are bounded by the
-     * input (each needs an opcode) and by the memory bound. */
-    uint64_t want = ((uint64_t)1 << 30) + (n > UINT64_MAX / 64 ? UINT64_MAX / 2 : (uint64_t)n * 48);
-    uint64_t usable = gmp_import_torch_usable_memory(), margin = usable / 8;
-    if (margin > ((uint64_t)64 << 20))
-        margin = (uint64_t)64 << 20; /* the rest of the process: the input, the writer */
-    uint64_t room = usable > n + margin ? usable - n - margin : 0;
-    if (room < want)
-        want = room;
-    lim.max_memory = want > SIZE_MAX ? SIZE_MAX : (size_t)want;
-    if (n > lim.max_memo)
-        lim.max_memo = n;
-    gmp_pickle_value *root = NULL;
-    char perr[256];
-    gmp_err e = gmp_pickle_load_ex(data, n, &lim, &root, perr, sizeof perr);
+    /* The streaming reader holds what is alive (memoized values fetched later, the entry being
+     * read), never the tree: bounded by the memory this process may use, less a margin for the
+     * rest (the ops, the writer), so that a hostile file fails with a message instead of being
+     * killed. Memo indices are bounded by the input (each needs an opcode). */
+    uint64_t usable = gmp_import_torch_usable_memory(), margin = usable / 4;
+    if (margin > ((uint64_t)256 << 20))
+        margin = (uint64_t)256 << 20;
+    uint64_t room = usable > margin ? usable - margin : usable;
+    lim.max_memory = room > SIZE_MAX / 2 ? SIZE_MAX / 2 : (size_t)room;
+    uint64_t size = n;
+    if (fd >= 0) {
+        struct stat sb;
+        size = fstat(fd, &sb) == 0 ? (uint64_t)sb.st_size : 0;
+    }
+    if (size > lim.max_memo)
+        lim.max_memo = size > SIZE_MAX ? SIZE_MAX : (size_t)size;
+    gmp_pkstream *ps = NULL;
+    I.dev = calloc(GMP_TORCH_MAX_DEVICES, sizeof *I.dev);
+    gmp_pkstream_cb cb = {"segments", "device_traces", on_item, &I};
+    if (!I.dev || !(ps = gmp_pkstream_new(&lim, &cb))) {
+        nomem(&I);
+        goto out;
+    }
+    char perr[512];
+    gmp_err e = fd >= 0 ? gmp_pkstream_run_fd(ps, fd, perr, sizeof perr)
+                        : gmp_pkstream_run_mem(ps, data, n, perr, sizeof perr);
     if (e != GMP_OK) {
+        if (gmp_pkstream_stopped_by_consumer(ps) && I.err != GMP_OK)
+            goto out;
+        I.err = GMP_OK;
         if (e == GMP_ERR_LIMIT)
             failf(&I, e, "cannot read this PyTorch memory snapshot within its limits: %s", perr);
+        else if (e == GMP_ERR_IO || e == GMP_ERR_NOMEM)
+            failf(&I, e, "%s", perr);
         else
             failf(&I, e, "not a readable PyTorch memory snapshot: %s", perr);
         goto out;
     }
-    I.dev = calloc(GMP_TORCH_MAX_DEVICES, sizeof *I.dev);
-    if (!I.dev) {
-        nomem(&I);
-        goto out;
-    }
-    const gmp_pickle_value *segs = NULL, *traces = NULL;
-    if (gmp_pickle_type_of(root) == GMP_PK_LIST) {
-        segs = root; /* legacy: a bare list of segments */
-        I.st.legacy = 1;
-    } else if (gmp_pickle_type_of(root) == GMP_PK_DICT) {
-        segs = gmp_pickle_dict_get(root, "segments");
-        traces = gmp_pickle_dict_get(root, "device_traces");
+    const gmp_pkv *root = gmp_pkstream_root(ps);
+    if (root->type == GMP_PK_LIST) {
+        I.st.legacy = 1; /* legacy: a bare list of segments */
+    } else if (root->type == GMP_PK_DICT) {
+        const gmp_pkv *segs = gmp_pkv_dict_get(root, "segments");
+        const gmp_pkv *traces = gmp_pkv_dict_get(root, "device_traces");
         if (!segs) {
             failf(&I, GMP_ERR_FORMAT,
                   "not a PyTorch memory snapshot: a dict without 'segments' (the snapshot of "
                   "torch.cuda.memory._snapshot() has 'segments' and 'device_traces')");
             goto out;
         }
+        if (traces && traces->type != GMP_PK_LIST) {
+            failf(&I, GMP_ERR_FORMAT,
+                  "not a valid PyTorch memory snapshot: 'device_traces' is a %s, expected a list",
+                  gmp_pkv_type_name(traces));
+            goto out;
+        }
+        for (size_t d = 0; traces && d < gmp_pkv_len(traces); d++) {
+            const gmp_pkv *t = gmp_pkv_item(traces, d);
+            if (t && t->type != GMP_PK_LIST) {
+                failf(&I, GMP_ERR_FORMAT,
+                      "not a valid PyTorch memory snapshot: device_traces[%zu] is a %s, expected "
+                      "a list",
+                      d, gmp_pkv_type_name(t));
+                goto out;
+            }
+        }
+        if (segs->type != GMP_PK_LIST) {
+            failf(&I, GMP_ERR_FORMAT,
+                  "not a valid PyTorch memory snapshot: 'segments' is a %s, expected a list",
+                  gmp_pkv_type_name(segs));
+            goto out;
+        }
+        read_overflow(&I, root);
     } else {
         failf(&I, GMP_ERR_FORMAT,
               "not a PyTorch memory snapshot: the pickle holds a %s, expected a dict with "
               "'segments' and 'device_traces' or a list of segments",
-              gmp_pickle_type_name(root));
+              gmp_pkv_type_name(root));
         goto out;
     }
-    if (gmp_pickle_type_of(root) == GMP_PK_DICT)
-        read_overflow(&I, root);
-    if (traces && read_traces(&I, traces) < 0)
-        goto out;
-    if (read_segments(&I, segs) < 0 || pre_from_first_frees(&I, 1) < 0 ||
+    gmp_pkstream_free(ps);
+    ps = NULL;
+    if (pre_from_final(&I) < 0 || pre_from_first_frees(&I, 1) < 0 ||
         pre_from_first_frees(&I, 0) < 0)
         goto out;
-    if (I.nops)
-        qsort(I.ops, I.nops, sizeof *I.ops, cmp_op);
     write_trace(&I, source, out_fd);
     out_fd = -1;
 out:
+    gmp_pkstream_free(ps);
     if (out_fd >= 0)
         close(out_fd);
-    if (I.dev) {
-        for (int i = 0; i < GMP_TORCH_MAX_DEVICES; i++) {
-            gmp_omap_free(&I.dev[i].seg_first);
-            gmp_omap_free(&I.dev[i].blk_first);
-        }
-    }
-    free(I.dev);
-    free(I.ops);
-    free(I.pre_segs);
-    free(I.pre_blks);
-    free(I.pre_seg_dev);
-    free(I.pre_blk_dev);
-    gmp_omap_free(&I.stacks);
-    gmp_pickle_free(root);
+    imp_free(&I);
     if (stats)
         *stats = I.st;
     return I.err;
+}
+
+gmp_err gmp_import_torch_mem(const void *data, size_t n, const char *source, int out_fd,
+                             gmp_import_torch_stats *stats, char *msg, size_t msglen)
+{
+    return import_any(-1, data, n, source, out_fd, stats, msg, msglen);
 }
 
 gmp_err gmp_import_torch(const char *in_path, int out_fd, gmp_import_torch_stats *stats, char *msg,
@@ -999,50 +1356,20 @@ gmp_err gmp_import_torch(const char *in_path, int out_fd, gmp_import_torch_stats
         msg[0] = 0;
     int fd = open(in_path, O_RDONLY | O_CLOEXEC);
     struct stat sb;
-    if (fd < 0 || fstat(fd, &sb) != 0) {
-        snprintf(msg, msglen, "%s", strerror(errno));
+    if (fd < 0 || fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
+        snprintf(msg, msglen, "%s",
+                 fd < 0 || !S_ISREG(sb.st_mode) ? (fd < 0 ? strerror(errno) : "not a regular file")
+                                                : strerror(errno));
         if (fd >= 0)
             close(fd);
         close(out_fd);
         return GMP_ERR_IO;
     }
-    uint64_t usable = gmp_import_torch_usable_memory();
-    if (!S_ISREG(sb.st_mode) || (uint64_t)sb.st_size > usable ||
-        (uint64_t)sb.st_size > SIZE_MAX / 2) {
-        if (!S_ISREG(sb.st_mode))
-            snprintf(msg, msglen, "not a regular file");
-        else {
-            char fb[32], ub[32];
-            snprintf(msg, msglen,
-                     "%s: larger than the memory this process may use (%s); the snapshot reader "
-                     "holds the whole file and its objects in memory",
-                     fmt_size((uint64_t)sb.st_size, fb, sizeof fb),
-                     fmt_size(usable, ub, sizeof ub));
-        }
-        close(fd);
-        close(out_fd);
-        return S_ISREG(sb.st_mode) ? GMP_ERR_LIMIT : GMP_ERR_IO;
-    }
-    size_t n = (size_t)sb.st_size;
-    unsigned char *buf = malloc(n ? n : 1);
-    if (!buf) {
-        snprintf(msg, msglen, "out of memory");
-        close(fd);
-        close(out_fd);
-        return GMP_ERR_NOMEM;
-    }
-    size_t got = 0;
-    while (got < n) {
-        ssize_t k = read(fd, buf + got, n - got);
-        if (k < 0 && errno == EINTR)
-            continue;
-        if (k <= 0)
-            break;
-        got += (size_t)k;
-    }
+#ifdef POSIX_FADV_SEQUENTIAL
+    (void)posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
+#endif
+    gmp_err e = import_any(fd, NULL, 0, in_path, out_fd, stats, msg, msglen);
     close(fd);
-    gmp_err e = gmp_import_torch_mem(buf, got, in_path, out_fd, stats, msg, msglen);
-    free(buf);
     return e;
 }
 

@@ -438,7 +438,7 @@ static int memo_get(parser *P, uint64_t key)
 
 /* ---- opcodes refused ---- */
 
-static const char *refused_name(unsigned op, const char **why)
+const char *gmp_pickle_refused_name(unsigned op, const char **why)
 {
     static const char call[] = "would look up or call a Python object: refused";
     static const char type[] = "builds a type these files do not use: not accepted";
@@ -674,7 +674,7 @@ static int step(parser *P, int *stop)
     case 'h': /* BINGET */ return (b = take(P, 1)) ? memo_get(P, b[0]) : -1;
     case 'j': /* LONG_BINGET */ return (b = take(P, 4)) ? memo_get(P, le(b, 4)) : -1;
     default: {
-        const char *why, *name = refused_name(op, &why);
+        const char *why, *name = gmp_pickle_refused_name(op, &why);
         if (name)
             return fail(P, GMP_ERR_FORMAT, "opcode %s (0x%02x) %s", name, op, why), -1;
         return fail(P, GMP_ERR_FORMAT, "unknown opcode 0x%02x", op), -1;

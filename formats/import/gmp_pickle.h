@@ -82,4 +82,9 @@ const gmp_pickle_value *gmp_pickle_dict_at(const gmp_pickle_value *v, size_t i,
 /* DICT: the value of string key; NULL when absent or v is not a dict. */
 const gmp_pickle_value *gmp_pickle_dict_get(const gmp_pickle_value *v, const char *key);
 
+/* The name of an opcode that is refused (GLOBAL, EMPTY_SET, INT, ...) and in *why the reason
+ * ("would look up or call a Python object: refused"); NULL for an opcode accepted or unknown.
+ * Shared with the streaming reader (gmp_pickle_stream.h). */
+const char *gmp_pickle_refused_name(unsigned op, const char **why);
+
 #endif

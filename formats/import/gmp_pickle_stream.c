@@ -1,0 +1,1479 @@
+/* gmp_pickle_stream: the streaming pickle reader. See gmp_pickle_stream.h and docs/pickle.md.
+ *
+ * Two passes over the input. The first (scan) decodes only opcode lengths and the memo: for each
+ * memo index it counts the fetches (GET) that follow its definition, saturating at 127 ("keep for
+ * ever"); it stops quietly at the first fault, which the second pass then reports with its
+ * offset. The second pass (parse) follows CPython's Unpickler for the opcodes gmp_pickle accepts:
+ * a stack of values split by MARKs; values are reference counted (stack slots, container items,
+ * memo slots each hold one); the memo keeps only the indices the scan saw fetched, in a dense
+ * array addressed through a rank over a bitmap of those indices, and drops each after its last
+ * fetch. Streamed lists hand over their items and keep only their count. */
+#include "gmp_pickle_stream.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define MAX_ITEMS (UINT32_MAX / 2)
+#define INBUF (1u << 20)
+#define KEEP 0x7f /* a fetch count that is never decremented */
+
+enum { R_NONE = 0, R_ROOT, R_SEGS, R_TRACES, R_DEV };
+#define F_ATTACHED 1u /* a role object stored where it was predicted */
+#define F_SEGS_SET 2u /* root: list_key set */
+#define F_TRACES_SET 4u
+
+typedef struct freelist {
+    void *head;
+} freelist;
+
+struct gmp_pkstream {
+    gmp_pickle_limits lim;
+    gmp_pkstream_cb cb;
+    /* input */
+    int fd;
+    const unsigned char *data; /* the input in memory (fd < 0) */
+    unsigned char *buf;
+    size_t bufcap;
+    const unsigned char *start, *p, *end; /* window: start is at file offset base */
+    uint64_t base, size;
+    size_t op_off;
+    /* scan */
+    uint8_t *cnt; /* per memo index: bit 7 defined, bits 0-6 fetches (KEEP: many) */
+    size_t cnt_len, cnt_cap;
+    /* parse: memo */
+    uint64_t *refbits; /* bit i: index i is fetched at least once */
+    uint32_t *rank;    /* per 64-bit word: fetched indices before it */
+    size_t nwords;
+    gmp_pkv *slots;    /* per fetched index, in index order */
+    uint8_t *left;     /* fetches left */
+    uint64_t *defined; /* bit i: index i defined so far (for MEMOIZE's len(memo)) */
+    size_t ndefined;
+    /* parse: stacks */
+    gmp_pkv *stack;
+    size_t sn, scap;
+    size_t *marks;
+    size_t mn, mcap;
+    /* values */
+    freelist objs, arrs[5]; /* arrays of 4, 8, 16, 32, 64 values */
+    size_t mem, peak;
+    gmp_pkobj *root; /* the claimed root (a reference is held) */
+    size_t roles_pending;
+    gmp_pkv result;
+    int done, consumer_stop;
+    /* errors */
+    char *err;
+    size_t errlen;
+    gmp_err code;
+};
+
+__attribute__((format(printf, 3, 4))) static int fail(gmp_pkstream *P, gmp_err code,
+                                                      const char *fmt, ...)
+{
+    if (P->code != GMP_OK)
+        return -1;
+    P->code = code;
+    if (P->err && P->errlen) {
+        int k = snprintf(P->err, P->errlen, "pickle: offset %zu: ", P->op_off);
+        if (k >= 0 && (size_t)k < P->errlen) {
+            va_list ap;
+            va_start(ap, fmt);
+            vsnprintf(P->err + k, P->errlen - (size_t)k, fmt, ap);
+            va_end(ap);
+        }
+    }
+    return -1;
+}
+
+/* ---- memory ---- */
+
+static int charge(gmp_pkstream *P, size_t add)
+{
+    if (add > P->lim.max_memory || P->mem > P->lim.max_memory - add)
+        return fail(P, GMP_ERR_LIMIT, "more than %zu bytes of memory needed (limit)",
+                    P->lim.max_memory);
+    P->mem += add;
+    if (P->mem > P->peak)
+        P->peak = P->mem;
+    return 0;
+}
+
+static void uncharge(gmp_pkstream *P, size_t n)
+{
+    P->mem -= n < P->mem ? n : P->mem;
+}
+
+static void *xalloc(gmp_pkstream *P, size_t n)
+{
+    if (charge(P, n) < 0)
+        return NULL;
+    void *r = malloc(n ? n : 1);
+    if (!r) {
+        uncharge(P, n);
+        fail(P, GMP_ERR_NOMEM, "out of memory");
+    }
+    return r;
+}
+
+static void xfree(gmp_pkstream *P, void *p, size_t n)
+{
+    if (p) {
+        free(p);
+        uncharge(P, n);
+    }
+}
+
+static void *fl_get(gmp_pkstream *P, freelist *f, size_t size)
+{
+    if (f->head) {
+        void *r = f->head;
+        f->head = *(void **)r;
+        if (charge(P, size) < 0) {
+            *(void **)r = f->head;
+            f->head = r;
+            return NULL;
+        }
+        return r;
+    }
+    return xalloc(P, size);
+}
+
+static void fl_put(gmp_pkstream *P, freelist *f, void *p, size_t size)
+{
+    *(void **)p = f->head;
+    f->head = p;
+    uncharge(P, size);
+}
+
+static void fl_free(freelist *f)
+{
+    while (f->head) {
+        void *n = *(void **)f->head;
+        free(f->head);
+        f->head = n;
+    }
+}
+
+static int arr_class(size_t cap)
+{
+    for (int c = 0; c < 5; c++)
+        if (cap == (size_t)4 << c)
+            return c;
+    return -1;
+}
+
+static gmp_pkv *arr_alloc(gmp_pkstream *P, size_t cap)
+{
+    int c = arr_class(cap);
+    if (cap > SIZE_MAX / sizeof(gmp_pkv)) {
+        fail(P, GMP_ERR_LIMIT, "too many values");
+        return NULL;
+    }
+    return c >= 0 ? fl_get(P, &P->arrs[c], cap * sizeof(gmp_pkv))
+                  : xalloc(P, cap * sizeof(gmp_pkv));
+}
+
+static void arr_free(gmp_pkstream *P, gmp_pkv *a, size_t cap)
+{
+    if (!a)
+        return;
+    int c = arr_class(cap);
+    if (c >= 0)
+        fl_put(P, &P->arrs[c], a, cap * sizeof(gmp_pkv));
+    else
+        xfree(P, a, cap * sizeof(gmp_pkv));
+}
+
+static gmp_pkobj *obj_new(gmp_pkstream *P, uint8_t type)
+{
+    gmp_pkobj *o = fl_get(P, &P->objs, sizeof *o);
+    if (!o)
+        return NULL;
+    memset(o, 0, sizeof *o);
+    o->type = type;
+    o->refs = 1;
+    return o;
+}
+
+static void unref(gmp_pkstream *P, const gmp_pkv *v);
+
+static void obj_free(gmp_pkstream *P, gmp_pkobj *o)
+{
+    if (o->type == GMP_PK_STR || o->type == GMP_PK_BYTES) {
+        xfree(P, o->d.s, (size_t)o->n + 1);
+    } else {
+        size_t k = o->type == GMP_PK_DICT ? 2 * (size_t)o->n : o->n;
+        if (!o->d.items) /* a streamed list: its items were passed on */
+            k = 0;
+        for (size_t i = 0; i < k; i++)
+            unref(P, &o->d.items[i]);
+        arr_free(P, o->d.items, o->type == GMP_PK_DICT ? 2 * (size_t)o->cap : o->cap);
+    }
+    if (o->pred_key) {
+        gmp_pkv kv = {.type = GMP_PK_STR, .v.o = o->pred_key};
+        unref(P, &kv);
+    }
+    fl_put(P, &P->objs, o, sizeof *o);
+}
+
+static int is_obj(const gmp_pkv *v)
+{
+    return v->type >= GMP_PK_STR;
+}
+
+static void ref(const gmp_pkv *v)
+{
+    if (is_obj(v))
+        v->v.o->refs++;
+}
+
+static void unref(gmp_pkstream *P, const gmp_pkv *v)
+{
+    if (is_obj(v) && --v->v.o->refs == 0)
+        obj_free(P, v->v.o);
+}
+
+/* ---- input ---- */
+
+/* Makes at least k bytes available at p; -1 (truncated, or an I/O error) when the input has
+ * fewer. */
+static int fill(gmp_pkstream *P, size_t k)
+{
+    if ((size_t)(P->end - P->p) >= k)
+        return 0;
+    if (P->fd < 0)
+        return -1;
+    uint64_t off = P->base + (uint64_t)(P->p - P->start);
+    if (k > P->size - off)
+        return -1;
+    size_t have = (size_t)(P->end - P->p);
+    if (k > P->bufcap) {
+        size_t nc = P->bufcap;
+        while (nc < k)
+            nc *= 2;
+        if (charge(P, nc - P->bufcap) < 0)
+            return -1;
+        unsigned char *nb = malloc(nc);
+        if (!nb) {
+            uncharge(P, nc - P->bufcap);
+            return fail(P, GMP_ERR_NOMEM, "out of memory");
+        }
+        memcpy(nb, P->p, have);
+        free(P->buf);
+        P->buf = nb;
+        P->bufcap = nc;
+    } else if (have) {
+        memmove(P->buf, P->p, have);
+    }
+    P->start = P->p = P->buf;
+    P->end = P->buf + have;
+    P->base = off;
+    while ((size_t)(P->end - P->p) < k) {
+        size_t room = P->bufcap - (size_t)(P->end - P->buf);
+        ssize_t r = pread(P->fd, (void *)P->end, room, (off_t)(off + (uint64_t)(P->end - P->p)));
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0)
+            return fail(P, GMP_ERR_IO, "cannot read the input: %s", strerror(errno));
+        if (r == 0)
+            return -1;
+        P->end += r;
+    }
+    return 0;
+}
+
+static void input_reset(gmp_pkstream *P)
+{
+    if (P->fd >= 0) {
+        P->start = P->p = P->end = P->buf;
+    } else {
+        P->start = P->p = P->data;
+        P->end = P->data + P->size;
+    }
+    P->base = 0;
+}
+
+static size_t offset(const gmp_pkstream *P)
+{
+    return (size_t)(P->base + (uint64_t)(P->p - P->start));
+}
+
+static uint64_t le(const unsigned char *b, size_t n)
+{
+    uint64_t v = 0;
+    for (size_t i = n; i-- > 0;)
+        v = (v << 8) | b[i];
+    return v;
+}
+
+static uint64_t left_in_input(const gmp_pkstream *P)
+{
+    return P->size - offset(P);
+}
+
+/* ---- pass 1: count the fetches of each memo index ---- */
+
+static int cnt_at(gmp_pkstream *P, uint64_t k, uint8_t **out)
+{
+    if (k >= P->lim.max_memo)
+        return -1;
+    if (k >= P->cnt_len) {
+        if (k >= P->cnt_cap) {
+            size_t nc = P->cnt_cap ? P->cnt_cap : 4096;
+            while (nc <= k)
+                nc *= 2;
+            if (charge(P, nc - P->cnt_cap) < 0)
+                return -1;
+            uint8_t *n = realloc(P->cnt, nc);
+            if (!n)
+                return fail(P, GMP_ERR_NOMEM, "out of memory");
+            P->cnt = n;
+            P->cnt_cap = nc;
+        }
+        memset(P->cnt + P->cnt_len, 0, (size_t)k + 1 - P->cnt_len);
+        P->cnt_len = (size_t)k + 1;
+    }
+    *out = &P->cnt[k];
+    return 0;
+}
+
+/* Skips an argument of w length bytes then that many bytes; -1 when it runs past the end. */
+static int skip_len(gmp_pkstream *P, size_t w)
+{
+    if (fill(P, w) < 0)
+        return -1;
+    uint64_t n = le(P->p, w);
+    P->p += w;
+    if (n > left_in_input(P) || n >= UINT32_MAX)
+        return -1;
+    while (n) {
+        size_t have = (size_t)(P->end - P->p);
+        if (!have) {
+            if (fill(P, 1) < 0)
+                return -1;
+            have = (size_t)(P->end - P->p);
+        }
+        size_t k = have < n ? have : (size_t)n;
+        P->p += k;
+        n -= k;
+    }
+    return 0;
+}
+
+static void scan(gmp_pkstream *P)
+{
+    uint64_t ndef = 0;
+    int first = 1;
+    for (;;) {
+        if (fill(P, 1) < 0)
+            return;
+        unsigned op = *P->p++;
+        if (first && op != 0x80)
+            return;
+        first = 0;
+        size_t w = 0;
+        uint64_t key;
+        uint8_t *c = NULL;
+        switch (op) {
+        case '.': return;
+        case '(':
+        case '0':
+        case '1':
+        case '2':
+        case 'N':
+        case 0x88:
+        case 0x89:
+        case ']':
+        case '}':
+        case ')':
+        case 'a':
+        case 'e':
+        case 'l':
+        case 't':
+        case 0x85:
+        case 0x86:
+        case 0x87:
+        case 'd':
+        case 's':
+        case 'u': continue;
+        case 0x80: w = 1; break;
+        case 0x95:
+            if (fill(P, 8) < 0 || le(P->p, 8) > left_in_input(P) - 8)
+                return;
+            P->p += 8;
+            continue;
+        case 'J': w = 4; break;
+        case 'K': w = 1; break;
+        case 'M': w = 2; break;
+        case 'G': w = 8; break;
+        case 0x8a:
+        case 0x8c:
+        case 'C':
+            if (skip_len(P, 1) < 0)
+                return;
+            continue;
+        case 0x8b:
+            if (fill(P, 4) < 0 || (P->p[3] & 0x80))
+                return;
+            if (skip_len(P, 4) < 0)
+                return;
+            continue;
+        case 'X':
+        case 'B':
+            if (skip_len(P, 4) < 0)
+                return;
+            continue;
+        case 0x8d:
+        case 0x8e:
+            if (skip_len(P, 8) < 0)
+                return;
+            continue;
+        case 0x94: /* MEMOIZE */
+        case 'q':
+        case 'r':
+            if (op == 0x94) {
+                key = ndef;
+            } else {
+                w = op == 'q' ? 1 : 4;
+                if (fill(P, w) < 0)
+                    return;
+                key = le(P->p, w);
+                P->p += w;
+            }
+            if (cnt_at(P, key, &c) < 0)
+                return;
+            if (!(*c & 0x80)) {
+                *c |= 0x80;
+                ndef++;
+            }
+            continue;
+        case 'h':
+        case 'j':
+            w = op == 'h' ? 1 : 4;
+            if (fill(P, w) < 0)
+                return;
+            key = le(P->p, w);
+            P->p += w;
+            if (key >= P->cnt_len || !(P->cnt[key] & 0x80))
+                return;
+            if ((P->cnt[key] & KEEP) != KEEP)
+                P->cnt[key]++;
+            continue;
+        default: return; /* refused or unknown: the parse says which */
+        }
+        if (fill(P, w) < 0)
+            return;
+        P->p += w;
+    }
+}
+
+/* The memo of the parse: a dense slot per fetched index. */
+static int memo_prepare(gmp_pkstream *P)
+{
+    P->nwords = (P->cnt_len + 63) / 64;
+    size_t nref = 0;
+    for (size_t i = 0; i < P->cnt_len; i++)
+        nref += (P->cnt[i] & KEEP) != 0;
+    size_t bytes =
+        P->nwords * (2 * sizeof(uint64_t) + sizeof(uint32_t)) + nref * (sizeof(gmp_pkv) + 1);
+    if (charge(P, bytes) < 0)
+        return -1;
+    P->refbits = calloc(P->nwords ? P->nwords : 1, sizeof *P->refbits);
+    P->defined = calloc(P->nwords ? P->nwords : 1, sizeof *P->defined);
+    P->rank = calloc(P->nwords ? P->nwords : 1, sizeof *P->rank);
+    P->slots = calloc(nref ? nref : 1, sizeof *P->slots);
+    P->left = calloc(nref ? nref : 1, 1);
+    if (!P->refbits || !P->defined || !P->rank || !P->slots || !P->left)
+        return fail(P, GMP_ERR_NOMEM, "out of memory");
+    size_t r = 0;
+    for (size_t w = 0; w < P->nwords; w++) {
+        P->rank[w] = (uint32_t)r;
+        for (size_t b = 0; b < 64 && w * 64 + b < P->cnt_len; b++) {
+            uint8_t c = P->cnt[w * 64 + b] & KEEP;
+            if (c) {
+                P->refbits[w] |= (uint64_t)1 << b;
+                P->left[r++] = c;
+            }
+        }
+    }
+    free(P->cnt);
+    uncharge(P, P->cnt_cap);
+    P->cnt = NULL;
+    P->cnt_cap = 0;
+    return 0;
+}
+
+/* The slot of index k, or -1 when k is never fetched. */
+static long slot_of(const gmp_pkstream *P, uint64_t k)
+{
+    if (k >= (uint64_t)P->nwords * 64)
+        return -1;
+    size_t w = (size_t)(k >> 6);
+    uint64_t bit = (uint64_t)1 << (k & 63);
+    if (!(P->refbits[w] & bit))
+        return -1;
+    return (long)(P->rank[w] + (uint32_t)__builtin_popcountll(P->refbits[w] & (bit - 1)));
+}
+
+/* ---- parse ---- */
+
+static int push(gmp_pkstream *P, gmp_pkv v)
+{
+    if (P->sn == P->scap) {
+        size_t nc = P->scap ? P->scap * 2 : 64;
+        if (charge(P, (nc - P->scap) * sizeof *P->stack) < 0) {
+            unref(P, &v);
+            return -1;
+        }
+        gmp_pkv *n = realloc(P->stack, nc * sizeof *n);
+        if (!n) {
+            unref(P, &v);
+            return fail(P, GMP_ERR_NOMEM, "out of memory");
+        }
+        P->stack = n;
+        P->scap = nc;
+    }
+    P->stack[P->sn++] = v;
+    return 0;
+}
+
+static size_t mark_base(const gmp_pkstream *P)
+{
+    return P->mn ? P->marks[P->mn - 1] : 0;
+}
+
+static int pop_mark(gmp_pkstream *P, size_t *first)
+{
+    if (!P->mn)
+        return fail(P, GMP_ERR_FORMAT, "no MARK on the stack");
+    *first = P->marks[--P->mn];
+    return 0;
+}
+
+static const char *tname(const gmp_pkv *v)
+{
+    return gmp_pkv_type_name(v);
+}
+
+static int str_eq_obj(const gmp_pkobj *o, const char *s)
+{
+    size_t n = strlen(s);
+    return o && o->type == GMP_PK_STR && o->n == n && memcmp(o->d.s, s, n) == 0;
+}
+
+/* The role of a list about to be pushed at stack index j, predicted from what is below it. */
+static void predict(gmp_pkstream *P, gmp_pkobj *o)
+{
+    size_t j = P->sn;
+    if (j == 0 && P->mn == 0) {
+        if (!P->root) {
+            o->role = R_ROOT;
+            o->refs++;
+            P->root = o;
+        }
+        return;
+    }
+    gmp_pkobj *parent = NULL, *key = NULL;
+    size_t index = 0;
+    size_t m = mark_base(P);
+    if (P->mn && m >= 1 && m <= j && is_obj(&P->stack[m - 1])) {
+        gmp_pkobj *c = P->stack[m - 1].v.o;
+        if (c->type == GMP_PK_LIST) {
+            parent = c;
+            index = (size_t)c->n + (j - m);
+        } else if (c->type == GMP_PK_DICT && ((j - m) & 1) && is_obj(&P->stack[j - 1])) {
+            parent = c;
+            key = P->stack[j - 1].v.o;
+        }
+    }
+    if (!parent && j >= 1 && j - 1 >= m && is_obj(&P->stack[j - 1])) {
+        gmp_pkobj *q = P->stack[j - 1].v.o;
+        if (q->type == GMP_PK_LIST) {
+            parent = q;
+            index = q->n;
+        } else if (q->type == GMP_PK_STR && j >= 2 && j - 2 >= m && is_obj(&P->stack[j - 2]) &&
+                   P->stack[j - 2].v.o->type == GMP_PK_DICT) {
+            parent = P->stack[j - 2].v.o;
+            key = q;
+        }
+    }
+    if (!parent)
+        return;
+    uint8_t role = R_NONE;
+    if (parent->role == R_ROOT && parent->type == GMP_PK_DICT && key) {
+        if (P->cb.list_key && str_eq_obj(key, P->cb.list_key))
+            role = R_SEGS;
+        else if (P->cb.lists_key && str_eq_obj(key, P->cb.lists_key))
+            role = R_TRACES;
+    } else if (parent->role == R_TRACES && !key && index <= UINT32_MAX) {
+        role = R_DEV;
+    }
+    if (role == R_NONE)
+        return;
+    o->role = role;
+    o->pred_parent = parent;
+    o->role_index = (uint32_t)index;
+    if (key) {
+        key->refs++;
+        o->pred_key = key;
+    }
+    P->roles_pending++;
+}
+
+static int streams(const gmp_pkobj *c)
+{
+    return c->role == R_SEGS || c->role == R_DEV || (c->role == R_ROOT && c->type == GMP_PK_LIST);
+}
+
+/* Checks that child (a value about to be stored in parent, under key or at index) may be: it is
+ * sealed, the nesting bound holds, and a streamed list goes where it was predicted. */
+static int attach(gmp_pkstream *P, gmp_pkobj *parent, const gmp_pkv *child, const gmp_pkv *key,
+                  size_t index)
+{
+    uint32_t h = 1;
+    if (is_obj(child)) {
+        gmp_pkobj *c = child->v.o;
+        if (c == parent)
+            return fail(P, GMP_ERR_FORMAT, "a %s contains itself", tname(child));
+        c->sealed = 1;
+        h = c->height + 1;
+        if (c->role && c->role != R_ROOT) {
+            int ok = !(c->flags & F_ATTACHED) && c->pred_parent == parent;
+            if (ok && c->pred_key)
+                ok = key && is_obj(key) && key->v.o->type == GMP_PK_STR &&
+                     key->v.o->n == c->pred_key->n &&
+                     memcmp(key->v.o->d.s, c->pred_key->d.s, c->pred_key->n) == 0;
+            else if (ok)
+                ok = !key && index == c->role_index;
+            if (!ok)
+                return fail(P, GMP_ERR_FORMAT,
+                            "a list whose items were read as they came is stored elsewhere than "
+                            "its place in the stack said (a pickle shaped unlike a snapshot)");
+            c->flags |= F_ATTACHED;
+            P->roles_pending--;
+        } else if (c->role == R_ROOT) {
+            return fail(P, GMP_ERR_FORMAT, "the first value of the pickle is stored in another");
+        }
+    }
+    if (h > parent->height) {
+        parent->height = h;
+        if (h > P->lim.max_depth)
+            return fail(P, GMP_ERR_LIMIT, "containers nested deeper than %zu", P->lim.max_depth);
+    }
+    if (parent->role == R_ROOT && parent->type == GMP_PK_DICT && key && is_obj(key)) {
+        unsigned f = P->cb.list_key && str_eq_obj(key->v.o, P->cb.list_key)     ? F_SEGS_SET
+                     : P->cb.lists_key && str_eq_obj(key->v.o, P->cb.lists_key) ? F_TRACES_SET
+                                                                                : 0;
+        if (f && (parent->flags & f))
+            return fail(P, GMP_ERR_FORMAT, "the key '%s' is set twice", key->v.o->d.s);
+        parent->flags |= (uint8_t)f;
+    }
+    return 0;
+}
+
+static int modifiable(gmp_pkstream *P, const gmp_pkobj *c)
+{
+    if (c->sealed)
+        return fail(P, GMP_ERR_FORMAT,
+                    "a %s is changed after it was stored in another container (not accepted: "
+                    "the streaming reader takes each value as complete once stored)",
+                    c->type == GMP_PK_DICT ? "dict" : "list");
+    return 0;
+}
+
+/* Hands a streamed item to the consumer (which gets it complete), then drops it. */
+static int deliver(gmp_pkstream *P, gmp_pkobj *list, gmp_pkv *item)
+{
+    if (attach(P, list, item, NULL, list->n) < 0) {
+        unref(P, item);
+        return -1;
+    }
+    if (list->n >= MAX_ITEMS) {
+        unref(P, item);
+        return fail(P, GMP_ERR_LIMIT, "container with more than %u entries", (unsigned)MAX_ITEMS);
+    }
+    list->n++;
+    int rc = 0;
+    if (P->cb.item) {
+        char msg[512];
+        msg[0] = 0;
+        int kind = list->role == R_DEV ? GMP_PKS_LISTS : GMP_PKS_LIST;
+        if (P->cb.item(P->cb.ctx, kind, list->role_index, item, msg, sizeof msg) != 0) {
+            if (P->code == GMP_OK) {
+                P->code = GMP_ERR_FORMAT;
+                P->consumer_stop = 1;
+                if (P->err && P->errlen)
+                    snprintf(P->err, P->errlen, "%s", msg);
+            }
+            rc = -1;
+        }
+    }
+    unref(P, item);
+    return rc;
+}
+
+static int reserve(gmp_pkstream *P, gmp_pkobj *c, size_t add)
+{
+    size_t per = c->type == GMP_PK_DICT ? 2 : 1;
+    if (add > MAX_ITEMS || c->n + add > MAX_ITEMS)
+        return fail(P, GMP_ERR_LIMIT, "container with more than %u entries", (unsigned)MAX_ITEMS);
+    size_t need = c->n + add;
+    if (need <= c->cap)
+        return 0;
+    size_t nc = c->cap ? c->cap : 4;
+    while (nc < need)
+        nc *= 2;
+    if (nc > MAX_ITEMS)
+        nc = MAX_ITEMS;
+    gmp_pkv *ni = arr_alloc(P, nc * per);
+    if (!ni)
+        return -1;
+    if (c->n)
+        memcpy(ni, c->d.items, (size_t)c->n * per * sizeof *ni);
+    arr_free(P, c->d.items, (size_t)c->cap * per);
+    c->d.items = ni;
+    c->cap = (uint32_t)nc;
+    return 0;
+}
+
+/* Appends stack[first..sn) to the list c (the values move: their references with them). */
+static int append_items(gmp_pkstream *P, gmp_pkobj *c, size_t first)
+{
+    size_t n = P->sn - first;
+    if (streams(c)) {
+        for (size_t i = first; i < P->sn; i++) {
+            gmp_pkv it = P->stack[i];
+            P->stack[i].type = GMP_PK_NONE;
+            if (deliver(P, c, &it) < 0)
+                return -1;
+        }
+        P->sn = first;
+        return 0;
+    }
+    if (reserve(P, c, n) < 0)
+        return -1;
+    for (size_t i = first; i < P->sn; i++) {
+        if (attach(P, c, &P->stack[i], NULL, c->n) < 0)
+            return -1;
+        c->d.items[c->n++] = P->stack[i];
+        P->stack[i].type = GMP_PK_NONE;
+    }
+    P->sn = first;
+    return 0;
+}
+
+static int is_scalar(const gmp_pkv *k)
+{
+    return k->type <= GMP_PK_BYTES;
+}
+
+static int check_key(gmp_pkstream *P, const gmp_pkv *k)
+{
+    if (is_scalar(k))
+        return 0;
+    if (k->type == GMP_PK_TUPLE) {
+        for (uint32_t i = 0; i < k->v.o->n; i++)
+            if (!is_scalar(&k->v.o->d.items[i]))
+                goto bad;
+        return 0;
+    }
+bad:
+    return fail(P, GMP_ERR_FORMAT, "dict key of type %s not accepted", tname(k));
+}
+
+/* Sets pairs stack[first..sn) in the dict c. */
+static int set_items(gmp_pkstream *P, gmp_pkobj *c, size_t first)
+{
+    size_t n = P->sn - first;
+    if (n % 2)
+        return fail(P, GMP_ERR_FORMAT, "SETITEMS with an odd number of items");
+    if (reserve(P, c, n / 2) < 0)
+        return -1;
+    for (size_t i = first; i < P->sn; i += 2) {
+        if (check_key(P, &P->stack[i]) < 0 || attach(P, c, &P->stack[i], NULL, 0) < 0 ||
+            attach(P, c, &P->stack[i + 1], &P->stack[i], 0) < 0)
+            return -1;
+        c->d.items[2 * (size_t)c->n] = P->stack[i];
+        c->d.items[2 * (size_t)c->n + 1] = P->stack[i + 1];
+        c->n++;
+        P->stack[i].type = P->stack[i + 1].type = GMP_PK_NONE;
+    }
+    P->sn = first;
+    return 0;
+}
+
+static void drop_from(gmp_pkstream *P, size_t first)
+{
+    while (P->sn > first)
+        unref(P, &P->stack[--P->sn]);
+}
+
+/* A new LIST or TUPLE from stack[first..sn). */
+static int build_seq(gmp_pkstream *P, uint8_t t, size_t first)
+{
+    gmp_pkobj *c = obj_new(P, t);
+    if (!c)
+        return -1;
+    gmp_pkv v = {.type = t, .v.o = c};
+    if (t == GMP_PK_LIST)
+        predict(P, c); /* before the items are counted: the list's place is at first */
+    size_t n = P->sn - first;
+    if (t == GMP_PK_LIST && streams(c)) {
+        int rc = append_items(P, c, first);
+        if (rc < 0) {
+            unref(P, &v);
+            return -1;
+        }
+        return push(P, v);
+    }
+    if (n) {
+        if (reserve(P, c, n) < 0) {
+            unref(P, &v);
+            return -1;
+        }
+        for (size_t i = first; i < P->sn; i++) {
+            if (attach(P, c, &P->stack[i], NULL, c->n) < 0) {
+                unref(P, &v);
+                return -1;
+            }
+            c->d.items[c->n++] = P->stack[i];
+            P->stack[i].type = GMP_PK_NONE;
+        }
+    }
+    P->sn = first;
+    return push(P, v);
+}
+
+static int take(gmp_pkstream *P, size_t n, const unsigned char **b)
+{
+    if (fill(P, n) < 0) {
+        if (P->code == GMP_OK)
+            fail(P, GMP_ERR_TRUNCATED, "input ends inside an opcode's argument");
+        return -1;
+    }
+    *b = P->p;
+    P->p += n;
+    return 0;
+}
+
+static int take_len(gmp_pkstream *P, size_t w, size_t *len)
+{
+    const unsigned char *b;
+    if (take(P, w, &b) < 0)
+        return -1;
+    uint64_t n = le(b, w);
+    if (n > left_in_input(P))
+        return fail(P, GMP_ERR_TRUNCATED, "length %llu runs past the end of the input",
+                    (unsigned long long)n);
+    if (n >= UINT32_MAX)
+        return fail(P, GMP_ERR_LIMIT, "string of %llu bytes (limit 4 GiB)", (unsigned long long)n);
+    *len = (size_t)n;
+    return 0;
+}
+
+static int push_int(gmp_pkstream *P, int64_t i)
+{
+    gmp_pkv v = {.type = GMP_PK_INT, .v.i = i};
+    return push(P, v);
+}
+
+static int push_long(gmp_pkstream *P, const unsigned char *b, size_t n)
+{
+    gmp_pkv v = {.type = GMP_PK_INT};
+    if (n == 0)
+        return push(P, v);
+    int neg = (b[n - 1] & 0x80) != 0;
+    if (n > 8) {
+        for (size_t i = 8; i < n; i++)
+            if (b[i] != (neg ? 0xff : 0x00))
+                goto range;
+        if (neg && !(b[7] & 0x80))
+            goto range;
+    }
+    size_t m = n < 8 ? n : 8;
+    uint64_t u = le(b, m);
+    if (neg) {
+        if (m < 8)
+            u |= ~(uint64_t)0 << (8 * m);
+        v.v.i = (int64_t)u;
+    } else if (u > (uint64_t)INT64_MAX) {
+        v.big = 1;
+        v.v.u = u;
+    } else {
+        v.v.i = (int64_t)u;
+    }
+    return push(P, v);
+range:
+    return fail(P, GMP_ERR_FORMAT, "integer outside [-2^63, 2^64)");
+}
+
+static int push_bytes(gmp_pkstream *P, uint8_t t, size_t len)
+{
+    const unsigned char *b;
+    if (take(P, len, &b) < 0)
+        return -1;
+    gmp_pkobj *o = obj_new(P, t);
+    if (!o)
+        return -1;
+    o->d.s = xalloc(P, len + 1);
+    if (!o->d.s) {
+        fl_put(P, &P->objs, o, sizeof *o);
+        return -1;
+    }
+    memcpy(o->d.s, b, len);
+    o->d.s[len] = 0;
+    o->n = (uint32_t)len;
+    gmp_pkv v = {.type = t, .v.o = o};
+    return push(P, v);
+}
+
+static int memo_put(gmp_pkstream *P, uint64_t key)
+{
+    if (P->sn <= mark_base(P))
+        return fail(P, GMP_ERR_FORMAT, "stack underflow");
+    if (key >= P->lim.max_memo)
+        return fail(P, GMP_ERR_LIMIT, "memo index %llu (limit %zu)", (unsigned long long)key,
+                    P->lim.max_memo);
+    if (key < (uint64_t)P->nwords * 64) {
+        uint64_t bit = (uint64_t)1 << (key & 63);
+        if (!(P->defined[key >> 6] & bit)) {
+            P->defined[key >> 6] |= bit;
+            P->ndefined++;
+        }
+    } else {
+        P->ndefined++; /* never fetched (the scan stopped before): only its count matters */
+    }
+    long s = slot_of(P, key);
+    if (s < 0 || !P->left[s])
+        return 0; /* never fetched again: not kept */
+    gmp_pkv *top = &P->stack[P->sn - 1];
+    ref(top);
+    unref(P, &P->slots[s]);
+    P->slots[s] = *top;
+    return 0;
+}
+
+static int memo_get(gmp_pkstream *P, uint64_t key)
+{
+    long s = slot_of(P, key);
+    if (key >= (uint64_t)P->nwords * 64 || !(P->defined[key >> 6] & ((uint64_t)1 << (key & 63))) ||
+        s < 0)
+        return fail(P, GMP_ERR_FORMAT, "memo key %llu not defined", (unsigned long long)key);
+    gmp_pkv v = P->slots[s];
+    if (P->left[s] != KEEP && --P->left[s] == 0) {
+        P->slots[s].type = GMP_PK_NONE; /* the last fetch: the memo's reference moves */
+        return push(P, v);
+    }
+    ref(&v);
+    return push(P, v);
+}
+
+static int step(gmp_pkstream *P)
+{
+    P->op_off = offset(P);
+    if (fill(P, 1) < 0) {
+        if (P->code == GMP_OK)
+            fail(P, GMP_ERR_TRUNCATED, "input ends before STOP");
+        return -1;
+    }
+    unsigned op = *P->p++;
+    const unsigned char *b;
+    size_t len = 0, first = 0;
+    gmp_pkv v;
+    gmp_pkobj *c;
+    if (P->op_off == 0 && op != 0x80)
+        return fail(P, GMP_ERR_FORMAT, "not a pickle of protocol 2 or later (no PROTO opcode)");
+    switch (op) {
+    case 0x80:
+        if (take(P, 1, &b) < 0)
+            return -1;
+        if (P->op_off != 0)
+            return fail(P, GMP_ERR_FORMAT, "PROTO after the first opcode");
+        if (b[0] < 2 || b[0] > 5)
+            return fail(P, GMP_ERR_FORMAT, "pickle protocol %u not accepted (2 to 5)", b[0]);
+        return 0;
+    case 0x95:
+        if (take(P, 8, &b) < 0)
+            return -1;
+        if (le(b, 8) > left_in_input(P))
+            return fail(P, GMP_ERR_TRUNCATED, "frame runs past the end of the input");
+        return 0;
+    case '.':
+        if (P->mn)
+            return fail(P, GMP_ERR_FORMAT, "STOP with an open MARK");
+        if (P->sn != 1)
+            return fail(P, GMP_ERR_FORMAT, "STOP with %zu values on the stack (1 expected)", P->sn);
+        P->done = 1;
+        return 0;
+    case '(':
+        if (P->mn == P->mcap) {
+            size_t nc = P->mcap ? P->mcap * 2 : 64;
+            if (charge(P, (nc - P->mcap) * sizeof *P->marks) < 0)
+                return -1;
+            size_t *n = realloc(P->marks, nc * sizeof *n);
+            if (!n)
+                return fail(P, GMP_ERR_NOMEM, "out of memory");
+            P->marks = n;
+            P->mcap = nc;
+        }
+        P->marks[P->mn++] = P->sn;
+        return 0;
+    case '0':
+        if (P->sn > mark_base(P)) {
+            unref(P, &P->stack[--P->sn]);
+            return 0;
+        }
+        return pop_mark(P, &first);
+    case '1':
+        if (pop_mark(P, &first) < 0)
+            return -1;
+        drop_from(P, first);
+        return 0;
+    case '2':
+        if (P->sn <= mark_base(P))
+            return fail(P, GMP_ERR_FORMAT, "stack underflow");
+        v = P->stack[P->sn - 1];
+        ref(&v);
+        return push(P, v);
+    case 'N': v = (gmp_pkv){.type = GMP_PK_NONE}; return push(P, v);
+    case 0x88:
+    case 0x89: v = (gmp_pkv){.type = GMP_PK_BOOL, .v.i = op == 0x88}; return push(P, v);
+    case 'J':
+        if (take(P, 4, &b) < 0)
+            return -1;
+        return push_int(P, (int64_t)(int32_t)(uint32_t)le(b, 4));
+    case 'K':
+        if (take(P, 1, &b) < 0)
+            return -1;
+        return push_int(P, b[0]);
+    case 'M':
+        if (take(P, 2, &b) < 0)
+            return -1;
+        return push_int(P, (int64_t)le(b, 2));
+    case 0x8a:
+        if (take_len(P, 1, &len) < 0 || take(P, len, &b) < 0)
+            return -1;
+        return push_long(P, b, len);
+    case 0x8b:
+        if (take(P, 4, &b) < 0)
+            return -1;
+        if (b[3] & 0x80)
+            return fail(P, GMP_ERR_FORMAT, "LONG4 with a negative length");
+        P->p -= 4;
+        if (take_len(P, 4, &len) < 0 || take(P, len, &b) < 0)
+            return -1;
+        return push_long(P, b, len);
+    case 'G': {
+        if (take(P, 8, &b) < 0)
+            return -1;
+        uint64_t u = 0;
+        for (int i = 0; i < 8; i++)
+            u = (u << 8) | b[i];
+        v = (gmp_pkv){.type = GMP_PK_FLOAT};
+        memcpy(&v.v.f, &u, sizeof u);
+        return push(P, v);
+    }
+    case 0x8c:
+    case 'X':
+    case 0x8d:
+        if (take_len(P, op == 0x8c ? 1 : op == 'X' ? 4 : 8, &len) < 0)
+            return -1;
+        return push_bytes(P, GMP_PK_STR, len);
+    case 'C':
+    case 'B':
+    case 0x8e:
+        if (take_len(P, op == 'C' ? 1 : op == 'B' ? 4 : 8, &len) < 0)
+            return -1;
+        return push_bytes(P, GMP_PK_BYTES, len);
+    case ']':
+    case '}':
+    case ')': {
+        uint8_t t = op == ']' ? GMP_PK_LIST : op == '}' ? GMP_PK_DICT : GMP_PK_TUPLE;
+        if (!(c = obj_new(P, t)))
+            return -1;
+        if (t != GMP_PK_TUPLE)
+            predict(P, c);
+        v = (gmp_pkv){.type = t, .v.o = c};
+        return push(P, v);
+    }
+    case 'a':
+        if (P->sn < mark_base(P) + 2)
+            return fail(P, GMP_ERR_FORMAT, "stack underflow");
+        v = P->stack[P->sn - 2];
+        if (v.type != GMP_PK_LIST)
+            return fail(P, GMP_ERR_FORMAT, "APPEND to a %s", tname(&v));
+        if (modifiable(P, v.v.o) < 0)
+            return -1;
+        return append_items(P, v.v.o, P->sn - 1);
+    case 'e':
+        if (pop_mark(P, &first) < 0)
+            return -1;
+        if (first <= mark_base(P) || first == 0) {
+            drop_from(P, first);
+            return fail(P, GMP_ERR_FORMAT, "stack underflow");
+        }
+        v = P->stack[first - 1];
+        if (v.type != GMP_PK_LIST)
+            return fail(P, GMP_ERR_FORMAT, "APPENDS to a %s", tname(&v));
+        if (modifiable(P, v.v.o) < 0)
+            return -1;
+        return append_items(P, v.v.o, first);
+    case 'l':
+    case 't':
+        if (pop_mark(P, &first) < 0)
+            return -1;
+        return build_seq(P, op == 'l' ? GMP_PK_LIST : GMP_PK_TUPLE, first);
+    case 0x85:
+    case 0x86:
+    case 0x87:
+        len = op - 0x84u;
+        if (P->sn < mark_base(P) + len)
+            return fail(P, GMP_ERR_FORMAT, "stack underflow");
+        return build_seq(P, GMP_PK_TUPLE, P->sn - len);
+    case 'd': {
+        if (pop_mark(P, &first) < 0)
+            return -1;
+        if ((P->sn - first) % 2)
+            return fail(P, GMP_ERR_FORMAT, "DICT with an odd number of items");
+        /* the dict takes the pairs' place: it is pushed after them, so move them aside */
+        if (!(c = obj_new(P, GMP_PK_DICT)))
+            return -1;
+        v = (gmp_pkv){.type = GMP_PK_DICT, .v.o = c};
+        if (set_items(P, c, first) < 0) {
+            unref(P, &v);
+            return -1;
+        }
+        if (P->sn == 0 && P->mn == 0 && !P->root) {
+            c->role = R_ROOT;
+            c->refs++;
+            P->root = c;
+        }
+        return push(P, v);
+    }
+    case 's':
+        if (P->sn < mark_base(P) + 3)
+            return fail(P, GMP_ERR_FORMAT, "stack underflow");
+        v = P->stack[P->sn - 3];
+        if (v.type != GMP_PK_DICT)
+            return fail(P, GMP_ERR_FORMAT, "SETITEM on a %s", tname(&v));
+        if (modifiable(P, v.v.o) < 0)
+            return -1;
+        return set_items(P, v.v.o, P->sn - 2);
+    case 'u':
+        if (pop_mark(P, &first) < 0)
+            return -1;
+        if (first <= mark_base(P) || first == 0) {
+            drop_from(P, first);
+            return fail(P, GMP_ERR_FORMAT, "stack underflow");
+        }
+        v = P->stack[first - 1];
+        if (v.type != GMP_PK_DICT)
+            return fail(P, GMP_ERR_FORMAT, "SETITEMS on a %s", tname(&v));
+        if (modifiable(P, v.v.o) < 0)
+            return -1;
+        return set_items(P, v.v.o, first);
+    case 0x94: return memo_put(P, P->ndefined);
+    case 'q': return take(P, 1, &b) < 0 ? -1 : memo_put(P, b[0]);
+    case 'r': return take(P, 4, &b) < 0 ? -1 : memo_put(P, le(b, 4));
+    case 'h': return take(P, 1, &b) < 0 ? -1 : memo_get(P, b[0]);
+    case 'j': return take(P, 4, &b) < 0 ? -1 : memo_get(P, le(b, 4));
+    default: {
+        const char *why, *name = gmp_pickle_refused_name(op, &why);
+        if (name)
+            return fail(P, GMP_ERR_FORMAT, "opcode %s (0x%02x) %s", name, op, why);
+        return fail(P, GMP_ERR_FORMAT, "unknown opcode 0x%02x", op);
+    }
+    }
+}
+
+/* After STOP: the root must be the value predicted, every streamed list where it was predicted;
+ * lists that could not be streamed (a root made by DICT, say) are handed over now. */
+static int finish(gmp_pkstream *P)
+{
+    gmp_pkv root = P->stack[0];
+    if (P->root && (!is_obj(&root) || root.v.o != P->root) && P->root->n)
+        return fail(P, GMP_ERR_FORMAT,
+                    "the pickle's result is not its first value, whose items were read already");
+    if (P->roles_pending)
+        return fail(P, GMP_ERR_FORMAT,
+                    "a list whose items were read as they came is not part of the result (a "
+                    "pickle shaped unlike a snapshot)");
+    if (!is_obj(&root))
+        return 0;
+    gmp_pkobj *r = root.v.o;
+    char msg[512];
+    if (r->type == GMP_PK_LIST && !streams(r)) {
+        /* the items are already stored: hand them over in order */
+        for (uint32_t i = 0; i < r->n; i++) {
+            msg[0] = 0;
+            if (P->cb.item &&
+                P->cb.item(P->cb.ctx, GMP_PKS_LIST, 0, &r->d.items[i], msg, sizeof msg) != 0)
+                goto stopped;
+        }
+        return 0;
+    }
+    if (r->type != GMP_PK_DICT)
+        return 0;
+    for (uint32_t i = 0; i < r->n; i++) {
+        gmp_pkv *k = &r->d.items[2 * (size_t)i], *val = &r->d.items[2 * (size_t)i + 1];
+        if (!is_obj(k) || val->type != GMP_PK_LIST || streams(val->v.o))
+            continue;
+        gmp_pkobj *l = val->v.o;
+        if (P->cb.list_key && str_eq_obj(k->v.o, P->cb.list_key)) {
+            for (uint32_t j = 0; j < l->n; j++) {
+                msg[0] = 0;
+                if (P->cb.item &&
+                    P->cb.item(P->cb.ctx, GMP_PKS_LIST, 0, &l->d.items[j], msg, sizeof msg) != 0)
+                    goto stopped;
+            }
+        } else if (P->cb.lists_key && str_eq_obj(k->v.o, P->cb.lists_key) && l->role != R_TRACES) {
+            for (uint32_t d = 0; d < l->n; d++) {
+                gmp_pkv *dl = &l->d.items[d];
+                if (dl->type != GMP_PK_LIST || streams(dl->v.o))
+                    continue;
+                for (uint32_t j = 0; j < dl->v.o->n; j++) {
+                    msg[0] = 0;
+                    if (P->cb.item && P->cb.item(P->cb.ctx, GMP_PKS_LISTS, d, &dl->v.o->d.items[j],
+                                                 msg, sizeof msg) != 0)
+                        goto stopped;
+                }
+            }
+        }
+    }
+    for (uint32_t i = 0; i < r->n; i++) {
+        gmp_pkv *k = &r->d.items[2 * (size_t)i], *val = &r->d.items[2 * (size_t)i + 1];
+        if (!is_obj(k) || val->type != GMP_PK_LIST || val->v.o->role != R_TRACES)
+            continue;
+        for (uint32_t d = 0; d < val->v.o->n; d++) {
+            gmp_pkv *dl = &val->v.o->d.items[d];
+            if (dl->type != GMP_PK_LIST || streams(dl->v.o))
+                continue;
+            for (uint32_t j = 0; j < dl->v.o->n; j++) {
+                msg[0] = 0;
+                if (P->cb.item && P->cb.item(P->cb.ctx, GMP_PKS_LISTS, d, &dl->v.o->d.items[j], msg,
+                                             sizeof msg) != 0)
+                    goto stopped;
+            }
+        }
+    }
+    return 0;
+stopped:
+    P->code = GMP_ERR_FORMAT;
+    P->consumer_stop = 1;
+    if (P->err && P->errlen)
+        snprintf(P->err, P->errlen, "%s", msg);
+    return -1;
+}
+
+gmp_pkstream *gmp_pkstream_new(const gmp_pickle_limits *lim, const gmp_pkstream_cb *cb)
+{
+    gmp_pkstream *P = calloc(1, sizeof *P);
+    if (!P)
+        return NULL;
+    if (lim)
+        P->lim = *lim;
+    else
+        gmp_pickle_limits_default(&P->lim);
+    if (cb)
+        P->cb = *cb;
+    P->fd = -1;
+    return P;
+}
+
+static gmp_err run(gmp_pkstream *P, char *err, size_t errlen)
+{
+    P->err = err;
+    P->errlen = errlen;
+    if (err && errlen)
+        err[0] = 0;
+    if (P->done || P->code != GMP_OK || P->sn)
+        return fail(P, GMP_ERR_ARG, "bad argument"), GMP_ERR_ARG;
+    input_reset(P);
+    scan(P);
+    if (P->code == GMP_OK)
+        memo_prepare(P);
+    input_reset(P);
+    while (P->code == GMP_OK && !P->done)
+        if (step(P) < 0)
+            break;
+    if (P->code == GMP_OK && P->done && finish(P) == 0) {
+        P->result = P->stack[0];
+        P->sn = 0;
+    }
+    free(P->buf);
+    P->buf = NULL;
+    return P->code != GMP_OK ? P->code : GMP_OK;
+}
+
+gmp_err gmp_pkstream_run_fd(gmp_pkstream *P, int fd, char *err, size_t errlen)
+{
+    if (!P)
+        return GMP_ERR_ARG;
+    off_t end = lseek(fd, 0, SEEK_END);
+    if (end < 0) {
+        if (err && errlen)
+            snprintf(err, errlen, "cannot read the input: %s", strerror(errno));
+        return GMP_ERR_IO;
+    }
+    P->fd = fd;
+    P->size = (uint64_t)end;
+    P->bufcap = INBUF;
+    P->buf = malloc(P->bufcap);
+    if (!P->buf) {
+        if (err && errlen)
+            snprintf(err, errlen, "out of memory");
+        return GMP_ERR_NOMEM;
+    }
+    P->mem += P->bufcap;
+    return run(P, err, errlen);
+}
+
+gmp_err gmp_pkstream_run_mem(gmp_pkstream *P, const void *data, size_t n, char *err, size_t errlen)
+{
+    if (!P || (!data && n))
+        return GMP_ERR_ARG;
+    P->fd = -1;
+    P->size = n;
+    P->data = data ? data : (const void *)"";
+    return run(P, err, errlen);
+}
+
+int gmp_pkstream_stopped_by_consumer(const gmp_pkstream *P)
+{
+    return P && P->consumer_stop;
+}
+
+const gmp_pkv *gmp_pkstream_root(const gmp_pkstream *P)
+{
+    return P && P->done && P->code == GMP_OK ? &P->result : NULL;
+}
+
+size_t gmp_pkstream_peak_memory(const gmp_pkstream *P)
+{
+    return P ? P->peak : 0;
+}
+
+void gmp_pkstream_free(gmp_pkstream *P)
+{
+    if (!P)
+        return;
+    unref(P, &P->result);
+    drop_from(P, 0);
+    size_t nref = 0;
+    for (size_t w = 0; w < P->nwords; w++)
+        nref += (size_t)__builtin_popcountll(P->refbits[w]);
+    for (size_t i = 0; i < nref; i++)
+        unref(P, &P->slots[i]);
+    if (P->root) {
+        gmp_pkv r = {.type = P->root->type, .v.o = P->root};
+        unref(P, &r);
+    }
+    free(P->stack);
+    free(P->marks);
+    free(P->cnt);
+    free(P->refbits);
+    free(P->rank);
+    free(P->slots);
+    free(P->left);
+    free(P->defined);
+    free(P->buf);
+    fl_free(&P->objs);
+    for (int c = 0; c < 5; c++)
+        fl_free(&P->arrs[c]);
+    free(P);
+}
+
+/* ---- accessors ---- */
+
+const char *gmp_pkv_type_name(const gmp_pkv *v)
+{
+    switch (v ? v->type : GMP_PK_NONE) {
+    case GMP_PK_NONE: return "None";
+    case GMP_PK_BOOL: return "bool";
+    case GMP_PK_INT: return "int";
+    case GMP_PK_FLOAT: return "float";
+    case GMP_PK_STR: return "str";
+    case GMP_PK_BYTES: return "bytes";
+    case GMP_PK_LIST: return "list";
+    case GMP_PK_TUPLE: return "tuple";
+    case GMP_PK_DICT: return "dict";
+    }
+    return "?";
+}
+
+const gmp_pkv *gmp_pkv_dict_get(const gmp_pkv *d, const char *key)
+{
+    if (!d || d->type != GMP_PK_DICT || !key)
+        return NULL;
+    size_t kl = strlen(key);
+    const gmp_pkobj *o = d->v.o;
+    const gmp_pkv *r = NULL;
+    for (uint32_t i = 0; i < o->n; i++) {
+        const gmp_pkv *k = &o->d.items[2 * (size_t)i];
+        if (k->type == GMP_PK_STR && k->v.o->n == kl && memcmp(k->v.o->d.s, key, kl) == 0)
+            r = &o->d.items[2 * (size_t)i + 1];
+    }
+    return r;
+}
+
+const gmp_pkv *gmp_pkv_item(const gmp_pkv *v, size_t i)
+{
+    if (!v || (v->type != GMP_PK_LIST && v->type != GMP_PK_TUPLE) || streams(v->v.o) ||
+        i >= v->v.o->n)
+        return NULL;
+    return &v->v.o->d.items[i];
+}
+
+size_t gmp_pkv_len(const gmp_pkv *v)
+{
+    if (!v || (v->type != GMP_PK_LIST && v->type != GMP_PK_TUPLE && v->type != GMP_PK_DICT))
+        return 0;
+    return v->v.o->n;
+}
+
+int gmp_pkv_get_u64(const gmp_pkv *v, uint64_t *out)
+{
+    if (!v || (v->type != GMP_PK_INT && v->type != GMP_PK_BOOL))
+        return -1;
+    if (v->big) {
+        *out = v->v.u;
+        return 0;
+    }
+    if (v->v.i < 0)
+        return -1;
+    *out = (uint64_t)v->v.i;
+    return 0;
+}
+
+int gmp_pkv_get_i64(const gmp_pkv *v, int64_t *out)
+{
+    if (!v || (v->type != GMP_PK_INT && v->type != GMP_PK_BOOL) || v->big)
+        return -1;
+    *out = v->v.i;
+    return 0;
+}
+
+int gmp_pkv_get_bool(const gmp_pkv *v, int *out)
+{
+    if (!v || v->type != GMP_PK_BOOL)
+        return -1;
+    *out = v->v.i != 0;
+    return 0;
+}
+
+const char *gmp_pkv_str(const gmp_pkv *v, size_t *len)
+{
+    if (!v || v->type != GMP_PK_STR)
+        return NULL;
+    if (len)
+        *len = v->v.o->n;
+    return v->v.o->d.s;
+}
+
+int gmp_pkv_str_eq(const gmp_pkv *v, const char *s)
+{
+    return v && v->type == GMP_PK_STR && str_eq_obj(v->v.o, s);
+}
