@@ -938,6 +938,21 @@ static uint32_t stack_copy(live *L, uint32_t id)
         if (o->cls == GMP_FRAME_USER && s->user == k)
             s->user = i;
     }
+    s->user_name = 0;
+    if (k) { /* the first frame shown when folded: what a breakdown by frame groups by */
+        uint8_t cls[MAX_FRAMES], hide[MAX_FRAMES];
+        for (size_t i = 0; i < k; i++)
+            cls[i] = out[i].cls;
+        gmp_frames_fold(cls, k, hide);
+        size_t first = 0;
+        while (first < k && hide[first])
+            first++;
+        char name[1024];
+        size_t nn = gmp_report_frame_text(t, &out[first < k ? first : 0], name, sizeof name);
+        s->user_name = intern(L, name, nn);
+        if (s->user_name == UINT32_MAX)
+            s->user_name = 0;
+    }
     *v = t->nstacks++;
     return (uint32_t)*v;
 }
@@ -1197,6 +1212,14 @@ static gmp_err freeze(live *L)
     } else {
         t->rank = -1;
     }
+    /* how the recording ends: a snapshot (the importer's header options) or a trace without END
+     * ends before the program (docs/report.md) */
+    t->end = GMP_REPORT_END_EXIT;
+    if (h && h->options.len >= 23 &&
+        memmem(h->options.ptr, h->options.len, "import=pytorch-snapshot", 23) != NULL)
+        t->end = GMP_REPORT_END_SNAPSHOT;
+    else if (!t->has_end || t->sum.truncated)
+        t->end = GMP_REPORT_END_CUT;
     t->t0_ns = t->sum.first_ns;
     if (h && h->start_trace_ns && h->start_trace_ns <= t->sum.first_ns)
         t->t0_ns = h->start_trace_ns;
@@ -1214,6 +1237,7 @@ static gmp_err freeze(live *L)
         o->kind = s->kind;
         o->api = api_str(L, s->api);
         o->range = range_str(L, s->range);
+        t->has_ranges |= s->range != 0;
         o->stack = stack_copy(L, s->stack);
         o->allocs = s->allocs;
         o->alloc_bytes = s->alloc_bytes;
@@ -1226,6 +1250,7 @@ static gmp_err freeze(live *L)
     }
     if ((e = freeze_ranges(L)) != GMP_OK || (e = freeze_lanes(L)) != GMP_OK)
         return e;
+    t->has_ranges |= t->nranges > 0;
     qsort(L->heap, L->nheap, sizeof *L->heap, largest_cmp);
     t->largest = calloc(L->nheap ? L->nheap : 1, sizeof *t->largest);
     if (!t->largest)
@@ -1557,7 +1582,9 @@ gmp_report_row *gmp_report_group(const gmp_report_trace *t, const gmp_report_vie
             g.kind = GMP_REPORT_ALL;
         if (!(by & GMP_REPORT_BY_API))
             g.api = GMP_REPORT_ALL;
-        if (!(by & GMP_REPORT_BY_RANGE))
+        if (by & GMP_REPORT_BY_FRAME)
+            g.range = s->stack < t->nstacks ? t->stacks[s->stack].user_name : 0;
+        else if (!(by & GMP_REPORT_BY_RANGE))
             g.range = GMP_REPORT_ALL;
         if (!(by & GMP_REPORT_BY_STACK))
             g.stack = GMP_REPORT_ALL;

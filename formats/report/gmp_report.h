@@ -62,6 +62,8 @@ typedef struct gmp_report_stack {
     size_t nframes;
     gmp_report_frame *frames; /* innermost first */
     size_t user;              /* the innermost frame of user code (gmp_frames.h); nframes: none */
+    uint32_t user_name;       /* string index: the first frame shown when internal frames are
+                                 folded (its one-line name), 0 none */
 } gmp_report_stack;
 
 /* A site as the replay counts it (device, kind, API, range path, stack), strings resolved. Rows
@@ -158,6 +160,14 @@ typedef struct gmp_report_notice {
     uint32_t message; /* string index */
 } gmp_report_notice;
 
+/* How a recording ends. A snapshot or a killed process's trace ends before the program does:
+ * what is live at its end was in use then, not leaked. */
+typedef enum gmp_report_end {
+    GMP_REPORT_END_EXIT = 0, /* the program's end (an END record) */
+    GMP_REPORT_END_SNAPSHOT, /* a PyTorch snapshot, dumped while the program ran */
+    GMP_REPORT_END_CUT,      /* no END record: the program was killed, or the file cut */
+} gmp_report_end;
+
 /* Everything about one trace. Strings are indices into strs (0 is ""). */
 typedef struct gmp_report_trace {
     uint32_t path, label; /* label: "" for a single trace, else "rank 1, pid 4242" */
@@ -169,6 +179,8 @@ typedef struct gmp_report_trace {
     uint64_t t0_ns; /* base of relative times */
     gmp_replay_summary sum;
     int has_end;
+    gmp_report_end end; /* how the recording ends (leaks only when it is the program's end) */
+    int has_ranges;     /* some allocation was made inside a range (else breakdowns by frame) */
     size_t ndevices;
     gmp_report_device *devices;
     size_t nsites;
@@ -253,6 +265,8 @@ enum {
     GMP_REPORT_BY_STACK = 2,
     GMP_REPORT_BY_KIND = 4,
     GMP_REPORT_BY_API = 8,
+    GMP_REPORT_BY_FRAME = 16, /* the first frame a stack shows (the innermost user frame), in the
+                                 row's `range` (a string index) */
 };
 
 typedef enum gmp_report_sort {

@@ -122,6 +122,19 @@ static void header(const bld *b, gmp_doc_block *sec)
         d, kv, "completeness", 0, "%v",
         KF(gmp_dv_str((gmp_str){s->completeness, (uint32_t)strlen(s->completeness)}, ""),
            "completeness", s->complete ? 0 : GMP_DOC_WARN));
+    static const char *const ends[] = {"exit", "snapshot", "cut"};
+    if (t->end == GMP_REPORT_END_EXIT)
+        gmp_doc_item_add(d, kv, "recording ends", GMP_DOC_DATA, "%v",
+                         K(gmp_dv_lit(ends[t->end]), "recording_end"));
+    else
+        gmp_doc_item_add(
+            d, kv, "recording ends", 0, "%v%v",
+            KF(gmp_dv_lit(ends[t->end]), "recording_end", GMP_DOC_DATA),
+            gmp_dv_lit(t->end == GMP_REPORT_END_SNAPSHOT
+                           ? "before the program: a PyTorch snapshot, taken while it ran (what is "
+                             "live at its end is in use, not leaked)"
+                           : "before the program: no END record, the program was killed or the "
+                             "file cut (what is live at its end is not a leak)"));
     gmp_doc_item_add(
         d, kv, "complete", GMP_DOC_DATA, "%v%v%v", K(gmp_dv_bool(s->complete), "complete"),
         K(gmp_dv_bool(s->truncated), "truncated"), K(gmp_dv_bool(t->has_end), "has_end"));
@@ -164,11 +177,27 @@ static void device_figures(const bld *b, gmp_doc_block *sec, const gmp_report_de
                      K(gmp_dv_count(r->allocs), "allocations"), K(gmp_dv_count(r->frees), "frees"),
                      K(gmp_dv_count(r->failed_allocs), "failed_allocations"),
                      K(gmp_dv_bytes(r->alloc_bytes), "allocated_bytes_total"));
-    gmp_doc_item_add(
-        d, kv, "leaked at exit", 0, "%v in %v allocation%v",
-        KF(gmp_dv_bytes(o->leaked_bytes), "leaked_bytes", o->leaked_bytes ? GMP_DOC_WARN : 0),
-        K(gmp_dv_count(o->leaked_count), "leaked_allocations"),
-        gmp_dv_lit(plural(o->leaked_count, "s")));
+    if (b->t->end == GMP_REPORT_END_EXIT) {
+        gmp_doc_item_add(
+            d, kv, "leaked at exit", 0, "%v in %v allocation%v",
+            KF(gmp_dv_bytes(o->leaked_bytes), "leaked_bytes", o->leaked_bytes ? GMP_DOC_WARN : 0),
+            K(gmp_dv_count(o->leaked_count), "leaked_allocations"),
+            gmp_dv_lit(plural(o->leaked_count, "s")));
+        gmp_doc_item_add(d, kv, "live at end", GMP_DOC_DATA, "%v%v",
+                         K(gmp_dv_bytes(o->leaked_bytes), "live_at_end_bytes"),
+                         K(gmp_dv_count(o->leaked_count), "live_at_end_allocations"));
+    } else {
+        /* the recording ended before the program: what was live then was in use, not leaked */
+        gmp_doc_item_add(d, kv, "live at end of recording", 0, "%v in %v allocation%v (%v)",
+                         K(gmp_dv_bytes(o->leaked_bytes), "live_at_end_bytes"),
+                         K(gmp_dv_count(o->leaked_count), "live_at_end_allocations"),
+                         gmp_dv_lit(plural(o->leaked_count, "s")),
+                         gmp_dv_lit(b->t->end == GMP_REPORT_END_SNAPSHOT
+                                        ? "a snapshot: in use when it was taken, not leaks"
+                                        : "the program did not exit in the recording: not leaks"));
+        gmp_doc_item_add(d, kv, "leaked", GMP_DOC_DATA, "%v%v", K(gmp_dv_none(), "leaked_bytes"),
+                         K(gmp_dv_none(), "leaked_allocations"));
+    }
     gmp_doc_item_add(d, kv, "out of memory", r->ooms ? 0 : GMP_DOC_DATA, "%v time%v",
                      KF(gmp_dv_count(r->ooms), "ooms", GMP_DOC_BAD),
                      gmp_dv_lit(plural(r->ooms, "s")));
@@ -274,8 +303,12 @@ static void device_live(const bld *b, gmp_doc_block *sec, const gmp_report_devic
     for (unsigned bit = 1, bi = 0; bit <= 8; bit <<= 1, bi++) {
         if (!(by & bit))
             continue;
+        /* a recording without ranges (a PyTorch snapshot) groups by the first frame its stacks
+         * show, the innermost user frame, instead of one "(no range)" row */
+        int byframe = bit == GMP_REPORT_BY_RANGE && !b->t->has_ranges;
         size_t n = 0;
-        gmp_report_row *a = gmp_report_group(b->t, b->v, GMP_REPORT_PEAK, bit, &n);
+        gmp_report_row *a =
+            gmp_report_group(b->t, b->v, GMP_REPORT_PEAK, byframe ? GMP_REPORT_BY_FRAME : bit, &n);
         size_t total = 0, shown = 0;
         for (size_t i = 0; a && i < n; i++)
             total += a[i].device == o->id &&
@@ -284,16 +317,19 @@ static void device_live(const bld *b, gmp_doc_block *sec, const gmp_report_devic
             free(a);
             continue;
         }
-        gmp_doc_block *s =
-            gmp_doc_section(b->d, sec, NULL, 0, "Live at the peak, by %v", gmp_dv_lit(titles[bi]));
+        gmp_doc_block *s = gmp_doc_section(b->d, sec, NULL, 0, "Live at the peak, by %v",
+                                           gmp_dv_lit(byframe ? "user frame" : titles[bi]));
         gmp_doc_col cols[] = {
             {"bytes", "bytes", GMP_DOC_BYTES, bit == GMP_REPORT_BY_RANGE ? GMP_DOC_BAR : 0},
             {"share", "share", GMP_DOC_PCT, 0},
             {"count", "count", GMP_DOC_COUNT, 0},
-            {bit == GMP_REPORT_BY_STACK ? "stack (innermost first)" : titles[bi], ckeys[bi],
-             types[bi], 0},
+            {bit == GMP_REPORT_BY_STACK ? "stack (innermost first)"
+             : byframe                  ? "frame (innermost user frame)"
+                                        : titles[bi],
+             byframe ? "frame" : ckeys[bi], types[bi], 0},
         };
-        gmp_doc_block *tb = gmp_doc_table(b->d, s, keys[bi], cols, 4);
+        gmp_doc_block *tb =
+            gmp_doc_table(b->d, s, byframe ? "live_at_peak_by_frame" : keys[bi], cols, 4);
         tb->total = total;
         for (size_t i = 0; i < n; i++) {
             const gmp_report_row *g = &a[i];
@@ -307,7 +343,9 @@ static void device_live(const bld *b, gmp_doc_block *sec, const gmp_report_devic
             r[1] = gmp_dv_pct(
                 o->d.peak_allocated ? 100.0 * (double)g->bytes / (double)o->d.peak_allocated : 0.0);
             r[2] = gmp_dv_count(g->count);
-            if (bit == GMP_REPORT_BY_RANGE)
+            if (byframe)
+                r[3] = str(b, g->range, "(no stack recorded)");
+            else if (bit == GMP_REPORT_BY_RANGE)
                 r[3] = str(b, g->range, "(no range)");
             else if (bit == GMP_REPORT_BY_STACK)
                 r[3] = stk(b, g->stack);
@@ -338,7 +376,8 @@ static void leaks(const bld *b, gmp_doc_block *sec, int32_t id, const gmp_report
     if (!total)
         return;
     gmp_doc_block *s = gmp_doc_section(b->d, sec, NULL, 0, "%v", gmp_dv_lit(title));
-    gmp_doc_block *tb = gmp_doc_table(b->d, s, "leaks", leak_cols, 5);
+    gmp_doc_block *tb = gmp_doc_table(
+        b->d, s, b->t->end == GMP_REPORT_END_EXIT ? "leaks" : "live_at_end", leak_cols, 5);
     for (size_t i = 0; i < n; i++) {
         const gmp_report_row *g = &a[i];
         if (g->device != id || (b->v->top && shown >= b->v->top))
@@ -394,7 +433,10 @@ static void device(const bld *b, gmp_doc_block *parent, const gmp_report_device 
     device_figures(b, sec, o);
     device_timeline(b, sec, o);
     device_live(b, sec, o);
-    leaks(b, sec, o->id, lk, nlk, "Live at exit (leaks)");
+    leaks(b, sec, o->id, lk, nlk,
+          b->t->end == GMP_REPORT_END_EXIT
+              ? "Live at exit (leaks)"
+              : "Live at the end of the recording (not leaks: the recording ended first)");
     sizes(b, sec, o);
 }
 
@@ -762,7 +804,9 @@ static void trace(bld *b, gmp_doc_block *sec)
     /* host memory when the host is not listed as a device (no device-kind memory there) */
     for (size_t i = 0; i < t->ndevices; i++)
         if (t->devices[i].id == -1 && !t->devices[i].listed && gmp_report_wanted(b->v, -1))
-            leaks(b, sec, -1, lk, nlk, "Host memory live at exit");
+            leaks(b, sec, -1, lk, nlk,
+                  t->end == GMP_REPORT_END_EXIT ? "Host memory live at exit"
+                                                : "Host memory live at the end of the recording");
     free(lk);
     live_at_peak(b, sec);
     kinds(b, sec);
@@ -829,7 +873,7 @@ static void summary(gmp_doc *d, const gmp_report_doc *doc, const gmp_report_view
         r[4] = gmp_dv_bytes(peak);
         r[5] = gmp_dv_device(pd);
         r[6] = peak ? gmp_dv_time(pt, t->t0_ns) : gmp_dv_none();
-        r[7] = gmp_dv_bytes(leaked);
+        r[7] = t->end == GMP_REPORT_END_EXIT ? gmp_dv_bytes(leaked) : gmp_dv_none();
         r[8] = gmp_dv_count(noom);
         r[9] = gmp_dv_count(t->sum.events);
         r[10] = gmp_dv_bool(t->sum.complete);

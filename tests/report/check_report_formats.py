@@ -329,6 +329,59 @@ def main():
                     unwind = any(n.startswith("torch::unwind::unwind") for n in inner)
                     if not inner or unwind != want_unwind:
                         sys.exit("%s: speedscope %s: innermost frames %r" % (snap, extra, inner))
+        elif mode == "ends_early":
+            # issue 18, item 6: a recording that ends before the program (a PyTorch snapshot, a
+            # killed process's trace) reports what was live at its end as such, not as leaks;
+            # without ranges, live at the peak is grouped by the innermost user frame
+            snap = os.path.join(gdir, "..", "..", "data", "torch-snapshots",
+                                "transformer-train-step-adamw.pickle")
+            out, _ = run([gmp, "report", snap, "-f", "json", "--top", "0"], tmp)
+            doc = json.loads(out)
+            eq("snapshot: recording_end", doc["recording_end"], "snapshot")
+            d0 = doc["devices"][0]
+            eq("snapshot: leaked", (d0["leaked_bytes"], d0["leaked_allocations"]), (None, None))
+            # what the snapshot's final segments hold, read independently: the sum of the
+            # live-at-end table is the device's figure
+            eq("snapshot: live at end", sum(r["bytes"] for r in d0["live_at_end"]),
+               d0["live_at_end_bytes"])
+            eq("snapshot: no leaks table", "leaks" in d0, False)
+            eq("snapshot: no by-range table", "live_at_peak_by_range" in d0, False)
+            frames = d0["live_at_peak_by_frame"]
+            eq("by frame sums to the peak", sum(r["bytes"] for r in frames),
+               d0["peak_allocated_bytes"])
+            if len(frames) < 5 or not any(
+                    r["frame"] and r["frame"].startswith("step (") and "optimizers.py:82" in
+                    r["frame"] for r in frames):
+                sys.exit("snapshot: frames %r" % [r["frame"] for r in frames])
+            text, _ = run([gmp, "report", snap], tmp)
+            t = text.decode()
+            for want in ("live at end of recording", "Live at the peak, by user frame",
+                         "recording ends  before the program: a PyTorch snapshot"):
+                if want not in t:
+                    sys.exit("snapshot text: no %r" % want)
+            for bad in ("leaked at exit", "(leaks)", "(no range)  \n"):
+                if bad in t:
+                    sys.exit("snapshot text: %r" % bad)
+            # a killed process: the trace lost its end (the file cut inside its last frame)
+            run([traces, "killed", "k.zst"], tmp)
+            run([traces, "rank", "0", "r0.zst"], tmp)
+            raw = open(os.path.join(tmp, "k.zst"), "rb").read()
+            open(os.path.join(tmp, "cut.zst"), "wb").write(raw[:-8])
+            out, err = run([gmp, "report", "cut.zst", "-f", "json"], tmp)
+            doc = json.loads(out)
+            eq("cut: recording_end", doc["recording_end"], "cut")
+            eq("cut: leaked", doc["devices"][0]["leaked_bytes"], None)
+            eq("cut: live at end", doc["devices"][0]["live_at_end_bytes"], 50 * MiB)
+            text, _ = run([gmp, "report", "cut.zst"], tmp)
+            if "live at end of recording" not in text.decode() or \
+                    "leaked at exit" in text.decode():
+                sys.exit("cut text:\n" + text.decode())
+            # a whole trace keeps its leaks, and ranges keep the by-range table
+            out, _ = run([gmp, "report", "r0.zst", "-f", "json"], tmp)
+            doc = json.loads(out)
+            eq("exit: recording_end", doc["recording_end"], "exit")
+            eq("exit: leaked", doc["devices"][0]["leaked_bytes"], 50 * MiB)
+            eq("exit: by range", "live_at_peak_by_range" in doc["devices"][0], True)
         elif mode == "noalloc":
             # a trace without allocations: no peak and no time for it (it was "0 B at -1.000000
             # s", a time before the trace began), in every format

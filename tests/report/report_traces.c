@@ -4,6 +4,7 @@
  *   report_traces hostile OUT.zst        hostile strings everywhere a trace has strings
  *   report_traces rank N OUT.zst         a small training step as rank N (several traces)
  *   report_traces noalloc OUT.zst        a device, a range and driver samples, no allocation
+ *   report_traces killed OUT.zst         rank 0 with its events in frames before END's (cut it)
  *
  * Times are microseconds after start_trace_ns (T(x)). */
 #include "replay_tb.h"
@@ -90,8 +91,10 @@ static void hostile(const char *out)
     tb_close(&b);
 }
 
-/* Rank r: allocates (r + 1) * 100 MiB in "step/forward", frees half. */
-static void rank(const char *out, int r)
+/* Rank r: allocates (r + 1) * 100 MiB in "step/forward", frees half. killed: the events end with
+ * a SYNC (a frame of their own), so that cutting the file's last bytes loses only the END record,
+ * as when the program is killed before it exits. */
+static void rank(const char *out, int r, int killed)
 {
     tb b;
     tb_open(&b, out);
@@ -106,6 +109,8 @@ static void rank(const char *out, int r)
     tb_range_ev(&b, 0, GMP_REC_RANGE_POP, T(5), fwd, 0);
     tb_free(&b, 0, T(6), 0, GMP_MEM_DEVICE, 0x1000000, 0, f);
     tb_range_ev(&b, 0, GMP_REC_RANGE_POP, T(7), step, 0);
+    if (killed)
+        gmp_writer_sync(b.w, T(7));
     tb_close(&b);
 }
 
@@ -135,9 +140,11 @@ int main(int argc, char **argv)
     else if (argc == 3 && strcmp(argv[1], "noalloc") == 0)
         noalloc(argv[2]);
     else if (argc == 4 && strcmp(argv[1], "rank") == 0)
-        rank(argv[3], atoi(argv[2]));
+        rank(argv[3], atoi(argv[2]), 0);
+    else if (argc == 3 && strcmp(argv[1], "killed") == 0)
+        rank(argv[2], 0, 1);
     else {
-        fprintf(stderr, "usage: report_traces ranges|hostile|noalloc OUT.zst | rank N OUT.zst\n");
+        fprintf(stderr, "usage: report_traces ranges|hostile|noalloc|killed OUT.zst | rank N OUT.zst\n");
         return 2;
     }
     return 0;
