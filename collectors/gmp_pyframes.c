@@ -8,6 +8,7 @@
  * (incomplete frames and, 3.12+, the C stack's entry frames are skipped). */
 #include "gmp_pyframes.h"
 
+#include <limits.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/types.h>
@@ -53,7 +54,7 @@ static const layout layouts[] = {
 enum { OWNED_BY_GENERATOR = 1, OWNED_BY_CSTACK = 3 };
 
 #define MAX_VISIT 4096             /* frames looked at per walk, skipped ones included */
-#define MAX_TABLE (16u << 20)      /* bytes of a line table */
+#define MAX_TABLE (1u << 20)       /* bytes of a line table read (no sum can overflow an int) */
 #define MAX_STR (1u << 20)         /* code points of a name */
 #define MAX_CODE_BYTES (64u << 20) /* offset of an instruction in its code */
 
@@ -353,10 +354,11 @@ static unsigned varint(const uint8_t *p, size_t n, size_t *i)
 }
 
 /* 3.11+: the location table (Objects/locations.md; codeobject.c advance/get_line_delta). */
-static int line_locations(const uint8_t *p, size_t n, int line, int addrq)
+static int line_locations(const uint8_t *p, size_t n, int first, int addrq)
 {
     size_t i = 0;
-    int ar_end = 0, ar_line = -1;
+    long long line = first, ar_line = -1; /* a damaged table may add up past INT_MAX */
+    int ar_end = 0;
     while (ar_end <= addrq) {
         if (i >= n)
             return -1;
@@ -376,7 +378,30 @@ static int line_locations(const uint8_t *p, size_t n, int line, int addrq)
             i++;
         while (i < n && !(p[i] & 128));
     }
-    return ar_line;
+    return ar_line > 0 && ar_line <= INT_MAX ? (int)ar_line : -1;
+}
+
+static int table_line(int kind, const uint8_t *p, size_t n, int first, int addr)
+{
+    if (addr < 0)
+        return first > 0 ? first : 0;
+    if (n > MAX_TABLE)
+        n = MAX_TABLE;
+    int line;
+    switch (kind) {
+    case LT_LNOTAB: line = line_lnotab(p, n, first, addr); break;
+    case LT_PEP626: line = line_pep626(p, n, first, addr); break;
+    default: line = line_locations(p, n, first, addr); break;
+    }
+    return line > 0 ? line : 0;
+}
+
+int gmp_pyframes_table_line(int minor, const uint8_t *table, size_t n, int firstlineno, int addr)
+{
+    for (size_t i = 0; i < sizeof layouts / sizeof *layouts; i++)
+        if (layouts[i].minor == minor)
+            return table_line(layouts[i].table_kind, table, n, firstlineno, addr);
+    return -1;
 }
 
 int gmp_pyframes_line(const void *code, int addr)
@@ -395,12 +420,5 @@ int gmp_pyframes_line(const void *code, int addr)
     memcpy(&n, (const void *)(t + OB_SIZE), sizeof n);
     if (n < 0 || (size_t)n > MAX_TABLE)
         return 0;
-    const uint8_t *p = (const uint8_t *)(t + BYTES_SVAL);
-    int line;
-    switch (l->table_kind) {
-    case LT_LNOTAB: line = line_lnotab(p, (size_t)n, first, addr); break;
-    case LT_PEP626: line = line_pep626(p, (size_t)n, first, addr); break;
-    default: line = line_locations(p, (size_t)n, first, addr); break;
-    }
-    return line > 0 ? line : 0;
+    return table_line(l->table_kind, (const uint8_t *)(t + BYTES_SVAL), (size_t)n, first, addr);
 }

@@ -55,4 +55,9 @@ const char *gmp_pyframes_code_name(const void *code, char *buf, size_t buflen, s
  * table); 0 when it has none. */
 int gmp_pyframes_line(const void *code, int addr);
 
+/* The line of byte offset addr in a line table (table, n bytes) of CPython 3.<minor>, as
+ * PyCode_Addr2Line computes it from co_firstlineno; 0 when it has none (-1 for no such minor).
+ * Reads nothing outside table[0..n). */
+int gmp_pyframes_table_line(int minor, const uint8_t *table, size_t n, int firstlineno, int addr);
+
 #endif

@@ -13,7 +13,10 @@ MODE: python     --stacks python: exact file:function:line frames, with the GIL 
                  engine threads) that gets native frames only, and a stress test (threads allocating with and without the GIL while
                  others run Python code: every allocation has its own site's lines)
       default    no --stacks: Python frames with native ones (the default for Python programs)
-      versions   `python`, `all` and (3.9+) `nogil` checks on every CPython 3.8-3.13 found on this
+      lines      (3.9+) the line of every instruction of many code objects and their names, read
+                 by gmp_pyframes (py_lines.c), against the interpreter's own co_lines() /
+                 dis.findlinestarts, co_filename, co_qualname; the decoders on random tables
+      versions   `python`, `all` and (3.9+) `nogil` and `lines` checks on every CPython 3.8-3.13 found on this
                  machine (pyenv's included; skips if none)
       layers     --layers with torch (skipped when torch is absent): range names, nesting,
                  forward and backward, an allocation's path under the program's NVTX range
@@ -272,6 +275,15 @@ def run_nogil(label, exe, minor, tag):
     check_nogil(f"{label} all", report(t), minor, False)
 
 
+def run_lines(label, exe):
+    """py_lines.py: gmp_pyframes' lines and names against the interpreter's own (3.9+)."""
+    cmd = [exe, os.path.join(args.src, "progs", "py_lines.py"),
+           os.path.join(args.progs, "libpy_lines.so")]
+    p = subprocess.run(cmd, env=base_env(), capture_output=True, text=True, timeout=300)
+    if p.returncode != 0 or "py_lines: ok" not in p.stdout:
+        failures.append(f"{label}: {' '.join(cmd)}: exit {p.returncode}\n{p.stdout}{p.stderr}")
+
+
 minor = python_version(args.python)
 if minor is None:
     print(f"skip: {args.python} does not run")
@@ -296,6 +308,11 @@ elif args.mode == "default":
     check("header options say stacks=auto", "stacks=auto" in head, True)
 elif args.mode == "nogil":
     run_nogil("nogil", args.python, minor, "")
+elif args.mode == "lines":
+    if minor < 9:
+        print("skip: frames without the GIL need CPython 3.9+")
+        sys.exit(SKIP)
+    run_lines("lines", args.python)
 elif args.mode == "versions":
     found = {}
     cands = [shutil.which(f"python3.{m}") for m in range(8, 14)]
@@ -319,6 +336,7 @@ elif args.mode == "versions":
         check_spliced(f"3.{m} all", doc, m)
         if m >= 9:
             run_nogil(f"3.{m} nogil", exe, m, f"3{m}")
+            run_lines(f"3.{m} lines", exe)
 elif args.mode == "layers":
     r = subprocess.run([args.python, "-c", "import torch"], capture_output=True, env=base_env())
     if r.returncode != 0:
