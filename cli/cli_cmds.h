@@ -17,4 +17,15 @@ int gmp_cmd_info(const gmp_cli_cmd_info *cmd, int argc, char **argv);
 int gmp_cmd_diagnose(const gmp_cli_cmd_info *cmd, int argc, char **argv);
 int gmp_cmd_view(const gmp_cli_cmd_info *cmd, int argc, char **argv);
 
+/* run --view (cli/cmd_view.c): the viewer beside the running program. _new before the fork (the
+ * traces' glob pattern, the run's start time, the log file in the current directory), _child in
+ * the child before exec (its output to the log, stdin from /dev/null), _wait in the parent: the
+ * viewer follows the traces as they appear; returns 1 when it reaped pid (its wait status in
+ * *status), else 0 and the caller waits. _free says where the log is. */
+typedef struct gmp_cli_run_view gmp_cli_run_view;
+gmp_cli_run_view *gmp_cli_run_view_new(const char *glob_pattern, long long t0_sec);
+void gmp_cli_run_view_child(const gmp_cli_run_view *v);
+int gmp_cli_run_view_wait(gmp_cli_run_view *v, int pid, int *status);
+void gmp_cli_run_view_free(gmp_cli_run_view *v);
+
 #endif

@@ -134,7 +134,7 @@ int gmp_cmd_run(const gmp_cli_cmd_info *cmd, int argc, char **argv)
     const char *unwind = "libunwind";
     const char *cupti = NULL;
     const char *alert = NULL;
-    int force = 0, quiet = 0, no_nvtx = 0, no_activity = 0;
+    int force = 0, quiet = 0, no_nvtx = 0, no_activity = 0, view = 0;
     int64_t depth = 64;
     uint64_t sample_ns = 50000000ull, flush_ns = 200000000ull, buffer = 64ull << 20;
     const uint64_t ms = 1000000ull;
@@ -170,6 +170,8 @@ int gmp_cmd_run(const gmp_cli_cmd_info *cmd, int argc, char **argv)
          "say once on stderr (and in the trace) when a device's allocated memory reaches this", 0},
         {"no-activity", 0, GMP_CLI_FLAG, &no_activity, NULL,
          "do not enable CUPTI activity records (static memory, pool sizes)", 0},
+        {"view", 0, GMP_CLI_FLAG, &view, NULL,
+         "watch the run in gpumemprof view (the program's output goes to a log file)", 0},
         {NULL, 0, 0, NULL, NULL, NULL, 0},
     };
     /* Our options end at "--" or at the first argument that is not an option: the rest is the
@@ -381,6 +383,15 @@ int gmp_cmd_run(const gmp_cli_cmd_info *cmd, int argc, char **argv)
     for (int i = 0; i < 5; i++)
         sigaction(sigs[i], &sa, &old[i]);
 
+    gmp_cli_run_view *rv = NULL; /* --view: cmd_view.c */
+    if (view) {
+        char vpat[8192];
+        if (glob_pattern(pattern, vpat, sizeof vpat) != 0 ||
+            !(rv = gmp_cli_run_view_new(vpat, (long long)t0.tv_sec))) {
+            fprintf(stderr, "gpumemprof run: --view: cannot start the viewer\n");
+            return 1;
+        }
+    }
     fflush(NULL);
     pid_t pid = fork();
     if (pid < 0) {
@@ -390,14 +401,16 @@ int gmp_cmd_run(const gmp_cli_cmd_info *cmd, int argc, char **argv)
     if (pid == 0) {
         for (int i = 0; i < 5; i++)
             sigaction(sigs[i], &old[i], NULL);
+        if (rv)
+            gmp_cli_run_view_child(rv);
         execvp(argv[cmd_start], argv + cmd_start);
         int e = errno;
         fprintf(stderr, "gpumemprof run: cannot run %s: %s\n", argv[cmd_start], strerror(e));
         _exit(e == ENOENT ? 127 : 126);
     }
     child_pid = pid;
-    int status = 0;
-    while (waitpid(pid, &status, 0) < 0) {
+    int status = 0, reaped = rv ? gmp_cli_run_view_wait(rv, (int)pid, &status) : 0;
+    while (!reaped && waitpid(pid, &status, 0) < 0) {
         if (errno != EINTR) {
             status = 1 << 8;
             break;
@@ -434,5 +447,6 @@ int gmp_cmd_run(const gmp_cli_cmd_info *cmd, int argc, char **argv)
     }
     globfree(&g);
     free(traces);
+    gmp_cli_run_view_free(rv);
     return rc;
 }

@@ -316,6 +316,8 @@ static void follow_tick(gmp_tui_state *s, double *next)
     double t = now_s();
     if (t < *next)
         return;
+    if (!s->ntr)
+        return;
     gmp_tui_trace *tr = &s->tr[s->cur];
     long long sz = file_size(tr->path);
     *next = t + (s->last_build_s * 2 > 0.5 ? s->last_build_s * 2 : 0.5);
@@ -373,7 +375,7 @@ int gmp_tui_run(const gmp_tui_opts *o, char *msg, size_t msglen)
         gmp_tui_tree_free(s->tree);
         return 1;
     }
-    gmp_tui_tree_set_model(s->tree, s->tr[0].m);
+    gmp_tui_tree_set_model(s->tree, s->ntr ? s->tr[0].m : NULL);
     whole_window(s);
     if (s->follow)
         set_cursor(s, GMP_TUI_NOEV - 1);
@@ -391,9 +393,9 @@ int gmp_tui_run(const gmp_tui_opts *o, char *msg, size_t msglen)
             if (s->follow)
                 follow_tick(s, &next_follow);
             if (s->follow && o->poll) {
-                size_t n = s->ntr;
+                size_t n = s->ntr, had = s->ntr;
                 const char *const *names = NULL, *const *paths = NULL;
-                o->poll(o->poll_ctx, &n, &names, &paths);
+                s->running = o->poll(o->poll_ctx, &n, &names, &paths);
                 if (n > s->ntr && names && paths) {
                     gmp_tui_trace *nt = realloc(s->tr, n * sizeof *nt);
                     if (nt) {
@@ -405,6 +407,8 @@ int gmp_tui_run(const gmp_tui_opts *o, char *msg, size_t msglen)
                             nt[i].size = -1;
                         }
                         s->ntr = n;
+                        if (!had)
+                            switch_trace(s, 0);
                     }
                 }
             }

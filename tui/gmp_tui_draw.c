@@ -38,6 +38,10 @@ const char *gmp_tui_fmt_time(const gmp_tui_state *s, uint64_t t, char *buf, size
 {
     gmp_tui_model *m = gmp_tui_cur_model(s);
     uint64_t t0 = m ? gmp_tui_model_t0(m) : 0;
+    /* relative to the trace's start, as the report's times are (else to its first event) */
+    const gmp_rec_header *h = m ? gmp_reader_header(gmp_tui_model_reader(m)) : NULL;
+    if (h && h->start_trace_ns && h->start_trace_ns <= t0)
+        t0 = h->start_trace_ns;
     double d = t >= t0 ? (double)(t - t0) * 1e-9 : -(double)(t0 - t) * 1e-9;
     snprintf(buf, n, "%+.6fs", d);
     return buf;
@@ -214,8 +218,9 @@ static void timeline(gmp_tui_state *s, int y, int h, int W)
     if (pcol < 0 || pcol > (int)strlen(t0s))
         put(y + h, lm, t0s, cols);
     int l1 = (int)strlen(t1s);
-    if (cols > (int)strlen(t0s) + l1 + 2)
+    if (cols > (int)strlen(t0s) + l1 + 2 && (pcol < 0 || pcol < cols - l1 - 1))
         put(y + h, W - l1, t1s, l1);
+
     if (d->d && d->d->peak_allocated && d->has_peak) {
         uint64_t pt = d->d->peak_time_ns;
         if (pt >= a && pt < b) {
@@ -568,10 +573,20 @@ void gmp_tui_draw(gmp_tui_state *s)
     gmp_tui_model *m = gmp_tui_cur_model(s);
     const gmp_tui_dev *d = gmp_tui_cur_dev(s);
     char title[1024], dn[160];
+    if (!s->ntr) {
+        title_bar(0, 0, W, " gpumemprof view  ?: help  q: quit");
+        put(2, 1, "waiting for the program's first CUDA process to write its trace...", W - 2);
+        if (s->log_path)
+            put(3, 1, "L: the program's output", W - 2);
+        refresh();
+        return;
+    }
     const gmp_tui_trace *tr = &s->tr[s->cur];
-    snprintf(title, sizeof title, " gpumemprof view  %s%s  [%s]  trace %zu/%zu  ?: help", tr->name,
-             s->follow && !tr->complete ? " (following)" : "", dev_name(s, d, dn, sizeof dn),
-             s->cur + 1, s->ntr);
+    snprintf(title, sizeof title, " gpumemprof view  %s%s%s  [%s]  trace %zu/%zu  ?: help",
+             strrchr(tr->name, '/') ? strrchr(tr->name, '/') + 1 : tr->name,
+             s->follow && !tr->complete ? " (following)" : "",
+             s->log_path ? (s->running ? " [program running]" : " [program ended]") : "",
+             dev_name(s, d, dn, sizeof dn), s->cur + 1, s->ntr);
     title_bar(0, 0, W, title);
     if (!m) {
         put(2, 1, tr->err[0] ? tr->err : "reading...", W - 2);

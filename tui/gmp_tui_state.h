@@ -38,6 +38,7 @@ typedef struct gmp_tui_state {
     size_t nmatch;
     char status[256];
     int help, show_log, follow, at_end;
+    int running; /* run --view: the program still runs */
     const char *log_path;
     /* the allocation in focus: when it is freed (cached) */
     uint64_t focus_key, focus_at, focus_free;

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "gmp_symbolize.h"
 #include "gmp_units.h"
 
 #define MAX_FRAMES 64
@@ -32,6 +33,8 @@ typedef struct hset { /* expanded / collapsed toggles: hkey -> state */
 
 struct gmp_tui_tree {
     const gmp_tui_model *m;
+    gmp_symbolizer *sym; /* native frames' names (DWARF, ELF symbols), made at the first one */
+    int sym_failed;
     gmp_tui_site *sites;
     size_t nsites;
     node *nodes;
@@ -245,6 +248,14 @@ static int site_fill(gmp_tui_tree *t, uint32_t si)
             const char *b = base_name(fr[i].module->path.ptr ? fr[i].module->path.ptr : "",
                                       fr[i].module->path.len, &bl);
             snprintf(buf, sizeof buf, "%.*s+0x%" PRIx64, (int)bl, b, fr[i].offset);
+            if (!t->sym && !t->sym_failed)
+                t->sym_failed = gmp_symbolizer_new(&t->sym, NULL) != GMP_OK;
+            if (t->sym) {
+                gmp_symbolizer_add_reader_modules(t->sym, r);
+                const gmp_sym_frame *sf;
+                if (gmp_symbolize(t->sym, fr[i].address, &sf) && sf->status == GMP_SYM_OK)
+                    gmp_symbolize_frame(t->sym, fr[i].address, 0, buf, sizeof buf);
+            }
             s->internal[i] = (unsigned char)module_internal(b, bl);
         } else {
             snprintf(buf, sizeof buf, "0x%" PRIx64, fr[i].address);
@@ -331,6 +342,7 @@ void gmp_tui_tree_free(gmp_tui_tree *t)
         return;
     nodes_clear(t);
     sites_free(t);
+    gmp_symbolizer_free(t->sym);
     free(t->nodes);
     free(t->idx);
     free(t->rows);
@@ -343,6 +355,9 @@ void gmp_tui_tree_set_model(gmp_tui_tree *t, const gmp_tui_model *m)
 {
     nodes_clear(t);
     sites_free(t);
+    gmp_symbolizer_free(t->sym);
+    t->sym = NULL;
+    t->sym_failed = 0;
     t->m = m;
 }
 
