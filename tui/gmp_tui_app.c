@@ -35,6 +35,10 @@ static int build(gmp_tui_state *s, size_t i)
     double t = now_s();
     long long sz = file_size(tr->path);
     gmp_reader *r = NULL;
+    if (sz < 0 && s->follow) {
+        snprintf(tr->err, sizeof tr->err, "waiting for %.200s to be written...", tr->name);
+        return -1;
+    }
     gmp_err e = gmp_reader_open(&r, tr->path, NULL);
     if (e != GMP_OK) {
         snprintf(tr->err, sizeof tr->err, "%.60s: %.180s", tr->name, gmp_reader_open_error());
@@ -103,7 +107,7 @@ static void set_cursor(gmp_tui_state *s, uint64_t idx)
     if (idx != GMP_TUI_NOEV && idx >= n)
         idx = n ? n - 1 : GMP_TUI_NOEV;
     s->cursor = idx;
-    s->at_end = s->follow && n && idx == n - 1;
+    s->at_end = s->follow && (!n || idx == n - 1); /* an empty trace: follow its first events */
     /* keep the cursor inside the window */
     uint64_t t = gmp_tui_cursor_time(s);
     if (t < s->win0 || t >= s->win1) {

@@ -4,6 +4,7 @@ shows) runs the viewer in a detached session of a given size; `send-keys` types,
 reads the screen back. Each case is one ctest test:
 
   test_view.py GPUMEMPROF GEN_TRACE CASE [SNAPSHOT]
+  test_view.py GPUMEMPROF GEN_TRACE CASE SIMCUDA_DIR TRAIN_SIM GROW_PROG [PRELOAD]
 
 peak      opens at the first device's peak: the screen shows the peak bytes that
           `gpumemprof report --format json` gives, as allocated at the cursor and in the live tree
@@ -17,6 +18,14 @@ follow    --follow on a trace that grows (a copy written a prefix at a time, as 
 quit      q exits with status 0 and the terminal is back (the shell's screen, no viewer left);
           Ctrl-C exits by SIGINT (status 130) and restores it too
 color     colours on a terminal that has them; none under NO_COLOR (capture-pane -e)
+On the simulated CUDA device (tests/simcuda):
+layers      the layers sample (samples/train_sim) recorded by `run`: opens at its peak (the JSON
+            report's) with the live ranges (train/step/forward/layerN) shown
+follow_run  `view --follow` started before the trace exists, while `run` records grow_prog (its
+            memory grows by 8 MiB a step): the allocated bytes on the screen grow, and end at the
+            report's peak once the trace is complete
+run_view    `run --view -- grow_prog`: the viewer shows the memory grow while the program runs,
+            '[program ended]' after, the program's output under L, q ends with the program's status
 """
 import json
 import os
@@ -110,6 +119,34 @@ def check_peak(gmp, path, t):
     if ("Live at cursor by range: %s in" % peak) not in s:
         fail("the live tree's total is not the peak %s:\n%s" % (peak, s))
     return s
+
+
+def alloc_on_screen(screen):
+    row = line_of(screen, "cursor ")
+    if " alloc " not in row:
+        return None
+    return row.split(" alloc ")[1].split("  ")[0]
+
+
+def to_bytes(txt):
+    n, u = txt.split()
+    return float(n) * {"B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30}[u]
+
+
+def sim_env():
+    e = {"LD_LIBRARY_PATH": sys.argv[4]}
+    if len(sys.argv) > 7 and sys.argv[7]:
+        e["LD_PRELOAD"] = sys.argv[7]
+    return e
+
+
+def grows(samples):
+    """Rises through at least 3 values up to its maximum (grow_prog frees all at its end)."""
+    vals = [to_bytes(x) for x in samples if x]
+    if not vals:
+        return False, vals
+    rise = vals[:vals.index(max(vals)) + 1]
+    return len(set(rise)) >= 3 and rise == sorted(rise), vals
 
 
 def main():
@@ -272,6 +309,67 @@ def main():
             import re
             if re.search(r"\x1b\[[0-9;]*(3[0-7]|4[0-7]|38;|48;)", esc):
                 fail("colours under NO_COLOR:\n" + repr(esc[:400]))
+        elif case == "layers":
+            trace = os.path.join(tmp, "layers.zst")
+            env = dict(os.environ, **sim_env())
+            subprocess.run([gmp, "run", "-q", "-o", trace, "--", sys.argv[5], "6"], env=env,
+                           check=True, capture_output=True)
+            t = Term("%s view %s" % (gmp, trace))
+            s = check_peak(gmp, trace, t)
+            for want in ("train", "step", "forward", "layer3", "optimizer"):
+                if want not in s:
+                    fail("the live range %r is not shown at the peak:\n%s" % (want, s))
+        elif case == "follow_run":
+            trace = os.path.join(tmp, "grow.zst")
+            t = Term("%s view --follow %s" % (gmp, trace))
+            t.wait("waiting for")
+            env = dict(os.environ, **sim_env())
+            run = subprocess.Popen([gmp, "run", "-q", "-o", trace, "--", sys.argv[6], "14",
+                                    "250"], env=env, stdout=subprocess.DEVNULL,
+                                   stderr=subprocess.DEVNULL)
+            samples = []
+            while run.poll() is None:
+                time.sleep(0.3)
+                samples.append(alloc_on_screen(t.screen()))
+            if run.returncode != 0:
+                fail("gpumemprof run failed: %d" % run.returncode)
+            s = t.wait("(following)", 10, gone=True)
+            ok, vals = grows(samples)
+            if not ok:
+                fail("the allocated bytes did not grow on the screen while the program ran: %s"
+                     % samples)
+            peak = fmt_bytes(report_peak(gmp, trace))
+            if ("peak %s " % peak) not in line_of(s, "cursor "):
+                fail("the complete trace's peak %s is not shown:\n%s" % (peak, s))
+            print("follow_run: allocated on the screen:", [x for x in samples if x])
+        elif case == "run_view":
+            t = Term("cd %s && %s run --view -o %s/rv.%%p.zst -- %s 14 250" %
+                     (tmp, gmp, tmp, sys.argv[6]), env=sim_env())
+            t.wait("[program running]", 15)
+            samples = []
+            for _ in range(60):
+                s = t.screen()
+                samples.append(alloc_on_screen(s))
+                if "[program ended]" in s:
+                    break
+                time.sleep(0.2)
+            s = t.wait("[program ended]", 20)
+            ok, vals = grows(samples)
+            if not ok:
+                fail("the allocated bytes did not grow on the screen while the program ran: %s"
+                     % samples)
+            t.keys("L")
+            s = t.wait("The program's output")
+            if "step 13" not in s:
+                fail("L does not show the program's output:\n" + s)
+            t.keys("Escape")
+            t.wait("Live at cursor")
+            t.keys("q")
+            s = t.wait("EXIT=")
+            if "EXIT=0" not in s or "gpumemprof-run." not in s:
+                fail("run --view did not end with the program's status 0 and the log's name:\n"
+                     + s)
+            print("run_view: allocated on the screen:", [x for x in samples if x])
         else:
             fail("unknown case " + case)
         print("ok:", case)
