@@ -6,7 +6,9 @@
  *
  * For Python programs: --layers puts the agent's sitecustomize (python/ beside the agent) first on
  * PYTHONPATH (it runs any sitecustomize found after it, then hooks torch.nn modules into ranges);
- * --torch-alloc picks PyTorch's CUDA allocator backend in PYTORCH_CUDA_ALLOC_CONF (docs/python.md).
+ * --torch-alloc picks PyTorch's CUDA allocator backend in PYTORCH_CUDA_ALLOC_CONF (docs/python.md);
+ * --torch-history has the same sitecustomize turn on PyTorch's memory history and dump it beside
+ * the trace.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -130,7 +132,7 @@ int gmp_cmd_run(const gmp_cli_cmd_info *cmd, int argc, char **argv)
     const char *output = "gpumemprof.%p.zst";
     const char *stacks = "auto";
     const char *torch_alloc = NULL;
-    int layers = 0;
+    int layers = 0, torch_history = 0;
     const char *unwind = "libunwind";
     const char *cupti = NULL;
     const char *alert = NULL;
@@ -161,6 +163,10 @@ int gmp_cmd_run(const gmp_cli_cmd_info *cmd, int argc, char **argv)
         {"no-nvtx", 0, GMP_CLI_FLAG, &no_nvtx, NULL, "do not record NVTX ranges", 0},
         {"layers", 0, GMP_CLI_FLAG, &layers, NULL,
          "PyTorch: a range per nn.Module call (forward and backward), named by its qualified name",
+         0},
+        {"torch-history", 0, GMP_CLI_FLAG, &torch_history, NULL,
+         "PyTorch 2.1+: record its own memory history (tensors, stacks) and dump it beside the "
+         "trace (TRACE.torch.pickle) at exit, SIGTERM and out of memory",
          0},
         {"torch-alloc", 0, GMP_CLI_STRING, &torch_alloc, "BACKEND",
          "PyTorch's CUDA allocator: async (cudaMallocAsync: every tensor visible) or native "
@@ -271,7 +277,7 @@ int gmp_cmd_run(const gmp_cli_cmd_info *cmd, int argc, char **argv)
                 agent);
         return 1;
     }
-    if (layers) {
+    if (layers || torch_history) {
         /* python/sitecustomize.py beside the agent, first on PYTHONPATH */
         char dir[4200];
         const char *slash = strrchr(agent, '/');
@@ -280,8 +286,8 @@ int gmp_cmd_run(const gmp_cli_cmd_info *cmd, int argc, char **argv)
         char site[4300];
         snprintf(site, sizeof site, "%s/sitecustomize.py", dir);
         if (access(site, R_OK) != 0) {
-            fprintf(stderr, "gpumemprof run: --layers: %s is missing; reinstall gpumemprof\n",
-                    site);
+            fprintf(stderr, "gpumemprof run: --%s: %s is missing; reinstall gpumemprof\n",
+                    layers ? "layers" : "torch-history", site);
             return 1;
         }
         const char *pp = getenv("PYTHONPATH");
@@ -295,7 +301,10 @@ int gmp_cmd_run(const gmp_cli_cmd_info *cmd, int argc, char **argv)
             snprintf(v, cap, "%s", dir);
         setenv("PYTHONPATH", v, 1);
         free(v);
-        setenv("GPUMEMPROF_LAYERS", "1", 1);
+        if (layers)
+            setenv("GPUMEMPROF_LAYERS", "1", 1);
+        if (torch_history)
+            setenv("GPUMEMPROF_TORCH_HISTORY", "1", 1);
     }
     if (torch_alloc) {
         const char *b = strcmp(torch_alloc, "async") == 0 ? "cudaMallocAsync" : "native";

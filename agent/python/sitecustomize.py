@@ -17,6 +17,13 @@ qualified names from named_modules(). Backward ranges: no module backward hooks 
 backward range opens when the gradient of its output is ready and closes when the backward of a
 module that is not one of its ancestors starts, or when the next forward begins. See docs/python.md.
 Nothing here ever raises into the program: a failure disables the hooks with one line on stderr.
+
+`gpumemprof run --torch-history` (GPUMEMPROF_TORCH_HISTORY=1) uses the same path: once torch is
+imported it turns on PyTorch's own memory history (torch.cuda.memory._record_memory_history of
+PyTorch 2.1+, with context and Python/C++ stacks) and dumps it (_dump_snapshot) beside the trace:
+TRACE.torch.pickle when the process exits or gets SIGTERM (then it exits with status 143 through
+Python's ordinary exit, so that the agent finishes the trace as well), TRACE.oom.torch.pickle on
+an out-of-memory error (torch._C._cuda_attach_out_of_memory_observer).
 """
 import os
 import sys
@@ -201,6 +208,118 @@ def _install(torch):
         mm.register_module_forward_hook(post)
 
 
+def _trace_path():
+    """The trace file this process's agent writes: the file it holds open whose path is the output
+    pattern (GPUMEMPROF_OUTPUT, absolute) with %p, %h, %r expanded and %n any counter."""
+    import re
+    import socket
+
+    pattern = os.environ.get("GPUMEMPROF_OUTPUT", "")
+    if not pattern:
+        return None
+    rank = "0"
+    for v in ("RANK", "OMPI_COMM_WORLD_RANK", "SLURM_PROCID", "PMI_RANK"):
+        s = os.environ.get(v, "")
+        if s.isdigit() and int(s) < 100000000:
+            rank = str(int(s))
+            break
+    rx, i = "", 0
+    while i < len(pattern):
+        c = pattern[i]
+        if c == "%" and i + 1 < len(pattern):
+            k = pattern[i + 1]
+            i += 2
+            if k == "p":
+                rx += str(os.getpid())
+            elif k == "h":
+                rx += re.escape(socket.gethostname().replace("/", "_"))
+            elif k == "r":
+                rx += rank
+            elif k == "n":
+                rx += "[0-9]+"
+            else:
+                rx += re.escape(k)
+            continue
+        rx += re.escape(c)
+        i += 1
+    found = None
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            target = os.readlink("/proc/self/fd/" + fd)
+        except OSError:
+            continue
+        if re.fullmatch(rx, target):
+            found = target
+    return found
+
+
+def _history(torch):
+    """run --torch-history: PyTorch's own memory history, dumped beside the trace at exit
+    (TRACE.torch.pickle), on SIGTERM (the same file) and on out-of-memory
+    (TRACE.oom.torch.pickle)."""
+    import atexit
+    import signal
+    import threading
+
+    mem = getattr(getattr(torch, "cuda", None), "memory", None)
+    record = getattr(mem, "_record_memory_history", None)
+    if record is None or not hasattr(mem, "_dump_snapshot"):
+        raise RuntimeError("torch.cuda.memory._record_memory_history needs PyTorch 2.1 or later")
+    try:
+        max_entries = int(os.environ.get("GPUMEMPROF_TORCH_HISTORY_MAX", "") or 1000000)
+    except ValueError:
+        max_entries = 1000000
+    record(enabled="all", context="all", stacks="all", max_entries=max_entries)
+    lock = threading.Lock()
+
+    def dump(suffix):
+        with lock:
+            trace = _trace_path()
+            if trace is None:  # CUDA never started under the agent: nothing to merge with
+                return
+            try:
+                mem._dump_snapshot(trace + suffix)
+            except Exception as e:
+                sys.stderr.write("gpumemprof: --torch-history: cannot write %s: %s\n"
+                                 % (trace + suffix, e))
+
+    atexit.register(dump, ".torch.pickle")
+    observe = getattr(getattr(torch, "_C", None), "_cuda_attach_out_of_memory_observer", None)
+    if observe is not None:
+        observe(lambda device, alloc, device_allocated, device_free: dump(".oom.torch.pickle"))
+    if threading.current_thread() is threading.main_thread():
+        previous = signal.getsignal(signal.SIGTERM)
+
+        def on_term(signum, frame):
+            dump(".torch.pickle")
+            if callable(previous):
+                previous(signum, frame)
+                return
+            # the ordinary exit, so that the agent finishes the trace too (dying of the signal
+            # here would skip it: the agent leaves a signal the program handles alone)
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+            raise SystemExit(128 + signum)
+
+        # the default action only: a handler of the program's (or a C one) is left alone
+        if previous == signal.SIG_DFL or callable(previous):
+            signal.signal(signal.SIGTERM, on_term)
+
+
+def _on_torch(torch):
+    """What `run` asked for, once torch is imported; never raises into the program."""
+    if os.environ.get("GPUMEMPROF_LAYERS") == "1":
+        try:
+            _agent()
+            _install(torch)
+        except Exception as e:
+            sys.stderr.write("gpumemprof: --layers: PyTorch hooks unavailable: %s\n" % e)
+    if os.environ.get("GPUMEMPROF_TORCH_HISTORY") == "1":
+        try:
+            _history(torch)
+        except Exception as e:
+            sys.stderr.write("gpumemprof: --torch-history: unavailable: %s\n" % e)
+
+
 class _TorchWatcher:
     """A meta path finder that lets `import torch` run, then installs the hooks."""
 
@@ -221,11 +340,7 @@ class _TorchWatcher:
 
         def exec_module(module):
             orig(module)
-            try:
-                _agent()
-                _install(module)
-            except Exception as e:  # never break the program
-                sys.stderr.write("gpumemprof: --layers: PyTorch hooks unavailable: %s\n" % e)
+            _on_torch(module)
             try:
                 del loader.exec_module  # back to the class's method
             except AttributeError:
@@ -239,14 +354,11 @@ class _TorchWatcher:
 
 
 def _start():
-    if os.environ.get("GPUMEMPROF_LAYERS") != "1":
+    if os.environ.get("GPUMEMPROF_LAYERS") != "1" and \
+            os.environ.get("GPUMEMPROF_TORCH_HISTORY") != "1":
         return
     if "torch" in sys.modules:
-        try:
-            _agent()
-            _install(sys.modules["torch"])
-        except Exception as e:
-            sys.stderr.write("gpumemprof: --layers: PyTorch hooks unavailable: %s\n" % e)
+        _on_torch(sys.modules["torch"])
         return
     sys.meta_path.insert(0, _TorchWatcher())
 

@@ -22,6 +22,10 @@ MODE: python     --stacks python: exact file:function:line frames, with the GIL 
                  forward and backward, an allocation's path under the program's NVTX range
       site       --layers keeps an existing sitecustomize working; no hooks without --layers
       torchalloc --torch-alloc merges backend:... into PYTORCH_CUDA_ALLOC_CONF
+      torchhistory --torch-history on a stand-in torch with PyTorch 2.1's history API
+                 (progs/torchstub): history asked with context and stacks, TRACE.torch.pickle at
+                 exit and SIGTERM (the trace still finished), TRACE.oom.torch.pickle at an OOM;
+                 its segments are the trace's cudaMalloc calls; nothing without the option
 Exit 77: skipped.
 """
 import argparse
@@ -313,6 +317,81 @@ elif args.mode == "lines":
         print("skip: frames without the GIL need CPython 3.9+")
         sys.exit(SKIP)
     run_lines("lines", args.python)
+elif args.mode == "torchhistory":
+    # the stand-in torch (progs/torchstub: PyTorch 2.1's history API written from its source)
+    import pickle
+    H = markers("py_torch_history.py")
+    stub = os.path.join(args.src, "progs", "torchstub")
+    f = "py_torch_history.py"
+
+    def hist(mode, opts=("--torch-history",), limit=None, trace=None):
+        env = base_env()
+        if limit:
+            env["TORCHSTUB_LIMIT"] = str(limit)
+        trace = trace or f"h_{mode}.zst"
+        p, t = run(list(opts), "py_torch_history.py", env=env, trace=trace,
+                   extra=[stub, mode], expect_ok=False)
+        return p, t
+
+    def entries(snap, action):
+        return [e for e in snap["device_traces"][0] if e["action"] == action]
+
+    def trace_allocs(t):
+        d = subprocess.run([args.gpumemprof, "dump", t], capture_output=True, text=True,
+                           env=base_env(), timeout=60).stdout
+        return {int(m.group(1), 16): int(m.group(2))
+                for m in re.finditer(r" alloc .*?address=(0x[0-9a-f]+) size=(\d+)", d)}
+
+    p, t = hist("exit")
+    check("exit: status", p.returncode, 0)
+    check("exit: history asked with context and stacks", "history_args={'enabled': 'all', "
+          "'context': 'all', 'stacks': 'all'" in p.stdout, True)
+    snap_path = t + ".torch.pickle"
+    check("exit: snapshot beside the trace", os.path.exists(snap_path), True)
+    if os.path.exists(snap_path):
+        with open(snap_path, "rb") as fh:
+            snap = pickle.load(fh)
+        allocs = entries(snap, "alloc")
+        check("exit: tensors recorded", [e["size"] for e in allocs], [MiB, 3 * MiB, 5 * MiB])
+        check("exit: a tensor's stack", [(x["name"], os.path.basename(x["filename"]), x["line"])
+                                         for x in allocs[1]["frames"][:3]],
+              [("layer", f, H["layer"]), ("forward", f, H["fwd3"]), ("<module>", f, H["module"])])
+        check("exit: the freed tensor", [e["addr"] for e in entries(snap, "free_completed")],
+              [allocs[1]["addr"]])
+        # one timeline: PyTorch's segments are the allocations the agent recorded from CUDA
+        segs = {e["addr"]: e["size"] for e in entries(snap, "segment_alloc")}
+        ta = trace_allocs(t)
+        check("exit: segments are the trace's cudaMalloc calls",
+              {a: ta.get(a) for a in segs}, segs)
+        check("exit: segments found", len(segs) >= 2, True)
+        # and the trace has the Python frames of the tensor that made each segment (read
+        # without the GIL: the stand-in calls cudaMalloc through ctypes.CDLL)
+        by = stacks_by_size(report(t))
+        check("exit: the trace's 4 MiB segment, Python frames",
+              [x for x in py_frames(by.get(4 * MiB, [])) if x[1] == f],
+              [("layer", f, H["layer"]), ("forward", f, H["fwd3"]), ("<module>", f, H["module"])])
+        r = subprocess.run([args.gpumemprof, "report", "--format", "json", snap_path],
+                           capture_output=True, text=True, env=base_env(), timeout=60)
+        check("exit: gpumemprof reads the snapshot", r.returncode, 0)
+    p, t = hist("sigterm")
+    check("sigterm: status", p.returncode, 143)
+    check("sigterm: snapshot written", os.path.exists(t + ".torch.pickle"), True)
+    end = subprocess.run([args.gpumemprof, "dump", t], capture_output=True, text=True,
+                         env=base_env(), timeout=60).stdout
+    check("sigterm: the trace is finished (END record)", " end " in end, True)
+    p, t = hist("oom", limit=16 * MiB)
+    check("oom: status", p.returncode, 0)
+    check("oom: caught", "oom caught" in p.stdout, True)
+    oom_path = t + ".oom.torch.pickle"
+    check("oom: snapshot at the out-of-memory error", os.path.exists(oom_path), True)
+    if os.path.exists(oom_path):
+        with open(oom_path, "rb") as fh:
+            snap = pickle.load(fh)
+        check("oom: the oom entry", [e["size"] for e in entries(snap, "oom")], [64 * MiB])
+    check("oom: the exit snapshot too", os.path.exists(t + ".torch.pickle"), True)
+    p, t = hist("exit", opts=(), trace="h_off.zst")
+    check("without --torch-history: no history", "history_args=None" in p.stdout, True)
+    check("without --torch-history: no snapshot", os.path.exists(t + ".torch.pickle"), False)
 elif args.mode == "versions":
     found = {}
     cands = [shutil.which(f"python3.{m}") for m in range(8, 14)]
