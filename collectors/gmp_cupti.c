@@ -112,7 +112,13 @@ enum op {
     OP_IMPORT_ADDR,   /* an address of memory this process did not allocate (IPC, pool import,
                          external memory): never recorded, and its free is not either */
     OP_IMPORT_CLOSE,  /* cudaIpcCloseMemHandle: such an address goes */
-    OP_ARRAY_MAP      /* cuMemMapArrayAsync: VMM handles mapped into sparse arrays */
+    OP_ARRAY_MAP,     /* cuMemMapArrayAsync: VMM handles mapped into sparse arrays */
+    OP_CAPTURE_BEGIN, /* stream capture: what the stream then does becomes graph nodes */
+    OP_CAPTURE_END,
+    OP_EVENT_RECORD, /* while capturing: an event recorded in a capturing stream... */
+    OP_STREAM_WAIT,  /* ...joins the stream that waits for it to the capture */
+    OP_GRAPH_LAUNCH, /* a graph launched or uploaded: its device's graph memory is read */
+    OP_GRAPH_MEMNODE /* cudaGraphAddMemAllocNode: the node's address is graph memory */
 };
 
 typedef struct api_desc {
@@ -214,9 +220,49 @@ static api_desc apis[] = {
        "cudaExternalMemoryGetMappedMipmappedArray", OP_IMPORT_ADDR, GMP_MEM_ARRAY),
     DRV(cuExternalMemoryGetMappedMipmappedArray, "cuExternalMemoryGetMappedMipmappedArray",
         OP_IMPORT_ADDR, GMP_MEM_ARRAY),
+    /* issue 16, audit 4: CUDA graphs (the event calls are enabled only while a capture runs) */
+    RT(cudaStreamBeginCapture_v10000, "cudaStreamBeginCapture", OP_CAPTURE_BEGIN, 0),
+    RT(cudaStreamBeginCapture_ptsz_v10000, "cudaStreamBeginCapture", OP_CAPTURE_BEGIN, 0),
+    RT(cudaStreamBeginCaptureToGraph_v12030, "cudaStreamBeginCaptureToGraph", OP_CAPTURE_BEGIN, 0),
+    RT(cudaStreamBeginCaptureToGraph_ptsz_v12030, "cudaStreamBeginCaptureToGraph", OP_CAPTURE_BEGIN,
+       0),
+    RT(cudaStreamEndCapture_v10000, "cudaStreamEndCapture", OP_CAPTURE_END, 0),
+    RT(cudaStreamEndCapture_ptsz_v10000, "cudaStreamEndCapture", OP_CAPTURE_END, 0),
+    RT(cudaGraphLaunch_v10000, "cudaGraphLaunch", OP_GRAPH_LAUNCH, 0),
+    RT(cudaGraphLaunch_ptsz_v10000, "cudaGraphLaunch", OP_GRAPH_LAUNCH, 0),
+    RT(cudaGraphUpload_v10000, "cudaGraphUpload", OP_GRAPH_LAUNCH, 0),
+    RT(cudaGraphUpload_ptsz_v10000, "cudaGraphUpload", OP_GRAPH_LAUNCH, 0),
+    DRV(cuStreamBeginCapture, "cuStreamBeginCapture", OP_CAPTURE_BEGIN, 0),
+    DRV(cuStreamBeginCapture_ptsz, "cuStreamBeginCapture", OP_CAPTURE_BEGIN, 0),
+    DRV(cuStreamBeginCapture_v2, "cuStreamBeginCapture", OP_CAPTURE_BEGIN, 0),
+    DRV(cuStreamBeginCapture_v2_ptsz, "cuStreamBeginCapture", OP_CAPTURE_BEGIN, 0),
+    DRV(cuStreamBeginCaptureToGraph, "cuStreamBeginCaptureToGraph", OP_CAPTURE_BEGIN, 0),
+    DRV(cuStreamBeginCaptureToGraph_ptsz, "cuStreamBeginCaptureToGraph", OP_CAPTURE_BEGIN, 0),
+    DRV(cuStreamEndCapture, "cuStreamEndCapture", OP_CAPTURE_END, 0),
+    DRV(cuStreamEndCapture_ptsz, "cuStreamEndCapture", OP_CAPTURE_END, 0),
+    DRV(cuGraphLaunch, "cuGraphLaunch", OP_GRAPH_LAUNCH, 0),
+    DRV(cuGraphLaunch_ptsz, "cuGraphLaunch", OP_GRAPH_LAUNCH, 0),
+    DRV(cuGraphUpload, "cuGraphUpload", OP_GRAPH_LAUNCH, 0),
+    DRV(cuGraphUpload_ptsz, "cuGraphUpload", OP_GRAPH_LAUNCH, 0),
+    RT(cudaGraphAddMemAllocNode_v11040, "cudaGraphAddMemAllocNode", OP_GRAPH_MEMNODE, 0),
+    DRV(cuGraphAddMemAllocNode, "cuGraphAddMemAllocNode", OP_GRAPH_MEMNODE, 0),
+    /* from here on: enabled only while a capture runs (capture_first) */
+    RT(cudaEventRecord_v3020, "cudaEventRecord", OP_EVENT_RECORD, 0),
+    RT(cudaEventRecord_ptsz_v7000, "cudaEventRecord", OP_EVENT_RECORD, 0),
+    RT(cudaEventRecordWithFlags_v11010, "cudaEventRecordWithFlags", OP_EVENT_RECORD, 0),
+    RT(cudaEventRecordWithFlags_ptsz_v11010, "cudaEventRecordWithFlags", OP_EVENT_RECORD, 0),
+    RT(cudaStreamWaitEvent_v3020, "cudaStreamWaitEvent", OP_STREAM_WAIT, 0),
+    RT(cudaStreamWaitEvent_ptsz_v7000, "cudaStreamWaitEvent", OP_STREAM_WAIT, 0),
+    DRV(cuEventRecord, "cuEventRecord", OP_EVENT_RECORD, 0),
+    DRV(cuEventRecord_ptsz, "cuEventRecord", OP_EVENT_RECORD, 0),
+    DRV(cuEventRecordWithFlags, "cuEventRecordWithFlags", OP_EVENT_RECORD, 0),
+    DRV(cuEventRecordWithFlags_ptsz, "cuEventRecordWithFlags", OP_EVENT_RECORD, 0),
+    DRV(cuStreamWaitEvent, "cuStreamWaitEvent", OP_STREAM_WAIT, 0),
+    DRV(cuStreamWaitEvent_ptsz, "cuStreamWaitEvent", OP_STREAM_WAIT, 0),
 };
 
 #define NAPIS (sizeof apis / sizeof apis[0])
+_Static_assert(NAPIS < 255, "rt_index and drv_index hold index + 1 in a uint8_t");
 
 /* cbid -> index+1 into apis, per domain (cbids are small dense integers) */
 #define MAX_CBID 1024
@@ -1172,6 +1218,329 @@ static void array_map(gmp_wthread *t, api_desc *a, const CUpti_CallbackData *cd)
     }
 }
 
+/* ---- CUDA graphs (issue 16, audit 4) ----
+ * Stream capture: between cudaStreamBeginCapture and cudaStreamEndCapture, work issued to the
+ * capturing stream is not executed but recorded into a graph (cuda_runtime_api.h
+ * cudaStreamBeginCapture); a cudaMallocAsync or cudaFreeAsync there adds a memory node
+ * (cudaMallocAsync: "if the stream is capturing, the allocation is ... a graph node"), so it
+ * allocates or frees nothing now and is not recorded. Other streams join a capture by waiting on
+ * an event recorded in a capturing stream; the agent follows that (cudaEventRecord /
+ * cudaStreamWaitEvent, enabled only while some capture runs, so programs that never capture pay
+ * nothing for them). The memory of graph memory nodes is allocated when the graph runs; CUPTI
+ * reports no allocation callback for it, so the agent reads the devices' graph memory
+ * (cuDeviceGetGraphMemAttribute: USED_MEM_CURRENT and RESERVED_MEM_CURRENT) from the flush thread,
+ * every interval after a graph was launched or uploaded on the device, and writes its changes:
+ * the reserved size as the size of a pseudo pool (GRAPH_POOL), the used size as ALLOC/FREE
+ * records of kind async-pool, api "graph memory", flagged activity|async, at the time read. The
+ * used memory of a graph is therefore seen at the flush interval's resolution; a higher high
+ * watermark (USED_MEM_HIGH, never reset by the agent) than seen before is written as a chunk
+ * allocated and freed at the reading, so the trace's peak has it. Addresses a capture or
+ * cudaGraphAddMemAllocNode returned are the graph's: their frees outside a graph are not
+ * recorded (the graph memory's reading covers them). */
+static gmp_handles capturing;      /* stream key -> capture id (the origin stream's key) */
+static gmp_handles capture_events; /* event -> capture id */
+static atomic_int n_capturing;     /* capturing streams: 0 = nothing to look up */
+static _Thread_local char tl_key;  /* its address: this thread's per-thread default stream */
+
+/* A stream's key: the handle, or for the per-thread default stream (NULL of a _ptsz call,
+ * cudaStreamPerThread) an address of this thread. */
+static uint64_t stream_key(const void *stream, int ptsz)
+{
+    if ((uintptr_t)stream == 0x2 || (!stream && ptsz))
+        return (uint64_t)(uintptr_t)&tl_key;
+    return (uint64_t)(uintptr_t)stream;
+}
+
+static int is_ptsz(const api_desc *a)
+{
+    return (a->dom == CUPTI_CB_DOMAIN_RUNTIME_API &&
+            (a->cbid == CUPTI_RUNTIME_TRACE_CBID_cudaStreamBeginCapture_ptsz_v10000 ||
+             a->cbid == CUPTI_RUNTIME_TRACE_CBID_cudaStreamBeginCaptureToGraph_ptsz_v12030 ||
+             a->cbid == CUPTI_RUNTIME_TRACE_CBID_cudaStreamEndCapture_ptsz_v10000 ||
+             a->cbid == CUPTI_RUNTIME_TRACE_CBID_cudaEventRecord_ptsz_v7000 ||
+             a->cbid == CUPTI_RUNTIME_TRACE_CBID_cudaEventRecordWithFlags_ptsz_v11010 ||
+             a->cbid == CUPTI_RUNTIME_TRACE_CBID_cudaStreamWaitEvent_ptsz_v7000 ||
+             a->cbid == CUPTI_RUNTIME_TRACE_CBID_cudaMallocAsync_ptsz_v11020 ||
+             a->cbid == CUPTI_RUNTIME_TRACE_CBID_cudaFreeAsync_ptsz_v11020 ||
+             a->cbid == CUPTI_RUNTIME_TRACE_CBID_cudaMallocFromPoolAsync_ptsz_v11020)) ||
+           (a->dom == CUPTI_CB_DOMAIN_DRIVER_API &&
+            (a->cbid == CUPTI_DRIVER_TRACE_CBID_cuStreamBeginCapture_ptsz ||
+             a->cbid == CUPTI_DRIVER_TRACE_CBID_cuStreamBeginCapture_v2_ptsz ||
+             a->cbid == CUPTI_DRIVER_TRACE_CBID_cuStreamBeginCaptureToGraph_ptsz ||
+             a->cbid == CUPTI_DRIVER_TRACE_CBID_cuStreamEndCapture_ptsz ||
+             a->cbid == CUPTI_DRIVER_TRACE_CBID_cuEventRecord_ptsz ||
+             a->cbid == CUPTI_DRIVER_TRACE_CBID_cuEventRecordWithFlags_ptsz ||
+             a->cbid == CUPTI_DRIVER_TRACE_CBID_cuStreamWaitEvent_ptsz ||
+             a->cbid == CUPTI_DRIVER_TRACE_CBID_cuMemAllocAsync_ptsz ||
+             a->cbid == CUPTI_DRIVER_TRACE_CBID_cuMemFreeAsync_ptsz ||
+             a->cbid == CUPTI_DRIVER_TRACE_CBID_cuMemAllocFromPoolAsync_ptsz));
+}
+
+/* Every capture and event call starts with the same two pointers (the generated meta headers):
+ * begin/end capture and stream wait (stream, ...), event record (event, stream), graph launch and
+ * upload (graphExec, stream). The assertions prove it for each params struct read this way. */
+typedef struct two_ptrs {
+    const void *a, *b;
+} two_ptrs;
+#define FIRST_TWO(T, f1, f2)                                                                       \
+    _Static_assert(offsetof(T, f1) == offsetof(two_ptrs, a) &&                                     \
+                       offsetof(T, f2) == offsetof(two_ptrs, b),                                   \
+                   #T " layout")
+FIRST_TWO(cudaStreamEndCapture_v10000_params, stream, pGraph);
+FIRST_TWO(cudaStreamBeginCaptureToGraph_v12030_params, stream, graph);
+FIRST_TWO(cuStreamEndCapture_params, hStream, phGraph);
+FIRST_TWO(cuStreamBeginCaptureToGraph_params, hStream, hGraph);
+FIRST_TWO(cudaEventRecord_v3020_params, event, stream);
+FIRST_TWO(cudaEventRecordWithFlags_v11010_params, event, stream);
+FIRST_TWO(cuEventRecord_params, hEvent, hStream);
+FIRST_TWO(cuEventRecordWithFlags_params, hEvent, hStream);
+FIRST_TWO(cudaStreamWaitEvent_v3020_params, stream, event);
+FIRST_TWO(cuStreamWaitEvent_params, hStream, hEvent);
+FIRST_TWO(cudaGraphLaunch_v10000_params, graphExec, stream);
+FIRST_TWO(cudaGraphUpload_v10000_params, graphExec, stream);
+FIRST_TWO(cuGraphLaunch_params, hGraph, hStream);
+FIRST_TWO(cuGraphUpload_params, hGraph, hStream);
+_Static_assert(offsetof(cudaStreamBeginCapture_v10000_params, stream) == 0, "layout");
+_Static_assert(offsetof(cuStreamBeginCapture_params, hStream) == 0, "layout");
+_Static_assert(offsetof(cuStreamBeginCapture_v2_params, hStream) == 0, "layout");
+
+static size_t capture_first; /* index in apis of the first capture-only API */
+
+static void capture_callbacks(int on)
+{
+    for (size_t i = capture_first; capture_first && i < NAPIS; i++)
+        C.EnableCallback((uint32_t)on, sub, apis[i].dom, apis[i].cbid);
+}
+
+/* 1 when the stream of an asynchronous allocation or free is being captured. */
+static int stream_capturing(const void *stream, int ptsz)
+{
+    if (!atomic_load_explicit(&n_capturing, memory_order_relaxed))
+        return 0;
+    pthread_mutex_lock(&loc_lock);
+    int yes = gmp_handles_get(&capturing, stream_key(stream, ptsz)) != NULL;
+    pthread_mutex_unlock(&loc_lock);
+    return yes;
+}
+
+static void capture_event(const api_desc *a, const void *params)
+{
+    const two_ptrs *q = params;
+    int ptsz = is_ptsz(a);
+    pthread_mutex_lock(&loc_lock);
+    int before = (int)capturing.n;
+    switch (a->op) {
+    case OP_CAPTURE_BEGIN: {
+        uint64_t k = stream_key(q->a, ptsz);
+        gmp_handle_ent *e = gmp_handles_put(&capturing, k);
+        if (e)
+            e->handle = k;
+        break;
+    }
+    case OP_CAPTURE_END: {
+        /* the origin stream and every stream that joined its capture leave it */
+        uint64_t id = stream_key(q->a, ptsz);
+        const gmp_handle_ent *o = gmp_handles_get(&capturing, id);
+        if (o)
+            id = o->handle;
+        for (size_t i = 0; i < capturing.cap;) {
+            gmp_handle_ent *e = &capturing.ent[i];
+            if (e->used && e->handle == id)
+                gmp_handles_del(&capturing, e->key); /* shifts: look at i again */
+            else
+                i++;
+        }
+        for (size_t i = 0; i < capture_events.cap;) {
+            gmp_handle_ent *e = &capture_events.ent[i];
+            if (e->used && e->handle == id)
+                gmp_handles_del(&capture_events, e->key);
+            else
+                i++;
+        }
+        break;
+    }
+    case OP_EVENT_RECORD: {
+        const gmp_handle_ent *c = gmp_handles_get(&capturing, stream_key(q->b, ptsz));
+        if (c) {
+            uint64_t id = c->handle;
+            gmp_handle_ent *e = gmp_handles_put(&capture_events, (uint64_t)(uintptr_t)q->a);
+            if (e)
+                e->handle = id;
+        } else {
+            gmp_handles_del(&capture_events, (uint64_t)(uintptr_t)q->a);
+        }
+        break;
+    }
+    case OP_STREAM_WAIT: {
+        const gmp_handle_ent *ev = gmp_handles_get(&capture_events, (uint64_t)(uintptr_t)q->b);
+        if (ev) {
+            uint64_t id = ev->handle;
+            gmp_handle_ent *e = gmp_handles_put(&capturing, stream_key(q->a, ptsz));
+            if (e)
+                e->handle = id;
+        }
+        break;
+    }
+    default: break;
+    }
+    int after = (int)capturing.n;
+    atomic_store(&n_capturing, after);
+    pthread_mutex_unlock(&loc_lock);
+    if (!before && after)
+        capture_callbacks(1);
+    else if (before && !after)
+        capture_callbacks(0);
+}
+
+/* Graph memory, read by the flush thread (see above). */
+#define GRAPH_POOL(dev) (0x6772617068000000ull | (uint64_t)(uint32_t)(dev)) /* "graph" */
+static atomic_uint_least64_t graph_devices; /* devices a graph was launched on */
+static struct graph_mem {
+    uint64_t used, reserved, high;
+    uint64_t chunk_addr[256], chunk_size[256]; /* the used memory as records: a stack */
+    unsigned nchunks;
+    uint64_t next;
+} graph_mem[64];
+
+static void graph_launched(int dev)
+{
+    if (dev < 0 || dev >= 64)
+        return;
+    uint64_t bit = 1ull << dev;
+    if (!(atomic_fetch_or(&graph_devices, bit) & bit))
+        flusher_wake();
+}
+
+static struct {
+    CUresult (*GetAttr)(CUdevice, CUgraphMem_attribute, void *);
+    CUresult (*PrimaryCtxGetState)(CUdevice, unsigned int *, int *);
+} G;
+
+static void graph_mem_record(gmp_wthread *t, int dev, int alloc, uint64_t addr, uint64_t size)
+{
+    static atomic_uint api;
+    uint32_t sid = atomic_load(&api);
+    if (!sid) {
+        sid = gmp_writer_string(S->w, "graph memory", 12);
+        atomic_store(&api, sid);
+    }
+    gmp_rec r = {.type = alloc ? GMP_REC_ALLOC : GMP_REC_FREE};
+    r.u.mem.device = dev;
+    r.u.mem.kind = GMP_MEM_ASYNC_POOL;
+    r.u.mem.flags = GMP_MEMF_ACTIVITY | GMP_MEMF_ASYNC;
+    r.u.mem.api = sid;
+    r.u.mem.address = addr;
+    r.u.mem.size = size;
+    r.u.mem.handle = GRAPH_POOL(dev);
+    emit(t, &r);
+}
+
+/* Reads every graph device's graph memory and writes what changed (flush thread, stop). */
+static void graph_mem_poll(void)
+{
+    uint64_t devs = atomic_load(&graph_devices);
+    if (!devs || !G.GetAttr)
+        return;
+    gmp_wthread *t = S->enter();
+    if (!t)
+        return;
+    for (int dev = 0; dev < 64; dev++) {
+        if (!(devs & (1ull << dev)))
+            continue;
+        unsigned flags = 0;
+        int on = 0;
+        /* never the call that would create a context: only a device whose context lives */
+        if (G.PrimaryCtxGetState &&
+            (G.PrimaryCtxGetState((CUdevice)dev, &flags, &on) != CUDA_SUCCESS || !on))
+            continue;
+        cuuint64_t used = 0, reserved = 0;
+        if (G.GetAttr((CUdevice)dev, CU_GRAPH_MEM_ATTR_USED_MEM_CURRENT, &used) != CUDA_SUCCESS ||
+            G.GetAttr((CUdevice)dev, CU_GRAPH_MEM_ATTR_RESERVED_MEM_CURRENT, &reserved) !=
+                CUDA_SUCCESS)
+            continue;
+        struct graph_mem *g = &graph_mem[dev];
+        if (reserved != g->reserved) {
+            gmp_rec p = {.type = GMP_REC_POOL};
+            p.u.pool.device = dev;
+            p.u.pool.op = GMP_POOL_RESERVED;
+            p.u.pool.pool = GRAPH_POOL(dev);
+            p.u.pool.value = reserved;
+            emit(t, &p);
+            g->reserved = reserved;
+        }
+        while (used < g->used && g->nchunks) { /* free from the top; split the last */
+            unsigned i = --g->nchunks;
+            uint64_t over = g->used - used, sz = g->chunk_size[i];
+            graph_mem_record(t, dev, 0, g->chunk_addr[i], sz);
+            g->used -= sz;
+            if (sz > over) { /* allocate back what remains of it */
+                uint64_t back = sz - over;
+                uint64_t addr =
+                    (0x67ull << 56) | ((uint64_t)dev << 48) | (++g->next & 0xffffffffffull);
+                g->chunk_addr[g->nchunks] = addr;
+                g->chunk_size[g->nchunks++] = back;
+                graph_mem_record(t, dev, 1, addr, back);
+                g->used += back;
+            }
+        }
+        cuuint64_t high = 0; /* a peak between two readings (allocated and freed by a graph) */
+        if (G.GetAttr((CUdevice)dev, CU_GRAPH_MEM_ATTR_USED_MEM_HIGH, &high) == CUDA_SUCCESS &&
+            high > g->high && high > used && high > g->used) {
+            uint64_t addr = (0x67ull << 56) | ((uint64_t)dev << 48) | (++g->next & 0xffffffffffull);
+            graph_mem_record(t, dev, 1, addr, high - g->used);
+            graph_mem_record(t, dev, 0, addr, high - g->used);
+        }
+        if (high > g->high)
+            g->high = high;
+        if (used > g->used) {
+            uint64_t grow = used - g->used;
+            if (g->nchunks == 256) { /* merge the top into the new chunk */
+                unsigned i = --g->nchunks;
+                graph_mem_record(t, dev, 0, g->chunk_addr[i], g->chunk_size[i]);
+                grow += g->chunk_size[i];
+                g->used -= g->chunk_size[i];
+            }
+            uint64_t addr = (0x67ull << 56) | ((uint64_t)dev << 48) | (++g->next & 0xffffffffffull);
+            g->chunk_addr[g->nchunks] = addr;
+            g->chunk_size[g->nchunks++] = grow;
+            graph_mem_record(t, dev, 1, addr, grow);
+            g->used += grow;
+        }
+    }
+    S->leave();
+}
+
+/* The stream of an asynchronous allocation or free (NULL for others), read at entry or exit. */
+static const void *async_stream(const api_desc *a, const void *p)
+{
+    if (a->dom == CUPTI_CB_DOMAIN_RUNTIME_API) {
+        switch (a->cbid) {
+        case CUPTI_RUNTIME_TRACE_CBID_cudaMallocAsync_v11020:
+        case CUPTI_RUNTIME_TRACE_CBID_cudaMallocAsync_ptsz_v11020:
+            return ((const cudaMallocAsync_v11020_params *)p)->hStream;
+        case CUPTI_RUNTIME_TRACE_CBID_cudaMallocFromPoolAsync_v11020:
+        case CUPTI_RUNTIME_TRACE_CBID_cudaMallocFromPoolAsync_ptsz_v11020:
+            return ((const cudaMallocFromPoolAsync_v11020_params *)p)->stream;
+        case CUPTI_RUNTIME_TRACE_CBID_cudaFreeAsync_v11020:
+        case CUPTI_RUNTIME_TRACE_CBID_cudaFreeAsync_ptsz_v11020:
+            return ((const cudaFreeAsync_v11020_params *)p)->hStream;
+        default: return NULL;
+        }
+    }
+    switch (a->cbid) {
+    case CUPTI_DRIVER_TRACE_CBID_cuMemAllocAsync:
+    case CUPTI_DRIVER_TRACE_CBID_cuMemAllocAsync_ptsz:
+        return ((const cuMemAllocAsync_params *)p)->hStream;
+    case CUPTI_DRIVER_TRACE_CBID_cuMemAllocFromPoolAsync:
+    case CUPTI_DRIVER_TRACE_CBID_cuMemAllocFromPoolAsync_ptsz:
+        return ((const cuMemAllocFromPoolAsync_params *)p)->hStream;
+    case CUPTI_DRIVER_TRACE_CBID_cuMemFreeAsync:
+    case CUPTI_DRIVER_TRACE_CBID_cuMemFreeAsync_ptsz:
+        return ((const cuMemFreeAsync_params *)p)->hStream;
+    default: return NULL;
+    }
+}
+
 static int is_oom(CUpti_CallbackDomain dom, int result)
 {
     if (dom == CUPTI_CB_DOMAIN_RUNTIME_API)
@@ -1308,6 +1677,43 @@ static void on_api(CUpti_CallbackDomain dom, CUpti_CallbackId cbid, const CUpti_
     if (enter ? a->op != OP_FREE : (a->op == OP_FREE && result == 0))
         return;
 
+    if (a->op >= OP_CAPTURE_BEGIN && a->op <= OP_STREAM_WAIT) {
+        if (result == 0 || a->op == OP_CAPTURE_END) /* an invalidated capture ends too */
+            capture_event(a, cd->functionParams);
+        return;
+    }
+    if (a->kind == GMP_MEM_ASYNC_POOL && atomic_load_explicit(&n_capturing, memory_order_relaxed) &&
+        stream_capturing(async_stream(a, cd->functionParams), is_ptsz(a))) {
+        /* a memory node of the graph being captured: nothing happens now. Its address is the
+         * graph's: a free of it outside the graph is the graph memory's (read from the device's
+         * graph memory), so it is remembered like imported memory. */
+        if (!enter && result == 0 && a->op == OP_ALLOC) {
+            gmp_rec_mem m = {0};
+            int d = -1;
+            if (alloc_fields(a, cd, &m, &d, 1))
+                imported_add(m.address);
+        }
+        return;
+    }
+    if (a->op == OP_GRAPH_MEMNODE) {
+        if (result == 0 && rt) {
+            const cudaGraphAddMemAllocNode_v11040_params *q = cd->functionParams;
+            if (q->nodeParams)
+                imported_add((uint64_t)(uintptr_t)q->nodeParams->dptr);
+        } else if (result == 0) {
+            const cuGraphAddMemAllocNode_params *q = cd->functionParams;
+            if (q->nodeParams)
+                imported_add((uint64_t)q->nodeParams->dptr);
+        }
+        return;
+    }
+    if (a->op == OP_GRAPH_LAUNCH) {
+        if (result == 0) {
+            const two_ptrs *q = cd->functionParams;
+            graph_launched(stream_device(q->b, device_of(cd->context)));
+        }
+        return;
+    }
     gmp_wthread *t = S->enter();
     if (!t)
         return;
@@ -1940,9 +2346,14 @@ int gmp_cupti_start(const gmp_sink *sink, const gmp_cupti_opts *o, char *why, si
         return -1;
     }
     int ok = 1;
-    for (size_t i = 0; i < NAPIS; i++)
+    for (size_t i = 0; i < NAPIS && !capture_first; i++)
+        if (apis[i].op == OP_EVENT_RECORD)
+            capture_first = i;
+    for (size_t i = 0; i < NAPIS && (!capture_first || i < capture_first); i++)
         if (C.EnableCallback(1, sub, apis[i].dom, apis[i].cbid) != CUPTI_SUCCESS)
             ok = 0;
+    *(void **)&G.GetAttr = gmp_driver_sym("cuDeviceGetGraphMemAttribute");
+    *(void **)&G.PrimaryCtxGetState = gmp_driver_sym("cuDevicePrimaryCtxGetState");
     if (!ok)
         sink->log("some memory API callbacks could not be enabled; their calls are not recorded");
     const CUpti_CallbackId res_ids[] = {
@@ -2049,6 +2460,7 @@ static void *flusher_main(void *arg)
         flusher_kick = 0;
         pthread_mutex_unlock(&flusher_lock);
         describe_pending();
+        graph_mem_poll();
         if (!kicked && flusher_flush && C.ActivityFlushAll) {
             measure_clock_offset();
             C.ActivityFlushAll(0);
@@ -2099,6 +2511,7 @@ void gmp_cupti_stop(void)
         return;
     flusher_join();
     describe_pending();
+    graph_mem_poll();
     measure_clock_offset();
     gmp_cupti_flush();
     describe_pending(); /* devices of the last activity records */
