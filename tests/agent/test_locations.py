@@ -36,7 +36,8 @@ def main():
         if label not in vals:
             continue
         key = "handle" if kind == "vmm-physical" else "address"
-        got = [r for r in allocs if int(r[key], 16) == vals[label]]
+        # an address can come back for a later part (the simulator reuses them): by size too
+        got = [r for r in allocs if int(r[key], 16) == vals[label] and r["size"] == size]
         if not L.eq(len(got), 1, "%s recorded once" % label):
             continue
         r = got[0]
