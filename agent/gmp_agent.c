@@ -413,6 +413,7 @@ static int agent_start_work(void)
     sink.enter = sink_enter;
     sink.leave = sink_leave;
     sink.log = agent_warn;
+    sink.error = agent_log;
     if (opts.stacks) {
         const char *nc = getenv("GPUMEMPROF_STACK_CACHE"); /* benchmarks: 0 = no per-thread cache */
         int kinds = ((opts.stacks & GMP_STACKS_NATIVE) ? GMP_STACK_NATIVE : 0) |

@@ -196,6 +196,7 @@ static api_desc apis[] = {
     DRV(cuArrayCreate_v2, "cuArrayCreate", OP_ALLOC, GMP_MEM_ARRAY),
     DRV(cuArray3DCreate_v2, "cuArray3DCreate", OP_ALLOC, GMP_MEM_ARRAY),
     DRV(cuArrayDestroy, "cuArrayDestroy", OP_FREE, GMP_MEM_ARRAY),
+    /* the entries above are the original memory APIs (see gmp_cupti_start) */
     /* issue 16, audit 6 and 7: mipmapped arrays, sparse mappings, multicast, imported memory */
     RT(cudaMallocMipmappedArray_v5000, "cudaMallocMipmappedArray", OP_ALLOC, GMP_MEM_ARRAY),
     RT(cudaFreeMipmappedArray_v5000, "cudaFreeMipmappedArray", OP_FREE, GMP_MEM_ARRAY),
@@ -2345,17 +2346,59 @@ int gmp_cupti_start(const gmp_sink *sink, const gmp_cupti_opts *o, char *why, si
             snprintf(why, whylen, "cannot profile: cuptiSubscribe failed: %s", result_str(r));
         return -1;
     }
-    int ok = 1;
+    /* One callback per API. When one of the original memory APIs (cudaMalloc ... cuArrayDestroy,
+     * which every CUPTI since CUDA 11.2 has) cannot be enabled, the whole domain is enabled instead
+     * (on_api looks every call up in its table; the others cost a lookup); when that fails too,
+     * the loss is declared: an error line (even under --quiet) and a NOTICE. A later API that an
+     * older CUPTI lacks is only a warning. */
+    int core_failed[2] = {0, 0}, other_failed = 0;
+    size_t ncore = 0;
     for (size_t i = 0; i < NAPIS && !capture_first; i++)
         if (apis[i].op == OP_EVENT_RECORD)
             capture_first = i;
-    for (size_t i = 0; i < NAPIS && (!capture_first || i < capture_first); i++)
-        if (C.EnableCallback(1, sub, apis[i].dom, apis[i].cbid) != CUPTI_SUCCESS)
-            ok = 0;
+    for (size_t i = 0; i < NAPIS && !ncore; i++)
+        if (!strcmp(apis[i].name, "cudaMallocMipmappedArray"))
+            ncore = i;
+    for (size_t i = 0; i < NAPIS && (!capture_first || i < capture_first); i++) {
+        if (C.EnableCallback(1, sub, apis[i].dom, apis[i].cbid) == CUPTI_SUCCESS)
+            continue;
+        if (i < ncore)
+            core_failed[apis[i].dom == CUPTI_CB_DOMAIN_DRIVER_API]++;
+        else
+            other_failed++;
+    }
     *(void **)&G.GetAttr = gmp_driver_sym("cuDeviceGetGraphMemAttribute");
     *(void **)&G.PrimaryCtxGetState = gmp_driver_sym("cuDevicePrimaryCtxGetState");
-    if (!ok)
-        sink->log("some memory API callbacks could not be enabled; their calls are not recorded");
+    const CUpti_CallbackDomain doms[2] = {CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_CB_DOMAIN_DRIVER_API};
+    for (int d = 0; d < 2; d++) {
+        if (!core_failed[d])
+            continue;
+        if (C.EnableDomain(1, sub, doms[d]) == CUPTI_SUCCESS) {
+            sink->log("%d %s memory API callbacks could not be enabled one by one; every %s API "
+                      "callback is enabled instead (slower)",
+                      core_failed[d], d ? "driver" : "runtime", d ? "driver" : "runtime");
+            continue;
+        }
+        char msg[240];
+        snprintf(msg, sizeof msg,
+                 "%s memory API calls are not recorded: CUPTI refused their callbacks (%d "
+                 "cuptiEnableCallback calls and cuptiEnableDomain failed)",
+                 d ? "driver" : "runtime", core_failed[d]);
+        if (sink->error)
+            sink->error("%s", msg);
+        gmp_wthread *t = sink->enter();
+        if (t) {
+            gmp_rec n = {.type = GMP_REC_NOTICE};
+            n.u.notice.severity = GMP_NOTICE_ERROR;
+            n.u.notice.message = (gmp_str){msg, (uint32_t)strlen(msg)};
+            emit(t, &n);
+            sink->leave();
+        }
+    }
+    if (other_failed)
+        sink->log("%d newer memory API callbacks could not be enabled (an older CUPTI?); their "
+                  "calls are not recorded",
+                  other_failed);
     const CUpti_CallbackId res_ids[] = {
         CUPTI_CBID_RESOURCE_CONTEXT_CREATED, CUPTI_CBID_RESOURCE_CONTEXT_DESTROY_STARTING,
         CUPTI_CBID_RESOURCE_STREAM_CREATED,  CUPTI_CBID_RESOURCE_STREAM_DESTROY_STARTING,

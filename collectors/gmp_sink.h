@@ -16,8 +16,10 @@ typedef struct gmp_sink {
      * non-NULL return must be paired with one call to leave(). */
     gmp_wthread *(*enter)(void);
     void (*leave)(void);
-    /* One line on stderr prefixed "gpumemprof: " (never stdout). */
+    /* One line on stderr prefixed "gpumemprof: " (never stdout); silenced by GPUMEMPROF_QUIET. */
     void (*log)(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+    /* The same for an error: memory that is not recorded; printed even when quiet. */
+    void (*error)(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 } gmp_sink;
 
 #endif
