@@ -429,6 +429,12 @@ static void event_text(gmp_tui_state *s, const gmp_tui_ev *ev, char *line, size_
         break;
     }
     case GMP_TUI_EV_LOST: snprintf(line, n, "%s %" PRIu64 " events lost", t, ev->size); break;
+    case GMP_TUI_EV_POOL: {
+        char r[32];
+        snprintf(line, n, "%s d%d pool 0x%" PRIx64 " holds %s (reserved %s)", t, ev->device,
+                 ev->key, b, gmp_fmt_bytes(ev->reserved, r, sizeof r));
+        break;
+    }
     default: snprintf(line, n, "%s ?", t);
     }
 }
@@ -457,7 +463,7 @@ static void events_pane(gmp_tui_state *s, int y, int h, int W)
         char line[700];
         event_text(s, &evs[r], line, sizeof line);
         int here = s->cursor != GMP_TUI_NOEV && first + (uint64_t)r == s->cursor;
-        int warn = evs[r].op >= GMP_TUI_EV_OOM;
+        int warn = evs[r].op >= GMP_TUI_EV_OOM && evs[r].op != GMP_TUI_EV_POOL;
         if (here)
             attron(A_BOLD);
         if (warn && gmp_tui_term_has_color())
@@ -482,13 +488,13 @@ static const char *const g_help[] = {
     "  + -  0           zoom in / out around the cursor, whole trace",
     "  p                the device's peak",
     "  o O              next / previous out-of-memory error or failed allocation",
-    "  v V              next / previous verdict (OOM, failure, bad free, alert, notice, loss)",
+    "  v V              next / previous verdict: OOM, failure, bad free, alert, notice",
     "  /  n N           search a range, function or API; next / previous match",
     "  Up/Down j/k      select in the live tree     Enter/Space  expand or fold",
     "  PgUp PgDn        scroll the live tree",
     "  g                group the live set by range, stack or kind",
     "  i                show or fold internal frames (CUDA, agent, libc, torch)",
-    "  d D              next / previous device       r R  next / previous trace (rank)",
+    "  d D              next / previous device       r R  next / previous trace",
     "  L                the program's output (run --view)",
     "  ?                this help                    q  quit",
     "",
@@ -592,14 +598,9 @@ void gmp_tui_draw(gmp_tui_state *s)
         put(2, 1, tr->err[0] ? tr->err : "reading...", W - 2);
     } else {
         char line[512], t[48], a[32], r[32], p[32], pt[48];
-        uint64_t alloc = gmp_tui_tree_total(s->tree), res = 0, am, rm;
+        uint64_t alloc = gmp_tui_tree_total(s->tree);
         uint64_t ct = gmp_tui_cursor_time(s);
-        if (d)
-            gmp_tui_model_span(m, d, ct, ct, &am, &rm);
-        else
-            am = rm = 0;
-        res = rm;
-        (void)am;
+        uint64_t res = d ? gmp_tui_model_reserved_at(m, d, s->cursor) : 0;
         snprintf(line, sizeof line, "cursor %s  alloc %s  res %s  peak %s @%s",
                  gmp_tui_fmt_time(s, ct, t, sizeof t), gmp_fmt_bytes(alloc, a, sizeof a),
                  gmp_fmt_bytes(res, r, sizeof r),

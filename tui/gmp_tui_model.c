@@ -285,6 +285,7 @@ static void fill_mem(gmp_tui_ev *ev, const gmp_rec *rec, const gmp_replay_alloc 
     ev->site = (uint32_t)a->site;
     ev->device = (int16_t)a->device;
     ev->allocated = dev ? dev->allocated : 0;
+    ev->reserved = dev ? dev->reserved : 0;
     ev->flags = (uint8_t)((counted ? GMP_TUI_EVF_COUNTED : 0) | space_of(a->kind) << 4);
 }
 
@@ -301,6 +302,7 @@ static gmp_err on_alloc(void *ctx, gmp_replay *rp, const gmp_replay_mem *mev)
         ev.site = rm->api;
         ev.device = (int16_t)rm->device;
         ev.allocated = mev->dev ? mev->dev->allocated : 0;
+        ev.reserved = mev->dev ? mev->dev->reserved : 0;
         return log_ev(m, rp, &ev);
     }
     if ((mev->status != GMP_REPLAY_OK && mev->status != GMP_REPLAY_REPLACED) || !mev->alloc)
@@ -325,6 +327,7 @@ static gmp_err on_free(void *ctx, gmp_replay *rp, const gmp_replay_mem *mev)
         ev.site = mev->rec->u.mem.api;
         ev.flags = mev->status == GMP_REPLAY_DOUBLE_FREE ? GMP_TUI_EVF_DOUBLE : 0;
         ev.allocated = mev->dev ? mev->dev->allocated : 0;
+        ev.reserved = mev->dev ? mev->dev->reserved : 0;
         return log_ev(m, rp, &ev);
     }
     if (mev->status != GMP_REPLAY_OK || !mev->alloc)
@@ -343,10 +346,19 @@ static gmp_err on_free(void *ctx, gmp_replay *rp, const gmp_replay_mem *mev)
 static gmp_err on_pool(void *ctx, gmp_replay *rp, const gmp_rec *rec, const gmp_replay_device *dev)
 {
     gmp_tui_model *m = ctx;
-    (void)rp;
-    if (dev)
-        bucket_put(m, dev->id, rec->time_ns, dev->allocated, dev->reserved);
-    return GMP_OK;
+    if (!dev || rec->u.pool.op != GMP_POOL_RESERVED)
+        return GMP_OK;
+    bucket_put(m, dev->id, rec->time_ns, dev->allocated, dev->reserved);
+    gmp_tui_ev ev;
+    memset(&ev, 0, sizeof ev);
+    ev.time_ns = rec->time_ns;
+    ev.op = GMP_TUI_EV_POOL;
+    ev.key = rec->u.pool.pool;
+    ev.size = rec->u.pool.value;
+    ev.device = (int16_t)dev->id;
+    ev.allocated = dev->allocated;
+    ev.reserved = dev->reserved;
+    return log_ev(m, rp, &ev);
 }
 
 static gmp_err on_peak(void *ctx, gmp_replay *rp, const gmp_replay_device *dev, uint64_t t)
@@ -374,6 +386,7 @@ static gmp_err on_oom(void *ctx, gmp_replay *rp, const gmp_replay_oom *o)
     ev.device = (int16_t)o->device;
     ev.site = o->api;
     ev.allocated = o->live_bytes;
+    ev.reserved = o->reserved_bytes;
     return log_ev(m, rp, &ev);
 }
 
@@ -845,4 +858,40 @@ void gmp_tui_model_span(const gmp_tui_model *m, const gmp_tui_dev *d, uint64_t t
         if (d->buckets[i].rmax > *rmax)
             *rmax = d->buckets[i].rmax;
     }
+}
+
+static uint64_t bucket_of(const gmp_tui_model *m, uint64_t t)
+{
+    return t > m->t0 ? (t - m->t0) >> m->bucket_shift : 0;
+}
+
+uint64_t gmp_tui_model_reserved_at(const gmp_tui_model *m, const gmp_tui_dev *d, uint64_t index)
+{
+    if (!d->buckets || index == UINT64_MAX || !m->nev)
+        return 0;
+    if (index >= m->nev)
+        index = m->nev - 1;
+    gmp_tui_ev buf[256];
+    uint64_t b = 0;
+    for (uint64_t end = index + 1;;) { /* backward over [.., end) */
+        uint64_t first = end > 256 ? end - 256 : 0;
+        size_t n = gmp_tui_model_read(m, first, buf, (size_t)(end - first));
+        if (!n)
+            break;
+        if (end == index + 1)
+            b = bucket_of(m, buf[n - 1].time_ns);
+        for (size_t k = n; k-- > 0;) {
+            if (bucket_of(m, buf[k].time_ns) < b)
+                goto before;
+            if (buf[k].device == d->id &&
+                (buf[k].op == GMP_TUI_EV_ALLOC || buf[k].op == GMP_TUI_EV_FREE ||
+                 buf[k].op == GMP_TUI_EV_POOL))
+                return buf[k].reserved;
+        }
+        if (!first)
+            break;
+        end = first;
+    }
+before: /* the device had no event in the cursor's bucket before it: the value it entered with */
+    return b > 0 && b - 1 < GMP_TUI_BUCKETS ? d->buckets[b - 1].rlast : 0;
 }

@@ -1,8 +1,9 @@
 /* gmp_tui_model: the index `gpumemprof view` browses, built in one replay pass over a trace.
  *
  * The pass (gmp_replay) keeps what the replay keeps (live set, sites, devices); this module adds:
- *  - the event log: every ALLOC and FREE the replay applied, and the events a user jumps to (OOM,
- *    failed allocation, bad free, alert, notice, lost events), 40 bytes each, written to an
+ *  - the event log: every ALLOC and FREE the replay applied, pool size changes, and the events a
+ *    user jumps to (OOM, failed allocation, bad free, alert, notice, lost events), each with its
+ *    device's allocated and reserved bytes after it, 48 bytes each, written to an
  *    unlinked temporary file (memory does not grow with the trace; the file does);
  *  - checkpoints of the live set (the replay's, through gmp_replay_live_foreach), also in a
  *    temporary file, one every max(65536, 2 x live) logged events, so that the live set after any
@@ -37,6 +38,7 @@ enum {
     GMP_TUI_EV_ALERT,   /* size: live bytes; key: threshold */
     GMP_TUI_EV_NOTICE,  /* key: the notice's index (gmp_replay_notice_at) */
     GMP_TUI_EV_LOST,    /* size: events lost */
+    GMP_TUI_EV_POOL,    /* a pool's reserved size changed: size is the pool's value */
 };
 
 #define GMP_TUI_EVF_COUNTED 1 /* the event changed the device's allocated bytes */
@@ -47,6 +49,7 @@ typedef struct gmp_tui_ev {
     uint64_t key;       /* ALLOC/FREE: the address, or the handle when the address is 0 */
     uint64_t size;      /* ALLOC/FREE: the allocation's size */
     uint64_t allocated; /* the device's allocated bytes after the event */
+    uint64_t reserved;  /* the device's reserved bytes after the event */
     uint32_t site;      /* ALLOC/FREE: replay site index */
     int16_t device;
     uint8_t op;
@@ -117,9 +120,13 @@ uint64_t gmp_tui_model_find_site(const gmp_tui_model *m, uint64_t index, int for
 uint64_t gmp_tui_model_free_time(const gmp_tui_model *m, uint64_t index, uint64_t key,
                                  int32_t device, uint64_t limit, int *searched);
 
-/* Allocated / reserved of a device over [t0, t1): max of allocated, max of reserved, from the
- * buckets; *has: an event fell in the window. */
+/* Allocated / reserved of a device over [t0, t1]: max of allocated, max of reserved, from the
+ * buckets. */
 void gmp_tui_model_span(const gmp_tui_model *m, const gmp_tui_dev *d, uint64_t t0, uint64_t t1,
                         uint64_t *amax, uint64_t *rmax);
+
+/* The reserved bytes of device d after logged event index (exact: the device's last event at or
+ * before it within the index's bucket, else the timeline's value before that bucket). */
+uint64_t gmp_tui_model_reserved_at(const gmp_tui_model *m, const gmp_tui_dev *d, uint64_t index);
 
 #endif

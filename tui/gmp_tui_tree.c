@@ -241,8 +241,11 @@ static int site_fill(gmp_tui_tree *t, uint32_t si)
             const char *b = base_name(fr[i].file.ptr ? fr[i].file.ptr : "", fr[i].file.len, &bl);
             snprintf(buf, sizeof buf, "%.*s (%.*s:%" PRIu32 ")", (int)fr[i].function.len,
                      fr[i].function.ptr ? fr[i].function.ptr : "", (int)bl, b, fr[i].line);
-            s->internal[i] = (unsigned char)(python_internal(fr[i].file.ptr, fr[i].file.len) ||
-                                             cxx_internal(fr[i].function.ptr, fr[i].function.len));
+            /* snapshots record the interpreter's and PyTorch's C/C++ frames with file "??" */
+            int native = fr[i].file.len == 2 && memcmp(fr[i].file.ptr, "??", 2) == 0;
+            s->internal[i] =
+                (unsigned char)(native || python_internal(fr[i].file.ptr, fr[i].file.len) ||
+                                cxx_internal(fr[i].function.ptr, fr[i].function.len));
         } else if (fr[i].module) {
             size_t bl;
             const char *b = base_name(fr[i].module->path.ptr ? fr[i].module->path.ptr : "",

@@ -11,8 +11,10 @@
  *
  * Labels of sites (range components, frames as text, which frames are internal) are computed once
  * per site and cached; native frames are named by the offline symbolizer (formats/symbols: DWARF
- * or ELF symbols of the run's modules, "module+0xoffset" when they cannot be read). Internal frames: the CUDA runtime and driver, the profiler's agent, the C
- * library and the dynamic loader, PyTorch's C++ libraries; Python frames of torch itself. */
+ * or ELF symbols of the run's modules, "module+0xoffset" when they cannot be read). Internal
+ * frames: the CUDA runtime and driver, the profiler's agent, the C library and the dynamic loader,
+ * PyTorch's C++ libraries; Python frames of torch itself; in PyTorch snapshots, the C/C++ frames
+ * (file "??": the interpreter's and PyTorch's). */
 #ifndef GMP_TUI_TREE_H
 #define GMP_TUI_TREE_H
 
