@@ -135,6 +135,7 @@ typedef struct imp {
     uint32_t *node_parent, *node_frame, *node_wid; /* node 0: no frame */
     size_t nnodes, cap_nodes;
     gmp_omap trie; /* parent << 32 | frame -> node */
+    gmp_pkstream *ps;
     /* writing */
     gmp_writer *w;
     gmp_wthread *th;
@@ -392,6 +393,7 @@ static uint32_t node_of(imp *I, const gmp_pkv *frames)
         parent = (uint32_t)*slot;
     }
     o->tag = (uint64_t)parent + 1;
+    gmp_pkstream_husk(I->ps, o); /* only the node is needed from now on */
     return parent;
 }
 
@@ -731,6 +733,11 @@ static int read_segment(imp *I, const gmp_pkv *s)
             return -1;
     }
     const gmp_pkv *blocks = gmp_pkv_dict_get(s, "blocks");
+    if (blocks && blocks->type == GMP_PK_LIST && (blocks->v.o->flags & GMP_PKOBJ_HUSKED))
+        return failf(I, GMP_ERR_FORMAT,
+                     "not a valid PyTorch memory snapshot: a segment's 'blocks' is also a frames "
+                     "list"),
+               -1;
     if (blocks && blocks->type != GMP_PK_LIST)
         return failf(I, GMP_ERR_FORMAT,
                      "not a valid PyTorch memory snapshot: a segment's 'blocks' is a %s",
@@ -1265,7 +1272,7 @@ static gmp_err import_any(int fd, const void *data, size_t n, const char *source
     gmp_pkstream *ps = NULL;
     I.dev = calloc(GMP_TORCH_MAX_DEVICES, sizeof *I.dev);
     gmp_pkstream_cb cb = {"segments", "device_traces", on_item, &I};
-    if (!I.dev || !(ps = gmp_pkstream_new(&lim, &cb))) {
+    if (!I.dev || !(ps = I.ps = gmp_pkstream_new(&lim, &cb))) {
         nomem(&I);
         goto out;
     }
@@ -1278,7 +1285,9 @@ static gmp_err import_any(int fd, const void *data, size_t n, const char *source
         I.err = GMP_OK;
         if (e == GMP_ERR_LIMIT)
             failf(&I, e, "cannot read this PyTorch memory snapshot within its limits: %s", perr);
-        else if (e == GMP_ERR_IO || e == GMP_ERR_NOMEM)
+        else if (e == GMP_ERR_NOMEM)
+            failf(&I, e, "out of memory reading this PyTorch memory snapshot (%s)", perr);
+        else if (e == GMP_ERR_IO)
             failf(&I, e, "%s", perr);
         else
             failf(&I, e, "not a readable PyTorch memory snapshot: %s", perr);
@@ -1327,7 +1336,7 @@ static gmp_err import_any(int fd, const void *data, size_t n, const char *source
         goto out;
     }
     gmp_pkstream_free(ps);
-    ps = NULL;
+    ps = I.ps = NULL;
     if (pre_from_final(&I) < 0 || pre_from_first_frees(&I, 1) < 0 ||
         pre_from_first_frees(&I, 0) < 0)
         goto out;

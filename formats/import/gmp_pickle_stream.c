@@ -25,6 +25,7 @@ enum { R_NONE = 0, R_ROOT, R_SEGS, R_TRACES, R_DEV };
 #define F_ATTACHED 1u /* a role object stored where it was predicted */
 #define F_SEGS_SET 2u /* root: list_key set */
 #define F_TRACES_SET 4u
+/* GMP_PKOBJ_HUSKED (8): the items were released (gmp_pkstream_husk) */
 
 typedef struct freelist {
     void *head;
@@ -240,10 +241,8 @@ static void unref(gmp_pkstream *P, const gmp_pkv *v)
 
 /* Makes at least k bytes available at p; -1 (truncated, or an I/O error) when the input has
  * fewer. */
-static int fill(gmp_pkstream *P, size_t k)
+static int fill_slow(gmp_pkstream *P, size_t k)
 {
-    if ((size_t)(P->end - P->p) >= k)
-        return 0;
     if (P->fd < 0)
         return -1;
     uint64_t off = P->base + (uint64_t)(P->p - P->start);
@@ -285,6 +284,11 @@ static int fill(gmp_pkstream *P, size_t k)
     return 0;
 }
 
+static inline int fill(gmp_pkstream *P, size_t k)
+{
+    return (size_t)(P->end - P->p) >= k ? 0 : fill_slow(P, k);
+}
+
 static void input_reset(gmp_pkstream *P)
 {
     if (P->fd >= 0) {
@@ -303,6 +307,18 @@ static size_t offset(const gmp_pkstream *P)
 
 static uint64_t le(const unsigned char *b, size_t n)
 {
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    if (n == 4) {
+        uint32_t x;
+        memcpy(&x, b, 4);
+        return x;
+    }
+    if (n == 8) {
+        uint64_t x;
+        memcpy(&x, b, 8);
+        return x;
+    }
+#endif
     uint64_t v = 0;
     for (size_t i = n; i-- > 0;)
         v = (v << 8) | b[i];
@@ -506,8 +522,16 @@ static int memo_prepare(gmp_pkstream *P)
     return 0;
 }
 
+static inline uint32_t popcount64(uint64_t x)
+{
+    x = x - ((x >> 1) & 0x5555555555555555ull);
+    x = (x & 0x3333333333333333ull) + ((x >> 2) & 0x3333333333333333ull);
+    x = (x + (x >> 4)) & 0x0f0f0f0f0f0f0f0full;
+    return (uint32_t)((x * 0x0101010101010101ull) >> 56);
+}
+
 /* The slot of index k, or -1 when k is never fetched. */
-static long slot_of(const gmp_pkstream *P, uint64_t k)
+static inline long slot_of(const gmp_pkstream *P, uint64_t k)
 {
     if (k >= (uint64_t)P->nwords * 64)
         return -1;
@@ -515,14 +539,14 @@ static long slot_of(const gmp_pkstream *P, uint64_t k)
     uint64_t bit = (uint64_t)1 << (k & 63);
     if (!(P->refbits[w] & bit))
         return -1;
-    return (long)(P->rank[w] + (uint32_t)__builtin_popcountll(P->refbits[w] & (bit - 1)));
+    return (long)(P->rank[w] + popcount64(P->refbits[w] & (bit - 1)));
 }
 
 /* ---- parse ---- */
 
-static int push(gmp_pkstream *P, gmp_pkv v)
+static int push_slow(gmp_pkstream *P, gmp_pkv v)
 {
-    if (P->sn == P->scap) {
+    {
         size_t nc = P->scap ? P->scap * 2 : 64;
         if (charge(P, (nc - P->scap) * sizeof *P->stack) < 0) {
             unref(P, &v);
@@ -538,6 +562,15 @@ static int push(gmp_pkstream *P, gmp_pkv v)
     }
     P->stack[P->sn++] = v;
     return 0;
+}
+
+static inline int push(gmp_pkstream *P, gmp_pkv v)
+{
+    if (P->sn < P->scap) {
+        P->stack[P->sn++] = v;
+        return 0;
+    }
+    return push_slow(P, v);
 }
 
 static size_t mark_base(const gmp_pkstream *P)
@@ -956,7 +989,7 @@ static int memo_put(gmp_pkstream *P, uint64_t key)
     return 0;
 }
 
-static int memo_get(gmp_pkstream *P, uint64_t key)
+static inline int memo_get(gmp_pkstream *P, uint64_t key)
 {
     long s = slot_of(P, key);
     if (key >= (uint64_t)P->nwords * 64 || !(P->defined[key >> 6] & ((uint64_t)1 << (key & 63))) ||
@@ -1341,6 +1374,19 @@ gmp_err gmp_pkstream_run_mem(gmp_pkstream *P, const void *data, size_t n, char *
     return run(P, err, errlen);
 }
 
+void gmp_pkstream_husk(gmp_pkstream *P, gmp_pkobj *o)
+{
+    if (!P || !o || o->type < GMP_PK_LIST || !o->d.items || o->role)
+        return;
+    size_t k = o->type == GMP_PK_DICT ? 2 * (size_t)o->n : o->n;
+    for (size_t i = 0; i < k; i++)
+        unref(P, &o->d.items[i]);
+    arr_free(P, o->d.items, o->type == GMP_PK_DICT ? 2 * (size_t)o->cap : o->cap);
+    o->d.items = NULL;
+    o->n = o->cap = 0;
+    o->flags |= GMP_PKOBJ_HUSKED;
+}
+
 int gmp_pkstream_stopped_by_consumer(const gmp_pkstream *P)
 {
     return P && P->consumer_stop;
@@ -1364,7 +1410,7 @@ void gmp_pkstream_free(gmp_pkstream *P)
     drop_from(P, 0);
     size_t nref = 0;
     for (size_t w = 0; w < P->nwords; w++)
-        nref += (size_t)__builtin_popcountll(P->refbits[w]);
+        nref += popcount64(P->refbits[w]);
     for (size_t i = 0; i < nref; i++)
         unref(P, &P->slots[i]);
     if (P->root) {

@@ -66,6 +66,7 @@ struct gmp_pkobj {
 };
 
 enum { GMP_PKS_LIST = 0, GMP_PKS_LISTS = 1 };
+#define GMP_PKOBJ_HUSKED 8u /* flags: its items were released by gmp_pkstream_husk */
 
 typedef struct gmp_pkstream_cb {
     const char *list_key;  /* "segments" */
@@ -86,6 +87,11 @@ gmp_pkstream *gmp_pkstream_new(const gmp_pickle_limits *lim, const gmp_pkstream_
 gmp_err gmp_pkstream_run_fd(gmp_pkstream *ps, int fd, char *err, size_t errlen);
 gmp_err gmp_pkstream_run_mem(gmp_pkstream *ps, const void *data, size_t n, char *err,
                              size_t errlen);
+/* Releases the items of a container the consumer has made what it needs of (its tag), for one
+ * that the memo keeps for later fetches: it stays an empty list/dict/tuple with GMP_PKOBJ_HUSKED
+ * in its flags, so a later fetch finds the tag, never a changed value. For the consumer's item
+ * callback only. */
+void gmp_pkstream_husk(gmp_pkstream *ps, gmp_pkobj *o);
 /* Non-zero when the parse stopped because the consumer said so. */
 int gmp_pkstream_stopped_by_consumer(const gmp_pkstream *ps);
 const gmp_pkv *gmp_pkstream_root(const gmp_pkstream *ps);
