@@ -11,10 +11,10 @@ one CUPTI is mapped, the expected one, and the allocation is in the trace.
  - explicit: --cupti PATH wins.
  - `gpumemprof info --json` with VIRTUAL_ENV naming an environment with the wheels: the wheel's
    runtime and CUPTI, chosen_as "the CUDA runtime's pip wheel layout (nvidia/cuda_cupti/lib)".
- - CUDA 12 wheel personality of the simulator (tests/simcuda, sim-gen: nvidia/cuda_runtime/lib/
-   libcudart.so.12 and nvidia/cuda_cupti/lib/libcupti.so.12 under the build tree): the program's
-   libcupti.so.12 loaded before CUDA is the only CUPTI. SKIP (said so) while the build tree has
-   no such layout."""
+ - CUDA 12 wheel personality of the simulator (GMP_SIM_WHEEL_DIR = <simcuda>/cuda12:
+   site-packages/nvidia/cuda_runtime/lib/libcudart.so.12, nvidia/cuda_cupti/lib/libcupti.so.12,
+   driver/libcuda.so.1 of driver 12.8): the wheel's libcupti.so.12 is found beside the runtime, and
+   when the program loaded it before CUDA started it is reused: one CUPTI mapped either way."""
 import json
 import os
 import shutil
@@ -86,18 +86,19 @@ def main():
     L.check("chosen as: the CUDA runtime's pip wheel layout" in out, "info text says why: " + out)
     # the simulator's CUDA 12 wheel personality, when it exists
     sp12 = None
-    for root in (os.path.join(os.path.dirname(sim), "site-packages"),
-                 os.path.join(sim, "site-packages")):
-        if os.path.exists(os.path.join(root, "nvidia", "cuda_runtime", "lib", "libcudart.so.12")):
-            sp12 = root
+    root12 = os.path.join(sim, "cuda12")  # GMP_SIM_WHEEL_DIR (tests/simcuda/CMakeLists.txt)
+    if os.path.exists(os.path.join(root12, "site-packages", "nvidia", "cuda_runtime", "lib",
+                                   "libcudart.so.12")):
+        sp12 = os.path.join(root12, "site-packages")
     if not sp12:
-        print("SKIP: CUDA 12 wheel personality (no site-packages/nvidia/cuda_runtime/lib/"
-              "libcudart.so.12 in the simulator's build tree yet)")
+        print("SKIP: CUDA 12 wheel personality (no cuda12/site-packages/nvidia/cuda_runtime/lib/"
+              "libcudart.so.12 in the simulator's build directory)")
     else:
         rt12 = os.path.join(sp12, "nvidia", "cuda_runtime", "lib", "libcudart.so.12")
         cu12 = os.path.join(sp12, "nvidia", "cuda_cupti", "lib", "libcupti.so.12")
-        case(c, "wheel12", rt12, want=cu12)
-        case(c, "wheel12-own", rt12, own=cu12, want=cu12)
+        env12 = L.env_with(c, LD_LIBRARY_PATH=os.path.join(root12, "driver"))  # driver 12.8
+        case(c, "wheel12", rt12, want=cu12, env=env12)
+        case(c, "wheel12-own", rt12, own=cu12, want=cu12, env=env12)
     L.cleanup(c)
     L.finish("cupti_own")
 
