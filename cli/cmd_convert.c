@@ -39,7 +39,7 @@ static const struct conv_output {
      &gmp_out_pytorch},
     {"report", "report: text, Markdown or HTML by the extension (.txt, .md, .html)",
      &gmp_out_report},
-    {"json", "report as JSON (schema gpumemprof-report/2)", &gmp_out_report_json},
+    {"json", "report as JSON (schema gpumemprof-report/3)", &gmp_out_report_json},
 };
 #define NOUTPUTS (sizeof outputs / sizeof outputs[0])
 

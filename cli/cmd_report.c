@@ -36,8 +36,9 @@ static void print_help(const gmp_cli_cmd_info *cmd, const gmp_cli_opt *opts)
            "that no allocation explains; then totals per memory kind, the largest allocations,\n"
            "the most frequent allocation sites, per-range statistics (time inside, bytes\n"
            "allocated and freed inside, what the range left behind, the peak while inside),\n"
-           "out-of-memory errors and anomalies; then analyses: ranges whose memory grows over\n"
-           "their repetitions (probable leaks, with the rate and the sites that grow),\n"
+           "out-of-memory errors and anomalies; then analyses: allocations that keep growing\n"
+           "over the iterations (probable leaks: one verdict at the range that owns each, bytes\n"
+           "per iteration, the sites that grow),\n"
            "temporary allocations per range, allocator overhead at the peaks, why each OOM\n"
            "happened. Several traces (the ranks of one job): a section\n"
            "per process and a summary across them.\n\n" GMP_CLI_INPUT_HELP "\n",
@@ -45,7 +46,7 @@ static void print_help(const gmp_cli_cmd_info *cmd, const gmp_cli_opt *opts)
     gmp_cli_print_options(stdout, opts);
     printf("\nFormats: text (a terminal; colour when it is one, unless NO_COLOR is set),\n"
            "markdown, html (one file, plots inline, no network), json (schema\n"
-           "gpumemprof-report/2). --top applies per device (default %d; JSON: all; 0 = all).\n"
+           "gpumemprof-report/3). --top applies per device (default %d; JSON: all; 0 = all).\n"
            "--by takes a comma-separated list (range, stack, kind, api; default\n"
            "range,stack,kind). --sort orders the ranges table: path (default), time, count,\n"
            "alloc, freed, net, left, peak, frag. Stacks start at the user's code: frames of\n"

@@ -30,7 +30,8 @@ static int agrow(void **p, size_t *cap, size_t n, size_t sz)
 
 /* ---- pass state ---- */
 
-/* A range path (key: id, + 2^32 for start/end ranges), all devices together. */
+/* A range path (key: id, + 2^32 for start/end ranges, + 2^33 for MARK names), all devices
+ * together. */
 typedef struct rinfo {
     uint64_t key;
     uint32_t depth;
@@ -59,21 +60,32 @@ typedef struct tstat {
     uint64_t allocs, bytes, temp_count, temp_bytes, temp_life;
 } tstat;
 
+/* What a site knows of one tracked range (a slot), in that range's exits counted from the slot's
+ * start (1 = its first exit): the windows start at exits 2^(r-1) and 2^r (r = floor(log2 of the
+ * slot's exits)), a site's values there, its value at the last exit it was seen at, and the rises
+ * and falls between seen exits inside each window. */
+typedef struct strack {
+    uint32_t gen;    /* the slot's generation this belongs to */
+    uint32_t r;      /* the slot's window index it has caught up with */
+    uint64_t pv, cv; /* values at the windows' starts: 2^(r-1) (1 when r = 0) and 2^r */
+    uint64_t ev;     /* value at exit ei */
+    uint64_t ei;
+    uint32_t rp, rc, fp, fc; /* rises and falls since the previous / the current window's start */
+} strack;
+
 /* An allocation site (index as the replay's). */
 typedef struct sstat {
     uint64_t live; /* live bytes of device kinds */
     uint64_t allocs, temp_count, temp_bytes, temp_life;
-    uint32_t bgen[GMP_ANALYSIS_SLOTS];
-    uint64_t bval[GMP_ANALYSIS_SLOTS];
-    uint64_t fstamp[GMP_ANALYSIS_SLOTS];
-    uint64_t fval[GMP_ANALYSIS_SLOTS];
+    strack tr[GMP_ANALYSIS_SLOTS];
 } sstat;
 
 typedef struct slot {
     int used;
     size_t range; /* index in rinfo */
     uint32_t gen; /* unique over the pass */
-    uint32_t exits;
+    uint64_t exits;
+    uint32_t r; /* floor(log2(exits)): the window index */
 } slot;
 
 typedef struct devstate {
@@ -160,22 +172,52 @@ static sstat *site_get(ana *A, size_t i)
     return &A->s[i];
 }
 
+/* A site's value v has held since its last change, through the slot's latest exit: brings what
+ * it knows of the slot up to that exit (docs/report.md, "Growth over iterations"). */
+static void track_catch_up(strack *x, const slot *sl, uint64_t v)
+{
+    if (x->gen != sl->gen) { /* unchanged since the slot began */
+        memset(x, 0, sizeof *x);
+        x->gen = sl->gen;
+        x->r = sl->r;
+        x->pv = x->cv = x->ev = v;
+        x->ei = sl->exits;
+        return;
+    }
+    if (x->ei == sl->exits)
+        return;
+    /* one change between exit ei and ei + 1: from ev to v */
+    uint64_t cur = 1ull << x->r, prev = x->r ? cur >> 1 : 1;
+    if (v > x->ev) {
+        x->rc += x->ei >= cur;
+        x->rp += x->ei >= prev;
+    } else if (v < x->ev) {
+        x->fc += x->ei >= cur;
+        x->fp += x->ei >= prev;
+    }
+    /* windows that started since (at exits after ei: the value there was v) */
+    if (sl->r == x->r + 1) {
+        x->pv = x->cv;
+        x->rp = x->rc;
+        x->fp = x->fc;
+        x->cv = v;
+        x->rc = x->fc = 0;
+    } else if (sl->r > x->r + 1) {
+        x->pv = x->cv = v;
+        x->rp = x->rc = x->fp = x->fc = 0;
+    }
+    x->r = sl->r;
+    x->ev = v;
+    x->ei = sl->exits;
+}
+
 /* A site's live bytes are about to change: the tracked ranges save its value first. */
 static void site_change(ana *A, sstat *s, int64_t delta)
 {
     for (int k = 0; k < GMP_ANALYSIS_SLOTS; k++) {
         const slot *sl = &A->slots[k];
-        if (!sl->used)
-            continue;
-        if (s->bgen[k] != sl->gen) {
-            s->bgen[k] = sl->gen;
-            s->bval[k] = s->live;
-        }
-        uint64_t stamp = ((uint64_t)sl->gen << 32) | sl->exits;
-        if (s->fstamp[k] != stamp) {
-            s->fstamp[k] = stamp;
-            s->fval[k] = s->live;
-        }
+        if (sl->used)
+            track_catch_up(&s->tr[k], sl, s->live);
     }
     if (delta < 0 && (uint64_t)-delta > s->live)
         s->live = 0;
@@ -228,7 +270,7 @@ static rinfo *rinfo_get(ana *A, uint64_t key)
         rinfo *x = &A->r[A->nr];
         memset(x, 0, sizeof *x);
         x->key = key;
-        x->depth = range_depth(A, (uint32_t)key);
+        x->depth = key >> 33 ? 0 : range_depth(A, (uint32_t)key); /* a MARK: outermost */
         x->slot = NO_SLOT;
         *v = A->nr++;
     }
@@ -237,7 +279,7 @@ static rinfo *rinfo_get(ana *A, uint64_t key)
 
 static gstat *gstat_get(ana *A, uint64_t key, int32_t device)
 {
-    uint64_t k = key | ((uint64_t)(uint32_t)(device + 1) << 33);
+    uint64_t k = key | ((uint64_t)(uint32_t)(device + 1) << 34);
     int fresh;
     uint64_t *v = gmp_omap_put(&A->gmap, k, &fresh);
     if (!v)
@@ -300,7 +342,10 @@ static void slot_exit(ana *A, size_t ri)
 {
     rinfo *r = &A->r[ri];
     if (r->slot != NO_SLOT) {
-        A->slots[r->slot].exits++;
+        slot *s = &A->slots[r->slot];
+        s->exits++;
+        if ((s->exits & (s->exits - 1)) == 0) /* a power of two: the windows move on */
+            s->r++;
         return;
     }
     int k = NO_SLOT;
@@ -328,6 +373,7 @@ static void slot_exit(ana *A, size_t ri)
     s->range = ri;
     s->gen = ++A->gen;
     s->exits = 1;
+    s->r = 0;
     r->slot = k;
     r->base_exit = r->exits;
 }
@@ -343,9 +389,13 @@ static gmp_err nomem(ana *A)
 static gmp_err on_range(void *ctx, gmp_replay *rp, const gmp_replay_range *ev)
 {
     ana *A = ctx;
-    if (ev->op != GMP_REPLAY_POP && ev->op != GMP_REPLAY_END)
+    if (ev->op != GMP_REPLAY_POP && ev->op != GMP_REPLAY_END && ev->op != GMP_REPLAY_MARK)
         return GMP_OK;
-    uint64_t key = (uint64_t)ev->range | (ev->op == GMP_REPLAY_END ? 1ull << 32 : 0);
+    if (ev->op == GMP_REPLAY_MARK && !ev->range)
+        return GMP_OK;
+    uint64_t key = (uint64_t)ev->range | (ev->op == GMP_REPLAY_END    ? 1ull << 32
+                                          : ev->op == GMP_REPLAY_MARK ? 1ull << 33
+                                                                      : 0);
     rinfo *r = rinfo_get(A, key);
     if (!r)
         return nomem(A);
@@ -530,25 +580,24 @@ gmp_err gmp_analysis_attach(gmp_analysis *A, gmp_replay *rp)
     return gmp_replay_add(rp, &analysis_ops, A);
 }
 
-int gmp_analysis_is_leak(const gmp_analysis_growth *g, const gmp_analysis_opts *o)
+int gmp_analysis_site_leaks(const gmp_analysis_growth_site *s, uint64_t w,
+                            const gmp_analysis_opts *o)
 {
-    uint32_t min_reps = o && o->min_reps ? o->min_reps : 4;
     double frac = o && o->rise_frac > 0.0 ? o->rise_frac : 0.8;
-    if (g->repetitions < min_reps || !(g->rate_bytes > 0.0) || g->last_bytes <= g->first_bytes)
+    if (!s->growth_bytes || !w)
         return 0;
-    if ((double)g->rises < frac * (double)(g->rises + g->falls))
+    if ((double)s->rises < frac * (double)(s->rises + s->falls))
         return 0;
-    if (2 * g->rises < g->repetitions - 1)
-        return 0;
-    return g->last_bytes > g->mid_bytes;
+    return 2 * s->rises >= w;
 }
 
 void gmp_analysis_result_free(gmp_analysis_result *R)
 {
     if (!R)
         return;
-    for (size_t i = 0; i < R->ngrowth; i++)
-        free(R->growth[i].sites);
+    for (size_t i = 0; i < R->nleaks; i++)
+        free(R->leaks[i].sites);
+    free(R->leaks);
     free(R->growth);
     free(R->temp);
     free(R->temp_sites);
@@ -621,42 +670,116 @@ static int tsite_cmp(const void *a, const void *b)
     return 0;
 }
 
-/* The sites of device dev whose live bytes grew while range r was tracked. */
-static int growth_sites(ana *A, const rinfo *r, gmp_analysis_growth *o)
+static int leak_cmp(const void *a, const void *b)
 {
-    const slot *sl = &A->slots[r->slot];
-    uint64_t stamp = ((uint64_t)sl->gen << 32) | sl->exits;
+    const gmp_analysis_leak *x = a, *y = b;
+    if (x->rate_bytes != y->rate_bytes)
+        return x->rate_bytes > y->rate_bytes ? -1 : 1;
+    if (x->device != y->device)
+        return x->device < y->device ? -1 : 1;
+    if (x->range != y->range)
+        return x->range < y->range ? -1 : 1;
+    return x->stack < y->stack ? -1 : x->stack > y->stack;
+}
+
+/* The iteration (gmp_analysis_iter) and, over its later iterations, the sites that keep growing,
+ * one verdict per owner (device and range, or stack outside any range). Ids are the replay's
+ * until the end, where they are resolved. */
+static int finish_leaks(ana *A, gmp_analysis_result *R)
+{
+    const rinfo *it = NULL;
+    for (size_t i = 0; i < A->nr; i++) {
+        const rinfo *r = &A->r[i];
+        if (r->exits < A->opts.min_reps)
+            continue;
+        if (!it || r->depth < it->depth || (r->depth == it->depth && r->exits > it->exits))
+            it = r;
+    }
+    if (!it)
+        return 1;
+    R->iter.kind = (it->key >> 33)   ? GMP_ANALYSIS_ITER_MARK
+                   : (it->key >> 32) ? GMP_ANALYSIS_ITER_START
+                                     : GMP_ANALYSIS_ITER_PUSH;
+    R->iter.range = res_range(A, (uint32_t)it->key);
+    R->iter.depth = it->depth;
+    R->iter.iterations = it->exits;
+    if (it->slot == NO_SLOT)
+        return 1;
+    const slot *sl = &A->slots[it->slot];
+    uint64_t prev = sl->r ? 1ull << (sl->r - 1) : 1; /* the window starts at this slot exit */
+    R->iter.tracked_from = it->base_exit;
+    R->iter.window_from = it->base_exit + prev - 1;
+    uint64_t w = sl->exits - prev; /* iterations in the window */
+    if (sl->exits < A->opts.min_reps || !w)
+        return 1;
     size_t cap = 0;
     for (size_t i = 0; i < A->ns; i++) {
-        const sstat *s = &A->s[i];
-        int k = r->slot;
-        uint64_t base = s->bgen[k] == sl->gen ? s->bval[k] : s->live;
-        uint64_t last = s->fstamp[k] == stamp ? s->fval[k] : s->live;
-        if (last <= base)
+        strack x = A->s[i].tr[it->slot];
+        track_catch_up(&x, sl, A->s[i].live); /* as of the last exit */
+        gmp_analysis_growth_site gs;
+        memset(&gs, 0, sizeof gs);
+        gs.first_bytes = x.pv;
+        gs.last_bytes = x.ev;
+        gs.growth_bytes = x.ev > x.pv ? x.ev - x.pv : 0;
+        gs.rate_bytes = (double)gs.growth_bytes / (double)w;
+        gs.rises = x.rp;
+        gs.falls = x.fp;
+        if (!gmp_analysis_site_leaks(&gs, w, &A->opts))
             continue;
         const gmp_replay_site *rs = gmp_replay_site_at(A->rp, i);
-        if (!rs || rs->device != o->device)
+        if (!rs)
             continue;
-        if (!agrow((void **)&o->sites, &cap, o->nsites, sizeof *o->sites))
+        gs.site.device = rs->device;
+        gs.site.api = (uint32_t)i; /* the replay's site index until resolved */
+        gmp_analysis_leak *L = NULL;
+        for (size_t k = 0; k < R->nleaks && !L; k++)
+            if (R->leaks[k].device == rs->device && R->leaks[k].range == rs->range &&
+                (rs->range || R->leaks[k].stack == rs->stack))
+                L = &R->leaks[k];
+        if (!L) {
+            if (!agrow((void **)&R->leaks, &cap, R->nleaks, sizeof *R->leaks))
+                return 0;
+            L = &R->leaks[R->nleaks++];
+            memset(L, 0, sizeof *L);
+            L->device = rs->device;
+            L->range = rs->range;
+            L->stack = rs->range ? 0 : rs->stack;
+            L->iterations = w;
+        }
+        L->growth_bytes += gs.growth_bytes;
+        gmp_analysis_growth_site *ns = realloc(L->sites, (L->nsites + 1) * sizeof *ns);
+        if (!ns)
             return 0;
-        gmp_analysis_growth_site *x = &o->sites[o->nsites++];
-        memset(x, 0, sizeof *x);
-        x->site.device = rs->device; /* ids resolved below, for the kept ones only */
-        x->site.kind = rs->kind;
-        x->site.api = (uint32_t)i; /* the replay's site index until then */
-        x->first_bytes = base;
-        x->last_bytes = last;
-        x->growth_bytes = last - base;
-        uint64_t reps = r->exits - r->base_exit;
-        x->rate_bytes = reps ? (double)x->growth_bytes / (double)reps : 0.0;
+        L->sites = ns;
+        L->sites[L->nsites++] = gs;
     }
-    if (o->nsites)
-        qsort(o->sites, o->nsites, sizeof *o->sites, gsite_cmp);
-    if (o->nsites > A->opts.max_sites)
-        o->nsites = A->opts.max_sites;
-    for (size_t j = 0; j < o->nsites; j++)
-        o->sites[j].site = site_key(A, gmp_replay_site_at(A->rp, o->sites[j].site.api));
+    for (size_t k = 0; k < R->nleaks; k++) {
+        gmp_analysis_leak *L = &R->leaks[k];
+        L->rate_bytes = (double)L->growth_bytes / (double)w;
+        qsort(L->sites, L->nsites, sizeof *L->sites, gsite_cmp);
+        L->rises = L->sites[0].rises;
+        L->falls = L->sites[0].falls;
+        if (L->nsites > A->opts.max_sites)
+            L->nsites = A->opts.max_sites;
+        for (size_t j = 0; j < L->nsites; j++) {
+            uint32_t si = L->sites[j].site.api;
+            gmp_analysis_growth_site *gs = &L->sites[j];
+            gs->site = site_key(A, gmp_replay_site_at(A->rp, si));
+        }
+    }
+    if (R->nleaks)
+        qsort(R->leaks, R->nleaks, sizeof *R->leaks, leak_cmp);
     return 1;
+}
+
+/* After finish_growth (which matches raw range ids): the leaks' ids resolved. */
+static void resolve_leaks(ana *A, gmp_analysis_result *R)
+{
+    for (size_t k = 0; k < R->nleaks; k++) {
+        R->leaks[k].range = res_range(A, R->leaks[k].range);
+        if (!R->leaks[k].range)
+            R->leaks[k].stack = res_stack(A, R->leaks[k].stack);
+    }
 }
 
 static int finish_growth(ana *A, gmp_analysis_result *R)
@@ -666,8 +789,8 @@ static int finish_growth(ana *A, gmp_analysis_result *R)
         return 0;
     for (size_t i = 0; i < A->ng; i++) {
         const gstat *g = &A->g[i];
-        if (g->n < GMP_ANALYSIS_MIN_SAMPLES)
-            continue;
+        if (g->n < GMP_ANALYSIS_MIN_SAMPLES || (g->key >> 33))
+            continue; /* MARKs are iterations, not ranges */
         R->ranges_checked++;
         gmp_analysis_growth *o = &R->growth[R->ngrowth++];
         o->range = (uint32_t)g->key; /* resolved after the sort */
@@ -692,25 +815,15 @@ static int finish_growth(ana *A, gmp_analysis_result *R)
         o->nseries = g->nseries;
         o->series_stride = g->stride;
         memcpy(o->series, g->series, g->nseries * sizeof *g->series);
-        o->leak = gmp_analysis_is_leak(o, &A->opts);
-        int fresh;
-        uint64_t *v = gmp_omap_put(&A->rmap, g->key, &fresh);
-        if (!v)
-            return 0;
-        const rinfo *r = &A->r[*v];
-        if (r->slot != NO_SLOT && g->ylast > g->y0) {
-            o->base_rep = r->base_exit;
-            if (!growth_sites(A, r, o))
-                return 0;
-        }
+        o->leak = 0;
+        for (size_t k = 0; k < R->nleaks; k++) /* the owner of a verdict (ids not yet resolved) */
+            o->leak |= R->leaks[k].range && R->leaks[k].range == (uint32_t)g->key &&
+                       R->leaks[k].device == g->device && o->thread_bound;
     }
     if (R->ngrowth)
         qsort(R->growth, R->ngrowth, sizeof *R->growth, growth_cmp);
-    if (R->ngrowth > A->opts.max_growth) {
-        for (size_t i = A->opts.max_growth; i < R->ngrowth; i++)
-            free(R->growth[i].sites);
+    if (R->ngrowth > A->opts.max_growth)
         R->ngrowth = A->opts.max_growth;
-    }
     for (size_t i = 0; i < R->ngrowth; i++)
         R->growth[i].range = res_range(A, R->growth[i].range);
     return 1;
@@ -795,7 +908,10 @@ gmp_analysis_result *gmp_analysis_finish(gmp_analysis *A, const gmp_analysis_res
         return NULL;
     R->opts = A->opts;
     A->res = res;
-    int ok = finish_growth(A, R) && finish_temp(A, R) && finish_overhead(A, R);
+    int ok =
+        finish_leaks(A, R) && finish_growth(A, R) && finish_temp(A, R) && finish_overhead(A, R);
+    if (ok)
+        resolve_leaks(A, R);
     A->res = NULL;
     if (!ok) {
         gmp_analysis_result_free(R);

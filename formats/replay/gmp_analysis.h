@@ -1,10 +1,14 @@
 /* gmp_analysis: analyses of a trace computed in the one replay pass (DESIGN.md decision 7), for
  * the report (docs/report.md, "Analyses"):
  *
- *  - growth: for every range path closed at least GMP_ANALYSIS_MIN_SAMPLES times, the device's
- *    allocated bytes at each exit; a probable leak when they keep rising (the criterion is
- *    gmp_analysis_is_leak below), with the rate per repetition (least-squares slope), the total
- *    growth and the allocation sites whose live bytes grew between the exits;
+ *  - growth: the iterations of the program are found in the recording (the outermost range, or
+ *    MARK name, that repeats: see gmp_analysis_iter); every allocation site's live bytes are
+ *    followed at the iterations' ends, and the sites that keep growing over the later iterations
+ *    (warm-up and state allocated once excluded) make one verdict per leak, at the range the
+ *    growing allocations were made in (its owner; the stack when there is no range), with bytes
+ *    per iteration and the sites' stacks (gmp_analysis_leak). Besides, for every range path closed
+ *    at least GMP_ANALYSIS_MIN_SAMPLES times, the device's allocated bytes at each exit (data:
+ *    gmp_analysis_growth);
  *  - temporary allocations: allocations freed within a short time (opts.temp_ns, 1 ms by
  *    default), per range path and per allocation site ("churn");
  *  - allocator overhead: reserved - allocated per device at the peak of allocated bytes, at the
@@ -19,9 +23,11 @@
  * Memory is proportional to the distinct range paths, allocation sites and devices, never to the
  * length of the trace: per (range path, device) a streaming least-squares regression and a series
  * of at most GMP_ANALYSIS_SERIES exit values (the stride doubles as the range repeats); per site a
- * few counters and, for at most GMP_ANALYSIS_SLOTS ranges, the site's live bytes at the range's
- * first tracked exit and at its last exit, kept lazily (a site saves its value only when it
- * changes after an exit: O(GMP_ANALYSIS_SLOTS) per event, nothing per exit). */
+ * few counters and, for at most GMP_ANALYSIS_SLOTS ranges, the site's live bytes at two exits of
+ * the range (the window's start, which moves to exit 2^k as the range repeats, so that the window
+ * is always the later half to three quarters of the iterations) and at its last exit, with the
+ * rises and falls between, kept lazily (a site saves its values only when it changes after an
+ * exit: O(GMP_ANALYSIS_SLOTS) per event, nothing per exit). */
 #ifndef GMP_ANALYSIS_H
 #define GMP_ANALYSIS_H
 
@@ -62,10 +68,12 @@ typedef struct gmp_analysis_site {
 
 typedef struct gmp_analysis_growth_site {
     gmp_analysis_site site;
-    uint64_t first_bytes; /* its live bytes at the range's first tracked exit */
-    uint64_t last_bytes;  /* at the range's last exit */
+    uint64_t first_bytes; /* its live bytes at the window's first iteration end */
+    uint64_t last_bytes;  /* at the last iteration's end */
     uint64_t growth_bytes;
-    double rate_bytes; /* growth_bytes / repetitions between the two exits */
+    double rate_bytes;     /* growth_bytes / iterations in the window */
+    uint64_t rises, falls; /* iteration ends at which its live bytes were above / below the
+                              previous one's, in the window */
 } gmp_analysis_growth_site;
 
 /* A range path that repeats, on one device. */
@@ -79,12 +87,7 @@ typedef struct gmp_analysis_growth {
     int64_t total_bytes;   /* last_bytes - first_bytes */
     uint64_t rises, falls; /* pairs of consecutive exits that rise / fall */
     uint64_t mid_bytes;    /* at the middle repetition (from the series) */
-    int leak;              /* a probable leak (gmp_analysis_is_leak) */
-    /* sites: tracked from exit number base_rep (1 = the first) to the last; 0 when the range had
-     * no tracking slot (see GMP_ANALYSIS_SLOTS) */
-    uint64_t base_rep;
-    size_t nsites;
-    gmp_analysis_growth_site *sites; /* biggest growth first, at most opts.max_sites */
+    int leak;              /* the range owns a leak verdict (gmp_analysis_leak) */
     size_t nseries;
     uint64_t series_stride; /* series[i] is the value at exit i * stride + 1 */
     uint64_t series[GMP_ANALYSIS_SERIES];
@@ -139,10 +142,51 @@ typedef struct gmp_analysis_oom {
     gmp_analysis_oom_verdict verdict;
 } gmp_analysis_oom;
 
+/* What an iteration is in this recording: the range path (push/pop or start/end) or MARK name that
+ * repeats at least opts.min_reps times, the outermost such (fewest path components; a MARK counts
+ * as outermost: a step marker), and of those the one that repeats most. Nested ranges therefore
+ * never compete: `step` is the iteration, not `step/forward` inside it, and not `epoch` when epoch
+ * repeats fewer than min_reps times. */
+typedef enum gmp_analysis_iter_kind {
+    GMP_ANALYSIS_ITER_NONE = 0, /* nothing repeats enough: no growth verdict */
+    GMP_ANALYSIS_ITER_PUSH,     /* a push/pop range's exits */
+    GMP_ANALYSIS_ITER_START,    /* a start/end range's ends */
+    GMP_ANALYSIS_ITER_MARK,     /* a MARK's occurrences */
+} gmp_analysis_iter_kind;
+
+typedef struct gmp_analysis_iter {
+    gmp_analysis_iter_kind kind;
+    uint32_t range;        /* path (or MARK name), as the resolver gave it */
+    uint32_t depth;        /* path components (0: a MARK) */
+    uint64_t iterations;   /* ends seen */
+    uint64_t tracked_from; /* sites followed from this iteration's end (1 = the first; 0 when the
+                              range had no tracking slot: no verdict) */
+    uint64_t window_from;  /* growth is measured from this iteration's end to the last (the
+                              later half: warm-up before it excluded) */
+} gmp_analysis_iter;
+
+/* One probable leak: allocation sites that grew over the later iterations, owned by one range
+ * (the range the growing allocations were made in; a parent range that only contains it gets no
+ * verdict of its own) or, for allocations outside any range, one stack. */
+typedef struct gmp_analysis_leak {
+    int32_t device;
+    uint32_t range;        /* owner range path (string index), 0 none */
+    uint32_t stack;        /* when range is 0: the stack of the growing allocations */
+    uint64_t growth_bytes; /* over the window */
+    double rate_bytes;     /* growth_bytes / iterations in the window */
+    uint64_t iterations;   /* in the window (from iter.window_from to the last) */
+    uint64_t rises, falls; /* of its largest site */
+    size_t nsites;
+    gmp_analysis_growth_site *sites; /* biggest growth first, at most opts.max_sites */
+} gmp_analysis_leak;
+
 typedef struct gmp_analysis_result {
     gmp_analysis_opts opts;
+    gmp_analysis_iter iter;
+    size_t nleaks;
+    gmp_analysis_leak *leaks; /* fastest first */
     size_t ngrowth;
-    gmp_analysis_growth *growth; /* leaks first (fastest first), then by rate */
+    gmp_analysis_growth *growth; /* owners of a leak first, then by rate */
     uint64_t ranges_checked;     /* (range, device) pairs closed at least 3 times */
     size_t ntemp;
     gmp_analysis_temp *temp;                 /* most temporary bytes first */
@@ -167,10 +211,10 @@ gmp_err gmp_analysis_attach(gmp_analysis *a, gmp_replay *rp);
 gmp_analysis_result *gmp_analysis_finish(gmp_analysis *a, const gmp_analysis_resolver *res);
 void gmp_analysis_result_free(gmp_analysis_result *r);
 
-/* The leak criterion, on a growth row's numbers (see docs/report.md):
- *   repetitions >= opts.min_reps, rate_bytes > 0, last_bytes > first_bytes,
- *   rises >= opts.rise_frac * (rises + falls), rises >= (repetitions - 1) / 2,
- *   last_bytes > mid_bytes (still rising in the second half: not a warm-up). */
-int gmp_analysis_is_leak(const gmp_analysis_growth *g, const gmp_analysis_opts *opts);
+/* The leak criterion of one site over the window of w iterations (see docs/report.md):
+ *   growth_bytes > 0, rises >= opts.rise_frac * (rises + falls), 2 * rises >= w (it rises at
+ *   least every other iteration: a one-time allocation in the window is not a leak). */
+int gmp_analysis_site_leaks(const gmp_analysis_growth_site *s, uint64_t w,
+                            const gmp_analysis_opts *opts);
 
 #endif

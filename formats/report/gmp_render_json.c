@@ -1,5 +1,5 @@
 /* gmp_render_json: the report document (gmp_doc.h) as JSON for programs (schema
- * gpumemprof-report/2, docs/report.md). JSON follows keys: the root SECTION is the top-level
+ * gpumemprof-report/3, docs/report.md). JSON follows keys: the root SECTION is the top-level
  * object; a keyed SECTION (or KV) is a member object, a keyless one gives its members to the
  * enclosing object; blocks with GMP_DOC_ITEM are the elements of one array per key in their
  * object; a TABLE is an array of row objects, a SERIES an object {bucket_ns, columns, points,

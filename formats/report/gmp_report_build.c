@@ -23,7 +23,7 @@
 #include "gmp_report_build_analysis.h"
 #include "gmp_report_values.h"
 
-#define SCHEMA "gpumemprof-report/2"
+#define SCHEMA "gpumemprof-report/3"
 
 typedef struct bld {
     gmp_doc *d;

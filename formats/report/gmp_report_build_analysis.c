@@ -1,11 +1,13 @@
 /* gmp_report_build_analysis: the blocks of the report's analyses (gmp_analysis.h, computed in the
- * replay) for one trace: growth over repetitions (a verdict per probable leak with its growing
- * sites and the series of exits), temporary allocations (per range path and the hottest sites),
- * allocator overhead (per device at the two peaks and at the end) and why each out-of-memory error
- * happened. What is said and which rows (--top, --device) is decided here, once for every format.
+ * replay) for one trace: growth over iterations (the iteration found, a verdict per probable leak
+ * at its owner with its growing sites; per repeating range the series of exits, as data), temporary
+ * allocations (per range path and the hottest sites), allocator overhead (per device at the two
+ * peaks and at the end) and why each out-of-memory error happened. What is said and which rows
+ * (--top, --device) is decided here, once for every format.
  *
  * JSON: everything lives in the trace's "analysis" object, with today's member names
- * (docs/report.md): options, ranges_checked, growth[], temporary_totals, temporary[],
+ * (docs/report.md): options, ranges_checked, iterations, leaks[], growth[], temporary_totals,
+ * temporary[],
  * temporary_sites[], overhead[], ooms[]. The growth rows that are no leak, and the numbers the
  * wording leaves out, are data only (GMP_DOC_DATA); an array with no element is still written
  * (an empty table of that key) so that its member is always there. */
@@ -85,34 +87,37 @@ static void empty_array(gmp_doc *d, gmp_doc_block *parent, const char *key)
     b->flags |= GMP_DOC_DATA;
 }
 
-/* ---- growth over repetitions ---- */
+/* ---- growth over iterations ---- */
 
-static void growth_sites(gmp_doc *d, gmp_doc_block *b, const gmp_report_trace *t,
-                         const gmp_report_view *v, const gmp_analysis_growth *g)
+/* The growing sites of a leak: a table in its verdict. */
+static void leak_sites(gmp_doc *d, gmp_doc_block *b, const gmp_report_trace *t,
+                       const gmp_report_view *v, const gmp_analysis_leak *L)
 {
     static const gmp_doc_col own[] = {
         {"first", "first_bytes", GMP_DOC_BYTES, GMP_DOC_DATA},
         {"last", "last_bytes", GMP_DOC_BYTES, GMP_DOC_DATA},
         {"grew", "growth_bytes", GMP_DOC_BYTES, 0},
-        {"per repetition", "rate_bytes_per_repetition", GMP_DOC_BYTES, 0},
+        {"per iteration", "rate_bytes_per_iteration", GMP_DOC_BYTES, 0},
+        {"rises", "rises", GMP_DOC_COUNT, GMP_DOC_DATA},
+        {"falls", "falls", GMP_DOC_COUNT, GMP_DOC_DATA},
     };
-    gmp_doc_col cols[4 + GMP_REPORT_SITE_COLS];
-    size_t nc = gmp_report_site_table(cols, own, 4);
+    gmp_doc_col cols[6 + GMP_REPORT_SITE_COLS];
+    size_t nc = gmp_report_site_table(cols, own, 6);
     gmp_doc_block *tb = gmp_doc_table(d, b, "sites", cols, nc);
-    size_t ns = g->nsites;
+    size_t ns = L->nsites;
     if (v->top && ns > v->top)
         ns = v->top;
-    tb->total = cut_total(v, g->nsites);
-    if (!ns)
-        tb->flags |= GMP_DOC_DATA; /* `sites: []` */
+    tb->total = cut_total(v, L->nsites);
     for (size_t k = 0; k < ns; k++) {
-        const gmp_analysis_growth_site *s = &g->sites[k];
+        const gmp_analysis_growth_site *s = &L->sites[k];
         gmp_doc_val *r = gmp_doc_row(d, tb);
         r[0] = gmp_dv_bytes(s->first_bytes);
         r[1] = gmp_dv_bytes(s->last_bytes);
         r[2] = gmp_dv_bytes(s->growth_bytes);
         r[3] = gmp_dv_bytes(s->rate_bytes > 0 ? (uint64_t)rate_int(s->rate_bytes) : 0);
-        gmp_report_site_cells(d, t, v, &s->site, r + 4);
+        r[4] = gmp_dv_count(s->rises);
+        r[5] = gmp_dv_count(s->falls);
+        gmp_report_site_cells(d, t, v, &s->site, r + 6);
     }
 }
 
@@ -138,69 +143,129 @@ static void growth_series(gmp_doc *d, gmp_doc_block *b, const gmp_analysis_growt
     }
 }
 
-/* One growth row: a verdict (a probable leak), or data only (a range that repeats and does not
- * leak), an element of `growth`. */
+/* One repeating range: data only (the device's allocated bytes at its exits), an element of
+ * `growth`; the verdicts are the leaks. */
 static void growth_row(gmp_doc *d, gmp_doc_block *sec, const gmp_report_trace *t,
-                       const gmp_report_view *v, const gmp_analysis_growth *g)
+                       const gmp_analysis_growth *g)
 {
-    gmp_doc_val rate, total;
-    if (g->leak) { /* rate > 0 and last > first: both are growths */
-        rate = gmp_dv_bytes((uint64_t)rate_int(g->rate_bytes));
-        total = gmp_dv_bytes((uint64_t)g->total_bytes);
-    } else {
-        rate = gmp_dv_sbytes(rate_int(g->rate_bytes));
-        total = gmp_dv_sbytes(g->total_bytes);
-    }
-    const char *fmt = g->leak ? "probable leak: %v on device %v: +%v per repetition over %v "
-                                "repetitions (%v -> %v, +%v; rising %v of %v)"
-                              : "%v on device %v: %v per repetition over %v repetitions (%v -> "
-                                "%v, %v; rising %v of %v)";
     gmp_doc_block *b = gmp_doc_verdict(
-        d, sec, "growth", g->leak ? GMP_DOC_PROBLEM : GMP_DOC_OK, fmt,
+        d, sec, "growth", GMP_DOC_OK,
+        "%v on device %v: %v per repetition over %v repetitions (%v -> %v, %v; rising %v of %v)",
         gmp_dv_k(gmp_report_dv_str(t, g->range, "(no name)"), "range"),
         gmp_dv_k(gmp_dv_device(g->device), "device"),
-        gmp_dv_k(gmp_dv_f(rate, GMP_DOC_STRONG), "rate_bytes_per_repetition"),
+        gmp_dv_k(gmp_dv_sbytes(rate_int(g->rate_bytes)), "rate_bytes_per_repetition"),
         gmp_dv_k(gmp_dv_count(g->repetitions), "repetitions"),
         gmp_dv_k(gmp_dv_bytes(g->first_bytes), "first_bytes"),
-        gmp_dv_k(gmp_dv_bytes(g->last_bytes), "last_bytes"), gmp_dv_k(total, "total_growth_bytes"),
+        gmp_dv_k(gmp_dv_bytes(g->last_bytes), "last_bytes"),
+        gmp_dv_k(gmp_dv_sbytes(g->total_bytes), "total_growth_bytes"),
         gmp_dv_k(gmp_dv_count(g->rises), "rises"), gmp_dv_count(g->repetitions - 1));
-    b->flags |= GMP_DOC_ITEM | (g->leak ? 0 : GMP_DOC_DATA);
+    b->flags |= GMP_DOC_ITEM | GMP_DOC_DATA;
     gmp_doc_line *l = &b->title;
     gmp_doc_line_add(d, l, data_val(gmp_dv_bool(g->thread_bound), "thread_bound"));
-    gmp_doc_line_add(d, l, data_val(gmp_dv_bool(g->leak), "probable_leak"));
+    gmp_doc_line_add(d, l, data_val(gmp_dv_bool(g->leak), "owns_leak"));
     gmp_doc_line_add(d, l, data_val(gmp_dv_bytes(g->min_bytes), "min_bytes"));
     gmp_doc_line_add(d, l, data_val(gmp_dv_bytes(g->max_bytes), "max_bytes"));
     gmp_doc_line_add(d, l, data_val(gmp_dv_bytes(g->mid_bytes), "middle_bytes"));
     gmp_doc_line_add(d, l, data_val(gmp_dv_count(g->falls), "falls"));
     gmp_doc_line_add(d, l, data_val(gmp_dv_count(g->series_stride), "series_stride"));
-    gmp_doc_line_add(d, l, data_val(gmp_dv_count(g->base_rep), "sites_from_repetition"));
     growth_series(d, b, g);
-    growth_sites(d, b, t, v, g);
+}
+
+static const char *iter_kind(gmp_analysis_iter_kind k)
+{
+    switch (k) {
+    case GMP_ANALYSIS_ITER_PUSH: return "range";
+    case GMP_ANALYSIS_ITER_START: return "start/end range";
+    case GMP_ANALYSIS_ITER_MARK: return "mark";
+    default: return "none";
+    }
+}
+
+/* One probable leak: a verdict at its owner (range, else the first frame its stack shows). */
+static void leak_verdict(gmp_doc *d, gmp_doc_block *sec, const gmp_report_trace *t,
+                         const gmp_report_view *v, const gmp_analysis_leak *L, uint64_t last)
+{
+    gmp_doc_val owner;
+    if (L->range)
+        owner = gmp_report_dv_str(t, L->range, "");
+    else if (L->stack < t->nstacks)
+        owner = gmp_report_dv_str(t, t->stacks[L->stack].user_name, "(no stack recorded)");
+    else
+        owner = gmp_dv_str((gmp_str){"", 0}, "(no range, no stack)");
+    gmp_doc_block *b = gmp_doc_verdict(
+        d, sec, "leaks", GMP_DOC_PROBLEM,
+        "probable leak %v %v on device %v: +%v per iteration over iterations %v-%v (+%v; rising %v "
+        "of %v)",
+        gmp_dv_lit(L->range ? "in" : "at"), gmp_dv_k(owner, L->range ? "range" : "frame"),
+        gmp_dv_k(gmp_dv_device(L->device), "device"),
+        gmp_dv_k(gmp_dv_f(gmp_dv_bytes((uint64_t)rate_int(L->rate_bytes)), GMP_DOC_STRONG),
+                 "rate_bytes_per_iteration"),
+        gmp_dv_k(gmp_dv_count(last - L->iterations), "from_iteration"), gmp_dv_count(last),
+        gmp_dv_k(gmp_dv_bytes(L->growth_bytes), "growth_bytes"),
+        gmp_dv_k(gmp_dv_count(L->rises), "rises"),
+        gmp_dv_k(gmp_dv_count(L->iterations), "iterations"));
+    b->flags |= GMP_DOC_ITEM;
+    gmp_doc_line *l = &b->title;
+    gmp_doc_line_add(d, l, data_val(gmp_dv_count(L->falls), "falls"));
+    if (!L->range)
+        gmp_doc_line_add(
+            d, l,
+            data_val(gmp_dv_stack(gmp_report_doc_stack(d, t, L->stack, v->all_frames)), "stack"));
+    leak_sites(d, b, t, v, L);
 }
 
 static void build_growth(gmp_doc *d, gmp_doc_block *a, const gmp_report_trace *t,
                          const gmp_report_view *v)
 {
     const gmp_analysis_result *R = t->analysis;
-    if (!R->ranges_checked) {
-        empty_array(d, a, "growth");
-        return;
+    const gmp_analysis_iter *it = &R->iter;
+    /* nothing repeats: nothing to say in the markups (the JSON keeps its members) */
+    gmp_doc_block *sec =
+        gmp_doc_section(d, a, NULL, it->kind ? 0 : GMP_DOC_DATA, "Growth over iterations");
+    gmp_doc_block *ik = gmp_doc_section(d, sec, "iterations", GMP_DOC_DATA, "iterations");
+    gmp_doc_block *kv = gmp_doc_kv(d, ik);
+    data_member(d, kv, "kind", gmp_dv_lit(iter_kind(it->kind)));
+    data_member(d, kv, "range",
+                it->kind ? gmp_report_dv_str(t, it->range, "(no name)") : gmp_dv_none());
+    data_member(d, kv, "depth", gmp_dv_count(it->depth));
+    data_member(d, kv, "count", gmp_dv_count(it->iterations));
+    data_member(d, kv, "tracked_from", gmp_dv_count(it->tracked_from));
+    data_member(d, kv, "window_from", gmp_dv_count(it->window_from));
+    if (!it->kind) {
+        gmp_doc_notice(d, sec, NULL, GMP_DOC_INFO,
+                       "no range or mark repeats %v times: no iterations to compare",
+                       gmp_dv_count(R->opts.min_reps));
+    } else if (!it->tracked_from) {
+        gmp_doc_notice(d, sec, NULL, GMP_DOC_INFO,
+                       "iterations: %v %v, %v seen; its allocations were not followed (more than "
+                       "%v repeating ranges)",
+                       gmp_dv_lit(iter_kind(it->kind)),
+                       gmp_report_dv_str(t, it->range, "(no name)"), gmp_dv_count(it->iterations),
+                       gmp_dv_count(GMP_ANALYSIS_SLOTS));
+    } else {
+        gmp_doc_notice(d, sec, NULL, GMP_DOC_INFO,
+                       "iterations: %v %v, %v seen; growth is measured from the end of iteration "
+                       "%v to the last (warm-up and state allocated once before it are not "
+                       "growth)",
+                       gmp_dv_lit(iter_kind(it->kind)),
+                       gmp_report_dv_str(t, it->range, "(no name)"), gmp_dv_count(it->iterations),
+                       gmp_dv_count(it->window_from));
     }
-    gmp_doc_block *sec = gmp_doc_section(d, a, NULL, 0, "Growth over repetitions");
-    size_t leaks = 0;
-    for (size_t i = 0; i < R->ngrowth; i++)
-        leaks += R->growth[i].leak && gmp_report_wanted(v, R->growth[i].device);
-    if (!leaks)
-        gmp_doc_notice(d, sec, NULL, GMP_DOC_OK,
-                       R->ranges_checked == 1
-                           ? "no range grows over its repetitions (%v repeating range checked)"
-                           : "no range grows over its repetitions (%v repeating ranges checked)",
-                       gmp_dv_count(R->ranges_checked));
-    /* Leaks come first in R->growth: --top keeps the first leaks, and data rows after them. */
     size_t shown = 0;
+    uint64_t last = it->iterations; /* the window ends at the last iteration */
+    for (size_t i = 0; i < R->nleaks; i++)
+        if (shown_ok(v, R->leaks[i].device, &shown))
+            leak_verdict(d, sec, t, v, &R->leaks[i], last);
+    if (!shown) {
+        empty_array(d, sec, "leaks");
+        if (it->kind && it->tracked_from)
+            gmp_doc_notice(d, sec, NULL, GMP_DOC_OK,
+                           "no allocation grows over the later iterations");
+    }
+    shown = 0;
     for (size_t i = 0; i < R->ngrowth; i++)
         if (shown_ok(v, R->growth[i].device, &shown))
-            growth_row(d, sec, t, v, &R->growth[i]);
+            growth_row(d, sec, t, &R->growth[i]);
     if (!shown)
         empty_array(d, sec, "growth");
 }

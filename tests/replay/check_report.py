@@ -43,7 +43,7 @@ def eq(what, got, want):
 
 
 def check_json(doc):
-    eq("schema", doc["schema"], "gpumemprof-report/2")
+    eq("schema", doc["schema"], "gpumemprof-report/3")
     eq("trace.pid", doc["trace"]["pid"], 4242)
     eq("cmdline", doc["cmdline"], "python train.py")
     eq("complete", doc["complete"], True)

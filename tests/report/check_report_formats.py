@@ -173,7 +173,7 @@ def main():
             doc = json.loads(out)
             check_ranges(doc)
             eq("fragmentation max", doc["devices"][0]["fragmentation_max_bytes"], 200 * MiB)
-            eq("schema kept", doc["schema"], "gpumemprof-report/2")
+            eq("schema kept", doc["schema"], "gpumemprof-report/3")
             # every format shows the table
             for fmt, needle in (("text", "Ranges, sorted by path"), ("markdown", "### Ranges"),
                                 ("html", "<h3>Ranges")):
@@ -246,7 +246,7 @@ def main():
             out, _ = run([gmp, "report", "--format", "json"] + names, tmp)
             doc = json.loads(out)
             # schema 2: one schema for the whole report, the summary before the processes
-            eq("multi schema", doc["schema"], "gpumemprof-report/2")
+            eq("multi schema", doc["schema"], "gpumemprof-report/3")
             eq("multi members", list(doc), ["schema", "summary", "processes"])
             eq("processes", len(doc["processes"]), 3)
             eq("processes without schema", ["schema" in p for p in doc["processes"]],

@@ -144,7 +144,8 @@ int main(int argc, char **argv)
     else if (argc == 3 && strcmp(argv[1], "killed") == 0)
         rank(argv[2], 0, 1);
     else {
-        fprintf(stderr, "usage: report_traces ranges|hostile|noalloc|killed OUT.zst | rank N OUT.zst\n");
+        fprintf(stderr,
+                "usage: report_traces ranges|hostile|noalloc|killed OUT.zst | rank N OUT.zst\n");
         return 2;
     }
     return 0;
