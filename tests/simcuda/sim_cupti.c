@@ -342,7 +342,7 @@ CUptiResult CUPTIAPI cuptiEnableCallback(uint32_t enable, CUpti_SubscriberHandle
 CUptiResult CUPTIAPI cuptiGetCallbackState(uint32_t *enable, CUpti_SubscriberHandle subscriber,
                                            CUpti_CallbackDomain domain, CUpti_CallbackId cbid)
 {
-    if (!enable || !subscriber || !domain_ok(domain) || cbid >= MAX_CBID)
+    if (!enable || !subscriber || !domain_ok(domain) || !cbid_ok(domain, cbid))
         return ret(CUPTI_ERROR_INVALID_PARAMETER);
     *enable = atomic_load(&subscriber->enabled[domain][cbid]);
     return CUPTI_SUCCESS;
