@@ -588,11 +588,11 @@ void gmp_tui_draw(gmp_tui_state *s)
         return;
     }
     const gmp_tui_trace *tr = &s->tr[s->cur];
-    snprintf(title, sizeof title, " gpumemprof view  %s%s%s  [%s]  trace %zu/%zu  ?: help",
-             strrchr(tr->name, '/') ? strrchr(tr->name, '/') + 1 : tr->name,
+    snprintf(title, sizeof title, " gpumemprof view  %s  trace %zu/%zu%s%s  [%s]  ?: help",
+             strrchr(tr->name, '/') ? strrchr(tr->name, '/') + 1 : tr->name, s->cur + 1, s->ntr,
              s->follow && !tr->complete ? " (following)" : "",
              s->log_path ? (s->running ? " [program running]" : " [program ended]") : "",
-             dev_name(s, d, dn, sizeof dn), s->cur + 1, s->ntr);
+             dev_name(s, d, dn, sizeof dn));
     title_bar(0, 0, W, title);
     if (!m) {
         put(2, 1, tr->err[0] ? tr->err : "reading...", W - 2);

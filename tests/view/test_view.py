@@ -26,6 +26,8 @@ follow_run  `view --follow` started before the trace exists, while `run` records
             report's peak once the trace is complete
 run_view    `run --view -- grow_prog`: the viewer shows the memory grow while the program runs,
             '[program ended]' after, the program's output under L, q ends with the program's status
+run_view2   `run --view` on a program that starts two CUDA processes (one trace each): the first
+            is shown, the second is added as it appears ('trace 1/2') and r switches to it
 """
 import json
 import os
@@ -370,6 +372,23 @@ def main():
                 fail("run --view did not end with the program's status 0 and the log's name:\n"
                      + s)
             print("run_view: allocated on the screen:", [x for x in samples if x])
+        elif case == "run_view2":
+            prog = sys.argv[6]
+            t = Term("cd %s && %s run --view -o %s/rv2.%%p.zst -- sh -c '%s 10 200 & sleep 0.5; "
+                     "%s 10 200; wait'" % (tmp, gmp, tmp, prog, prog), env=sim_env())
+            s = t.wait("trace 1/2", 20)
+            first = line_of(s, " gpumemprof view").split()[2]
+            t.keys("r")
+            s = t.wait("trace 2/2")
+            second = line_of(s, " gpumemprof view").split()[2]
+            if first == second or not second.startswith("rv2."):
+                fail("r did not switch to the second process's trace (%s, %s)" % (first, second))
+            s = t.wait("[program ended]", 20)
+            t.keys("q")
+            s = t.wait("EXIT=")
+            if "EXIT=0" not in s:
+                fail("run --view with two processes did not end with status 0:\n" + s)
+            print("run_view2: traces", first, second)
         else:
             fail("unknown case " + case)
         print("ok:", case)
