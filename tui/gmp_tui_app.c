@@ -4,6 +4,8 @@
  * often than twice the time the last index took). */
 #include <curses.h>
 #include <inttypes.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,38 +30,80 @@ static long long file_size(const char *path)
     return stat(path, &st) == 0 ? (long long)st.st_size : -1;
 }
 
-/* (Re)builds the index of trace i. */
-static int build(gmp_tui_state *s, size_t i)
+/* Reads a trace and builds its index; thread-safe (the follow thread calls it too). 0, or -1 with
+ * a line in err. */
+static int load(const char *path, const char *name, int follow, gmp_tui_model **out,
+                long long *size, char *err, size_t errlen)
+{
+    *out = NULL;
+    *size = file_size(path);
+    if (*size < 0 && follow) {
+        snprintf(err, errlen, "waiting for %.200s to be written...", name);
+        return -1;
+    }
+    gmp_reader *r = NULL;
+    if (gmp_reader_open(&r, path, NULL) != GMP_OK) {
+        snprintf(err, errlen, "%.60s: %.180s", name, gmp_reader_open_error());
+        return -1;
+    }
+    char msg[256];
+    if (gmp_tui_model_build(out, r, msg, sizeof msg) != GMP_OK) {
+        snprintf(err, errlen, "%.60s: %.180s", name, msg);
+        return -1;
+    }
+    return 0;
+}
+
+/* Makes m the index of trace i. */
+static void install(gmp_tui_state *s, size_t i, gmp_tui_model *m, long long size, double secs)
 {
     gmp_tui_trace *tr = &s->tr[i];
-    double t = now_s();
-    long long sz = file_size(tr->path);
-    gmp_reader *r = NULL;
-    if (sz < 0 && s->follow) {
-        snprintf(tr->err, sizeof tr->err, "waiting for %.200s to be written...", tr->name);
-        return -1;
-    }
-    gmp_err e = gmp_reader_open(&r, tr->path, NULL);
-    if (e != GMP_OK) {
-        snprintf(tr->err, sizeof tr->err, "%.60s: %.180s", tr->name, gmp_reader_open_error());
-        return -1;
-    }
-    gmp_tui_model *m = NULL;
-    char msg[256];
-    e = gmp_tui_model_build(&m, r, msg, sizeof msg);
-    if (e != GMP_OK) {
-        snprintf(tr->err, sizeof tr->err, "%.60s: %.180s", tr->name, msg);
-        return -1;
-    }
     if (i == s->cur)
         gmp_tui_tree_set_model(s->tree, m);
     gmp_tui_model_free(tr->m);
     tr->m = m;
     tr->err[0] = 0;
-    tr->size = sz;
+    tr->size = size;
     tr->complete = gmp_reader_get_stats(gmp_tui_model_reader(m))->has_end;
-    s->last_build_s = now_s() - t;
+    s->last_build_s = secs;
+}
+
+/* (Re)builds the index of trace i now. */
+static int build(gmp_tui_state *s, size_t i)
+{
+    gmp_tui_trace *tr = &s->tr[i];
+    double t = now_s();
+    gmp_tui_model *m;
+    long long sz;
+    if (load(tr->path, tr->name, s->follow, &m, &sz, tr->err, sizeof tr->err) != 0)
+        return -1;
+    install(s, i, m, sz, now_s() - t);
     return 0;
+}
+
+/* --follow: the index of a growing trace is rebuilt in a thread, so that keys keep working while
+ * a big trace is read again; the new index replaces the old one when it is complete. */
+typedef struct follow_job {
+    pthread_t th;
+    int active, threaded;
+    atomic_int done;
+    size_t idx;
+    const char *path, *name;
+    gmp_tui_model *m;
+    long long size;
+    double secs;
+    int ok;
+    char err[256];
+} follow_job;
+
+static void *follow_thread(void *arg)
+{
+    follow_job *j = arg;
+    double t = now_s();
+    j->ok = load(j->path, j->name, 1, &j->m, &j->size, j->err, sizeof j->err) == 0;
+    j->secs = now_s() - t;
+    atomic_store(&j->done, 1);
+    return NULL;
 }
 
 static void invalidate(gmp_tui_state *s)
@@ -315,33 +359,62 @@ static void switch_trace(gmp_tui_state *s, size_t k)
         goto_peak(s);
 }
 
-static void follow_tick(gmp_tui_state *s, double *next)
+/* A finished follow job's index in place, the cursor kept (or at the end when it was there). */
+static void follow_install(gmp_tui_state *s, follow_job *j)
 {
-    double t = now_s();
-    if (t < *next)
+    if (j->threaded)
+        pthread_join(j->th, NULL);
+    j->active = j->threaded = 0;
+    gmp_tui_trace *tr = &s->tr[j->idx];
+    if (!j->ok) {
+        if (!tr->m)
+            snprintf(tr->err, sizeof tr->err, "%s", j->err);
         return;
-    if (!s->ntr)
+    }
+    if (j->idx != s->cur) {
+        install(s, j->idx, j->m, j->size, j->secs);
+        return;
+    }
+    gmp_tui_model *old = tr->m;
+    uint64_t old_cursor = s->cursor;
+    int full = old && s->win0 == gmp_tui_model_t0(old) && s->win1 == gmp_tui_model_t1(old) + 1;
+    int at_end = s->at_end || !old;
+    install(s, j->idx, j->m, j->size, j->secs);
+    invalidate(s);
+    if (full || !old)
+        whole_window(s);
+    set_cursor(s, at_end ? GMP_TUI_NOEV - 1 : old_cursor);
+    if (s->dev >= gmp_tui_model_ndevs(tr->m))
+        s->dev = 0;
+}
+
+static void follow_tick(gmp_tui_state *s, follow_job *j, double *next)
+{
+    if (j->active) {
+        if (atomic_load(&j->done))
+            follow_install(s, j);
+        return;
+    }
+    double t = now_s();
+    if (t < *next || !s->ntr)
         return;
     gmp_tui_trace *tr = &s->tr[s->cur];
     long long sz = file_size(tr->path);
     *next = t + (s->last_build_s * 2 > 0.5 ? s->last_build_s * 2 : 0.5);
     if (tr->m && (tr->complete || sz == tr->size))
         return;
-    gmp_tui_model *old = tr->m;
-    uint64_t old_cursor = s->cursor;
-    int full = old && s->win0 == gmp_tui_model_t0(old) && s->win1 == gmp_tui_model_t1(old) + 1;
-    int at_end = s->at_end || !old;
-    if (build(s, s->cur) != 0)
-        return;
-    invalidate(s);
-    if (full || !old)
-        whole_window(s);
-    if (at_end)
-        set_cursor(s, GMP_TUI_NOEV - 1);
-    else
-        set_cursor(s, old_cursor);
-    if (s->dev >= gmp_tui_model_ndevs(tr->m))
-        s->dev = 0;
+    j->idx = s->cur;
+    j->path = tr->path;
+    j->name = tr->name;
+    j->m = NULL;
+    atomic_store(&j->done, 0);
+    if (pthread_create(&j->th, NULL, follow_thread, j) == 0) {
+        j->active = j->threaded = 1;
+    } else { /* no thread: read it here */
+        follow_thread(j);
+        j->active = 1;
+        follow_install(s, j);
+    }
 }
 
 int gmp_tui_run(const gmp_tui_opts *o, char *msg, size_t msglen)
@@ -387,6 +460,8 @@ int gmp_tui_run(const gmp_tui_opts *o, char *msg, size_t msglen)
         goto_peak(s);
     s->status[0] = 0;
     double next_follow = now_s() + 0.2;
+    follow_job job;
+    memset(&job, 0, sizeof job);
     int quit = 0;
     while (!quit) {
         refresh_live(s);
@@ -395,7 +470,7 @@ int gmp_tui_run(const gmp_tui_opts *o, char *msg, size_t msglen)
         int c = getch();
         if (c == ERR) {
             if (s->follow)
-                follow_tick(s, &next_follow);
+                follow_tick(s, &job, &next_follow);
             if (s->follow && o->poll) {
                 size_t n = s->ntr, had = s->ntr;
                 const char *const *names = NULL, *const *paths = NULL;
@@ -525,6 +600,10 @@ int gmp_tui_run(const gmp_tui_opts *o, char *msg, size_t msglen)
         }
     }
     gmp_tui_term_stop();
+    if (job.active && job.threaded) { /* a follow job still reading: wait, drop its index */
+        pthread_join(job.th, NULL);
+        gmp_tui_model_free(job.m);
+    }
     for (size_t i = 0; i < s->ntr; i++)
         gmp_tui_model_free(s->tr[i].m);
     free(s->tr);
