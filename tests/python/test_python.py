@@ -25,7 +25,9 @@ MODE: python     --stacks python: exact file:function:line frames, with the GIL 
       torchhistory --torch-history on a stand-in torch with PyTorch 2.1's history API
                  (progs/torchstub): history asked with context and stacks, TRACE.torch.pickle at
                  exit and SIGTERM (the trace still finished), TRACE.oom.torch.pickle at an OOM;
-                 its segments are the trace's cudaMalloc calls; nothing without the option
+                 its segments are the trace's cudaMalloc calls; nothing without the option; with
+                 --wheel, the same as a pip-installed torch on CUDA 12 (the simulator's wheel
+                 layout): profiled with its own libcupti.so.12 and no other CUPTI
 Exit 77: skipped.
 """
 import argparse
@@ -42,6 +44,7 @@ for a in ("gpumemprof", "simcuda", "progs", "src", "tmp"):
     ap.add_argument("--" + a, required=True)
 ap.add_argument("--preload", default="")
 ap.add_argument("--python", default="/usr/bin/python3")
+ap.add_argument("--wheel", default="", help="the simulator's CUDA 12 pip-wheel layout (torchhistory)")
 ap.add_argument("mode")
 args = ap.parse_args()
 
@@ -324,10 +327,13 @@ elif args.mode == "torchhistory":
     stub = os.path.join(args.src, "progs", "torchstub")
     f = "py_torch_history.py"
 
-    def hist(mode, opts=("--torch-history",), limit=None, trace=None):
+    def hist(mode, opts=("--torch-history",), limit=None, trace=None, wheel=False):
         env = base_env()
         if limit:
             env["TORCHSTUB_LIMIT"] = str(limit)
+        if wheel:  # a pip-installed torch: its own CUDA 12 runtime and CUPTI from site-packages
+            env.pop("LD_LIBRARY_PATH", None)
+            env["TORCHSTUB_SITE"] = os.path.join(args.wheel, "site-packages")
         trace = trace or f"h_{mode}.zst"
         p, t = run(list(opts), "py_torch_history.py", env=env, trace=trace,
                    extra=[stub, mode], expect_ok=False)
@@ -342,37 +348,53 @@ elif args.mode == "torchhistory":
         return {int(m.group(1), 16): int(m.group(2))
                 for m in re.finditer(r" alloc .*?address=(0x[0-9a-f]+) size=(\d+)", d)}
 
-    p, t = hist("exit")
-    check("exit: status", p.returncode, 0)
-    check("exit: history asked with context and stacks", "history_args={'enabled': 'all', "
-          "'context': 'all', 'stacks': 'all'" in p.stdout, True)
-    snap_path = t + ".torch.pickle"
-    check("exit: snapshot beside the trace", os.path.exists(snap_path), True)
-    if os.path.exists(snap_path):
+    def check_exit(label, p, t):
+        check(f"{label}: status", p.returncode, 0)
+        check(f"{label}: history asked with context and stacks", "history_args={'enabled': 'all', "
+              "'context': 'all', 'stacks': 'all'" in p.stdout, True)
+        snap_path = t + ".torch.pickle"
+        check(f"{label}: snapshot beside the trace", os.path.exists(snap_path), True)
+        if not os.path.exists(snap_path):
+            return
         with open(snap_path, "rb") as fh:
             snap = pickle.load(fh)
         allocs = entries(snap, "alloc")
-        check("exit: tensors recorded", [e["size"] for e in allocs], [MiB, 3 * MiB, 5 * MiB])
-        check("exit: a tensor's stack", [(x["name"], os.path.basename(x["filename"]), x["line"])
-                                         for x in allocs[1]["frames"][:3]],
+        check(f"{label}: tensors recorded", [e["size"] for e in allocs], [MiB, 3 * MiB, 5 * MiB])
+        check(f"{label}: a tensor's stack",
+              [(x["name"], os.path.basename(x["filename"]), x["line"])
+               for x in allocs[1]["frames"][:3]],
               [("layer", f, H["layer"]), ("forward", f, H["fwd3"]), ("<module>", f, H["module"])])
-        check("exit: the freed tensor", [e["addr"] for e in entries(snap, "free_completed")],
+        check(f"{label}: the freed tensor", [e["addr"] for e in entries(snap, "free_completed")],
               [allocs[1]["addr"]])
         # one timeline: PyTorch's segments are the allocations the agent recorded from CUDA
         segs = {e["addr"]: e["size"] for e in entries(snap, "segment_alloc")}
         ta = trace_allocs(t)
-        check("exit: segments are the trace's cudaMalloc calls",
+        check(f"{label}: segments are the trace's cudaMalloc calls",
               {a: ta.get(a) for a in segs}, segs)
-        check("exit: segments found", len(segs) >= 2, True)
+        check(f"{label}: segments found", len(segs) >= 2, True)
         # and the trace has the Python frames of the tensor that made each segment (read
         # without the GIL: the stand-in calls cudaMalloc through ctypes.CDLL)
         by = stacks_by_size(report(t))
-        check("exit: the trace's 4 MiB segment, Python frames",
+        check(f"{label}: the trace's 4 MiB segment, Python frames",
               [x for x in py_frames(by.get(4 * MiB, [])) if x[1] == f],
               [("layer", f, H["layer"]), ("forward", f, H["fwd3"]), ("<module>", f, H["module"])])
         r = subprocess.run([args.gpumemprof, "report", "--format", "json", snap_path],
                            capture_output=True, text=True, env=base_env(), timeout=60)
-        check("exit: gpumemprof reads the snapshot", r.returncode, 0)
+        check(f"{label}: gpumemprof reads the snapshot", r.returncode, 0)
+
+    p, t = hist("exit")
+    check_exit("exit", p, t)
+    if args.wheel:
+        # the PyTorch-like CUDA 12 process: the simulator's pip-wheel layout, loaded by path
+        p, t = hist("exit", trace="h_wheel.zst", wheel=True)
+        check_exit("wheel exit", p, t)
+        mods = [m.group(1) for m in re.finditer(
+            r' module .*?path="([^"]*)"', subprocess.run(
+                [args.gpumemprof, "dump", t], capture_output=True, text=True, env=base_env(),
+                timeout=60).stdout)]
+        check("wheel: its own libcupti.so.12, no other CUPTI",
+              [os.path.relpath(m, args.wheel) for m in mods if "libcupti" in m],
+              ["site-packages/nvidia/cuda_cupti/lib/libcupti.so.12"])
     p, t = hist("sigterm")
     check("sigterm: status", p.returncode, 143)
     check("sigterm: snapshot written", os.path.exists(t + ".torch.pickle"), True)

@@ -8,7 +8,14 @@ import traceback
 from .. import _C
 from . import memory  # noqa: F401
 
-_rt = ctypes.CDLL("libcudart.so.13")
+# TORCHSTUB_SITE: a site-packages with NVIDIA's CUDA 12 wheels (nvidia/cuda_runtime/lib): loaded by
+# path with RTLD_GLOBAL as torch/__init__.py's _load_global_deps does for a pip-installed torch
+_site = os.environ.get("TORCHSTUB_SITE")
+if _site:
+    _rt = ctypes.CDLL(os.path.join(_site, "nvidia", "cuda_runtime", "lib", "libcudart.so.12"),
+                      mode=ctypes.RTLD_GLOBAL)
+else:
+    _rt = ctypes.CDLL("libcudart.so.13")
 _rt.cudaMalloc.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.c_size_t]
 _rt.cudaMalloc.restype = ctypes.c_int
 _rt.cudaFree.argtypes = [ctypes.c_void_p]
