@@ -17,6 +17,7 @@
 #include "cli_input.h"
 #include "cli_opts.h"
 #include "cli_progress.h"
+#include "gmp_export.h"
 #include "gmp_output.h"
 #include "gmp_reader.h"
 #include "gmp_replay.h"
@@ -40,6 +41,8 @@ static const struct conv_output {
     {"report", "report: text, Markdown or HTML by the extension (.txt, .md, .html)",
      &gmp_out_report},
     {"json", "report as JSON (schema gpumemprof-report/3)", &gmp_out_report_json},
+    {"pprof", "pprof profile.proto, gzip: inuse_space/objects at the peak, alloc_* over the run",
+     &gmp_out_pprof},
 };
 #define NOUTPUTS (sizeof outputs / sizeof outputs[0])
 

@@ -7,7 +7,7 @@ set -euo pipefail
 # python3-torch (CPU build, about 1 min): the `run --layers` hooks are tested on a real nn.Module
 pkgs=(build-essential cmake pkg-config libzstd-dev zstd libdwarf-dev libelf-dev libcmocka-dev
       libunwind8 libsqlite3-dev clang clang-format libclang-rt-14-dev python3 python3-torch file
-      llvm libncurses-dev tmux python3-dev)
+      llvm zlib1g-dev libncurses-dev tmux python3-dev)
 browser=0
 if [[ "${1:-}" == "--browser" ]]; then
   browser=1
@@ -57,5 +57,21 @@ if ((browser)); then
   else
     echo "install-deps: npm ci (d3 $want and d3-axis/-scale/-zoom/-brush) in tests/convert/memviz"
     (cd "$memviz" && npm ci --no-audit --no-fund --loglevel=error)
+  fi
+  # Outside checkers of convert's outputs, pinned the same way: pprof-format (decodes --pprof
+  # files) and playwright-core (drives Debian's chromium for --html-view; downloads no browser).
+  nodedeps="$(dirname "$0")/../tests/convert/nodedeps"
+  ok=1
+  for m in pprof-format playwright-core; do
+    want=$(sed -n 's/.*"'$m'": *"\([0-9.]*\)".*/\1/p' "$nodedeps/package.json" | head -n1)
+    have=$(sed -n 's/^ *"version": *"\([0-9.]*\)".*/\1/p' \
+      "$nodedeps/node_modules/$m/package.json" 2>/dev/null | head -n1 || true)
+    [[ -n "$want" && "$have" == "$want" ]] || ok=0
+  done
+  if ((ok)); then
+    echo "install-deps: pprof-format and playwright-core present"
+  else
+    echo "install-deps: npm ci (pprof-format, playwright-core) in tests/convert/nodedeps"
+    (cd "$nodedeps" && npm ci --no-audit --no-fund --loglevel=error)
   fi
 fi

@@ -6,7 +6,8 @@ int dw_sink(int x)
     __asm__ volatile("" ::: "memory");
     return x * 2;
 }
-namespace dw {
+namespace dw
+{
 template <typename T> static inline __attribute__((always_inline)) T twice(T v)
 {
     return static_cast<T>(dw_sink(static_cast<int>(v))) * 2;
