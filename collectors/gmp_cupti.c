@@ -448,6 +448,14 @@ static int pool_where(uint64_t pool, int *dev, uint32_t *kind)
     return known;
 }
 
+/* Streams created or destroyed so far: a thread's cached stream device is valid while equal. */
+static atomic_uint stream_gen;
+static _Thread_local struct {
+    const void *stream;
+    int dev;
+    unsigned gen;
+} tl_stream;
+
 static void stream_seen(const void *stream, int dev, int gone)
 {
     if (!stream)
@@ -461,6 +469,7 @@ static void stream_seen(const void *stream, int dev, int gone)
             e->device = dev;
     }
     pthread_mutex_unlock(&loc_lock);
+    atomic_fetch_add(&stream_gen, 1); /* after the change: cached devices are stale now */
 }
 
 /* The device of a stream: a created stream's own; the default streams' is the current one. */
@@ -468,13 +477,19 @@ static int stream_device(const void *stream, int cur)
 {
     if ((uintptr_t)stream <= 0x2)
         return cur;
-    int dev = cur;
+    unsigned gen = atomic_load_explicit(&stream_gen, memory_order_acquire);
+    if (tl_stream.stream == stream && tl_stream.gen == gen) /* no lock on the hot path */
+        return tl_stream.dev >= 0 ? tl_stream.dev : cur;
+    int known = -1;
     pthread_mutex_lock(&loc_lock);
     const gmp_handle_ent *e = gmp_handles_get(&streams, (uint64_t)(uintptr_t)stream);
-    if (e && e->device >= 0)
-        dev = e->device;
+    if (e)
+        known = e->device;
     pthread_mutex_unlock(&loc_lock);
-    return dev;
+    tl_stream.stream = stream;
+    tl_stream.dev = known;
+    tl_stream.gen = gen;
+    return known >= 0 ? known : cur;
 }
 
 /* ---- array sizes (approximate: element size x extent; real arrays may be padded) ---- */
