@@ -8,7 +8,9 @@
  * In a fresh child process: the index (one replay pass, event log and checkpoints written to
  * temporary files), then the live set and its tree at the first device's peak (what the first
  * screen needs); then 200 cursor moves to random events (live set from the nearest checkpoint plus
- * the tree). Prints `name: value unit` lines: trace_events, index_events_per_s, first_screen_s,
+ * the tree). Prints `name: value unit` lines: trace_events, index_events_per_s, first_screen_s
+ * (wall) and first_screen_cpu_s (CPU time of every thread: a figure that a busy machine changes
+ * less), load_average (of the machine, after the run),
  * cursor_move_mean_ms, cursor_move_max_ms, peak_rss_kib, index_file_bytes. With --gpumemprof, also
  * the first screen in a real terminal: `gpumemprof view` in tmux at 80x24, timed until
  * capture-pane shows the live tree (terminal_first_screen_s). A figure, not a test: nothing is
@@ -182,9 +184,16 @@ static uint64_t generate(const char *path, uint64_t nevents)
     return n;
 }
 
+static double cpu_s(void) /* this process's CPU time, every thread (the read-ahead's too) */
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
 static void child(const char *path, int fd)
 {
-    double t0 = now_s();
+    double t0 = now_s(), c0 = cpu_s();
     gmp_reader *r = NULL;
     if (gmp_reader_open(&r, path, NULL) != GMP_OK)
         die("cannot open the trace");
@@ -203,7 +212,7 @@ static void child(const char *path, int fd)
     if (gmp_tui_model_live(m, d->peak_index, &live, &nlive) != GMP_OK ||
         gmp_tui_tree_build(tree, live, nlive, d->id, GMP_TUI_BY_RANGE, 0) != GMP_OK)
         die("live set at the peak");
-    double t_first = now_s() - t0;
+    double t_first = now_s() - t0, c_first = cpu_s() - c0;
     if (gmp_tui_tree_total(tree) != d->d->peak_allocated)
         die("the live set at the peak is not the peak");
     free(live);
@@ -225,8 +234,8 @@ static void child(const char *path, int fd)
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
     char out[256];
-    int k = snprintf(out, sizeof out, "%" PRIu64 " %f %f %f %f %ld\n", n, t_index, t_first,
-                     sum / moves * 1e3, max * 1e3, ru.ru_maxrss);
+    int k = snprintf(out, sizeof out, "%" PRIu64 " %f %f %f %f %ld %f\n", n, t_index, t_first,
+                     sum / moves * 1e3, max * 1e3, ru.ru_maxrss, c_first);
     if (write(fd, out, (size_t)k) != k)
         die("pipe");
     gmp_tui_tree_free(tree);
@@ -299,14 +308,18 @@ int main(int argc, char **argv)
         die("the child failed");
     buf[got] = 0;
     uint64_t logged;
-    double t_index, t_first, mean_ms, max_ms;
+    double t_index, t_first, mean_ms, max_ms, c_first;
     long rss;
-    if (sscanf(buf, "%" SCNu64 " %lf %lf %lf %lf %ld", &logged, &t_index, &t_first, &mean_ms,
-               &max_ms, &rss) != 6)
+    if (sscanf(buf, "%" SCNu64 " %lf %lf %lf %lf %ld %lf", &logged, &t_index, &t_first, &mean_ms,
+               &max_ms, &rss, &c_first) != 7)
         die("bad child output");
     printf("logged_events: %" PRIu64 "\n", logged);
     printf("index_events_per_s: %.0f\n", (double)n / t_index);
     printf("first_screen_s: %.3f\n", t_first);
+    printf("first_screen_cpu_s: %.3f\n", c_first);
+    double la[1];
+    if (getloadavg(la, 1) == 1)
+        printf("load_average: %.2f\n", la[0]);
     printf("cursor_move_mean_ms: %.2f\n", mean_ms);
     printf("cursor_move_max_ms: %.2f\n", max_ms);
     printf("peak_rss_kib: %ld\n", rss);

@@ -18,6 +18,9 @@ follow    --follow on a trace that grows (a copy written a prefix at a time, as 
 quit      q exits with status 0 and the terminal is back (the shell's screen, no viewer left);
           Ctrl-C exits by SIGINT (status 130) and restores it too
 color     colours on a terminal that has them; none under NO_COLOR (capture-pane -e)
+badinput  (no terminal needed) a file that is no recording, a trace cut in its first frame, a
+          corrupt zstd frame: one line on stderr and status 1 before the screen changes; not a
+          terminal: status 1; a bad option: status 2
 On the simulated CUDA device (tests/simcuda):
 layers      the layers sample (samples/train_sim) recorded by `run`: opens at its peak (the JSON
             report's) with the live ranges (train/step/forward/layerN) shown
@@ -311,6 +314,29 @@ def main():
             import re
             if re.search(r"\x1b\[[0-9;]*(3[0-7]|4[0-7]|38;|48;)", esc):
                 fail("colours under NO_COLOR:\n" + repr(esc[:400]))
+        elif case == "badinput":
+            text = os.path.join(tmp, "notes.txt")
+            open(text, "w").write("hello, not a trace\n")
+            cut = os.path.join(tmp, "cut.zst")
+            open(cut, "wb").write(open(tr, "rb").read()[:100])
+            bad = os.path.join(tmp, "bad.zst")
+            open(bad, "wb").write(b"\x28\xb5\x2f\xfd" + b"garbage" * 8)
+            for path, want in ((text, "not a gpumemprof trace"), (cut, "cut inside its first"),
+                               (bad, "corrupt trace")):
+                p = subprocess.run([gmp, "view", path], capture_output=True, text=True,
+                                   stdin=subprocess.DEVNULL)
+                lines = p.stderr.strip().splitlines()
+                if p.returncode != 1 or len(lines) != 1 or want not in lines[0] or p.stdout:
+                    fail("%s: status %d, stderr %r (wanted one line with %r)" %
+                         (path, p.returncode, p.stderr, want))
+            p = subprocess.run([gmp, "view", tr], capture_output=True, text=True,
+                               stdin=subprocess.DEVNULL)
+            if p.returncode != 1 or "not a terminal" not in p.stderr:
+                fail("without a terminal: status %d, %r" % (p.returncode, p.stderr))
+            p = subprocess.run([gmp, "view", "--no-such-option", tr], capture_output=True,
+                               text=True, stdin=subprocess.DEVNULL)
+            if p.returncode != 2:
+                fail("a bad option: status %d" % p.returncode)
         elif case == "layers":
             trace = os.path.join(tmp, "layers.zst")
             env = dict(os.environ, **sim_env())
