@@ -1208,8 +1208,8 @@ CUresult CUDAAPI cuDevicePrimaryCtxGetState(CUdevice dev, unsigned int *flags, i
         DRV_RETURN(CUDA_ERROR_INVALID_DEVICE);
     lock();
     *active = g_dev[dev].ctx.active;
+    *flags = g_dev[dev].ctx.flags; /* cuDevicePrimaryCtxSetFlags */
     pthread_mutex_unlock(&g_mu);
-    *flags = 0;
     DRV_RETURN(CUDA_SUCCESS);
 }
 
