@@ -113,7 +113,8 @@ typedef struct strtab {
 } strtab;
 
 typedef struct frame {
-    uint32_t file, fn, line; /* strings: index + 1 (0: "") */
+    uint32_t file, fn, line;         /* strings: index + 1 (0: "") */
+    uint32_t last_parent, last_node; /* the trie's last step through this frame (a cache) */
 } frame;
 
 typedef struct imp {
@@ -335,7 +336,7 @@ static uint32_t frame_of(imp *I, const gmp_pkv *f)
     if (gmp_pkv_get_u64(gmp_pkv_dict_get(f, "line"), &line) < 0 || line > UINT32_MAX)
         line = 0;
     frame fr = {str_of(I, gmp_pkv_dict_get(f, "filename")), str_of(I, gmp_pkv_dict_get(f, "name")),
-                (uint32_t)line};
+                (uint32_t)line, 0, 0};
     if (I->err != GMP_OK ||
         grow_array(I, (void **)&I->frames, &I->cap_frames, I->nframes + 1, sizeof *I->frames) < 0 ||
         I->nframes >= UINT32_MAX - 1)
@@ -362,6 +363,12 @@ static uint32_t node_of(imp *I, const gmp_pkv *frames)
         uint32_t f = frame_of(I, gmp_pkv_item(frames, i));
         if (!f)
             continue;
+        frame *fc = &I->frames[f - 1];
+        if (fc->last_node && fc->last_parent == parent) { /* frames lists share their outer part */
+            parent = fc->last_node;
+            continue;
+        }
+        uint32_t from = parent;
         int fresh;
         uint64_t *slot = gmp_omap_put(&I->trie, ((uint64_t)parent << 32) | f, &fresh);
         if (!slot)
@@ -391,6 +398,9 @@ static uint32_t node_of(imp *I, const gmp_pkv *frames)
             *slot = I->nnodes++;
         }
         parent = (uint32_t)*slot;
+        fc = &I->frames[f - 1]; /* the table may have moved */
+        fc->last_parent = from;
+        fc->last_node = parent;
     }
     o->tag = (uint64_t)parent + 1;
     gmp_pkstream_husk(I->ps, o); /* only the node is needed from now on */

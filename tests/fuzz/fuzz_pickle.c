@@ -1,18 +1,23 @@
-/* libFuzzer target for the pickle reader (formats/import/gmp_pickle.h) and the PyTorch snapshot
- * import built on it (formats/import/gmp_import_torch.h): every byte of a pickle is untrusted.
+/* libFuzzer target for the pickle readers (formats/import/gmp_pickle.h: the whole tree;
+ * formats/import/gmp_pickle_stream.h: streaming) and the PyTorch snapshot import built on the
+ * streaming one (formats/import/gmp_import_torch.h): every byte of a pickle is untrusted.
  *
  * Each input is parsed with small limits (so that the fuzzer reaches the limit paths) and with the
  * default ones; the resulting value graph is walked through every accessor (bounded: shared values
- * may be visited many times), then the same bytes are imported as a snapshot into a trace written
- * to /dev/null. */
+ * may be visited many times). The streaming reader runs with small and default limits too, its
+ * consumer walking each item handed over, releasing the items of some containers (husk) and, on
+ * a byte of the input, stopping the parse; then the same bytes are imported as a snapshot into a
+ * trace written to /dev/null. */
 #include <fcntl.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <stdint.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "gmp_import_torch.h"
 #include "gmp_pickle.h"
+#include "gmp_pickle_stream.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -79,6 +84,79 @@ static void parse(const uint8_t *data, size_t size, const gmp_pickle_limits *lim
     }
 }
 
+static size_t walk_pkv(const gmp_pkv *v, size_t budget)
+{
+    size_t used = 1;
+    if (!v || budget == 0)
+        return used;
+    uint64_t u;
+    int64_t i;
+    int b;
+    size_t len = 0;
+    volatile size_t sink = 0;
+    sink += gmp_pkv_get_u64(v, &u) == 0;
+    sink += gmp_pkv_get_i64(v, &i) == 0;
+    sink += gmp_pkv_get_bool(v, &b) == 0;
+    sink += strlen(gmp_pkv_type_name(v));
+    const char *s = gmp_pkv_str(v, &len);
+    if (s)
+        sink += (unsigned char)s[len];
+    sink += gmp_pkv_str_eq(v, "alloc");
+    size_t n = gmp_pkv_len(v);
+    if (v->type == GMP_PK_LIST || v->type == GMP_PK_TUPLE) {
+        for (size_t k = 0; k <= n && used < budget; k++)
+            used += walk_pkv(gmp_pkv_item(v, k), budget - used);
+    } else if (v->type == GMP_PK_DICT) {
+        for (size_t k = 0; k < 2 * n && used < budget; k++)
+            used += walk_pkv(&v->v.o->d.items[k], budget - used);
+        sink += gmp_pkv_dict_get(v, "frames") != NULL;
+    }
+    (void)sink;
+    return used;
+}
+
+typedef struct sctx {
+    gmp_pkstream *ps;
+    size_t items, stop_at;
+} sctx;
+
+static int on_item(void *ctx, int kind, uint32_t index, const gmp_pkv *item, char *err,
+                   size_t errlen)
+{
+    sctx *c = ctx;
+    (void)kind;
+    (void)index;
+    walk_pkv(item, 2000);
+    /* release the items of a container inside it, as the importer does with frames lists */
+    if (item->type == GMP_PK_DICT && item->v.o->n) {
+        const gmp_pkv *val = &item->v.o->d.items[1];
+        if (val->type >= GMP_PK_LIST)
+            gmp_pkstream_husk(c->ps, val->v.o);
+    }
+    if (++c->items == c->stop_at) {
+        snprintf(err, errlen, "stopped");
+        return 1;
+    }
+    return 0;
+}
+
+static void stream(const uint8_t *data, size_t size, const gmp_pickle_limits *lim)
+{
+    sctx c = {NULL, 0, size ? 1 + data[size - 1] % 64 : 0};
+    gmp_pkstream_cb cb = {"segments", "device_traces", on_item, &c};
+    c.ps = gmp_pkstream_new(lim, &cb);
+    if (!c.ps)
+        return;
+    char err[256];
+    if (gmp_pkstream_run_mem(c.ps, data, size, err, sizeof err) == GMP_OK)
+        walk_pkv(gmp_pkstream_root(c.ps), 20000);
+    else {
+        volatile size_t n = strlen(err);
+        (void)n;
+    }
+    gmp_pkstream_free(c.ps);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     gmp_pickle_limits small = {8, 64, 1u << 16};
@@ -87,6 +165,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     gmp_pickle_limits_default(&lim);
     lim.max_memory = 256u << 20; /* under the fuzzer's RSS limit */
     parse(data, size, &lim);
+    stream(data, size, &small);
+    stream(data, size, &lim);
     int fd = open("/dev/null", O_WRONLY | O_CLOEXEC);
     if (fd >= 0) {
         gmp_import_torch_stats st;

@@ -64,6 +64,16 @@ def pickles():
         put("pickle", "plain-p%d.pickle" % proto, pickle.dumps(plain, protocol=proto))
     shared = [1, 2]
     put("pickle", "memo-shared.pickle", pickle.dumps({"a": shared, "b": shared, "c": [shared]}, 4))
+    # the streaming reader (gmp_pickle_stream.c): entries on three devices, device_traces before
+    # segments, and a root built by DICT (its lists cannot be streamed: handed over at STOP)
+    t = s["device_traces"][0]
+    put("pickle", "stream-3dev.pickle",
+        pickle.dumps(dict(s, device_traces=[t, t[:3], t[2:]]), protocol=4))
+    put("pickle", "stream-traces-first.pickle",
+        pickle.dumps({"device_traces": [t], "segments": s["segments"]}, protocol=4))
+    put("pickle", "stream-dict-root.pickle",
+        b"\x80\x02(X\x08\x00\x00\x00segments]X\x0d\x00\x00\x00device_traces]]a"
+        b"d.")
     # refused: a global (never executed)
     put("pickle", "global.pickle", pickle.dumps(set([1]), protocol=2))
 
