@@ -88,6 +88,14 @@ typedef struct slot {
     uint32_t r; /* floor(log2(exits)): the window index */
 } slot;
 
+/* A reserved segment (a POOL record's pool), for the free blocks inside it at an OOM. */
+typedef struct pool {
+    uint64_t handle;
+    int32_t device;
+    uint64_t size;
+    int alive;
+} pool;
+
 typedef struct devstate {
     int used, has_peak, has_res;
     uint64_t max_res;
@@ -116,6 +124,10 @@ struct gmp_analysis {
     devstate dev[MAX_DEVICES];
     gmp_analysis_oom ooms[MAX_OOMS];
     size_t nooms;
+    int blocks_known; /* the trace is a PyTorch snapshot: pools are segments at their address */
+    gmp_omap pmap;    /* pool handle -> index + 1 */
+    pool *pools;
+    size_t npools, cappools;
     int nomem;
     const gmp_analysis_resolver *res; /* during gmp_analysis_finish */
 };
@@ -485,9 +497,48 @@ static gmp_err on_free(void *ctx, gmp_replay *rp, const gmp_replay_mem *ev)
     return GMP_OK;
 }
 
+static gmp_err on_begin(void *ctx, gmp_replay *rp)
+{
+    ana *A = ctx;
+    const gmp_rec_header *h = gmp_reader_header(gmp_replay_reader(rp));
+    static const char tag[] = "import=pytorch-snapshot";
+    A->blocks_known = h && h->options.len >= sizeof tag - 1 &&
+                      memmem(h->options.ptr, h->options.len, tag, sizeof tag - 1) != NULL;
+    return GMP_OK;
+}
+
 static gmp_err on_pool(void *ctx, gmp_replay *rp, const gmp_rec *rec, const gmp_replay_device *dev)
 {
-    dev_seen(ctx, dev, rec->time_ns);
+    ana *A = ctx;
+    dev_seen(A, dev, rec->time_ns);
+    if (!A->blocks_known)
+        return GMP_OK;
+    const gmp_rec_pool *p = &rec->u.pool;
+    int fresh;
+    uint64_t *v = gmp_omap_put(&A->pmap, p->pool, &fresh);
+    if (!v)
+        return nomem(A);
+    if (fresh) {
+        if (!agrow((void **)&A->pools, &A->cappools, A->npools, sizeof *A->pools))
+            return nomem(A);
+        pool *x = &A->pools[A->npools];
+        memset(x, 0, sizeof *x);
+        x->handle = p->pool;
+        x->device = p->device;
+        *v = ++A->npools;
+    }
+    pool *x = &A->pools[*v - 1];
+    if (p->op == GMP_POOL_CREATE) {
+        x->alive = 1;
+        x->size = 0;
+        x->device = p->device;
+    } else if (p->op == GMP_POOL_RESERVED) {
+        x->alive = 1;
+        x->size = p->value;
+    } else if (p->op == GMP_POOL_DESTROY) {
+        x->alive = 0;
+        x->size = 0;
+    }
     return GMP_OK;
 }
 
@@ -503,12 +554,121 @@ static gmp_err on_peak(void *ctx, gmp_replay *rp, const gmp_replay_device *dev, 
     return GMP_OK;
 }
 
+/* Live pool blocks of one device, gathered at an OOM (gmp_replay_live_foreach). */
+typedef struct blockset {
+    int32_t device;
+    uint64_t *addr, *end;
+    size_t n, cap;
+    int oom;
+} blockset;
+
+static gmp_err collect_block(void *ctx, const gmp_replay_alloc *a)
+{
+    blockset *b = ctx;
+    if (a->device != b->device || a->kind != GMP_MEM_ASYNC_POOL)
+        return GMP_OK;
+    if (b->n == b->cap) {
+        size_t nc = b->cap ? b->cap * 2 : 256;
+        uint64_t *na = realloc(b->addr, nc * sizeof *na);
+        if (!na) {
+            b->oom = 1;
+            return GMP_ERR_NOMEM;
+        }
+        b->addr = na;
+        uint64_t *ne = realloc(b->end, nc * sizeof *ne);
+        if (!ne) {
+            b->oom = 1;
+            return GMP_ERR_NOMEM;
+        }
+        b->end = ne;
+        b->cap = nc;
+    }
+    b->addr[b->n] = a->address;
+    b->end[b->n] = a->address + a->size;
+    b->n++;
+    return GMP_OK;
+}
+
+typedef struct span {
+    uint64_t a, e;
+} span;
+
+static int span_cmp(const void *x, const void *y)
+{
+    const span *p = x, *q = y;
+    return p->a < q->a ? -1 : p->a > q->a;
+}
+
+/* The largest free run inside the device's live segments (pools at their address), from the live
+ * blocks; sets o->blocks. O(live) per OOM, and OOMs are few (MAX_OOMS analysed). */
+static int largest_free(ana *A, gmp_analysis_oom *o)
+{
+    o->blocks = GMP_ANALYSIS_BLOCKS_UNKNOWN;
+    if (!A->blocks_known)
+        return 1;
+    o->blocks = GMP_ANALYSIS_BLOCKS_KNOWN;
+    for (size_t i = 0; i < A->npools; i++) {
+        const pool *p = &A->pools[i];
+        if (p->alive && p->device == o->device && p->size &&
+            (p->handle & 0xf000000000000000ull) == 0xe000000000000000ull)
+            o->blocks = GMP_ANALYSIS_BLOCKS_EXPANDABLE; /* gmp_torch_layout.h's expandable pool */
+    }
+    if (o->blocks != GMP_ANALYSIS_BLOCKS_KNOWN)
+        return 1;
+    blockset b = {o->device, NULL, NULL, 0, 0, 0};
+    gmp_replay_live_foreach(A->rp, collect_block, &b);
+    if (b.oom) {
+        free(b.addr);
+        free(b.end);
+        return 0;
+    }
+    span *s = malloc((b.n ? b.n : 1) * sizeof *s);
+    if (!s) {
+        free(b.addr);
+        free(b.end);
+        return 0;
+    }
+    for (size_t i = 0; i < b.n; i++)
+        s[i] = (span){b.addr[i], b.end[i]};
+    free(b.addr);
+    free(b.end);
+    qsort(s, b.n, sizeof *s, span_cmp);
+    uint64_t best = 0;
+    for (size_t i = 0; i < A->npools; i++) {
+        const pool *p = &A->pools[i];
+        if (!p->alive || p->device != o->device || !p->size || p->handle + p->size < p->handle)
+            continue;
+        uint64_t lo = p->handle, hi = p->handle + p->size, at = lo;
+        /* the first block that ends after lo (binary search on starts, then walk) */
+        size_t k0 = 0, k1 = b.n;
+        while (k0 < k1) {
+            size_t m = (k0 + k1) / 2;
+            if (s[m].a < lo)
+                k0 = m + 1;
+            else
+                k1 = m;
+        }
+        for (size_t k = k0; k < b.n && s[k].a < hi; k++) {
+            if (s[k].a > at && s[k].a - at > best)
+                best = s[k].a - at;
+            if (s[k].e > at)
+                at = s[k].e;
+        }
+        if (hi > at && hi - at > best)
+            best = hi - at;
+    }
+    free(s);
+    o->largest_free = best;
+    return 1;
+}
+
 static gmp_err on_oom(void *ctx, gmp_replay *rp, const gmp_replay_oom *ev)
 {
     ana *A = ctx;
     if (A->nooms >= MAX_OOMS)
         return GMP_OK;
     gmp_analysis_oom *o = &A->ooms[A->nooms++];
+    memset(o, 0, sizeof *o);
     o->time_ns = ev->time_ns;
     o->device = ev->device;
     o->requested = ev->requested;
@@ -516,16 +676,52 @@ static gmp_err on_oom(void *ctx, gmp_replay *rp, const gmp_replay_oom *ev)
     o->reserved = ev->reserved_bytes;
     o->free_bytes = ev->free_bytes;
     o->cached = ev->reserved_bytes > ev->live_bytes ? ev->reserved_bytes - ev->live_bytes : 0;
-    if (o->cached >= o->requested)
-        o->verdict = GMP_ANALYSIS_OOM_FRAGMENTED;
-    else if (o->free_bytes && o->cached + o->free_bytes >= o->requested)
-        o->verdict = GMP_ANALYSIS_OOM_CACHE;
+    const gmp_replay_device *d = gmp_replay_device_find(rp, ev->device);
+    if (d && d->def)
+        o->total_bytes = d->def->total_bytes;
+    if (o->total_bytes && o->free_bytes) {
+        o->has_outside = 1;
+        uint64_t held = o->free_bytes + o->reserved;
+        o->outside = o->total_bytes > held ? o->total_bytes - held : 0;
+    }
+    if (!largest_free(A, o))
+        return nomem(A);
+    /* what was live: the device's largest sites now (device kinds) */
+    size_t ns = gmp_replay_site_count(rp);
+    for (size_t i = 0; i < ns; i++) {
+        const gmp_replay_site *s = gmp_replay_site_at(rp, i);
+        if (s->device != o->device || !s->live_bytes || !gmp_mem_kind_is_device(s->kind))
+            continue;
+        o->live_total += s->live_bytes;
+        size_t k = o->nlive;
+        if (k == GMP_ANALYSIS_OOM_LIVE) {
+            if (s->live_bytes <= o->live[k - 1].bytes)
+                continue;
+            k--;
+        } else {
+            o->nlive++;
+        }
+        while (k > 0 && o->live[k - 1].bytes < s->live_bytes) {
+            o->live[k] = o->live[k - 1];
+            k--;
+        }
+        o->live[k].bytes = s->live_bytes;
+        o->live[k].count = s->live_count;
+        o->live[k].site.api = (uint32_t)i; /* the replay's site index until resolved */
+    }
+    /* the verdict */
+    uint64_t free_known = o->free_bytes;
+    if (o->cached >= o->requested || o->cached + free_known >= o->requested)
+        o->verdict = GMP_ANALYSIS_OOM_FRAGMENTATION;
+    else if (o->has_outside && o->outside && o->cached + free_known + o->outside >= o->requested)
+        o->verdict = GMP_ANALYSIS_OOM_OUTSIDE;
     else
-        o->verdict = GMP_ANALYSIS_OOM_EXHAUSTED;
+        o->verdict = GMP_ANALYSIS_OOM_CAPACITY;
     return GMP_OK;
 }
 
 static const gmp_replay_ops analysis_ops = {
+    .begin = on_begin,
     .alloc = on_alloc,
     .free = on_free,
     .range = on_range,
@@ -567,6 +763,8 @@ void gmp_analysis_free(gmp_analysis *A)
     gmp_omap_free(&A->gmap);
     gmp_omap_free(&A->tmap);
     gmp_omap_free(&A->thread_dev);
+    gmp_omap_free(&A->pmap);
+    free(A->pools);
     free(A->r);
     free(A->g);
     free(A->t);
@@ -896,6 +1094,10 @@ static int finish_overhead(ana *A, gmp_analysis_result *R)
     }
     memcpy(R->ooms, A->ooms, A->nooms * sizeof *A->ooms);
     R->nooms = A->nooms;
+    for (size_t i = 0; i < R->nooms; i++)
+        for (size_t k = 0; k < R->ooms[i].nlive; k++)
+            R->ooms[i].live[k].site =
+                site_key(A, gmp_replay_site_at(A->rp, R->ooms[i].live[k].site.api));
     return 1;
 }
 

@@ -13,8 +13,11 @@
  *    default), per range path and per allocation site ("churn");
  *  - allocator overhead: reserved - allocated per device at the peak of allocated bytes, at the
  *    peak of reserved bytes and at the end, with the part held by pools and VMM's numbers;
- *  - out-of-memory errors: whether the memory the process already held (reserved - allocated)
- *    or that plus what the driver reported free would have been enough for the request.
+ *  - out-of-memory errors explained: at each failed allocation, allocated and reserved, the
+ *    memory free inside the reserved segments and (where the recording knows the blocks: PyTorch
+ *    snapshots) the largest free block there, the driver's free memory and total, the memory
+ *    outside the allocator, what was live (the largest sites), and one verdict: fragmentation,
+ *    capacity, or memory outside the allocator (gmp_analysis_oom).
  *
  * A gmp_analysis registers its own gmp_replay_ops (gmp_analysis_attach); after the run,
  * gmp_analysis_result builds a gmp_analysis_result whose strings and stacks are translated by a
@@ -125,21 +128,48 @@ typedef struct gmp_analysis_overhead {
     gmp_analysis_point at_peak_allocated, at_peak_reserved, at_end;
 } gmp_analysis_overhead;
 
+/* Why an allocation failed (docs/report.md, "Out of memory, why"). */
 typedef enum gmp_analysis_oom_verdict {
-    GMP_ANALYSIS_OOM_EXHAUSTED = 0, /* not enough memory even counting the cache and what the
-                                       driver reported free (or free not known) */
-    GMP_ANALYSIS_OOM_FRAGMENTED,    /* reserved - allocated >= requested: the process held enough
-                                       free memory, not in one piece */
-    GMP_ANALYSIS_OOM_CACHE,         /* (reserved - allocated) + driver free >= requested: releasing
-                                       the cache could have made room */
+    GMP_ANALYSIS_OOM_CAPACITY = 0,  /* the live set itself is too big: not enough memory even
+                                       counting what the allocator held free, the driver's free
+                                       memory and what lies outside the allocator */
+    GMP_ANALYSIS_OOM_FRAGMENTATION, /* enough memory free inside the reserved segments (or that
+                                       plus the driver's free memory), no block large enough */
+    GMP_ANALYSIS_OOM_OUTSIDE,       /* memory the driver counts as used that the allocator does not
+                                       hold (CUDA context, cuBLAS/cuDNN workspaces, NCCL, other
+                                       processes) would have made room */
 } gmp_analysis_oom_verdict;
+
+#define GMP_ANALYSIS_OOM_LIVE 5 /* sites listed as live at an OOM */
+
+/* How much the recording says about free blocks inside reserved segments. */
+typedef enum gmp_analysis_blocks {
+    GMP_ANALYSIS_BLOCKS_UNKNOWN = 0, /* no block layout (a CUDA trace: pools are opaque) */
+    GMP_ANALYSIS_BLOCKS_KNOWN,       /* segments and blocks with addresses (a PyTorch snapshot) */
+    GMP_ANALYSIS_BLOCKS_EXPANDABLE,  /* a snapshot with expandable segments: their mapped pages
+                                        are not in it, so the largest free block is not known */
+} gmp_analysis_blocks;
+
+typedef struct gmp_analysis_oom_live {
+    gmp_analysis_site site;
+    uint64_t bytes, count; /* live then */
+} gmp_analysis_oom_live;
 
 typedef struct gmp_analysis_oom {
     uint64_t time_ns;
     int32_t device;
-    uint64_t requested, allocated, reserved, free_bytes;
-    uint64_t cached; /* reserved - allocated */
+    uint64_t requested, allocated, reserved;
+    uint64_t free_bytes;  /* what the driver reported free, 0 unknown */
+    uint64_t total_bytes; /* the device's memory (its DEVICE record), 0 unknown */
+    uint64_t cached;      /* reserved - allocated: free inside the reserved segments */
+    gmp_analysis_blocks blocks;
+    uint64_t largest_free; /* the largest free block inside a reserved segment (blocks KNOWN) */
+    int has_outside;       /* total and free known */
+    uint64_t outside;      /* total - free - reserved: used, but not by the allocator */
     gmp_analysis_oom_verdict verdict;
+    size_t nlive;
+    gmp_analysis_oom_live live[GMP_ANALYSIS_OOM_LIVE]; /* largest live sites of the device */
+    uint64_t live_total;                               /* what all its sites held then */
 } gmp_analysis_oom;
 
 /* What an iteration is in this recording: the range path (push/pop or start/end) or MARK name that

@@ -22,22 +22,39 @@
 static const char *verdict_name(gmp_analysis_oom_verdict v)
 {
     switch (v) {
-    case GMP_ANALYSIS_OOM_FRAGMENTED: return "fragmented";
-    case GMP_ANALYSIS_OOM_CACHE: return "cache";
-    default: return "exhausted";
+    case GMP_ANALYSIS_OOM_FRAGMENTATION: return "fragmentation";
+    case GMP_ANALYSIS_OOM_OUTSIDE: return "outside_allocator";
+    default: return "capacity";
     }
 }
 
 static const char *verdict_text(gmp_analysis_oom_verdict v)
 {
     switch (v) {
-    case GMP_ANALYSIS_OOM_FRAGMENTED:
-        return "the process already held enough free memory (reserved - allocated), not in one "
-               "piece: fragmentation";
-    case GMP_ANALYSIS_OOM_CACHE:
-        return "the cache (reserved - allocated) plus what the driver reported free was enough: "
-               "releasing cached memory could have made room";
-    default: return "not enough memory even counting the cache and the driver's free memory";
+    case GMP_ANALYSIS_OOM_FRAGMENTATION:
+        return "fragmentation: enough memory was free, not in one block";
+    case GMP_ANALYSIS_OOM_OUTSIDE:
+        return "memory outside the allocator: without it the request would have fit";
+    default: return "capacity: what was live leaves no room for it";
+    }
+}
+
+static const char *verdict_advice(gmp_analysis_oom_verdict v)
+{
+    switch (v) {
+    case GMP_ANALYSIS_OOM_FRAGMENTATION:
+        return "PyTorch: PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True (or a lower "
+               "max_split_size_mb); torch.cuda.empty_cache() between phases; allocate the "
+               "largest tensors first. Stream-ordered pools: a lower release threshold";
+    case GMP_ANALYSIS_OOM_OUTSIDE:
+        return "find what holds the memory the allocator does not: other processes "
+               "(nvidia-smi), cuBLAS/cuDNN workspaces (CUBLAS_WORKSPACE_CONFIG, "
+               "torch.backends.cudnn.benchmark=False), NCCL buffers (NCCL_BUFFSIZE), the CUDA "
+               "context (fewer loaded kernels: lazy loading, CUDA_MODULE_LOADING=LAZY)";
+    default:
+        return "make the live set smaller: the sites below hold the most; a smaller batch, "
+               "activation checkpointing, lower precision, sharding the model or the optimizer "
+               "state (FSDP, ZeRO), or offloading";
     }
 }
 
@@ -450,9 +467,27 @@ static void build_overhead(gmp_doc *d, gmp_doc_block *a, const gmp_report_trace 
 
 /* ---- out of memory, why ---- */
 
+/* The largest free block inside reserved segments, as the recording allows. */
+static gmp_doc_val largest_val(const gmp_analysis_oom *o)
+{
+    switch (o->blocks) {
+    case GMP_ANALYSIS_BLOCKS_KNOWN: return gmp_dv_bytes(o->largest_free);
+    case GMP_ANALYSIS_BLOCKS_EXPANDABLE:
+        return gmp_dv_lit("not known (expandable segments: their mapped pages are not recorded)");
+    default:
+        return gmp_dv_lit("not known (the recording has no block layout: a PyTorch snapshot or "
+                          "--torch-history has)");
+    }
+}
+
 static void build_ooms(gmp_doc *d, gmp_doc_block *a, const gmp_report_trace *t,
                        const gmp_report_view *v)
 {
+    static const char *const blocks[] = {"unknown", "known", "expandable"};
+    static const gmp_doc_col own[] = {
+        {"bytes", "bytes", GMP_DOC_BYTES, 0},
+        {"count", "count", GMP_DOC_COUNT, 0},
+    };
     const gmp_analysis_result *R = t->analysis;
     gmp_doc_block *sec = NULL;
     for (size_t i = 0; i < R->nooms; i++) {
@@ -461,24 +496,77 @@ static void build_ooms(gmp_doc *d, gmp_doc_block *a, const gmp_report_trace *t,
             continue;
         if (!sec)
             sec = gmp_doc_section(d, a, NULL, 0, "Out of memory, why");
-        gmp_doc_val free_v = o->free_bytes ? gmp_dv_k(gmp_dv_bytes(o->free_bytes), "free_bytes")
-                                           : gmp_dv_lit("unknown");
-        gmp_doc_block *b = gmp_doc_verdict(
-            d, sec, "ooms", GMP_DOC_PROBLEM,
-            "%v  device %v: %v requested, %v held free (reserved - allocated), %v free on the "
-            "device: %v",
-            gmp_dv_k(gmp_dv_time(o->time_ns, t->t0_ns), "time_ns"),
-            gmp_dv_k(gmp_dv_device(o->device), "device"),
-            gmp_dv_k(gmp_dv_bytes(o->requested), "requested_bytes"),
-            gmp_dv_k(gmp_dv_bytes(o->cached), "cached_bytes"), free_v,
-            gmp_dv_lit(verdict_text(o->verdict)));
+        gmp_doc_val when = gmp_dv_k(gmp_dv_time(o->time_ns, t->t0_ns), "time_ns");
+        gmp_doc_val dev = gmp_dv_k(gmp_dv_device(o->device), "device");
+        gmp_doc_val req = gmp_dv_k(gmp_dv_bytes(o->requested), "requested_bytes");
+        gmp_doc_val why = gmp_dv_lit(verdict_text(o->verdict));
+        gmp_doc_val fr = o->free_bytes ? gmp_dv_bytes(o->free_bytes) : gmp_dv_lit("unknown");
+        gmp_doc_block *b;
+        if (o->verdict == GMP_ANALYSIS_OOM_FRAGMENTATION)
+            b = gmp_doc_verdict(d, sec, "ooms", GMP_DOC_PROBLEM,
+                                "%v  device %v: %v requested: %v (%v free inside reserved "
+                                "segments, %v on the device; largest free block %v)",
+                                when, dev, req, why, gmp_dv_bytes(o->cached), fr,
+                                o->blocks == GMP_ANALYSIS_BLOCKS_KNOWN
+                                    ? gmp_dv_bytes(o->largest_free)
+                                    : gmp_dv_lit("not known"));
+        else if (o->verdict == GMP_ANALYSIS_OOM_OUTSIDE)
+            b = gmp_doc_verdict(d, sec, "ooms", GMP_DOC_PROBLEM,
+                                "%v  device %v: %v requested: %v (%v used outside the allocator "
+                                "= %v device memory - %v free - %v reserved)",
+                                when, dev, req, why, gmp_dv_bytes(o->outside),
+                                gmp_dv_bytes(o->total_bytes), fr, gmp_dv_bytes(o->reserved));
+        else
+            b = gmp_doc_verdict(d, sec, "ooms", GMP_DOC_PROBLEM,
+                                "%v  device %v: %v requested: %v (%v allocated; %v free inside "
+                                "reserved segments, %v on the device)",
+                                when, dev, req, why, gmp_dv_bytes(o->allocated),
+                                gmp_dv_bytes(o->cached), fr);
         b->flags |= GMP_DOC_ITEM;
-        gmp_doc_line *l = &b->title;
-        gmp_doc_line_add(d, l, data_val(gmp_dv_bytes(o->allocated), "allocated_bytes"));
-        gmp_doc_line_add(d, l, data_val(gmp_dv_bytes(o->reserved), "reserved_bytes"));
-        if (!o->free_bytes)
-            gmp_doc_line_add(d, l, data_val(gmp_dv_bytes(0), "free_bytes"));
-        gmp_doc_line_add(d, l, data_val(gmp_dv_lit(verdict_name(o->verdict)), "verdict"));
+        gmp_doc_line_add(d, &b->title, data_val(gmp_dv_lit(verdict_name(o->verdict)), "verdict"));
+        gmp_doc_block *kv = gmp_doc_kv(d, b);
+        gmp_doc_item_add(d, kv, "allocated", 0, "%v",
+                         gmp_dv_k(gmp_dv_bytes(o->allocated), "allocated_bytes"));
+        gmp_doc_item_add(d, kv, "reserved", 0, "%v",
+                         gmp_dv_k(gmp_dv_bytes(o->reserved), "reserved_bytes"));
+        gmp_doc_item_add(d, kv, "free inside reserved segments", 0, "%v (reserved - allocated)",
+                         gmp_dv_k(gmp_dv_bytes(o->cached), "cached_bytes"));
+        gmp_doc_item_add(
+            d, kv, "largest free block", 0, "%v%v",
+            gmp_dv_k(o->blocks == GMP_ANALYSIS_BLOCKS_KNOWN ? largest_val(o) : gmp_dv_none(),
+                     "largest_free_block_bytes"),
+            o->blocks == GMP_ANALYSIS_BLOCKS_KNOWN ? gmp_dv_lit("")
+                                                   : gmp_dv_k(gmp_dv_f(largest_val(o), 0), NULL));
+        gmp_doc_item_add(d, kv, "blocks", GMP_DOC_DATA, "%v",
+                         gmp_dv_k(gmp_dv_lit(blocks[o->blocks]), "blocks"));
+        gmp_doc_item_add(d, kv, "free on the device", 0, "%v",
+                         gmp_dv_k(o->free_bytes ? gmp_dv_bytes(o->free_bytes)
+                                                : gmp_dv_str((gmp_str){"", 0}, "not known"),
+                                  "free_bytes"));
+        gmp_doc_item_add(
+            d, kv, "device memory", o->total_bytes ? 0 : GMP_DOC_DATA, "%v",
+            gmp_dv_k(o->total_bytes ? gmp_dv_bytes(o->total_bytes) : gmp_dv_none(), "total_bytes"));
+        gmp_doc_item_add(
+            d, kv, "outside the allocator", 0, "%v%v",
+            gmp_dv_k(o->has_outside ? gmp_dv_bytes(o->outside) : gmp_dv_none(),
+                     "outside_allocator_bytes"),
+            gmp_dv_lit(o->has_outside
+                           ? " (device memory - free - reserved: the CUDA context, libraries' "
+                             "workspaces, other processes)"
+                           : "not known (needs the device's total and the driver's free memory)"));
+        gmp_doc_item_add(d, kv, "what to try", 0, "%v",
+                         gmp_dv_k(gmp_dv_lit(verdict_advice(o->verdict)), "advice"));
+        gmp_doc_col cols[2 + GMP_REPORT_SITE_COLS];
+        size_t nc = gmp_report_site_table(cols, own, 2);
+        gmp_doc_block *tb = gmp_doc_table(d, b, "live", cols, nc);
+        gmp_doc_linef(d, &tb->title, "Live on the device then (%v in all), largest first",
+                      gmp_dv_k(gmp_dv_bytes(o->live_total), "live_bytes"));
+        for (size_t k = 0; k < o->nlive; k++) {
+            gmp_doc_val *r = gmp_doc_row(d, tb);
+            r[0] = gmp_dv_bytes(o->live[k].bytes);
+            r[1] = gmp_dv_count(o->live[k].count);
+            gmp_report_site_cells(d, t, v, &o->live[k].site, r + 2);
+        }
     }
     if (!sec)
         empty_array(d, a, "ooms");

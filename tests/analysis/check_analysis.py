@@ -6,6 +6,8 @@ check_analysis.py cli   GPUMEMPROF TEST_ANALYSIS WORKDIR: the leaking trace of t
     --temporary-us and --device.
 check_analysis.py torch GPUMEMPROF TEST_ANALYSIS WORKDIR: a real PyTorch snapshot imported and
     reported (sanity: no crash, plausible numbers; tests/data/torch-snapshots).
+check_analysis.py oom GPUMEMPROF TEST_ANALYSIS WORKDIR: the real OOM snapshot of tests/data (its
+    oom entry read with Python's pickle) and test_analysis's simulated fragmentation OOM.
 check_analysis.py golden_text|golden_md|golden_html|golden_json GPUMEMPROF TEST_ANALYSIS WORKDIR:
     the whole report, in that format, of two fixtures against golden/<fixture>.<ext>:
     `test_analysis write-analyses` (every analysis section: a probable leak with its site,
@@ -161,10 +163,71 @@ def torch(gmp, tool, work):
     check(t["count"] <= t["allocations"], "temporaries <= allocations")
     print("temporaries: %d of %d allocations, %d bytes" % (t["count"], t["allocations"], t["bytes"]))
     for g in a["growth"][:5]:
-        print("growth: %s x%d leak=%s rate=%d" % (g["range"], g["repetitions"], g["probable_leak"],
-                                                   g["rate_bytes_per_repetition"]))
+        print("growth: %s x%d owns a leak=%s rate=%d" % (g["range"], g["repetitions"],
+                                                          g["owns_leak"],
+                                                          g["rate_bytes_per_repetition"]))
     for fmt in ("text", "markdown", "html"):
         run(gmp, "report", trace, "--format", fmt)
+
+
+OOM_SNAPSHOT = os.path.join(os.path.dirname(__file__), "..", "data", "torch-snapshots",
+                            "qwen3-expandable-3gpu-oom.pickle")
+
+
+def oom(gmp, tool, work):
+    """Issue 18, item 4: OOMs explained. The real OOM snapshot: its one 'oom' trace entry read
+    independently with Python's own pickle module (the snapshot is plain dicts and lists), against
+    the report's verdict; and the simulated fragmentation OOM of test_analysis."""
+    import pickle
+    with open(OOM_SNAPSHOT, "rb") as f:
+        snap = pickle.load(f)
+    entries = [(d, e) for d, tr in enumerate(snap["device_traces"]) for e in tr
+               if e["action"] == "oom"]
+    check(len(entries) == 1, "one oom entry in the snapshot")
+    dev, entry = entries[0]
+    # the segments the snapshot was dumped with: what the allocator had reserved (it frees no
+    # segment between the OOM and the dump here: the report's reserved at the OOM must match)
+    reserved = sum(s["total_size"] for s in snap["segments"] if s["device"] == dev)
+    expandable = any(s.get("is_expandable") for s in snap["segments"] if s["device"] == dev)
+    rep = json.loads(run(gmp, "report", OOM_SNAPSHOT, "--format", "json"))
+    ooms = rep["analysis"]["ooms"]
+    check(len(ooms) == 1, "one OOM verdict")
+    o = ooms[0]
+    check(o["device"] == dev and o["requested_bytes"] == entry["size"] and
+          o["free_bytes"] == entry["device_free"], "OOM numbers %r vs %r" % (o, entry))
+    check(o["reserved_bytes"] == reserved, "reserved %d vs the segments' %d" %
+          (o["reserved_bytes"], reserved))
+    check(o["cached_bytes"] == o["reserved_bytes"] - o["allocated_bytes"], "cached")
+    # the verdict follows from the numbers: what was free inside the segments and on the device
+    # is far below the request, and the device total is not in a snapshot
+    check(o["cached_bytes"] + o["free_bytes"] < o["requested_bytes"], "short of the request")
+    check(o["verdict"] == "capacity", "verdict %r" % o["verdict"])
+    check(o["blocks"] == ("expandable" if expandable else "known"), "blocks %r" % o["blocks"])
+    check(o["outside_allocator_bytes"] is None and o["total_bytes"] is None, "outside unknown")
+    check(o["advice"].startswith("make the live set smaller"), "advice")
+    live = o["live"]
+    check(live and sum(x["bytes"] for x in live) <= o["allocated_bytes"], "live sites")
+    first = [f for f in live[0]["stack"] if not f.get("internal")][0]
+    check(first["function"] == "update_nodes" and first["file"].endswith("models.py"),
+          "largest live site %r" % first)
+    text = run(gmp, "report", OOM_SNAPSHOT)
+    check("4.94 GiB requested: capacity" in text and "largest free block" in text,
+          "text verdict")
+    print("real OOM: %d requested, %d allocated, %d reserved, %d free inside, %d free on the "
+          "device: %s" % (o["requested_bytes"], o["allocated_bytes"], o["reserved_bytes"],
+                          o["cached_bytes"], o["free_bytes"], o["verdict"]))
+    # the simulated fragmentation OOM (segments and blocks at their addresses, as a snapshot has)
+    trace = os.path.join(work, "frag.zst")
+    run(tool, "write-frag-oom", trace)
+    ooms = json.loads(run(gmp, "report", trace, "--format", "json"))["analysis"]["ooms"]
+    check([x["verdict"] for x in ooms] == ["fragmentation", "capacity", "outside_allocator"],
+          "simulated verdicts %r" % [x["verdict"] for x in ooms])
+    f = ooms[0]
+    check(f["largest_free_block_bytes"] == 32 * MiB and f["cached_bytes"] == 256 * MiB and
+          f["blocks"] == "known", "fragmentation numbers %r" % f)
+    check("expandable_segments" in f["advice"], "fragmentation advice")
+    text = run(gmp, "report", trace)
+    check("largest free block 32.00 MiB" in text, "text: largest free block\n" + text)
 
 
 GOLDEN = os.path.join(os.path.dirname(os.path.abspath(__file__)), "golden")
@@ -195,7 +258,7 @@ def main():
     if fmt:
         golden(gmp, tool, work, fmt)
     else:
-        {"cli": cli, "torch": torch}[what](gmp, tool, work)
+        {"cli": cli, "torch": torch, "oom": oom}[what](gmp, tool, work)
     print("ok")
 
 

@@ -31,7 +31,9 @@ static inline void tb_die(const char *what)
 }
 
 /* Opens path (or a temporary file when path is NULL) for writing. */
-static inline void tb_open(tb *b, const char *path)
+/* A trace at path (NULL: a temporary file) whose header has these options ("stacks=none" for
+ * tb_open; "import=pytorch-snapshot" imitates an imported snapshot). */
+static inline void tb_open_opts(tb *b, const char *path, const char *options)
 {
     memset(b, 0, sizeof *b);
     int fd;
@@ -55,7 +57,7 @@ static inline void tb_open(tb *b, const char *path)
     h.start_wall_ns = 1700000000000000000ull;
     h.start_trace_ns = 1000000000ull;
     h.clock = (gmp_str){"CLOCK_MONOTONIC", 15};
-    h.options = (gmp_str){"stacks=none", 11};
+    h.options = (gmp_str){options, (uint32_t)strlen(options)};
     gmp_writer_opts o;
     gmp_writer_opts_default(&o);
     o.threaded = 0;
@@ -67,6 +69,11 @@ static inline void tb_open(tb *b, const char *path)
         if (!b->th[i])
             tb_die("gmp_writer_thread failed");
     }
+}
+
+static inline void tb_open(tb *b, const char *path)
+{
+    tb_open_opts(b, path, "stacks=none");
 }
 
 static inline uint32_t tb_str(tb *b, const char *s)
