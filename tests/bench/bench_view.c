@@ -8,13 +8,13 @@
  * In a fresh child process: the index (one replay pass, event log and checkpoints written to
  * temporary files), then the live set and its tree at the first device's peak (what the first
  * screen needs); then 200 cursor moves to random events (live set from the nearest checkpoint plus
- * the tree). Prints `name: value unit` lines: trace_events, index_events_per_s, first_screen_s
- * (wall) and first_screen_cpu_s (CPU time of every thread: a figure that a busy machine changes
- * less), load_average (of the machine, after the run),
- * cursor_move_mean_ms, cursor_move_max_ms, peak_rss_kib, index_file_bytes. With --gpumemprof, also
- * the first screen in a real terminal: `gpumemprof view` in tmux at 80x24, timed until
- * capture-pane shows the live tree (terminal_first_screen_s). A figure, not a test: nothing is
- * asserted about time. */
+ * the tree, reserved at the cursor, the search for the focus's free as the screen does it). Prints
+ * `name: value unit` lines: trace_events, index_events_per_s, first_screen_s (wall) and
+ * first_screen_cpu_s (CPU time of every thread: a figure that a busy machine changes less),
+ * load_average (of the machine, after the run), cursor_move_mean_ms, cursor_move_max_ms,
+ * peak_rss_kib, index_file_bytes. With --gpumemprof, also the first screen in a real terminal:
+ * `gpumemprof view` in tmux at 80x24, timed until capture-pane shows the live tree
+ * (terminal_first_screen_s). A figure, not a test: nothing is asserted about time. */
 #include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -212,6 +212,13 @@ static void child(const char *path, int fd)
     if (gmp_tui_model_live(m, d->peak_index, &live, &nlive) != GMP_OK ||
         gmp_tui_tree_build(tree, live, nlive, d->id, GMP_TUI_BY_RANGE, 0) != GMP_OK)
         die("live set at the peak");
+    (void)gmp_tui_model_reserved_at(m, d, d->peak_index);
+    const gmp_tui_row *row0 = gmp_tui_tree_row(tree, 0);
+    if (row0 && row0->best < nlive) {
+        int searched;
+        (void)gmp_tui_model_free_time(m, d->peak_index, live[row0->best].key,
+                                      live[row0->best].device, 1u << 20, &searched);
+    }
     double t_first = now_s() - t0, c_first = cpu_s() - c0;
     if (gmp_tui_tree_total(tree) != d->d->peak_allocated)
         die("the live set at the peak is not the peak");
@@ -222,9 +229,18 @@ static void child(const char *path, int fd)
     for (int i = 0; i < moves; i++) {
         rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
         double a = now_s();
-        if (gmp_tui_model_live(m, rng % n, &live, &nlive) != GMP_OK ||
+        uint64_t at = rng % n;
+        if (gmp_tui_model_live(m, at, &live, &nlive) != GMP_OK ||
             gmp_tui_tree_build(tree, live, nlive, d->id, GMP_TUI_BY_RANGE, 0) != GMP_OK)
             die("live set");
+        /* what the screen also does: reserved at the cursor, when the focus is freed */
+        (void)gmp_tui_model_reserved_at(m, d, at);
+        const gmp_tui_row *row = gmp_tui_tree_row(tree, 0);
+        if (row && row->best < nlive) {
+            int searched;
+            (void)gmp_tui_model_free_time(m, at, live[row->best].key, live[row->best].device,
+                                          1u << 20, &searched);
+        }
         free(live);
         double dt = now_s() - a;
         sum += dt;
