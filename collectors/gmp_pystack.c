@@ -49,14 +49,20 @@ static struct {
     pyobj none;
     uintptr_t eval_lo, eval_hi; /* _PyEval_EvalFrameDefault: (lo, hi] holds its return addresses */
     int minor;
-    int direct; /* frames of threads without the GIL read by gmp_pyframes */
 } P;
+
+/* Frames of threads without the GIL read by gmp_pyframes: set at start when the layouts check
+ * out; turned off for good when the first stacks walked both ways with the GIL differ. */
+static atomic_int direct;
+static atomic_int verified; /* stacks walked both ways that agreed */
+#define VERIFY_STACKS 8
+static int test_skew; /* GPUMEMPROF_TEST_PYFRAMES_SKEW: the direct reader's lines off by one */
 
 static void *py_lib; /* the privately loaded libpython, when that is where CPython is */
 
 static atomic_int on;
 static atomic_uint_fast64_t generation;
-static atomic_uint_fast64_t st_python, st_no_gil, st_misses, st_direct;
+static atomic_uint_fast64_t st_python, st_no_gil, st_misses, st_direct, st_mismatch;
 
 #define LINE_SLOTS 4 /* per code object: instruction offset -> line (3.11+) */
 
@@ -251,12 +257,16 @@ int gmp_pystack_start(char *why, size_t whylen)
      * known and the interpreter's objects check out against them */
     char dwhy[160] = "";
     py_lib = lib;
-    P.direct = minor >= 9 && P.finalizing && gmp_pyframes_init(minor, sym1, dwhy, sizeof dwhy);
+    int d = minor >= 9 && P.finalizing && gmp_pyframes_init(minor, sym1, dwhy, sizeof dwhy);
+    atomic_store(&direct, d);
+    atomic_store(&verified, 0);
+    const char *skew = getenv("GPUMEMPROF_TEST_PYFRAMES_SKEW");
+    test_skew = skew && *skew == '1';
     if (minor >= 9 && !P.finalizing)
         snprintf(dwhy, sizeof dwhy, "_Py_IsFinalizing not found");
     atomic_fetch_add(&generation, 1);
     if (why) {
-        if (P.direct)
+        if (d)
             snprintf(why, whylen, "Python 3.%d", minor);
         else
             snprintf(why, whylen, "Python 3.%d (threads without the GIL: no Python frames: %s)",
@@ -507,6 +517,8 @@ static unsigned walk_direct(pytls *t, gmp_writer *w, const void *ts, node *out, 
                 e->line[j] = line;
             }
         }
+        if (test_skew && line > 0)
+            line++;
         out[n].kind = GMP_FRAME_PYTHON;
         out[n].a = (uint64_t)e->file << 32 | e->func;
         out[n].line = line > 0 ? (uint32_t)line : 0;
@@ -619,7 +631,7 @@ static uint32_t hook(void *ctx, gmp_writer *w, int kinds, const uint64_t *native
     if (!mine)
         return 0; /* a thread Python does not know */
     int gil = P.unchecked_get() == mine;
-    if (!gil && (!P.direct || P.finalizing())) {
+    if (!gil && (!atomic_load_explicit(&direct, memory_order_relaxed) || P.finalizing())) {
         atomic_fetch_add_explicit(&st_no_gil, 1, memory_order_relaxed);
         return 0;
     }
@@ -637,6 +649,20 @@ static uint32_t hook(void *ctx, gmp_writer *w, int kinds, const uint64_t *native
             P.gc_enable();
         P.err_clear();
         P.err_restore(et, ev, etb);
+        /* the direct reader checked against the C API on the first stacks: a build or a patch
+         * release whose structures differ from the layouts read turns it off (native frames only
+         * without the GIL, counted in no_gil) instead of giving wrong frames */
+        if (np && atomic_load_explicit(&direct, memory_order_relaxed) &&
+            atomic_load_explicit(&verified, memory_order_relaxed) < VERIFY_STACKS) {
+            node d[GMP_STACK_MAX_DEPTH];
+            unsigned nd = walk_direct(t, w, mine, d, max);
+            if (nd == np && !memcmp(d, py, np * sizeof *py)) {
+                atomic_fetch_add(&verified, 1);
+            } else {
+                atomic_store(&direct, 0);
+                atomic_fetch_add(&st_mismatch, 1);
+            }
+        }
     } else {
         np = walk_direct(t, w, mine, py, max);
         if (np)
@@ -667,4 +693,5 @@ void gmp_pystack_get_stats(gmp_pystack_stats *out)
     out->no_gil = atomic_load(&st_no_gil);
     out->misses = atomic_load(&st_misses);
     out->direct = atomic_load(&st_direct);
+    out->mismatch = atomic_load(&st_mismatch);
 }

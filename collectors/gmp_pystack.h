@@ -14,7 +14,9 @@
  * GIL and without calling the interpreter: its thread state is PyGILState's thread-specific
  * value, and its frames cannot change until the thread is back from the CUDA call. A thread
  * Python does not know (a C thread) or a process without an interpreter gets native frames only.
- * Depth is bounded by the stack depth option.
+ * Depth is bounded by the stack depth option. The first stacks of threads holding the GIL are
+ * also read the direct way and compared: any difference turns the direct reader off for the
+ * process (threads without the GIL then get native frames only).
  *
  * Cost: a per-thread cache maps code objects to their (file, function) string ids (with the GIL:
  * strong references, so an address is never reused while cached; without it: no reference, the
@@ -48,11 +50,13 @@ void gmp_pystack_stop(void);
 int gmp_pystack_minor(void);
 
 typedef struct gmp_pystack_stats {
-    uint64_t python; /* stacks with Python frames */
-    uint64_t no_gil; /* calls from a thread Python knows that did not hold the GIL and got no
-                        Python frames (frames without the GIL off: version or layout) */
-    uint64_t misses; /* stacks interned node by node */
-    uint64_t direct; /* stacks with Python frames read without the GIL (gmp_pyframes) */
+    uint64_t python;   /* stacks with Python frames */
+    uint64_t no_gil;   /* calls from a thread Python knows that did not hold the GIL and got no
+                          Python frames (frames without the GIL off: version or layout) */
+    uint64_t misses;   /* stacks interned node by node */
+    uint64_t direct;   /* stacks with Python frames read without the GIL (gmp_pyframes) */
+    uint64_t mismatch; /* 1 when the reader without the GIL disagreed with the C API on one of
+                          the first stacks walked both ways, and was turned off */
 } gmp_pystack_stats;
 void gmp_pystack_get_stats(gmp_pystack_stats *out);
 

@@ -16,6 +16,9 @@ MODE: python     --stacks python: exact file:function:line frames, with the GIL 
       lines      (3.9+) the line of every instruction of many code objects and their names, read
                  by gmp_pyframes (py_lines.c), against the interpreter's own co_lines() /
                  dis.findlinestarts, co_filename, co_qualname; the decoders on random tables
+      verify     (3.9+) the reader without the GIL, made to disagree with the C API on the first
+                 stack with the GIL, is turned off: the next call without the GIL has no Python
+                 frames and the end-of-trace notice counts it
       versions   `python`, `all` and (3.9+) `nogil` and `lines` checks on every CPython 3.8-3.13 found on this
                  machine (pyenv's included; skips if none)
       layers     --layers with torch (skipped when torch is absent): range names, nesting,
@@ -320,6 +323,25 @@ elif args.mode == "lines":
         print("skip: frames without the GIL need CPython 3.9+")
         sys.exit(SKIP)
     run_lines("lines", args.python)
+elif args.mode == "verify":
+    # the reader without the GIL is checked against the C API on the first stacks with the GIL:
+    # made to disagree (GPUMEMPROF_TEST_PYFRAMES_SKEW: its lines off by one), it is turned off
+    if minor < 9:
+        print("skip: frames without the GIL need CPython 3.9+")
+        sys.exit(SKIP)
+    env = base_env()
+    env["GPUMEMPROF_TEST_PYFRAMES_SKEW"] = "1"
+    p, t = run(["--stacks", "python"], "py_alloc.py", env=env)
+    by = stacks_by_size(report(t))
+    check("verify: 3 MiB (GIL held, C API) frames", py_frames(by.get(3 * MiB, [])),
+          want_alloc(minor, "main3"))
+    check("verify: 5 MiB (no GIL) after the disagreement: no Python frames",
+          py_frames(by.get(5 * MiB, [])), [])
+    dump = subprocess.run([args.gpumemprof, "dump", t], capture_output=True, text=True,
+                          env=base_env(), timeout=60).stdout
+    check("verify: the notice counts the call without frames",
+          "1 calls from Python threads that did not hold the GIL have no Python frames" in dump,
+          True)
 elif args.mode == "torchhistory":
     # the stand-in torch (progs/torchstub: PyTorch 2.1's history API written from its source)
     import pickle
