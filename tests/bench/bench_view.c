@@ -14,7 +14,9 @@
  * load_average (of the machine, after the run), cursor_move_mean_ms, cursor_move_max_ms,
  * peak_rss_kib, index_file_bytes. With --gpumemprof, also the first screen in a real terminal:
  * `gpumemprof view` in tmux at 80x24, timed until capture-pane shows the live tree
- * (terminal_first_screen_s). A figure, not a test: nothing is asserted about time. */
+ * (terminal_first_screen_s), and as a yardstick of what the machine does at that moment,
+ * `gpumemprof report` on the same trace (report_s). A figure, not a test: nothing is asserted
+ * about time. */
 #include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -341,6 +343,12 @@ int main(int argc, char **argv)
     printf("peak_rss_kib: %ld\n", rss);
     printf("index_file_bytes: %" PRIu64 "\n", logged * (uint64_t)sizeof(gmp_tui_ev));
     if (gmp) {
+        /* the same machine at the same moment: `gpumemprof report` on the trace (text) */
+        char cmd[4096];
+        snprintf(cmd, sizeof cmd, "%s report --no-progress %s > /dev/null", gmp, path);
+        double r0 = now_s();
+        if (system(cmd) == 0)
+            printf("report_s: %.3f\n", now_s() - r0);
         double t = terminal_first_screen(gmp, path);
         if (t >= 0)
             printf("terminal_first_screen_s: %.3f\n", t);
