@@ -176,6 +176,47 @@ static int anonymous_file(void)
     return sfd;
 }
 
+/* ---- inputs opened once, read by several commands in this process (diagnose) ---- */
+
+#define MAX_SHARED 8
+static const gmp_cli_input *shared[MAX_SHARED];
+
+void gmp_cli_input_share(const gmp_cli_input *in)
+{
+    for (size_t i = 0; in && i < MAX_SHARED; i++)
+        if (!shared[i]) {
+            shared[i] = in;
+            return;
+        }
+}
+
+void gmp_cli_input_unshare(const gmp_cli_input *in)
+{
+    for (size_t i = 0; i < MAX_SHARED; i++)
+        if (shared[i] == in)
+            shared[i] = NULL;
+}
+
+/* A copy of a shared input opened from path, or -1 when there is none (or dup fails). */
+static int open_shared(gmp_cli_input *in, const char *path)
+{
+    for (size_t i = 0; i < MAX_SHARED; i++) {
+        const gmp_cli_input *s = shared[i];
+        if (!s || strcmp(s->path, path) != 0)
+            continue;
+        int fd = -1;
+        if (s->fd >= 0 && (fd = fcntl(s->fd, F_DUPFD_CLOEXEC, 0)) < 0)
+            return -1;
+        *in = *s;
+        in->path = path;
+        in->fd = fd;
+        if (fd >= 0)
+            snprintf(in->trace_path, sizeof in->trace_path, "/proc/self/fd/%d", fd);
+        return 0;
+    }
+    return -1;
+}
+
 gmp_err gmp_cli_input_open(gmp_cli_input *in, const char *path, char *msg, size_t msglen)
 {
     memset(in, 0, sizeof *in);
@@ -183,6 +224,8 @@ gmp_err gmp_cli_input_open(gmp_cli_input *in, const char *path, char *msg, size_
     in->fd = -1;
     if (msg && msglen)
         msg[0] = 0;
+    if (open_shared(in, path) == 0)
+        return GMP_OK;
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     struct stat sb;
     if (fd < 0 || fstat(fd, &sb) != 0) {

@@ -82,6 +82,13 @@ gmp_err gmp_cli_input_reader(const gmp_cli_input *in, gmp_reader **r, const gmp_
 /* Closes the imported trace (it disappears with its last descriptor). Safe twice. */
 void gmp_cli_input_close(gmp_cli_input *in);
 
+/* While an open input is shared, gmp_cli_input_open of the same path (the same string) gives a
+ * copy of it reading the same imported trace (a descriptor of its own) instead of importing the
+ * file again: diagnose opens each recording once and runs several reports on it. At most 8 at
+ * once (more are not shared: imported again); unshare before closing. */
+void gmp_cli_input_share(const gmp_cli_input *in);
+void gmp_cli_input_unshare(const gmp_cli_input *in);
+
 /* Opens every path of paths[0..n) into ins[0..n) (a calloc'd array returned in *out); on the first
  * failure prints "gpumemprof CMD: PATH: msg" on stderr, closes what was opened and returns 1. */
 int gmp_cli_inputs_open(const char *cmd, char **paths, size_t n, gmp_cli_input **out);

@@ -28,6 +28,7 @@
 #include <zstd.h>
 
 #include "cli_cmds.h"
+#include "cli_input.h"
 #include "cli_opts.h"
 #include "gmp_strbuf.h"
 #include "gmp_units.h"
@@ -154,6 +155,7 @@ typedef struct input {
     char error[512]; /* why it could not be read; "" when it could */
     uint64_t size;
     int report_failed;
+    const char *kind; /* what cli_input recognised it as; NULL when it could not open it */
 } input;
 
 typedef struct bundle {
@@ -565,7 +567,9 @@ static void make_manifest(gmp_strbuf *b, const bundle *B, const input *in, size_
         if (in[i].error[0])
             gmp_strbuf_printf(b, ": cannot be read: %s\n", in[i].error);
         else
-            gmp_strbuf_printf(b, ": %" PRIu64 " bytes%s\n", in[i].size,
+            gmp_strbuf_printf(b, ": %" PRIu64 " bytes%s%s%s%s\n", in[i].size,
+                              in[i].kind ? " (" : "", in[i].kind ? in[i].kind : "",
+                              in[i].kind ? ")" : "",
                               in[i].report_failed ? "; gpumemprof report failed on it (see its "
                                                     "report-messages.txt)"
                                                   : "");
@@ -986,7 +990,21 @@ int gmp_cmd_diagnose(const gmp_cli_cmd_info *cmd, int argc, char **argv)
             continue;
         }
         x->size = (uint64_t)sb.st_size;
+        /* read through cli_input, by content, like report: a snapshot or an export is imported
+         * once here, and both reports read that import; one that cannot be opened is still
+         * reported on, so that report-messages.txt says why */
+        gmp_cli_input ci;
+        char cmsg[512];
+        int opened = gmp_cli_input_open(&ci, x->path, cmsg, sizeof cmsg) == GMP_OK;
+        if (opened) {
+            x->kind = gmp_cli_input_kind_name(ci.kind);
+            gmp_cli_input_share(&ci);
+        }
         add_reports(&B, x, i + 1, tmpdir);
+        if (opened) {
+            gmp_cli_input_unshare(&ci);
+            gmp_cli_input_close(&ci);
+        }
         if (x->report_failed) {
             fprintf(stderr,
                     "gpumemprof diagnose: warning: %s: gpumemprof report failed on it (its "

@@ -244,6 +244,12 @@ def cli(gmp, work):
     if r.returncode != 0 or r.stderr:
         print(f"FAILED: import --force --quiet: {r.returncode} {r.stderr}")
         bad += 1
+    # diagnose reads a snapshot through cli_input (by content, imported once for both reports)
+    r = run([gmp, "diagnose", "--list", good])
+    if r.returncode != 0 or "(PyTorch memory snapshot)" not in r.stdout or \
+            "recording-1/report.json" not in r.stdout:
+        print(f"FAILED: diagnose --list of a snapshot: {r.returncode} {r.stdout} {r.stderr}")
+        bad += 1
     r = run([gmp, "import", "--help"])
     if r.returncode != 0 or "PyTorch memory snapshot" not in r.stdout:
         print(f"FAILED: import --help: {r.stdout}")
