@@ -337,7 +337,9 @@ static void focus_pane(gmp_tui_state *s, int y, int h, int x, int w)
         snprintf(line, sizeof line, "life   %.6f s", (double)life * 1e-9);
     } else {
         snprintf(line, sizeof line, "free   %s",
-                 s->focus_searched ? "never (live at the end)" : "later (not searched)");
+                 !s->focus_searched                     ? "later (not searched)"
+                 : !s->follow || s->tr[s->cur].complete ? "never (live at the end)"
+                                                        : "not yet (live so far)");
         if (!s->focus_searched) {
             gmp_tui_ev lim;
             uint64_t li = s->cursor == GMP_TUI_NOEV ? FREE_SEARCH - 1 : s->cursor + FREE_SEARCH;
@@ -488,7 +490,7 @@ static const char *const g_help[] = {
     "  + -  0           zoom in / out around the cursor, whole trace",
     "  p                the device's peak",
     "  o O              next / previous out-of-memory error or failed allocation",
-    "  v V              next / previous verdict: OOM, failure, bad free, alert, notice",
+    "  v V              next / previous verdict: OOM, failure, bad free, alert",
     "  /  n N           search a range, function or API; next / previous match",
     "  Up/Down j/k      select in the live tree     Enter/Space  expand or fold",
     "  PgUp PgDn        scroll the live tree",
