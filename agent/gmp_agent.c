@@ -5,9 +5,11 @@
  * bounded (the writer's buffers); I/O happens on the writer's thread.
  *
  * Life cycle: the first of InitializeInjection (cuInit) and InitializeInjectionNvtx2 (first NVTX
- * call) starts the agent: options, trace file, writer, collectors. atexit (registered while
- * starting, so it runs before CUDA's own exit handlers) stops the collectors, flushes CUPTI with
- * the forced flag and finishes the trace. A forked child stops recording into its parent's file. */
+ * call) starts the agent: options, trace file, writer, collectors; the other, arriving meanwhile
+ * on another thread, waits for that start (agent_start, docs/collectors.md). atexit (registered
+ * while starting, so it runs before CUDA's own exit handlers) stops the collectors, flushes CUPTI
+ * with the forced flag and finishes the trace. A forked child stops recording into its parent's
+ * file. */
 #include <errno.h>
 #include <pthread.h>
 #include <semaphore.h>

@@ -11,14 +11,19 @@
  * - MEMORY2 records carry the kinds callbacks cannot see (DEVICE_STATIC, MANAGED_STATIC) and pool
  *   sizes in memoryPoolConfig; everything else they report was already recorded from callbacks
  *   ("reconciled" by kind: API memory comes from callbacks only, so nothing is counted twice).
- * - Activity record layouts (CUpti_ActivityMemory4, CUpti_ActivityMemoryPool3) are only trusted
- *   when cuptiGetVersion() has the major version of CUPTI_API_VERSION of our headers.
+ * - Activity record layouts (CUpti_ActivityMemory4, CUpti_ActivityMemoryPool3) are trusted for
+ *   CUPTI 12.2-12.9 and the major of our headers: the fields read are a common prefix, proved by
+ *   static assertions (activity_layout_ok, docs/collectors.md).
  * - Activity records reach us in buffers, after the fact (a buffer is delivered when it fills or on
  *   a flush). They keep CUPTI's timestamps, converted to our trace clock with an offset measured at
- *   start (cuptiGetTimestamp vs CLOCK_MONOTONIC). So that they are not older than the last SYNC
- *   record the writer wrote (the reader would apply them late, and a peak could miss static
- *   memory), a flush thread forces CUPTI to deliver every flush interval, and the agent asks the
- *   writer to keep its SYNC times behind by a few intervals (gmp_writer_opts.sync_lag_ns). */
+ *   start and before every flush (cuptiGetTimestamp vs CLOCK_MONOTONIC). So that they are not older
+ *   than the last SYNC record the writer wrote (the reader would apply them late, and a peak could
+ *   miss static memory), a flush thread asks CUPTI for its completed buffers every flush interval
+ *   (the default flush: forced only at the stop), and the agent asks the writer to keep its SYNC
+ *   times behind by a few intervals (gmp_writer_opts.sync_lag_ns).
+ * - Callbacks call CUPTI only (cuptiGetDeviceId, cuptiGetStreamIdEx), never the driver: devices are
+ *   described, and graph memory read, by the flush thread.
+ * Every point of the header audit of issue 16 is answered in docs/collectors.md. */
 #include "gmp_driver.h"
 #include "gmp_cupti.h"
 
