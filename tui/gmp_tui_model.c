@@ -12,6 +12,7 @@
 #define WBUF_EVENTS 16384    /* events buffered before a write */
 #define CK_MIN_EVENTS 65536u /* at least this many logged events between checkpoints */
 #define MAX_DEVS 64          /* device ids -1 .. 62 get a timeline */
+#define MAX_RARE 65536       /* indices of rare events (OOMs, failures, ...) kept for jumps */
 #define FIRST_BUCKET_SHIFT                                                                         \
     10 /* bucket width at the start, 1 << 10 ns; doubles as the trace grows */
 
@@ -41,6 +42,9 @@ struct gmp_tui_model {
     uint64_t nooms, nnotices;
     gmp_tui_dev slot[MAX_DEVS]; /* by id + 1 */
     uint64_t cur_alloc[MAX_DEVS], cur_res[MAX_DEVS];
+    uint64_t *rare; /* indices of the events that are not ALLOC, FREE or POOL, in order */
+    size_t nrare;
+    int rare_full;     /* more than MAX_RARE: jumps scan the log */
     gmp_tui_dev *devs; /* listed, by id */
     size_t ndevs;
     gmp_err werr;
@@ -257,6 +261,15 @@ static gmp_err log_ev(gmp_tui_model *m, gmp_replay *rp, const gmp_tui_ev *ev)
         m->chunk_t[m->nchunk++] = ev->time_ns;
     }
     note_time(m, ev->time_ns);
+    if (ev->op != GMP_TUI_EV_ALLOC && ev->op != GMP_TUI_EV_FREE && ev->op != GMP_TUI_EV_POOL &&
+        !m->rare_full) {
+        if (!m->rare)
+            m->rare = malloc(MAX_RARE * sizeof *m->rare);
+        if (m->rare && m->nrare < MAX_RARE)
+            m->rare[m->nrare++] = m->nev;
+        else
+            m->rare_full = 1;
+    }
     m->wbuf[m->nwbuf++] = *ev;
     m->nev++;
     m->since_ck++;
@@ -535,6 +548,7 @@ void gmp_tui_model_free(gmp_tui_model *m)
     free(m->devs);
     free(m->wbuf);
     free(m->chunk_t);
+    free(m->rare);
     free(m->ck);
     free(m->ckbuf);
     free(m);
@@ -796,6 +810,22 @@ uint64_t gmp_tui_model_find(const gmp_tui_model *m, uint64_t index, int forward,
                             int32_t dev)
 {
     op_arg a = {opmask, dev};
+    unsigned common = 1u << GMP_TUI_EV_ALLOC | 1u << GMP_TUI_EV_FREE | 1u << GMP_TUI_EV_POOL;
+    if (!(opmask & common) && !m->rare_full) { /* rare events only: their list, not the log */
+        gmp_tui_ev ev;
+        if (forward) {
+            for (size_t k = 0; k < m->nrare; k++)
+                if ((index == UINT64_MAX || m->rare[k] > index) &&
+                    gmp_tui_model_read(m, m->rare[k], &ev, 1) == 1 && match_op(&ev, &a))
+                    return m->rare[k];
+        } else {
+            for (size_t k = m->nrare; k-- > 0;)
+                if (index != UINT64_MAX && m->rare[k] < index &&
+                    gmp_tui_model_read(m, m->rare[k], &ev, 1) == 1 && match_op(&ev, &a))
+                    return m->rare[k];
+        }
+        return UINT64_MAX;
+    }
     return scan(m, index, forward, match_op, &a);
 }
 

@@ -10,7 +10,8 @@
  *    event is one checkpoint read plus at most that many events applied;
  *  - per device, a timeline of GMP_TUI_BUCKETS buckets (allocated min/max/last, reserved max/last),
  *    the bucket width doubling as the trace grows;
- *  - in memory, the time of every GMP_TUI_CHUNK-th logged event (finding an event by its time).
+ *  - in memory, the time of every GMP_TUI_CHUNK-th logged event (finding an event by its time), and
+ *    the indices of the first 65,536 rare events (OOMs, failures, alerts...: jumps to them).
  * Memory grows with the live set, the sites and the devices, and by 8 bytes per 4096 events.
  *
  * The model keeps its reader and replay open after the pass: the sites, stacks, range paths and

@@ -10,7 +10,8 @@ peak      opens at the first device's peak: the screen shows the peak bytes that
           `gpumemprof report --format json` gives, as allocated at the cursor and in the live tree
 snapshot  the same on a real PyTorch snapshot (tests/data/torch-snapshots)
 navigate  Home/End/Right/./p move the cursor (the event counter and the cursor's time follow),
-          +/0 zoom the window (the axis's end changes and comes back)
+          +/0 zoom the window (the axis's end changes and comes back); o/v/V jump to the
+          generated trace's failed allocation, OOM and alert
 search    / finds an allocation made in a range ('backward'), the focus pane shows that range
 resize    the screen follows tmux's resize (120x40 then 80x24) and still draws every pane
 follow    --follow on a trace that grows (a copy written a prefix at a time, as a writer flushes
@@ -205,6 +206,25 @@ def main():
             time.sleep(0.3)
             if timeline(t.screen()) != whole:
                 fail("0 did not give the whole trace back:\n%s\n---\n%s" % (whole, t.screen()))
+
+            def at_cursor():
+                return [x for x in t.screen().splitlines() if x.startswith(">")][0]
+            t.keys("Home", "o")
+            time.sleep(0.3)
+            if "failed allocation of 100.00 GiB" not in at_cursor():
+                fail("o did not go to the failed allocation: " + at_cursor())
+            t.keys("o")
+            time.sleep(0.3)
+            if "OUT OF MEMORY asking 100.00 GiB" not in at_cursor():
+                fail("o did not go on to the OOM: " + at_cursor())
+            t.keys("v")
+            time.sleep(0.3)
+            if "alert: " not in at_cursor():
+                fail("v did not go on to the alert: " + at_cursor())
+            t.keys("V", "V")
+            time.sleep(0.3)
+            if "failed allocation" not in at_cursor():
+                fail("V V did not go back to the failed allocation: " + at_cursor())
         elif case == "search":
             t = Term("%s view %s" % (gmp, tr))
             t.wait("Live at cursor")
