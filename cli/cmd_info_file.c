@@ -90,6 +90,23 @@ static gmp_err scan(gmp_reader *r, facts *f, char *msg, size_t msglen)
             f->dev_seen |= (uint64_t)1 << dev;
     }
     f->complete = gmp_reader_completeness(r, f->completeness, sizeof f->completeness);
+    /* an imported PyTorch snapshot whose ring buffer overflowed (formats/import/gmp_import_torch.c
+     * says so in a warning notice, and with a LOST record that the line above counts): say what
+     * is missing first */
+    for (size_t i = 0; i < MAX_NOTICES && i < f->notices; i++) {
+        static const char ring[] = "incomplete: PyTorch's ring buffer of trace entries";
+        if (f->notice_copy[i] && strncmp(f->notice_copy[i], ring, sizeof ring - 1) == 0) {
+            char was[sizeof f->completeness];
+            snprintf(was, sizeof was, "%s", f->completeness);
+            const char *rest = strncmp(was, "incomplete: ", 12) == 0 ? was + 12 : was;
+            snprintf(f->completeness, sizeof f->completeness,
+                     "incomplete: PyTorch's ring buffer of trace entries overflowed: the entries "
+                     "before the first recorded one are missing (peaks before it unknown); %.700s",
+                     rest);
+            f->complete = 0;
+            break;
+        }
+    }
     if (e != GMP_END) {
         const char *m = gmp_reader_error(r);
         snprintf(msg, msglen, "%s", m && *m ? m : gmp_err_str(e));

@@ -164,6 +164,15 @@ def synthetic(gmp, work):
         said = "incomplete: PyTorch's trace ring buffer overflowed" in r.stderr
         rep = json.loads(run([gmp, "report", path + ".zst", "--format", "json"]).stdout)
         notes = [n for n in rep["notices"] if "trace_alloc_overflowed" in n["message"]]
+        # the completeness line of report (the snapshot read directly) and of info says so too
+        direct = json.loads(run([gmp, "report", path, "--format", "json"]).stdout)
+        info = run([gmp, "info", path]).stdout
+        flagged = (not direct["complete"] and direct["lost_events"] >= 1 and
+                   "incomplete: PyTorch's ring buffer of trace entries overflowed" in info)
+        if flagged != bool(want):
+            print(f"{name}: completeness {direct['completeness']!r}; info {info!r}",
+                  file=sys.stderr)
+            bad += 1
         ok = r.returncode == 0 and (
             (said and len(notes) == 1 and notes[0]["severity"] == "warning" and
              want in notes[0]["message"] and "before the first recorded entry" in
