@@ -5,6 +5,7 @@
 
 #include "gmp_output.h"
 
-extern const gmp_output gmp_out_pprof; /* gmp_out_pprof.c: gzip-compressed profile.proto */
+extern const gmp_output gmp_out_pprof;    /* gmp_out_pprof.c: gzip-compressed profile.proto */
+extern const gmp_output gmp_out_htmlview; /* gmp_out_htmlview.c: the offline HTML view */
 
 #endif

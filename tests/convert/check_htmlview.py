@@ -1,0 +1,135 @@
+#!/usr/bin/env python3
+"""`gpumemprof convert --html-view` pages checked in real headless chromium (Debian's, driven by
+the npm package playwright-core: tests/convert/htmlview_check.js).
+
+    check_htmlview.py GPUMEMPROF CONVERT_DATA TORCH_SNAPSHOTS NSYS_DIR NODEDEPS WORK
+
+For each input kind (the convert test traces, several traces at once, an empty trace, a real PyTorch
+snapshot, the real nsys export): the page renders (coloured pixels in the plot), the column of each
+device's peak holds exactly the report's peak_allocated_bytes, hovering along the peak column shows
+allocations with their stacks (the frames named per input below must appear), a mouse drag zooms
+into the middle fifth of the window and a wheel step zooms further, a click on the breakdown's
+first stack selects it and redraws the chart, and there is no console error, no exception and no
+request outside the file. The page is self-contained: it names no http(s) address.
+
+Exit 77 (skip) without chromium, node or playwright-core (scripts/install-deps.sh --browser)."""
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+
+SKIP = 77
+
+
+def run(cmd):
+    p = subprocess.run(cmd, capture_output=True)
+    if p.returncode != 0:
+        sys.exit("%s: exit %d\n%s" % (" ".join(cmd), p.returncode,
+                                     p.stderr.decode(errors="replace")))
+    return p.stdout
+
+
+def main():
+    gmp, data, snaps, nsys, nodedeps, work = sys.argv[1:7]
+    nodedeps = os.path.join(os.path.abspath(nodedeps), "node_modules")
+    chromium = next((shutil.which(n) for n in ("chromium", "chromium-browser")
+                     if shutil.which(n)), None)
+    if not chromium or not shutil.which("node"):
+        print("SKIP: needs chromium and node (scripts/install-deps.sh --browser)")
+        return SKIP
+    if not os.path.isdir(os.path.join(nodedeps, "playwright-core")):
+        print("SKIP: %s/playwright-core missing (scripts/install-deps.sh --browser)" % nodedeps)
+        return SKIP
+    shutil.rmtree(work, ignore_errors=True)
+    os.makedirs(work)
+    cases = [
+        ("basic", [os.path.join(data, "basic.trace")],
+         ["libtrain.so+0x12340", "Linear.forward (model.py:7)"]),
+        ("hostile", [os.path.join(data, "hostile.trace")], []),
+        ("multi", [os.path.join(data, "rank0.trace"), os.path.join(data, "rank1.trace")], []),
+        ("empty", [os.path.join(data, "empty.trace")], []),
+        ("small-step", [os.path.join(snaps, "small-step.pickle")], []),
+        ("gemm", [os.path.join(nsys, "gemm-a100-memory-usage.sqlite")], []),
+    ]
+    spec, peaks = [], {}
+    for name, inputs, frames in cases:
+        for i in inputs:
+            if not os.path.exists(i):
+                sys.exit("%s is missing" % i)
+        page = os.path.join(work, name + ".html")
+        run([gmp, "convert"] + inputs + ["--html-view", page, "--no-progress"])
+        text = open(page, encoding="utf-8").read()
+        if re.search(r"https?://", text):
+            sys.exit("%s names a network address: %s" % (name, re.search(r"https?://\S+",
+                                                                           text).group(0)[:80]))
+        rep = json.loads(run([gmp, "report", "--format", "json"] + inputs))
+        procs = rep["processes"] if "processes" in rep else [rep]
+        want = [d["peak_allocated_bytes"] for p in procs for d in p.get("devices", [])
+                if d["peak_allocated_bytes"] > 0 or d.get("allocations")]
+        peaks[page] = want
+        spec.append({"file": page, "frames": frames})
+    spec_file = os.path.join(work, "spec.json")
+    with open(spec_file, "w") as f:
+        json.dump(spec, f)
+    out = run(["node", os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                    "htmlview_check.js"), nodedeps, chromium, spec_file])
+    res = [json.loads(l) for l in out.decode().splitlines() if l.strip()]
+    if len(res) != len(spec):
+        sys.exit("htmlview_check.js answered for %d of %d pages" % (len(res), len(spec)))
+    fails = []
+    for s, r in zip(spec, res):
+        name = os.path.basename(s["file"])
+        f = []
+        if not r.get("draws"):
+            f.append("the page did not draw")
+        if r.get("errors"):
+            f.append("errors: %s" % r["errors"][:3])
+        if r.get("requests"):
+            f.append("requests outside the file: %s" % r["requests"][:3])
+        want = peaks[s["file"]]
+        got = [r.get("peaks", {}).get(str(i)) for i in range(len(want))]
+        if r.get("draws") and got != want:
+            f.append("peak columns %s, report's peaks %s" % (got, want))
+        if want and r.get("draws"):
+            if not r.get("painted"):
+                f.append("nothing painted in the chart")
+            hov = r.get("hovers", [])
+            if not any(h.startswith("allocation of") or "allocation" in h for h in hov):
+                f.append("hovering along the peak showed no allocation: %s" % hov[:3])
+            if not any("stack:" in h for h in hov):
+                f.append("no hover shows a stack")
+            for fr in s["frames"]:
+                if not any(fr in h for h in hov):
+                    f.append("no hover shows the frame %r" % fr)
+            z = r.get("zoom", {})
+            b, d, w = z.get("before"), z.get("drag"), z.get("wheel")
+            if not (b and d and w):
+                f.append("no zoom figures")
+            else:
+                span0, span1, span2 = b[1] - b[0], d[1] - d[0], w[1] - w[0]
+                if not (0.15 * span0 < span1 < 0.25 * span0) or not (b[0] < d[0] < d[1] < b[1]):
+                    f.append("a drag over the middle fifth gave the window %s of %s" % (d, b))
+                if not span2 < span1:
+                    f.append("a wheel step did not zoom in: %s -> %s" % (d, w))
+            ln = r.get("link")
+            if not ln or not ln.get("selected") or not ln.get("redrawn") or \
+                    "stack" not in ln.get("detail", ""):
+                f.append("a click on the breakdown did not select and redraw: %s" % ln)
+        if f:
+            fails.append("%s: %s" % (name, "; ".join(f)))
+        else:
+            print("ok: %s: %d device(s), peak columns %s, %d hover texts, zoom %s -> %s, level %s"
+                  % (name, r.get("devices", 0), got, len(r.get("hovers", [])),
+                     (r.get("zoom") or {}).get("before"), (r.get("zoom") or {}).get("wheel"),
+                     (r.get("zoom") or {}).get("level")))
+    if fails:
+        print("FAIL\n" + "\n".join(fails))
+        return 1
+    print("all html views render, hover, zoom and link in chromium")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
