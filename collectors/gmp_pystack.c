@@ -527,6 +527,21 @@ static unsigned walk_direct(pytls *t, gmp_writer *w, const void *ts, node *out, 
     return n;
 }
 
+/* One stack read through the C API (py, np frames) read again directly and compared. Out of
+ * line: its buffer stays off the hook's stack frame. */
+static __attribute__((noinline)) void verify_direct(pytls *t, gmp_writer *w, const void *ts,
+                                                    const node *py, unsigned np, unsigned max)
+{
+    node d[GMP_STACK_MAX_DEPTH];
+    unsigned nd = walk_direct(t, w, ts, d, max);
+    if (nd == np && !memcmp(d, py, np * sizeof *py)) {
+        atomic_fetch_add(&verified, 1);
+    } else {
+        atomic_store(&direct, 0);
+        atomic_fetch_add(&st_mismatch, 1);
+    }
+}
+
 static int is_eval(uint64_t pc)
 {
     return pc > P.eval_lo && pc <= P.eval_hi;
@@ -653,16 +668,8 @@ static uint32_t hook(void *ctx, gmp_writer *w, int kinds, const uint64_t *native
          * release whose structures differ from the layouts read turns it off (native frames only
          * without the GIL, counted in no_gil) instead of giving wrong frames */
         if (np && atomic_load_explicit(&direct, memory_order_relaxed) &&
-            atomic_load_explicit(&verified, memory_order_relaxed) < VERIFY_STACKS) {
-            node d[GMP_STACK_MAX_DEPTH];
-            unsigned nd = walk_direct(t, w, mine, d, max);
-            if (nd == np && !memcmp(d, py, np * sizeof *py)) {
-                atomic_fetch_add(&verified, 1);
-            } else {
-                atomic_store(&direct, 0);
-                atomic_fetch_add(&st_mismatch, 1);
-            }
-        }
+            atomic_load_explicit(&verified, memory_order_relaxed) < VERIFY_STACKS)
+            verify_direct(t, w, mine, py, np, max);
     } else {
         np = walk_direct(t, w, mine, py, max);
         if (np)
