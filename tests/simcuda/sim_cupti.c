@@ -507,6 +507,7 @@ static void deliver_api(simcuda_call *c, CUpti_ApiCallbackSite site)
 
 static void hook_api_enter(simcuda_call *c)
 {
+    simcuda_ptds_apply(c); /* a _ptds/_ptsz entry point forwarding to this call */
     c->corr_id = atomic_fetch_add(&g_next_corr, 1);
     if (tl_corr_depth < 64)
         tl_corr_stack[tl_corr_depth] = c->corr_id;

@@ -277,7 +277,6 @@ SIMCUDA_API void simcuda_set_tool(const simcuda_tool_ops *ops)
 SIMCUDA_API void simcuda_api_enter(simcuda_call *call)
 {
     const simcuda_tool_ops *t = atomic_load(&g_tool);
-    simcuda_ptds_apply(call);
     call->delivered = 0;
     call->corr_id = 0;
     call->corr_data = 0;

@@ -1,7 +1,6 @@
 /* simcuda driver entry points (libcuda.so.1): cuGetProcAddress over the table generated from
  * cudaTypedefs.h, the support the generated stubs (gen_api_stubs.py) call for driver functions the
- * simulator does not model, the _ptds/_ptsz forwarding state, and the late-injection switch. See
- * README.md "API surface" and "Injection". */
+ * simulator does not model, and the _ptds/_ptsz forwarding state. See README.md "API surface". */
 #include "sim_internal.h"
 
 #include <stdatomic.h>
@@ -10,18 +9,6 @@
 
 /* The model's per-thread default-stream setting (sim_driver.c), where it has one. */
 extern int simcuda_set_per_thread_default(int on) __attribute__((weak));
-
-SIMCUDA_API int simcuda_late_injection(void)
-{
-    static atomic_int cached = -1;
-    int v = atomic_load(&cached);
-    if (v < 0) {
-        const char *e = getenv("SIMCUDA_LATE_INJECTION");
-        v = (e && *e && strcmp(e, "0") != 0) ? 1 : 0;
-        atomic_store(&cached, v);
-    }
-    return v;
-}
 
 /* ------------------------------------------------------------------------------------------ */
 /* generated stubs and _ptds/_ptsz variants */
@@ -60,7 +47,7 @@ SIMCUDA_API void simcuda_ptds_end(int restore)
         (void)simcuda_set_per_thread_default(restore);
 }
 
-SIMCUDA_HIDDEN void simcuda_ptds_apply(simcuda_call *call)
+SIMCUDA_API void simcuda_ptds_apply(simcuda_call *call)
 {
     if (!tl_ptds_name)
         return;

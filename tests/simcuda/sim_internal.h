@@ -10,7 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "sim_entry.h"
+#include "sim_stubs.h"
 
 #define SIMCUDA_API __attribute__((visibility("default")))
 
@@ -107,7 +107,7 @@ typedef struct simcuda_tool_ops {
     void (*mempool)(const simcuda_pool_event *ev);
 } simcuda_tool_ops;
 
-/* ---- entry points, versions and injection timing (sim_entry.c, sim_rt_entry.c; README.md) ---- */
+/* ---- entry points, versions, injection timing (sim_entry.c, sim_rt_entry.c, sim_switches.c) */
 
 /* Versions the simulated libraries report; the CUDA 12 personality build overrides them. */
 #ifndef SIMCUDA_DRIVER_VERSION
@@ -119,9 +119,9 @@ typedef struct simcuda_tool_ops {
 /* SIMCUDA_LATE_INJECTION=1: the injection is loaded inside the first CUDA call, which the tool
  * then sees only the exit of (libcuda.so.1). */
 SIMCUDA_API int simcuda_late_injection(void);
-/* Called by simcuda_api_enter: a pending _ptds/_ptsz callback id and name (simcuda_ptds_begin)
- * replace the call's. */
-SIMCUDA_HIDDEN void simcuda_ptds_apply(simcuda_call *call);
+/* Called by the tool's enter hook (sim_cupti.c): a pending _ptds/_ptsz callback id and name
+ * (simcuda_ptds_begin) replace the call's. */
+SIMCUDA_API void simcuda_ptds_apply(simcuda_call *call);
 /* The driver's one-time initialization (injection) without an API callback: the runtime's. */
 SIMCUDA_API void simcuda_driver_init(void);
 /* A runtime API call bracketed as sim_runtime.c brackets its own (initialization, callbacks, last

@@ -1,9 +1,9 @@
 /* simcuda entry-point support shared by the generated API stubs (gen_api_stubs.py) and the
- * hand-written entry-point code (sim_procaddr.c, sim_rt_entry.c, sim_cupti.c). Kept free of the
+ * hand-written entry-point code (sim_entry.c, sim_rt_entry.c, sim_cupti.c). Kept free of the
  * CUDA headers: the generated files include cuda.h / cuda_runtime_api.h with
  * __CUDA_API_VERSION_INTERNAL, which cupti.h (and so sim_internal.h) cannot be mixed with. */
-#ifndef SIMCUDA_SIM_ENTRY_H
-#define SIMCUDA_SIM_ENTRY_H
+#ifndef SIMCUDA_SIM_STUBS_H
+#define SIMCUDA_SIM_STUBS_H
 
 #include <stddef.h>
 
