@@ -14,7 +14,7 @@
  * about 400 + (sites) segments, and a column equal to the one before it is written as 0. Each
  * level is cut in tiles of 1024 columns, each its own <script type="application/json"> that the
  * page parses only when a tile is shown; levels are added while the page stays within its budget
- * (GMP_HTMLVIEW_BUDGET bytes, all devices together) and while a level has fewer columns than the
+ * (16 MiB of level data, all devices together) and while a level has fewer columns than the
  * device has events. The page draws only the visible columns of the level whose columns are about
  * one per pixel.
  *
@@ -34,7 +34,7 @@
 #define COLS0 1024          /* columns of level 0, and of a tile */
 #define MAX_LEVELS 12       /* level 11: 2 M columns */
 #define CHART_PX 400        /* a pixel of the chart's height: peak / CHART_PX bytes */
-#define BUDGET (24u << 20)  /* bytes of level data in a page, all devices together */
+#define BUDGET (16u << 20)  /* bytes of level data in a page, all devices together */
 #define MAX_STACK 128       /* frames shown per stack */
 #define BREAKDOWN_SITES 200 /* stacks listed in a device's breakdown */
 
@@ -607,12 +607,14 @@ static void write_device(gmp_output_ctx *c, hv_trace *t, hv_dev *d, site_ids *id
     gmp_obuf levels = {0};
     int nlev = 0;
     if (L.band && L.prev && L.next && L.sbytes && L.scount && L.active && L.apos) {
-        size_t events = d->n + d->nfreed;
+        size_t events = d->n + d->nfreed, last = 0;
         for (int lv = 0; lv < MAX_LEVELS && !c->oom; lv++) {
             size_t cols = (size_t)COLS0 << lv;
-            if (lv > 0 && (cols / 2 > events * 2 || c->level_bytes >= BUDGET))
+            /* a level is about twice the one before: added when that still fits the budget */
+            if (lv > 0 && (cols / 2 > events * 2 || c->level_bytes + 2 * last > BUDGET))
                 break;
             size_t n = write_level(&L, di, lv);
+            last = n;
             c->level_bytes += n;
             gmp_obuf_printf(&levels, "%s%zu", nlev ? "," : "", cols);
             nlev++;
