@@ -364,6 +364,7 @@ static void t_series(tw *w, const gmp_doc_block *s, int indent)
     for (const gmp_doc_block *c = s->parent ? s->parent->first : NULL; c && c != s; c = c->next)
         if (c->kind == GMP_DOC_KV && !(c->flags & GMP_DOC_DATA))
             lw = kv_width(c);
+    /* several lines: the sparklines under the first one, aligned with it */
     for (size_t c = 0, any = 0; c < s->nscols; c++) {
         const gmp_doc_scol *sc = &s->scols[c];
         char spark[GMP_RENDER_SPARK * 4 + 1], mb[64];
@@ -378,6 +379,8 @@ static void t_series(tw *w, const gmp_doc_block *s, int indent)
         }
         lab = width(w->line.p, w->line.n);
         sb_pad(&w->line, (lab > lw ? lab : lw) + 2 - lab);
+        if (lab > lw)
+            lw = lab; /* the next lines start where this one's sparkline does */
         gmp_strbuf_puts(&w->line, spark);
         gmp_doc_val m = gmp_dv_bytes(max);
         gmp_strbuf_printf(&w->line, "  (%s, 0 .. %s)", sc->title ? sc->title : "",

@@ -821,6 +821,144 @@ static void trace(bld *b, gmp_doc_block *sec)
 
 /* ---- several traces ---- */
 
+/* A trace's peak (the largest of its listed devices in the view), and what held most of it: the
+ * range (or, without ranges, the first user frame of the stacks) with the most bytes live at that
+ * device's peak. */
+typedef struct peak_of {
+    uint64_t peak, time, leaked, ooms;
+    int32_t device;
+    uint32_t top; /* string index: range path or frame, 0 none */
+    uint64_t top_bytes;
+    int top_is_frame;
+} peak_of;
+
+static peak_of trace_peak(const gmp_report_trace *t, const gmp_report_view *v)
+{
+    peak_of p = {0, 0, 0, 0, -1, 0, 0, 0};
+    for (size_t k = 0; k < t->ndevices; k++) {
+        const gmp_report_device *o = &t->devices[k];
+        if (!gmp_report_wanted(v, o->id) || !o->listed)
+            continue;
+        if (o->d.peak_allocated > p.peak) {
+            p.peak = o->d.peak_allocated;
+            p.time = o->d.peak_time_ns;
+            p.device = o->id;
+        }
+        p.leaked += o->leaked_bytes;
+        p.ooms += o->d.ooms;
+    }
+    if (!p.peak)
+        return p;
+    p.top_is_frame = !t->has_ranges;
+    size_t n = 0;
+    gmp_report_row *a = gmp_report_group(
+        t, v, GMP_REPORT_PEAK, p.top_is_frame ? GMP_REPORT_BY_FRAME : GMP_REPORT_BY_RANGE, &n);
+    for (size_t i = 0; a && i < n; i++)
+        if (a[i].device == p.device) { /* largest first within a device */
+            p.top = a[i].range;
+            p.top_bytes = a[i].bytes;
+            break;
+        }
+    free(a);
+    return p;
+}
+
+static int u64_cmp(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* The processes' allocated memory (each on the device of its peak) on one time axis, the wall
+ * clock (each trace's own start when it has none): a line per process, 128 points, each the most
+ * allocated in that stretch (the last value carried through a stretch without a point, 0 before a
+ * trace starts and after it ends). */
+static void rank_timelines(gmp_doc *d, gmp_doc_block *s, const gmp_report_doc *doc,
+                           const peak_of *pk)
+{
+    enum { NB = 128 };
+    size_t nt = doc->ntraces, nc = 0;
+    const gmp_report_device **dev = calloc(nt, sizeof *dev);
+    uint64_t *base = calloc(nt, sizeof *base);
+    gmp_doc_scol *cols = calloc(nt ? nt : 1, sizeof *cols);
+    uint64_t lo = UINT64_MAX, hi = 0;
+    if (!dev || !base || !cols)
+        goto out;
+    for (size_t i = 0; i < nt; i++) {
+        const gmp_report_trace *t = doc->traces[i];
+        for (size_t k = 0; k < t->ndevices && pk[i].peak; k++)
+            if (t->devices[k].id == pk[i].device && t->devices[k].npoints)
+                dev[i] = &t->devices[k];
+        if (!dev[i])
+            continue;
+        /* wall = trace time + base; without a wall clock, each trace from its own start */
+        int wall = t->start_wall_ns && t->start_wall_ns >= t->start_trace_ns;
+        /* unsigned arithmetic wraps: without a wall clock, t + base = t - t0 */
+        base[i] = wall ? t->start_wall_ns - t->start_trace_ns : (uint64_t)0 - t->t0_ns;
+        uint64_t a = dev[i]->points[0].t0_ns + base[i];
+        uint64_t b = dev[i]->points[dev[i]->npoints - 1].t1_ns + base[i];
+        if (a < lo)
+            lo = a;
+        if (b > hi)
+            hi = b;
+        gmp_str lab = gmp_report_str(t, t->label), path = gmp_report_str(t, t->path);
+        char key[32], title[512];
+        snprintf(key, sizeof key, "process_%zu", i + 1);
+        snprintf(title, sizeof title, "%.*s (%.*s)", (int)lab.len, lab.ptr, (int)path.len,
+                 path.ptr);
+        cols[nc].title = gmp_doc_cstr(d, title);
+        cols[nc].key = gmp_doc_cstr(d, key);
+        cols[nc].role = GMP_DOC_S_LINE;
+        cols[nc].flags = GMP_DOC_STRONG;
+        nc++;
+    }
+    if (nc < 2 || hi <= lo)
+        goto out;
+    gmp_doc_block *sr = gmp_doc_series(d, s, "timelines", cols, nc, NB);
+    if (sr->kind != GMP_DOC_SERIES || sr->npoints != NB)
+        goto out;
+    gmp_doc_linef(d, &sr->title, "each process's allocated memory, one time axis");
+    uint64_t w = (hi - lo + NB - 1) / NB;
+    sr->x0 = lo;
+    sr->t0 = lo;
+    sr->bucket_ns = w;
+    for (size_t k = 0; k < NB; k++)
+        sr->x[k] = lo + (uint64_t)(k + 1) * w;
+    size_t c = 0;
+    for (size_t i = 0; i < nt; i++) {
+        const gmp_report_device *o = dev[i];
+        if (!o)
+            continue;
+        size_t p = 0;
+        uint64_t last = 0;
+        uint64_t end = o->points[o->npoints - 1].t1_ns + base[i];
+        for (size_t k = 0; k < NB; k++) {
+            uint64_t b0 = lo + (uint64_t)k * w, b1 = b0 + w, best = 0;
+            int any = 0;
+            while (p < o->npoints && o->points[p].t1_ns + base[i] <= b0) {
+                last = o->points[p].alloc_last;
+                p++;
+            }
+            for (size_t q = p; q < o->npoints && o->points[q].t0_ns + base[i] < b1; q++) {
+                if (o->points[q].alloc_max > best)
+                    best = o->points[q].alloc_max;
+                any = 1;
+            }
+            if (!any)
+                best = b0 >= end || b1 <= o->points[0].t0_ns + base[i] ? 0 : last;
+            sr->y[k * nc + c] = best;
+        }
+        c++;
+    }
+out:
+    free(dev);
+    free(base);
+    free(cols);
+}
+
+/* A rank is heavy when its peak is more than this much above the median of the peaks. */
+#define HEAVY_FACTOR 1.5
+
 static void summary(gmp_doc *d, const gmp_report_doc *doc, const gmp_report_view *v)
 {
     static const gmp_doc_col cols[] = {
@@ -829,8 +967,13 @@ static void summary(gmp_doc *d, const gmp_report_doc *doc, const gmp_report_view
         {"pid", "pid", GMP_DOC_COUNT, GMP_DOC_DATA},
         {"rank", "rank", GMP_DOC_INT, GMP_DOC_DATA},
         {"peak allocated", "peak_allocated_bytes", GMP_DOC_BYTES, GMP_DOC_BAR},
+        {"vs median", "vs_median_pct", GMP_DOC_PCT, GMP_DOC_SIGN},
         {"device", "peak_device", GMP_DOC_DEVICE, 0},
         {"at", "peak_time_ns", GMP_DOC_TIME, 0},
+        {"most of it", "top", GMP_DOC_STR, 0},
+        {"bytes", "top_bytes", GMP_DOC_BYTES, 0},
+        {"top is", "top_kind", GMP_DOC_LIT, GMP_DOC_DATA},
+        {"heavy", "heavy", GMP_DOC_BOOL, GMP_DOC_DATA},
         {"leaked", "leaked_bytes", GMP_DOC_BYTES, 0},
         {"OOMs", "ooms", GMP_DOC_COUNT, 0},
         {"events", "events", GMP_DOC_COUNT, 0},
@@ -839,58 +982,105 @@ static void summary(gmp_doc *d, const gmp_report_doc *doc, const gmp_report_view
     gmp_doc_block *s = gmp_doc_section(d, gmp_doc_root(d), NULL, 0, "Across the %v processes",
                                        gmp_dv_count(doc->ntraces));
     gmp_doc_block *tb = gmp_doc_table(d, s, "summary", cols, sizeof cols / sizeof cols[0]);
+    peak_of *pk = calloc(doc->ntraces, sizeof *pk);
+    uint64_t *sorted = calloc(doc->ntraces, sizeof *sorted);
+    if (!pk || !sorted) {
+        free(pk);
+        free(sorted);
+        return;
+    }
+    for (size_t i = 0; i < doc->ntraces; i++) {
+        pk[i] = trace_peak(doc->traces[i], v);
+        sorted[i] = pk[i].peak;
+    }
+    qsort(sorted, doc->ntraces, sizeof *sorted, u64_cmp);
+    size_t nt = doc->ntraces;
+    double median = nt % 2 ? (double)sorted[nt / 2]
+                           : ((double)sorted[nt / 2 - 1] + (double)sorted[nt / 2]) / 2.0;
+    free(sorted);
     uint64_t maxp = 0, minp = UINT64_MAX;
     size_t imax = 0, imin = 0;
     for (size_t i = 0; i < doc->ntraces; i++) {
         const gmp_report_trace *t = doc->traces[i];
-        uint64_t peak = 0, pt = 0, leaked = 0, noom = 0;
-        int32_t pd = -1;
-        for (size_t k = 0; k < t->ndevices; k++) {
-            const gmp_report_device *o = &t->devices[k];
-            if (!gmp_report_wanted(v, o->id) || !o->listed)
-                continue;
-            if (o->d.peak_allocated > peak) {
-                peak = o->d.peak_allocated;
-                pt = o->d.peak_time_ns;
-                pd = o->id;
-            }
-            leaked += o->leaked_bytes;
-            noom += o->d.ooms;
-        }
-        if (peak > maxp || i == 0) {
-            maxp = peak;
+        const peak_of *p = &pk[i];
+        if (p->peak > maxp || i == 0) {
+            maxp = p->peak;
             imax = i;
         }
-        if (peak < minp) {
-            minp = peak;
+        if (p->peak < minp) {
+            minp = p->peak;
             imin = i;
         }
+        int heavy = nt >= 2 && median > 0 && (double)p->peak > HEAVY_FACTOR * median;
         gmp_doc_val *r = gmp_doc_row(d, tb);
         r[0] = gmp_report_dv_str(t, t->label, "");
         r[1] = gmp_report_dv_str(t, t->path, "");
         r[2] = gmp_dv_count(t->pid);
         r[3] = gmp_dv_int(t->rank);
-        r[4] = gmp_dv_bytes(peak);
-        r[5] = gmp_dv_device(pd);
-        r[6] = peak ? gmp_dv_time(pt, t->t0_ns) : gmp_dv_none();
-        r[7] = t->end == GMP_REPORT_END_EXIT ? gmp_dv_bytes(leaked) : gmp_dv_none();
-        r[8] = gmp_dv_count(noom);
-        r[9] = gmp_dv_count(t->sum.events);
-        r[10] = gmp_dv_bool(t->sum.complete);
+        r[4] = gmp_dv_bytes(p->peak);
+        r[5] = median > 0 ? gmp_dv_f(gmp_dv_pct(100.0 * ((double)p->peak - median) / median),
+                                     heavy ? GMP_DOC_BAD | GMP_DOC_SIGN : GMP_DOC_SIGN)
+                          : gmp_dv_none();
+        r[6] = gmp_dv_device(p->device);
+        r[7] = p->peak ? gmp_dv_time(p->time, t->t0_ns) : gmp_dv_none();
+        r[8] = p->top ? gmp_report_dv_str(t, p->top, "")
+                      : gmp_dv_str((gmp_str){"", 0},
+                                   p->top_is_frame ? "(no stack recorded)" : "(no range)");
+        r[9] = p->peak ? gmp_dv_bytes(p->top_bytes) : gmp_dv_none();
+        r[10] = gmp_dv_lit(p->top_is_frame ? "frame" : "range");
+        r[11] = gmp_dv_bool(heavy);
+        r[12] = t->end == GMP_REPORT_END_EXIT ? gmp_dv_bytes(p->leaked) : gmp_dv_none();
+        r[13] = gmp_dv_count(p->ooms);
+        r[14] = gmp_dv_count(t->sum.events);
+        r[15] = gmp_dv_bool(t->sum.complete);
     }
     const gmp_report_trace *a = doc->traces[imax], *z = doc->traces[imin];
     if (minp)
         gmp_doc_notice(d, s, NULL, GMP_DOC_INFO,
-                       "largest peak %v (%v, %v), smallest %v (%v, %v), ratio %v",
+                       "largest peak %v (%v, %v), smallest %v (%v, %v), ratio %v; median %v",
                        gmp_dv_bytes(maxp), gmp_report_dv_str(a, a->label, "?"),
                        gmp_report_dv_str(a, a->path, ""), gmp_dv_bytes(minp),
                        gmp_report_dv_str(z, z->label, "?"), gmp_report_dv_str(z, z->path, ""),
-                       gmp_dv_real((double)maxp / (double)minp));
+                       gmp_dv_real((double)maxp / (double)minp),
+                       gmp_dv_k(gmp_dv_bytes((uint64_t)(median + 0.5)), "median_peak_bytes"));
     else
-        gmp_doc_notice(d, s, NULL, GMP_DOC_INFO, "largest peak %v (%v, %v), smallest %v (%v, %v)",
+        gmp_doc_notice(d, s, NULL, GMP_DOC_INFO,
+                       "largest peak %v (%v, %v), smallest %v (%v, %v); median %v",
                        gmp_dv_bytes(maxp), gmp_report_dv_str(a, a->label, "?"),
                        gmp_report_dv_str(a, a->path, ""), gmp_dv_bytes(minp),
-                       gmp_report_dv_str(z, z->label, "?"), gmp_report_dv_str(z, z->path, ""));
+                       gmp_report_dv_str(z, z->label, "?"), gmp_report_dv_str(z, z->path, ""),
+                       gmp_dv_k(gmp_dv_bytes((uint64_t)(median + 0.5)), "median_peak_bytes"));
+    gmp_doc_item_add(d, gmp_doc_kv(d, s), "median", GMP_DOC_DATA, "%v",
+                     K(gmp_dv_bytes((uint64_t)(median + 0.5)), "median_peak_bytes"));
+    /* the heavy ranks, one finding each */
+    size_t nheavy = 0;
+    for (size_t i = 0; i < doc->ntraces; i++) {
+        const gmp_report_trace *t = doc->traces[i];
+        const peak_of *p = &pk[i];
+        if (!(nt >= 2 && median > 0 && (double)p->peak > HEAVY_FACTOR * median))
+            continue;
+        nheavy++;
+        gmp_doc_block *b = gmp_doc_verdict(
+            d, s, "heavy", GMP_DOC_WARNING,
+            "heavy: %v (%v) peaks at %v, %vx the median %v; most of it %v %v (%v)",
+            gmp_dv_k(gmp_report_dv_str(t, t->label, "?"), "label"),
+            gmp_dv_k(gmp_report_dv_str(t, t->path, ""), "path"),
+            gmp_dv_k(gmp_dv_bytes(p->peak), "peak_allocated_bytes"),
+            gmp_dv_k(gmp_dv_real((double)p->peak / median), "times_median"),
+            gmp_dv_bytes((uint64_t)(median + 0.5)), gmp_dv_lit(p->top_is_frame ? "at" : "in"),
+            gmp_dv_k(p->top ? gmp_report_dv_str(t, p->top, "")
+                            : gmp_dv_str((gmp_str){"", 0},
+                                         p->top_is_frame ? "(no stack recorded)" : "(no range)"),
+                     "top"),
+            gmp_dv_k(gmp_dv_bytes(p->top_bytes), "top_bytes"));
+        b->flags |= GMP_DOC_ITEM;
+    }
+    if (!nheavy) {
+        gmp_doc_block *e = gmp_doc_table(d, s, "heavy", NULL, 0);
+        e->flags |= GMP_DOC_DATA; /* `heavy: []` */
+    }
+    rank_timelines(d, s, doc, pk);
+    free(pk);
 }
 
 gmp_doc *gmp_report_build(const gmp_report_doc *doc, const gmp_report_view *v)

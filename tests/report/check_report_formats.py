@@ -247,7 +247,27 @@ def main():
             doc = json.loads(out)
             # schema 2: one schema for the whole report, the summary before the processes
             eq("multi schema", doc["schema"], "gpumemprof-report/3")
-            eq("multi members", list(doc), ["schema", "summary", "processes"])
+            eq("multi members", list(doc), ["schema", "summary", "median_peak_bytes", "heavy",
+                                            "timelines", "processes"])
+            # issue 18, item 5: each process's peak against the median (200 MiB), what held
+            # most of it, the heavy one (300 MiB > 1.5 x 200 MiB), the timelines on one axis
+            eq("median", doc["median_peak_bytes"], 200 * MiB)
+            eq("vs median", [round(s["vs_median_pct"], 1) for s in doc["summary"]],
+               [-50.0, 0.0, 50.0])
+            eq("heavy flags", [s["heavy"] for s in doc["summary"]], [False, False, False])
+            eq("top", [(s["top"], s["top_kind"], s["top_bytes"]) for s in doc["summary"]],
+               [("step/forward", "range", n * MiB) for n in (100, 200, 300)])
+            eq("heavy", doc["heavy"], [])
+            eq("timelines columns", doc["timelines"]["columns"],
+               ["time_ns", "process_1", "process_2", "process_3"])
+            eq("timelines maxima", [max(p[c] for p in doc["timelines"]["points"])
+                                    for c in (1, 2, 3)], [100 * MiB, 200 * MiB, 300 * MiB])
+            run([traces, "rank", "5", "r5.zst"], tmp)
+            out, _ = run([gmp, "report", "--format", "json"] + names + ["r5.zst"], tmp)
+            doc5 = json.loads(out)
+            eq("heavy with r5 (600 MiB vs a median of 250)",
+               [(h["path"], h["peak_allocated_bytes"]) for h in doc5["heavy"]],
+               [("r5.zst", 600 * MiB)])
             eq("processes", len(doc["processes"]), 3)
             eq("processes without schema", ["schema" in p for p in doc["processes"]],
                [False] * 3)
