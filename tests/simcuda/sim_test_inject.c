@@ -394,6 +394,11 @@ static void CUPTIAPI on_callback(void *userdata, CUpti_CallbackDomain domain, CU
         logf_("ERR name mismatch %s vs %s\n", cname ? cname : "-", d->functionName);
     if (!exit) {
         *d->correlationData = d->correlationId * 1000ull + 7;
+    } else if (d->correlationId == 0) {
+        /* the exit of a call that entered before the subscription (SIMCUDA_LATE_INJECTION): no
+         * correlation id, the slot holds whatever it held */
+        logf_("LATE exit without enter: %s correlationData=%#llx\n", d->functionName,
+              (unsigned long long)*d->correlationData);
     } else if (*d->correlationData != d->correlationId * 1000ull + 7) {
         logf_("ERR correlationData lost for %s\n", d->functionName);
     }
