@@ -50,6 +50,7 @@ def main():
     lines = [l for l in out.splitlines() if l.strip().startswith("heavy: rank 2, ")]
     L.eq(len(lines), 1, "text names the heavy rank:\n%s" % out[:3000])
     L.check("x the median 4.50 MiB" in lines[0], "text: %s" % lines[0])
+    print(lines[0])
     L.cleanup(c)
     L.finish("ranks")
 
