@@ -21,6 +21,11 @@ to record (compared with a run without the switch):
   old_cupti      SIMCUDA_CUPTI_VERSION=22 (CUPTI of CUDA 12.4): API records complete
   ancient_cupti  SIMCUDA_CUPTI_VERSION=18 (CUDA 11.8): API records complete
   future_cupti   SIMCUDA_CUPTI_VERSION=140001: API records complete
+  per_thread_stream  no switch: ptds_prog.c built with CUDA_API_PER_THREAD_DEFAULT_STREAM (its
+                 calls are the _ptsz/_ptds entry points) records what its legacy-stream build
+                 records (the baseline), names compared without the _ptsz/_ptds suffix; its
+                 default-stream allocation is on the per-thread stream, as the
+                 cudaStreamPerThread one
 For "late" cases records are compared by (type, size): the first call, whose enter the agent never
 saw, may be missing or recorded under the driver call inside it.
 --known-defect TEXT: the case is expected to fail because of the agent defect TEXT; it then exits
@@ -52,6 +57,7 @@ CASES = {
     "old_cupti": ("simcuda_pools", {"SIMCUDA_CUPTI_VERSION": "22"}, "complete"),
     "ancient_cupti": ("simcuda_pools", {"SIMCUDA_CUPTI_VERSION": "18"}, "complete"),
     "future_cupti": ("simcuda_pools", {"SIMCUDA_CUPTI_VERSION": "140001"}, "complete"),
+    "per_thread_stream": ("simcuda_ptds_prog", {}, "complete_unsuffixed"),
 }
 
 FAILS = []
@@ -80,6 +86,14 @@ def read_trace(gmp, env, trace):
            and "activity" not in r.get("flags", "").split("|")]
     notices = sum(1 for r in recs if r.get("type") == "notice")
     return collections.Counter((r["type"], r["api"], r.get("size", 0)) for r in mem), notices
+
+
+def streams_by_size(gmp, env, trace):
+    """{size: stream} of the trace's API allocations"""
+    rc, out, _ = run([gmp, "dump", "--json", trace], env)
+    recs = [json.loads(l) for l in out.splitlines() if l.strip()] if rc == 0 else []
+    return {r["size"]: r.get("stream") for r in recs if r.get("type") == "alloc"
+            and "activity" not in r.get("flags", "").split("|")}
 
 
 def by_size(c):
@@ -114,7 +128,11 @@ def main():
     rc0, out0, err0 = run([prog], env)
     check(rc0 == 0, "%s alone exited %d: %s" % (prog_name, rc0, err0.strip()))
     base_trace = os.path.join(tmp, "base.trace")
-    rc1, out1, err1 = run([a.gpumemprof, "run", "-q", "-o", base_trace, "--", prog], env)
+    base_prog = prog
+    if expect == "complete_unsuffixed":  # the baseline is the legacy-stream build
+        base_prog = os.path.join(a.progdir, "simcuda_ptds_legacy")
+        rc0, out0, err0 = run([base_prog], env)
+    rc1, out1, err1 = run([a.gpumemprof, "run", "-q", "-o", base_trace, "--", base_prog], env)
     check(rc1 == rc0 and out1 == out0, "baseline under the agent: exit %d, stdout %r" % (rc1, out1))
     base, _ = read_trace(a.gpumemprof, env, base_trace)
 
@@ -133,7 +151,22 @@ def main():
     if got is not None and base is not None:
         print("baseline records: %s" % sorted(base.items()))
         print("records under the switch: %s" % sorted(got.items()))
-        if expect == "complete":
+        if expect == "complete_unsuffixed":
+            strip = collections.Counter()
+            for (t, api, size), n in got.items():
+                strip[(t, api.replace("_ptsz", "").replace("_ptds", ""), size)] += n
+            check(strip == base, "API records differ from the legacy-stream build: missing %s, "
+                  "extra %s" % (sorted((base - strip).items()), sorted((strip - base).items())))
+            st = streams_by_size(a.gpumemprof, senv, trace)
+            bst = streams_by_size(a.gpumemprof, env, base_trace)
+            # ptds_prog.c: 3000 bytes on stream 0, 1 MiB on cudaStreamPerThread
+            check(st.get(3000) is not None and st.get(3000) == st.get(1 << 20),
+                  "per-thread build: stream 0 recorded as %r, cudaStreamPerThread as %r"
+                  % (st.get(3000), st.get(1 << 20)))
+            check(bst.get(3000) != bst.get(1 << 20),
+                  "legacy build: stream 0 and cudaStreamPerThread both recorded as %r"
+                  % bst.get(3000))
+        elif expect == "complete":
             check(got == base, "API records differ from the baseline: missing %s, extra %s"
                   % (sorted((base - got).items()), sorted((got - base).items())))
         elif expect == "complete_or_declared":
