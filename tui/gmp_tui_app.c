@@ -437,6 +437,7 @@ int gmp_tui_run(const gmp_tui_opts *o, char *msg, size_t msglen)
     }
     s->follow = o->follow;
     s->log_path = o->log_path;
+    s->running = o->poll != NULL;
     s->cursor = GMP_TUI_NOEV;
     /* the first trace's index before the screen changes: its errors go to stderr as one line */
     if (s->ntr && build(s, 0) != 0 && !s->follow) {

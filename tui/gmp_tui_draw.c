@@ -583,7 +583,11 @@ void gmp_tui_draw(gmp_tui_state *s)
     char title[1024], dn[160];
     if (!s->ntr) {
         title_bar(0, 0, W, " gpumemprof view  ?: help  q: quit");
-        put(2, 1, "waiting for the program's first CUDA process to write its trace...", W - 2);
+        put(2, 1,
+            s->running || !s->log_path
+                ? "waiting for the program's first CUDA process to write its trace..."
+                : "the program ended and no CUDA process wrote a trace (q: quit, L: its output)",
+            W - 2);
         if (s->log_path)
             put(3, 1, "L: the program's output", W - 2);
         refresh();
