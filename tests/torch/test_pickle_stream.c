@@ -1,0 +1,309 @@
+/* Unit tests of formats/import/gmp_pickle_stream (the streaming pickle reader): against the
+ * whole-tree reader (gmp_pickle) on the four real snapshots of tests/data/torch-snapshots (every
+ * segment and trace entry handed over equals the tree's, in order), memo values fetched after the
+ * entry that defined them was released, the rules streaming needs (a container changed after it
+ * was stored, a streamed list stored elsewhere than predicted or dropped, a key set twice), a
+ * root built by DICT (handed over at STOP), every truncation of a snapshot (one error, no crash),
+ * a consumer that stops the parse, husked frames lists, and the memory bound. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "gmp_pickle.h"
+#include "gmp_pickle_stream.h"
+
+#ifndef GMP_TORCH_DATA
+#error "GMP_TORCH_DATA (tests/data/torch-snapshots) must be defined"
+#endif
+
+/* ---- a digest of a value, the same for both readers ---- */
+
+static uint64_t mix(uint64_t h, uint64_t v)
+{
+    h ^= v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
+    return h * 0x100000001b3ull;
+}
+
+static uint64_t mix_bytes(uint64_t h, const char *s, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        h = mix(h, (unsigned char)s[i]);
+    return mix(h, n);
+}
+
+static uint64_t dig_tree(const gmp_pickle_value *v)
+{
+    uint64_t h = mix(0, gmp_pickle_type_of(v));
+    int64_t i;
+    uint64_t u;
+    size_t n;
+    const char *s;
+    switch (gmp_pickle_type_of(v)) {
+    case GMP_PK_INT:
+    case GMP_PK_BOOL:
+        if (gmp_pickle_get_i64(v, &i) == 0)
+            return mix(h, (uint64_t)i);
+        gmp_pickle_get_u64(v, &u);
+        return mix(h, u);
+    case GMP_PK_STR:
+    case GMP_PK_BYTES: s = gmp_pickle_get_str(v, &n); return mix_bytes(h, s, n);
+    case GMP_PK_LIST:
+    case GMP_PK_TUPLE:
+        for (size_t k = 0; k < gmp_pickle_len(v); k++)
+            h = mix(h, dig_tree(gmp_pickle_item(v, k)));
+        return mix(h, gmp_pickle_len(v));
+    case GMP_PK_DICT:
+        for (size_t k = 0; k < gmp_pickle_len(v); k++) {
+            const gmp_pickle_value *val;
+            const gmp_pickle_value *key = gmp_pickle_dict_at(v, k, &val);
+            h = mix(h, dig_tree(key) ^ (dig_tree(val) * 31));
+        }
+        return mix(h, gmp_pickle_len(v));
+    default: return h;
+    }
+}
+
+/* The streaming reader's dicts keep every SETITEM (the last one counts): these files set each
+ * key once, so the digests agree. */
+static uint64_t dig_pkv(const gmp_pkv *v)
+{
+    uint64_t h = mix(0, v->type);
+    switch (v->type) {
+    case GMP_PK_INT:
+    case GMP_PK_BOOL: return mix(h, v->big ? v->v.u : (uint64_t)v->v.i);
+    case GMP_PK_STR:
+    case GMP_PK_BYTES: return mix_bytes(h, v->v.o->d.s, v->v.o->n);
+    case GMP_PK_LIST:
+    case GMP_PK_TUPLE:
+        for (size_t k = 0; k < gmp_pkv_len(v); k++)
+            h = mix(h, dig_pkv(gmp_pkv_item(v, k)));
+        return mix(h, gmp_pkv_len(v));
+    case GMP_PK_DICT:
+        for (size_t k = 0; k < v->v.o->n; k++)
+            h = mix(h,
+                    dig_pkv(&v->v.o->d.items[2 * k]) ^ (dig_pkv(&v->v.o->d.items[2 * k + 1]) * 31));
+        return mix(h, gmp_pkv_len(v));
+    default: return h;
+    }
+}
+
+/* ---- a consumer that records what it is given ---- */
+
+typedef struct rec {
+    uint64_t seg_digest, ent_digest;
+    size_t segs, ents, stop_at;
+    uint32_t max_index;
+    gmp_pkstream *ps;
+    int husk;
+} rec;
+
+static int on_item(void *ctx, int kind, uint32_t index, const gmp_pkv *item, char *err,
+                   size_t errlen)
+{
+    rec *r = ctx;
+    if (kind == GMP_PKS_LIST) {
+        r->seg_digest = mix(r->seg_digest, dig_pkv(item));
+        r->segs++;
+    } else {
+        r->ent_digest = mix(mix(r->ent_digest, index), dig_pkv(item));
+        r->ents++;
+        if (index > r->max_index)
+            r->max_index = index;
+        const gmp_pkv *fr = gmp_pkv_dict_get(item, "frames");
+        if (r->husk && fr && fr->type == GMP_PK_LIST) {
+            fr->v.o->tag = 1;
+            gmp_pkstream_husk(r->ps, fr->v.o);
+        }
+    }
+    if (r->stop_at && r->segs + r->ents == r->stop_at) {
+        snprintf(err, errlen, "consumer: stop");
+        return 1;
+    }
+    return 0;
+}
+
+static gmp_err stream(const void *p, size_t n, rec *r, const gmp_pickle_limits *lim, char *err,
+                      size_t errlen)
+{
+    gmp_pkstream_cb cb = {"segments", "device_traces", on_item, r};
+    r->ps = gmp_pkstream_new(lim, &cb);
+    assert_non_null(r->ps);
+    gmp_err e = gmp_pkstream_run_mem(r->ps, p, n, err, errlen);
+    return e;
+}
+
+static unsigned char *slurp(const char *name, size_t *n)
+{
+    char path[1024];
+    snprintf(path, sizeof path, "%s/%s", GMP_TORCH_DATA, name);
+    FILE *f = fopen(path, "rb");
+    assert_non_null(f);
+    fseek(f, 0, SEEK_END);
+    long len = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    unsigned char *b = malloc((size_t)len);
+    assert_non_null(b);
+    assert_int_equal(fread(b, 1, (size_t)len, f), (size_t)len);
+    fclose(f);
+    *n = (size_t)len;
+    return b;
+}
+
+static const char *const real[] = {"small-step.pickle", "transformer-forward-bf16.pickle",
+                                   "transformer-train-step-adamw.pickle",
+                                   "qwen3-expandable-3gpu-oom.pickle"};
+
+/* Every item handed over equals the whole tree's, in order, with its device; the root keeps the
+ * other keys, and the streamed lists their lengths. */
+static void test_real_equal_tree(void **state)
+{
+    (void)state;
+    for (size_t f = 0; f < sizeof real / sizeof real[0]; f++) {
+        size_t n;
+        unsigned char *b = slurp(real[f], &n);
+        gmp_pickle_value *root;
+        char err[256];
+        assert_int_equal(gmp_pickle_load(b, n, &root, err, sizeof err), GMP_OK);
+        rec want = {0};
+        const gmp_pickle_value *segs = gmp_pickle_dict_get(root, "segments");
+        for (size_t i = 0; i < gmp_pickle_len(segs); i++) {
+            want.seg_digest = mix(want.seg_digest, dig_tree(gmp_pickle_item(segs, i)));
+            want.segs++;
+        }
+        const gmp_pickle_value *tr = gmp_pickle_dict_get(root, "device_traces");
+        for (size_t d = 0; d < gmp_pickle_len(tr); d++)
+            for (size_t i = 0; i < gmp_pickle_len(gmp_pickle_item(tr, d)); i++) {
+                want.ent_digest = mix(mix(want.ent_digest, d),
+                                      dig_tree(gmp_pickle_item(gmp_pickle_item(tr, d), i)));
+                want.ents++;
+            }
+        rec got = {0};
+        assert_int_equal(stream(b, n, &got, NULL, err, sizeof err), GMP_OK);
+        assert_int_equal(got.segs, want.segs);
+        assert_int_equal(got.ents, want.ents);
+        assert_true(got.seg_digest == want.seg_digest);
+        assert_true(got.ent_digest == want.ent_digest);
+        const gmp_pkv *r = gmp_pkstream_root(got.ps);
+        assert_non_null(r);
+        assert_int_equal(gmp_pkv_len(gmp_pkv_dict_get(r, "segments")), want.segs);
+        assert_true(dig_pkv(gmp_pkv_dict_get(r, "allocator_settings")) ==
+                    dig_tree(gmp_pickle_dict_get(root, "allocator_settings")));
+        /* far less held than the tree: the memo keeps frames, not entries */
+        assert_true(gmp_pkstream_peak_memory(got.ps) < 4 * n + (1u << 21));
+        gmp_pkstream_free(got.ps);
+        /* husking frames lists changes nothing the consumer sees first */
+        rec h = {0};
+        h.husk = 1;
+        assert_int_equal(stream(b, n, &h, NULL, err, sizeof err), GMP_OK);
+        assert_int_equal(h.ents, want.ents);
+        gmp_pkstream_free(h.ps);
+        gmp_pickle_free(root);
+        free(b);
+    }
+}
+
+/* Every prefix of a real snapshot: one error (truncated, mostly), never a crash; a consumer that
+ * stops is reported as such. */
+static void test_truncations_and_stop(void **state)
+{
+    (void)state;
+    size_t n;
+    unsigned char *b = slurp("small-step.pickle", &n);
+    char err[256];
+    for (size_t k = 0; k < n; k += 1 + k / 64) {
+        rec r = {0};
+        gmp_err e = stream(b, k, &r, NULL, err, sizeof err);
+        assert_int_not_equal(e, GMP_OK);
+        assert_true(strncmp(err, "pickle: offset ", 15) == 0);
+        gmp_pkstream_free(r.ps);
+    }
+    rec r = {0};
+    r.stop_at = 5;
+    assert_int_not_equal(stream(b, n, &r, NULL, err, sizeof err), GMP_OK);
+    assert_true(gmp_pkstream_stopped_by_consumer(r.ps));
+    assert_string_equal(err, "consumer: stop");
+    gmp_pkstream_free(r.ps);
+    gmp_pickle_limits lim;
+    gmp_pickle_limits_default(&lim);
+    lim.max_memory = 1u << 16;
+    rec m = {0};
+    assert_int_equal(stream(b, n, &m, &lim, err, sizeof err), GMP_ERR_LIMIT);
+    gmp_pkstream_free(m.ps);
+    free(b);
+}
+
+static void expect(const char *p, size_t n, gmp_err want, const char *what, size_t items)
+{
+    rec r = {0};
+    char err[256];
+    gmp_err e = stream(p, n, &r, NULL, err, sizeof err);
+    if (e != want || (what && !strstr(err, what)) || r.segs + r.ents != items)
+        fail_msg("got %d (%s) with %zu items, expected %d (%s) with %zu", e, err, r.segs + r.ents,
+                 want, what ? what : "", items);
+    gmp_pkstream_free(r.ps);
+}
+
+#define P(s) s, sizeof s - 1
+
+static void test_rules(void **state)
+{
+    (void)state;
+    /* {'segments': [1, 2], 'device_traces': [[3], [4, 5]]}: kinds, devices, memo */
+    expect(P("\x80\x04}\x94(\x8c\x08segments\x94](K\x01K\x02"
+             "e\x8c\x0d"
+             "device_traces\x94](]K\x03"
+             "a](K\x04K\x05"
+             "eeu."),
+           GMP_OK, NULL, 5);
+    /* a list changed after it was stored in another one */
+    expect(P("\x80\x04(]\x94]h\x00"
+             "ah\x00K\x01"
+             "a0."),
+           GMP_ERR_FORMAT, "changed after it was stored", 0);
+    /* a list that contains itself */
+    expect(P("\x80\x04]\x94h\x00"
+             "a."),
+           GMP_ERR_FORMAT, "contains itself", 0);
+    /* root['segments'] streamed (1 item), then dropped and root['x'] set instead */
+    expect(P("\x80\x04}(\x8c\x08segments]K\x01"
+             "a00\x8c\x01xK\x02u."),
+           GMP_ERR_FORMAT, "not part of the result", 1);
+    /* 'segments' set twice */
+    expect(P("\x80\x04}(\x8c\x08segments]K\x01"
+             "a\x8c\x08segments]K\x02"
+             "au."),
+           GMP_ERR_FORMAT, "set twice", 2);
+    /* a root built by DICT: its lists are handed over at STOP */
+    expect(P("\x80\x02(X\x08\x00\x00\x00segments](K\x01K\x02"
+             "eX\x0d\x00\x00\x00"
+             "device_traces]]"
+             "K\x03"
+             "aad."),
+           GMP_OK, NULL, 3);
+    /* a memo value fetched after the entry that defined it was handed over and released */
+    expect(P("\x80\x04}(\x8c\x0d"
+             "device_traces](](}(\x8c\x01"
+             "f](K\x07"
+             "e\x94u}(\x8c\x01"
+             "fh\x00ueeu."),
+           GMP_OK, NULL, 2);
+    /* a fetch of a memo index never defined, and refused opcodes, as the tree reader says */
+    expect(P("\x80\x04h\x05."), GMP_ERR_FORMAT, "memo key 5 not defined", 0);
+    expect(P("\x80\x04\x8c\x05posix\x8c\x06system\x93."), GMP_ERR_FORMAT, "STACK_GLOBAL", 0);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_real_equal_tree),
+        cmocka_unit_test(test_truncations_and_stop),
+        cmocka_unit_test(test_rules),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
