@@ -102,14 +102,19 @@ def main():
         fails.append("allocations recorded (per process):\n%s\nexpected (expected.txt):\n%s" % (
             "\n".join("  " + str(g) for g in got), "\n".join("  " + str(w) for w in want)))
     if "xfail" in opts:
-        # expected.txt holds what the agent records today for a known agent defect
-        if not fails:
-            print("SKIP (xfail, %s): %s records what the known agent defect gives; see "
-                  "expected.txt" % (opts["xfail"], a.name))
+        # a known agent defect (named in expected.txt): the sample must still run as its source
+        # says and leave complete traces, but what the agent records is not checked (it is being
+        # fixed); the list in expected.txt is what the agent recorded when the defect was found
+        alloc_fail = [f for f in fails if f.startswith("allocations recorded")]
+        other = [f for f in fails if f not in alloc_fail]
+        if not other:
+            print("SKIP (xfail, %s): %s ran as its source says; the agent records (per process):"
+                  % (opts["xfail"], a.name))
+            for g in got:
+                print("  " + str(g))
             shutil.rmtree(tmp, ignore_errors=True)
             return 77
-        print("FAIL %s: the recording of an xfail sample changed: rewrite its entry in "
-              "expected.txt from the source" % a.name)
+        fails = other
     for f in fails:
         print("FAIL %s: %s" % (a.name, f))
     if not fails:

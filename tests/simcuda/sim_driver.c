@@ -77,8 +77,9 @@ struct CUarray_st {
     int dev;
     CUcontext ctx;
     uint64_t addr, bytes, rsize;
-    int level;               /* a level of a mipmapped array: no memory of its own */
-    struct CUarray_st *next; /* g_arrays: every live array (destroyed with its context) */
+    int level;                         /* a level of a mipmapped array: no memory of its own */
+    struct CUmipmappedArray_st *owner; /* the mipmapped array this allocation holds */
+    struct CUarray_st *next;           /* g_arrays: every live array (destroyed with its context) */
 };
 
 enum alloc_type {
@@ -1649,6 +1650,7 @@ static int location_ok(CUmemLocation l)
 static struct CUstream_st *stream_get(CUstream s);
 static int capture_active(const struct CUgraph_st *g);
 static void capture_joined(struct CUstream_st *s);
+static void capture_forget(struct CUstream_st *s);
 
 CUresult CUDAAPI cuMemPrefetchAsync(CUdeviceptr devPtr, size_t count, CUmemLocation location,
                                     unsigned int flags, CUstream hStream)
@@ -1862,6 +1864,7 @@ CUresult CUDAAPI cuMipmappedArrayCreate(CUmipmappedArray *pHandle,
     lock();
     m->mem = array_new_locked(total);
     if (m->mem) {
+        m->mem->owner = m;
         uint64_t off = 0;
         m->magic = SIMCUDA_MIPMAP_MAGIC;
         m->nlevels = numMipmapLevels;
@@ -1885,14 +1888,15 @@ CUresult CUDAAPI cuMipmappedArrayCreate(CUmipmappedArray *pHandle,
     DRV_RETURN(CUDA_SUCCESS);
 }
 
+/* a live mipmapped array (found through its allocation: a destroyed handle is never read) */
 static int mipmap_ok_locked(CUmipmappedArray m)
 {
-    if (!m || m->magic != SIMCUDA_MIPMAP_MAGIC)
+    if (!m)
         return 0;
     for (struct CUarray_st *a = g_arrays; a; a = a->next)
-        if (a == m->mem)
+        if (a->owner == m)
             return 1;
-    return 0; /* its context was destroyed */
+    return 0; /* destroyed, or its context was */
 }
 
 CUresult CUDAAPI cuMipmappedArrayGetLevel(CUarray *pLevelArray, CUmipmappedArray hMipmappedArray,
@@ -2053,6 +2057,7 @@ CUresult CUDAAPI cuStreamDestroy(CUstream hStream)
         hStream->per_thread || hStream == &hStream->ctx->null_stream)
         DRV_RETURN(CUDA_ERROR_INVALID_HANDLE);
     simcuda_resource(CUPTI_CBID_RESOURCE_STREAM_DESTROY_STARTING, hStream->ctx, hStream, NULL);
+    capture_forget(hStream);
     hStream->magic = 0;
     free(hStream);
     DRV_RETURN(CUDA_SUCCESS);
@@ -4330,6 +4335,16 @@ CUresult CUDAAPI cuStreamEndCapture(CUstream hStream, CUgraph *phGraph)
     pthread_mutex_unlock(&g_mu);
     *phGraph = g;
     DRV_RETURN(CUDA_SUCCESS);
+}
+
+/* a destroyed stream leaves the list of streams that joined a capture */
+static void capture_forget(struct CUstream_st *s)
+{
+    lock();
+    for (int i = 0; i < MAX_JOINED; i++)
+        if (g_joined[i] == s)
+            g_joined[i] = NULL;
+    pthread_mutex_unlock(&g_mu);
 }
 
 static void capture_joined(struct CUstream_st *s)
