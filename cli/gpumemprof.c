@@ -29,7 +29,7 @@ static const command commands[] = {
       "explore recordings in the terminal: timeline, live set at a cursor, stacks; --follow a run"},
      gmp_cmd_view},
     {{"convert", "FILE... [--speedscope FILE] [--chrome FILE] [--chrome-torch-compat]",
-      "write recordings as speedscope and Chrome/Perfetto files"},
+      "write recordings as speedscope, Chrome/Perfetto, pprof, an HTML view and more"},
      gmp_cmd_convert},
     {{"dump", "FILE [--json] [--raw]", "print every record of a trace, one per line"},
      gmp_cmd_dump},
