@@ -21,7 +21,8 @@ def main():
     vals = L.shown(stdout)
     nccl = "SKIP retain" not in stdout
     if not nccl:
-        print("SKIP: NCCL free path (the simulated driver has no cuMemRetainAllocationHandle)")
+        print("SKIP: NCCL free path (the simulated driver has no working "
+              "cuMemRetainAllocationHandle)")
 
     rc, rep, rerr = L.run([c.gmp, "report", out, "--format", "json"], c.env)
     L.eq(rc, 0, "report exit status (%s)" % rerr.strip())
