@@ -87,6 +87,7 @@ static const gmp_sink *S;
 static CUpti_SubscriberHandle sub;
 static atomic_int active;
 static int activity_on;
+static int memory2_on; /* MEMORY2 records: graph allocations come from them (graph launches) */
 static _Atomic int64_t clock_offset; /* trace clock - CUPTI clock */
 static unsigned runtime_version;
 static atomic_size_t act_outstanding;
@@ -1413,6 +1414,31 @@ static void capture_event(const api_desc *a, const void *params)
         capture_callbacks(0);
 }
 
+/* Graph launches by correlation id: the MEMORY2 records of the memory a launch allocates and
+ * frees (its alloc and free nodes) carry the launch's correlation id (cupti_activity.h,
+ * CUpti_ActivityMemory4.correlationId: "identical to the correlation ID in the driver and runtime
+ * API activity record that launched the memory operation"). The outermost graph launch call's id
+ * and API name are kept here (the last 4096 launches: records arrive within a few flush
+ * intervals); a MEMORY2 record of device memory with such an id is a graph allocation or free and
+ * is recorded, with the record's address, size and time, under the launch's API name. Lock-free:
+ * one 64-bit slot per id (id << 32 | API name's string id). */
+#define LAUNCH_RING 4096
+static atomic_uint_least64_t launch_ring[LAUNCH_RING];
+
+static void launch_seen(uint32_t corr, uint32_t api)
+{
+    if (corr)
+        atomic_store_explicit(&launch_ring[corr % LAUNCH_RING], (uint64_t)corr << 32 | api,
+                              memory_order_release);
+}
+
+/* The API name of the graph launch with this correlation id, 0 when it is not one. */
+static uint32_t launch_api(uint32_t corr)
+{
+    uint64_t v = atomic_load_explicit(&launch_ring[corr % LAUNCH_RING], memory_order_acquire);
+    return corr && (uint32_t)(v >> 32) == corr ? (uint32_t)v : 0;
+}
+
 /* Graph memory, read by the flush thread (see above). */
 #define GRAPH_POOL(dev) (0x6772617068000000ull | (uint64_t)(uint32_t)(dev)) /* "graph" */
 static atomic_uint_least64_t graph_devices; /* devices a graph was launched on */
@@ -1489,6 +1515,8 @@ static void graph_mem_poll(void)
             emit(t, &p);
             g->reserved = reserved;
         }
+        if (memory2_on)
+            continue; /* the used memory comes from the launches' MEMORY2 records */
         while (used < g->used && g->nchunks) { /* free from the top; split the last */
             unsigned i = --g->nchunks;
             uint64_t over = g->used - used, sz = g->chunk_size[i];
@@ -1693,6 +1721,8 @@ static void on_api(CUpti_CallbackDomain dom, CUpti_CallbackId cbid, const CUpti_
     }
     if (!outermost || !atomic_load_explicit(&active, memory_order_acquire))
         return;
+    if (enter && a->op == OP_GRAPH_LAUNCH && memory2_on)
+        launch_seen(cd->correlationId, api_sid(a)); /* before its MEMORY2 records can arrive */
     /* allocations and pool calls are recorded at exit, frees at entry (and at exit on failure) */
     int result = !enter && cd->functionReturnValue ? *(const int *)cd->functionReturnValue : 0;
     if (enter ? a->op != OP_FREE : (a->op == OP_FREE && result == 0))
@@ -1708,7 +1738,7 @@ static void on_api(CUpti_CallbackDomain dom, CUpti_CallbackId cbid, const CUpti_
         /* a memory node of the graph being captured: nothing happens now. Its address is the
          * graph's: a free of it outside the graph is the graph memory's (read from the device's
          * graph memory), so it is remembered like imported memory. */
-        if (!enter && result == 0 && a->op == OP_ALLOC) {
+        if (!enter && result == 0 && a->op == OP_ALLOC && !memory2_on) {
             gmp_rec_mem m = {0};
             int d = -1;
             if (alloc_fields(a, cd, &m, &d, 1))
@@ -1717,7 +1747,9 @@ static void on_api(CUpti_CallbackDomain dom, CUpti_CallbackId cbid, const CUpti_
         return;
     }
     if (a->op == OP_GRAPH_MEMNODE) {
-        if (result == 0 && rt) {
+        if (memory2_on) {
+            /* the launches' MEMORY2 records give this address its allocation */
+        } else if (result == 0 && rt) {
             const cudaGraphAddMemAllocNode_v11040_params *q = cd->functionParams;
             if (q->nodeParams)
                 imported_add((uint64_t)(uintptr_t)q->nodeParams->dptr);
@@ -1979,13 +2011,20 @@ static void on_memory2(gmp_wthread *t, const CUpti_ActivityMemory4 *m)
             emit(t, &p);
     }
     unsigned kind;
+    uint32_t a = 0, flags = GMP_MEMF_ACTIVITY;
     if (m->memoryKind == CUPTI_ACTIVITY_MEMORY_KIND_DEVICE_STATIC)
         kind = GMP_MEM_STATIC;
     else if (m->memoryKind == CUPTI_ACTIVITY_MEMORY_KIND_MANAGED_STATIC)
         kind = GMP_MEM_MANAGED;
-    else
+    else if (m->memoryKind == CUPTI_ACTIVITY_MEMORY_KIND_DEVICE &&
+             (a = launch_api(m->correlationId)) != 0) {
+        kind = GMP_MEM_ASYNC_POOL; /* a graph's alloc or free node, run by its launch */
+        flags |= GMP_MEMF_ASYNC;
+    } else {
         return; /* recorded from the API callbacks */
-    uint32_t a = atomic_load(&api);
+    }
+    if (!a)
+        a = atomic_load(&api);
     if (!a) {
         a = gmp_writer_string(S->w, "MEMORY2", 7);
         atomic_store(&api, a);
@@ -1996,13 +2035,13 @@ static void on_memory2(gmp_wthread *t, const CUpti_ActivityMemory4 *m)
                  .time_ns = ts};
     r.u.mem.device = (int32_t)m->deviceId;
     r.u.mem.kind = kind;
-    r.u.mem.flags = GMP_MEMF_ACTIVITY;
+    r.u.mem.flags = flags;
     r.u.mem.api = a;
     r.u.mem.address = m->address;
     r.u.mem.size = m->bytes;
     r.u.mem.stream = m->streamId;
     r.u.mem.correlation = m->correlationId;
-    r.u.mem.range = static_range(m->name);
+    r.u.mem.range = kind == GMP_MEM_ASYNC_POOL ? 0 : static_range(m->name);
     describe_device((int)m->deviceId);
     emit(t, &r);
     if (gmp_alert_on) {
@@ -2455,6 +2494,7 @@ int gmp_cupti_start(const gmp_sink *sink, const gmp_cupti_opts *o, char *why, si
             int a1 = C.ActivityEnable(CUPTI_ACTIVITY_KIND_MEMORY2) == CUPTI_SUCCESS;
             int a2 = C.ActivityEnable(CUPTI_ACTIVITY_KIND_MEMORY_POOL) == CUPTI_SUCCESS;
             activity_on = a1 || a2;
+            memory2_on = a1;
             if (!a1 || !a2)
                 sink->log("activity records partly unavailable (MEMORY2: %s, MEMORY_POOL: %s)",
                           a1 ? "on" : "off", a2 ? "on" : "off");
