@@ -163,6 +163,11 @@ int main(void)
     CHECK(cudaMallocAsync(&pa, 1 * MIB, s), cudaSuccess);
     cudaArray_t arr;
     CHECK(cudaMallocArray(&arr, &fd, 16, 16, 0), cudaSuccess);
+    CHECK(cudaEventDestroy(e0), cudaSuccess);
+    CHECK(cudaEventDestroy(e1), cudaSuccess);
+    CHECK(cudaEventDestroy(nt), cudaSuccess);
+    CHECK(cudaStreamDestroy(hi), cudaSuccess);
+    CHECK(cudaStreamDestroy(s), cudaSuccess);
     CHECK(cudaDeviceReset(), cudaSuccess);
     CHECK(cudaFreeArray(arr), cudaErrorInvalidResourceHandle);
     CHECK(cudaFree(d), cudaErrorInvalidValue);

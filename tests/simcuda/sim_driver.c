@@ -169,6 +169,7 @@ static uint32_t g_next_ctx_uid = 1;
 static module g_modules[MAX_MODULES];
 static int g_nmodules;
 static struct CUarray_st *g_arrays;
+static struct CUarray_st *g_dead_arrays; /* destroyed with their context, never reused */
 
 static _Atomic(const simcuda_tool_ops *) g_tool;
 static atomic_int g_initialized;
@@ -1152,7 +1153,8 @@ static void ctx_destroy_locked(CUcontext c)
                 region_free(&dv->regions[REG_ARRAY], arr->addr, arr->rsize);
             }
             arr->magic = 0; /* the handle is dead; kept so that a later destroy is refused */
-            arr->next = NULL;
+            arr->next = g_dead_arrays;
+            g_dead_arrays = arr;
         } else {
             pp = &arr->next;
         }
