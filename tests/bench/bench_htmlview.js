@@ -3,7 +3,8 @@
 // navigation's start to the page's first chart drawn: window.gmpFirstRender), js_heap (bytes of the
 // JS heap used then, from the DevTools protocol's Performance.getMetrics), zoom_render (ms to draw
 // after zooming into 1/1000 of the run around the peak, the finest level) and errors.
-// Pages that set no window.gmpFirstRender (memory_viz) are measured to the load event only.
+// memory_viz (an http URL of tests/bench/bench_memviz.py's server) is measured to its test page's
+// "memviz done" title (its Active Memory Timeline drawn), without the zoom.
 //   node bench_htmlview.js NODE_MODULES CHROMIUM PAGE...
 'use strict';
 const path = require('path');
@@ -20,17 +21,25 @@ const { chromium } = require(path.resolve(modules, 'playwright-core'));
     const cdp = await page.context().newCDPSession(page);
     await cdp.send('Performance.enable');
     const t0 = Date.now();
-    await page.goto('file://' + path.resolve(file), { timeout: 600000 });
-    const load = Date.now() - t0;
+    const url = /^https?:/.test(file) ? file : 'file://' + path.resolve(file);
+    let load = null;
+    try {
+      await page.goto(url, { timeout: 600000 });
+      load = Date.now() - t0;
+    } catch (e) { errors.push('no load: ' + e.message); }
     let first = null;
     try {
-      await page.waitForFunction(() => window.gmpFirstRender !== undefined, null, { timeout: 600000 });
-      first = await page.evaluate(() => window.gmpFirstRender);
+      // our page sets gmpFirstRender; memory_viz's test page (tests/convert/memviz) sets its title
+      // when its Active Memory Timeline is drawn
+      await page.waitForFunction(() => window.gmpFirstRender !== undefined ||
+        document.title === 'memviz done', null, { timeout: 600000 });
+      first = await page.evaluate(() => window.gmpFirstRender !== undefined
+        ? window.gmpFirstRender : performance.now());
     } catch (e) { errors.push('no first render: ' + e.message); }
     const m = await cdp.send('Performance.getMetrics');
     const heap = (m.metrics.find((x) => x.name === 'JSHeapUsedSize') || {}).value;
     let zoom = null;
-    if (first !== null) {
+    if (first !== null && !/^https?:/.test(file)) {
       zoom = await page.evaluate(() => {
         const meta = JSON.parse(document.getElementById('gmp-meta').textContent);
         const d = meta.devices[0];
