@@ -9,6 +9,9 @@ the CUDA 12 personality) it compares the exported function names with the oracle
 also export the simulator's own simcuda_* hooks), checks the symbol versions of libcudart/libcupti,
 that every library loads (ctypes, RTLD_NOW) and the versions each reports. Prints how many entry
 points are hand-written (strong) and generated not-supported stubs (weak).
+Names the toolkit exports without a C prototype in its headers get a stub whose result is a guess
+(README "API surface"); they must be in the reviewed list `unprototyped.txt` beside this script, so
+a new one fails here until someone has looked at what it returns.
 Usage: check_exports.py --nm NM --gen DIR --simdir DIR --wheel DIR
 """
 import argparse
@@ -38,7 +41,7 @@ def exports(nm, lib):
 
 def read_list(path):
     with open(path) as f:
-        return {l.strip() for l in f if l.strip()}
+        return {l.strip() for l in f if l.strip() and not l.startswith("#")}
 
 
 def check_lib(nm, gen, oracle_name, path, version_tag, extra_prefix=None):
@@ -86,6 +89,13 @@ def main():
               ("libcupti", os.path.join(site, "cuda_cupti", "lib", "libcupti.so.12"), "libcupti.so.12", None)]
     for oracle, path, tag, prefix in libs13 + libs12:
         check_lib(a.nm, a.gen, oracle, path, tag, prefix)
+    reviewed = read_list(os.path.join(os.path.dirname(os.path.abspath(__file__)), "unprototyped.txt"))
+    for lib in ("libcuda", "libcudart", "libcupti"):
+        new = sorted(read_list(os.path.join(a.gen, "unprototyped_%s.txt" % lib)) - reviewed)
+        if new:
+            fail("%s exports %d functions without a C prototype in the headers that are not in "
+                 "unprototyped.txt (review what their stubs return, then add them): %s"
+                 % (lib, len(new), " ".join(new)))
     for extra in ("libcudart.so", "libcupti.so"):
         for sub in ("cuda_runtime", "cuda_cupti"):
             if os.path.lexists(os.path.join(site, sub, "lib", extra)):

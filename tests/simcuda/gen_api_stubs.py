@@ -176,11 +176,13 @@ def generate(lib, names, decls, cb, out, header_src, extra_prelude=""):
     status_t, no_support = NO_SUPPORT[lib]
     lines = []
     counts = {"prototyped": 0, "unprototyped": 0, "forward": 0}
+    unprototyped = []
     for name in names:
         d = decls.get(name)
         cbid = cb(name)
         if d is None:
             counts["unprototyped"] += 1
+            unprototyped.append(name)
             if name.startswith("InitializeInjectionNvtx"):
                 lines.append("int %s(void);\n__attribute__((weak)) int %s(void)\n{\n    return 0;\n}\n" % (name, name))
                 continue
@@ -222,7 +224,7 @@ def generate(lib, names, decls, cb, out, header_src, extra_prelude=""):
            " * do not edit. Weak definitions: the hand-written simulator's definitions win. */\n")
     text = hdr + header_src + extra_prelude + "\n".join(lines)
     write_if_changed(out, text)
-    return counts
+    return counts, unprototyped
 
 
 def write_if_changed(path, text):
@@ -267,11 +269,12 @@ def main():
     prelude_common = ("#include <stddef.h>\n#include <string.h>\n#include \"sim_stubs.h\"\n"
                       "#pragma GCC diagnostic ignored \"-Wdeprecated-declarations\"\n\n")
     report = {}
-    report["driver"] = generate("driver", drv_names, drv_decls, lambda n: drv_cb.get(n),
+    unproto = {}
+    report["driver"], unproto["libcuda"] = generate("driver", drv_names, drv_decls, lambda n: drv_cb.get(n),
                                 os.path.join(a.out, "sim_gen_driver.c"), drv_src + prelude_common)
-    report["runtime"] = generate("runtime", rt_names, rt_decls, lambda n: runtime_cbid(rt_cb, n),
+    report["runtime"], unproto["libcudart"] = generate("runtime", rt_names, rt_decls, lambda n: runtime_cbid(rt_cb, n),
                                  os.path.join(a.out, "sim_gen_runtime.c"), rt_src + prelude_common)
-    report["cupti"] = generate("cupti", cupti_names, cupti_decls, lambda n: None,
+    report["cupti"], unproto["libcupti"] = generate("cupti", cupti_names, cupti_decls, lambda n: None,
                                os.path.join(a.out, "sim_gen_cupti.c"), cupti_src + prelude_common)
 
     # cuGetProcAddress table (compiled into libcuda.so.1 with the driver stubs' declarations)
@@ -296,6 +299,8 @@ def main():
         hdr_only = sorted(n for n in decls if n.startswith(prefix) and n not in names)
         write_if_changed(os.path.join(a.out, "headers_only_%s.txt" % lib),
                          "".join(n + "\n" for n in hdr_only))
+        write_if_changed(os.path.join(a.out, "unprototyped_%s.txt" % lib),
+                         "".join(n + "\n" for n in unproto[lib]))
     summary = {k: dict(v, total=len(n)) for (k, v), n in
                zip(report.items(), (drv_names, rt_names, cupti_names))}
     summary["procaddr_entries"] = len(entries)
