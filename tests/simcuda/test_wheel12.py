@@ -2,8 +2,9 @@
 """simcuda_agent_wheel12: the agent on the CUDA 12 personality's pip-wheel layout (README "CUDA 12
 personality"). Runs wheel12_prog.py with Debian's python3 under `gpumemprof run` (no
 LD_LIBRARY_PATH: the wheel's libraries find the simulated driver by their RUNPATH) and checks the
-program's output (versions 12.8), its exit status, and that both allocations were recorded, the
-one made through the pointer cudaGetDriverEntryPointByVersion returned included.
+program's output (versions 12.8), its exit status, and that its allocations were recorded: the
+one made through the pointer cudaGetDriverEntryPointByVersion returned, and the expandable
+segment's chunks (cuMemCreate, freed by cuMemRelease) made through cudaGetDriverEntryPoint's.
 Usage: test_wheel12.py --gpumemprof BIN --wheel DIR --python PY --tmp DIR [--preload LIB]"""
 import argparse
 import json
@@ -38,8 +39,14 @@ d = subprocess.run([a.gpumemprof, "dump", "--json", trace], env=env, stdout=subp
                    stderr=subprocess.PIPE, timeout=60)
 recs = [json.loads(l) for l in d.stdout.decode().splitlines() if l.strip()]
 allocs = sorted((r["api"], r["size"]) for r in recs if r.get("type") == "alloc"
+                and r["api"] in ("cuMemAlloc", "cudaMalloc", "cuMemCreate")
                 and "activity" not in r.get("flags", "").split("|"))
-want = [("cuMemAlloc", 3 << 20), ("cudaMalloc", 1 << 20)]
+# the expandable segment's physical chunks, reached through cudaGetDriverEntryPoint
+want = [("cuMemAlloc", 3 << 20), ("cuMemCreate", 2 << 20), ("cuMemCreate", 2 << 20),
+        ("cudaMalloc", 1 << 20)]
+frees = sorted(r["api"] for r in recs if r.get("type") == "free" and r["api"] == "cuMemRelease")
+if frees != ["cuMemRelease", "cuMemRelease"]:
+    fails.append("trace: the chunks' releases %r" % frees)
 if d.returncode != 0 or allocs != want:
     fails.append("trace: dump exit %d, allocations %r, want %r" % (d.returncode, allocs, want))
 for f in fails:
