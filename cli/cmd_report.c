@@ -47,8 +47,9 @@ static void print_help(const gmp_cli_cmd_info *cmd, const gmp_cli_opt *opts)
     printf("\nFormats: text (a terminal; colour when it is one, unless NO_COLOR is set),\n"
            "markdown, html (one file, plots inline, no network), json (schema\n"
            "gpumemprof-report/3). --top applies per device (default %d; JSON: all; 0 = all).\n"
-           "--by takes a comma-separated list (range, stack, kind, api; default\n"
-           "range,stack,kind). --sort orders the ranges table: path (default), time, count,\n"
+           "--by takes a comma-separated list (range, stack, kind, api, category; default\n"
+           "range,stack,kind,category: category only for PyTorch's frames or phase ranges).\n"
+           "--sort orders the ranges table: path (default), time, count,\n"
            "alloc, freed, net, left, peak, frag. Stacks start at the user's code: frames of\n"
            "the recorder, the allocators, the Python interpreter, libc (and a framework's own\n"
            "code when user code called it) are folded as \"+N internal frames\"; the JSON keeps\n"
@@ -109,8 +110,8 @@ int gmp_cmd_report(const gmp_cli_cmd_info *cmd, int argc, char **argv)
     gmp_report_view view;
     memset(&view, 0, sizeof view);
     if (by_s && !(view.by = gmp_report_parse_by(by_s)))
-        return gmp_cli_usage_error(cmd, "--by: '%s' is not a list of range, stack, kind, api",
-                                   by_s);
+        return gmp_cli_usage_error(
+            cmd, "--by: '%s' is not a list of range, stack, kind, api, category", by_s);
     if (sort_s && !gmp_report_parse_sort(sort_s, &view.sort))
         return gmp_cli_usage_error(
             cmd, "--sort: '%s' is not path, time, count, alloc, freed, net, left, peak or frag",

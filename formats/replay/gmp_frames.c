@@ -218,3 +218,68 @@ size_t gmp_frames_fold(const uint8_t *cls, size_t n, uint8_t *hide)
     }
     return hidden;
 }
+
+/* ---- categories (gmp_category) ---- */
+
+const char *gmp_category_name(gmp_category c)
+{
+    static const char *const names[GMP_CAT_COUNT] = {
+        "other", "parameter", "gradient", "optimizer", "activation", "temporary",
+    };
+    return (unsigned)c < GMP_CAT_COUNT ? names[c] : "other";
+}
+
+static int fn_is(const gmp_frame_info *f, const char *pat)
+{
+    gmp_str h = gmp_frame_function_head(f->function);
+    return h.len && gmp_frame_glob(pat, h.ptr, h.len);
+}
+
+static int file_is(const gmp_frame_info *f, const char *pat)
+{
+    return f->file.len && gmp_frame_glob(pat, f->file.ptr, f->file.len);
+}
+
+gmp_category gmp_frames_category(const gmp_frame_info *f, size_t n, gmp_str range)
+{
+    static const char *const param_fns[] = {
+        "to",
+        "cuda",
+        "_apply",
+        "__init__",
+        "reset_parameters",
+        "load_state_dict",
+        "_load_from_state_dict",
+        "from_pretrained",
+        "load_checkpoint",
+    };
+    int grad = 0, optim = 0, bwd = 0, fwd = 0, param = 0;
+    for (size_t i = 0; i < n; i++) {
+        const gmp_frame_info *x = &f[i];
+        grad |= fn_is(x, "*ccumulateGrad*");
+        optim |= file_is(x, "*/torch/optim/*") || file_is(x, "*optim*.py") ||
+                 fn_is(x, "*_fused_adam*") || fn_is(x, "*_foreach_*");
+        bwd |= fn_is(x, "torch::autograd::Engine::*") ||
+               fn_is(x, "torch::autograd::generated::*") || fn_is(x, "*Backward*::apply");
+        int py = x->file.len && gmp_frame_glob("*.py", x->file.ptr, x->file.len);
+        fwd |= py && fn_is(x, "forward");
+        for (size_t k = 0; py && k < sizeof param_fns / sizeof param_fns[0]; k++)
+            param |= fn_is(x, param_fns[k]);
+    }
+    if (range.len) {
+        optim |= gmp_frame_glob("*optim*", range.ptr, range.len);
+        bwd |= gmp_frame_glob("*backward*", range.ptr, range.len);
+        fwd |= gmp_frame_glob("*forward*", range.ptr, range.len);
+    }
+    if (grad)
+        return GMP_CAT_GRADIENT;
+    if (optim)
+        return GMP_CAT_OPTIMIZER;
+    if (bwd)
+        return GMP_CAT_TEMPORARY;
+    if (fwd)
+        return GMP_CAT_ACTIVATION;
+    if (param)
+        return GMP_CAT_PARAMETER;
+    return GMP_CAT_OTHER;
+}

@@ -60,6 +60,29 @@ gmp_frame_class gmp_frame_classify(const gmp_frame_info *f, const gmp_frame_rule
  * frames folded away (see above). Returns the number of frames hidden. */
 size_t gmp_frames_fold(const uint8_t *cls, size_t n, uint8_t *hide);
 
+/* What an allocation is for, in a PyTorch job (docs/report.md, "Memory by category"), from what the
+ * recording has: the frames of its stack and its range path. */
+typedef enum gmp_category {
+    GMP_CAT_OTHER = 0,  /* nothing says (no stack, or no rule matched) */
+    GMP_CAT_PARAMETER,  /* made while moving or building a model: Module.to/cuda/_apply, __init__,
+                           reset_parameters, load_state_dict, from_pretrained */
+    GMP_CAT_GRADIENT,   /* the autograd engine accumulating a leaf's gradient (AccumulateGrad) */
+    GMP_CAT_OPTIMIZER,  /* an optimizer's step: a frame in torch/optim or in a file or range named
+                         *optim* (its state, created on the first step, and its temporaries) */
+    GMP_CAT_ACTIVATION, /* made in a forward: a Python frame `forward`, or a range *forward* */
+    GMP_CAT_TEMPORARY,  /* made by the backward pass other than AccumulateGrad (gradients of
+                           activations, freed as it goes): autograd nodes, the engine, a range
+                           *backward* */
+    GMP_CAT_COUNT
+} gmp_category;
+
+/* "parameter", "gradient", "optimizer", "activation", "temporary", "other". */
+const char *gmp_category_name(gmp_category c);
+/* The category of an allocation with these frames (innermost first) and range path (may be
+ * empty). The first of these that matches decides: gradient, optimizer, temporary (backward),
+ * activation, parameter, else other. */
+gmp_category gmp_frames_category(const gmp_frame_info *f, size_t n, gmp_str range);
+
 /* The glob used by the rules: `*` matches any run of bytes. */
 int gmp_frame_glob(const char *pat, const char *s, size_t n);
 

@@ -1182,6 +1182,27 @@ static uint32_t ana_stack(void *c, uint32_t id)
     return stack_copy(c, id);
 }
 
+/* The category of a site (gmp_frames_category) from its stack's frames and its range path. */
+static uint32_t site_category(const gmp_report_trace *t, const gmp_report_row *o)
+{
+    gmp_frame_info fi[MAX_FRAMES];
+    size_t n = 0;
+    if (o->stack < t->nstacks) {
+        const gmp_report_stack *s = &t->stacks[o->stack];
+        for (size_t i = 0; i < s->nframes && n < MAX_FRAMES; i++, n++) {
+            fi[n].function = gmp_report_str(t, s->frames[i].function);
+            fi[n].file = gmp_report_str(t, s->frames[i].file);
+            fi[n].module = gmp_report_str(t, s->frames[i].module);
+        }
+    }
+    gmp_category c = gmp_frames_category(fi, n, gmp_report_str(t, o->range));
+    /* lifetimes: made by the backward pass and still live at the end (as at the peak), it was
+     * kept past the backward: a gradient (AccumulateGrad keeps the incoming buffer as .grad) */
+    if (c == GMP_CAT_TEMPORARY && o->peak_bytes && o->live_bytes >= o->peak_bytes)
+        c = GMP_CAT_GRADIENT;
+    return (uint32_t)c;
+}
+
 static gmp_err freeze(live *L)
 {
     gmp_report_trace *t = L->t;
@@ -1247,6 +1268,7 @@ static gmp_err freeze(live *L)
         o->peak_bytes = s->peak_bytes;
         o->peak_count = s->peak_count;
         o->max_alloc_bytes = s->max_alloc_bytes;
+        o->category = site_category(t, o);
     }
     if ((e = freeze_ranges(L)) != GMP_OK || (e = freeze_lanes(L)) != GMP_OK)
         return e;
@@ -1442,7 +1464,7 @@ gmp_err gmp_report_doc_add(gmp_report_doc *doc, gmp_replay *rp, const char *path
 
 /* ---- views ---- */
 
-static const char *const by_names[] = {"range", "stack", "kind", "api"};
+static const char *const by_names[] = {"range", "stack", "kind", "api", "", "category"};
 
 unsigned gmp_report_parse_by(const char *s)
 {
@@ -1451,8 +1473,8 @@ unsigned gmp_report_parse_by(const char *s)
         const char *c = strchr(s, ',');
         size_t n = c ? (size_t)(c - s) : strlen(s);
         unsigned bit = 0;
-        for (unsigned i = 0; i < 4; i++)
-            if (strlen(by_names[i]) == n && memcmp(by_names[i], s, n) == 0)
+        for (unsigned i = 0; i < sizeof by_names / sizeof by_names[0]; i++)
+            if (n && strlen(by_names[i]) == n && memcmp(by_names[i], s, n) == 0)
                 bit = 1u << i;
         if (!bit)
             return 0;

@@ -78,6 +78,7 @@ typedef struct gmp_report_row {
     uint64_t live_bytes, live_count; /* at the end (leaks) */
     uint64_t peak_bytes, peak_count; /* live at the device's peak */
     uint64_t max_alloc_bytes;
+    uint32_t category; /* gmp_category (gmp_frames.h) of its stack and range */
     /* grouped rows: the value shown (bytes/count of the table) */
     uint64_t bytes, count;
 } gmp_report_row;
@@ -265,8 +266,9 @@ enum {
     GMP_REPORT_BY_STACK = 2,
     GMP_REPORT_BY_KIND = 4,
     GMP_REPORT_BY_API = 8,
-    GMP_REPORT_BY_FRAME = 16, /* the first frame a stack shows (the innermost user frame), in the
-                                 row's `range` (a string index) */
+    GMP_REPORT_BY_FRAME = 16,    /* the first frame a stack shows (the innermost user frame), in the
+                                    row's `range` (a string index) */
+    GMP_REPORT_BY_CATEGORY = 32, /* --by category: the table by category (gmp_frames.h) */
 };
 
 typedef enum gmp_report_sort {
@@ -290,7 +292,8 @@ typedef struct gmp_report_view {
     int all_frames; /* stacks show every frame (--all-frames); else internal frames are folded */
 } gmp_report_view;
 
-/* Parses a comma-separated list of "range", "stack", "kind", "api" for --by; 0 when unknown. */
+/* Parses a comma-separated list of "range", "stack", "kind", "api", "category" for --by; 0 when
+ * unknown. */
 unsigned gmp_report_parse_by(const char *s);
 int gmp_report_parse_sort(const char *s, gmp_report_sort *out);
 const char *gmp_report_sort_name(gmp_report_sort s);

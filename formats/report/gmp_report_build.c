@@ -360,6 +360,47 @@ static void device_live(const bld *b, gmp_doc_block *sec, const gmp_report_devic
     }
 }
 
+/* "Live at the peak, by category" (gmp_frames.h's categories of the sites' stacks and ranges),
+ * when anything on the device is not `other`: every category, in their order, summing to the
+ * peak. */
+static void device_categories(const bld *b, gmp_doc_block *sec, const gmp_report_device *o)
+{
+    static const gmp_doc_col cols[] = {
+        {"category", "category", GMP_DOC_LIT, 0},
+        {"bytes", "bytes", GMP_DOC_BYTES, GMP_DOC_BAR},
+        {"share", "share", GMP_DOC_PCT, 0},
+        {"count", "count", GMP_DOC_COUNT, 0},
+    };
+    uint64_t bytes[GMP_CAT_COUNT] = {0}, count[GMP_CAT_COUNT] = {0};
+    const gmp_report_trace *t = b->t;
+    for (size_t i = 0; i < t->nsites; i++) {
+        const gmp_report_row *s = &t->sites[i];
+        if (s->device != o->id || !s->peak_count || !gmp_mem_kind_is_device(s->kind))
+            continue;
+        uint32_t c = s->category < GMP_CAT_COUNT ? s->category : GMP_CAT_OTHER;
+        bytes[c] += s->peak_bytes;
+        count[c] += s->peak_count;
+    }
+    uint64_t known = 0;
+    for (unsigned c = 1; c < GMP_CAT_COUNT; c++)
+        known += bytes[c];
+    if (!known)
+        return;
+    gmp_doc_block *s = gmp_doc_section(b->d, sec, NULL, 0, "Live at the peak, by category");
+    gmp_doc_block *tb = gmp_doc_table(b->d, s, "live_at_peak_by_category", cols, 4);
+    static const unsigned order[] = {GMP_CAT_PARAMETER,  GMP_CAT_GRADIENT,  GMP_CAT_OPTIMIZER,
+                                     GMP_CAT_ACTIVATION, GMP_CAT_TEMPORARY, GMP_CAT_OTHER};
+    for (size_t k = 0; k < sizeof order / sizeof order[0]; k++) {
+        unsigned c = order[k];
+        gmp_doc_val *r = gmp_doc_row(b->d, tb);
+        r[0] = gmp_dv_lit(gmp_category_name((gmp_category)c));
+        r[1] = gmp_dv_bytes(bytes[c]);
+        r[2] = gmp_dv_pct(
+            o->d.peak_allocated ? 100.0 * (double)bytes[c] / (double)o->d.peak_allocated : 0.0);
+        r[3] = gmp_dv_count(count[c]);
+    }
+}
+
 static const gmp_doc_col leak_cols[] = {
     {"bytes", "bytes", GMP_DOC_BYTES, 0}, {"count", "count", GMP_DOC_COUNT, 0},
     {"kind", "kind", GMP_DOC_LIT, 0},     {"range", "range", GMP_DOC_STR, 0},
@@ -433,6 +474,8 @@ static void device(const bld *b, gmp_doc_block *parent, const gmp_report_device 
     device_figures(b, sec, o);
     device_timeline(b, sec, o);
     device_live(b, sec, o);
+    if (!b->v->by || (b->v->by & GMP_REPORT_BY_CATEGORY))
+        device_categories(b, sec, o);
     leaks(b, sec, o->id, lk, nlk,
           b->t->end == GMP_REPORT_END_EXIT
               ? "Live at exit (leaks)"

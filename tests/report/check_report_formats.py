@@ -402,6 +402,44 @@ def main():
             eq("exit: recording_end", doc["recording_end"], "exit")
             eq("exit: leaked", doc["devices"][0]["leaked_bytes"], 50 * MiB)
             eq("exit: by range", "live_at_peak_by_range" in doc["devices"][0], True)
+        elif mode == "categories":
+            # issue 18, item 3: memory by category at the peak of the real train-step snapshot
+            # adds up to its peak, and agrees with a reading of its frames by hand (the
+            # breakdown by user frame, another path through the report): the optimizer's state
+            # and temporaries are made in step() of the user's optimizers.py (lines 82, 84, 100),
+            # the gradients by autograd's nodes on its thread (BmmBackward0, IndexBackward0,
+            # validate_outputs) and kept until the step, the activation in forward
+            # (transformer.py:22); the blocks from before the recorded window have no stack
+            snap = os.path.join(gdir, "..", "..", "data", "torch-snapshots",
+                                "transformer-train-step-adamw.pickle")
+            out, _ = run([gmp, "report", snap, "-f", "json", "--top", "0"], tmp)
+            d0 = json.loads(out)["devices"][0]
+            cats = {r["category"]: r["bytes"] for r in d0["live_at_peak_by_category"]}
+            eq("categories", sorted(cats), sorted(["parameter", "gradient", "optimizer",
+                                                   "activation", "temporary", "other"]))
+            eq("categories add up to the peak", sum(cats.values()), d0["peak_allocated_bytes"])
+            hand = {"optimizer": 0, "gradient": 0, "activation": 0, "other": 0}
+            for r in d0["live_at_peak_by_frame"]:
+                f = r["frame"] or ""
+                if f.startswith("step (") and "optimizers.py" in f:
+                    hand["optimizer"] += r["bytes"]
+                elif "Backward0::apply" in f or "validate_outputs" in f:
+                    hand["gradient"] += r["bytes"]
+                elif f.startswith("forward ("):
+                    hand["activation"] += r["bytes"]
+                else:
+                    hand["other"] += r["bytes"]
+            for k, v in hand.items():
+                eq("category %s by hand" % k, cats[k], v)
+            eq("no parameter or temporary named", (cats["parameter"], cats["temporary"]), (0, 0))
+            t = run([gmp, "report", snap], tmp)[0].decode()
+            if "Live at the peak, by category" not in t:
+                sys.exit("text: no categories table")
+            # a CUDA trace without PyTorch's frames or phase ranges: nothing to say, no table
+            run([traces, "ranges", "ranges.zst"], tmp)
+            out, _ = run([gmp, "report", "ranges.zst", "-f", "json"], tmp)
+            if any("live_at_peak_by_category" in d for d in json.loads(out)["devices"]):
+                sys.exit("categories table on a trace without PyTorch frames")
         elif mode == "noalloc":
             # a trace without allocations: no peak and no time for it (it was "0 B at -1.000000
             # s", a time before the trace began), in every format
