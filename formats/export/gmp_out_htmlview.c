@@ -208,6 +208,7 @@ static void js_cstr(gmp_obuf *b, const char *s)
 
 typedef struct site_ids {
     uint32_t *global; /* replay site index -> global id + 1 (0: not written yet) */
+    uint8_t *cat;     /* replay site index -> gmp_category + 1 (0: not known yet) */
     size_t n;
 } site_ids;
 
@@ -229,20 +230,24 @@ static void range_path(hv_trace *t, uint32_t id, gmp_obuf *s)
     }
 }
 
-/* The frames of a stack as shown (innermost first), internal ones folded. */
-static void stack_json(gmp_output_ctx *c, hv_trace *t, uint32_t stack, gmp_obuf *b)
+/* The frames of a stack as shown (innermost first), internal ones folded; *cat: the category of
+ * an allocation with these frames and this range path (gmp_frames.h). */
+static void stack_json(gmp_output_ctx *c, hv_trace *t, uint32_t stack, gmp_str range, gmp_obuf *b,
+                       gmp_category *cat)
 {
     gmp_replay_frame fr[MAX_STACK];
     size_t n = stack ? gmp_replay_stack_frames(t->rp, stack, fr, MAX_STACK) : 0;
     if (n > MAX_STACK)
         n = MAX_STACK;
     uint8_t cls[MAX_STACK], hide[MAX_STACK];
-    gmp_obuf names[MAX_STACK];
+    gmp_obuf names[MAX_STACK], files[MAX_STACK];
+    gmp_frame_info fis[MAX_STACK];
     memset(names, 0, sizeof names);
+    memset(files, 0, sizeof files);
     for (size_t i = 0; i < n; i++) {
-        gmp_obuf file = {0};
+        gmp_obuf *fb = &files[i];
         uint32_t line = 0;
-        gmp_output_frame(&c->o, t->r, &fr[i], &names[i], &file, &line);
+        gmp_output_frame(&c->o, t->r, &fr[i], &names[i], fb, &line);
         gmp_frame_info fi = {{"", 0}, {"", 0}, {"", 0}};
         if (fr[i].kind == GMP_FRAME_PYTHON) {
             fi.function = fr[i].function;
@@ -255,13 +260,14 @@ static void stack_json(gmp_output_ctx *c, hv_trace *t, uint32_t stack, gmp_obuf 
                     break;
                 }
             fi.function = (gmp_str){names[i].p ? names[i].p : "", (uint32_t)k};
-            fi.file = (gmp_str){file.p ? file.p : "", file.p ? (uint32_t)file.len : 0};
+            fi.file = (gmp_str){fb->p ? fb->p : "", fb->p ? (uint32_t)fb->len : 0};
             if (fr[i].module)
                 fi.module = fr[i].module->path;
         }
         cls[i] = (uint8_t)gmp_frame_classify(&fi, NULL);
-        gmp_obuf_free(&file);
+        fis[i] = fi;
     }
+    *cat = gmp_frames_category(fis, n, range);
     memset(hide, 0, sizeof hide);
     if (!c->o.all_frames && n)
         gmp_frames_fold(cls, n, hide);
@@ -275,8 +281,19 @@ static void stack_json(gmp_output_ctx *c, hv_trace *t, uint32_t stack, gmp_obuf 
             js_str(b, names[i].p ? names[i].p : "", names[i].p ? names[i].len : 0);
         }
         gmp_obuf_free(&names[i]);
+        gmp_obuf_free(&files[i]);
     }
     gmp_obuf_add(b, "]", 1);
+}
+
+/* The report's rule on lifetimes (formats/report/gmp_report.c, site_category): made by the
+ * backward pass and still live at the end, as much as at the peak, it was kept past the backward:
+ * a gradient (AccumulateGrad keeps the incoming buffer as .grad). */
+static gmp_category lifetime_category(gmp_category cat, const gmp_replay_site *st)
+{
+    if (cat == GMP_CAT_TEMPORARY && st->peak_bytes && st->live_bytes >= st->peak_bytes)
+        return GMP_CAT_GRADIENT;
+    return cat;
 }
 
 /* The global id of a replay site, its JSON written on first use. */
@@ -301,11 +318,36 @@ static uint32_t site_id(gmp_output_ctx *c, hv_trace *t, site_ids *ids, uint32_t 
     gmp_obuf path = {0};
     range_path(t, st->range, &path);
     js_str(b, path.p ? path.p : "", path.len);
-    gmp_obuf_free(&path);
     gmp_obuf_add(b, ",\"s\":", 5);
-    stack_json(c, t, st->stack, b);
+    gmp_category cat = GMP_CAT_OTHER;
+    stack_json(c, t, st->stack, (gmp_str){path.p ? path.p : "", (uint32_t)path.len}, b, &cat);
+    cat = lifetime_category(cat, st);
+    gmp_obuf_free(&path);
+    gmp_obuf_add(b, ",\"c\":", 5);
+    js_cstr(b, gmp_category_name(cat));
     gmp_obuf_add(b, "}", 1);
+    ids->cat[s] = (uint8_t)(cat + 1);
     return g;
+}
+
+/* The category of a replay site (computed once; no JSON written). */
+static gmp_category site_category(gmp_output_ctx *c, hv_trace *t, site_ids *ids, uint32_t s)
+{
+    if (s >= ids->n)
+        return GMP_CAT_OTHER;
+    if (ids->cat[s])
+        return (gmp_category)(ids->cat[s] - 1);
+    const gmp_replay_site *st = gmp_replay_site_at(t->rp, s);
+    gmp_obuf path = {0}, scratch = {0};
+    range_path(t, st->range, &path);
+    gmp_category cat = GMP_CAT_OTHER;
+    stack_json(c, t, st->stack, (gmp_str){path.p ? path.p : "", (uint32_t)path.len}, &scratch,
+               &cat);
+    cat = lifetime_category(cat, st);
+    gmp_obuf_free(&path);
+    gmp_obuf_free(&scratch);
+    ids->cat[s] = (uint8_t)(cat + 1);
+    return cat;
 }
 
 /* ---- levels of detail ---- */
@@ -677,8 +719,26 @@ static void write_device(gmp_output_ctx *c, hv_trace *t, hv_dev *d, site_ids *id
         gmp_obuf_printf(b, "%s[%" PRIu32 ",%" PRIu64 ",%" PRIu64 "]", i ? "," : "", g, ps[i].bytes,
                         ps[i].count);
     }
-    gmp_obuf_printf(b, "],\"rest\":[%" PRIu64 ",%" PRIu64 ",%zu],\"ranges\":[", rest, restc,
+    gmp_obuf_printf(b, "],\"rest\":[%" PRIu64 ",%" PRIu64 ",%zu],\"cats\":[", rest, restc,
                     np > BREAKDOWN_SITES ? np - BREAKDOWN_SITES : 0);
+    /* by category (gmp_frames.h), every site at the peak */
+    uint64_t cb[GMP_CAT_COUNT] = {0}, cc[GMP_CAT_COUNT] = {0};
+    for (size_t i = 0; i < np; i++) {
+        gmp_category k = site_category(c, t, ids, ps[i].site);
+        if ((unsigned)k < GMP_CAT_COUNT) {
+            cb[k] += ps[i].bytes;
+            cc[k] += ps[i].count;
+        }
+    }
+    for (int k = 0, first = 1; k < GMP_CAT_COUNT; k++) {
+        if (!cb[k])
+            continue;
+        gmp_obuf_add(b, first ? "[" : ",[", first ? 1 : 2);
+        first = 0;
+        js_cstr(b, gmp_category_name((gmp_category)k));
+        gmp_obuf_printf(b, ",%" PRIu64 ",%" PRIu64 "]", cb[k], cc[k]);
+    }
+    gmp_obuf_add(b, "],\"ranges\":[", 12);
     /* by range: sites grouped by their range node (the JS joins them by path text) */
     for (size_t i = 0, first = 1; i < np && i < BREAKDOWN_SITES * 8; i++) {
         const gmp_replay_site *s = gmp_replay_site_at(t->rp, ps[i].site);
@@ -729,8 +789,8 @@ static gmp_err on_end(void *ctx, gmp_replay *rp)
     gmp_output_ctx *c = ctx;
     hv_trace *t = c->t;
     site_ids ids = {calloc(gmp_replay_site_count(rp) + 1, sizeof(uint32_t)),
-                    gmp_replay_site_count(rp)};
-    if (!ids.global)
+                    calloc(gmp_replay_site_count(rp) + 1, 1), gmp_replay_site_count(rp)};
+    if (!ids.global || !ids.cat)
         c->oom = 1;
     if (t->ndev > 1)
         qsort(t->dev, t->ndev, sizeof *t->dev, dev_cmp);
@@ -738,6 +798,7 @@ static gmp_err on_end(void *ctx, gmp_replay *rp)
         if (t->dev[i].n)
             write_device(c, t, &t->dev[i], &ids);
     free(ids.global);
+    free(ids.cat);
     c->t = NULL;
     trace_free(t);
     if (c->oom)

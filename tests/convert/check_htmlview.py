@@ -6,11 +6,12 @@ the npm package playwright-core: tests/convert/htmlview_check.js).
 
 For each input kind (the convert test traces, several traces at once, an empty trace, a real PyTorch
 snapshot, the real nsys export): the page renders (coloured pixels in the plot), the column of each
-device's peak holds exactly the report's peak_allocated_bytes, hovering along the peak column shows
-allocations with their stacks (the frames named per input below must appear), a mouse drag zooms
-into the middle fifth of the window and a wheel step zooms further, a click on the breakdown's
-first stack selects it and redraws the chart, and there is no console error, no exception and no
-request outside the file. The page is self-contained: it names no http(s) address.
+device's peak holds exactly the report's peak_allocated_bytes and the breakdown by category is the
+report's live_at_peak_by_category, hovering along the peak column shows allocations with their
+stacks and categories (the frames named per input below must appear), a mouse drag zooms into the
+middle fifth of the window and a wheel step zooms further, a click on the breakdown's first stack
+selects it and redraws the chart, and there is no console error, no exception and no request
+outside the file. The page is self-contained: it names no http(s) address.
 
 Exit 77 (skip) without chromium, node or playwright-core (scripts/install-deps.sh --browser)."""
 import json
@@ -51,9 +52,10 @@ def main():
         ("multi", [os.path.join(data, "rank0.trace"), os.path.join(data, "rank1.trace")], []),
         ("empty", [os.path.join(data, "empty.trace")], []),
         ("small-step", [os.path.join(snaps, "small-step.pickle")], []),
+        ("train-step", [os.path.join(snaps, "transformer-train-step-adamw.pickle")], []),
         ("gemm", [os.path.join(nsys, "gemm-a100-memory-usage.sqlite")], []),
     ]
-    spec, peaks = [], {}
+    spec, peaks, wcats = [], {}, {}
     for name, inputs, frames in cases:
         for i in inputs:
             if not os.path.exists(i):
@@ -69,6 +71,10 @@ def main():
         want = [d["peak_allocated_bytes"] for p in procs for d in p.get("devices", [])
                 if d["peak_allocated_bytes"] > 0 or d.get("allocations")]
         peaks[page] = want
+        wcats[page] = [{c["category"]: c["bytes"] for c in d.get("live_at_peak_by_category", [])
+                        if c["bytes"]}
+                       for p in procs for d in p.get("devices", [])
+                       if d["peak_allocated_bytes"] > 0 or d.get("allocations")]
         spec.append({"file": page, "frames": frames})
     spec_file = os.path.join(work, "spec.json")
     with open(spec_file, "w") as f:
@@ -92,6 +98,14 @@ def main():
         got = [r.get("peaks", {}).get(str(i)) for i in range(len(want))]
         if r.get("draws") and got != want:
             f.append("peak columns %s, report's peaks %s" % (got, want))
+        cats = [r.get("categories", {}).get(str(i), {}) for i in range(len(want))]
+        if r.get("draws") and [sum(c.values()) for c in cats] != want:
+            f.append("breakdown by category %s, report's peaks %s" % (cats, want))
+        # the report leaves its table out when every byte is "other"
+        want_cats = [wc or ({"other": w} if w else {}) for wc, w in zip(wcats[s["file"]], want)]
+        if r.get("draws") and cats != want_cats:
+            f.append("breakdown by category %s, report's live_at_peak_by_category %s" %
+                     (cats, want_cats))
         if want and r.get("draws"):
             if not r.get("painted"):
                 f.append("nothing painted in the chart")
@@ -100,6 +114,8 @@ def main():
                 f.append("hovering along the peak showed no allocation: %s" % hov[:3])
             if not any("stack:" in h for h in hov):
                 f.append("no hover shows a stack")
+            if not any("category: " in h for h in hov):
+                f.append("no hover shows a category")
             for fr in s["frames"]:
                 if not any(fr in h for h in hov):
                     f.append("no hover shows the frame %r" % fr)

@@ -4,6 +4,7 @@
 // one JSON line of what it saw:
 //   draws        the page drew its chart; painted: coloured pixels in the plot
 //   peaks        per device: the bytes of the level-0 column that holds the device's peak
+//   categories   per device: the bytes of the breakdown by category
 //   hovers       texts of the tooltip along the peak column, bottom to top
 //   zoom         the window after a mouse drag over the middle fifth, and after a wheel step
 //   link         a click on the first breakdown row selects it (class "sel") and redraws
@@ -65,6 +66,16 @@ const spec = JSON.parse(fs.readFileSync(specFile, 'utf8'));
             i += col[i] >= 0 ? 2 : 3;
           }
           out[d.index] = sum;
+        }
+        return out;
+      });
+      // the breakdown by category: every byte at the peak in one category
+      res.categories = await page.evaluate(() => {
+        const meta = JSON.parse(document.getElementById('gmp-meta').textContent);
+        const out = {};
+        for (const d of meta.devices) {
+          out[d.index] = {};
+          for (const [k, b] of d.cats || []) out[d.index][k] = b;
         }
         return out;
       });

@@ -111,6 +111,7 @@
     if (!sel) return true;
     if (site < 0) return false;
     if (sel.site !== undefined) return site === sel.site;
+    if (sel.cat !== undefined) return sites[site] && sites[site].c === sel.cat;
     return sites[site] && sites[site].r === sel.range;
   }
 
@@ -207,7 +208,8 @@
   function siteText(s) {
     const x = sites[s];
     if (!x) return '';
-    const lines = ['kind: ' + x.k + (x.a ? '   API: ' + x.a : ''), 'range: ' + (x.r || '(none)')];
+    const lines = ['kind: ' + x.k + (x.a ? '   API: ' + x.a : '') +
+      (x.c ? '   category: ' + x.c : ''), 'range: ' + (x.r || '(none)')];
     lines.push('stack:' + (x.s.length ? '' : ' (none recorded)'));
     for (const f of x.s) lines.push('  ' + f);
     return lines.join('\n');
@@ -323,11 +325,13 @@
     sel = s;
     for (const r of sec.querySelectorAll('tr.row')) {
       const on = s && ((s.site !== undefined && r.dataset.site === String(s.site)) ||
-        (s.range !== undefined && r.dataset.range === s.range));
+        (s.range !== undefined && r.dataset.range === s.range) ||
+        (s.cat !== undefined && r.dataset.cat === s.cat));
       r.classList.toggle('sel', !!on);
       if (on && fromChart) r.scrollIntoView({ block: 'nearest' });
     }
     if (s && s.site !== undefined) detail.textContent = siteText(s.site);
+    else if (s && s.cat !== undefined) detail.textContent = 'category ' + s.cat;
     else if (s) detail.textContent = 'range ' + (s.range || '(none)');
   }
   function breakdown() {
@@ -335,7 +339,20 @@
     sec.textContent = '';
     if (!d) return;
     sec.appendChild(el('h2', {}, 'At the peak: ' + fmtB(d.peak) + ' allocated at ' +
-      fmtT(d.peak_at + d.t0) + ' — by range'));
+      fmtT(d.peak_at + d.t0) + ' — by category'));
+    const t0 = el('table', { id: 'by-category' });
+    t0.appendChild(el('tr')).append(el('th', {}, 'category'), el('th', { class: 'n' }, 'bytes'),
+      el('th', { class: 'n' }, 'share'), el('th', { class: 'n' }, 'allocations'));
+    for (const [k, b, c] of d.cats || []) {
+      const tr = el('tr', { class: 'row', 'data-cat': k });
+      tr.append(el('td', {}, k), el('td', { class: 'n' }, fmtB(b)),
+        el('td', { class: 'n' }, (100 * b / (d.peak || 1)).toFixed(1) + ' %'),
+        el('td', { class: 'n' }, String(c)));
+      tr.onclick = () => { select({ cat: k }); bPeak.onclick(); };
+      t0.appendChild(tr);
+    }
+    sec.appendChild(t0);
+    sec.appendChild(el('h2', {}, 'By range'));
     const byRange = new Map();
     for (const [r, b, c] of d.ranges) {
       const x = byRange.get(r) || [0, 0];
@@ -355,7 +372,7 @@
       t1.appendChild(tr);
     });
     sec.appendChild(t1);
-    sec.appendChild(el('h2', {}, 'At the peak: by stack'));
+    sec.appendChild(el('h2', {}, 'By stack'));
     const t2 = el('table', { id: 'by-stack' });
     t2.appendChild(el('tr')).append(el('th', {}, 'stack (innermost first)'),
       el('th', { class: 'n' }, 'bytes'), el('th', { class: 'n' }, 'share'),
