@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "gmp_frames.h"
 #include "gmp_output.h"
 #include "gmp_reader.h"
 
@@ -27,7 +28,10 @@ typedef struct dev_state {
     int32_t id;
     int counted; /* a counter was written */
     uint64_t last_alloc, last_res;
-    char label[24];                         /* "GPU 0" */
+    uint64_t cat[GMP_CAT_COUNT]; /* allocated per category (gmp_frames.h) */
+    int cat_on;                  /* a category other than `other` has had bytes: the category
+                                    counter is written from then on */
+    char label[24];              /* "GPU 0" */
     char span_name[GMP_MEM_KIND_COUNT][48]; /* "GPU 0 allocations", "host managed" */
 } dev_state;
 
@@ -39,6 +43,7 @@ typedef struct ctrace {
     gmp_omap devmap;  /* device id -> index + 1 into devs */
     dev_state *devs;
     size_t ndevs, capdevs;
+    gmp_omap cats;  /* stack id | range id << 32 -> gmp_category + 1 */
     gmp_omap cache; /* key -> offset + 1 of a cached JSON fragment in frag */
     gmp_obuf frag;  /* fragments: u32 length, then the bytes */
     gmp_obuf tmp;
@@ -270,6 +275,56 @@ static gmp_err counter(gmp_output_ctx *c, ctrace *t, const gmp_replay_device *d,
     return GMP_OK;
 }
 
+/* Memory by category (docs/report.md, "Memory by category"): a second counter track per device,
+ * "GPU 0 by category", written once a category other than `other` appears (a trace without
+ * PyTorch's frames or phase ranges gets none). */
+static gmp_err cat_counter(gmp_output_ctx *c, ctrace *t, const gmp_replay_alloc *a, int add,
+                           uint64_t time)
+{
+    if (!gmp_mem_kind_is_device(a->kind))
+        return GMP_OK;
+    dev_state *s = dev_get(t, a->device);
+    if (!s)
+        return nomem(t->rp);
+    uint64_t key = (uint64_t)a->stack | (uint64_t)a->range << 32;
+    uint64_t *v = gmp_omap_get(&t->cats, key);
+    gmp_category cat;
+    if (v) {
+        cat = (gmp_category)(*v - 1);
+    } else {
+        cat = gmp_replay_category(t->rp, a->stack, a->range);
+        int fresh;
+        v = gmp_omap_put(&t->cats, key, &fresh);
+        if (!v)
+            return nomem(t->rp);
+        *v = (uint64_t)cat + 1;
+    }
+    if (add)
+        s->cat[cat] += a->size;
+    else
+        s->cat[cat] = s->cat[cat] > a->size ? s->cat[cat] - a->size : 0;
+    if (cat != GMP_CAT_OTHER && add)
+        s->cat_on = 1;
+    if (!s->cat_on)
+        return GMP_OK;
+    ev_open(c, "C", t->info.pid, 0, gmp_output_time(&t->info, time));
+    gmp_jw_lit(&c->w, ",\"name\":\"");
+    gmp_jw_cstr_raw(&c->w, s->label);
+    gmp_jw_lit(&c->w, " by category\",\"args\":{");
+    static const gmp_category order[] = {GMP_CAT_PARAMETER,  GMP_CAT_GRADIENT,  GMP_CAT_OPTIMIZER,
+                                         GMP_CAT_ACTIVATION, GMP_CAT_TEMPORARY, GMP_CAT_OTHER};
+    for (size_t k = 0; k < sizeof order / sizeof order[0]; k++) {
+        if (k)
+            gmp_jw_lit(&c->w, ",");
+        gmp_jw_lit(&c->w, "\"");
+        gmp_jw_cstr_raw(&c->w, gmp_category_name(order[k]));
+        gmp_jw_lit(&c->w, "\":");
+        gmp_jw_u64(&c->w, s->cat[order[k]]);
+    }
+    gmp_jw_lit(&c->w, "}}");
+    return GMP_OK;
+}
+
 static void torch_memory(gmp_output_ctx *c, ctrace *t, const gmp_replay_alloc *a, uint32_t tid,
                          uint64_t time, int64_t bytes, const gmp_replay_device *d)
 {
@@ -360,6 +415,8 @@ static gmp_err on_alloc(void *ctx, gmp_replay *rp, const gmp_replay_mem *ev)
         return GMP_OK;
     if (ev->dev) {
         gmp_err e = counter(c, t, ev->dev, ev->rec->time_ns);
+        if (e == GMP_OK && ev->counted && ev->alloc)
+            e = cat_counter(c, t, ev->alloc, 1, ev->rec->time_ns);
         if (e != GMP_OK)
             return e;
     }
@@ -383,9 +440,12 @@ static gmp_err on_free(void *ctx, gmp_replay *rp, const gmp_replay_mem *ev)
             torch_memory(c, t, &ev->alloc[i], ev->rec->tid, ev->rec->time_ns,
                          -(int64_t)ev->alloc[i].size, ev->dev);
     }
-    if (ev->dev)
-        return counter(c, t, ev->dev, ev->rec->time_ns);
-    return GMP_OK;
+    if (!ev->dev)
+        return GMP_OK;
+    gmp_err e = counter(c, t, ev->dev, ev->rec->time_ns);
+    for (size_t i = 0; e == GMP_OK && ev->counted && i < ev->nalloc; i++)
+        e = cat_counter(c, t, &ev->alloc[i], 0, ev->rec->time_ns);
+    return e;
 }
 
 static gmp_err on_range(void *ctx, gmp_replay *rp, const gmp_replay_range *ev)
@@ -571,6 +631,7 @@ static void trace_free(ctrace *t)
     gmp_omap_free(&t->threads);
     gmp_omap_free(&t->devmap);
     gmp_omap_free(&t->cache);
+    gmp_omap_free(&t->cats);
     gmp_obuf_free(&t->frag);
     gmp_obuf_free(&t->tmp);
     free(t->devs);

@@ -4,6 +4,9 @@
 
 #include <string.h>
 
+#include "gmp_reader.h"
+#include "gmp_replay.h"
+
 #define I GMP_FRAME_INTERNAL
 #define F GMP_FRAME_FRAMEWORK
 
@@ -282,4 +285,40 @@ gmp_category gmp_frames_category(const gmp_frame_info *f, size_t n, gmp_str rang
     if (param)
         return GMP_CAT_PARAMETER;
     return GMP_CAT_OTHER;
+}
+
+gmp_category gmp_replay_category(const gmp_replay *rp, uint32_t stack, uint32_t range)
+{
+    enum { NF = 128 };
+    gmp_replay_frame fr[NF];
+    gmp_frame_info fi[NF];
+    size_t n = stack ? gmp_replay_stack_frames(rp, stack, fr, NF) : 0;
+    if (n > NF)
+        n = NF;
+    for (size_t i = 0; i < n; i++) {
+        memset(&fi[i], 0, sizeof fi[i]);
+        if (fr[i].kind == GMP_FRAME_PYTHON) {
+            fi[i].function = fr[i].function;
+            fi[i].file = fr[i].file;
+        } else if (fr[i].module) {
+            fi[i].module = fr[i].module->path;
+        }
+    }
+    char path[1024];
+    size_t pl = 0;
+    const gmp_reader *r = gmp_replay_reader(rp);
+    for (uint32_t id = range, d = 0; id && d < 64; d++) { /* components, innermost first */
+        const gmp_rec_range *x = gmp_reader_range(r, id);
+        if (!x)
+            break;
+        gmp_str nm = gmp_reader_string(r, x->name);
+        if (pl + nm.len + 1 < sizeof path) {
+            if (pl)
+                path[pl++] = '|';
+            memcpy(path + pl, nm.ptr, nm.len);
+            pl += nm.len;
+        }
+        id = x->parent;
+    }
+    return gmp_frames_category(fi, n, (gmp_str){path, (uint32_t)pl});
 }

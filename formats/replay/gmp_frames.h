@@ -83,6 +83,12 @@ const char *gmp_category_name(gmp_category c);
  * activation, parameter, else other. */
 gmp_category gmp_frames_category(const gmp_frame_info *f, size_t n, gmp_str range);
 
+/* The category of an allocation of a replay with this stack and range path (ids of the trace),
+ * during the pass: Python frames by name and file, native frames by their module only (they are
+ * symbolized later). Not cached: callers keep what they need. */
+struct gmp_replay;
+gmp_category gmp_replay_category(const struct gmp_replay *rp, uint32_t stack, uint32_t range);
+
 /* The glob used by the rules: `*` matches any run of bytes. */
 int gmp_frame_glob(const char *pat, const char *s, size_t n);
 

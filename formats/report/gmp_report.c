@@ -32,6 +32,7 @@ static int grow(void **p, size_t *cap, size_t n, size_t sz)
 
 typedef struct bucket {
     uint64_t amin, amax, alast, rmin, rmax, rlast, fmax, umax;
+    uint64_t clast[GMP_CAT_COUNT]; /* allocated per category at the bucket's last event */
     uint8_t has, has_used;
 } bucket;
 
@@ -45,7 +46,8 @@ typedef struct devslot {
     long double unexpl_sum;
     uint64_t unexpl_n, unexpl_last;
     uint64_t hist_count[GMP_REPORT_HIST], hist_bytes[GMP_REPORT_HIST];
-    bucket *b; /* GMP_REPORT_BUCKETS */
+    uint64_t cat[GMP_CAT_COUNT]; /* allocated now per category (gmp_frames_category) */
+    bucket *b;                   /* GMP_REPORT_BUCKETS */
 } devslot;
 
 typedef struct rframe {
@@ -126,6 +128,7 @@ struct gmp_report_live {
     size_t bufcap;
     void *symstate; /* the symbolizer's, for this trace */
     gmp_analysis *ana;
+    gmp_omap catmap; /* stack id | range id << 32 -> gmp_category + 1, during the pass */
 };
 
 typedef struct gmp_report_live live;
@@ -276,6 +279,37 @@ static void dev_update(live *L, const gmp_replay_device *dev, uint64_t t)
     }
     b->alast = s->allocated;
     b->rlast = s->reserved;
+    memcpy(b->clast, s->cat, sizeof b->clast);
+}
+
+/* The category of an allocation during the pass (gmp_frames_category), from the frames the
+ * trace names (Python frames; native frames by their module only: symbols come at the end) and
+ * the range path; cached per (stack, range). The peak's table uses the symbolized frames and the
+ * lifetimes (gmp_report_trace's sites), so it can say more than the timeline. */
+static gmp_category pass_category(live *L, uint32_t stack, uint32_t range)
+{
+    uint64_t key = (uint64_t)stack | (uint64_t)range << 32;
+    uint64_t *v = gmp_omap_get(&L->catmap, key);
+    if (v)
+        return (gmp_category)(*v - 1);
+    gmp_category c = gmp_replay_category(L->rp, stack, range);
+    int fresh;
+    v = gmp_omap_put(&L->catmap, key, &fresh);
+    if (v)
+        *v = (uint64_t)c + 1;
+    return c;
+}
+
+static void cat_update(live *L, const gmp_replay_alloc *a, int add)
+{
+    devslot *s = slot_of(L, a->device);
+    if (!s)
+        return;
+    gmp_category c = pass_category(L, a->stack, a->range);
+    if (add)
+        s->cat[c] += a->size;
+    else
+        s->cat[c] = s->cat[c] > a->size ? s->cat[c] - a->size : 0;
 }
 
 /* ---- ranges ---- */
@@ -645,6 +679,8 @@ static gmp_err on_alloc(void *ctx, gmp_replay *rp, const gmp_replay_mem *ev)
         for (size_t i = 0; i < L->nse; i++)
             if (L->se[i].device == NODEV)
                 frame_set_device(L, &L->se[i], a->device, t);
+        if (ev->counted)
+            cat_update(L, a, 1);
         dev_update(L, ev->dev, t);
         if (th->n) {
             rframe *f = &th->f[th->n - 1];
@@ -671,6 +707,10 @@ static gmp_err on_free(void *ctx, gmp_replay *rp, const gmp_replay_mem *ev)
     live *L = ((gmp_report_trace *)ctx)->live;
     uint64_t t = ev->rec->time_ns;
     axis_index(L, t);
+    if (ev->status == GMP_REPLAY_OK && ev->alloc && ev->counted)
+        for (size_t k = 0; k < ev->nalloc; k++)
+            if (gmp_mem_kind_is_device(ev->alloc[k].kind))
+                cat_update(L, &ev->alloc[k], 0);
     dev_update(L, ev->dev, t);
     if (ev->status != GMP_REPLAY_OK || !ev->alloc)
         return GMP_OK;
@@ -1141,12 +1181,14 @@ static gmp_err freeze_devices(live *L)
                 p->res_max = b->rmax;
                 p->res_last = b->rlast;
                 p->frag_max = b->fmax;
+                memcpy(p->cat_last, b->clast, sizeof p->cat_last);
                 p->has = 1;
                 cur = *p;
             } else {
                 p->alloc_min = p->alloc_max = p->alloc_last = cur.alloc_last;
                 p->res_min = p->res_max = p->res_last = cur.res_last;
                 p->frag_max = cur.res_last > cur.alloc_last ? cur.res_last - cur.alloc_last : 0;
+                memcpy(p->cat_last, cur.cat_last, sizeof p->cat_last);
             }
             p->t0_ns = L->t0 + k * L->w;
             p->t1_ns = p->t0_ns + L->w;
@@ -1338,6 +1380,7 @@ static void live_free(live *L)
     gmp_omap_free(&L->rangemap);
     gmp_omap_free(&L->apimap);
     gmp_omap_free(&L->stackmap);
+    gmp_omap_free(&L->catmap);
     if (L->symstate && g_symbolizer && g_symbolizer->free_state)
         g_symbolizer->free_state(L->symstate);
     free(L);

@@ -106,8 +106,10 @@ typedef struct gmp_report_point {
     uint64_t t0_ns, t1_ns;
     uint64_t alloc_min, alloc_max, alloc_last;
     uint64_t res_min, res_max, res_last;
-    uint64_t frag_max; /* max of reserved - allocated */
-    uint64_t used_max; /* driver-reported use (SAMPLE), 0 none in the bucket */
+    uint64_t frag_max;                /* max of reserved - allocated */
+    uint64_t used_max;                /* driver-reported use (SAMPLE), 0 none in the bucket */
+    uint64_t cat_last[GMP_CAT_COUNT]; /* allocated per category at the bucket's end (frames only,
+                                         gmp_frames_category) */
     int has, has_used;
 } gmp_report_point;
 

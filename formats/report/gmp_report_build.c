@@ -399,6 +399,33 @@ static void device_categories(const bld *b, gmp_doc_block *sec, const gmp_report
             o->d.peak_allocated ? 100.0 * (double)bytes[c] / (double)o->d.peak_allocated : 0.0);
         r[3] = gmp_dv_count(count[c]);
     }
+    /* over time, stacked: each line the sum of the categories up to it, in the table's order */
+    static const gmp_doc_scol scols[] = {
+        {"parameter", "parameter", GMP_DOC_S_LINE, 0},
+        {"+ gradient", "gradient", GMP_DOC_S_LINE, 0},
+        {"+ optimizer", "optimizer", GMP_DOC_S_LINE, 0},
+        {"+ activation", "activation", GMP_DOC_S_LINE, 0},
+        {"+ temporary", "temporary", GMP_DOC_S_LINE, 0},
+        {"+ other (all allocated)", "other", GMP_DOC_S_LINE, 0},
+    };
+    enum { NS = sizeof scols / sizeof scols[0] };
+    if (!o->npoints)
+        return;
+    gmp_doc_block *sr = gmp_doc_series(b->d, s, "timeline_by_category", scols, NS, o->npoints);
+    if (sr->kind != GMP_DOC_SERIES || sr->npoints != o->npoints)
+        return;
+    gmp_doc_linef(b->d, &sr->title, "by category over time (stacked; from the frames only)");
+    sr->x0 = o->points[0].t0_ns;
+    sr->t0 = t->t0_ns;
+    sr->bucket_ns = t->bucket_ns;
+    for (size_t i = 0; i < o->npoints; i++) {
+        uint64_t sum = 0;
+        sr->x[i] = o->points[i].t1_ns;
+        for (size_t k = 0; k < NS; k++) {
+            sum += o->points[i].cat_last[order[k]];
+            sr->y[i * NS + k] = sum;
+        }
+    }
 }
 
 static const gmp_doc_col leak_cols[] = {
