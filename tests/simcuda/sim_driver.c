@@ -4668,6 +4668,35 @@ CUresult CUDAAPI cuModuleLoadDataEx(CUmodule *pmodule, const void *image, unsign
     REQUIRE_INIT();
     if (numOptions && (!options || !optionValues))
         DRV_RETURN(CUDA_ERROR_INVALID_VALUE);
+    /* nothing is compiled: the info and error logs are empty strings, their "filled" sizes 0 and
+     * the wall time 0 (cuda.h, CUjit_option: IN/OUT options) */
+    size_t info_size = 0, err_size = 0;
+    for (unsigned i = 0; i < numOptions; i++) {
+        if (options[i] == CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES)
+            info_size = (size_t)(uintptr_t)optionValues[i];
+        else if (options[i] == CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES)
+            err_size = (size_t)(uintptr_t)optionValues[i];
+    }
+    for (unsigned i = 0; i < numOptions; i++) {
+        switch (options[i]) {
+        case CU_JIT_INFO_LOG_BUFFER:
+            if (optionValues[i] && info_size)
+                *(char *)optionValues[i] = 0;
+            break;
+        case CU_JIT_ERROR_LOG_BUFFER:
+            if (optionValues[i] && err_size)
+                *(char *)optionValues[i] = 0;
+            break;
+        case CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES:
+        case CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES: optionValues[i] = NULL; break;
+        case CU_JIT_WALL_TIME: {
+            float zero = 0;
+            memcpy(&optionValues[i], &zero, sizeof(zero));
+            break;
+        }
+        default: break;
+        }
+    }
     DRV_RETURN(module_new(pmodule, image));
 }
 
