@@ -1345,6 +1345,23 @@ static int stream_capturing(const void *stream, int ptsz)
     return yes;
 }
 
+/* Removes every entry of capture id from t: keys gathered first (a deletion shifts entries, also
+ * across the table's end), then deleted. */
+static void remove_capture(gmp_handles *t, uint64_t id)
+{
+    for (;;) {
+        uint64_t keys[32];
+        size_t n = 0;
+        for (size_t i = 0; i < t->cap && n < 32; i++)
+            if (t->ent[i].used && t->ent[i].handle == id)
+                keys[n++] = t->ent[i].key;
+        for (size_t i = 0; i < n; i++)
+            gmp_handles_del(t, keys[i]);
+        if (n < 32)
+            return;
+    }
+}
+
 static void capture_event(const api_desc *a, const void *params)
 {
     const two_ptrs *q = params;
@@ -1365,20 +1382,8 @@ static void capture_event(const api_desc *a, const void *params)
         const gmp_handle_ent *o = gmp_handles_get(&capturing, id);
         if (o)
             id = o->handle;
-        for (size_t i = 0; i < capturing.cap;) {
-            gmp_handle_ent *e = &capturing.ent[i];
-            if (e->used && e->handle == id)
-                gmp_handles_del(&capturing, e->key); /* shifts: look at i again */
-            else
-                i++;
-        }
-        for (size_t i = 0; i < capture_events.cap;) {
-            gmp_handle_ent *e = &capture_events.ent[i];
-            if (e->used && e->handle == id)
-                gmp_handles_del(&capture_events, e->key);
-            else
-                i++;
-        }
+        remove_capture(&capturing, id);
+        remove_capture(&capture_events, id);
         break;
     }
     case OP_EVENT_RECORD: {
