@@ -202,7 +202,7 @@ static void child(const char *path, const char *fmt, int fd)
     long bytes = 0;
     if (fmt) {
         FILE *f = tmpfile(); /* a real file: /dev/null cannot tell how much was written */
-        gmp_report_view v = {10, INT64_MIN, 0, GMP_REPORT_SORT_PATH, 0};
+        gmp_report_view v = {10, INT64_MIN, 0, GMP_REPORT_SORT_PATH, 0, 0};
         if (strcmp(fmt, "json") == 0)
             v.top = 0;
         if (!f || gmp_report_writer_by_name(fmt)(doc, f, &v) != GMP_OK)
