@@ -93,6 +93,8 @@ const gmp_doc_frame *gmp_render_stack_next(const gmp_doc_stack *s, size_t *i, si
     *inside = 0;
     if (!s || *i >= s->n)
         return NULL;
+    if (s->show_all)
+        return &s->frames[(*i)++];
     if (*i == 0) {
         size_t k = 0;
         while (k < s->n && s->frames[k].internal)

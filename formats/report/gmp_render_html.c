@@ -88,6 +88,8 @@ static const char *sev_class(gmp_doc_severity s)
 /* Frames innermost first, one a line, at most max of them ("…" when there are more). */
 static void put_frames(FILE *f, const gmp_doc_stack *s, size_t max)
 {
+    if (s->min_items > max)
+        max = s->min_items;
     size_t i = 0, shown = 0, folded, inside;
     char fb[48];
     while (i < s->n && shown < max) {

@@ -154,7 +154,8 @@ static void m_val(mw *w, const gmp_doc_val *v, unsigned colflags)
     case GMP_DOC_STACK: {
         size_t i = 0, shown = 0, folded, inside;
         char fb[48];
-        while (i < v->stack->n && shown < STACK_FRAMES) {
+        size_t cap = v->stack->min_items > STACK_FRAMES ? v->stack->min_items : STACK_FRAMES;
+        while (i < v->stack->n && shown < cap) {
             const gmp_doc_frame *fr = gmp_render_stack_next(v->stack, &i, &folded, &inside);
             if (shown++)
                 fputs(" &lt; ", w->f);

@@ -1177,6 +1177,7 @@ gmp_doc *gmp_report_build(const gmp_report_doc *doc, const gmp_report_view *v)
                                   gmp_report_dv_str(t, t->path, ""));
         trace(&b, sec);
     }
+    gmp_report_stacks_apart(d);
     if (gmp_doc_error(d) != GMP_OK) {
         gmp_doc_free(d);
         return NULL;

@@ -78,3 +78,131 @@ void gmp_report_site_cells(gmp_doc *d, const gmp_report_trace *t, const gmp_repo
     out[3] = gmp_dv_device(s->device);
     out[4] = gmp_report_dv_str(t, s->api, "(no API)");
 }
+
+/* ---- stacks told apart ---- */
+
+/* The k-th item a markup shows of s (as gmp_render_stack_next walks it): a frame, with the count
+ * folded inside it for the first, or a run of internal frames. Returns 0 past the end. */
+typedef struct item {
+    const gmp_doc_frame *f;
+    size_t folded, inside;
+} item;
+
+static size_t items_of(const gmp_doc_stack *s, item *out, size_t max)
+{
+    size_t i = 0, n = 0;
+    if (!s)
+        return 0;
+    if (s->show_all) {
+        for (; i < s->n && n < max; i++)
+            out[n++] = (item){&s->frames[i], 0, 0};
+        return n;
+    }
+    size_t k = 0;
+    while (k < s->n && s->frames[k].internal)
+        k++;
+    if (k == s->n) /* all internal: shown whole */
+        k = 0;
+    else if (n < max) {
+        out[n++] = (item){&s->frames[k], 0, k};
+        i = k + 1;
+    }
+    while (i < s->n && n < max) {
+        if (!s->frames[i].internal) {
+            out[n++] = (item){&s->frames[i], 0, 0};
+            i++;
+            continue;
+        }
+        size_t r = 0;
+        while (i < s->n && s->frames[i].internal) {
+            r++;
+            i++;
+        }
+        out[n++] = (item){NULL, r, 0};
+    }
+    return n;
+}
+
+static int item_eq(const item *a, const item *b)
+{
+    if (!a->f || !b->f)
+        return !a->f && !b->f && a->folded == b->folded;
+    return a->inside == b->inside && a->f->display.len == b->f->display.len &&
+           memcmp(a->f->display.ptr, b->f->display.ptr, a->f->display.len) == 0;
+}
+
+/* Items in common at the start of a and b; *same: they look the same whole. */
+static size_t common_items(const gmp_doc_stack *a, const gmp_doc_stack *b, int *same)
+{
+    enum { MAXI = 64 };
+    item x[MAXI], y[MAXI];
+    size_t nx = items_of(a, x, MAXI), ny = items_of(b, y, MAXI), k = 0;
+    while (k < nx && k < ny && item_eq(&x[k], &y[k]))
+        k++;
+    *same = k == nx && k == ny;
+    return k;
+}
+
+static int frames_same(const gmp_doc_stack *a, const gmp_doc_stack *b)
+{
+    if (a->n != b->n)
+        return 0;
+    for (size_t i = 0; i < a->n; i++)
+        if (a->frames[i].display.len != b->frames[i].display.len ||
+            memcmp(a->frames[i].display.ptr, b->frames[i].display.ptr, a->frames[i].display.len) !=
+                0 ||
+            a->frames[i].address != b->frames[i].address)
+            return 0;
+    return 1;
+}
+
+static void unfold(gmp_doc_stack *s)
+{
+    s->show_all = 1;
+}
+
+static void table_apart(gmp_doc_block *tb)
+{
+    if (tb->nrows < 2 || tb->nrows > 2000)
+        return;
+    for (size_t c = 0; c < tb->ncols; c++) {
+        if (tb->cols[c].type != GMP_DOC_STACK)
+            continue;
+        for (size_t i = 0; i < tb->nrows; i++) {
+            gmp_doc_val *vi = &tb->cells[i * tb->ncols + c];
+            if (vi->type != GMP_DOC_STACK || !vi->stack)
+                continue;
+            for (size_t j = i + 1; j < tb->nrows; j++) {
+                gmp_doc_val *vj = &tb->cells[j * tb->ncols + c];
+                if (vj->type != GMP_DOC_STACK || !vj->stack || frames_same(vi->stack, vj->stack))
+                    continue;
+                gmp_doc_stack *a = (gmp_doc_stack *)vi->stack, *b = (gmp_doc_stack *)vj->stack;
+                int same;
+                size_t k = common_items(a, b, &same);
+                if (same) { /* alike even whole: show their internal frames */
+                    unfold(a);
+                    unfold(b);
+                    k = common_items(a, b, &same);
+                }
+                if (a->min_items < k + 1)
+                    a->min_items = k + 1;
+                if (b->min_items < k + 1)
+                    b->min_items = k + 1;
+            }
+        }
+    }
+}
+
+static void blocks_apart(gmp_doc_block *b)
+{
+    for (gmp_doc_block *c = b->first; c; c = c->next) {
+        if (c->kind == GMP_DOC_TABLE)
+            table_apart(c);
+        blocks_apart(c);
+    }
+}
+
+void gmp_report_stacks_apart(gmp_doc *d)
+{
+    blocks_apart(gmp_doc_root(d));
+}

@@ -13,6 +13,12 @@
  * that gmp_frames.h folds are marked internal unless all_frames. */
 const gmp_doc_stack *gmp_report_doc_stack(gmp_doc *d, const gmp_report_trace *t, uint32_t stack,
                                           int all_frames);
+/* After a document is built: in every table, two rows whose stacks differ never look the same in
+ * a markup (which shows a stack's first items only): each such stack gets the number of items
+ * that tells it apart (min_items), and two stacks that look the same even whole, their internal
+ * frames folded, are shown unfolded. */
+void gmp_report_stacks_apart(gmp_doc *d);
+
 /* A trace string as a value (STR; `none` when empty). */
 gmp_doc_val gmp_report_dv_str(const gmp_report_trace *t, uint32_t i, const char *none);
 

@@ -330,6 +330,15 @@ def main():
                     for r in three:
                         if r.startswith("+") or "CUDACachingAllocator" in r.split(" < ")[0]:
                             sys.exit("%s: a row starts with internal frames: %s" % (snap, r))
+                # every row of the whole by-stack table (--top 0) looks different in text (rows
+                # that would look alike in their first items show more; alike even whole, they
+                # are shown unfolded)
+                text, _ = run([gmp, "report", path, "--by", "stack", "--top", "0"], tmp)
+                for sec in text.decode().split("Live at the peak, by call stack")[1:]:
+                    body = sec.split("\n\n")[0].splitlines()[2:]
+                    shown = [re.sub(r"^\s*\S+ \S+\s+\S+%\s+\d+  ", "", l) for l in body]
+                    if len(set(shown)) != len(shown):
+                        sys.exit("%s: two stacks shown alike in the whole table" % snap)
                 # --all-frames: nothing folded, the recorder's frames first
                 out, _ = run([gmp, "report", path, "--by", "stack", "--top", "1",
                               "--all-frames"], tmp)
@@ -440,6 +449,21 @@ def main():
             out, _ = run([gmp, "report", "ranges.zst", "-f", "json"], tmp)
             if any("live_at_peak_by_category" in d for d in json.loads(out)["devices"]):
                 sys.exit("categories table on a trace without PyTorch frames")
+        elif mode == "alike":
+            # two different call sites never render the same: stacks alike in their first four
+            # items show a fifth; stacks alike even whole when folded are shown unfolded
+            run([traces, "alike", "alike.zst"], tmp)
+            for fmt in ("text", "markdown", "html"):
+                o, _ = run([gmp, "report", "alike.zst", "-f", fmt, "--by", "stack"], tmp)
+                t = o.decode()
+                for want in ("run (x.py:5)", "run (x.py:6)", "CUDACachingAllocator::malloc",
+                             "CUDACachingAllocator::allocate"):
+                    if want not in t:
+                        sys.exit("%s: %r not shown:\n%s" % (fmt, want, t))
+            o, _ = run([gmp, "report", "alike.zst", "-f", "json", "--by", "stack"], tmp)
+            rows = json.loads(o)["devices"][0]["live_at_peak_by_stack"]
+            eq("json keeps the internal marks", [any(f.get("internal") for f in r["stack"])
+                                                 for r in rows], [False, False, True, True])
         elif mode == "noalloc":
             # a trace without allocations: no peak and no time for it (it was "0 B at -1.000000
             # s", a time before the trace began), in every format

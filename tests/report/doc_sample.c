@@ -45,7 +45,7 @@ static const gmp_doc_frame frames[] = {
      .line = 99,
      .display = S("main (train.py:99)")},
 };
-static const gmp_doc_stack stack6 = {6, frames};
+static const gmp_doc_stack stack6 = {6, frames, 0, 0};
 /* internal frames (gmp_frames.h) folded: a run the stack begins with ("[+2 inside]" after the
  * first frame shown), a run between two user frames ("+1 internal frame") */
 static const gmp_doc_frame folded_frames[] = {
@@ -72,8 +72,8 @@ static const gmp_doc_frame folded_frames[] = {
      .line = 7,
      .display = S("train (train.py:7)")},
 };
-static const gmp_doc_stack stack_folded = {5, folded_frames};
-static const gmp_doc_stack stack1 = {1, frames};
+static const gmp_doc_stack stack_folded = {5, folded_frames, 0, 0};
+static const gmp_doc_stack stack1 = {1, frames, 0, 0};
 
 static void device(gmp_doc *d, gmp_doc_block *trace, int id, uint64_t peak)
 {

@@ -5,6 +5,7 @@
  *   report_traces rank N OUT.zst         a small training step as rank N (several traces)
  *   report_traces noalloc OUT.zst        a device, a range and driver samples, no allocation
  *   report_traces killed OUT.zst         rank 0 with its events in frames before END's (cut it)
+ *   report_traces alike OUT.zst          four stacks that look alike when cut or folded
  *
  * Times are microseconds after start_trace_ns (T(x)). */
 #include "replay_tb.h"
@@ -131,6 +132,38 @@ static void noalloc(const char *out)
     tb_close(&b);
 }
 
+/* Stacks that would look alike in a table (issue 18: two different call sites never render the
+ * same): A and B share their four innermost frames and differ in the fifth; C and D differ only
+ * in an internal frame folded inside the same user frame. */
+static void alike(const char *out)
+{
+    tb b;
+    tb_open(&b, out);
+    tb_device(&b, 0, "Test GPU", 16 * TB_GiB);
+    uint32_t m = tb_str(&b, "cudaMalloc");
+    uint32_t f = tb_str(&b, "x.py"), g = tb_str(&b, "run");
+    uint32_t outer[2];
+    for (int k = 0; k < 2; k++) {
+        uint32_t s = gmp_writer_stack_python(b.w, 0, f, g, 5 + (uint32_t)k); /* the fifth */
+        static const char *const names[] = {"d", "c", "b", "a"};
+        for (int i = 0; i < 4; i++)
+            s = gmp_writer_stack_python(b.w, s, tb_str(&b, "m.py"), tb_str(&b, names[i]),
+                                        (uint32_t)(10 + i));
+        outer[k] = s;
+    }
+    uint32_t u = gmp_writer_stack_python(b.w, 0, tb_str(&b, "u.py"), tb_str(&b, "user"), 9);
+    uint32_t e = tb_str(&b, "");
+    uint32_t sc = gmp_writer_stack_python(
+        b.w, u, e, tb_str(&b, "c10::cuda::CUDACachingAllocator::malloc(unsigned long)"), 0);
+    uint32_t sd = gmp_writer_stack_python(
+        b.w, u, e, tb_str(&b, "c10::cuda::CUDACachingAllocator::allocate(unsigned long)"), 0);
+    tb_alloc(&b, 0, T(1), 0, GMP_MEM_DEVICE, 0x1000000, 40 * TB_MiB, m, 0, outer[0]);
+    tb_alloc(&b, 0, T(2), 0, GMP_MEM_DEVICE, 0x5000000, 30 * TB_MiB, m, 0, outer[1]);
+    tb_alloc(&b, 0, T(3), 0, GMP_MEM_DEVICE, 0x9000000, 20 * TB_MiB, m, 0, sc);
+    tb_alloc(&b, 0, T(4), 0, GMP_MEM_DEVICE, 0xd000000, 10 * TB_MiB, m, 0, sd);
+    tb_close(&b);
+}
+
 int main(int argc, char **argv)
 {
     if (argc == 3 && strcmp(argv[1], "ranges") == 0)
@@ -141,11 +174,14 @@ int main(int argc, char **argv)
         noalloc(argv[2]);
     else if (argc == 4 && strcmp(argv[1], "rank") == 0)
         rank(argv[3], atoi(argv[2]), 0);
+    else if (argc == 3 && strcmp(argv[1], "alike") == 0)
+        alike(argv[2]);
     else if (argc == 3 && strcmp(argv[1], "killed") == 0)
         rank(argv[2], 0, 1);
     else {
-        fprintf(stderr,
-                "usage: report_traces ranges|hostile|noalloc|killed OUT.zst | rank N OUT.zst\n");
+        fprintf(
+            stderr,
+            "usage: report_traces ranges|hostile|noalloc|killed|alike OUT.zst | rank N OUT.zst\n");
         return 2;
     }
     return 0;

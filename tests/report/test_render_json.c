@@ -172,7 +172,7 @@ static void test_values(void **state)
         {.python = 1, .function = S("f\"\n"), .line = 3},
         {.module = S("m.so"), .offset = 16, .address = 0x1010, .unknown = S("no symbol")},
     };
-    static const gmp_doc_stack st = {2, fr};
+    static const gmp_doc_stack st = {2, fr, 0, 0};
     gmp_doc_item_add(
         d, kv, "v", 0, "%v%v%v%v%v%v%v%v%v%v%v%v%v%v%v", gmp_dv_k(gmp_dv_none(), "none"),
         gmp_dv_k(gmp_dv_lit("lit"), "lit"), gmp_dv_k(gmp_dv_str(S(""), "(none)"), "str_empty"),
@@ -236,7 +236,7 @@ static void test_verdict(void **state)
                                        gmp_dv_k(gmp_dv_f(gmp_dv_count(9), GMP_DOC_DATA), "hidden"));
     kv1(d, v, "reps", 4);
     static const gmp_doc_frame fr[] = {{.python = 1, .function = S("g"), .file = S("x.py")}};
-    static const gmp_doc_stack st = {1, fr};
+    static const gmp_doc_stack st = {1, fr, 0, 0};
     gmp_doc_stack_block(d, v, "stack", &st);
     gmp_doc_block *n = gmp_doc_notice(d, r, "notes", GMP_DOC_INFO, "one");
     n->flags |= GMP_DOC_ITEM;
@@ -291,7 +291,7 @@ static void test_series_and_rows(void **state)
     static const gmp_doc_col cols[] = {{"s", "stack", GMP_DOC_STACK, 0}};
     static const gmp_doc_frame fr[] = {{.python = 1, .function = S("g"), .file = S("x.py")},
                                        {.python = 1, .function = S("h"), .file = S("y.py")}};
-    static const gmp_doc_stack st = {2, fr};
+    static const gmp_doc_stack st = {2, fr, 0, 0};
     gmp_doc_block *t = gmp_doc_table(d, r, "rows", cols, 1);
     gmp_doc_row(d, t)[0] = gmp_dv_stack(&st);
     gmp_doc_row(d, t)[0] = gmp_dv_stack(NULL);
