@@ -21,7 +21,7 @@
 /* events searched forward for the free of the allocation in focus (40 MiB of the index) */
 #define FREE_SEARCH (1u << 20)
 
-static const char *const g_by_name[GMP_TUI_BY_COUNT] = {"range", "stack", "kind"};
+static const char *const g_by_name[GMP_TUI_BY_COUNT] = {"range", "stack", "kind", "category"};
 
 gmp_tui_model *gmp_tui_cur_model(const gmp_tui_state *s)
 {
@@ -363,7 +363,7 @@ static void focus_pane(gmp_tui_state *s, int y, int h, int x, int w)
                 continue;
             }
             if (hidden) {
-                snprintf(line, sizeof line, " ... %zu internal frame%s (i)", hidden,
+                snprintf(line, sizeof line, " ... %zu folded frame%s (i)", hidden,
                          hidden == 1 ? "" : "s");
                 if (gmp_tui_term_has_color())
                     attron(COLOR_PAIR(GMP_TUI_C_DIM));
@@ -377,7 +377,7 @@ static void focus_pane(gmp_tui_state *s, int y, int h, int x, int w)
             put(y + r++, x + 2, site->frames[i], w - 2);
         }
         if (hidden && r < h) {
-            snprintf(line, sizeof line, " ... %zu internal frame%s (i)", hidden,
+            snprintf(line, sizeof line, " ... %zu folded frame%s (i)", hidden,
                      hidden == 1 ? "" : "s");
             put(y + r++, x + 1, line, w - 1);
         }
@@ -494,8 +494,8 @@ static const char *const g_help[] = {
     "  /  n N           search a range, function or API; next / previous match",
     "  Up/Down j/k      select in the live tree     Enter/Space  expand or fold",
     "  PgUp PgDn        scroll the live tree",
-    "  g                group the live set by range, stack or kind",
-    "  i                show or fold internal frames (CUDA, agent, libc, torch)",
+    "  g                group the live set by range, stack, kind or category",
+    "  i                show or fold internal and framework frames",
     "  d D              next / previous device       r R  next / previous trace",
     "  L                the program's output (run --view)",
     "  ?                this help                    q  quit",

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "gmp_frames.h"
 #include "gmp_symbolize.h"
 #include "gmp_units.h"
 
@@ -138,55 +139,6 @@ static const char *base_name(const char *p, size_t n, size_t *len)
     return p + s;
 }
 
-static int module_internal(const char *b, size_t n)
-{
-    static const char *const pre[] = {"libcuda.", "libcudart", "libgpumemprof", "libc.so",
-                                      "libc-",    "ld-linux",  "libc10",        "libtorch",
-                                      "libcupti", "libpthread"};
-    for (size_t i = 0; i < sizeof pre / sizeof pre[0]; i++) {
-        size_t k = strlen(pre[i]);
-        if (n >= k && memcmp(b, pre[i], k) == 0)
-            return 1;
-    }
-    return 0;
-}
-
-static int python_internal(const char *f, size_t n)
-{
-    static const char *const in[] = {"/torch/", "<frozen "};
-    for (size_t i = 0; i < sizeof in / sizeof in[0]; i++) {
-        size_t k = strlen(in[i]);
-        for (size_t j = 0; j + k <= n; j++)
-            if (memcmp(f + j, in[i], k) == 0)
-                return 1;
-    }
-    return 0;
-}
-
-/* C++ frames of PyTorch's own stacks (snapshots record them with file "??") */
-static int cxx_internal(const char *f, size_t n)
-{
-    static const char *const pre[] = {"torch::", "c10::", "at::", "std::", "_Py", "Py"};
-    for (size_t i = 0; f && i < sizeof pre / sizeof pre[0]; i++) {
-        size_t k = strlen(pre[i]);
-        if (n >= k && memcmp(f, pre[i], k) == 0)
-            return 1;
-    }
-    return 0;
-}
-
-int gmp_tui_frame_internal(const char *text)
-{
-    size_t n = strlen(text), bl;
-    const char *plus = strchr(text, '+');
-    if (plus) {
-        const char *b = base_name(text, (size_t)(plus - text), &bl);
-        if (module_internal(b, bl))
-            return 1;
-    }
-    return python_internal(text, n);
-}
-
 static int site_fill(gmp_tui_tree *t, uint32_t si)
 {
     gmp_tui_site *s = &t->sites[si];
@@ -234,6 +186,9 @@ static int site_fill(gmp_tui_tree *t, uint32_t si)
         nf = MAX_FRAMES;
     s->frames = calloc(nf ? nf : 1, sizeof *s->frames);
     s->internal = calloc(nf ? nf : 1, 1);
+    gmp_frame_info info[MAX_FRAMES]; /* what the shared rules (gmp_frames.h) classify */
+    uint8_t cls[MAX_FRAMES];
+    memset(info, 0, sizeof info);
     for (size_t i = 0; s->frames && s->internal && i < nf; i++) {
         char buf[512];
         if (fr[i].kind == GMP_FRAME_PYTHON) {
@@ -241,11 +196,8 @@ static int site_fill(gmp_tui_tree *t, uint32_t si)
             const char *b = base_name(fr[i].file.ptr ? fr[i].file.ptr : "", fr[i].file.len, &bl);
             snprintf(buf, sizeof buf, "%.*s (%.*s:%" PRIu32 ")", (int)fr[i].function.len,
                      fr[i].function.ptr ? fr[i].function.ptr : "", (int)bl, b, fr[i].line);
-            /* snapshots record the interpreter's and PyTorch's C/C++ frames with file "??" */
-            int native = fr[i].file.len == 2 && memcmp(fr[i].file.ptr, "??", 2) == 0;
-            s->internal[i] =
-                (unsigned char)(native || python_internal(fr[i].file.ptr, fr[i].file.len) ||
-                                cxx_internal(fr[i].function.ptr, fr[i].function.len));
+            info[i].function = fr[i].function;
+            info[i].file = fr[i].file;
         } else if (fr[i].module) {
             size_t bl;
             const char *b = base_name(fr[i].module->path.ptr ? fr[i].module->path.ptr : "",
@@ -256,18 +208,35 @@ static int site_fill(gmp_tui_tree *t, uint32_t si)
             if (t->sym) {
                 gmp_symbolizer_add_reader_modules(t->sym, r);
                 const gmp_sym_frame *sf;
-                if (gmp_symbolize(t->sym, fr[i].address, &sf) && sf->status == GMP_SYM_OK)
+                if (gmp_symbolize(t->sym, fr[i].address, &sf) && sf->status == GMP_SYM_OK) {
                     gmp_symbolize_frame(t->sym, fr[i].address, 0, buf, sizeof buf);
+                    info[i].function = (gmp_str){sf->function, (uint32_t)strlen(sf->function)};
+                    if (sf->file)
+                        info[i].file = (gmp_str){sf->file, (uint32_t)strlen(sf->file)};
+                }
             }
-            s->internal[i] = (unsigned char)module_internal(b, bl);
+            info[i].module = fr[i].module->path;
         } else {
             snprintf(buf, sizeof buf, "0x%" PRIx64, fr[i].address);
         }
         s->frames[i] = strndup_clean(buf, strlen(buf));
         if (!s->frames[i])
             break;
+        cls[i] = (uint8_t)gmp_frame_classify(&info[i], NULL);
         s->nframes++;
     }
+    /* folded as every output folds them: internal frames always, framework frames when the
+     * stack has a frame of the user's code */
+    if (s->internal && s->nframes)
+        gmp_frames_fold(cls, s->nframes, s->internal);
+    gmp_str rg = {s->range_str ? s->range_str : "",
+                  s->range_str ? (uint32_t)strlen(s->range_str) : 0};
+    gmp_category cat = gmp_frames_category(info, s->nframes, rg);
+    /* the report's lifetime rule (formats/report/gmp_report.c): made by the backward pass and
+     * still live at the end as at the peak, it was kept past the backward: a gradient */
+    if (cat == GMP_CAT_TEMPORARY && rs->peak_bytes && rs->live_bytes >= rs->peak_bytes)
+        cat = GMP_CAT_GRADIENT;
+    s->category = (uint32_t)cat;
     s->ready = 1;
     return s->api_str && s->range_str && s->ranges && s->frames && s->internal ? 0 : -1;
 }
@@ -376,7 +345,7 @@ static uint64_t hash_label(uint64_t h, const char *s)
 
 static int default_expanded(const gmp_tui_tree *t, int depth)
 {
-    static const int deep[GMP_TUI_BY_COUNT] = {3, 1, 1};
+    static const int deep[GMP_TUI_BY_COUNT] = {3, 1, 1, 1};
     return depth < deep[t->by];
 }
 
@@ -599,6 +568,12 @@ gmp_err gmp_tui_tree_build(gmp_tui_tree *t, const gmp_tui_live *live, size_t n, 
                 cur = child(t, NO_NODE, s->nframes ? "(internal frames only)" : "(no stack)", 0);
             snprintf(lab, sizeof lab, "%s %s [%s]", gmp_mem_kind_name(s->kind), s->api_str,
                      *s->range_str ? s->range_str : "no range");
+        } else if (t->by == GMP_TUI_BY_CATEGORY) {
+            cur = child(t, NO_NODE, gmp_category_name((gmp_category)s->category), 0);
+            if (cur != NO_NODE)
+                cur = child(t, cur, *s->range_str ? s->range_str : "(no range)", 0);
+            snprintf(lab, sizeof lab, "%s %s: %s", gmp_mem_kind_name(s->kind), s->api_str,
+                     top_frame(s, show_internal));
         } else {
             cur = child(t, NO_NODE, gmp_mem_kind_name(s->kind), 0);
             if (cur != NO_NODE)

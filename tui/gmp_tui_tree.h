@@ -4,17 +4,18 @@
  * allocation site first, then each site is placed on a path that depends on the grouping:
  *  - by range:  range path components (outermost first), then the site (kind, API, top frame);
  *  - by stack:  frames outermost first (internal frames left out unless shown), then the site;
- *  - by kind:   memory kind, then the whole range path, then the site.
+ *  - by kind:   memory kind, then the whole range path, then the site;
+ *  - by category: what the allocation is for in a PyTorch job (parameter, gradient, optimizer,
+ *    activation, temporary, other: formats/replay/gmp_frames.h), then the range path, the site.
  * Under an expanded site, its largest allocations. Every node has its bytes and count (inclusive),
  * and the largest allocation under it (the one the focus pane shows). Expanded nodes are
  * remembered by a hash of their path, so the tree keeps its shape while the cursor moves.
  *
- * Labels of sites (range components, frames as text, which frames are internal) are computed once
+ * Labels of sites (range components, frames as text, which frames are folded) are computed once
  * per site and cached; native frames are named by the offline symbolizer (formats/symbols: DWARF
- * or ELF symbols of the run's modules, "module+0xoffset" when they cannot be read). Internal
- * frames: the CUDA runtime and driver, the profiler's agent, the C library and the dynamic loader,
- * PyTorch's C++ libraries; Python frames of torch itself; in PyTorch snapshots, the C/C++ frames
- * (file "??": the interpreter's and PyTorch's). */
+ * or ELF symbols of the run's modules, "module+0xoffset" when they cannot be read). Frames are
+ * folded by the rules every output uses (formats/replay/gmp_frames.h: internal frames always,
+ * framework frames when the stack has a frame of the user's code); `i` shows them all. */
 #ifndef GMP_TUI_TREE_H
 #define GMP_TUI_TREE_H
 
@@ -23,7 +24,13 @@
 
 #include "gmp_tui_model.h"
 
-enum { GMP_TUI_BY_RANGE = 0, GMP_TUI_BY_STACK, GMP_TUI_BY_KIND, GMP_TUI_BY_COUNT };
+enum {
+    GMP_TUI_BY_RANGE = 0,
+    GMP_TUI_BY_STACK,
+    GMP_TUI_BY_KIND,
+    GMP_TUI_BY_CATEGORY,
+    GMP_TUI_BY_COUNT
+};
 
 typedef struct gmp_tui_row {
     const char *label;
@@ -47,6 +54,7 @@ typedef struct gmp_tui_site {
     char **frames;           /* innermost first */
     unsigned char *internal; /* per frame */
     char *api_str;
+    uint32_t category; /* gmp_category (formats/replay/gmp_frames.h) of its frames and range */
 } gmp_tui_site;
 
 typedef struct gmp_tui_tree gmp_tui_tree;
@@ -73,7 +81,5 @@ void gmp_tui_tree_reveal_site(gmp_tui_tree *t, uint32_t site);
 const gmp_tui_site *gmp_tui_tree_site(gmp_tui_tree *t, uint32_t site);
 /* 1 when the site's range path or one of its frames contains needle (case-insensitive). */
 int gmp_tui_tree_site_matches(gmp_tui_tree *t, uint32_t site, const char *needle);
-/* 1 when a frame text is of an internal frame (see above). */
-int gmp_tui_frame_internal(const char *text);
 
 #endif

@@ -8,7 +8,8 @@ reads the screen back. Each case is one ctest test:
 
 peak      opens at the first device's peak: the screen shows the peak bytes that
           `gpumemprof report --format json` gives, as allocated at the cursor and in the live tree
-snapshot  the same on a real PyTorch snapshot (tests/data/torch-snapshots)
+snapshot  the same on a real PyTorch snapshot (tests/data/torch-snapshots); grouped by category,
+          the categories' bytes and counts are those of the JSON's live_at_peak_by_category
 navigate  Home/End/Right/./p move the cursor (the event counter and the cursor's time follow),
           +/0 zoom the window (the axis's end changes and comes back); o/v/V jump to the
           generated trace's failed allocation, OOM and alert
@@ -169,8 +170,24 @@ def main():
                 fail("the live ranges are not shown:\n" + s)
         elif case == "snapshot":
             snap = sys.argv[4]
-            t = Term("%s view %s" % (gmp, snap))
+            t = Term("%s view %s" % (gmp, snap), w=100, h=40)
             check_peak(gmp, snap, t)
+            # by category (g three times): what report's JSON says was live at the peak
+            out = subprocess.run([gmp, "report", "--format", "json", snap], check=True,
+                                 capture_output=True, text=True).stdout
+            dev = [d for d in json.loads(out)["devices"] if d["id"] >= 0][0]
+            want = {c["category"]: (fmt_bytes(c["bytes"]), c["count"])
+                    for c in dev["live_at_peak_by_category"] if c["count"]}
+            t.keys("g", "g", "g")
+            s = t.wait("Live at cursor by category")
+            got = {}
+            for l in s.splitlines():
+                if l[:2] in ("\u25be ", "\u25b8 ") and len(l) > 60:
+                    left = l[:59].split()
+                    got[left[1]] = (" ".join(left[2:4]), int(left[4]))
+            if got != want:
+                fail("by category the screen says %s, report's JSON %s:\n%s" % (got, want, s))
+            print("snapshot: by category", got)
         elif case == "navigate":
             t = Term("%s view %s" % (gmp, tr))
             t.wait("Live at cursor")
