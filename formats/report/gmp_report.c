@@ -128,7 +128,9 @@ struct gmp_report_live {
     size_t bufcap;
     void *symstate; /* the symbolizer's, for this trace */
     gmp_analysis *ana;
-    gmp_omap catmap; /* stack id | range id << 32 -> gmp_category + 1, during the pass */
+    gmp_omap catmap;  /* stack id | range id << 32 -> gmp_category + 1, during the pass */
+    uint8_t *sitecat; /* replay site index -> gmp_category + 1 (0: not known yet) */
+    size_t capsitecat;
 };
 
 typedef struct gmp_report_live live;
@@ -305,7 +307,25 @@ static void cat_update(live *L, const gmp_replay_alloc *a, int add)
     devslot *s = slot_of(L, a->device);
     if (!s)
         return;
-    gmp_category c = pass_category(L, a->stack, a->range);
+    gmp_category c;
+    if (a->site < L->capsitecat && L->sitecat[a->site]) {
+        c = (gmp_category)(L->sitecat[a->site] - 1);
+    } else {
+        c = pass_category(L, a->stack, a->range);
+        if (a->site >= L->capsitecat) { /* one byte per site, grown geometrically */
+            size_t nc = L->capsitecat ? L->capsitecat : 1024;
+            while (nc <= a->site)
+                nc *= 2;
+            uint8_t *n = realloc(L->sitecat, nc);
+            if (n) {
+                memset(n + L->capsitecat, 0, nc - L->capsitecat);
+                L->sitecat = n;
+                L->capsitecat = nc;
+            }
+        }
+        if (a->site < L->capsitecat)
+            L->sitecat[a->site] = (uint8_t)(c + 1);
+    }
     if (add)
         s->cat[c] += a->size;
     else
@@ -1381,6 +1401,7 @@ static void live_free(live *L)
     gmp_omap_free(&L->apimap);
     gmp_omap_free(&L->stackmap);
     gmp_omap_free(&L->catmap);
+    free(L->sitecat);
     if (L->symstate && g_symbolizer && g_symbolizer->free_state)
         g_symbolizer->free_state(L->symstate);
     free(L);

@@ -2,6 +2,7 @@
  * every builder of the report (gmp_report_build.c, gmp_report_build_analysis.c). */
 #include "gmp_report_values.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 gmp_doc_val gmp_report_dv_str(const gmp_report_trace *t, uint32_t i, const char *none)
@@ -131,18 +132,6 @@ static int item_eq(const item *a, const item *b)
            memcmp(a->f->display.ptr, b->f->display.ptr, a->f->display.len) == 0;
 }
 
-/* Items in common at the start of a and b; *same: they look the same whole. */
-static size_t common_items(const gmp_doc_stack *a, const gmp_doc_stack *b, int *same)
-{
-    enum { MAXI = 64 };
-    item x[MAXI], y[MAXI];
-    size_t nx = items_of(a, x, MAXI), ny = items_of(b, y, MAXI), k = 0;
-    while (k < nx && k < ny && item_eq(&x[k], &y[k]))
-        k++;
-    *same = k == nx && k == ny;
-    return k;
-}
-
 static int frames_same(const gmp_doc_stack *a, const gmp_doc_stack *b)
 {
     if (a->n != b->n)
@@ -161,28 +150,57 @@ static void unfold(gmp_doc_stack *s)
     s->show_all = 1;
 }
 
+enum { MAXI = 64 }; /* items compared: stacks alike further than this are alike enough */
+
+/* The items of each row's stack, computed once per table (rows x MAXI). */
+typedef struct rowitems {
+    size_t n;
+    item it[MAXI];
+} rowitems;
+
+static size_t common_prefix(const rowitems *a, const rowitems *b, int *same)
+{
+    size_t k = 0;
+    while (k < a->n && k < b->n && item_eq(&a->it[k], &b->it[k]))
+        k++;
+    *same = k == a->n && k == b->n;
+    return k;
+}
+
 static void table_apart(gmp_doc_block *tb)
 {
     if (tb->nrows < 2 || tb->nrows > 2000)
         return;
+    rowitems *ri = NULL;
     for (size_t c = 0; c < tb->ncols; c++) {
         if (tb->cols[c].type != GMP_DOC_STACK)
             continue;
+        if (!ri && !(ri = malloc(tb->nrows * sizeof *ri)))
+            return;
+        for (size_t i = 0; i < tb->nrows; i++) {
+            const gmp_doc_val *v = &tb->cells[i * tb->ncols + c];
+            ri[i].n = v->type == GMP_DOC_STACK ? items_of(v->stack, ri[i].it, MAXI) : 0;
+        }
         for (size_t i = 0; i < tb->nrows; i++) {
             gmp_doc_val *vi = &tb->cells[i * tb->ncols + c];
-            if (vi->type != GMP_DOC_STACK || !vi->stack)
+            if (!ri[i].n)
                 continue;
             for (size_t j = i + 1; j < tb->nrows; j++) {
                 gmp_doc_val *vj = &tb->cells[j * tb->ncols + c];
-                if (vj->type != GMP_DOC_STACK || !vj->stack || frames_same(vi->stack, vj->stack))
-                    continue;
-                gmp_doc_stack *a = (gmp_doc_stack *)vi->stack, *b = (gmp_doc_stack *)vj->stack;
+                if (!ri[j].n || !item_eq(&ri[i].it[0], &ri[j].it[0]))
+                    continue; /* the usual case: different from the first item on */
                 int same;
-                size_t k = common_items(a, b, &same);
-                if (same) { /* alike even whole: show their internal frames */
+                size_t k = common_prefix(&ri[i], &ri[j], &same);
+                gmp_doc_stack *a = (gmp_doc_stack *)vi->stack, *b = (gmp_doc_stack *)vj->stack;
+                if (same) {
+                    if (frames_same(a, b))
+                        continue; /* the same call site (e.g. in two kinds) */
+                    /* alike even whole: show their internal frames */
                     unfold(a);
                     unfold(b);
-                    k = common_items(a, b, &same);
+                    ri[i].n = items_of(a, ri[i].it, MAXI);
+                    ri[j].n = items_of(b, ri[j].it, MAXI);
+                    k = common_prefix(&ri[i], &ri[j], &same);
                 }
                 if (a->min_items < k + 1)
                     a->min_items = k + 1;
@@ -191,6 +209,7 @@ static void table_apart(gmp_doc_block *tb)
             }
         }
     }
+    free(ri);
 }
 
 static void blocks_apart(gmp_doc_block *b)
