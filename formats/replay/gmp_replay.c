@@ -894,74 +894,66 @@ static gmp_err on_pool(gmp_replay *rp, const gmp_rec *rec)
     return GMP_OK;
 }
 
-/* A destroyed context (cudaDeviceReset, cuCtxDestroy, cuDevicePrimaryCtxReset) frees all the
- * memory it held without a free call: CUPTI reports no MEMORY2 release and the program makes no
- * free. Every live allocation of that device (VMM and address reservations included; host memory
- * and NVTX regions excluded) is freed here as if by a FREE record flagged GMP_MEMF_IMPLICIT, so the
- * outputs see ordinary free events, and the device's pools are emptied. Assumes the destroyed
- * context is the device's only one (the primary context), as in almost every program. */
+/* A destroyed context (cudaDeviceReset, cuCtxDestroy, cuDevicePrimaryCtxReset) frees the memory
+ * it owns without a free call: CUPTI reports no MEMORY2 release and the program makes no free.
+ * What it owns is what the headers list (CUDA 13):
+ *   cuda.h, cuCtxDestroy (lines 6287-6291): CUarray, CUmipmappedArray, ... and "memory allocations
+ *   by cuMemAlloc(), cuMemAllocHost(), cuMemAllocManaged() and cuMemAllocPitch()"; and
+ *   cuda.h 6299-6301: "cuCtxDestroy() will not destroy memory allocations by cuMemCreate(),
+ *   cuMemAllocAsync() and cuMemAllocFromPoolAsync(). These memory allocations are not associated
+ *   with any CUDA context and need to be destroyed explicitly."
+ *   cuda_runtime_api.h, cudaDeviceReset (lines 306-311 and 317-318): the same list for the runtime,
+ *   and "cudaDeviceReset() will not destroy memory allocations by cudaMallocAsync() and
+ *   cudaMallocFromPoolAsync()".
+ * So the live allocations of the device in the ordinary space (device, pitch/3D, arrays, managed,
+ * static module variables) are freed here as if by a FREE record flagged GMP_MEMF_IMPLICIT, so the
+ * outputs see ordinary free events; stream-ordered pool blocks (GMP_MEM_ASYNC_POOL, graph memory
+ * included: it comes from the device's graph memory pool, not from the context) stay live, and so
+ * does everything of the VMM family (cuMemCreate physical memory, its mappings and the address
+ * reservations: none belongs to a context). Pools are not emptied: their reserve survives with
+ * their blocks, and their own POOL records (trim, destroy) change it. Host memory and NVTX regions
+ * are not matched (host memory has no device; a region lives inside another allocation). Assumes
+ * the destroyed context is the device's only one (the primary context), as in almost every program.
+ */
 static gmp_err on_context_destroy(gmp_replay *rp, const gmp_rec *rec)
 {
     int32_t dev = rec->u.resource.device;
     if (dev < 0)
         return GMP_OK;
-    static const int spaces[] = {SP_MEM, SP_VMM_MAP, SP_VMM_PHYS, SP_VA};
-    for (size_t si = 0; si < sizeof spaces / sizeof spaces[0]; si++) {
-        int sp = spaces[si];
-        const gmp_livetab *m = &rp->live[sp];
-        size_t n = 0, cap = 0;
-        gmp_rec *frees = NULL;
-        for (size_t i = 0; i < m->cap; i++) {
-            if (!gmp_livetab_used(m, i))
-                continue;
-            const live_ent *e = &m->ent[i];
-            const site_int *st = &rp->sites[e->site];
-            if (st->pub.device != dev)
-                continue;
-            if (n == cap) {
-                cap = cap ? 2 * cap : 64;
-                gmp_rec *nf = realloc(frees, cap * sizeof *nf);
-                if (!nf) {
-                    free(frees);
-                    return nomem(rp);
-                }
-                frees = nf;
-            }
-            gmp_rec *f = &frees[n++];
-            memset(f, 0, sizeof *f);
-            f->type = GMP_REC_FREE;
-            f->time_ns = rec->time_ns;
-            f->tid = rec->tid;
-            f->u.mem.device = dev;
-            f->u.mem.kind = st->pub.kind;
-            f->u.mem.flags = GMP_MEMF_IMPLICIT;
-            if (sp == SP_VMM_PHYS)
-                f->u.mem.handle = e->key;
-            else
-                f->u.mem.address = e->key;
-            f->u.mem.size = sp == SP_VMM_MAP ? e->size : 0;
-        }
-        gmp_err ce = GMP_OK;
-        for (size_t i = 0; i < n && ce == GMP_OK; i++)
-            ce = on_free(rp, &frees[i]);
-        free(frees);
-        if (ce != GMP_OK)
-            return ce;
-    }
-    dev_int *d = dev_get(rp, dev);
-    if (!d)
-        return nomem(rp);
-    for (size_t i = 0; i < rp->pools.cap; i++) {
-        if (!USED(&rp->pools, i))
+    const gmp_livetab *m = &rp->live[SP_MEM];
+    size_t n = 0, cap = 0;
+    gmp_rec *frees = NULL;
+    for (size_t i = 0; i < m->cap; i++) {
+        if (!gmp_livetab_used(m, i))
             continue;
-        pool_ent *pe = (pool_ent *)(rp->pools.ent + i * rp->pools.esz);
-        if (pe->dev == d) {
-            d->pool_reported -= pe->reported;
-            pe->reported = 0;
+        const live_ent *e = &m->ent[i];
+        const site_int *st = &rp->sites[e->site];
+        if (st->pub.device != dev || st->pub.kind == GMP_MEM_ASYNC_POOL)
+            continue;
+        if (n == cap) {
+            cap = cap ? 2 * cap : 64;
+            gmp_rec *nf = realloc(frees, cap * sizeof *nf);
+            if (!nf) {
+                free(frees);
+                return nomem(rp);
+            }
+            frees = nf;
         }
+        gmp_rec *f = &frees[n++];
+        memset(f, 0, sizeof *f);
+        f->type = GMP_REC_FREE;
+        f->time_ns = rec->time_ns;
+        f->tid = rec->tid;
+        f->u.mem.device = dev;
+        f->u.mem.kind = st->pub.kind;
+        f->u.mem.flags = GMP_MEMF_IMPLICIT;
+        f->u.mem.address = e->key;
     }
-    update_reserved(d, rec->time_ns);
-    return GMP_OK;
+    gmp_err ce = GMP_OK;
+    for (size_t i = 0; i < n && ce == GMP_OK; i++)
+        ce = on_free(rp, &frees[i]);
+    free(frees);
+    return ce;
 }
 
 static gmp_err on_sample(gmp_replay *rp, const gmp_rec *rec)

@@ -9,10 +9,10 @@ record) and the survivors' explicit frees after it; the report must count those 
 the frees.
 
 The agent records all of this; what is checked here is the replay's reading of CONTEXT_DESTROY
-(formats/replay/gmp_replay.c, on_context_destroy), which frees every live allocation of the device.
-The test is registered DISABLED in CMakeLists.txt until the replay frees only context-bound kinds
-(not async-pool, VMM physical/mapping or VA reservations), and it needs the simulator's context
-reset to keep pool allocations (tests/simcuda, issue of the simulator: S3)."""
+(formats/replay/gmp_replay.c, on_context_destroy), which frees only what the context owns (the
+cudaMalloc block), so the survivors' later frees match; with the old reading (every live
+allocation of the device freed) they were unknown frees. The simulator's reset keeps pool
+allocations and cuMemCreate memory (tests/simcuda/model.c)."""
 import json
 
 import agentlib as L

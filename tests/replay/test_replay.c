@@ -531,38 +531,92 @@ static void test_failed_free_undone(void **state)
     run_done(&b, &x);
 }
 
-/* A destroyed context (cudaDeviceReset) frees its device's memory without free calls: the replay
- * frees every live allocation of that device implicitly, empties its pools, and leaves the other
- * devices and host memory alone. */
+/* A destroyed context (cudaDeviceReset) frees the memory its context owns without free calls
+ * (cuda.h cuCtxDestroy, lines 6287-6291: cuMemAlloc, pitch, arrays, managed, ...) and keeps what
+ * cuda.h 6299-6301 and cuda_runtime_api.h 317-318 say survives it: stream-ordered pool blocks
+ * (cuMemAllocAsync / cudaMallocAsync) and cuMemCreate memory (with its mappings and the address
+ * reservation). The replay frees the first implicitly, leaves the second live and the device's
+ * pools as they were, and leaves the other devices and host memory alone. With survivors_freed,
+ * the program then frees the survivors itself: those frees must match (none unknown or double). */
+static const uint64_t CD_VA = 0x7000000000ull, CD_H = 0x11, CD_POOL = 0x5000;
+
+static void context_destroy_trace(tb *b, int survivors_freed)
+{
+    tb_open(b, NULL);
+    uint32_t m = tb_str(b, "cudaMalloc"), ma = tb_str(b, "cudaMallocAsync");
+    uint32_t h = tb_str(b, "cudaMallocHost"), ar = tb_str(b, "cudaMallocArray");
+    uint32_t res = tb_str(b, "cuMemAddressReserve"), cr = tb_str(b, "cuMemCreate");
+    uint32_t mp = tb_str(b, "cuMemMap");
+    tb_alloc(b, 0, 1, 0, GMP_MEM_DEVICE, 0x1000, 10 * TB_MiB, m, 0, 0);
+    tb_alloc(b, 0, 2, 1, GMP_MEM_DEVICE, 0x9000, 20 * TB_MiB, m, 0, 0);
+    tb_alloc(b, 0, 3, -1, GMP_MEM_PINNED_HOST, 0x7000, 1 * TB_MiB, h, 0, 0);
+    tb_mem a1 = {0, GMP_MEM_ASYNC_POOL, GMP_MEMF_ASYNC, ma, 0, 0, 0x2000, 4 * TB_MiB, CD_POOL, 7};
+    tb_memrec(b, 0, GMP_REC_ALLOC, 4, &a1);
+    tb_pool(b, 0, 5, 0, GMP_POOL_RESERVED, CD_POOL, 8 * TB_MiB);
+    tb_alloc(b, 0, 6, 0, GMP_MEM_ARRAY, 0x3000, 2 * TB_MiB, ar, 0, 0);
+    tb_alloc(b, 0, 7, 0, GMP_MEM_VA_RESERVE, CD_VA, 1 * TB_GiB, res, 0, 0);
+    tb_mem p1 = {0, GMP_MEM_VMM_PHYSICAL, 0, cr, 0, 0, 0, 6 * TB_MiB, CD_H, 0};
+    tb_memrec(b, 0, GMP_REC_ALLOC, 8, &p1);
+    tb_mem m1 = {0, GMP_MEM_VMM_MAPPING, 0, mp, 0, 0, CD_VA, 6 * TB_MiB, CD_H, 0};
+    tb_memrec(b, 0, GMP_REC_ALLOC, 9, &m1);
+    gmp_rec rd = {.type = GMP_REC_RESOURCE, .time_ns = 10};
+    rd.u.resource.device = 0;
+    rd.u.resource.op = GMP_RES_CONTEXT_DESTROY;
+    tb_event(b, 0, &rd);
+    if (survivors_freed) {
+        uint32_t fa = tb_str(b, "cudaFreeAsync"), um = tb_str(b, "cuMemUnmap");
+        uint32_t rl = tb_str(b, "cuMemRelease"), fr = tb_str(b, "cuMemAddressFree");
+        tb_mem f1 = {0, GMP_MEM_ASYNC_POOL, GMP_MEMF_ASYNC, fa, 0, 0, 0x2000, 0, CD_POOL, 7};
+        tb_memrec(b, 0, GMP_REC_FREE, 11, &f1);
+        tb_free(b, 0, 12, 0, GMP_MEM_VMM_MAPPING, CD_VA, 6 * TB_MiB, um);
+        tb_mem r1 = {0, GMP_MEM_VMM_PHYSICAL, 0, rl, 0, 0, 0, 0, CD_H, 0};
+        tb_memrec(b, 0, GMP_REC_FREE, 13, &r1);
+        tb_free(b, 0, 14, 0, GMP_MEM_VA_RESERVE, CD_VA, 1 * TB_GiB, fr);
+    }
+    tb_close(b);
+}
+
 static void test_context_destroy(void **state)
 {
     tb b;
-    tb_open(&b, NULL);
-    uint32_t m = tb_str(&b, "cudaMalloc"), ma = tb_str(&b, "cudaMallocAsync");
-    uint32_t h = tb_str(&b, "cudaMallocHost");
-    const uint64_t P = 0x5000;
-    tb_alloc(&b, 0, 1, 0, GMP_MEM_DEVICE, 0x1000, 10 * TB_MiB, m, 0, 0);
-    tb_alloc(&b, 0, 2, 1, GMP_MEM_DEVICE, 0x9000, 20 * TB_MiB, m, 0, 0);
-    tb_alloc(&b, 0, 3, -1, GMP_MEM_PINNED_HOST, 0x7000, 1 * TB_MiB, h, 0, 0);
-    tb_mem a1 = {0, GMP_MEM_ASYNC_POOL, GMP_MEMF_ASYNC, ma, 0, 0, 0x2000, 4 * TB_MiB, P, 7};
-    tb_memrec(&b, 0, GMP_REC_ALLOC, 4, &a1);
-    tb_pool(&b, 0, 5, 0, GMP_POOL_RESERVED, P, 8 * TB_MiB);
-    gmp_rec rd = {.type = GMP_REC_RESOURCE, .time_ns = 6};
-    rd.u.resource.device = 0;
-    rd.u.resource.op = GMP_RES_CONTEXT_DESTROY;
-    tb_event(&b, 0, &rd);
-    tb_close(&b);
+    context_destroy_trace(&b, 0);
     run x;
     replay(&b, &x);
     const gmp_replay_device *d0 = dev(&x, 0), *d1 = dev(&x, 1), *host = dev(&x, -1);
-    assert_int_equal(d0->peak_allocated, 14 * TB_MiB);
-    assert_int_equal(d0->allocated, 0);
-    assert_int_equal(d0->reserved, 0);
-    assert_int_equal(d0->live_count, 0);
-    assert_int_equal(d0->frees, 2);
-    assert_int_equal(d1->allocated, 20 * TB_MiB); /* another device: untouched */
+    assert_int_equal(d0->peak_allocated, 22 * TB_MiB); /* 10 + 4 + 2 + 6 */
+    assert_int_equal(d0->allocated, 10 * TB_MiB);      /* the pool block and the VMM memory */
+    assert_int_equal(d0->kind[GMP_MEM_DEVICE].live_count, 0);
+    assert_int_equal(d0->kind[GMP_MEM_ARRAY].live_count, 0);
+    assert_int_equal(d0->kind[GMP_MEM_ASYNC_POOL].live_bytes, 4 * TB_MiB);
+    assert_int_equal(d0->kind[GMP_MEM_VMM_PHYSICAL].live_bytes, 6 * TB_MiB);
+    assert_int_equal(d0->kind[GMP_MEM_VMM_MAPPING].live_bytes, 6 * TB_MiB);
+    assert_int_equal(d0->kind[GMP_MEM_VA_RESERVE].live_bytes, 1 * TB_GiB);
+    assert_int_equal(d0->pool_reserved, 8 * TB_MiB); /* the pool is not emptied */
+    assert_int_equal(d0->reserved, 14 * TB_MiB);     /* pool reserve + VMM physical */
+    assert_int_equal(d0->frees, 2);                  /* the cudaMalloc block and the array */
+    assert_int_equal(d1->allocated, 20 * TB_MiB);    /* another device: untouched */
     assert_int_equal(host->kind[GMP_MEM_PINNED_HOST].live_bytes, 1 * TB_MiB);
     assert_int_equal(x.s.frees, 2); /* outputs saw two ordinary free events */
+    run_done(&b, &x);
+}
+
+static void test_context_destroy_survivors_freed(void **state)
+{
+    tb b;
+    context_destroy_trace(&b, 1);
+    run x;
+    replay(&b, &x);
+    const gmp_replay_device *d0 = dev(&x, 0);
+    assert_int_equal(d0->allocated, 0);
+    assert_int_equal(d0->live_count, 0);
+    assert_int_equal(d0->unknown_frees, 0);
+    assert_int_equal(d0->double_frees, 0);
+    assert_int_equal(d0->kind[GMP_MEM_ASYNC_POOL].frees, 1);
+    assert_int_equal(d0->kind[GMP_MEM_VMM_PHYSICAL].frees, 1);
+    assert_int_equal(d0->kind[GMP_MEM_VMM_MAPPING].frees, 1);
+    assert_int_equal(d0->kind[GMP_MEM_VA_RESERVE].frees, 1);
+    assert_int_equal(d0->kind[GMP_MEM_VA_RESERVE].live_bytes, 0);
+    assert_int_equal(d0->frees, 4); /* device kinds: two at the reset, two after */
     run_done(&b, &x);
 }
 
@@ -863,6 +917,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_pools),
         cmocka_unit_test(test_failed_free_undone),
         cmocka_unit_test(test_context_destroy),
+        cmocka_unit_test(test_context_destroy_survivors_freed),
         cmocka_unit_test(test_vmm),
         cmocka_unit_test(test_kinds),
         cmocka_unit_test(test_ranges),
