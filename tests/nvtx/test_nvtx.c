@@ -406,7 +406,13 @@ static void scenario_threads(void)
     ntrace_free(&t);
 }
 
-/* ---- domains: one stack shared by all domains; pops close their own domain's range ---- */
+/* ---- domains: one range path per thread across domains; pops close their own domain's range;
+ * push/pop return the level within the range's own domain (nvtx3/nvToolsExt.h, CUDA 13:
+ * nvtxDomainRangePushEx "\return The 0 based level of range being started. This value is scoped
+ * to the domain." (line 939); nvtxRangePushEx "This level is per domain." (line 978);
+ * nvtxDomainRangePop "\return The level of the range being ended." (line 1042)). The values
+ * below differ from one depth shared by all domains at every push or pop that follows another
+ * domain's open range. ---- */
 
 static void scenario_domains(void)
 {
@@ -420,10 +426,10 @@ static void scenario_domains(void)
 
     CHECK_EQ(nvtxRangePushA("train"), 0);
     nvtxEventAttributes_t a = attr_ascii("step");
-    CHECK_EQ(nvtxDomainRangePushEx(d, &a), 1);
-    CHECK_EQ(nvtxRangePushA("forward"), 2);
+    CHECK_EQ(nvtxDomainRangePushEx(d, &a), 0); /* dom's first level (shared depth: 1) */
+    CHECK_EQ(nvtxRangePushA("forward"), 1);    /* the default domain's second (shared: 2) */
     uint32_t cur3 = current_range();
-    CHECK_EQ(nvtxDomainRangePop(d), 1); /* closes "step" under "forward" */
+    CHECK_EQ(nvtxDomainRangePop(d), 0); /* closes "step" under "forward", dom's level 0 */
     uint32_t cur2 = current_range();
     CHECK(cur2 != cur3 && cur2 != 0);
     CHECK_EQ(nvtxRangePop(), 1);
@@ -444,8 +450,11 @@ static void scenario_domains(void)
     a.message.registered = rs;
     CHECK_EQ(nvtxDomainRangePushEx(d, &a), 0);
     a = attr_ascii("inner");
-    CHECK_EQ(nvtxRangePushEx(&a), 1);
-    CHECK_EQ(nvtxRangePop(), 1);
+    CHECK_EQ(nvtxRangePushEx(&a), 0); /* the default domain has nothing open (shared: 1) */
+    a = attr_ascii("dinner");
+    CHECK_EQ(nvtxDomainRangePushEx(d, &a), 1); /* dom's second level (shared: 2) */
+    CHECK_EQ(nvtxDomainRangePop(d), 1);
+    CHECK_EQ(nvtxRangePop(), 0);
     CHECK_EQ(nvtxDomainRangePop(d), 0);
 
     nvtxDomainNameCategoryA(d, 1, "c");
@@ -479,6 +488,8 @@ static void scenario_domains(void)
         "END",
         "PUSH dom:dreg",
         "PUSH dom:dreg/inner",
+        "PUSH dom:dreg/inner/dom:dinner",
+        "POP dom:dreg/inner/dom:dinner",
         "POP dom:dreg/inner",
         "POP dom:dreg",
         "MARK dom:after",
