@@ -400,6 +400,7 @@ typedef struct lctx {
     uint64_t *sbytes, *scount; /* small allocations per replay site */
     uint32_t *active, *apos;   /* sites with small allocations */
     size_t nactive, nsite;
+    int unsorted; /* active changed since it was last sorted */
 } lctx;
 
 #define NIL UINT32_MAX
@@ -430,6 +431,7 @@ static void live_add(lctx *L, uint32_t i)
     if (!L->scount[s]++) {
         L->apos[s] = (uint32_t)L->nactive;
         L->active[L->nactive++] = s;
+        L->unsorted = 1;
     }
     L->sbytes[s] += x->size;
 }
@@ -457,6 +459,7 @@ static void live_del(lctx *L, uint32_t i)
         uint32_t pos = L->apos[s], last = L->active[--L->nactive];
         L->active[pos] = last;
         L->apos[last] = pos;
+        L->unsorted = 1;
     }
 }
 
@@ -486,10 +489,13 @@ static void column_text(lctx *L, gmp_obuf *b)
     }
     /* small allocations: per site when that is a pixel or more, the rest as "other"; sites in
      * their order (stable from column to column) */
-    if (L->nactive > 1)
-        qsort(L->active, L->nactive, sizeof *L->active, u32cmp);
-    for (size_t k = 0; k < L->nactive; k++)
-        L->apos[L->active[k]] = (uint32_t)k;
+    if (L->unsorted) { /* (sorted again only when a site came or went) */
+        if (L->nactive > 1)
+            qsort(L->active, L->nactive, sizeof *L->active, u32cmp);
+        for (size_t k = 0; k < L->nactive; k++)
+            L->apos[L->active[k]] = (uint32_t)k;
+        L->unsorted = 0;
+    }
     uint64_t ob = 0, oc = 0;
     for (size_t k = 0; k < L->nactive; k++) {
         uint32_t s = L->active[k];
