@@ -2,8 +2,10 @@
 """Runs one NVIDIA CUDA sample (built by build_samples.py) under `gpumemprof run` on the
 simulated device and checks the memory calls its trace records (`gpumemprof dump --json`, API
 records, one trace per process) against expected.txt, which says what the sample's source
-allocates, with the source lines. Exits 77 (ctest: skipped) when the sample was not built (the
-samples are absent). Kernels do not compute on the simulator, so a sample may stop at its result
+allocates, with the source lines. Graph memory (alloc/free nodes run by a launch) is
+compared too: its records are the launch's activity records (see counted()). With `peak=BYTES` the
+trace's report must show that peak on device 0 and no unknown/double free or leak. Exits 77
+(ctest: skipped) when the sample was not built (the samples are absent). Kernels do not compute on the simulator, so a sample may stop at its result
 check: expected.txt gives the exit status that follows from the source.
 Usage: run_sample.py --gpumemprof BIN --simcuda DIR --bin DIR --expected FILE --tmp DIR
                      [--preload LIB] NAME"""
@@ -51,6 +53,36 @@ def parse_expected(path, name):
     return opts, procs
 
 
+def counted(r):
+    """The memory records compared with expected.txt: API records, and graph memory. An ordinary
+    call's MEMORY2 activity record (flag activity) repeats its API record and is left out; graph
+    memory (alloc and free nodes run by a launch) has no API record of its own: the agent writes
+    the launch's MEMORY2 records with flags activity|async and the launch call as `api`
+    (docs/trace-format.md, docs/collectors.md audit point 4), and those are compared."""
+    flags = r["flags"].split("|")
+    if "activity" not in flags:
+        return True
+    return "async" in flags and ("GraphLaunch" in r["api"] or "GraphUpload" in r["api"])
+
+
+def check_report(gmp, env, path, peak):
+    """`gpumemprof report --format json` of the trace: device 0 peaks at `peak` bytes (what the
+    source's allocations add up to at their most), with no unknown or double free and nothing
+    leaked."""
+    d = subprocess.run([gmp, "report", path, "--format", "json"], env=env,
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    if d.returncode != 0:
+        return ["%s: report rc %d: %s" % (path, d.returncode, d.stderr.decode()[-500:])]
+    devs = json.loads(d.stdout.decode("utf-8", "replace")).get("devices") or [{}]
+    dev0 = devs[0]
+    fails = []
+    want = {"peak_allocated_bytes": peak, "unknown_frees": 0, "double_frees": 0, "leaked_bytes": 0}
+    for k, v in want.items():
+        if dev0.get(k) != v:
+            fails.append("%s: report device 0 %s = %s, expected %d" % (path, k, dev0.get(k), v))
+    return fails
+
+
 def main():
     ap = argparse.ArgumentParser()
     for o in ("--gpumemprof", "--simcuda", "--bin", "--expected", "--tmp"):
@@ -94,8 +126,9 @@ def main():
         if d.returncode != 0 or not summ or not summ[0].get("complete"):
             fails.append("%s: dump rc %d, %s" % (path, d.returncode, summ and summ[0]["message"]))
         got.append([(r["type"], r["api"], r["size"] if r["type"] == "alloc" else 0) for r in recs
-                    if r["type"] in ("alloc", "free") and
-                    "activity" not in r["flags"].split("|")])
+                    if r["type"] in ("alloc", "free") and counted(r)])
+        if "peak" in opts:
+            fails += check_report(a.gpumemprof, env, path, int(opts["peak"]))
     # one trace per process; the order of child processes is not fixed
     key = lambda seq: json.dumps(seq)
     if sorted(got, key=key) != sorted([[tuple(x) for x in w] for w in want], key=key):
