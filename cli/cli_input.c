@@ -16,6 +16,7 @@
 
 #include "gmp_import_nsys.h"
 #include "gmp_import_torch.h"
+#include "gmp_merge_torch.h"
 
 /* ---- kinds and their importers ---- */
 
@@ -176,6 +177,74 @@ static int anonymous_file(void)
     return sfd;
 }
 
+/* ---- PyTorch's memory history beside a trace (run --torch-history) ---- */
+
+/* The snapshot `run --torch-history` wrote beside the trace at path into out: PATH.torch.pickle,
+ * else PATH.oom.torch.pickle (a process that ended before its exit dump). 0 when there is none,
+ * or when GPUMEMPROF_TORCH_MERGE is 0. */
+static int torch_sibling(const char *path, char *out, size_t n)
+{
+    const char *env = getenv("GPUMEMPROF_TORCH_MERGE");
+    if (env && strcmp(env, "0") == 0)
+        return 0;
+    static const char *const sfx[] = {".torch.pickle", ".oom.torch.pickle"};
+    for (size_t i = 0; i < sizeof sfx / sizeof sfx[0]; i++) {
+        struct stat sb;
+        if ((size_t)snprintf(out, n, "%s%s", path, sfx[i]) < n && stat(out, &sb) == 0 &&
+            S_ISREG(sb.st_mode))
+            return 1;
+    }
+    return 0;
+}
+
+/* A trace with a snapshot beside it: read as the two merged (gmp_merge_torch) into a temporary
+ * trace; when they cannot be merged, one warning line and the trace alone. */
+static void merge_torch(gmp_cli_input *in, const char *path)
+{
+    char snap[4096], msg[512] = "", spath[32];
+    if (!torch_sibling(path, snap, sizeof snap))
+        return;
+    int sfd = anonymous_file(), mfd = -1;
+    gmp_err e = GMP_ERR_IO;
+    int wfd = sfd >= 0 ? dup(sfd) : -1;
+    if (wfd < 0) {
+        snprintf(msg, sizeof msg, "cannot make a temporary trace: %s", strerror(errno));
+        goto fail;
+    }
+    e = gmp_import_torch(snap, wfd, NULL, msg, sizeof msg);
+    if (e != GMP_OK)
+        goto fail;
+    snprintf(spath, sizeof spath, "/proc/self/fd/%d", sfd);
+    mfd = anonymous_file();
+    wfd = mfd >= 0 ? dup(mfd) : -1;
+    if (wfd < 0) {
+        e = GMP_ERR_IO;
+        snprintf(msg, sizeof msg, "cannot make a temporary trace: %s", strerror(errno));
+        goto fail;
+    }
+    gmp_merge_torch_stats st;
+    e = gmp_merge_torch(path, spath, snap, wfd, &st, msg, sizeof msg);
+    if (e != GMP_OK)
+        goto fail;
+    close(sfd);
+    struct stat tb;
+    in->trace_bytes = fstat(mfd, &tb) == 0 ? (uint64_t)tb.st_size : 0;
+    in->fd = mfd;
+    snprintf(in->trace_path, sizeof in->trace_path, "/proc/self/fd/%d", mfd);
+    snprintf(in->summary, sizeof in->summary,
+             "merged with PyTorch's memory history %.300s: %" PRIu64 " blocks in %" PRIu64
+             " of its %" PRIu64 " segments, which are allocations of the trace",
+             snap, st.blocks, st.matched_segments, st.snap_segments);
+    return;
+fail:
+    if (sfd >= 0)
+        close(sfd);
+    if (mfd >= 0)
+        close(mfd);
+    fprintf(stderr, "gpumemprof: warning: %s: not merged with %s (the trace alone is read): %s\n",
+            path, snap, msg[0] ? msg : gmp_err_str(e));
+}
+
 /* ---- inputs opened once, read by several commands in this process (diagnose) ---- */
 
 #define MAX_SHARED 8
@@ -268,6 +337,7 @@ gmp_err gmp_cli_input_open(gmp_cli_input *in, const char *path, char *msg, size_
     }
     if (in->kind == GMP_CLI_INPUT_TRACE) {
         in->trace_bytes = in->file_bytes;
+        merge_torch(in, path);
         return GMP_OK;
     }
     int tfd = anonymous_file();

@@ -364,9 +364,14 @@ elif args.mode == "torchhistory":
     def entries(snap, action):
         return [e for e in snap["device_traces"][0] if e["action"] == action]
 
+    def raw_env():  # the trace alone, without the snapshot beside it merged
+        env = base_env()
+        env["GPUMEMPROF_TORCH_MERGE"] = "0"
+        return env
+
     def trace_allocs(t):
         d = subprocess.run([args.gpumemprof, "dump", t], capture_output=True, text=True,
-                           env=base_env(), timeout=60).stdout
+                           env=raw_env(), timeout=60).stdout
         return {int(m.group(1), 16): int(m.group(2))
                 for m in re.finditer(r" alloc .*?address=(0x[0-9a-f]+) size=(\d+)", d)}
 
@@ -396,16 +401,147 @@ elif args.mode == "torchhistory":
         check(f"{label}: segments found", len(segs) >= 2, True)
         # and the trace has the Python frames of the tensor that made each segment (read
         # without the GIL: the stand-in calls cudaMalloc through ctypes.CDLL)
-        by = stacks_by_size(report(t))
+        raw = json.loads(subprocess.run([args.gpumemprof, "report", "--format", "json", t],
+                                        capture_output=True, text=True, env=raw_env(),
+                                        timeout=60).stdout)
+        by = stacks_by_size(raw)
         check(f"{label}: the trace's 4 MiB segment, Python frames",
               [x for x in py_frames(by.get(4 * MiB, [])) if x[1] == f],
               [("layer", f, H["layer"]), ("forward", f, H["fwd3"]), ("<module>", f, H["module"])])
         r = subprocess.run([args.gpumemprof, "report", "--format", "json", snap_path],
                            capture_output=True, text=True, env=base_env(), timeout=60)
         check(f"{label}: gpumemprof reads the snapshot", r.returncode, 0)
+        check_merged(label, t, snap, raw)
+
+    def check_merged(label, t, snap, raw):
+        """The trace read with the snapshot beside it: one timeline (gmp_merge_torch)."""
+        doc = report(t)
+        merged = [n["message"] for n in doc["notices"]
+                  if n["message"].startswith("merged with PyTorch's memory history")]
+        check(f"{label} merged: the notice names the snapshot",
+              [os.path.basename(t) + ".torch.pickle" in m for m in merged], [True])
+        # expected from the snapshot itself: allocated = live blocks, reserved = segments
+        live, peak, peak_live = {}, 0, {}
+        for e in snap["device_traces"][0]:
+            if e["action"] == "alloc":
+                live[e["addr"]] = e
+            elif e["action"] == "free_completed":
+                live.pop(e["addr"], None)
+            cur = sum(x["size"] for x in live.values())
+            if cur > peak:
+                peak, peak_live = cur, dict(live)
+        segs = {s["address"]: s["total_size"] for s in snap["segments"]}
+        dev = doc["devices"][0]
+        check(f"{label} merged: peak allocated = the live blocks at the peak",
+              dev["peak_allocated_bytes"], peak)
+        check(f"{label} merged: reserved at exit = the segments", dev["reserved_at_exit_bytes"],
+              sum(segs.values()))
+        check(f"{label} merged: peak reserved = the trace's alone",
+              dev["peak_reserved_bytes"], raw["devices"][0]["peak_reserved_bytes"])
+        check(f"{label} merged: leaked = blocks live at the dump", dev["leaked_bytes"],
+              sum(b["size"] for s in snap["segments"] for b in s["blocks"]
+                  if b["state"] == "active_allocated"))
+        check(f"{label} merged: figures", (peak, sum(segs.values())), (9 * MiB, 12 * MiB))
+        # the tensors live at the peak, each with the stand-in's Python stack
+        want = {}
+        for e in peak_live.values():
+            want[e["size"]] = [(x["name"], os.path.basename(x["filename"]), x["line"])
+                               for x in e["frames"] if x["filename"].endswith(f)]
+        got = {e["bytes"]: py_frames(e["stack"] or []) for e in doc["live_at_peak"]}
+        check(f"{label} merged: live at the peak, tensors with their stacks", got, want)
+        check(f"{label} merged: the 5 MiB tensor's stack", got.get(5 * MiB),
+              [("layer", f, H["layer"]), ("forward", f, H["fwd5"]), ("<module>", f, H["module"])])
+        check(f"{label} merged: only blocks live at the peak",
+              sorted({k["kind"] for k in doc["kinds"]}) if isinstance(doc["kinds"], list) else
+              None, ["async-pool"])
+        # every block inside a segment that the trace's cudaMalloc made, after it on the timeline
+        d = subprocess.run([args.gpumemprof, "dump", t], capture_output=True, text=True,
+                           env=base_env(), timeout=60).stdout
+        pools, inside = {}, []
+        for line in d.splitlines():
+            m = re.match(r"(\d+) \d+ pool .*op=reserved pool=(0x[0-9a-f]+) value=(\d+)", line)
+            if m:
+                pools[int(m.group(2), 16)] = (int(m.group(1)), int(m.group(3)))
+            m = re.match(r"(\d+) \d+ alloc .*kind=async-pool .*address=(0x[0-9a-f]+) size=(\d+)",
+                         line)
+            if m:
+                tm, a, n = int(m.group(1)), int(m.group(2), 16), int(m.group(3))
+                inside.append(any(p <= a and a + n <= p + sz and pt <= tm
+                                  for p, (pt, sz) in pools.items()))
+        check(f"{label} merged: the segments are the trace's cudaMalloc calls, as pools",
+              {p: sz for p, (pt, sz) in pools.items()}, segs)
+        check(f"{label} merged: every block inside an earlier segment", inside, [True] * 3)
+        # the PyTorch snapshot export of the merged trace has the blocks back
+        out = os.path.join(work, os.path.basename(t) + ".merged.pickle")
+        r = subprocess.run([args.gpumemprof, "convert", "--pytorch-snapshot", out, t],
+                           capture_output=True, text=True, env=base_env(), timeout=60)
+        check(f"{label} merged: convert --pytorch-snapshot", r.returncode, 0)
+        if r.returncode == 0:
+            with open(out, "rb") as fh:
+                back = pickle.load(fh)
+
+            def blocks(sn):
+                return sorted((b["address"], b["size"]) for s in sn["segments"]
+                              for b in s["blocks"] if b["state"] == "active_allocated")
+
+            def acts(sn):
+                return [(e["action"], e["addr"], e["size"]) for e in sn["device_traces"][0]
+                        if e["action"] in ("alloc", "free_completed", "segment_alloc")]
+            check(f"{label} merged: exported segments",
+                  sorted((s["address"], s["total_size"]) for s in back["segments"]),
+                  sorted(segs.items()))
+            check(f"{label} merged: exported blocks", blocks(back), blocks(snap))
+            check(f"{label} merged: exported entries", acts(back), acts(snap))
+            check(f"{label} merged: exported stacks",
+                  [[(x["name"], x["line"]) for x in e["frames"] if x["filename"].endswith(f)]
+                   for e in back["device_traces"][0] if e["action"] == "alloc"],
+                  [[(x["name"], x["line"]) for x in e["frames"] if x["filename"].endswith(f)]
+                   for e in snap["device_traces"][0] if e["action"] == "alloc"])
 
     p, t = hist("exit")
     check_exit("exit", p, t)
+    # a snapshot that cannot be merged: one warning line, the trace alone (as without it)
+    if os.path.exists(t + ".torch.pickle"):
+        with open(t + ".torch.pickle", "rb") as fh:
+            good = pickle.load(fh)
+        alone = json.loads(subprocess.run([args.gpumemprof, "report", "--format", "json", t],
+                                          capture_output=True, text=True, env=raw_env(),
+                                          timeout=60).stdout)
+
+        def shifted(key, by):
+            sn = pickle.loads(pickle.dumps(good))
+            for e in sn["device_traces"][0]:
+                e[key] += by
+            if key == "addr":
+                for sg in sn["segments"]:
+                    sg["address"] += by
+                    for b in sg["blocks"]:
+                        b["address"] += by
+            return pickle.dumps(sn, protocol=4)
+
+        for name, data, why in (
+                ("garbage", b"\x80\x04not a pickle at all", "not merged with"),
+                ("addresses", shifted("addr", 1 << 30), "none of the snapshot's 3 segments"),
+                ("times", shifted("time_us", 3600 * 10**6), "are not within the trace's"),
+                ("no times", pickle.dumps({**good, "device_traces": [[
+                    {k: v for k, v in e.items() if k != "time_us"}
+                    for e in good["device_traces"][0]]]}, protocol=4), "has no times")):
+            bad = os.path.join(work, "bad_" + name.replace(" ", "_") + ".zst")
+            shutil.copyfile(t, bad)
+            with open(bad + ".torch.pickle", "wb") as fh:
+                fh.write(data)
+            r = subprocess.run([args.gpumemprof, "report", "--format", "json", bad],
+                               capture_output=True, text=True, env=base_env(), timeout=60)
+            check(f"bad snapshot ({name}): report still works", r.returncode, 0)
+            lines = [x for x in r.stderr.splitlines() if x]
+            check(f"bad snapshot ({name}): one warning line that says why",
+                  len(lines) == 1 and "not merged with" in lines[0] and why in lines[0], True)
+            if r.returncode == 0:
+                d = json.loads(r.stdout)
+                check(f"bad snapshot ({name}): the trace alone",
+                      (d["devices"][0]["peak_allocated_bytes"],
+                       [n for n in d["notices"] if "merged" in n["message"]]),
+                      (alone["devices"][0]["peak_allocated_bytes"], []))
     if args.wheel:
         # the PyTorch-like CUDA 12 process: the simulator's pip-wheel layout, loaded by path
         p, t = hist("exit", trace="h_wheel.zst", wheel=True)

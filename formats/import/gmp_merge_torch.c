@@ -1,0 +1,658 @@
+/* gmp_merge_torch: a trace and PyTorch's memory history of the same process on one timeline. See
+ * gmp_merge_torch.h for the rules and docs/python.md for the user's view.
+ *
+ * Two passes over the two inputs: (1) the snapshot's segments (POOL reserved records whose handle
+ * is an address) and times, then the trace's allocations that are those segments and its times,
+ * which decide whether the two are one timeline; (2) both read again in time order and merged into
+ * the output, one event at a time (ties: the trace's first), with explicit times (gmp_writer,
+ * threaded = 0). Strings, stacks and ranges are defined in the output when an event first needs
+ * them (looked up in the reader that gave the event). */
+#include "gmp_merge_torch.h"
+
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "gmp_map.h"
+#include "gmp_reader.h"
+#include "gmp_trace.h"
+#include "gmp_writer.h"
+
+#define TORCH_TID 1 /* the thread the snapshot's blocks are written on (as the importer's) */
+#define NOT_ADDRESS 0xd000000000000000ull /* importer's pool handles from here on: no address */
+#define SYNC_EVERY 8192
+#define MAX_DEPTH 4096         /* stack and range chains followed at most */
+#define SLACK_NS 10000000000ll /* snapshot times may lie this far outside the trace's */
+#define PREFIX "PyTorch memory history: "
+
+typedef struct seg {
+    uint64_t addr, size;
+    int32_t dev;
+    int matched;
+    uint64_t t_alloc; /* trace time of its first allocation in the trace */
+} seg;
+
+/* ids of one input mapped to the output's */
+typedef struct idmap {
+    gmp_omap str, stack, range;
+} idmap;
+
+typedef struct mrg {
+    char *msg;
+    size_t msglen;
+    gmp_err err;
+    gmp_omap segidx; /* snapshot segment address -> index + 1 into segs */
+    seg *segs;
+    size_t nsegs, capsegs;
+    seg **byaddr; /* matched segments by address (for the segment of a block) */
+    size_t nbyaddr;
+    gmp_omap live;  /* trace: address of a segment turned into a pool -> 1 */
+    gmp_omap thidx; /* tid -> index + 1 into ths */
+    gmp_wthread **ths;
+    size_t nths, capths;
+    gmp_writer *w;
+    idmap mt, ms; /* the trace's, the snapshot's */
+    uint64_t last_t, written;
+    gmp_merge_torch_stats st;
+} mrg;
+
+__attribute__((format(printf, 3, 4))) static gmp_err failf(mrg *M, gmp_err e, const char *fmt, ...)
+{
+    if (M->err != GMP_OK)
+        return M->err;
+    M->err = e;
+    if (M->msg && M->msglen) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(M->msg, M->msglen, fmt, ap);
+        va_end(ap);
+    }
+    return e;
+}
+
+static gmp_err open_reader(mrg *M, gmp_reader **r, const char *path, const char *what)
+{
+    gmp_err e = gmp_reader_open(r, path, NULL);
+    if (e != GMP_OK)
+        failf(M, e, "%s: %s", what, gmp_reader_open_error());
+    return e;
+}
+
+/* The next record of r; 0 at the end, -1 on an error (M->err set). */
+static int next(mrg *M, gmp_reader *r, const gmp_rec **rec, const char *what)
+{
+    gmp_err e = gmp_reader_next(r, rec);
+    if (e == GMP_OK)
+        return 1;
+    if (e == GMP_END)
+        return 0;
+    failf(M, e, "%s: %s", what, gmp_reader_error(r));
+    return -1;
+}
+
+/* ---- pass 1 ---- */
+
+static int add_seg(mrg *M, uint64_t addr, uint64_t size, int32_t dev)
+{
+    int fresh;
+    uint64_t *v = gmp_omap_put(&M->segidx, addr, &fresh);
+    if (!v)
+        return failf(M, GMP_ERR_NOMEM, "out of memory"), -1;
+    if (!fresh) { /* the address again (freed and made again): the latest size wins */
+        M->segs[*v - 1].size = size;
+        M->segs[*v - 1].dev = dev;
+        return 0;
+    }
+    if (M->nsegs == M->capsegs) {
+        size_t nc = M->capsegs ? M->capsegs * 2 : 64;
+        seg *n = realloc(M->segs, nc * sizeof *n);
+        if (!n)
+            return failf(M, GMP_ERR_NOMEM, "out of memory"), -1;
+        M->segs = n;
+        M->capsegs = nc;
+    }
+    M->segs[M->nsegs] = (seg){addr, size, dev, 0, 0};
+    *v = ++M->nsegs;
+    return 0;
+}
+
+static seg *seg_of(mrg *M, uint64_t addr)
+{
+    uint64_t *v = gmp_omap_get(&M->segidx, addr);
+    return v ? &M->segs[*v - 1] : NULL;
+}
+
+/* The trace allocation that is a snapshot segment, or NULL. */
+static seg *segment_alloc(mrg *M, const gmp_rec_mem *m)
+{
+    if (m->kind != GMP_MEM_DEVICE || (m->flags & (GMP_MEMF_FAILED | GMP_MEMF_ACTIVITY)) ||
+        m->result != 0)
+        return NULL;
+    seg *s = seg_of(M, m->address);
+    return s && s->size == m->size && s->dev == m->device ? s : NULL;
+}
+
+static int cmp_seg(const void *a, const void *b)
+{
+    uint64_t x = (*(seg *const *)a)->addr, y = (*(seg *const *)b)->addr;
+    return x < y ? -1 : x > y;
+}
+
+/* The matched segment that holds addr, or NULL. */
+static const seg *seg_holding(const mrg *M, uint64_t addr)
+{
+    size_t lo = 0, hi = M->nbyaddr;
+    while (lo < hi) { /* the first segment above addr */
+        size_t mid = lo + (hi - lo) / 2;
+        if (M->byaddr[mid]->addr <= addr)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    if (!lo)
+        return NULL;
+    const seg *s = M->byaddr[lo - 1];
+    return addr - s->addr < s->size ? s : NULL;
+}
+
+typedef struct span {
+    uint64_t first, last;
+    int any;
+} span;
+
+static void span_add(span *s, uint64_t t)
+{
+    if (!s->any || t < s->first)
+        s->first = t;
+    if (!s->any || t > s->last)
+        s->last = t;
+    s->any = 1;
+}
+
+/* ---- the output ---- */
+
+static uint32_t map_string(mrg *M, idmap *im, gmp_reader *r, uint32_t id)
+{
+    if (!id)
+        return 0;
+    uint64_t *v = gmp_omap_get(&im->str, id);
+    if (v)
+        return (uint32_t)*v;
+    gmp_str s = gmp_reader_string(r, id);
+    uint32_t n = gmp_writer_string(M->w, s.ptr ? s.ptr : "", s.ptr ? s.len : 0);
+    int fresh;
+    v = gmp_omap_put(&im->str, id, &fresh);
+    if (v)
+        *v = n;
+    return n;
+}
+
+static uint32_t map_stack(mrg *M, idmap *im, gmp_reader *r, uint32_t id)
+{
+    uint32_t chain[MAX_DEPTH];
+    size_t n = 0;
+    uint32_t parent = 0;
+    while (id && n < MAX_DEPTH) { /* innermost to the first node already defined */
+        uint64_t *v = gmp_omap_get(&im->stack, id);
+        if (v) {
+            parent = (uint32_t)*v;
+            break;
+        }
+        const gmp_rec_stack *s = gmp_reader_stack(r, id);
+        if (!s)
+            break;
+        chain[n++] = id;
+        id = s->parent;
+    }
+    while (n--) { /* outermost first */
+        const gmp_rec_stack *s = gmp_reader_stack(r, chain[n]);
+        uint32_t nid = s->kind == GMP_FRAME_PYTHON
+                           ? gmp_writer_stack_python(M->w, parent, map_string(M, im, r, s->file),
+                                                     map_string(M, im, r, s->function), s->line)
+                           : gmp_writer_stack_native(M->w, parent, s->address);
+        int fresh;
+        uint64_t *v = gmp_omap_put(&im->stack, chain[n], &fresh);
+        if (v)
+            *v = nid;
+        parent = nid;
+    }
+    return parent;
+}
+
+static uint32_t map_range(mrg *M, idmap *im, gmp_reader *r, uint32_t id)
+{
+    uint32_t chain[MAX_DEPTH];
+    size_t n = 0;
+    uint32_t parent = 0;
+    while (id && n < MAX_DEPTH) {
+        uint64_t *v = gmp_omap_get(&im->range, id);
+        if (v) {
+            parent = (uint32_t)*v;
+            break;
+        }
+        const gmp_rec_range *g = gmp_reader_range(r, id);
+        if (!g)
+            break;
+        chain[n++] = id;
+        id = g->parent;
+    }
+    while (n--) {
+        const gmp_rec_range *g = gmp_reader_range(r, chain[n]);
+        uint32_t nid = gmp_writer_range(M->w, parent, map_string(M, im, r, g->domain),
+                                        map_string(M, im, r, g->name));
+        int fresh;
+        uint64_t *v = gmp_omap_put(&im->range, chain[n], &fresh);
+        if (v)
+            *v = nid;
+        parent = nid;
+    }
+    return parent;
+}
+
+static gmp_wthread *thread_of(mrg *M, uint32_t tid)
+{
+    uint64_t *v = gmp_omap_get(&M->thidx, tid);
+    if (v)
+        return M->ths[*v - 1];
+    if (M->nths == M->capths) {
+        size_t nc = M->capths ? M->capths * 2 : 16;
+        gmp_wthread **n = realloc(M->ths, nc * sizeof *n);
+        if (!n)
+            return NULL;
+        M->ths = n;
+        M->capths = nc;
+    }
+    gmp_wthread *t = gmp_writer_thread(M->w, tid);
+    int fresh;
+    if (!t || !(v = gmp_omap_put(&M->thidx, tid, &fresh)))
+        return NULL;
+    M->ths[M->nths] = t;
+    *v = ++M->nths;
+    return t;
+}
+
+static void emit(mrg *M, uint32_t tid, gmp_rec *r, uint64_t t)
+{
+    if (M->err != GMP_OK)
+        return;
+    if (t < M->last_t)
+        t = M->last_t; /* one order: a late event of an input is written at the latest time */
+    if (!t)
+        t = 1;
+    r->time_ns = t;
+    gmp_wthread *th = thread_of(M, tid);
+    if (!th) {
+        failf(M, GMP_ERR_NOMEM, "out of memory");
+        return;
+    }
+    if (gmp_wthread_event(th, r) < 0)
+        failf(M, GMP_ERR_IO, "the merged trace could not be written");
+    M->last_t = t;
+    if (++M->written % SYNC_EVERY == 0)
+        gmp_writer_sync(M->w, t);
+}
+
+static void emit_pool(mrg *M, uint32_t tid, int32_t dev, uint32_t op, uint64_t pool, uint64_t value,
+                      uint64_t t)
+{
+    gmp_rec r = {.type = GMP_REC_POOL};
+    r.u.pool.device = dev;
+    r.u.pool.op = op;
+    r.u.pool.pool = pool;
+    r.u.pool.value = value;
+    emit(M, tid, &r, t);
+}
+
+static void emit_notice(mrg *M, uint32_t tid, uint32_t severity, const char *text, uint64_t t)
+{
+    gmp_rec r = {.type = GMP_REC_NOTICE};
+    r.u.notice.severity = severity;
+    r.u.notice.message.ptr = text;
+    r.u.notice.message.len = (uint32_t)strlen(text);
+    emit(M, tid, &r, t);
+}
+
+/* An event of the trace, its ids renumbered; a segment's allocation and free become a pool. */
+static void put_trace(mrg *M, gmp_reader *r, const gmp_rec *in)
+{
+    gmp_rec o = *in;
+    idmap *im = &M->mt;
+    switch (in->type) {
+    case GMP_REC_RANGE_PUSH:
+    case GMP_REC_RANGE_POP:
+    case GMP_REC_RANGE_START:
+    case GMP_REC_RANGE_END:
+    case GMP_REC_MARK: o.u.rev.range = map_range(M, im, r, in->u.rev.range); break;
+    case GMP_REC_ALLOC:
+    case GMP_REC_FREE: {
+        const gmp_rec_mem *m = &in->u.mem;
+        if (in->type == GMP_REC_ALLOC && segment_alloc(M, m)) {
+            int fresh;
+            uint64_t *v = gmp_omap_put(&M->live, m->address, &fresh);
+            if (!v) {
+                failf(M, GMP_ERR_NOMEM, "out of memory");
+                return;
+            }
+            *v = 1;
+            M->st.pools++;
+            emit_pool(M, in->tid, m->device, GMP_POOL_CREATE, m->address, 0, in->time_ns);
+            emit_pool(M, in->tid, m->device, GMP_POOL_RESERVED, m->address, m->size, in->time_ns);
+            return;
+        }
+        if (in->type == GMP_REC_FREE && !(m->flags & GMP_MEMF_FAILED) && m->result == 0) {
+            uint64_t *v = gmp_omap_get(&M->live, m->address);
+            if (v && *v) {
+                *v = 0;
+                emit_pool(M, in->tid, m->device, GMP_POOL_DESTROY, m->address, 0, in->time_ns);
+                return;
+            }
+        }
+        o.u.mem.api = map_string(M, im, r, m->api);
+        o.u.mem.stack = map_stack(M, im, r, m->stack);
+        o.u.mem.range = map_range(M, im, r, m->range);
+        break;
+    }
+    case GMP_REC_OOM:
+        o.u.oom.api = map_string(M, im, r, in->u.oom.api);
+        o.u.oom.stack = map_stack(M, im, r, in->u.oom.stack);
+        o.u.oom.range = map_range(M, im, r, in->u.oom.range);
+        break;
+    case GMP_REC_ALERT: o.u.alert.range = map_range(M, im, r, in->u.alert.range); break;
+    case GMP_REC_POOL:
+    case GMP_REC_SAMPLE:
+    case GMP_REC_RESOURCE:
+    case GMP_REC_NOTICE:
+    case GMP_REC_LOST: break;
+    default: return; /* END (the writer writes its own), types this code does not know */
+    }
+    emit(M, in->tid, &o, in->time_ns);
+}
+
+/* An event of the snapshot: blocks and notices; its pools and OOMs are not (see the header). */
+static void put_snap(mrg *M, gmp_reader *r, const gmp_rec *in, uint64_t t)
+{
+    gmp_rec o = *in;
+    idmap *im = &M->ms;
+    switch (in->type) {
+    case GMP_REC_ALLOC:
+    case GMP_REC_FREE:
+        o.u.mem.api = map_string(M, im, r, in->u.mem.api);
+        o.u.mem.stack = map_stack(M, im, r, in->u.mem.stack);
+        o.u.mem.range = 0;
+        if (in->type == GMP_REC_ALLOC)
+            M->st.blocks++;
+        else
+            M->st.block_frees++;
+        emit(M, TORCH_TID, &o, t);
+        return;
+    case GMP_REC_NOTICE: {
+        char text[1024];
+        snprintf(text, sizeof text, PREFIX "%.*s", (int)in->u.notice.message.len,
+                 in->u.notice.message.ptr ? in->u.notice.message.ptr : "");
+        emit_notice(M, TORCH_TID, in->u.notice.severity, text, t);
+        return;
+    }
+    case GMP_REC_OOM: M->st.ooms_dropped++; return;
+    default: return;
+    }
+}
+
+/* The next event of r (definitions of devices, threads and modules of the trace go to the output
+ * as they come; other definitions are looked up when needed); 0 at the end, -1 on an error. */
+static int next_event(mrg *M, gmp_reader *r, const gmp_rec **rec, int is_trace, const char *what)
+{
+    for (;;) {
+        int k = next(M, r, rec, what);
+        if (k <= 0)
+            return k;
+        unsigned ty = (*rec)->type;
+        if (gmp_rec_is_event(ty))
+            return 1;
+        if (is_trace && (ty == GMP_REC_DEVICE || ty == GMP_REC_THREAD || ty == GMP_REC_MODULE)) {
+            if (ty == GMP_REC_THREAD && (*rec)->u.thread.tid == TORCH_TID)
+                continue; /* the name is the history's (below) */
+            gmp_writer_define(M->w, *rec);
+        }
+    }
+}
+
+static void free_idmap(idmap *im)
+{
+    gmp_omap_free(&im->str);
+    gmp_omap_free(&im->stack);
+    gmp_omap_free(&im->range);
+}
+
+gmp_err gmp_merge_torch(const char *trace_path, const char *snap_trace_path, const char *snap_name,
+                        int out_fd, gmp_merge_torch_stats *stats, char *msg, size_t msglen)
+{
+    mrg M;
+    memset(&M, 0, sizeof M);
+    M.msg = msg;
+    M.msglen = msglen;
+    if (msg && msglen)
+        msg[0] = 0;
+    gmp_reader *rt = NULL, *rs = NULL;
+    const gmp_rec *rec;
+    span ts = {0}, ss = {0};
+    int64_t offset = 0;
+    uint64_t s_t0 = 0;
+    char text[1024];
+    if (!snap_name)
+        snap_name = "the snapshot";
+
+    /* pass 1: the snapshot's segments and times */
+    if (open_reader(&M, &rs, snap_trace_path, "the snapshot") != GMP_OK)
+        goto out;
+    const gmp_rec_header *sh = gmp_reader_header(rs);
+    s_t0 = sh->start_trace_ns;
+    if (sh->start_wall_ns == 0) {
+        failf(&M, GMP_ERR_FORMAT,
+              "the snapshot has no times (no time_us): it cannot be put on the trace's timeline");
+        goto out;
+    }
+    int k;
+    while ((k = next(&M, rs, &rec, "the snapshot")) > 0) {
+        if (!gmp_rec_is_event(rec->type))
+            continue;
+        if (rec->type == GMP_REC_ALLOC || rec->type == GMP_REC_FREE)
+            span_add(&ss, rec->time_ns);
+        if (rec->type == GMP_REC_POOL && rec->u.pool.op == GMP_POOL_RESERVED) {
+            if (rec->u.pool.pool >= NOT_ADDRESS) {
+                M.st.other_pools++;
+                continue;
+            }
+            if (!seg_of(&M, rec->u.pool.pool))
+                M.st.snap_segments++;
+            if (add_seg(&M, rec->u.pool.pool, rec->u.pool.value, rec->u.pool.device) < 0)
+                goto out;
+        }
+    }
+    if (k < 0)
+        goto out;
+    if (M.nsegs == 0) {
+        failf(&M, GMP_ERR_FORMAT, "the snapshot has no segment with an address to match");
+        goto out;
+    }
+
+    /* pass 1: the trace's allocations that are segments, and its times */
+    if (open_reader(&M, &rt, trace_path, "the trace") != GMP_OK)
+        goto out;
+    const gmp_rec_header *th = gmp_reader_header(rt);
+    if (th->start_wall_ns == 0) {
+        failf(&M, GMP_ERR_FORMAT, "the trace has no wall-clock time in its header");
+        goto out;
+    }
+    while ((k = next(&M, rt, &rec, "the trace")) > 0) {
+        if (!gmp_rec_is_event(rec->type) || rec->type == GMP_REC_END)
+            continue;
+        span_add(&ts, rec->time_ns);
+        seg *s;
+        if (rec->type == GMP_REC_ALLOC && (s = segment_alloc(&M, &rec->u.mem)) && !s->matched) {
+            s->matched = 1;
+            s->t_alloc = rec->time_ns;
+        }
+    }
+    if (k < 0)
+        goto out;
+    for (size_t i = 0; i < M.nsegs; i++)
+        M.st.matched_segments += M.segs[i].matched != 0;
+    M.st.unmatched_segments = M.nsegs - M.st.matched_segments;
+    if (!(M.byaddr = calloc(M.nsegs, sizeof *M.byaddr))) {
+        failf(&M, GMP_ERR_NOMEM, "out of memory");
+        goto out;
+    }
+    for (size_t i = 0; i < M.nsegs; i++)
+        if (M.segs[i].matched)
+            M.byaddr[M.nbyaddr++] = &M.segs[i];
+    qsort(M.byaddr, M.nbyaddr, sizeof *M.byaddr, cmp_seg);
+    if (M.st.matched_segments == 0) {
+        failf(&M, GMP_ERR_FORMAT,
+              "none of the snapshot's %zu segments is an allocation of the trace (same device, "
+              "address and size): a snapshot of another process?",
+              M.nsegs);
+        goto out;
+    }
+    /* snapshot time + offset = trace time, through the wall clock */
+    {
+        __int128 off = (__int128)sh->start_wall_ns - sh->start_trace_ns - th->start_wall_ns +
+                       th->start_trace_ns;
+        if (off > INT64_MAX / 2 || off < -(INT64_MAX / 2)) {
+            failf(&M, GMP_ERR_FORMAT, "the snapshot's clock is decades away from the trace's");
+            goto out;
+        }
+        offset = (int64_t)off;
+        M.st.offset_ns = offset;
+    }
+    if (ss.any && ts.any) {
+        __int128 a = (__int128)ss.first + offset, b = (__int128)ss.last + offset;
+        if (a < (__int128)ts.first - SLACK_NS || b > (__int128)ts.last + SLACK_NS) {
+            failf(&M, GMP_ERR_FORMAT,
+                  "the snapshot's times (%.3f s to %.3f s on the trace's clock) are not within "
+                  "the trace's (%.3f s to %.3f s): another run?",
+                  (double)a / 1e9, (double)b / 1e9, (double)ts.first / 1e9, (double)ts.last / 1e9);
+            goto out;
+        }
+    }
+    gmp_reader_close(rt);
+    gmp_reader_close(rs);
+    rt = rs = NULL;
+
+    /* pass 2: the merge */
+    if (open_reader(&M, &rt, trace_path, "the trace") != GMP_OK ||
+        open_reader(&M, &rs, snap_trace_path, "the snapshot") != GMP_OK)
+        goto out;
+    {
+        gmp_rec_header h = *gmp_reader_header(rt);
+        gmp_writer_opts wo;
+        gmp_writer_opts_default(&wo);
+        wo.threaded = 0;
+        wo.level = 1;
+        gmp_err e = gmp_writer_open(&M.w, out_fd, &wo, &h);
+        out_fd = -1;
+        if (e != GMP_OK) {
+            failf(&M, e, "cannot start the merged trace: %s", gmp_err_str(e));
+            goto out;
+        }
+    }
+    {
+        gmp_rec thr = {.type = GMP_REC_THREAD};
+        thr.u.thread.tid = TORCH_TID;
+        thr.u.thread.name.ptr = "PyTorch memory history";
+        thr.u.thread.name.len = (uint32_t)strlen(thr.u.thread.name.ptr);
+        gmp_writer_define(M.w, &thr);
+    }
+    const gmp_rec *et = NULL, *es = NULL;
+    int kt = next_event(&M, rt, &et, 1, "the trace");
+    int ks = next_event(&M, rs, &es, 0, "the snapshot");
+    int said = 0;
+    while (M.err == GMP_OK && kt >= 0 && ks >= 0 && (kt > 0 || ks > 0)) {
+        uint64_t st_t = 0;
+        if (ks > 0) {
+            __int128 v = (__int128)es->time_ns + offset;
+            st_t = v < 1 ? 1 : (uint64_t)v;
+            /* a block never before its segment (the two clocks agree to a few microseconds) */
+            const seg *sg = es->type == GMP_REC_ALLOC ? seg_holding(&M, es->u.mem.address) : NULL;
+            if (sg && st_t < sg->t_alloc)
+                st_t = sg->t_alloc;
+        }
+        if (!said) { /* the notice first, at the first event's time */
+            uint64_t t0 = kt > 0 && (ks == 0 || et->time_ns <= st_t) ? et->time_ns : st_t;
+            snprintf(text, sizeof text,
+                     "merged with PyTorch's memory history %s: %" PRIu64
+                     " of the trace's allocations are its segments (reserved memory of the "
+                     "caching allocator), its blocks (tensors) are allocations inside them",
+                     snap_name, M.st.matched_segments);
+            emit_notice(&M, TORCH_TID, GMP_NOTICE_INFO, text, t0);
+            said = 1;
+        }
+        if (kt > 0 && (ks == 0 || et->time_ns <= st_t)) {
+            put_trace(&M, rt, et);
+            kt = next_event(&M, rt, &et, 1, "the trace");
+        } else {
+            if (es->type == GMP_REC_ALLOC && es->time_ns == s_t0)
+                M.st.pre_blocks++;
+            put_snap(&M, rs, es, st_t);
+            ks = next_event(&M, rs, &es, 0, "the snapshot");
+        }
+    }
+    if (M.err != GMP_OK)
+        goto out;
+    if (M.st.unmatched_segments || M.st.other_pools) {
+        snprintf(text, sizeof text,
+                 PREFIX "%" PRIu64 " of its segments are not allocations of the trace%s: their "
+                        "blocks are shown, their reserved memory is the trace's own records",
+                 M.st.unmatched_segments,
+                 M.st.other_pools ? " (and expandable or pre-window segments)" : "");
+        emit_notice(&M, TORCH_TID, GMP_NOTICE_WARNING, text, M.last_t);
+    }
+    if (M.st.pre_blocks) {
+        snprintf(text, sizeof text,
+                 PREFIX "%" PRIu64 " blocks existed before its history window: shown from the "
+                        "window's start",
+                 M.st.pre_blocks);
+        emit_notice(&M, TORCH_TID, GMP_NOTICE_INFO, text, M.last_t);
+    }
+    if (M.st.ooms_dropped) {
+        snprintf(text, sizeof text,
+                 PREFIX "%" PRIu64 " out-of-memory entries not merged (the trace records CUDA's)",
+                 M.st.ooms_dropped);
+        emit_notice(&M, TORCH_TID, GMP_NOTICE_INFO, text, M.last_t);
+    }
+    {
+        char line[512];
+        if (!gmp_reader_completeness(rt, line, sizeof line)) {
+            snprintf(text, sizeof text, "the trace merged is incomplete: %s", line);
+            emit_notice(&M, TORCH_TID, GMP_NOTICE_WARNING, text, M.last_t);
+        }
+    }
+    if (M.err == GMP_OK) {
+        gmp_writer_sync(M.w, M.last_t);
+        gmp_writer_stats ws;
+        gmp_err e = gmp_writer_close(M.w, &ws);
+        M.w = NULL;
+        if (e != GMP_OK)
+            failf(&M, e, "the merged trace could not be written");
+    }
+out:
+    if (M.w)
+        gmp_writer_close(M.w, NULL);
+    if (out_fd >= 0)
+        close(out_fd);
+    gmp_reader_close(rt);
+    gmp_reader_close(rs);
+    gmp_omap_free(&M.segidx);
+    gmp_omap_free(&M.live);
+    gmp_omap_free(&M.thidx);
+    free_idmap(&M.mt);
+    free_idmap(&M.ms);
+    free(M.segs);
+    free(M.byaddr);
+    free(M.ths);
+    if (stats)
+        *stats = M.st;
+    return M.err;
+}
