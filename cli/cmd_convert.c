@@ -43,7 +43,7 @@ static const struct conv_output {
     {"json", "report as JSON (schema gpumemprof-report/3)", &gmp_out_report_json},
     {"pprof", "pprof profile.proto, gzip: inuse_space/objects at the peak, alloc_* over the run",
      &gmp_out_pprof},
-    {"html-view", "one offline HTML page: the active memory timeline (hover, zoom), the peak",
+    {"html-view", "one offline HTML page: memory timeline (hover, zoom), breakdown at the peak",
      &gmp_out_htmlview},
 };
 #define NOUTPUTS (sizeof outputs / sizeof outputs[0])
