@@ -56,6 +56,15 @@ typedef struct mrg {
     gmp_writer *w;
     idmap mt, ms; /* the trace's, the snapshot's */
     uint64_t last_t, written;
+    /* the snapshot's blocks ready to write, in time order (a block put later than its clocks say,
+     * so that it is not before its segment, waits here while the snapshot's next events go on) */
+    struct pend {
+        gmp_rec r;
+        uint64_t t, seq;
+    } * pend; /* a binary heap by (t, seq) */
+    size_t npend, cappend;
+    uint64_t pseq;
+    gmp_omap alloc_t; /* block address -> time of its latest ALLOC queued */
     gmp_merge_torch_stats st;
 } mrg;
 
@@ -371,7 +380,67 @@ static void put_trace(mrg *M, gmp_reader *r, const gmp_rec *in)
     emit(M, in->tid, &o, in->time_ns);
 }
 
-/* An event of the snapshot: blocks and notices; its pools and OOMs are not (see the header). */
+static int pend_less(const struct pend *x, const struct pend *y)
+{
+    return x->t < y->t || (x->t == y->t && x->seq < y->seq);
+}
+
+/* Queues a block of the snapshot for time t, after those queued for the same time; a FREE never
+ * before its ALLOC. */
+static void pend_push(mrg *M, const gmp_rec *r, uint64_t t)
+{
+    int fresh;
+    uint64_t *at = gmp_omap_put(&M->alloc_t, r->u.mem.address, &fresh);
+    if (!at) {
+        failf(M, GMP_ERR_NOMEM, "out of memory");
+        return;
+    }
+    if (r->type == GMP_REC_ALLOC)
+        *at = t;
+    else if (*at > t)
+        t = *at;
+    if (M->npend == M->cappend) {
+        size_t nc = M->cappend ? M->cappend * 2 : 64;
+        struct pend *n = realloc(M->pend, nc * sizeof *n);
+        if (!n) {
+            failf(M, GMP_ERR_NOMEM, "out of memory");
+            return;
+        }
+        M->pend = n;
+        M->cappend = nc;
+    }
+    struct pend x = {*r, t, M->pseq++};
+    size_t i = M->npend++;
+    while (i > 0 && pend_less(&x, &M->pend[(i - 1) / 2])) {
+        M->pend[i] = M->pend[(i - 1) / 2];
+        i = (i - 1) / 2;
+    }
+    M->pend[i] = x;
+}
+
+/* Writes the first queued block. */
+static void pend_pop(mrg *M)
+{
+    struct pend top = M->pend[0], last = M->pend[--M->npend];
+    size_t i = 0, n = M->npend;
+    for (;;) {
+        size_t c = 2 * i + 1;
+        if (c >= n)
+            break;
+        if (c + 1 < n && pend_less(&M->pend[c + 1], &M->pend[c]))
+            c++;
+        if (!pend_less(&M->pend[c], &last))
+            break;
+        M->pend[i] = M->pend[c];
+        i = c;
+    }
+    if (n)
+        M->pend[i] = last;
+    emit(M, TORCH_TID, &top.r, top.t);
+}
+
+/* An event of the snapshot at trace time t: blocks (queued) and notices; its pools and OOMs are
+ * not merged (see the header). */
 static void put_snap(mrg *M, gmp_reader *r, const gmp_rec *in, uint64_t t)
 {
     gmp_rec o = *in;
@@ -382,11 +451,17 @@ static void put_snap(mrg *M, gmp_reader *r, const gmp_rec *in, uint64_t t)
         o.u.mem.api = map_string(M, im, r, in->u.mem.api);
         o.u.mem.stack = map_stack(M, im, r, in->u.mem.stack);
         o.u.mem.range = 0;
-        if (in->type == GMP_REC_ALLOC)
+        if (in->type == GMP_REC_ALLOC) {
             M->st.blocks++;
-        else
+            /* a block never before its segment (the two clocks agree to a few microseconds; a
+             * block from before the history window is put at the window's start) */
+            const seg *sg = seg_holding(M, in->u.mem.address);
+            if (sg && t < sg->t_alloc)
+                t = sg->t_alloc;
+        } else {
             M->st.block_frees++;
-        emit(M, TORCH_TID, &o, t);
+        }
+        pend_push(M, &o, t);
         return;
     case GMP_REC_NOTICE: {
         char text[1024];
@@ -569,29 +644,34 @@ gmp_err gmp_merge_torch(const char *trace_path, const char *snap_trace_path, con
     int kt = next_event(&M, rt, &et, 1, "the trace");
     int ks = next_event(&M, rs, &es, 0, "the snapshot");
     int said = 0;
-    while (M.err == GMP_OK && kt >= 0 && ks >= 0 && (kt > 0 || ks > 0)) {
+    while (M.err == GMP_OK && kt >= 0 && ks >= 0 && (kt > 0 || ks > 0 || M.npend)) {
+        /* the earliest of: the trace's next event, the snapshot's next, the first queued block
+         * (ties: the trace first, then queued blocks) */
         uint64_t st_t = 0;
         if (ks > 0) {
             __int128 v = (__int128)es->time_ns + offset;
             st_t = v < 1 ? 1 : (uint64_t)v;
-            /* a block never before its segment (the two clocks agree to a few microseconds) */
-            const seg *sg = es->type == GMP_REC_ALLOC ? seg_holding(&M, es->u.mem.address) : NULL;
-            if (sg && st_t < sg->t_alloc)
-                st_t = sg->t_alloc;
         }
+        int which = 0; /* 0: trace, 1: queued block, 2: snapshot */
+        uint64_t best = kt > 0 ? et->time_ns : UINT64_MAX;
+        if (M.npend && (kt == 0 || M.pend[0].t < best))
+            which = 1, best = M.pend[0].t;
+        if (ks > 0 && ((kt == 0 && !M.npend) || st_t < best))
+            which = 2, best = st_t;
         if (!said) { /* the notice first, at the first event's time */
-            uint64_t t0 = kt > 0 && (ks == 0 || et->time_ns <= st_t) ? et->time_ns : st_t;
             snprintf(text, sizeof text,
                      "merged with PyTorch's memory history %s: %" PRIu64
                      " of the trace's allocations are its segments (reserved memory of the "
                      "caching allocator), its blocks (tensors) are allocations inside them",
                      snap_name, M.st.matched_segments);
-            emit_notice(&M, TORCH_TID, GMP_NOTICE_INFO, text, t0);
+            emit_notice(&M, TORCH_TID, GMP_NOTICE_INFO, text, best);
             said = 1;
         }
-        if (kt > 0 && (ks == 0 || et->time_ns <= st_t)) {
+        if (which == 0) {
             put_trace(&M, rt, et);
             kt = next_event(&M, rt, &et, 1, "the trace");
+        } else if (which == 1) {
+            pend_pop(&M);
         } else {
             if (es->type == GMP_REC_ALLOC && es->time_ns == s_t0)
                 M.st.pre_blocks++;
@@ -651,6 +731,8 @@ out:
     free_idmap(&M.ms);
     free(M.segs);
     free(M.byaddr);
+    free(M.pend);
+    gmp_omap_free(&M.alloc_t);
     free(M.ths);
     if (stats)
         *stats = M.st;

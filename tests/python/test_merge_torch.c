@@ -1,0 +1,293 @@
+/* test_merge_torch: unit test of gmp_merge_torch (formats/import) on a small handcrafted trace and
+ * a handcrafted imported snapshot, written here with gmp_writer in the layout gmp_import_torch
+ * writes (pools whose handle is a segment's address, async-pool blocks with Python frames, a
+ * header that maps its clock to the wall clock).
+ *
+ *   test_merge_torch DIR
+ *
+ * Checks the merged trace event by event: the trace's cudaMalloc calls that are segments become
+ * POOL create/reserved (their free a POOL destroy) at the trace's times, an allocation that is no
+ * segment stays as it was (with its native stack), the blocks come in with their Python frames at
+ * times moved through the two headers' clocks, a block from before the history window is put no
+ * earlier than its segment, the snapshot's own pools and OOM are dropped and said in notices; and
+ * the refusals: a snapshot without times, one whose segments the trace does not have, one of
+ * another time, a file that is no trace. */
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "gmp_merge_torch.h"
+#include "gmp_reader.h"
+#include "gmp_writer.h"
+
+#define MiB (1024ull * 1024)
+#define MS 1000000ull
+#define T_WALL 1000000000000ull /* the trace: wall clock at trace time T_BASE */
+#define T_BASE (5 * MS)
+#define S_BASE (1 * MS) /* the snapshot's trace time of its pre-window state */
+#define SEG_A 0x7000000ull
+#define SEG_B 0x8000000ull
+#define NOT_SEG 0x9000000ull
+
+static int failures;
+
+#define CHECK(cond, ...)                                                                           \
+    do {                                                                                           \
+        if (!(cond)) {                                                                             \
+            failures++;                                                                            \
+            printf("FAIL %s:%d: ", __FILE__, __LINE__);                                            \
+            printf(__VA_ARGS__);                                                                   \
+            printf("\n");                                                                          \
+        }                                                                                          \
+    } while (0)
+
+typedef struct wr {
+    gmp_writer *w;
+    gmp_wthread *th;
+} wr;
+
+static void start(wr *x, const char *path, uint64_t wall, uint64_t base, uint32_t tid)
+{
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd < 0) {
+        perror(path);
+        exit(2);
+    }
+    gmp_rec_header h;
+    memset(&h, 0, sizeof h);
+    h.format_version = GMP_FORMAT_VERSION;
+    h.min_reader_version = GMP_FORMAT_MIN_READER;
+    h.producer.ptr = "test_merge_torch";
+    h.producer.len = 16;
+    h.rank = -1;
+    h.start_wall_ns = wall;
+    h.start_trace_ns = base;
+    gmp_writer_opts o;
+    gmp_writer_opts_default(&o);
+    o.threaded = 0;
+    if (gmp_writer_open(&x->w, fd, &o, &h) != GMP_OK) {
+        printf("cannot write %s\n", path);
+        exit(2);
+    }
+    x->th = gmp_writer_thread(x->w, tid);
+}
+
+static void mem(wr *x, unsigned type, uint64_t t, unsigned kind, uint64_t addr, uint64_t size,
+                const char *api, uint32_t stack)
+{
+    gmp_rec r = {.type = type, .time_ns = t};
+    r.u.mem.device = 0;
+    r.u.mem.kind = kind;
+    r.u.mem.api = gmp_writer_string(x->w, api, strlen(api));
+    r.u.mem.address = addr;
+    r.u.mem.size = size;
+    r.u.mem.stack = stack;
+    gmp_wthread_event(x->th, &r);
+}
+
+static void pool(wr *x, uint64_t t, unsigned op, uint64_t handle, uint64_t value)
+{
+    gmp_rec r = {.type = GMP_REC_POOL, .time_ns = t};
+    r.u.pool.op = op;
+    r.u.pool.pool = handle;
+    r.u.pool.value = value;
+    gmp_wthread_event(x->th, &r);
+}
+
+static uint32_t pyframe(wr *x, uint32_t parent, const char *file, const char *fn, uint32_t line)
+{
+    return gmp_writer_stack_python(x->w, parent, gmp_writer_string(x->w, file, strlen(file)),
+                                   gmp_writer_string(x->w, fn, strlen(fn)), line);
+}
+
+/* The trace: segments A and B and an allocation that is no segment. */
+static void write_trace(const char *path)
+{
+    wr x;
+    start(&x, path, T_WALL, T_BASE, 100);
+    uint32_t nat = gmp_writer_stack_native(x.w, 0, 0x401234);
+    mem(&x, GMP_REC_ALLOC, 10 * MS, GMP_MEM_DEVICE, SEG_A, 2 * MiB, "cudaMalloc", nat);
+    mem(&x, GMP_REC_ALLOC, 11 * MS, GMP_MEM_DEVICE, NOT_SEG, 1 * MiB, "cudaMalloc", nat);
+    mem(&x, GMP_REC_ALLOC, 12 * MS, GMP_MEM_DEVICE, SEG_B, 4 * MiB, "cudaMalloc", nat);
+    mem(&x, GMP_REC_FREE, 20 * MS, GMP_MEM_DEVICE, SEG_A, 2 * MiB, "cudaFree", 0);
+    mem(&x, GMP_REC_FREE, 30 * MS, GMP_MEM_DEVICE, NOT_SEG, 1 * MiB, "cudaFree", 0);
+    gmp_writer_sync(x.w, 30 * MS);
+    gmp_writer_close(x.w, NULL);
+}
+
+/* The snapshot as gmp_import_torch writes it; wall: its header's wall clock at S_BASE (0: none);
+ * shift: added to its segments' addresses. Its time s is on the trace's clock at
+ * s - S_BASE + wall - T_WALL + T_BASE. */
+static void write_snap(const char *path, uint64_t wall, uint64_t shift)
+{
+    wr x;
+    start(&x, path, wall, S_BASE, 1);
+    uint32_t mod = pyframe(&x, 0, "train.py", "<module>", 9);
+    uint32_t fa = pyframe(&x, mod, "train.py", "forward", 5);
+    uint32_t fb = pyframe(&x, mod, "train.py", "backward", 7);
+    /* before the window: segment B and a block of it */
+    pool(&x, S_BASE, GMP_POOL_CREATE, SEG_B + shift, 0);
+    pool(&x, S_BASE, GMP_POOL_RESERVED, SEG_B + shift, 4 * MiB);
+    mem(&x, GMP_REC_ALLOC, S_BASE, GMP_MEM_ASYNC_POOL, SEG_B + shift, 1 * MiB,
+        "CUDACachingAllocator.malloc", fb);
+    /* the window */
+    pool(&x, 2 * MS, GMP_POOL_CREATE, SEG_A + shift, 0);
+    pool(&x, 2 * MS, GMP_POOL_RESERVED, SEG_A + shift, 2 * MiB);
+    mem(&x, GMP_REC_ALLOC, 2 * MS, GMP_MEM_ASYNC_POOL, SEG_A + shift, 512 * 1024,
+        "CUDACachingAllocator.malloc", fa);
+    mem(&x, GMP_REC_FREE, 3 * MS, GMP_MEM_ASYNC_POOL, SEG_A + shift, 512 * 1024,
+        "CUDACachingAllocator.free", fa);
+    mem(&x, GMP_REC_ALLOC, 4 * MS, GMP_MEM_ASYNC_POOL, SEG_B + shift + MiB, 2 * MiB,
+        "CUDACachingAllocator.malloc", fb);
+    pool(&x, 5 * MS, GMP_POOL_RESERVED, 0x5000000 + shift, 1 * MiB); /* no such allocation */
+    pool(&x, 6 * MS, GMP_POOL_DESTROY, SEG_A + shift, 0);
+    gmp_rec o = {.type = GMP_REC_OOM, .time_ns = 7 * MS};
+    o.u.oom.requested = 64 * MiB;
+    gmp_wthread_event(x.th, &o);
+    gmp_writer_sync(x.w, 7 * MS);
+    gmp_writer_close(x.w, NULL);
+}
+
+/* The merged trace's events as lines "TIME_US TID TYPE ..." (the END record left out). */
+static size_t read_lines(const char *path, char lines[][160], size_t max)
+{
+    gmp_reader *r;
+    if (gmp_reader_open(&r, path, NULL) != GMP_OK) {
+        CHECK(0, "cannot read the merged trace: %s", gmp_reader_open_error());
+        return 0;
+    }
+    const gmp_rec *rec;
+    size_t n = 0;
+    while (n < max && gmp_reader_next(r, &rec) == GMP_OK) {
+        if (!gmp_rec_is_event(rec->type) || rec->type == GMP_REC_END)
+            continue;
+        char *l = lines[n++];
+        int k = snprintf(l, 160, "%llu %u ", (unsigned long long)(rec->time_ns / 1000), rec->tid);
+        if (rec->type == GMP_REC_POOL) {
+            snprintf(l + k, 160 - (size_t)k, "pool op=%u 0x%llx %llu", rec->u.pool.op,
+                     (unsigned long long)rec->u.pool.pool, (unsigned long long)rec->u.pool.value);
+        } else if (rec->type == GMP_REC_ALLOC || rec->type == GMP_REC_FREE) {
+            const gmp_rec_mem *m = &rec->u.mem;
+            gmp_str api = gmp_reader_string(r, m->api);
+            char st[64] = "-";
+            const gmp_rec_stack *s = gmp_reader_stack(r, m->stack);
+            if (s && s->kind == GMP_FRAME_PYTHON) {
+                gmp_str fn = gmp_reader_string(r, s->function);
+                snprintf(st, sizeof st, "%.*s:%u", (int)fn.len, fn.ptr, s->line);
+            } else if (s) {
+                snprintf(st, sizeof st, "0x%llx", (unsigned long long)s->address);
+            }
+            snprintf(l + k, 160 - (size_t)k, "%s %s 0x%llx %llu %.*s %s",
+                     rec->type == GMP_REC_ALLOC ? "alloc" : "free", gmp_mem_kind_name(m->kind),
+                     (unsigned long long)m->address, (unsigned long long)m->size, (int)api.len,
+                     api.ptr, st);
+        } else if (rec->type == GMP_REC_NOTICE) {
+            snprintf(l + k, 160 - (size_t)k, "notice %u %.60s", rec->u.notice.severity,
+                     rec->u.notice.message.ptr);
+        } else {
+            snprintf(l + k, 160 - (size_t)k, "%s", gmp_rec_type_name(rec->type));
+        }
+    }
+    gmp_reader_stats const *st = gmp_reader_get_stats(r);
+    CHECK(st->has_end, "the merged trace has an END record");
+    gmp_reader_close(r);
+    return n;
+}
+
+static gmp_err merge(const char *trace, const char *snap, const char *out,
+                     gmp_merge_torch_stats *st, char *msg, size_t msglen)
+{
+    int fd = open(out, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd < 0) {
+        perror(out);
+        exit(2);
+    }
+    return gmp_merge_torch(trace, snap, "snap.pickle", fd, st, msg, msglen);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc != 2) {
+        fprintf(stderr, "usage: test_merge_torch DIR\n");
+        return 2;
+    }
+    char trace[4096], snap[4096], out[4096], msg[512];
+    snprintf(trace, sizeof trace, "%s/trace.zst", argv[1]);
+    snprintf(snap, sizeof snap, "%s/snap.zst", argv[1]);
+    snprintf(out, sizeof out, "%s/merged.zst", argv[1]);
+    write_trace(trace);
+    /* the snapshot's 2 ms is the trace's 10.5 ms */
+    uint64_t wall = T_WALL + 10 * MS + MS / 2 - T_BASE - (2 * MS - S_BASE);
+    write_snap(snap, wall, 0);
+
+    gmp_merge_torch_stats st;
+    gmp_err e = merge(trace, snap, out, &st, msg, sizeof msg);
+    CHECK(e == GMP_OK, "merge: %s", msg);
+    CHECK(st.matched_segments == 2 && st.unmatched_segments == 1 && st.pools == 2,
+          "segments: %llu matched, %llu unmatched, %llu pools",
+          (unsigned long long)st.matched_segments, (unsigned long long)st.unmatched_segments,
+          (unsigned long long)st.pools);
+    CHECK(st.blocks == 3 && st.block_frees == 1 && st.pre_blocks == 1 && st.ooms_dropped == 1,
+          "blocks %llu, frees %llu, pre %llu, ooms %llu", (unsigned long long)st.blocks,
+          (unsigned long long)st.block_frees, (unsigned long long)st.pre_blocks,
+          (unsigned long long)st.ooms_dropped);
+    static char got[64][160];
+    size_t n = read_lines(out, got, 64);
+    static const char *const want[] = {
+        /* the notice at the first event's time: the pre-window block's, by the clocks */
+        "9500 1 notice 1 merged with PyTorch's memory history snap.pickle: 2 of the t",
+        "10000 100 pool op=1 0x7000000 0",
+        "10000 100 pool op=4 0x7000000 2097152",
+        "10500 1 alloc async-pool 0x7000000 524288 CUDACachingAllocator.malloc forward:5",
+        "11000 100 alloc device 0x9000000 1048576 cudaMalloc 0x401234",
+        "11500 1 free async-pool 0x7000000 524288 CUDACachingAllocator.free forward:5",
+        "12000 100 pool op=1 0x8000000 0",
+        "12000 100 pool op=4 0x8000000 4194304",
+        /* the pre-window block (at 9.5 ms by the clocks) no earlier than its segment */
+        "12000 1 alloc async-pool 0x8000000 1048576 CUDACachingAllocator.malloc backward:7",
+        "12500 1 alloc async-pool 0x8100000 2097152 CUDACachingAllocator.malloc backward:7",
+        "20000 100 pool op=2 0x7000000 0",
+        "30000 100 free device 0x9000000 1048576 cudaFree -",
+        "30000 1 notice 2 PyTorch memory history: 1 of its segments are not allocation",
+        "30000 1 notice 1 PyTorch memory history: 1 blocks existed before its history ",
+        "30000 1 notice 1 PyTorch memory history: 1 out-of-memory entries not merged (",
+    };
+    size_t nw = sizeof want / sizeof want[0];
+    CHECK(n == nw, "%zu events, want %zu", n, nw);
+    for (size_t i = 0; i < n && i < nw; i++)
+        CHECK(strcmp(got[i], want[i]) == 0, "event %zu:\n  got  %s\n  want %s", i, got[i], want[i]);
+
+    /* refusals: one line each, never a crash */
+    struct {
+        const char *what;
+        uint64_t wall, shift;
+        const char *says;
+    } bad[] = {
+        {"no times", 0, 0, "has no times"},
+        {"other addresses", wall, 1ull << 32, "none of the snapshot's 3 segments"},
+        {"another time", wall + 3600000 * MS, 0, "not within the trace's"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        write_snap(snap, bad[i].wall, bad[i].shift);
+        e = merge(trace, snap, out, NULL, msg, sizeof msg);
+        CHECK(e == GMP_ERR_FORMAT && strstr(msg, bad[i].says) && !strchr(msg, '\n'), "%s: %d %s",
+              bad[i].what, (int)e, msg);
+    }
+    FILE *f = fopen(snap, "wb");
+    if (f) {
+        fputs("not a trace", f);
+        fclose(f);
+    }
+    e = merge(trace, snap, out, NULL, msg, sizeof msg);
+    CHECK(e != GMP_OK && strstr(msg, "the snapshot"), "not a trace: %d %s", (int)e, msg);
+    e = merge(snap, trace, out, NULL, msg, sizeof msg); /* the two the wrong way round */
+    CHECK(e != GMP_OK && msg[0], "swapped: %d %s", (int)e, msg);
+    if (failures) {
+        printf("%d failure(s)\n", failures);
+        return 1;
+    }
+    printf("ok\n");
+    return 0;
+}
