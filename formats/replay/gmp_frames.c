@@ -232,10 +232,9 @@ const char *gmp_category_name(gmp_category c)
     return (unsigned)c < GMP_CAT_COUNT ? names[c] : "other";
 }
 
-static int fn_is(const gmp_frame_info *f, const char *pat)
+static int fn_is(gmp_str head, const char *pat)
 {
-    gmp_str h = gmp_frame_function_head(f->function);
-    return h.len && gmp_frame_glob(pat, h.ptr, h.len);
+    return head.len && gmp_frame_glob(pat, head.ptr, head.len);
 }
 
 static int file_is(const gmp_frame_info *f, const char *pat)
@@ -259,15 +258,16 @@ gmp_category gmp_frames_category(const gmp_frame_info *f, size_t n, gmp_str rang
     int grad = 0, optim = 0, bwd = 0, fwd = 0, param = 0;
     for (size_t i = 0; i < n; i++) {
         const gmp_frame_info *x = &f[i];
-        grad |= fn_is(x, "*ccumulateGrad*");
+        gmp_str h = gmp_frame_function_head(x->function); /* once per frame, not per pattern */
+        grad |= fn_is(h, "*ccumulateGrad*");
         optim |= file_is(x, "*/torch/optim/*") || file_is(x, "*optim*.py") ||
-                 fn_is(x, "*_fused_adam*") || fn_is(x, "*_foreach_*");
-        bwd |= fn_is(x, "torch::autograd::Engine::*") ||
-               fn_is(x, "torch::autograd::generated::*") || fn_is(x, "*Backward*::apply");
+                 fn_is(h, "*_fused_adam*") || fn_is(h, "*_foreach_*");
+        bwd |= fn_is(h, "torch::autograd::Engine::*") ||
+               fn_is(h, "torch::autograd::generated::*") || fn_is(h, "*Backward*::apply");
         int py = x->file.len && gmp_frame_glob("*.py", x->file.ptr, x->file.len);
-        fwd |= py && fn_is(x, "forward");
+        fwd |= py && fn_is(h, "forward");
         for (size_t k = 0; py && k < sizeof param_fns / sizeof param_fns[0]; k++)
-            param |= fn_is(x, param_fns[k]);
+            param |= fn_is(h, param_fns[k]);
     }
     if (range.len) {
         optim |= gmp_frame_glob("*optim*", range.ptr, range.len);
