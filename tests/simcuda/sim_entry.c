@@ -72,7 +72,8 @@ static CUresult proc_address(const char *symbol, void **pfn, int cudaVersion, cu
     int found = 0;
     for (size_t i = 0; i < simcuda_procaddr_count; i++) {
         const simcuda_procaddr_entry *e = &simcuda_procaddr_table[i];
-        if (strcmp(e->name, symbol) != 0)
+        /* a driver older than an entry (the CUDA 12 personality) does not know it at all */
+        if (e->version > SIMCUDA_DRIVER_VERSION || strcmp(e->name, symbol) != 0)
             continue;
         found = 1;
         if (e->version > cudaVersion)
