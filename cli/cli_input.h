@@ -13,7 +13,14 @@
  * the process is killed. Readers then open the trace through /proc/self/fd, each with its own
  * file offset. A file that is none of the three gets one line that says what was expected and
  * what the file begins with. A pipe or a character device is not probed (reading its head would
- * consume it): it is read as a trace, as before. */
+ * consume it): it is read as a trace, as before.
+ *
+ * A trace file with PyTorch's memory history beside it (`run --torch-history` writes
+ * TRACE.torch.pickle, else only TRACE.oom.torch.pickle) is read merged with it: the snapshot is
+ * imported, then merged with the trace (gmp_merge_torch) into another temporary trace, which is
+ * what readers open (summary: the merge's line; the trace's kind stays TRACE). A snapshot that
+ * cannot be merged gives one warning line on stderr and the trace is read alone; so it is with
+ * GPUMEMPROF_TORCH_MERGE=0 in the environment (silently). */
 #ifndef GMP_CLI_INPUT_H
 #define GMP_CLI_INPUT_H
 
@@ -39,7 +46,9 @@ typedef enum gmp_cli_input_kind {
     "Inputs, recognised by their content (never their name): gpumemprof traces, PyTorch\n"         \
     "memory snapshots (torch.cuda.memory._dump_snapshot pickles) and Nsight Systems SQLite\n"      \
     "exports (nsys export --type sqlite); the last two are imported into a temporary trace\n"      \
-    "first, which nothing keeps (gpumemprof import keeps a copy). Kinds can be mixed.\n"
+    "first, which nothing keeps (gpumemprof import keeps a copy). Kinds can be mixed.\n"           \
+    "A trace with TRACE.torch.pickle beside it (run --torch-history) is read merged with\n"        \
+    "it: PyTorch's tensors inside the trace's segments (GPUMEMPROF_TORCH_MERGE=0: alone).\n"
 
 typedef struct gmp_cli_input {
     const char *path;        /* as given (not copied): what messages and outputs name */
