@@ -23,6 +23,7 @@
 
 #define TORCH_TID 1 /* the thread the snapshot's blocks are written on (as the importer's) */
 #define NOT_ADDRESS 0xd000000000000000ull /* importer's pool handles from here on: no address */
+#define EXPANDABLE 0xe000000000000000ull  /* its expandable segments' pools (gmp_torch_layout.h) */
 #define SYNC_EVERY 8192
 #define MAX_DEPTH 4096         /* stack and range chains followed at most */
 #define SLACK_NS 10000000000ll /* snapshot times may lie this far outside the trace's */
@@ -514,7 +515,7 @@ gmp_err gmp_merge_torch(const char *trace_path, const char *snap_trace_path, con
     const gmp_rec *rec;
     span ts = {0}, ss = {0};
     int64_t offset = 0;
-    uint64_t s_t0 = 0;
+    uint64_t s_t0 = 0, expandable = 0;
     char text[1024];
     if (!snap_name)
         snap_name = "the snapshot";
@@ -538,6 +539,7 @@ gmp_err gmp_merge_torch(const char *trace_path, const char *snap_trace_path, con
         if (rec->type == GMP_REC_POOL && rec->u.pool.op == GMP_POOL_RESERVED) {
             if (rec->u.pool.pool >= NOT_ADDRESS) {
                 M.st.other_pools++;
+                expandable += (rec->u.pool.pool & 0xf000000000000000ull) == EXPANDABLE;
                 continue;
             }
             if (!seg_of(&M, rec->u.pool.pool))
@@ -549,7 +551,12 @@ gmp_err gmp_merge_torch(const char *trace_path, const char *snap_trace_path, con
     if (k < 0)
         goto out;
     if (M.nsegs == 0) {
-        failf(&M, GMP_ERR_FORMAT, "the snapshot has no segment with an address to match");
+        if (expandable)
+            failf(&M, GMP_ERR_UNSUPPORTED,
+                  "the snapshot's segments are expandable (expandable_segments:True), which "
+                  "are not merged yet (the trace has them as cuMemCreate/cuMemMap)");
+        else
+            failf(&M, GMP_ERR_FORMAT, "the snapshot has no segment with an address to match");
         goto out;
     }
 

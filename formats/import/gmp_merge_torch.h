@@ -22,7 +22,11 @@
  *    kept, prefixed.
  * Refused with one line (GMP_ERR_FORMAT) when the two cannot be one timeline: the snapshot has no
  * time_us or the trace no wall clock, it has no segment with an address, none of its segments is
- * an allocation of the trace, or its times are not within the trace's (another run). */
+ * an allocation of the trace, or its times are not within the trace's (another run); and
+ * (GMP_ERR_UNSUPPORTED) when its only segments are expandable ones (expandable_segments:True: the
+ * trace has their memory as VMM records, which are not matched yet; the replay would count the
+ * blocks as reserved a second time). A snapshot with both kinds is merged: the blocks of its
+ * expandable segments are added, and said in the notice. */
 #ifndef GMP_MERGE_TORCH_H
 #define GMP_MERGE_TORCH_H
 
