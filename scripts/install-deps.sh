@@ -5,9 +5,10 @@
 #   scripts/install-deps.sh --browser  also chromium and node's speedscope and d3 (viewer tests)
 set -euo pipefail
 # python3-torch (CPU build, about 1 min): the `run --layers` hooks are tested on a real nn.Module
+# python3-numba (test-only): a Debian CUDA client run unmodified on the simulator (simcuda_agent_numba)
 pkgs=(build-essential cmake pkg-config libzstd-dev zstd libdwarf-dev libelf-dev libcmocka-dev
       libunwind8 libsqlite3-dev clang clang-format libclang-rt-14-dev python3 python3-torch file
-      llvm zlib1g-dev libncurses-dev tmux python3-dev)
+      llvm zlib1g-dev libncurses-dev tmux python3-dev python3-numba)
 browser=0
 if [[ "${1:-}" == "--browser" ]]; then
   browser=1
