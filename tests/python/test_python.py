@@ -30,7 +30,11 @@ MODE: python     --stacks python: exact file:function:line frames, with the GIL 
                  exit and SIGTERM (the trace still finished), TRACE.oom.torch.pickle at an OOM;
                  its segments are the trace's cudaMalloc calls; nothing without the option; with
                  --wheel, the same as a pip-installed torch on CUDA 12 (the simulator's wheel
-                 layout): profiled with its own libcupti.so.12 and no other CUPTI
+                 layout): profiled with its own libcupti.so.12 and no other CUPTI; the trace
+                 read with its snapshot beside it is merged (gmp_merge_torch): report shows the
+                 tensors with their Python stacks inside the segments (allocated = live blocks,
+                 reserved = segments), convert --pytorch-snapshot gives the blocks back, and
+                 bad snapshots beside a copy of the trace give one warning and the trace alone
 Exit 77: skipped.
 """
 import argparse
