@@ -2,7 +2,10 @@
  * TTY), Markdown, one self-contained HTML file, or JSON for programs. The report model
  * (formats/report/gmp_report.h) is computed in the one replay pass of each trace; it is built
  * into one report document and written by the renderer of the format
- * (formats/report/gmp_render_{text,md,html,json}.c). See docs/report.md. */
+ * (formats/report/gmp_render_{text,md,html,json}.c). With --interactive, an HTML report's timeline
+ * is also the HTML view (formats/export/gmp_out_htmlview.c as a fragment, made in the same replay
+ * pass and handed to the renderer: formats/report does not know formats/export). See
+ * docs/report.md. */
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -16,6 +19,8 @@
 #include "cli_opts.h"
 #include "cli_progress.h"
 #include "cli_report_sym.h"
+#include "gmp_export.h"
+#include "gmp_output.h"
 #include "gmp_reader.h"
 #include "gmp_replay.h"
 #include "gmp_report.h"
@@ -65,7 +70,7 @@ int gmp_cmd_report(const gmp_cli_cmd_info *cmd, int argc, char **argv)
     const char *format = NULL, *out_path = NULL, *debug_dir = NULL, *by_s = NULL, *sort_s = NULL;
     const char *color_s = "auto";
     int64_t top = -1, device = INT64_MIN, temp_us = INT64_MIN;
-    int no_progress = 0, npos = 0, all_frames = 0;
+    int no_progress = 0, npos = 0, all_frames = 0, interactive = 0;
     const gmp_cli_opt opts[] = {
         {"format", 'f', GMP_CLI_STRING, &format, "FMT",
          "text, markdown, html or json (default: text, or from -o's extension)", 0},
@@ -80,6 +85,8 @@ int gmp_cmd_report(const gmp_cli_cmd_info *cmd, int argc, char **argv)
          "allocations freed within US microseconds are temporary (default 1000)", 0},
         {"all-frames", 0, GMP_CLI_FLAG, &all_frames, NULL,
          "show every frame of a stack (default: internal frames folded, docs/stacks.md)", 0},
+        {"interactive", 0, GMP_CLI_FLAG, &interactive, NULL,
+         "html: the timeline also as the interactive view (hover, zoom, stacks)", 0},
         {"no-progress", 0, GMP_CLI_FLAG, &no_progress, NULL, "no progress bar on a terminal", 0},
         {"debug-dir", 0, GMP_CLI_STRING, &debug_dir, "DIR",
          "separate debug files (default /usr/lib/debug)", 0},
@@ -101,6 +108,8 @@ int gmp_cmd_report(const gmp_cli_cmd_info *cmd, int argc, char **argv)
         return gmp_cli_usage_error(cmd, "--format: '%s' is not text, markdown, html or json",
                                    format);
     int json = writer == gmp_report_write_json;
+    if (interactive && writer != gmp_report_write_html)
+        return gmp_cli_usage_error(cmd, "--interactive: only for --format html");
     if (top < -1 || top > 1000000000)
         return gmp_cli_usage_error(cmd, "--top: must be 0 or more");
     if (temp_us != INT64_MIN && (temp_us < 1 || temp_us > INT64_MAX / 1000))
@@ -192,6 +201,23 @@ int gmp_cmd_report(const gmp_cli_cmd_info *cmd, int argc, char **argv)
     int status = e != GMP_OK;
     if (status)
         fprintf(stderr, "gpumemprof report: %s\n", gmp_err_str(e));
+    /* --interactive: the HTML view as a fragment, into memory, from the same replay passes */
+    char *vbuf = NULL;
+    size_t vlen = 0;
+    FILE *vf = NULL;
+    gmp_output_ctx *vctx = NULL;
+    if (!status && interactive) {
+        gmp_output_opts oo = {.exporter = "gpumemprof " GMP_VERSION_STRING,
+                              .title = ntr == 1 ? argv[1] : "gpumemprof report",
+                              .ntraces = ntr,
+                              .all_frames = all_frames};
+        vf = open_memstream(&vbuf, &vlen);
+        e = vf ? gmp_out_htmlview_fragment.start(&vctx, vf, NULL, &oo) : GMP_ERR_NOMEM;
+        if (e != GMP_OK) {
+            fprintf(stderr, "gpumemprof report: %s\n", gmp_err_str(e));
+            status = 1;
+        }
+    }
     for (size_t i = 0; i < ntr && !status; i++) {
         const char *path = argv[1 + i];
         char label[128] = "";
@@ -206,6 +232,15 @@ int gmp_cmd_report(const gmp_cli_cmd_info *cmd, int argc, char **argv)
         e = gmp_replay_new(&rp, rd[i], NULL);
         if (e == GMP_OK)
             e = gmp_report_doc_add(doc, rp, path, label);
+        if (e == GMP_OK && vctx) {
+            gmp_output_trace ot = {.path = path,
+                                   .index = i,
+                                   .header = h,
+                                   .pid = h ? h->pid : 0,
+                                   .label = label,
+                                   .t0_ns = h ? h->start_trace_ns : 0};
+            e = gmp_out_htmlview_fragment.add_trace(vctx, rp, &ot);
+        }
         if (e == GMP_OK && pg.enabled) {
             pg.index = i;
             pg.r = rd[i];
@@ -236,7 +271,22 @@ int gmp_cmd_report(const gmp_cli_cmd_info *cmd, int argc, char **argv)
         gmp_reader_close(rd[k]);
     free(rd);
     gmp_cli_inputs_close(in, ntr);
+    if (vctx && status) {
+        gmp_out_htmlview_fragment.discard(vctx);
+    } else if (vctx) {
+        gmp_output_result res;
+        memset(&res, 0, sizeof res);
+        if (gmp_out_htmlview_fragment.finish(vctx, &res) != GMP_OK) {
+            fprintf(stderr, "gpumemprof report: %s\n", res.error);
+            status = 1;
+        }
+    }
+    if (vf && fclose(vf) != 0 && !status) {
+        fprintf(stderr, "gpumemprof report: %s\n", gmp_err_str(GMP_ERR_NOMEM));
+        status = 1;
+    }
     if (status) {
+        free(vbuf);
         gmp_report_doc_free(doc);
         if (f != stdout) {
             fclose(f);
@@ -244,8 +294,9 @@ int gmp_cmd_report(const gmp_cli_cmd_info *cmd, int argc, char **argv)
         }
         return 1;
     }
-    e = writer(doc, f, &view);
+    e = vbuf ? gmp_report_write_html_timeline(doc, f, &view, vbuf) : writer(doc, f, &view);
     gmp_report_doc_free(doc);
+    free(vbuf);
     if (e != GMP_OK || fflush(f) != 0 || ferror(f)) {
         fprintf(stderr, "gpumemprof report: cannot write the output\n");
         status = 1;

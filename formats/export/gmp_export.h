@@ -7,5 +7,7 @@
 
 extern const gmp_output gmp_out_pprof;    /* gmp_out_pprof.c: gzip-compressed profile.proto */
 extern const gmp_output gmp_out_htmlview; /* gmp_out_htmlview.c: the offline HTML view */
+/* gmp_out_htmlview.c: the same view as a <div id="gmp-view"> for the HTML report (no <html>) */
+extern const gmp_output gmp_out_htmlview_fragment;
 
 #endif

@@ -18,6 +18,10 @@
  * device has events. The page draws only the visible columns of the level whose columns are about
  * one per pixel.
  *
+ * Fragment (gmp_out_htmlview_fragment, for `report --interactive`): the same view as one
+ * <div id="gmp-view"> to place inside another page (the HTML report): its style with every rule
+ * scoped to the div, its data and its script, no <html> wrapper; view.js draws into the div.
+ *
  * Memory: during the replay, 40 bytes per allocation of device memory (its times, size, site and
  * the order of its events), freed when the trace ends; the page's text is kept until the end. */
 #include <inttypes.h>
@@ -75,6 +79,7 @@ struct gmp_output_ctx {
     size_t ndevices;
     uint64_t level_bytes; /* level data written so far (the budget) */
     int oom;
+    int fragment; /* a <div id="gmp-view"> for another page, not a whole page */
     hv_trace *t;
     gmp_obuf tmp, tmp2;
 };
@@ -845,6 +850,51 @@ static gmp_err hv_start(gmp_output_ctx **out, FILE *f, const char *path, const g
     return GMP_OK;
 }
 
+static gmp_err hv_start_fragment(gmp_output_ctx **out, FILE *f, const char *path,
+                                 const gmp_output_opts *o)
+{
+    gmp_err e = hv_start(out, f, path, o);
+    if (e == GMP_OK)
+        (*out)->fragment = 1;
+    return e;
+}
+
+/* The view's style with each rule scoped to #gmp-view ("body" is the div itself), for a fragment:
+ * view.css is ours, one rule per line "selectors { declarations }", comments on lines of their
+ * own. */
+static void scoped_css(gmp_obuf *b, const char *css, size_t n)
+{
+    const char *end = css + n;
+    while (css < end) {
+        const char *nl = memchr(css, '\n', (size_t)(end - css));
+        const char *le = nl ? nl : end;
+        const char *br = memchr(css, '{', (size_t)(le - css));
+        if (br && !(le - css >= 2 && css[0] == '/' && css[1] == '*')) {
+            const char *p = css;
+            while (p < br) {
+                const char *comma = memchr(p, ',', (size_t)(br - p));
+                const char *se = comma ? comma : br;
+                const char *a = p, *z = se;
+                while (a < z && (*a == ' ' || *a == '\t'))
+                    a++;
+                while (z > a && (z[-1] == ' ' || z[-1] == '\t'))
+                    z--;
+                if (z - a == 4 && memcmp(a, "body", 4) == 0) {
+                    gmp_obuf_add(b, "#gmp-view", 9);
+                } else {
+                    gmp_obuf_add(b, "#gmp-view ", 10);
+                    gmp_obuf_add(b, a, (size_t)(z - a));
+                }
+                gmp_obuf_add(b, comma ? ", " : " ", comma ? 2 : 1);
+                p = comma ? comma + 1 : br;
+            }
+            gmp_obuf_add(b, br, (size_t)(le - br));
+            gmp_obuf_add(b, "\n", 1);
+        }
+        css = nl ? nl + 1 : end;
+    }
+}
+
 static gmp_err hv_add_trace(gmp_output_ctx *c, gmp_replay *rp, const gmp_output_trace *tr)
 {
     trace_free(c->t);
@@ -862,9 +912,15 @@ static gmp_err hv_finish(gmp_output_ctx *c, gmp_output_result *res)
 {
     gmp_obuf page = {0};
     const char *title = c->o.title && *c->o.title ? c->o.title : "gpumemprof";
+    gmp_obuf esc = {0};
+    if (c->fragment) {
+        gmp_obuf_add(&page, "<div id=\"gmp-view\">\n<style>\n", 28);
+        scoped_css(&page, (const char *)gmp_htmlview_css, gmp_htmlview_css_len);
+        gmp_obuf_add(&page, "</style>\n", 9);
+        goto data;
+    }
     gmp_obuf_add(&page, "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n", 61);
     gmp_obuf_add(&page, "<title>", 7);
-    gmp_obuf esc = {0};
     for (const char *p = title; *p; p++) {
         if (*p == '<')
             gmp_obuf_add(&esc, "&lt;", 4);
@@ -878,6 +934,8 @@ static gmp_err hv_finish(gmp_output_ctx *c, gmp_output_result *res)
     gmp_obuf_add(&page, " - gpumemprof memory view</title>\n<style>\n", 42);
     gmp_obuf_add(&page, (const char *)gmp_htmlview_css, gmp_htmlview_css_len);
     gmp_obuf_add(&page, "</style></head><body>\n", 22);
+data:
+    gmp_obuf_free(&esc);
     gmp_obuf_add(&page, "<script type=\"application/json\" id=\"gmp-meta\">{\"title\":", 55);
     js_cstr(&page, title);
     gmp_obuf_add(&page, ",\"exporter\":", 12);
@@ -890,7 +948,10 @@ static gmp_err hv_finish(gmp_output_ctx *c, gmp_output_result *res)
     gmp_obuf_add(&page, c->tiles.p ? c->tiles.p : "", c->tiles.len);
     gmp_obuf_add(&page, "<script>\n", 9);
     gmp_obuf_add(&page, (const char *)gmp_htmlview_js, gmp_htmlview_js_len);
-    gmp_obuf_add(&page, "</script></body></html>\n", 24);
+    if (c->fragment)
+        gmp_obuf_add(&page, "</script>\n</div>\n", 17);
+    else
+        gmp_obuf_add(&page, "</script></body></html>\n", 24);
     gmp_err e = GMP_OK;
     if (c->oom || page.oom) {
         snprintf(res->error, sizeof res->error, "html view: out of memory");
@@ -912,6 +973,14 @@ static void hv_discard(gmp_output_ctx *c)
 const gmp_output gmp_out_htmlview = {
     .name = "html-view",
     .start = hv_start,
+    .add_trace = hv_add_trace,
+    .finish = hv_finish,
+    .discard = hv_discard,
+};
+
+const gmp_output gmp_out_htmlview_fragment = {
+    .name = "html-view fragment",
+    .start = hv_start_fragment,
     .add_trace = hv_add_trace,
     .finish = hv_finish,
     .discard = hv_discard,

@@ -15,6 +15,9 @@
 typedef struct gmp_render_opts {
     int color;         /* text: ANSI colours (bold headings, yellow warnings, red problems) */
     const char *title; /* HTML: the page's <title> (NULL: the first heading) */
+    /* HTML: markup placed once before the first "timeline" SERIES (the interactive view, composed
+     * by cli/cmd_report.c); NULL: none. The static SVGs stay (lanes, marks; no script needed). */
+    const char *timeline_html;
 } gmp_render_opts;
 
 gmp_err gmp_render_text(const gmp_doc *d, FILE *f, const gmp_render_opts *o);

@@ -608,15 +608,21 @@ static void put_series(FILE *f, const gmp_doc_block *s)
 
 /* ---- blocks ---- */
 
-static void put_block(FILE *f, const gmp_doc_block *b);
+/* Where the caller's timeline markup goes: before the block `at` (NULL: nowhere). */
+typedef struct hctx {
+    const gmp_doc_block *at;
+    const char *html;
+} hctx;
 
-static void put_children(FILE *f, const gmp_doc_block *b)
+static void put_block(FILE *f, const gmp_doc_block *b, const hctx *x);
+
+static void put_children(FILE *f, const gmp_doc_block *b, const hctx *x)
 {
     for (const gmp_doc_block *c = b->first; c; c = c->next)
-        put_block(f, c);
+        put_block(f, c, x);
 }
 
-static void put_section(FILE *f, const gmp_doc_block *b)
+static void put_section(FILE *f, const gmp_doc_block *b, const hctx *x)
 {
     int depth = gmp_doc_depth(b), h = depth + 1 > 5 ? 5 : depth + 1;
     if (depth == 1)
@@ -630,18 +636,20 @@ static void put_section(FILE *f, const gmp_doc_block *b)
             put_top(f, t, "span");
         fprintf(f, "</h%d>\n", h);
     }
-    put_children(f, b);
+    put_children(f, b, x);
     if (depth == 1)
         fputs("</section>\n", f);
 }
 
-static void put_block(FILE *f, const gmp_doc_block *b)
+static void put_block(FILE *f, const gmp_doc_block *b, const hctx *x)
 {
     if (b->flags & GMP_DOC_DATA)
         return;
+    if (b == x->at)
+        fputs(x->html, f);
     const char *cls = sev_class(b->severity);
     switch (b->kind) {
-    case GMP_DOC_SECTION: put_section(f, b); break;
+    case GMP_DOC_SECTION: put_section(f, b, x); break;
     case GMP_DOC_KV: put_kv(f, b); break;
     case GMP_DOC_TABLE: put_table(f, b); break;
     case GMP_DOC_SERIES: put_series(f, b); break;
@@ -655,7 +663,7 @@ static void put_block(FILE *f, const gmp_doc_block *b)
         fprintf(f, "<div class=\"verdict %s\">\n<p class=%s>", cls, cls);
         put_line(f, &b->title, 0);
         fputs("</p>\n", f);
-        put_children(f, b);
+        put_children(f, b, x);
         fputs("</div>\n", f);
         break;
     case GMP_DOC_NOTICE:
@@ -667,6 +675,21 @@ static void put_block(FILE *f, const gmp_doc_block *b)
         fputs("</p>\n", f);
         break;
     }
+}
+
+/* The first SERIES keyed "timeline" that is shown, in document order; NULL when none. */
+static const gmp_doc_block *first_timeline(const gmp_doc_block *b)
+{
+    if (b->flags & GMP_DOC_DATA)
+        return NULL;
+    if (b->kind == GMP_DOC_SERIES && b->key && strcmp(b->key, "timeline") == 0)
+        return b;
+    for (const gmp_doc_block *c = b->first; c; c = c->next) {
+        const gmp_doc_block *t = first_timeline(c);
+        if (t)
+            return t;
+    }
+    return NULL;
 }
 
 /* The first heading in document order (the root's, else the first section's). */
@@ -699,7 +722,12 @@ gmp_err gmp_render_html(const gmp_doc *d, FILE *f, const gmp_render_opts *o)
         put_line(f, &root->title, 0);
         fputs("</h1>\n", f);
     }
-    put_children(f, root);
+    hctx x = {NULL, NULL};
+    if (o && o->timeline_html && *o->timeline_html) {
+        x.at = first_timeline(root);
+        x.html = o->timeline_html;
+    }
+    put_children(f, root, &x);
     fputs("</body>\n</html>\n", f);
     return ferror(f) ? GMP_ERR_IO : GMP_OK;
 }

@@ -333,6 +333,10 @@ size_t gmp_report_frame_text(const gmp_report_trace *t, const gmp_report_frame *
 gmp_err gmp_report_write_text(const gmp_report_doc *doc, FILE *f, const gmp_report_view *v);
 gmp_err gmp_report_write_md(const gmp_report_doc *doc, FILE *f, const gmp_report_view *v);
 gmp_err gmp_report_write_html(const gmp_report_doc *doc, FILE *f, const gmp_report_view *v);
+/* The HTML report with timeline_html (markup: the interactive view, made by cli/cmd_report.c)
+ * placed before its first timeline (gmp_render_opts.timeline_html); NULL: gmp_report_write_html. */
+gmp_err gmp_report_write_html_timeline(const gmp_report_doc *doc, FILE *f, const gmp_report_view *v,
+                                       const char *timeline_html);
 gmp_err gmp_report_write_json(const gmp_report_doc *doc, FILE *f, const gmp_report_view *v);
 
 typedef gmp_err (*gmp_report_writer)(const gmp_report_doc *, FILE *, const gmp_report_view *);

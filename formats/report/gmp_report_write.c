@@ -8,7 +8,7 @@
 #include "gmp_report_build.h"
 
 static gmp_err write_with(const gmp_report_doc *doc, FILE *f, const gmp_report_view *v,
-                          gmp_render_fn render)
+                          gmp_render_fn render, const char *timeline_html)
 {
     gmp_doc *d = gmp_report_build(doc, v);
     if (!d)
@@ -22,7 +22,8 @@ static gmp_err write_with(const gmp_report_doc *doc, FILE *f, const gmp_report_v
         gmp_str p = gmp_report_str(doc->traces[0], doc->traces[0]->path);
         snprintf(title, sizeof title, "gpumemprof report: %.*s", (int)p.len, p.ptr);
     }
-    gmp_render_opts o = {.color = v->color, .title = title[0] ? title : NULL};
+    gmp_render_opts o = {
+        .color = v->color, .title = title[0] ? title : NULL, .timeline_html = timeline_html};
     gmp_err e = render(d, f, &o);
     gmp_doc_free(d);
     if (e == GMP_OK && ferror(f))
@@ -32,22 +33,28 @@ static gmp_err write_with(const gmp_report_doc *doc, FILE *f, const gmp_report_v
 
 gmp_err gmp_report_write_text(const gmp_report_doc *doc, FILE *f, const gmp_report_view *v)
 {
-    return write_with(doc, f, v, gmp_render_text);
+    return write_with(doc, f, v, gmp_render_text, NULL);
 }
 
 gmp_err gmp_report_write_md(const gmp_report_doc *doc, FILE *f, const gmp_report_view *v)
 {
-    return write_with(doc, f, v, gmp_render_md);
+    return write_with(doc, f, v, gmp_render_md, NULL);
 }
 
 gmp_err gmp_report_write_html(const gmp_report_doc *doc, FILE *f, const gmp_report_view *v)
 {
-    return write_with(doc, f, v, gmp_render_html);
+    return write_with(doc, f, v, gmp_render_html, NULL);
+}
+
+gmp_err gmp_report_write_html_timeline(const gmp_report_doc *doc, FILE *f, const gmp_report_view *v,
+                                       const char *timeline_html)
+{
+    return write_with(doc, f, v, gmp_render_html, timeline_html);
 }
 
 gmp_err gmp_report_write_json(const gmp_report_doc *doc, FILE *f, const gmp_report_view *v)
 {
-    return write_with(doc, f, v, gmp_render_json);
+    return write_with(doc, f, v, gmp_render_json, NULL);
 }
 
 gmp_report_writer gmp_report_writer_by_name(const char *name)

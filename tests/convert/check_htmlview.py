@@ -13,6 +13,10 @@ middle fifth of the window and a wheel step zooms further, a click on the breakd
 selects it and redraws the chart, and there is no console error, no exception and no request
 outside the file. The page is self-contained: it names no http(s) address.
 
+The same view inside an HTML report (`gpumemprof report --format html --interactive`, for a trace,
+a PyTorch snapshot and an nsys export): the same checks, plus the report is still there (its <h1>,
+its static SVG timeline) with the view in its <div id="gmp-view">.
+
 Exit 77 (skip) without chromium, node or playwright-core (scripts/install-deps.sh --browser)."""
 import json
 import os
@@ -55,13 +59,20 @@ def main():
         ("train-step", [os.path.join(snaps, "transformer-train-step-adamw.pickle")], []),
         ("gemm", [os.path.join(nsys, "gemm-a100-memory-usage.sqlite")], []),
     ]
+    # the HTML report with the view as its timeline (report --interactive)
+    cases += [("report-" + name, inputs, frames) for name, inputs, frames in cases
+              if name in ("basic", "multi", "small-step", "gemm")]
     spec, peaks, wcats = [], {}, {}
     for name, inputs, frames in cases:
         for i in inputs:
             if not os.path.exists(i):
                 sys.exit("%s is missing" % i)
         page = os.path.join(work, name + ".html")
-        run([gmp, "convert"] + inputs + ["--html-view", page, "--no-progress"])
+        if name.startswith("report-"):
+            run([gmp, "report"] + inputs + ["--format", "html", "--interactive", "-o", page,
+                                            "--no-progress"])
+        else:
+            run([gmp, "convert"] + inputs + ["--html-view", page, "--no-progress"])
         text = open(page, encoding="utf-8").read()
         if re.search(r"https?://", text):
             sys.exit("%s names a network address: %s" % (name, re.search(r"https?://\S+",
@@ -75,7 +86,7 @@ def main():
                         if c["bytes"]}
                        for p in procs for d in p.get("devices", [])
                        if d["peak_allocated_bytes"] > 0 or d.get("allocations")]
-        spec.append({"file": page, "frames": frames})
+        spec.append({"file": page, "frames": frames, "report": name.startswith("report-")})
     spec_file = os.path.join(work, "spec.json")
     with open(spec_file, "w") as f:
         json.dump(spec, f)
@@ -94,6 +105,12 @@ def main():
             f.append("errors: %s" % r["errors"][:3])
         if r.get("requests"):
             f.append("requests outside the file: %s" % r["requests"][:3])
+        if s["report"]:
+            ir = r.get("inReport")
+            if not ir or not ir.get("header"):
+                f.append("the report has no interactive view in its <div id=gmp-view>: %s" % ir)
+            elif not ir.get("svgs") or not ir.get("h1", "").startswith("gpumemprof report"):
+                f.append("the report's own heading or static timeline is gone: %s" % ir)
         want = peaks[s["file"]]
         got = [r.get("peaks", {}).get(str(i)) for i in range(len(want))]
         if r.get("draws") and got != want:

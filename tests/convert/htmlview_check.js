@@ -1,4 +1,5 @@
-// htmlview_check.js: `convert --html-view` pages in Debian's chromium, driven by playwright-core
+// htmlview_check.js: `convert --html-view` pages (and HTML reports made with `report
+// --interactive`, the same view inside the report) in Debian's chromium, driven by playwright-core
 // (tests/convert/nodedeps; it never downloads a browser of its own). For each page of the spec
 // (JSON: [{"file", "peaks": {"device index": bytes}, "frames": [text a hover must show]}]) prints
 // one JSON line of what it saw:
@@ -81,6 +82,8 @@ const spec = JSON.parse(fs.readFileSync(specFile, 'utf8'));
       });
       if (res.devices > 0) {
         // hover along the peak column, bottom to top
+        // in an HTML report (`report --interactive`) the chart is further down the page
+        await page.locator('#chart').scrollIntoViewIfNeeded();
         const box = await page.locator('#chart').boundingBox();
         const g = await page.evaluate(() => {
           const meta = JSON.parse(document.getElementById('gmp-meta').textContent);
@@ -124,6 +127,14 @@ const spec = JSON.parse(fs.readFileSync(specFile, 'utf8'));
         }
       }
     }
+    // a report: the view sits in its <div id="gmp-view">, after the report's own heading, and the
+    // static SVG timelines are still there
+    res.inReport = await page.evaluate(() => {
+      const v = document.getElementById('gmp-view');
+      return v ? { header: !!v.querySelector('header #chart, #chartwrap #chart'),
+        svgs: document.querySelectorAll('svg').length,
+        h1: (document.querySelector('body > h1') || {}).textContent || '' } : null;
+    });
     res.errors = errors;
     res.requests = requests;
     process.stdout.write(JSON.stringify(res) + '\n');

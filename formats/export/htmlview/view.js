@@ -8,6 +8,8 @@
 (function () {
   'use strict';
   const meta = JSON.parse(document.getElementById('gmp-meta').textContent);
+  // the page's body, or the report's <div id="gmp-view"> when the view is part of an HTML report
+  const root = document.getElementById('gmp-view') || document.body;
   const devs = meta.devices;
   const sites = meta.sites;
   const TILE = 1024;
@@ -57,8 +59,8 @@
   [bAll, bPeak, bOut, bClear].forEach((b) => header.appendChild(b));
   const winLabel = el('span', { id: 'win' });
   header.appendChild(winLabel);
-  document.body.appendChild(header);
-  document.body.appendChild(el('div', { id: 'help' },
+  root.appendChild(header);
+  root.appendChild(el('div', { id: 'help' },
     'Active memory timeline: each band is an allocation live at that time, stacked in allocation ' +
     'order; allocations under a pixel are merged per stack (grey: other stacks). Hover for ' +
     'details, drag to zoom into a time window, wheel to zoom, click to select a stack.'));
@@ -67,11 +69,11 @@
   const tip = el('div', { id: 'tip' });
   wrap.appendChild(canvas);
   wrap.appendChild(tip);
-  document.body.appendChild(wrap);
+  root.appendChild(wrap);
   const detail = el('div', { id: 'detail' });
-  document.body.appendChild(detail);
+  root.appendChild(detail);
   const sec = el('section', { id: 'breakdown' });
-  document.body.appendChild(sec);
+  root.appendChild(sec);
   const ctx = canvas.getContext('2d');
 
   // ---- data ----
