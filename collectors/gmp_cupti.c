@@ -1448,7 +1448,9 @@ static uint32_t launch_api(uint32_t corr)
 #define GRAPH_POOL(dev) (0x6772617068000000ull | (uint64_t)(uint32_t)(dev)) /* "graph" */
 static atomic_uint_least64_t graph_devices; /* devices a graph was launched on */
 static struct graph_mem {
-    uint64_t used, reserved, high;
+    uint64_t used, high;
+    atomic_uint_least64_t reserved; /* as last written (poll, or the floor of on_memory2) */
+    atomic_uint_least64_t live;     /* graph memory live from the launches' MEMORY2 records */
     uint64_t chunk_addr[256], chunk_size[256]; /* the used memory as records: a stack */
     unsigned nchunks;
     uint64_t next;
@@ -1511,14 +1513,14 @@ static void graph_mem_poll(void)
                 CUDA_SUCCESS)
             continue;
         struct graph_mem *g = &graph_mem[dev];
-        if (reserved != g->reserved) {
+        if (reserved != atomic_load(&g->reserved)) {
             gmp_rec p = {.type = GMP_REC_POOL};
             p.u.pool.device = dev;
             p.u.pool.op = GMP_POOL_RESERVED;
             p.u.pool.pool = GRAPH_POOL(dev);
             p.u.pool.value = reserved;
             emit(t, &p);
-            g->reserved = reserved;
+            atomic_store(&g->reserved, reserved);
         }
         if (memory2_on)
             continue; /* the used memory comes from the launches' MEMORY2 records */
@@ -1998,6 +2000,42 @@ static uint32_t static_range(const char *name)
     return gmp_writer_range(S->w, r, 0, gmp_writer_string(S->w, name, n));
 }
 
+/* The graph memory pool holds at least the graph memory live in it: cuda_runtime_api.h
+ * (cudaDeviceGraphMemTrim) says graph allocations' memory stays with the device's graph pool
+ * after it is freed, until a trim returns it, so reserved only falls at a trim. The polls read the
+ * true size (CU_GRAPH_MEM_ATTR_RESERVED_MEM_CURRENT) at each flush; between them a launch can
+ * take more than was last read, so when a MEMORY2 record of graph memory raises the live bytes
+ * above the reserved size last written, the reserved size is raised to it at that record's time.
+ * A trim is seen at the next poll. (Called where the activity records are processed; the poll may
+ * run beside it, hence the atomics: the replay orders both by time.) */
+static void graph_reserve_floor(gmp_wthread *t, int dev, int alloc, uint64_t bytes, uint64_t ts)
+{
+    if (dev < 0 || dev >= 64)
+        return;
+    struct graph_mem *g = &graph_mem[dev];
+    uint64_t live;
+    if (alloc) {
+        live = atomic_fetch_add(&g->live, bytes) + bytes;
+    } else {
+        uint64_t cur = atomic_load(&g->live);
+        while (!atomic_compare_exchange_weak(&g->live, &cur, cur > bytes ? cur - bytes : 0))
+            ;
+        return;
+    }
+    uint64_t res = atomic_load(&g->reserved);
+    while (live > res) {
+        if (atomic_compare_exchange_weak(&g->reserved, &res, live)) {
+            gmp_rec p = {.type = GMP_REC_POOL, .time_ns = ts};
+            p.u.pool.device = dev;
+            p.u.pool.op = GMP_POOL_RESERVED;
+            p.u.pool.pool = GRAPH_POOL(dev);
+            p.u.pool.value = live;
+            emit(t, &p);
+            break;
+        }
+    }
+}
+
 static void on_memory2(gmp_wthread *t, const CUpti_ActivityMemory4 *m)
 {
     static atomic_uint api;
@@ -2049,6 +2087,8 @@ static void on_memory2(gmp_wthread *t, const CUpti_ActivityMemory4 *m)
     r.u.mem.range = kind == GMP_MEM_ASYNC_POOL ? 0 : static_range(m->name);
     describe_device((int)m->deviceId);
     emit(t, &r);
+    if (kind == GMP_MEM_ASYNC_POOL)
+        graph_reserve_floor(t, r.u.mem.device, r.type == GMP_REC_ALLOC, m->bytes, ts);
     if (gmp_alert_on) {
         if (r.type == GMP_REC_ALLOC)
             gmp_alert_alloc(t, &r.u.mem);
@@ -2623,6 +2663,7 @@ void gmp_cupti_stop(void)
     measure_clock_offset();
     gmp_cupti_flush();
     describe_pending(); /* devices of the last activity records */
+    graph_mem_poll();   /* again: the last MEMORY2 records may have raised the graph pools' floor */
     atomic_store(&active, 0);
     if (activity_on && C.ActivityDisable) {
         C.ActivityDisable(CUPTI_ACTIVITY_KIND_MEMORY2);

@@ -83,6 +83,27 @@ def check_report(gmp, env, path, peak):
     return fails
 
 
+def check_footprint(gmp, env, path, out):
+    """`footprint=reserved`: the sample prints its graph memory footprint ("FOOTPRINT: N bytes",
+    read by the sample with cudaDeviceGetGraphMemAttribute(RESERVED_MEM_CURRENT)) as it goes; the
+    report's reserved memory on device 0 must peak at the largest it printed and end at the last
+    (the sample allocates nothing but graph memory, so reserved is the graph pool's)."""
+    printed = [int(l.split()[1]) for l in out.splitlines() if l.strip().startswith("FOOTPRINT:")]
+    if not printed:
+        return ["%s: the sample printed no FOOTPRINT line" % path]
+    d = subprocess.run([gmp, "report", path, "--format", "json"], env=env,
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    if d.returncode != 0:
+        return ["%s: report rc %d" % (path, d.returncode)]
+    dev0 = (json.loads(d.stdout.decode("utf-8", "replace")).get("devices") or [{}])[0]
+    fails = []
+    for k, v in (("peak_reserved_bytes", max(printed)), ("reserved_at_exit_bytes", printed[-1])):
+        if dev0.get(k) != v:
+            fails.append("%s: report device 0 %s = %s, the sample printed %d" % (path, k,
+                                                                                 dev0.get(k), v))
+    return fails
+
+
 def main():
     ap = argparse.ArgumentParser()
     for o in ("--gpumemprof", "--simcuda", "--bin", "--expected", "--tmp"):
@@ -129,6 +150,8 @@ def main():
                     if r["type"] in ("alloc", "free") and counted(r)])
         if "peak" in opts:
             fails += check_report(a.gpumemprof, env, path, int(opts["peak"]))
+        if opts.get("footprint") == "reserved":
+            fails += check_footprint(a.gpumemprof, env, path, out)
     # one trace per process; the order of child processes is not fixed
     key = lambda seq: json.dumps(seq)
     if sorted(got, key=key) != sorted([[tuple(x) for x in w] for w in want], key=key):
