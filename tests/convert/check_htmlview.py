@@ -71,6 +71,17 @@ def main():
         if name.startswith("report-"):
             run([gmp, "report"] + inputs + ["--format", "html", "--interactive", "-o", page,
                                             "--no-progress"])
+            text = open(page, encoding="utf-8").read()
+            # once, right above the first device's static timeline (an SVG before the next
+            # heading), which stays
+            div = '<div id="gmp-view">\n<style>'
+            at = text.find(div)
+            close = "</script>\n</div>\n"
+            end = text.find(close, at) if at >= 0 else -1
+            rest = text[end + len(close):end + 4000] if end >= 0 else ""
+            h = rest.find("<h")
+            if text.count(div) != 1 or "<svg" not in rest or (h >= 0 and rest.index("<svg") > h):
+                sys.exit("%s: the view is not once right above the first SVG timeline" % name)
         else:
             run([gmp, "convert"] + inputs + ["--html-view", page, "--no-progress"])
         text = open(page, encoding="utf-8").read()
@@ -87,6 +98,11 @@ def main():
                        for p in procs for d in p.get("devices", [])
                        if d["peak_allocated_bytes"] > 0 or d.get("allocations")]
         spec.append({"file": page, "frames": frames, "report": name.startswith("report-")})
+    # --interactive is for HTML only: a usage error (exit 2) for another format
+    p = subprocess.run([gmp, "report", os.path.join(data, "basic.trace"), "--interactive"],
+                       capture_output=True)
+    if p.returncode != 2 or b"--interactive" not in p.stderr:
+        sys.exit("report --interactive (text): exit %d, %r" % (p.returncode, p.stderr[-200:]))
     spec_file = os.path.join(work, "spec.json")
     with open(spec_file, "w") as f:
         json.dump(spec, f)
