@@ -66,6 +66,8 @@ static void install(gmp_tui_state *s, size_t i, gmp_tui_model *m, long long size
     tr->size = size;
     tr->complete = gmp_reader_get_stats(gmp_tui_model_reader(m))->has_end;
     s->last_build_s = secs;
+    if (!s->follow || tr->complete) /* the report's verdicts: a pass of their own, in a thread */
+        gmp_tui_model_verdicts_start(m, tr->path);
 }
 
 /* (Re)builds the index of trace i now. */
@@ -255,6 +257,75 @@ static void jump(gmp_tui_state *s, int forward, unsigned mask, const char *what)
     snprintf(s->status, sizeof s->status, "%s", what);
 }
 
+/* Selects, in the live tree, the allocation (key, time) or else the first row of the site. */
+static void select_alloc(gmp_tui_state *s, uint64_t key, uint64_t t)
+{
+    for (size_t r = 0; r < gmp_tui_tree_nrows(s->tree); r++) {
+        const gmp_tui_row *row = gmp_tui_tree_row(s->tree, r);
+        if (row->is_alloc && row->best < s->nlive && s->live[row->best].key == key &&
+            s->live[row->best].time_ns == t) {
+            s->sel = r;
+            return;
+        }
+    }
+}
+
+/* v / V: the next / previous of the report's verdicts (gmp_tui_model_verdict) and the trace's own
+ * anomalies (OOM, failed allocation, bad free, alert, notice, lost events), in time order. */
+static void jump_verdict(gmp_tui_state *s, int forward)
+{
+    gmp_tui_model *m = gmp_tui_cur_model(s);
+    if (!m)
+        return;
+    unsigned mask = 1u << GMP_TUI_EV_OOM | 1u << GMP_TUI_EV_FAILED | 1u << GMP_TUI_EV_BADFREE |
+                    1u << GMP_TUI_EV_ALERT | 1u << GMP_TUI_EV_NOTICE | 1u << GMP_TUI_EV_LOST;
+    uint64_t a = gmp_tui_model_find(m, s->cursor, forward, mask, INT32_MIN);
+    /* the verdict after / before the one shown last (several may share an event) */
+    size_t nv = gmp_tui_model_nverdicts(m), k = SIZE_MAX;
+    int on_last = s->verdict_shown < nv && s->cursor != GMP_TUI_NOEV &&
+                  gmp_tui_model_verdict(m, s->verdict_shown)->index == s->cursor;
+    if (forward) {
+        for (size_t i = 0; i < nv && k == SIZE_MAX; i++) {
+            uint64_t x = gmp_tui_model_verdict(m, i)->index;
+            if (s->cursor == GMP_TUI_NOEV || x > s->cursor ||
+                (x == s->cursor && on_last && i > s->verdict_shown))
+                k = i;
+        }
+    } else {
+        for (size_t i = nv; i-- > 0 && k == SIZE_MAX;) {
+            uint64_t x = gmp_tui_model_verdict(m, i)->index;
+            if (s->cursor != GMP_TUI_NOEV &&
+                (x < s->cursor || (x == s->cursor && on_last && i < s->verdict_shown)))
+                k = i;
+        }
+    }
+    const gmp_tui_verdict *v = k < nv ? gmp_tui_model_verdict(m, k) : NULL;
+    /* an anomaly at the verdict's own event (its OOM) is the verdict */
+    if (v && (a == GMP_TUI_NOEV || (forward ? v->index <= a : v->index >= a))) {
+        for (size_t d = 0; d < gmp_tui_model_ndevs(m); d++)
+            if (gmp_tui_model_dev(m, d)->id == v->device)
+                s->dev = d;
+        if (v->site != UINT32_MAX)
+            gmp_tui_tree_reveal_site(s->tree, v->site);
+        set_cursor(s, v->index);
+        refresh_live(s);
+        gmp_tui_ev ev;
+        if (v->site != UINT32_MAX && gmp_tui_model_read(m, v->index, &ev, 1) == 1)
+            select_alloc(s, ev.key, ev.time_ns);
+        s->verdict_shown = k;
+        snprintf(s->status, sizeof s->status, "%s", v->text);
+        return;
+    }
+    int vs = gmp_tui_model_verdicts_state(m);
+    jump(s, forward, mask,
+         vs == GMP_TUI_VERDICTS_READY
+             ? "anomaly (OOM, failure, bad free, alert, notice or lost events)"
+         : vs == GMP_TUI_VERDICTS_FAILED
+             ? "anomaly (the report's verdicts could not be computed)"
+             : "anomaly (the report's verdicts are still being computed: try again)");
+    s->verdict_shown = SIZE_MAX;
+}
+
 static void search(gmp_tui_state *s, int forward)
 {
     gmp_tui_model *m = gmp_tui_cur_model(s);
@@ -421,6 +492,7 @@ int gmp_tui_run(const gmp_tui_opts *o, char *msg, size_t msglen)
 {
     gmp_tui_state st, *s = &st;
     memset(s, 0, sizeof *s);
+    s->verdict_shown = SIZE_MAX;
     s->ntr = o->ntraces;
     s->tr = calloc(s->ntr ? s->ntr : 1, sizeof *s->tr);
     s->tree = gmp_tui_tree_new();
@@ -541,12 +613,7 @@ int gmp_tui_run(const gmp_tui_opts *o, char *msg, size_t msglen)
                  "out-of-memory error or failed allocation");
             break;
         case 'v':
-        case 'V':
-            jump(s, c == 'v',
-                 1u << GMP_TUI_EV_OOM | 1u << GMP_TUI_EV_FAILED | 1u << GMP_TUI_EV_BADFREE |
-                     1u << GMP_TUI_EV_ALERT | 1u << GMP_TUI_EV_NOTICE | 1u << GMP_TUI_EV_LOST,
-                 "verdict");
-            break;
+        case 'V': jump_verdict(s, c == 'v'); break;
         case '/':
             if (prompt("search (range, function, API): ", s->search, sizeof s->search))
                 search(s, 1);

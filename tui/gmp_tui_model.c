@@ -1,12 +1,20 @@
 /* gmp_tui_model: the viewer's index over one replay pass (see gmp_tui_model.h). */
 #include "gmp_tui_model.h"
 
+#include "gmp_analysis.h"
+#include "gmp_units.h"
+
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #define WBUF_EVENTS 16384    /* events buffered before a write */
@@ -48,6 +56,12 @@ struct gmp_tui_model {
     gmp_tui_dev *devs; /* listed, by id */
     size_t ndevs;
     gmp_err werr;
+    gmp_tui_verdict *verd; /* the report's verdicts, by index (the verdict thread's) */
+    size_t nverd;
+    atomic_int vstate, vstop; /* GMP_TUI_VERDICTS_*; 1: the verdict thread should stop */
+    pthread_t vth;
+    int vthread;
+    char *vpath;
 };
 
 /* ---- temporary files ---- */
@@ -451,6 +465,263 @@ static int dev_listed(const gmp_tui_dev *d)
     return d->d->peak_allocated > 0 || d->d->peak_reserved > 0;
 }
 
+/* ---- the report's verdicts (gmp_analysis) ---- */
+
+static void range_path(gmp_reader *r, uint32_t id, char *buf, size_t n)
+{
+    uint32_t ids[32];
+    size_t nr = 0;
+    for (; id && nr < 32;) {
+        const gmp_rec_range *rr = gmp_reader_range(r, id);
+        if (!rr)
+            break;
+        ids[nr++] = rr->name;
+        id = rr->parent;
+    }
+    size_t pl = 0;
+    buf[0] = 0;
+    for (size_t i = 0; i < nr; i++) {
+        gmp_str nm = gmp_reader_string(r, ids[nr - 1 - i]);
+        int w = snprintf(buf + pl, n - pl, "%s%.*s", i ? "/" : "", (int)(nm.len < 64 ? nm.len : 64),
+                         nm.len ? nm.ptr : "?");
+        if (w < 0 || (size_t)w >= n - pl)
+            break;
+        pl += (size_t)w;
+    }
+    for (char *c = buf; *c; c++) /* a terminal line: no control characters from the trace */
+        if ((unsigned char)*c < 32 || *c == 127)
+            *c = '?';
+}
+
+typedef struct leak_span {
+    uint64_t first, last; /* times of the first and last allocation still live at the end */
+    int has;
+} leak_span;
+
+typedef struct leak_scan {
+    const uint32_t *site_leak; /* per replay site: leak index + 1, 0 none */
+    size_t nsites;
+    leak_span *span;
+} leak_scan;
+
+static gmp_err leak_live(void *ctx, const gmp_replay_alloc *a)
+{
+    leak_scan *ls = ctx;
+    if (a->site >= ls->nsites || !ls->site_leak[a->site])
+        return GMP_OK;
+    leak_span *sp = &ls->span[ls->site_leak[a->site] - 1];
+    if (!sp->has || a->time_ns < sp->first)
+        sp->first = a->time_ns;
+    if (!sp->has || a->time_ns > sp->last)
+        sp->last = a->time_ns;
+    sp->has = 1;
+    return GMP_OK;
+}
+
+static uint32_t find_replay_site(gmp_replay *rp, const gmp_analysis_site *s)
+{
+    size_t n = gmp_replay_site_count(rp);
+    for (size_t i = 0; i < n && i < UINT32_MAX; i++) {
+        const gmp_replay_site *r = gmp_replay_site_at(rp, i);
+        if (r && r->device == s->device && r->kind == s->kind && r->api == s->api &&
+            r->range == s->range && r->stack == s->stack)
+            return (uint32_t)i;
+    }
+    return UINT32_MAX;
+}
+
+static void add_verdict(gmp_tui_model *m, uint64_t index, uint64_t t, int32_t dev, uint32_t site,
+                        const char *text)
+{
+    if (index == UINT64_MAX || m->nverd >= GMP_TUI_VERDICTS)
+        return;
+    if (!m->verd && !(m->verd = calloc(GMP_TUI_VERDICTS, sizeof *m->verd)))
+        return;
+    gmp_tui_verdict *v = &m->verd[m->nverd++];
+    v->index = index;
+    v->time_ns = t;
+    v->device = dev;
+    v->site = site;
+    size_t n = strlen(text);
+    if (n >= sizeof v->text)
+        n = sizeof v->text - 1;
+    memcpy(v->text, text, n);
+    v->text[n] = 0;
+}
+
+static int verdict_cmp(const void *a, const void *b)
+{
+    const gmp_tui_verdict *x = a, *y = b;
+    return x->index < y->index ? -1 : x->index > y->index;
+}
+
+/* The first logged event at or after t. */
+static uint64_t first_at(const gmp_tui_model *m, uint64_t t)
+{
+    return t ? gmp_tui_model_count_until(m, t - 1) : 0;
+}
+
+/* R: the analysis of the replay arp (a second pass over the same file: its string, range and stack
+ * ids are the file's, as the model's are; its site numbers are its own). */
+static void build_verdicts(gmp_tui_model *m, const gmp_analysis_result *R, gmp_replay *arp)
+{
+    size_t ns = gmp_replay_site_count(m->rp), nas = gmp_replay_site_count(arp);
+    char path[256], line[256], b1[32], b2[32];
+    if (R->nleaks && ns && nas) {
+        uint32_t *site_leak = calloc(nas, sizeof *site_leak); /* arp's sites */
+        uint32_t *top = calloc(R->nleaks, sizeof *top);       /* the model's sites */
+        leak_span *span = calloc(R->nleaks, sizeof *span);
+        unsigned char *mask = calloc(ns, 1);
+        if (site_leak && top && span && mask) {
+            for (size_t l = 0; l < R->nleaks; l++) {
+                top[l] = UINT32_MAX;
+                for (size_t k = 0; k < R->leaks[l].nsites; k++) {
+                    uint32_t si = find_replay_site(arp, &R->leaks[l].sites[k].site);
+                    if (si != UINT32_MAX && !site_leak[si])
+                        site_leak[si] = (uint32_t)l + 1;
+                    if (top[l] == UINT32_MAX)
+                        top[l] = find_replay_site(m->rp, &R->leaks[l].sites[k].site);
+                }
+            }
+            leak_scan ls = {site_leak, nas, span};
+            gmp_replay_live_foreach(arp, leak_live, &ls);
+            for (size_t l = 0; l < R->nleaks; l++) {
+                const gmp_analysis_leak *lk = &R->leaks[l];
+                if (!span[l].has)
+                    continue;
+                memset(mask, 0, ns);
+                for (size_t k = 0; k < lk->nsites; k++) {
+                    uint32_t si = find_replay_site(m->rp, &lk->sites[k].site);
+                    if (si != UINT32_MAX)
+                        mask[si] = 1;
+                }
+                if (lk->range)
+                    range_path(m->r, lk->range, path, sizeof path);
+                else
+                    snprintf(path, sizeof path, "a stack outside any range");
+                gmp_fmt_bytes(lk->growth_bytes, b1, sizeof b1);
+                gmp_fmt_bytes((uint64_t)(lk->rate_bytes + 0.5), b2, sizeof b2);
+                for (int end = 0; end < 2; end++) {
+                    uint64_t t = end ? span[l].last : span[l].first;
+                    uint64_t from = first_at(m, t); /* find_site looks after its index */
+                    uint64_t i =
+                        gmp_tui_model_find_site(m, from ? from - 1 : UINT64_MAX, 1, mask, ns);
+                    uint64_t last = R->iter.iterations;
+                    snprintf(line, sizeof line,
+                             "probable leak %s %s on device %d: +%s per iteration over iterations "
+                             "%" PRIu64 "-%" PRIu64 " (+%s); %s leaked allocation",
+                             lk->range ? "in" : "at", path, (int)lk->device, b2,
+                             last - lk->iterations, last, b1, end ? "last" : "first");
+                    add_verdict(m, i, t, lk->device, top[l], line);
+                }
+            }
+        }
+        free(site_leak);
+        free(top);
+        free(span);
+        free(mask);
+    }
+    static const char *const why[] = {
+        "capacity: what was live leaves no room for it",
+        "fragmentation: enough memory was free, not in one block",
+        "memory outside the allocator: without it the request would have fit",
+    };
+    for (size_t k = 0; k < R->nooms; k++) {
+        const gmp_analysis_oom *o = &R->ooms[k];
+        uint64_t from = first_at(m, o->time_ns);
+        uint64_t i = gmp_tui_model_find(m, from ? from - 1 : UINT64_MAX, 1,
+                                        1u << GMP_TUI_EV_OOM | 1u << GMP_TUI_EV_FAILED, o->device);
+        gmp_fmt_bytes(o->requested, b1, sizeof b1);
+        snprintf(line, sizeof line, "out of memory on device %d, %s requested: %s", (int)o->device,
+                 b1, (unsigned)o->verdict < 3 ? why[o->verdict] : "?");
+        add_verdict(m, i, o->time_ns, o->device, UINT32_MAX, line);
+    }
+    if (m->nverd)
+        qsort(m->verd, m->nverd, sizeof *m->verd, verdict_cmp);
+}
+
+/* Stops the analysis pass when the model is freed (checked at every allocation). */
+static gmp_err verdict_stop(void *ctx, gmp_replay *rp, const gmp_replay_mem *ev)
+{
+    (void)ev;
+    gmp_tui_model *m = ctx;
+    return atomic_load_explicit(&m->vstop, memory_order_relaxed)
+               ? gmp_replay_fail(rp, GMP_ERR_ARG, "stopped")
+               : GMP_OK;
+}
+
+static void *verdict_thread(void *arg)
+{
+    gmp_tui_model *m = arg;
+    gmp_reader *r = NULL;
+    gmp_replay *rp = NULL;
+    gmp_analysis *an = NULL;
+    gmp_replay_opts ro;
+    memset(&ro, 0, sizeof ro);
+    ro.threads = 1; /* this thread only: the screen keeps the other core */
+    static const gmp_replay_ops stop_ops = {.alloc = verdict_stop};
+    /* below the screen's thread: cursor moves keep the CPU on a busy machine (Linux: a thread's
+     * own nice value) */
+    (void)setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), 10);
+    gmp_err e = gmp_reader_open(&r, m->vpath, NULL);
+    if (e == GMP_OK)
+        e = gmp_replay_new(&rp, r, &ro);
+    if (e == GMP_OK)
+        e = gmp_analysis_new(&an, NULL);
+    if (e == GMP_OK)
+        e = gmp_analysis_attach(an, rp);
+    if (e == GMP_OK)
+        e = gmp_replay_add(rp, &stop_ops, m);
+    if (e == GMP_OK)
+        e = gmp_replay_run(rp);
+    int ok = 0;
+    if (e == GMP_OK) {
+        gmp_analysis_result *R = gmp_analysis_finish(an, NULL); /* ids stay the file's */
+        if (R) {
+            build_verdicts(m, R, rp);
+            ok = 1;
+        }
+        gmp_analysis_result_free(R);
+    }
+    gmp_analysis_free(an);
+    gmp_replay_free(rp);
+    if (r)
+        gmp_reader_close(r);
+    atomic_store(&m->vstate, ok ? GMP_TUI_VERDICTS_READY : GMP_TUI_VERDICTS_FAILED);
+    return NULL;
+}
+
+void gmp_tui_model_verdicts_start(gmp_tui_model *m, const char *path)
+{
+    if (atomic_load(&m->vstate) != GMP_TUI_VERDICTS_NONE)
+        return;
+    m->vpath = strdup(path);
+    if (!m->vpath) {
+        atomic_store(&m->vstate, GMP_TUI_VERDICTS_FAILED);
+        return;
+    }
+    atomic_store(&m->vstate, GMP_TUI_VERDICTS_RUNNING);
+    if (pthread_create(&m->vth, NULL, verdict_thread, m) == 0)
+        m->vthread = 1;
+    else
+        verdict_thread(m); /* no thread: here */
+}
+
+int gmp_tui_model_verdicts_state(const gmp_tui_model *m)
+{
+    return atomic_load((atomic_int *)&m->vstate);
+}
+
+size_t gmp_tui_model_nverdicts(const gmp_tui_model *m)
+{
+    return gmp_tui_model_verdicts_state(m) == GMP_TUI_VERDICTS_READY ? m->nverd : 0;
+}
+
+const gmp_tui_verdict *gmp_tui_model_verdict(const gmp_tui_model *m, size_t i)
+{
+    return i < gmp_tui_model_nverdicts(m) ? &m->verd[i] : NULL;
+}
+
 gmp_err gmp_tui_model_build(gmp_tui_model **out, gmp_reader *r, char *msg, size_t msglen)
 {
     *out = NULL;
@@ -537,6 +808,11 @@ void gmp_tui_model_free(gmp_tui_model *m)
 {
     if (!m)
         return;
+    if (m->vthread) {
+        atomic_store(&m->vstop, 1);
+        pthread_join(m->vth, NULL);
+    }
+    free(m->vpath);
     gmp_replay_free(m->rp);
     gmp_reader_close(m->r);
     if (m->evfd >= 0)
@@ -551,6 +827,7 @@ void gmp_tui_model_free(gmp_tui_model *m)
     free(m->rare);
     free(m->ck);
     free(m->ckbuf);
+    free(m->verd);
     free(m);
 }
 

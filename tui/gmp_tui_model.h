@@ -130,4 +130,36 @@ void gmp_tui_model_span(const gmp_tui_model *m, const gmp_tui_dev *d, uint64_t t
  * before it within the index's bucket, else the timeline's value before that bucket). */
 uint64_t gmp_tui_model_reserved_at(const gmp_tui_model *m, const gmp_tui_dev *d, uint64_t index);
 
+/* The report's verdicts (formats/replay/gmp_analysis: the same analysis `gpumemprof report` runs),
+ * computed in a second pass over the file in a thread of their own (gmp_tui_model_verdicts_start),
+ * so that the first screen does not wait for them; each placed at a logged event, in time order:
+ *  - a leak (growth verdict): two stops, at the first and at the last allocation of its growing
+ *    sites still live at the end of the trace (the first leaked allocation, and where the growth
+ *    had got to); site: the site that grew most;
+ *  - an out-of-memory error explained: at its OOM event, with the verdict (capacity,
+ *    fragmentation, memory outside the allocator).
+ * Temporaries and allocator overhead are not moments and get no stop. At most GMP_TUI_VERDICTS. */
+#define GMP_TUI_VERDICTS 256
+typedef struct gmp_tui_verdict {
+    uint64_t index; /* the logged event it is at */
+    uint64_t time_ns;
+    int32_t device;
+    uint32_t site; /* replay site index to focus; UINT32_MAX none */
+    char text[200];
+} gmp_tui_verdict;
+
+enum {
+    GMP_TUI_VERDICTS_NONE = 0, /* not started */
+    GMP_TUI_VERDICTS_RUNNING,
+    GMP_TUI_VERDICTS_READY,
+    GMP_TUI_VERDICTS_FAILED, /* the file could not be read again, or out of memory */
+};
+/* Starts the verdicts' pass over path (the file m was built from); once. gmp_tui_model_free stops
+ * it. */
+void gmp_tui_model_verdicts_start(gmp_tui_model *m, const char *path);
+int gmp_tui_model_verdicts_state(const gmp_tui_model *m);
+/* 0 until READY. */
+size_t gmp_tui_model_nverdicts(const gmp_tui_model *m);
+const gmp_tui_verdict *gmp_tui_model_verdict(const gmp_tui_model *m, size_t i);
+
 #endif

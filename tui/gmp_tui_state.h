@@ -44,7 +44,8 @@ typedef struct gmp_tui_state {
     uint64_t focus_key, focus_at, focus_free;
     int32_t focus_dev;
     int focus_searched, focus_valid;
-    int tl_cols; /* columns of the last timeline drawn (cursor moves by column) */
+    size_t verdict_shown; /* the model's verdict the last v/V showed; SIZE_MAX none */
+    int tl_cols;          /* columns of the last timeline drawn (cursor moves by column) */
     double last_build_s;
 } gmp_tui_state;
 

@@ -12,11 +12,13 @@
  * `name: value unit` lines: trace_events, index_events_per_s, first_screen_s (wall) and
  * first_screen_cpu_s (CPU time of every thread: a figure that a busy machine changes less),
  * load_average (of the machine, after the run), cursor_move_mean_ms, cursor_move_max_ms,
- * peak_rss_kib, index_file_bytes. With --gpumemprof, also the first screen in a real terminal:
- * `gpumemprof view` in tmux at 80x24, timed until capture-pane shows the live tree
- * (terminal_first_screen_s), and as a yardstick of what the machine does at that moment,
- * `gpumemprof report` on the same trace (report_s). A figure, not a test: nothing is asserted
- * about time. */
+ * verdicts_ready_s (from the start until the report's verdicts, computed in a thread of their own
+ * started after the index as the viewer does, are ready: the first screen and the cursor moves are
+ * measured while it runs) and verdicts (how many), peak_rss_kib, index_file_bytes. With
+ * --gpumemprof, also the first screen in a real terminal: `gpumemprof view` in tmux at 80x24, timed
+ * until capture-pane shows the live tree (terminal_first_screen_s), and as a yardstick of what the
+ * machine does at that moment, `gpumemprof report` on the same trace (report_s). A figure, not a
+ * test: nothing is asserted about time. */
 #include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -204,6 +206,9 @@ static void child(const char *path, int fd)
     if (gmp_tui_model_build(&m, r, msg, sizeof msg) != GMP_OK)
         die(msg);
     double t_index = now_s() - t0;
+    /* as the viewer does once the index is built: the report's verdicts in a thread of their own,
+     * beside the first screen and the cursor moves measured below */
+    gmp_tui_model_verdicts_start(m, path);
     const gmp_tui_dev *d = gmp_tui_model_dev(m, 0);
     if (!d)
         die("no device");
@@ -249,11 +254,17 @@ static void child(const char *path, int fd)
         if (dt > max)
             max = dt;
     }
+    while (gmp_tui_model_verdicts_state(m) == GMP_TUI_VERDICTS_RUNNING)
+        usleep(10000);
+    double t_verdicts = now_s() - t0;
+    if (gmp_tui_model_verdicts_state(m) != GMP_TUI_VERDICTS_READY)
+        die("the verdicts' pass failed");
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
     char out[256];
-    int k = snprintf(out, sizeof out, "%" PRIu64 " %f %f %f %f %ld %f\n", n, t_index, t_first,
-                     sum / moves * 1e3, max * 1e3, ru.ru_maxrss, c_first);
+    int k = snprintf(out, sizeof out, "%" PRIu64 " %f %f %f %f %ld %f %f %zu\n", n, t_index,
+                     t_first, sum / moves * 1e3, max * 1e3, ru.ru_maxrss, c_first, t_verdicts,
+                     gmp_tui_model_nverdicts(m));
     if (write(fd, out, (size_t)k) != k)
         die("pipe");
     gmp_tui_tree_free(tree);
@@ -326,10 +337,11 @@ int main(int argc, char **argv)
         die("the child failed");
     buf[got] = 0;
     uint64_t logged;
-    double t_index, t_first, mean_ms, max_ms, c_first;
+    double t_index, t_first, mean_ms, max_ms, c_first, t_verdicts;
     long rss;
-    if (sscanf(buf, "%" SCNu64 " %lf %lf %lf %lf %ld %lf", &logged, &t_index, &t_first, &mean_ms,
-               &max_ms, &rss, &c_first) != 7)
+    size_t nverdicts;
+    if (sscanf(buf, "%" SCNu64 " %lf %lf %lf %lf %ld %lf %lf %zu", &logged, &t_index, &t_first,
+               &mean_ms, &max_ms, &rss, &c_first, &t_verdicts, &nverdicts) != 9)
         die("bad child output");
     printf("logged_events: %" PRIu64 "\n", logged);
     printf("index_events_per_s: %.0f\n", (double)n / t_index);
@@ -340,6 +352,8 @@ int main(int argc, char **argv)
         printf("load_average: %.2f\n", la[0]);
     printf("cursor_move_mean_ms: %.2f\n", mean_ms);
     printf("cursor_move_max_ms: %.2f\n", max_ms);
+    printf("verdicts_ready_s: %.3f\n", t_verdicts);
+    printf("verdicts: %zu\n", nverdicts);
     printf("peak_rss_kib: %ld\n", rss);
     printf("index_file_bytes: %" PRIu64 "\n", logged * (uint64_t)sizeof(gmp_tui_ev));
     if (gmp) {

@@ -20,6 +20,13 @@ follow    --follow on a trace that grows (a copy written a prefix at a time, as 
 quit      q exits with status 0 and the terminal is back (the shell's screen, no viewer left);
           Ctrl-C exits by SIGINT (status 130) and restores it too
 color     colours on a terminal that has them; none under NO_COLOR (capture-pane -e)
+verdict   (test_view.py GPUMEMPROF GEN_TRACE verdict TEST_ANALYSIS) the leaking trace of
+          tests/analysis (`test_analysis write-leak`: 10 steps of 10 ms, each leaking 1 MiB in
+          step/opt at +3 ms, so the leaked allocations are at +0.013 s .. +0.103 s, addresses
+          0x200000000000 + i * 0x10000000): from Home, v lands at the first leaked allocation
+          (cursor time, focus address, never freed) with the report's own verdict line (as
+          `gpumemprof report` prints it) in the status line; v again at the last one; v once more
+          finds nothing after; V goes back; ? lists the report's verdicts under v V
 badinput  (no terminal needed) a file that is no recording, a trace cut in its first frame, a
           corrupt zstd frame: one line on stderr and status 1 before the screen changes; not a
           terminal: status 1; a bad option: status 2
@@ -351,6 +358,46 @@ def main():
             import re
             if re.search(r"\x1b\[[0-9;]*(3[0-7]|4[0-7]|38;|48;)", esc):
                 fail("colours under NO_COLOR:\n" + repr(esc[:400]))
+        elif case == "verdict":
+            leak = os.path.join(tmp, "leak.zst")
+            subprocess.run([sys.argv[4], "write-leak", leak], check=True)
+            rep = subprocess.run([gmp, "report", leak], check=True, capture_output=True,
+                                 text=True).stdout
+            want = [x.strip() for x in rep.splitlines() if "probable leak in " in x]
+            if len(want) != 1:
+                fail("the report has not one leak verdict:\n" + rep)
+            want = want[0].split(" (+")[0]  # "probable leak in step/opt ... iterations 4-10"
+            t = Term("%s view %s" % (gmp, leak), w=150, h=30)
+            t.wait("Live at cursor")
+
+            def stop(when, addr, which):
+                s = t.wait("cursor %s " % when)
+                status = s.rstrip().splitlines()[-1]
+                if want not in status or ("%s leaked allocation" % which) not in status:
+                    fail("the status line is not the report's verdict %r (%s):\n%s" %
+                         (want, which, s))
+                if ("addr   %s" % addr) not in s or "never (live at the end)" not in s:
+                    fail("the focus is not the leaked allocation at %s:\n%s" % (addr, s))
+                if "range  step/opt" not in s:
+                    fail("the focus is not in step/opt:\n" + s)
+            # the verdicts are computed in a thread after the index: v says so until they are
+            end = time.time() + 10
+            while True:
+                t.keys("Home")
+                t.wait("(event 1 of ")
+                t.keys("v")
+                time.sleep(0.3)
+                if "still being computed" not in t.screen() or time.time() > end:
+                    break
+            stop("+0.013000s", "0x200000000000", "first")
+            t.keys("v")
+            stop("+0.103000s", "0x200090000000", "last")
+            t.keys("v")
+            t.wait("no anomaly (OOM, failure, bad free, alert, notice or lost events) after")
+            t.keys("V")
+            stop("+0.013000s", "0x200000000000", "first")
+            t.keys("?")
+            t.wait("the report's (leak start/end")
         elif case == "badinput":
             text = os.path.join(tmp, "notes.txt")
             open(text, "w").write("hello, not a trace\n")

@@ -156,8 +156,40 @@ static void check_at(const gmp_tui_model *m, uint64_t i)
     free(l);
 }
 
-int main(void)
+/* `test_view_model verdicts TRACE`: the model's verdicts, one a line: index time device site text
+ * (for test_view.py's verdict case, which checks them against the screen and the report). */
+static int print_verdicts(const char *trace)
 {
+    gmp_reader *r;
+    if (gmp_reader_open(&r, trace, NULL) != GMP_OK)
+        return 1;
+    gmp_tui_model *m;
+    char msg[256];
+    if (gmp_tui_model_build(&m, r, msg, sizeof msg) != GMP_OK) {
+        fprintf(stderr, "test_view_model: %s\n", msg);
+        return 1;
+    }
+    gmp_tui_model_verdicts_start(m, trace);
+    while (gmp_tui_model_verdicts_state(m) == GMP_TUI_VERDICTS_RUNNING)
+        usleep(10000);
+    if (gmp_tui_model_verdicts_state(m) != GMP_TUI_VERDICTS_READY) {
+        fprintf(stderr, "test_view_model: the verdicts' pass failed\n");
+        gmp_tui_model_free(m);
+        return 1;
+    }
+    for (size_t i = 0; i < gmp_tui_model_nverdicts(m); i++) {
+        const gmp_tui_verdict *v = gmp_tui_model_verdict(m, i);
+        printf("%" PRIu64 "\t%" PRIu64 "\t%d\t%" PRIu32 "\t%s\n", v->index, v->time_ns,
+               (int)v->device, v->site, v->text);
+    }
+    gmp_tui_model_free(m);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc == 3 && strcmp(argv[1], "verdicts") == 0)
+        return print_verdicts(argv[2]);
     char path[] = "/tmp/test_view_model_XXXXXX";
     int fd = mkstemp(path);
     if (fd < 0)
