@@ -632,7 +632,20 @@ void gmp_tui_draw(gmp_tui_state *s)
         events_pane(s, y + mh, eh, W);
     }
     mvhline(H - 1, 0, ' ', W);
-    if (s->status[0])
+    size_t sl = strlen(s->status);
+    if (sl > (size_t)W && W > 20 && H > 10) {
+        /* a long status (a verdict's line): two rows, the second over the events pane's last */
+        size_t cut = (size_t)W;
+        while (cut > (size_t)W / 2 && s->status[cut] != ' ')
+            cut--;
+        if (s->status[cut] != ' ')
+            cut = (size_t)W;
+        char first[512];
+        snprintf(first, sizeof first, "%.*s", (int)cut, s->status);
+        mvhline(H - 2, 0, ' ', W);
+        put(H - 2, 0, first, W);
+        put(H - 1, 0, s->status + cut + (s->status[cut] == ' '), W);
+    } else if (s->status[0])
         put(H - 1, 0, s->status, W);
     else {
         if (gmp_tui_term_has_color())

@@ -26,7 +26,8 @@ verdict   (test_view.py GPUMEMPROF GEN_TRACE verdict TEST_ANALYSIS) the leaking 
           0x200000000000 + i * 0x10000000): from Home, v lands at the first leaked allocation
           (cursor time, focus address, never freed) with the report's own verdict line (as
           `gpumemprof report` prints it) in the status line; v again at the last one; v once more
-          finds nothing after; V goes back; ? lists the report's verdicts under v V
+          finds nothing after; V goes back; ? lists the report's verdicts under v V; at 80x24 the
+          verdict's line fills the last two rows
 badinput  (no terminal needed) a file that is no recording, a trace cut in its first frame, a
           corrupt zstd frame: one line on stderr and status 1 before the screen changes; not a
           terminal: status 1; a bad option: status 2
@@ -398,6 +399,23 @@ def main():
             stop("+0.013000s", "0x200000000000", "first")
             t.keys("?")
             t.wait("the report's (leak start/end")
+            t.close()
+            # at 80x24 the verdict's line takes the last two rows
+            t = Term("%s view %s" % (gmp, leak))
+            t.wait("Live at cursor")
+            t.keys("Home")
+            t.wait("(event 1 of ")
+            end = time.time() + 10
+            while True:  # (until the verdicts' thread is done)
+                t.keys("v")
+                time.sleep(0.3)
+                s = t.screen()
+                if "cursor +0.013000s" in s or time.time() > end:
+                    break
+                t.keys("Home")
+            two = " ".join(x.strip() for x in s.rstrip().splitlines()[-2:])
+            if want not in two or "first leaked allocation" not in two:
+                fail("at 80x24 the last two rows are not the verdict %r:\n%s" % (want, s))
         elif case == "badinput":
             text = os.path.join(tmp, "notes.txt")
             open(text, "w").write("hello, not a trace\n")
