@@ -374,43 +374,10 @@ static uint64_t stack_loc(gmp_output_ctx *c, ptrace *t, uint32_t node)
     return *v;
 }
 
-/* The class of one stack node's frame (gmp_frames.h), as speedscope and the report classify it. */
+/* The class of one stack node's frame (gmp_frames.h), as the report classifies it. */
 static int stack_class(gmp_output_ctx *c, ptrace *t, uint32_t node)
 {
-    uint64_t *v = gmp_omap_get(&t->cls, node);
-    if (v)
-        return (int)(*v - 1);
-    gmp_replay_frame fr;
-    int cls = GMP_FRAME_USER;
-    if (gmp_replay_stack_frames(t->rp, node, &fr, 1) != 0) {
-        gmp_frame_info fi = {{"", 0}, {"", 0}, {"", 0}};
-        gmp_obuf name = {0}, file = {0};
-        if (fr.kind == GMP_FRAME_PYTHON) {
-            fi.function = fr.function;
-            fi.file = fr.file;
-        } else {
-            uint32_t line = 0;
-            gmp_output_frame(&c->o, t->r, &fr, &name, &file, &line);
-            size_t n = name.p ? name.len : 0;
-            for (size_t i = 0; i + 1 < n; i++)
-                if (name.p[i] == ' ' && name.p[i + 1] == '(') { /* "function (file:line)" */
-                    n = i;
-                    break;
-                }
-            fi.function = (gmp_str){name.p ? name.p : "", (uint32_t)n};
-            fi.file = (gmp_str){file.p ? file.p : "", file.p ? (uint32_t)file.len : 0};
-            if (fr.module)
-                fi.module = fr.module->path;
-        }
-        cls = (int)gmp_frame_classify(&fi, NULL);
-        gmp_obuf_free(&name);
-        gmp_obuf_free(&file);
-    }
-    int fresh;
-    v = gmp_omap_put(&t->cls, node, &fresh);
-    if (v)
-        *v = (uint64_t)cls + 1;
-    return cls;
+    return gmp_output_stack_class(&c->o, t->rp, &t->cls, node);
 }
 
 /* The string index of a range path "outer/inner" (cached per node); 0 for none. */

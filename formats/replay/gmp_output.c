@@ -7,6 +7,8 @@
 #include <string.h>
 
 #include "gmp_escape.h"
+#include "gmp_frames.h"
+#include "gmp_map.h"
 
 #define JW_CAP (256u << 10)
 
@@ -332,4 +334,42 @@ void gmp_output_frame(const gmp_output_opts *o, const gmp_reader *r, const gmp_r
     gmp_output_frame_text(name, f);
     if (f->module)
         gmp_obuf_add(file, f->module->path.ptr, f->module->path.len);
+}
+
+int gmp_output_stack_class(const gmp_output_opts *o, gmp_replay *rp, gmp_omap *cache, uint32_t node)
+{
+    uint64_t *v = gmp_omap_get(cache, node);
+    if (v)
+        return (int)(*v - 1);
+    gmp_replay_frame fr;
+    int cls = GMP_FRAME_USER;
+    if (gmp_replay_stack_frames(rp, node, &fr, 1) != 0) {
+        gmp_frame_info fi = {{"", 0}, {"", 0}, {"", 0}};
+        gmp_obuf name = {0}, file = {0};
+        if (fr.kind == GMP_FRAME_PYTHON) {
+            fi.function = fr.function;
+            fi.file = fr.file;
+        } else {
+            uint32_t line = 0;
+            gmp_output_frame(o, gmp_replay_reader(rp), &fr, &name, &file, &line);
+            size_t n = name.p ? name.len : 0;
+            for (size_t i = 0; i + 1 < n; i++)
+                if (name.p[i] == ' ' && name.p[i + 1] == '(') { /* "function (file:line)" */
+                    n = i;
+                    break;
+                }
+            fi.function = (gmp_str){name.p ? name.p : "", (uint32_t)n};
+            fi.file = (gmp_str){file.p ? file.p : "", file.p ? (uint32_t)file.len : 0};
+            if (fr.module)
+                fi.module = fr.module->path;
+        }
+        cls = (int)gmp_frame_classify(&fi, NULL);
+        gmp_obuf_free(&name);
+        gmp_obuf_free(&file);
+    }
+    int fresh;
+    v = gmp_omap_put(cache, node, &fresh);
+    if (v)
+        *v = (uint64_t)cls + 1;
+    return cls;
 }

@@ -175,6 +175,13 @@ void gmp_output_frame_text(gmp_obuf *b, const gmp_replay_frame *f);
 void gmp_output_frame(const gmp_output_opts *o, const gmp_reader *r, const gmp_replay_frame *f,
                       gmp_obuf *name, gmp_obuf *file, uint32_t *line);
 
+/* The class (gmp_frame_class, gmp_frames.h) of a stack node's innermost frame, named as
+ * gmp_output_frame names it, so that every output folds the frames the report folds; cached in
+ * *cache (node -> class + 1). */
+struct gmp_omap;
+int gmp_output_stack_class(const gmp_output_opts *o, gmp_replay *rp, struct gmp_omap *cache,
+                           uint32_t node);
+
 /* "GPU 3" or "host" (device -1). */
 const char *gmp_output_device_label(int32_t device, char *buf, size_t n);
 
