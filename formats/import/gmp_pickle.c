@@ -350,38 +350,48 @@ static int push_int(parser *P, int64_t i)
     return push(P, v);
 }
 
+int gmp_pickle_decode_long(const unsigned char *b, size_t n, int64_t *i, uint64_t *u, int *big)
+{
+    *big = 0;
+    *i = 0;
+    if (n == 0)
+        return 0;
+    int neg = (b[n - 1] & 0x80) != 0;
+    if (n > 8) {
+        for (size_t k = 8; k < n; k++)
+            if (b[k] != (neg ? 0xff : 0x00))
+                return -1;
+        if (neg && !(b[7] & 0x80))
+            return -1;
+    }
+    size_t m = n < 8 ? n : 8;
+    uint64_t x = le(b, m);
+    if (neg) {
+        if (m < 8)
+            x |= ~(uint64_t)0 << (8 * m);
+        *i = (int64_t)x;
+    } else if (x > (uint64_t)INT64_MAX) {
+        *big = 1;
+        *u = x;
+    } else {
+        *i = (int64_t)x;
+    }
+    return 0;
+}
+
 /* LONG1/LONG4: n bytes of little-endian two's complement. */
 static int push_long(parser *P, const unsigned char *b, size_t n)
 {
     gmp_pickle_value *v = new_value(P, GMP_PK_INT);
     if (!v)
         return -1;
-    if (n == 0)
-        return push(P, v);
-    int neg = (b[n - 1] & 0x80) != 0;
-    if (n > 8) {
-        for (size_t i = 8; i < n; i++)
-            if (b[i] != (neg ? 0xff : 0x00))
-                goto range;
-        if (neg && !(b[7] & 0x80))
-            goto range;
+    int big = 0;
+    if (gmp_pickle_decode_long(b, n, &v->v.i, &v->v.u, &big) < 0) {
+        fail(P, GMP_ERR_FORMAT, "integer outside [-2^63, 2^64)");
+        return -1;
     }
-    size_t m = n < 8 ? n : 8;
-    uint64_t u = le(b, m);
-    if (neg) {
-        if (m < 8)
-            u |= ~(uint64_t)0 << (8 * m);
-        v->v.i = (int64_t)u;
-    } else if (u > (uint64_t)INT64_MAX) {
-        v->big = 1;
-        v->v.u = u;
-    } else {
-        v->v.i = (int64_t)u;
-    }
+    v->big = big;
     return push(P, v);
-range:
-    fail(P, GMP_ERR_FORMAT, "integer outside [-2^63, 2^64)");
-    return -1;
 }
 
 static int push_bytes(parser *P, gmp_pickle_type t, size_t len)

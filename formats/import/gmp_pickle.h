@@ -43,6 +43,11 @@ typedef struct gmp_pickle_limits {
 
 void gmp_pickle_limits_default(gmp_pickle_limits *l);
 
+/* LONG1/LONG4's argument: n bytes of little-endian two's complement. Returns 0 with *i set (or,
+ * for values in (INT64_MAX, 2^64), *big = 1 and *u set), -1 when the value is outside
+ * [-2^63, 2^64). Shared by both readers. */
+int gmp_pickle_decode_long(const unsigned char *b, size_t n, int64_t *i, uint64_t *u, int *big);
+
 /* Parses data[0..n). On success *out is the root value (free it with gmp_pickle_free) and GMP_OK
  * is returned; otherwise *out is NULL, err receives a one-line message with the byte offset (when
  * errlen > 0), and the result is GMP_ERR_FORMAT (malformed or refused content), GMP_ERR_TRUNCATED

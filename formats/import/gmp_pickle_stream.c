@@ -916,31 +916,11 @@ static int push_int(gmp_pkstream *P, int64_t i)
 static int push_long(gmp_pkstream *P, const unsigned char *b, size_t n)
 {
     gmp_pkv v = {.type = GMP_PK_INT};
-    if (n == 0)
-        return push(P, v);
-    int neg = (b[n - 1] & 0x80) != 0;
-    if (n > 8) {
-        for (size_t i = 8; i < n; i++)
-            if (b[i] != (neg ? 0xff : 0x00))
-                goto range;
-        if (neg && !(b[7] & 0x80))
-            goto range;
-    }
-    size_t m = n < 8 ? n : 8;
-    uint64_t u = le(b, m);
-    if (neg) {
-        if (m < 8)
-            u |= ~(uint64_t)0 << (8 * m);
-        v.v.i = (int64_t)u;
-    } else if (u > (uint64_t)INT64_MAX) {
-        v.big = 1;
-        v.v.u = u;
-    } else {
-        v.v.i = (int64_t)u;
-    }
+    int big = 0;
+    if (gmp_pickle_decode_long(b, n, &v.v.i, &v.v.u, &big) < 0)
+        return fail(P, GMP_ERR_FORMAT, "integer outside [-2^63, 2^64)");
+    v.big = big;
     return push(P, v);
-range:
-    return fail(P, GMP_ERR_FORMAT, "integer outside [-2^63, 2^64)");
 }
 
 static int push_bytes(gmp_pkstream *P, uint8_t t, size_t len)
