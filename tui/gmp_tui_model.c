@@ -493,6 +493,26 @@ static void range_path(gmp_reader *r, uint32_t id, char *buf, size_t n)
             *c = '?';
 }
 
+/* A leak outside any range is named by its stack (the report: its first user frame, symbolized):
+ * here its innermost Python frame's function; a native stack is shown in the focus pane. */
+static void owner_frame(gmp_replay *rp, uint32_t stack, char *buf, size_t n)
+{
+    gmp_replay_frame fr[64];
+    size_t nf = stack ? gmp_replay_stack_frames(rp, stack, fr, 64) : 0;
+    if (nf > 64)
+        nf = 64;
+    snprintf(buf, n, "%s", stack ? "(no range, a native stack)" : "(no range, no stack)");
+    for (size_t i = 0; i < nf; i++)
+        if (fr[i].kind == GMP_FRAME_PYTHON && fr[i].function.len) {
+            snprintf(buf, n, "%.*s", (int)(fr[i].function.len < 128 ? fr[i].function.len : 128),
+                     fr[i].function.ptr);
+            break;
+        }
+    for (char *c = buf; *c; c++)
+        if ((unsigned char)*c < 32 || *c == 127)
+            *c = '?';
+}
+
 typedef struct leak_span {
     uint64_t first, last; /* times of the first and last allocation still live at the end */
     int has;
@@ -598,7 +618,7 @@ static void build_verdicts(gmp_tui_model *m, const gmp_analysis_result *R, gmp_r
                 if (lk->range)
                     range_path(m->r, lk->range, path, sizeof path);
                 else
-                    snprintf(path, sizeof path, "a stack outside any range");
+                    owner_frame(m->rp, lk->stack, path, sizeof path);
                 gmp_fmt_bytes(lk->growth_bytes, b1, sizeof b1);
                 gmp_fmt_bytes((uint64_t)(lk->rate_bytes + 0.5), b2, sizeof b2);
                 for (int end = 0; end < 2; end++) {

@@ -27,7 +27,8 @@ verdict   (test_view.py GPUMEMPROF GEN_TRACE verdict TEST_ANALYSIS) the leaking 
           (cursor time, focus address, never freed) with the report's own verdict line (as
           `gpumemprof report` prints it) in the status line; v again at the last one; v once more
           finds nothing after; V goes back; ? lists the report's verdicts under v V; at 80x24 the
-          verdict's line fills the last two rows
+          verdict's line fills the last two rows; on the generated trace, v onto its OOM shows the
+          report's verdict for it (capacity: ...)
 badinput  (no terminal needed) a file that is no recording, a trace cut in its first frame, a
           corrupt zstd frame: one line on stderr and status 1 before the screen changes; not a
           terminal: status 1; a bad option: status 2
@@ -416,6 +417,30 @@ def main():
             two = " ".join(x.strip() for x in s.rstrip().splitlines()[-2:])
             if want not in two or "first leaked allocation" not in two:
                 fail("at 80x24 the last two rows are not the verdict %r:\n%s" % (want, s))
+            t.close()
+            # the OOM of the generated trace with the report's verdict on it
+            rep = subprocess.run([gmp, "report", tr], check=True, capture_output=True,
+                                 text=True).stdout
+            oom = [x for x in rep.splitlines() if "device 0: 100.00 GiB requested: " in x]
+            if not oom:
+                fail("the report explains no OOM:\n" + rep)
+            why = oom[0].split(" requested: ")[1].split(" (")[0]  # "capacity: what was ..."
+            t = Term("%s view %s" % (gmp, tr), w=150, h=30)
+            t.wait("Live at cursor")
+            t.keys("Home", "o", "o")
+            t.wait("OUT OF MEMORY asking 100.00 GiB")
+            end = time.time() + 10
+            while True:
+                t.keys("V", "v")  # back one stop, then forward onto the OOM's verdict
+                time.sleep(0.3)
+                s = t.screen()
+                if "out of memory on device 0" in s or time.time() > end:
+                    break
+            status = s.rstrip().splitlines()[-1]
+            cur = [x for x in s.splitlines() if x.startswith(">")]
+            if ("out of memory on device 0, 100.00 GiB requested: " + why) not in status or \
+                    not cur or "OUT OF MEMORY asking 100.00 GiB" not in cur[0]:
+                fail("v does not show the report's OOM verdict %r at the OOM:\n%s" % (why, s))
         elif case == "badinput":
             text = os.path.join(tmp, "notes.txt")
             open(text, "w").write("hello, not a trace\n")
