@@ -90,10 +90,21 @@ class Term:
         while time.time() < end:
             s = self.screen()
             if (what in s) != gone:
-                return s
+                return self.settled(s, what, gone)
             time.sleep(0.1)
         fail("%s %r on the screen after %.0f s; screen:\n%s" %
              ("still" if gone else "no", what, timeout, s))
+
+    def settled(self, s, what, gone):
+        """The screen once tmux has the whole of a redraw: capture-pane can catch one half drawn
+        (the title already there, the rows not yet); up to 1 s for two equal captures."""
+        for _ in range(10):
+            time.sleep(0.1)
+            s2 = self.screen()
+            if s2 == s or (what in s2) == gone:
+                return s
+            s = s2
+        return s
 
     def close(self):
         subprocess.run(["tmux", "-L", self.sock, "kill-server"], capture_output=True)
