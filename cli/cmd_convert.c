@@ -18,6 +18,7 @@
 #include "cli_opts.h"
 #include "cli_progress.h"
 #include "gmp_export.h"
+#include "gmp_report.h"
 #include "gmp_output.h"
 #include "gmp_reader.h"
 #include "gmp_replay.h"
@@ -196,9 +197,9 @@ static void abandon(out_file *of, size_t n)
 int gmp_cmd_convert(const gmp_cli_cmd_info *cmd, int argc, char **argv)
 {
     const char *paths[NOUTPUTS] = {0};
-    int torch = 0, no_progress = 0, all_frames = 0;
+    int torch = 0, no_progress = 0, all_frames = 0, static_html = 0;
     uint64_t max_spans = DEFAULT_MAX_SPANS;
-    gmp_cli_opt opts[NOUTPUTS + 5];
+    gmp_cli_opt opts[NOUTPUTS + 6];
     size_t no = 0;
     for (size_t i = 0; i < NOUTPUTS; i++)
         opts[no++] =
@@ -224,6 +225,13 @@ int gmp_cmd_convert(const gmp_cli_cmd_info *cmd, int argc, char **argv)
                                &all_frames,
                                NULL,
                                "stacks keep every frame (default: internal ones folded)",
+                               0};
+    opts[no++] = (gmp_cli_opt){"static",
+                               0,
+                               GMP_CLI_FLAG,
+                               &static_html,
+                               NULL,
+                               "HTML report: SVG timelines only, no script (default: the view too)",
                                0};
     opts[no++] = (gmp_cli_opt){
         "no-progress", 0, GMP_CLI_FLAG, &no_progress, NULL, "no progress bar on a terminal", 0};
@@ -344,6 +352,8 @@ int gmp_cmd_convert(const gmp_cli_cmd_info *cmd, int argc, char **argv)
     };
     for (size_t i = 0; i < nof; i++) {
         gmp_err e = of[i].def->fmt->start(&of[i].ctx, of[i].f, of[i].path, &oo);
+        if (e == GMP_OK && of[i].def->fmt == &gmp_out_report && !static_html)
+            e = gmp_out_report_set_view(of[i].ctx, &gmp_out_htmlview_fragment, &oo);
         if (e != GMP_OK) {
             fprintf(stderr, "gpumemprof %s: %s: %s\n", cmd->name, of[i].path, gmp_err_str(e));
             abandon(of, nof);

@@ -2,8 +2,8 @@
  * TTY), Markdown, one self-contained HTML file, or JSON for programs. The report model
  * (formats/report/gmp_report.h) is computed in the one replay pass of each trace; it is built
  * into one report document and written by the renderer of the format
- * (formats/report/gmp_render_{text,md,html,json}.c). With --interactive, an HTML report's timeline
- * is also the HTML view (formats/export/gmp_out_htmlview.c as a fragment, made in the same replay
+ * (formats/report/gmp_render_{text,md,html,json}.c). An HTML report's timeline is also the HTML
+ * view unless --static (formats/export/gmp_out_htmlview.c as a fragment, made in the same replay
  * pass and handed to the renderer: formats/report does not know formats/export). See
  * docs/report.md. */
 #include <errno.h>
@@ -28,8 +28,8 @@
 
 #define DEFAULT_TOP 10
 
-/* ---- --interactive: native frames of the view, symbolized as the report's (one symbolizer per
- * trace: each has its own module map; as convert's) ---- */
+/* ---- the HTML report's view: native frames of the view, symbolized as the report's (one
+ * symbolizer per trace: each has its own module map; as convert's) ---- */
 
 typedef struct symctx {
     gmp_symbolizer *s;
@@ -110,7 +110,7 @@ int gmp_cmd_report(const gmp_cli_cmd_info *cmd, int argc, char **argv)
     const char *format = NULL, *out_path = NULL, *debug_dir = NULL, *by_s = NULL, *sort_s = NULL;
     const char *color_s = "auto";
     int64_t top = -1, device = INT64_MIN, temp_us = INT64_MIN;
-    int no_progress = 0, npos = 0, all_frames = 0, interactive = 0;
+    int no_progress = 0, npos = 0, all_frames = 0, interactive = 0, static_html = 0;
     const gmp_cli_opt opts[] = {
         {"format", 'f', GMP_CLI_STRING, &format, "FMT",
          "text, markdown, html or json (default: text, or from -o's extension)", 0},
@@ -125,8 +125,10 @@ int gmp_cmd_report(const gmp_cli_cmd_info *cmd, int argc, char **argv)
          "allocations freed within US microseconds are temporary (default 1000)", 0},
         {"all-frames", 0, GMP_CLI_FLAG, &all_frames, NULL,
          "show every frame of a stack (default: internal frames folded, docs/stacks.md)", 0},
+        {"static", 0, GMP_CLI_FLAG, &static_html, NULL,
+         "html: SVG timelines only, no script (default: also the interactive view)", 0},
         {"interactive", 0, GMP_CLI_FLAG, &interactive, NULL,
-         "html: the timeline also as the interactive view (hover, zoom, stacks)", 0},
+         "html: the interactive view (the default; kept for older scripts)", 0},
         {"no-progress", 0, GMP_CLI_FLAG, &no_progress, NULL, "no progress bar on a terminal", 0},
         {"debug-dir", 0, GMP_CLI_STRING, &debug_dir, "DIR",
          "separate debug files (default /usr/lib/debug)", 0},
@@ -150,6 +152,11 @@ int gmp_cmd_report(const gmp_cli_cmd_info *cmd, int argc, char **argv)
     int json = writer == gmp_report_write_json;
     if (interactive && writer != gmp_report_write_html)
         return gmp_cli_usage_error(cmd, "--interactive: only for --format html");
+    if (static_html && writer != gmp_report_write_html)
+        return gmp_cli_usage_error(cmd, "--static: only for --format html");
+    if (static_html && interactive)
+        return gmp_cli_usage_error(cmd, "--static and --interactive contradict each other");
+    interactive = writer == gmp_report_write_html && !static_html;
     if (top < -1 || top > 1000000000)
         return gmp_cli_usage_error(cmd, "--top: must be 0 or more");
     if (temp_us != INT64_MIN && (temp_us < 1 || temp_us > INT64_MAX / 1000))
@@ -241,15 +248,24 @@ int gmp_cmd_report(const gmp_cli_cmd_info *cmd, int argc, char **argv)
     int status = e != GMP_OK;
     if (status)
         fprintf(stderr, "gpumemprof report: %s\n", gmp_err_str(e));
-    /* --interactive: the HTML view as a fragment, into memory, from the same replay passes */
+    /* HTML (not --static): the HTML view as a fragment, into memory, from the same replay passes */
     char *vbuf = NULL;
     size_t vlen = 0;
     FILE *vf = NULL;
     gmp_output_ctx *vctx = NULL;
     symctx sym = {NULL, NULL, debug_dir, 0};
+    char vtitle[512] = ""; /* the traces' base names, as convert's title: the same page */
+    for (size_t i = 0, tl = 0; i < ntr && tl + 1 < sizeof vtitle; i++) {
+        const char *b = strrchr(argv[1 + i], '/');
+        int k = snprintf(vtitle + tl, sizeof vtitle - tl, "%s%s", i ? " " : "",
+                         b ? b + 1 : argv[1 + i]);
+        if (k < 0)
+            break;
+        tl = (size_t)k >= sizeof vtitle - tl ? sizeof vtitle - 1 : tl + (size_t)k;
+    }
     if (!status && interactive) {
         gmp_output_opts oo = {.exporter = "gpumemprof " GMP_VERSION_STRING,
-                              .title = ntr == 1 ? argv[1] : "gpumemprof report",
+                              .title = vtitle,
                               .ntraces = ntr,
                               .symbolize = symbolize_frame,
                               .symbolize_ctx = &sym,

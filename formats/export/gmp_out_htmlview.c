@@ -18,9 +18,10 @@
  * device has events. The page draws only the visible columns of the level whose columns are about
  * one per pixel.
  *
- * Fragment (gmp_out_htmlview_fragment, for `report --interactive`): the same view as one
- * <div id="gmp-view"> to place inside another page (the HTML report): its style with every rule
- * scoped to the div, its data and its script, no <html> wrapper; view.js draws into the div.
+ * Fragment (gmp_out_htmlview_fragment, for the HTML report's timeline: `report --format html`,
+ * `convert --report F.html`, unless --static): the same view as one <div id="gmp-view"> to place
+ * inside another page (the HTML report): its style with every rule scoped to the div, its data and
+ * its script, no <html> wrapper; view.js draws into the div.
  *
  * Memory: during the replay, 40 bytes per allocation of device memory (its times, size, site and
  * the order of its events), freed when the trace ends; the page's text is kept until the end. */

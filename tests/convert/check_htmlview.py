@@ -13,9 +13,11 @@ middle fifth of the window and a wheel step zooms further, a click on the breakd
 selects it and redraws the chart, and there is no console error, no exception and no request
 outside the file. The page is self-contained: it names no http(s) address.
 
-The same view inside an HTML report (`gpumemprof report --format html --interactive`, for a trace,
-a PyTorch snapshot and an nsys export): the same checks, plus the report is still there (its <h1>,
-its static SVG timeline) with the view in its <div id="gmp-view">.
+The same view inside an HTML report, where it is the default (`gpumemprof report --format html`
+for a trace, several traces, a PyTorch snapshot and an nsys export; `gpumemprof convert --report
+FILE.html` for a trace and a PyTorch snapshot): the same checks, plus the report is still there
+(its <h1>, its static SVG timeline) with the view in its <div id="gmp-view">, once, right above the
+first SVG timeline. `--static` (report and convert) gives the page without the view and no script.
 
 Exit 77 (skip) without chromium, node or playwright-core (scripts/install-deps.sh --browser)."""
 import json
@@ -59,19 +61,31 @@ def main():
         ("train-step", [os.path.join(snaps, "transformer-train-step-adamw.pickle")], []),
         ("gemm", [os.path.join(nsys, "gemm-a100-memory-usage.sqlite")], []),
     ]
-    # the HTML report with the view as its timeline (report --interactive)
+    # the HTML report with the view as its timeline (the default: report --format html, and
+    # convert --report FILE.html)
     cases += [("report-" + name, inputs, frames) for name, inputs, frames in cases
               if name in ("basic", "multi", "small-step", "gemm")]
+    cases += [("convreport-" + name, inputs, frames) for name, inputs, frames in cases
+              if name in ("basic", "small-step")]
     spec, peaks, wcats = [], {}, {}
     for name, inputs, frames in cases:
         for i in inputs:
             if not os.path.exists(i):
                 sys.exit("%s is missing" % i)
         page = os.path.join(work, name + ".html")
-        if name.startswith("report-"):
-            run([gmp, "report"] + inputs + ["--format", "html", "--interactive", "-o", page,
-                                            "--no-progress"])
+        if name.startswith(("report-", "convreport-")):
+            if name.startswith("report-"):
+                run([gmp, "report"] + inputs + ["--format", "html", "-o", page, "--no-progress"])
+                static = run([gmp, "report"] + inputs + ["--format", "html", "--static",
+                                                         "--no-progress"]).decode()
+            else:
+                run([gmp, "convert"] + inputs + ["--report", page, "--no-progress"])
+                sp = os.path.join(work, name + "-static.html")
+                run([gmp, "convert"] + inputs + ["--report", sp, "--static", "--no-progress"])
+                static = open(sp, encoding="utf-8").read()
             text = open(page, encoding="utf-8").read()
+            if "gmp-view" in static or "<script" in static or "<svg" not in static:
+                sys.exit("%s: the --static page has a view or a script, or no SVG" % name)
             # once, right above the first device's static timeline (an SVG before the next
             # heading), which stays
             div = '<div id="gmp-view">\n<style>'
@@ -97,12 +111,15 @@ def main():
                         if c["bytes"]}
                        for p in procs for d in p.get("devices", [])
                        if d["peak_allocated_bytes"] > 0 or d.get("allocations")]
-        spec.append({"file": page, "frames": frames, "report": name.startswith("report-")})
-    # --interactive is for HTML only: a usage error (exit 2) for another format
-    p = subprocess.run([gmp, "report", os.path.join(data, "basic.trace"), "--interactive"],
-                       capture_output=True)
-    if p.returncode != 2 or b"--interactive" not in p.stderr:
-        sys.exit("report --interactive (text): exit %d, %r" % (p.returncode, p.stderr[-200:]))
+        spec.append({"file": page, "frames": frames,
+                     "report": name.startswith(("report-", "convreport-"))})
+    # --static (and --interactive, the default kept for older scripts) are for HTML only: a usage
+    # error (exit 2) for another format
+    for opt in ("--static", "--interactive"):
+        p = subprocess.run([gmp, "report", os.path.join(data, "basic.trace"), opt],
+                           capture_output=True)
+        if p.returncode != 2 or opt.encode() not in p.stderr:
+            sys.exit("report %s (text): exit %d, %r" % (opt, p.returncode, p.stderr[-200:]))
     spec_file = os.path.join(work, "spec.json")
     with open(spec_file, "w") as f:
         json.dump(spec, f)

@@ -1,5 +1,5 @@
-// htmlview_check.js: `convert --html-view` pages (and HTML reports made with `report
-// --interactive`, the same view inside the report) in Debian's chromium, driven by playwright-core
+// htmlview_check.js: `convert --html-view` pages (and HTML reports, where
+// the view is the default: the same view inside the report) in Debian's chromium, driven by playwright-core
 // (tests/convert/nodedeps; it never downloads a browser of its own). For each page of the spec
 // (JSON: [{"file", "peaks": {"device index": bytes}, "frames": [text a hover must show]}]) prints
 // one JSON line of what it saw:
@@ -82,7 +82,7 @@ const spec = JSON.parse(fs.readFileSync(specFile, 'utf8'));
       });
       if (res.devices > 0) {
         // hover along the peak column, bottom to top
-        // in an HTML report (`report --interactive`) the chart is further down the page
+        // in an HTML report (report --format html, convert --report) the chart is further down the page
         await page.locator('#chart').scrollIntoViewIfNeeded();
         const box = await page.locator('#chart').boundingBox();
         const g = await page.evaluate(() => {

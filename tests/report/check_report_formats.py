@@ -62,15 +62,34 @@ def golden(name, out, gdir):
 ALLOWED = {"html", "head", "meta", "title", "style", "body", "h1", "h2", "h3", "h4", "h5", "p",
            "br", "code", "span", "b", "i", "table", "tr", "th", "td", "section", "svg", "g",
            "rect", "path", "line", "circle", "text", "ul", "li", "div"}
+# The interactive view (the default of an HTML report; --static leaves it out): one
+# <div id="gmp-view"> holding only its scoped <style>, its data (<script type=application/json>)
+# and one script (formats/export/htmlview/view.js). <script> anywhere else is an injection.
+VIEW_ALLOWED = {"style", "script"}
+NETWORK = ("http://", "https://", "url(", "@import", "<link", "<img", "<iframe", "fetch(",
+           "xmlhttprequest", "websocket", "import(", "sendbeacon", "eventsource")
 
 
 class Collect(html.parser.HTMLParser):
     def __init__(self):
         super().__init__(convert_charrefs=True)
         self.tags, self.attrs, self.data, self.stack = [], [], [], []
+        self.view_depth = None  # depth of the stack at the view's <div>, while inside it
+        self.views, self.scripts = 0, []  # views seen; (attrs, text) of each script
 
     def handle_starttag(self, tag, attrs):
-        self.tags.append(tag)
+        if self.view_depth is not None:
+            if tag not in VIEW_ALLOWED:
+                sys.exit("unexpected <%s> in the view's <div id=gmp-view>" % tag)
+            if tag == "script":
+                self.scripts.append([dict(attrs), ""])
+        else:
+            if tag == "script":
+                sys.exit("a <script> outside the view's <div id=gmp-view>")
+            self.tags.append(tag)
+            if tag == "div" and ("id", "gmp-view") in attrs:
+                self.views += 1
+                self.view_depth = len(self.stack)
         self.attrs.extend((tag, k, v) for k, v in attrs)
         if tag not in ("meta", "br"):
             self.stack.append(tag)
@@ -79,12 +98,20 @@ class Collect(html.parser.HTMLParser):
         if not self.stack or self.stack[-1] != tag:
             sys.exit("unbalanced </%s>, open: %r" % (tag, self.stack[-5:]))
         self.stack.pop()
+        if self.view_depth is not None and len(self.stack) == self.view_depth:
+            self.view_depth = None
 
     def handle_data(self, d):
-        self.data.append(d)
+        if self.stack and self.stack[-1] == "script":
+            self.scripts[-1][1] += d
+        elif not (self.stack and self.stack[-1] == "style"):
+            self.data.append(d)
 
 
-def parse_html(doc):
+def parse_html(doc, view=None):
+    """Parses an HTML report: balanced, only the report's elements outside the view, no event
+    handler or link attribute anywhere. view: True (the default page: one view), False (--static:
+    none), None (either)."""
     p = Collect()
     p.feed(doc)
     p.close()
@@ -95,13 +122,61 @@ def parse_html(doc):
     for tag, k, v in p.attrs:
         if k.startswith("on") or k in ("src", "href", "xlink:href", "action", "formaction"):
             sys.exit("unexpected attribute %s=%r on <%s>" % (k, v, tag))
+    if p.views > 1 or (view is not None and p.views != int(view)):
+        sys.exit("%d interactive views (<div id=gmp-view>), want %s" % (p.views, view))
+    # every "<script" of the text outside the scripts' own text is a parsed script inside the
+    # view: nothing from the data became a script
+    inner = sum(t.lower().count("<script") for a, t in p.scripts)
+    eq("<script in the text", doc.lower().count("<script") - inner, len(p.scripts))
+    code = [t for a, t in p.scripts if a.get("type") != "application/json"]
+    if p.views:
+        eq("the view's code scripts", len(code), 1)
+    for a, t in p.scripts:
+        if a.get("type") == "application/json":
+            if "<" in t:  # the view's JSON writes "<" as \u003c: no "</script>" from the data
+                sys.exit("a raw '<' in the view's data: %r" % t[max(0, t.find("<") - 40):][:80])
+            json.loads(t)  # data only: it parses as JSON
     return p
 
 
 def self_contained(doc):
-    for pat in ("http://", "https://", "url(", "@import", "<script", "<link", "<img", "<iframe"):
-        if pat in doc.lower():
+    """No network reference anywhere (the view's script and data included); <script> only as the
+    view's (parse_html)."""
+    low = doc.lower()
+    for pat in NETWORK:
+        if pat in low:
             sys.exit("the HTML is not self-contained: it has %r" % pat)
+    if "<script" in low and '<div id="gmp-view">' not in doc:
+        sys.exit("the HTML has a <script> and no view")
+
+
+def strip_view(doc):
+    """The page without its view: the --static page (the view changes nothing else)."""
+    a = doc.find('<div id="gmp-view">')
+    if a < 0:
+        return doc
+    end = "</script>\n</div>\n"
+    b = doc.find(end, a)
+    if b < 0:
+        sys.exit("the view's <div> has no end")
+    return doc[:a] + doc[b + len(end):]
+
+
+def static_and_default(gmp, args, tmp):
+    """report ARGS --static (checked: no view) and report ARGS (checked: one view, else the same
+    page): the static page's bytes, for the goldens."""
+    out, err = run([gmp, "report"] + args + ["--static"], tmp)
+    eq("stderr", err, "")
+    doc = out.decode("utf-8")
+    parse_html(doc, view=False)
+    self_contained(doc)
+    dout, err = run([gmp, "report"] + args, tmp)
+    eq("stderr", err, "")
+    ddoc = dout.decode("utf-8")
+    parse_html(ddoc, view=True)
+    self_contained(ddoc)
+    eq("the default page without its view is the --static page", strip_view(ddoc), doc)
+    return out
 
 
 def process_sections(doc):
@@ -146,26 +221,22 @@ def main():
             eq("stderr", err, "")
             golden("report.md", out, gdir)
         elif mode == "golden_html":
-            out, err = run([gmp, "report", "report.zst", "--format", "html"], tmp)
-            eq("stderr", err, "")
-            doc = out.decode("utf-8")
-            parse_html(doc)
-            self_contained(doc)
+            out = static_and_default(gmp, ["report.zst", "--format", "html"], tmp)
             golden("report.html", out, gdir)
         elif mode.startswith("golden_multi_"):
             fmt, ext = {"text": ("text", "txt"), "md": ("markdown", "md"),
                         "html": ("html", "html"), "json": ("json", "json")}[mode[13:]]
             for r in (0, 1, 2):
                 run([traces, "rank", str(r), "r%d.zst" % r], tmp)
-            out, err = run([gmp, "report", "--format", fmt, "r0.zst", "r1.zst", "r2.zst"], tmp)
-            eq("stderr", err, "")
+            args = ["--format", fmt, "r0.zst", "r1.zst", "r2.zst"]
+            if fmt == "html":
+                out = static_and_default(gmp, args, tmp)
+            else:
+                out, err = run([gmp, "report"] + args, tmp)
+                eq("stderr", err, "")
             if fmt == "json":
                 gmp_golden.golden_json(os.path.join(gdir, "multi.json"), out, "GMP_REGEN_GOLDEN")
             else:
-                if fmt == "html":
-                    doc = out.decode("utf-8")
-                    parse_html(doc)
-                    self_contained(doc)
                 golden("multi." + ext, out, gdir)
         elif mode == "ranges_json":
             run([traces, "ranges", "ranges.zst"], tmp)
@@ -220,11 +291,13 @@ def main():
                 if b"\nline2" in out:
                     sys.exit("text report let a newline of a range name through")
             else:
-                for fmt in ("html",):
-                    out, _ = run([gmp, "report", "hostile.zst", "--format", fmt, "--top", "0"], tmp)
+                # the default page (with the interactive view) and --static
+                for extra, view in (([], True), (["--static"], False)):
+                    out, _ = run([gmp, "report", "hostile.zst", "--format", "html", "--top", "0"]
+                                 + extra, tmp)
                     doc = out.decode("utf-8")  # strict: invalid UTF-8 must not pass through
                     self_contained(doc)
-                    p = parse_html(doc)
+                    p = parse_html(doc, view=view)
                     if mode == "html_hostile":
                         text = "".join(p.data)
                         for s in ('"><script>alert(1)</script>', "a'b\"c&d|e*f_g`h",
@@ -490,11 +563,15 @@ def main():
                     sys.exit("text: device 1's unexplained memory has no time:\n" + t)
         elif mode == "convert":
             # convert --report F (format by extension) and --json F: the same as report
-            for ext, fmt in (("html", "html"), ("md", "markdown"), ("txt", "text")):
+            # (HTML: with the interactive view by default, without it with --static)
+            for ext, fmt, extra in (("html", "html", []), ("html", "html", ["--static"]),
+                                    ("md", "markdown", []), ("txt", "text", [])):
                 run([gmp, "convert", "report.zst", "--report", "c." + ext, "--json", "c.json",
-                     "--no-progress"], tmp)
-                want, _ = run([gmp, "report", "report.zst", "--format", fmt, "--color", "never"],
-                              tmp)
+                     "--no-progress"] + extra, tmp)
+                want, _ = run([gmp, "report", "report.zst", "--format", fmt, "--color", "never"]
+                              + extra, tmp)
+                if ext == "html":
+                    parse_html(want.decode(), view=not extra)
                 eq("convert --report c." + ext, open(os.path.join(tmp, "c." + ext), "rb").read(),
                    want)
                 want, _ = run([gmp, "report", "report.zst", "--format", "json"], tmp)
@@ -505,8 +582,13 @@ def main():
                 tmp)
             doc = json.load(open(os.path.join(tmp, "m.json")))
             eq("convert several: processes", len(doc["processes"]), 2)
-            eq("convert several: html sections",
-               process_sections(open(os.path.join(tmp, "m.html")).read()), 2)
+            m = open(os.path.join(tmp, "m.html")).read()
+            eq("convert several: html sections", process_sections(m), 2)
+            parse_html(m, view=True)
+            self_contained(m)
+            run([gmp, "convert", "r0.zst", "r1.zst", "--report", "s.html", "--static"], tmp)
+            eq("convert --static: the page without the view",
+               open(os.path.join(tmp, "s.html")).read(), strip_view(m))
         elif mode == "options":
             out, _ = run([gmp, "report", "report.zst", "-o", "r.md"], tmp)
             eq("-o r.md: stdout", out, b"")
