@@ -65,3 +65,40 @@ void gmp_cli_report_symbolizer_install(const char *debug_dir)
     g_debug_dir = debug_dir;
     gmp_report_set_symbolizer(&cli_symbolizer);
 }
+
+int gmp_cli_symbolize_frame(void *ctx, const gmp_reader *r, uint64_t address, gmp_obuf *name,
+                            gmp_obuf *file, uint32_t *line)
+{
+    gmp_cli_symctx *sc = ctx;
+    if (sc->r != r) {
+        gmp_symbolizer_free(sc->s);
+        sc->s = NULL;
+        sc->r = r;
+        gmp_sym_opts so = {sc->debug_dir, 0};
+        sc->failed = gmp_symbolizer_new(&sc->s, &so) != GMP_OK;
+    }
+    if (sc->failed)
+        return 0;
+    gmp_symbolizer_add_reader_modules(sc->s, r); /* modules defined since the last call */
+    const gmp_sym_frame *fr = NULL;
+    size_t n = gmp_symbolize(sc->s, address, &fr);
+    if (!n || fr[0].status != GMP_SYM_OK)
+        return 0; /* unknown: the caller's "module+0xoffset" */
+    char buf[1024];
+    gmp_symbolize_frame(sc->s, address, 0, buf, sizeof buf);
+    gmp_obuf_add(name, buf, strlen(buf));
+    if (fr[0].file)
+        gmp_obuf_add(file, fr[0].file, strlen(fr[0].file));
+    else if (fr[0].module)
+        gmp_obuf_add(file, fr[0].module, strlen(fr[0].module));
+    *line = fr[0].file ? fr[0].line : 0;
+    return 1;
+}
+
+void gmp_cli_symctx_reset(gmp_cli_symctx *sc)
+{
+    gmp_symbolizer_free(sc->s);
+    sc->s = NULL;
+    sc->r = NULL;
+    sc->failed = 0;
+}

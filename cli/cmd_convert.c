@@ -22,7 +22,6 @@
 #include "gmp_output.h"
 #include "gmp_reader.h"
 #include "gmp_replay.h"
-#include "gmp_symbolize.h"
 #include "cli_report_sym.h"
 
 #define DEFAULT_MAX_SPANS 200000
@@ -59,42 +58,6 @@ typedef struct trace_in {
     uint64_t bytes;
     char label[128];
 } trace_in;
-
-/* ---- native frames: the offline symbolizer, one per trace (each has its own module map) ---- */
-
-typedef struct symctx {
-    gmp_symbolizer *s;
-    const gmp_reader *r; /* the trace s was made for */
-    int failed;
-} symctx;
-
-static int symbolize_frame(void *ctx, const gmp_reader *r, uint64_t address, gmp_obuf *name,
-                           gmp_obuf *file, uint32_t *line)
-{
-    symctx *sc = ctx;
-    if (sc->r != r) {
-        gmp_symbolizer_free(sc->s);
-        sc->s = NULL;
-        sc->r = r;
-        sc->failed = gmp_symbolizer_new(&sc->s, NULL) != GMP_OK;
-    }
-    if (sc->failed)
-        return 0;
-    gmp_symbolizer_add_reader_modules(sc->s, r); /* modules defined since the last call */
-    const gmp_sym_frame *fr = NULL;
-    size_t n = gmp_symbolize(sc->s, address, &fr);
-    if (!n || fr[0].status != GMP_SYM_OK)
-        return 0; /* unknown: the caller's "module+0xoffset" */
-    char buf[1024];
-    gmp_symbolize_frame(sc->s, address, 0, buf, sizeof buf);
-    gmp_obuf_add(name, buf, strlen(buf));
-    if (fr[0].file)
-        gmp_obuf_add(file, fr[0].file, strlen(fr[0].file));
-    else if (fr[0].module)
-        gmp_obuf_add(file, fr[0].module, strlen(fr[0].module));
-    *line = fr[0].file ? fr[0].line : 0;
-    return 1;
-}
 
 /* ---- command ---- */
 
@@ -338,7 +301,7 @@ int gmp_cmd_convert(const gmp_cli_cmd_info *cmd, int argc, char **argv)
         if (tl >= sizeof title)
             tl = sizeof title - 1;
     }
-    symctx sym = {NULL, NULL, 0};
+    gmp_cli_symctx sym = {NULL, NULL, NULL, 0};
     gmp_cli_report_symbolizer_install(NULL); /* native frames of --report and --json */
     gmp_output_opts oo = {
         .exporter = "gpumemprof " GMP_VERSION_STRING,
@@ -346,7 +309,7 @@ int gmp_cmd_convert(const gmp_cli_cmd_info *cmd, int argc, char **argv)
         .ntraces = ntr,
         .chrome_torch_compat = torch,
         .max_spans = max_spans,
-        .symbolize = symbolize_frame,
+        .symbolize = gmp_cli_symbolize_frame,
         .symbolize_ctx = &sym,
         .all_frames = all_frames,
     };
@@ -370,8 +333,7 @@ int gmp_cmd_convert(const gmp_cli_cmd_info *cmd, int argc, char **argv)
 
     int status = 0;
     for (size_t i = 0; i < ntr && !status; i++) {
-        gmp_symbolizer_free(sym.s); /* a fresh one per trace: a reader's address may be reused */
-        sym = (symctx){NULL, NULL, 0};
+        gmp_cli_symctx_reset(&sym); /* a fresh one per trace: a reader's address may be reused */
         gmp_reader *r = NULL;
         gmp_replay *rp = NULL;
         char omsg[512];
@@ -416,7 +378,7 @@ int gmp_cmd_convert(const gmp_cli_cmd_info *cmd, int argc, char **argv)
         gmp_replay_free(rp);
         gmp_reader_close(r);
     }
-    gmp_symbolizer_free(sym.s);
+    gmp_cli_symctx_reset(&sym);
     gmp_cli_inputs_close(ins, ntr);
     if (status) {
         abandon(of, nof);

@@ -24,48 +24,8 @@
 #include "gmp_reader.h"
 #include "gmp_replay.h"
 #include "gmp_report.h"
-#include "gmp_symbolize.h"
 
 #define DEFAULT_TOP 10
-
-/* ---- the HTML report's view: native frames of the view, symbolized as the report's (one
- * symbolizer per trace: each has its own module map; as convert's) ---- */
-
-typedef struct symctx {
-    gmp_symbolizer *s;
-    const gmp_reader *r; /* the trace s was made for */
-    const char *debug_dir;
-    int failed;
-} symctx;
-
-static int symbolize_frame(void *ctx, const gmp_reader *r, uint64_t address, gmp_obuf *name,
-                           gmp_obuf *file, uint32_t *line)
-{
-    symctx *sc = ctx;
-    if (sc->r != r) {
-        gmp_symbolizer_free(sc->s);
-        sc->s = NULL;
-        sc->r = r;
-        gmp_sym_opts so = {sc->debug_dir, 0};
-        sc->failed = gmp_symbolizer_new(&sc->s, &so) != GMP_OK;
-    }
-    if (sc->failed)
-        return 0;
-    gmp_symbolizer_add_reader_modules(sc->s, r); /* modules defined since the last call */
-    const gmp_sym_frame *fr = NULL;
-    size_t n = gmp_symbolize(sc->s, address, &fr);
-    if (!n || fr[0].status != GMP_SYM_OK)
-        return 0; /* unknown: the caller's "module+0xoffset" */
-    char buf[1024];
-    gmp_symbolize_frame(sc->s, address, 0, buf, sizeof buf);
-    gmp_obuf_add(name, buf, strlen(buf));
-    if (fr[0].file)
-        gmp_obuf_add(file, fr[0].file, strlen(fr[0].file));
-    else if (fr[0].module)
-        gmp_obuf_add(file, fr[0].module, strlen(fr[0].module));
-    *line = fr[0].file ? fr[0].line : 0;
-    return 1;
-}
 
 /* ---- command ---- */
 
@@ -253,7 +213,7 @@ int gmp_cmd_report(const gmp_cli_cmd_info *cmd, int argc, char **argv)
     size_t vlen = 0;
     FILE *vf = NULL;
     gmp_output_ctx *vctx = NULL;
-    symctx sym = {NULL, NULL, debug_dir, 0};
+    gmp_cli_symctx sym = {NULL, NULL, debug_dir, 0};
     char vtitle[512] = ""; /* the traces' base names, as convert's title: the same page */
     for (size_t i = 0, tl = 0; i < ntr && tl + 1 < sizeof vtitle; i++) {
         const char *b = strrchr(argv[1 + i], '/');
@@ -267,7 +227,7 @@ int gmp_cmd_report(const gmp_cli_cmd_info *cmd, int argc, char **argv)
         gmp_output_opts oo = {.exporter = "gpumemprof " GMP_VERSION_STRING,
                               .title = vtitle,
                               .ntraces = ntr,
-                              .symbolize = symbolize_frame,
+                              .symbolize = gmp_cli_symbolize_frame,
                               .symbolize_ctx = &sym,
                               .all_frames = all_frames};
         vf = open_memstream(&vbuf, &vlen);
@@ -340,7 +300,7 @@ int gmp_cmd_report(const gmp_cli_cmd_info *cmd, int argc, char **argv)
             status = 1;
         }
     }
-    gmp_symbolizer_free(sym.s);
+    gmp_cli_symctx_reset(&sym);
     if (vf && fclose(vf) != 0 && !status) {
         fprintf(stderr, "gpumemprof report: %s\n", gmp_err_str(GMP_ERR_NOMEM));
         status = 1;
