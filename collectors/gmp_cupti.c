@@ -99,6 +99,7 @@ static pthread_mutex_t dev_lock = PTHREAD_MUTEX_INITIALIZER;
 static _Thread_local struct {
     int rt_depth;
     uint64_t last_drv_addr; /* address recorded from a driver callback outside any runtime call */
+    int late_window;        /* this thread started CUPTI (see "late injection" below) */
     CUcontext ctx;
     int dev;
 } tl;
@@ -1684,6 +1685,44 @@ static void pool_event(gmp_wthread *t, api_desc *a, const CUpti_CallbackData *cd
 
 #define ENTER_MARK 0x676d70656e746572ull /* "gmpenter", xor the call's correlation id */
 
+/* Late injection: the driver calls InitializeInjection from inside the first CUDA call, on the
+ * calling thread (gmp_agent.c), so a runtime call already under way when we subscribe delivers
+ * only its exit. What CUPTI guarantees (cupti_callbacks.h, CUpti_CallbackData): callbacks run on
+ * the thread of the call; functionParams' outputs are valid at CUPTI_API_EXIT; correlationData is
+ * one slot per call shared by its enter and exit, with no promise of zeroing (so an exit without
+ * enter finds junk in it: never read here). What is assumed (not documented): the driver calls a
+ * runtime call makes inside it are reported in the driver domain, enter and exit, before the
+ * runtime call's exit, on the same thread (the simulator does this; DESIGN.md). So on the thread
+ * that started CUPTI, until its first runtime callback, the first driver allocation is held back
+ * (late_rec, with its own time) instead of written: if the next memory callback of that thread is
+ * a runtime allocation's exit (necessarily without enter: no runtime callback came before) whose
+ * output pointer is that address, the record is written once under the runtime API's name and
+ * correlation id (what the user called); any other callback writes it as it was. A held record
+ * is never lost: the flush thread writes it after half a flush interval (a driver-only program,
+ * whose allocation no runtime exit follows), gmp_cupti_stop at the latest. No lock: the holder
+ * publishes with a release store, and whoever wins the compare-and-swap (that thread, or the stop)
+ * writes it. Other threads and later calls are untouched. */
+static gmp_rec late_rec;
+static atomic_int late_state; /* 0 nothing held, 1 late_rec held, 2 done (held at most once) */
+
+static void late_release(api_desc *ra, uint32_t correlation)
+{
+    int held = 1;
+    if (!atomic_compare_exchange_strong(&late_state, &held, 2))
+        return;
+    gmp_rec r = late_rec;
+    if (ra) {
+        r.u.mem.api = api_sid(ra);
+        r.u.mem.kind = ra->kind;
+        r.u.mem.correlation = correlation;
+    }
+    gmp_wthread *t = S->enter();
+    if (!t)
+        return;
+    emit(t, &r);
+    S->leave();
+}
+
 static void on_api(CUpti_CallbackDomain dom, CUpti_CallbackId cbid, const CUpti_CallbackData *cd)
 {
     if (cbid >= MAX_CBID)
@@ -1694,6 +1733,26 @@ static void on_api(CUpti_CallbackDomain dom, CUpti_CallbackId cbid, const CUpti_
         return;
     api_desc *a = &apis[idx - 1];
     int enter = cd->callbackSite == CUPTI_API_ENTER;
+
+    if (tl.late_window) {
+        if (atomic_load_explicit(&late_state, memory_order_acquire) == 1) {
+            /* the held driver allocation: the runtime allocation it was made for, or its own */
+            gmp_rec_mem m = {0};
+            int d = -1;
+            if (rt && !enter && a->op == OP_ALLOC && cd->functionReturnValue &&
+                *(const int *)cd->functionReturnValue == 0 && cd->functionParams &&
+                alloc_fields(a, cd, &m, &d, 1) && m.address &&
+                m.address == late_rec.u.mem.address) {
+                late_release(a, cd->correlationId);
+                tl.late_window = 0;
+                return; /* recorded once; the depth was never raised for it */
+            }
+            late_release(NULL, 0);
+            tl.late_window = 0;
+        } else if (rt || (a->op != OP_ALLOC && a->op != OP_NONE)) {
+            tl.late_window = 0; /* not inside a runtime allocation we missed */
+        }
+    }
 
     if (rt) {
         if (enter) {
@@ -1848,7 +1907,14 @@ static void on_api(CUpti_CallbackDomain dom, CUpti_CallbackId cbid, const CUpti_
                     r.u.mem.handle = 0;
                 }
                 r.u.mem.device = dev;
-                emit(t, &r);
+                if (!rt && tl.late_window && result == 0 && r.u.mem.address &&
+                    atomic_load_explicit(&late_state, memory_order_relaxed) == 0) {
+                    r.time_ns = gmp_clock_ns(); /* held: see late_release */
+                    late_rec = r;
+                    atomic_store_explicit(&late_state, 1, memory_order_release);
+                } else {
+                    emit(t, &r);
+                }
                 if (gmp_alert_on && result == 0)
                     gmp_alert_alloc(t, &r.u.mem);
                 if (!rt && result == 0)
@@ -2378,6 +2444,7 @@ int gmp_cupti_start(const gmp_sink *sink, const gmp_cupti_opts *o, char *why, si
 {
     S = sink;
     why[0] = 0;
+    tl.late_window = 1; /* the driver's thread, maybe inside a call (late injection) */
     C.lib = load_cupti(o->path, why, whylen);
     if (!C.lib)
         return -1;
@@ -2609,6 +2676,11 @@ static void *flusher_main(void *arg)
         pthread_mutex_unlock(&flusher_lock);
         describe_pending();
         graph_mem_poll();
+        /* a driver allocation held back (late injection) for half an interval has no runtime
+         * call to wait for: written, so that it stays within the writer's SYNC lag */
+        if (atomic_load_explicit(&late_state, memory_order_acquire) == 1 &&
+            gmp_clock_ns() - late_rec.time_ns > (uint64_t)flusher_ms * 500000ull)
+            late_release(NULL, 0);
         if (!kicked && flusher_flush && C.ActivityFlushAll) {
             measure_clock_offset();
             C.ActivityFlushAll(0);
@@ -2657,6 +2729,7 @@ void gmp_cupti_stop(void)
 {
     if (!atomic_load(&active))
         return;
+    late_release(NULL, 0); /* a driver allocation still held (late injection) */
     flusher_join();
     describe_pending();
     graph_mem_poll();

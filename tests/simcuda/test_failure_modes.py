@@ -6,8 +6,9 @@ agent survives: the program's exit status and stdout are those of a run without 
 trace reads back (`gpumemprof dump --json`), and the agent records what the switch leaves it able
 to record (compared with a run without the switch):
   late_runtime   SIMCUDA_LATE_INJECTION=1, first call cudaMalloc (first_alloc.c): its exit only,
-                 with junk correlationData; every other allocation and free recorded, the first
-                 one recorded once or not at all, never with a wrong size
+                 with junk correlationData; every allocation and free recorded as without the
+                 switch, the first one exactly once, under cudaMalloc (not cuMemAlloc, the driver
+                 call inside it whose enter and exit the agent sees), at the same address
   late_driver    SIMCUDA_LATE_INJECTION=1, driver-only program (vmm.c): cuInit's exit only
   late_kinds     SIMCUDA_LATE_INJECTION=1, alloc_kinds.c (first call cudaMemGetInfo)
   late_threads   SIMCUDA_LATE_INJECTION=1, mt.cu (nvcc): 8 threads race the first call, so each
@@ -43,7 +44,7 @@ import tempfile
 
 CASES = {
     # case: (program, env, API records expected complete?)
-    "late_runtime": ("simcuda_first_alloc", {"SIMCUDA_LATE_INJECTION": "1"}, "late"),
+    "late_runtime": ("simcuda_first_alloc", {"SIMCUDA_LATE_INJECTION": "1"}, "late_exact"),
     "late_driver": ("simcuda_vmm", {"SIMCUDA_LATE_INJECTION": "1"}, "late"),
     "late_kinds": ("simcuda_alloc_kinds", {"SIMCUDA_LATE_INJECTION": "1"}, "late"),
     "late_threads": ("simcuda_mt_cu", {"SIMCUDA_LATE_INJECTION": "1"}, "late8"),
@@ -94,6 +95,27 @@ def streams_by_size(gmp, env, trace):
     recs = [json.loads(l) for l in out.splitlines() if l.strip()] if rc == 0 else []
     return {r["size"]: r.get("stream") for r in recs if r.get("type") == "alloc"
             and "activity" not in r.get("flags", "").split("|")}
+
+
+def dump_mem(gmp, env, trace):
+    rc, out, _ = run([gmp, "dump", "--json", trace], env)
+    recs = [json.loads(l) for l in out.splitlines() if l.strip()] if rc == 0 else []
+    return [r for r in recs if r.get("type") in ("alloc", "free")
+            and "activity" not in r.get("flags", "").split("|")]
+
+
+def alloc_addresses(gmp, env, trace):
+    """{size: [address, ...]} of the trace's API allocations"""
+    out = collections.defaultdict(list)
+    for r in dump_mem(gmp, env, trace):
+        if r["type"] == "alloc":
+            out[r.get("size", 0)].append(r.get("address"))
+    return out
+
+
+def frees_by_address(gmp, env, trace):
+    """addresses of the trace's API frees"""
+    return [r.get("address") for r in dump_mem(gmp, env, trace) if r["type"] == "free"]
 
 
 def by_size(c):
@@ -175,6 +197,20 @@ def main():
                       "API records missing (%s) and not declared: %d notices in the trace, "
                       "stderr under run -q %r" % (sorted((base - got).items())[:6], notices,
                                                   err.strip()))
+        elif expect == "late_exact":
+            # first_alloc.c: cudaMalloc(1 MiB) is the first call (its enter unseen), then
+            # cudaMalloc(2 MiB), cuMemAlloc(3 MiB) through an entry point, frees
+            check(got == base, "API records differ from the baseline: missing %s, extra %s"
+                  % (sorted((base - got).items()), sorted((got - base).items())))
+            first = [(k, n) for k, n in got.items() if k[0] == "alloc" and k[2] == 1 << 20]
+            check(first == [(("alloc", "cudaMalloc", 1 << 20), 1)],
+                  "the first allocation (cudaMalloc of 1 MiB) recorded as %s" % first)
+            addrs = alloc_addresses(a.gpumemprof, senv, trace)
+            check(len(addrs.get(1 << 20, [])) == 1 and addrs.get(1 << 20) ==
+                  [f for f in frees_by_address(a.gpumemprof, senv, trace)
+                   if f in addrs.get(1 << 20, [])],
+                  "the first allocation's address %s is not the one cudaFree frees"
+                  % addrs.get(1 << 20))
         elif expect in ("late", "late8"):
             # only the first call's enter was missed: at most its record is absent, nothing extra
             if got != base:
