@@ -2066,14 +2066,18 @@ static uint32_t static_range(const char *name)
     return gmp_writer_range(S->w, r, 0, gmp_writer_string(S->w, name, n));
 }
 
-/* The graph memory pool holds at least the graph memory live in it: cuda_runtime_api.h
- * (cudaDeviceGraphMemTrim) says graph allocations' memory stays with the device's graph pool
- * after it is freed, until a trim returns it, so reserved only falls at a trim. The polls read the
- * true size (CU_GRAPH_MEM_ATTR_RESERVED_MEM_CURRENT) at each flush; between them a launch can
- * take more than was last read, so when a MEMORY2 record of graph memory raises the live bytes
- * above the reserved size last written, the reserved size is raised to it at that record's time.
- * A trim is seen at the next poll. (Called where the activity records are processed; the poll may
- * run beside it, hence the atomics: the replay orders both by time.) */
+/* The graph memory pool holds at least the graph memory live in it: RESERVED_MEM_CURRENT is the
+ * memory "allocated for use by the CUDA graphs asynchronous allocator" and USED_MEM_CURRENT the
+ * memory "currently associated with graphs" (driver_types.h, cudaGraphMemAttributeType), and only
+ * cudaDeviceGraphMemTrim gives blocks "not in use by a graph" back
+ * (cuda_runtime_api.h:11079-11082); NVIDIA's graphMemoryFootprint sample says freeing graph
+ * allocations does not shrink the footprint, a trim after the frees does (its lines 322-334). So
+ * reserved only falls at a trim. The polls read the true size
+ * (CU_GRAPH_MEM_ATTR_RESERVED_MEM_CURRENT) at each flush; between them a launch can take more than
+ * was last read, so when a MEMORY2 record of graph memory raises the live bytes above the reserved
+ * size last written, the reserved size is raised to it at that record's time. A trim is seen at the
+ * next poll. (Called where the activity records are processed; the poll may run beside it, hence
+ * the atomics: the replay orders both by time.) */
 static void graph_reserve_floor(gmp_wthread *t, int dev, int alloc, uint64_t bytes, uint64_t ts)
 {
     if (dev < 0 || dev >= 64)
