@@ -2,6 +2,7 @@
  * docs/stacks.md "Frames from user code"). The table below is the whole policy. */
 #include "gmp_frames.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 #include "gmp_reader.h"
@@ -242,7 +243,17 @@ static int file_is(const gmp_frame_info *f, const char *pat)
     return f->file.len && gmp_frame_glob(pat, f->file.ptr, f->file.len);
 }
 
-gmp_category gmp_frames_category(const gmp_frame_info *f, size_t n, gmp_str range)
+/* What one frame says of its allocation's category (bits of gmp_frames_category's tests). */
+enum {
+    FACT_GRAD = 1u << 2,
+    FACT_OPTIM = 1u << 3,
+    FACT_BWD = 1u << 4,
+    FACT_FWD = 1u << 5,
+    FACT_PARAM = 1u << 6,
+    FACT_CLS = 3u, /* bits 0-1: gmp_frame_class */
+};
+
+static unsigned category_facts(const gmp_frame_info *x, gmp_str h)
 {
     static const char *const param_fns[] = {
         "to",
@@ -255,36 +266,216 @@ gmp_category gmp_frames_category(const gmp_frame_info *f, size_t n, gmp_str rang
         "from_pretrained",
         "load_checkpoint",
     };
-    int grad = 0, optim = 0, bwd = 0, fwd = 0, param = 0;
-    for (size_t i = 0; i < n; i++) {
-        const gmp_frame_info *x = &f[i];
-        gmp_str h = gmp_frame_function_head(x->function); /* once per frame, not per pattern */
-        grad |= fn_is(h, "*ccumulateGrad*");
-        optim |= file_is(x, "*/torch/optim/*") || file_is(x, "*optim*.py") ||
-                 fn_is(h, "*_fused_adam*") || fn_is(h, "*_foreach_*");
-        bwd |= fn_is(h, "torch::autograd::Engine::*") ||
-               fn_is(h, "torch::autograd::generated::*") || fn_is(h, "*Backward*::apply");
-        int py = x->file.len && gmp_frame_glob("*.py", x->file.ptr, x->file.len);
-        fwd |= py && fn_is(h, "forward");
-        for (size_t k = 0; py && k < sizeof param_fns / sizeof param_fns[0]; k++)
-            param |= fn_is(h, param_fns[k]);
+    unsigned f = 0;
+    if (fn_is(h, "*ccumulateGrad*"))
+        f |= FACT_GRAD;
+    if (file_is(x, "*/torch/optim/*") || file_is(x, "*optim*.py") || fn_is(h, "*_fused_adam*") ||
+        fn_is(h, "*_foreach_*"))
+        f |= FACT_OPTIM;
+    if (fn_is(h, "torch::autograd::Engine::*") || fn_is(h, "torch::autograd::generated::*") ||
+        fn_is(h, "*Backward*::apply"))
+        f |= FACT_BWD;
+    int py = x->file.len && gmp_frame_glob("*.py", x->file.ptr, x->file.len);
+    if (py && fn_is(h, "forward"))
+        f |= FACT_FWD;
+    for (size_t k = 0; py && k < sizeof param_fns / sizeof param_fns[0]; k++)
+        if (fn_is(h, param_fns[k]))
+            f |= FACT_PARAM;
+    return f;
+}
+
+/* Everything the rules say of one frame: its class (bits 0-1) and its category facts. */
+static unsigned frame_facts(const gmp_frame_info *x)
+{
+    gmp_str h = gmp_frame_function_head(x->function); /* once per frame, not per pattern */
+    return category_facts(x, h) | (unsigned)gmp_frame_classify(x, NULL);
+}
+
+/* ---- the memo of frame facts (gmp_frame_memo) ---- */
+
+#define MEMO_MAX_BYTES ((size_t)32 << 20) /* keys kept at most: then it starts afresh */
+
+typedef struct memo_ent {
+    uint64_t h;
+    size_t off; /* the key in the arena: three lengths (uint32_t) then the three fields */
+    uint32_t len;
+    uint8_t facts, used;
+} memo_ent;
+
+struct gmp_frame_memo {
+    memo_ent *t;
+    size_t cap, n;
+    char *arena;
+    size_t alen, acap;
+};
+
+gmp_frame_memo *gmp_frame_memo_new(void)
+{
+    return calloc(1, sizeof(gmp_frame_memo));
+}
+
+void gmp_frame_memo_free(gmp_frame_memo *m)
+{
+    if (!m)
+        return;
+    free(m->t);
+    free(m->arena);
+    free(m);
+}
+
+static uint64_t mix(uint64_t h, const char *p, size_t n)
+{
+    while (n >= 8) {
+        uint64_t w;
+        memcpy(&w, p, 8);
+        h = (h ^ w) * 0x9e3779b97f4a7c15ull;
+        h ^= h >> 29;
+        p += 8;
+        n -= 8;
     }
+    uint64_t w = 0;
+    memcpy(&w, p, n);
+    h = (h ^ w ^ ((uint64_t)n << 56)) * 0xbf58476d1ce4e5b9ull;
+    return h ^ (h >> 31);
+}
+
+static uint64_t key_hash(const gmp_frame_info *x)
+{
+    uint64_t h = 0x243f6a8885a308d3ull ^ x->function.len ^ ((uint64_t)x->file.len << 21) ^
+                 ((uint64_t)x->module.len << 42);
+    h = mix(h, x->function.ptr, x->function.len);
+    h = mix(h, x->file.ptr, x->file.len);
+    return mix(h, x->module.ptr, x->module.len);
+}
+
+static int key_eq(const gmp_frame_memo *m, const memo_ent *e, const gmp_frame_info *x)
+{
+    const char *k = m->arena + e->off;
+    uint32_t l[3];
+    memcpy(l, k, sizeof l);
+    if (l[0] != x->function.len || l[1] != x->file.len || l[2] != x->module.len)
+        return 0;
+    k += sizeof l;
+    return memcmp(k, x->function.ptr, l[0]) == 0 && memcmp(k + l[0], x->file.ptr, l[1]) == 0 &&
+           memcmp(k + l[0] + l[1], x->module.ptr, l[2]) == 0;
+}
+
+/* Keeps the facts of x; silently keeps nothing when memory runs out (they are computed again). */
+static void memo_put(gmp_frame_memo *m, const gmp_frame_info *x, uint64_t h, unsigned facts)
+{
+    size_t klen = 3 * sizeof(uint32_t) + (size_t)x->function.len + x->file.len + x->module.len;
+    if (klen > MEMO_MAX_BYTES / 4)
+        return;
+    if (m->alen + klen > MEMO_MAX_BYTES) { /* bounded: start afresh */
+        m->alen = 0;
+        m->n = 0;
+        if (m->t)
+            memset(m->t, 0, m->cap * sizeof *m->t);
+    }
+    if ((m->n + 1) * 4 > m->cap * 3) {
+        size_t nc = m->cap ? m->cap * 2 : 1024;
+        memo_ent *nt = calloc(nc, sizeof *nt);
+        if (!nt)
+            return;
+        for (size_t i = 0; i < m->cap; i++) {
+            if (!m->t[i].used)
+                continue;
+            size_t j = (size_t)m->t[i].h & (nc - 1);
+            while (nt[j].used)
+                j = (j + 1) & (nc - 1);
+            nt[j] = m->t[i];
+        }
+        free(m->t);
+        m->t = nt;
+        m->cap = nc;
+    }
+    if (m->alen + klen > m->acap) {
+        size_t nc = m->acap ? m->acap : 65536;
+        while (nc < m->alen + klen)
+            nc *= 2;
+        char *na = realloc(m->arena, nc);
+        if (!na)
+            return;
+        m->arena = na;
+        m->acap = nc;
+    }
+    char *k = m->arena + m->alen;
+    uint32_t l[3] = {x->function.len, x->file.len, x->module.len};
+    memcpy(k, l, sizeof l);
+    k += sizeof l;
+    if (l[0])
+        memcpy(k, x->function.ptr, l[0]);
+    if (l[1])
+        memcpy(k + l[0], x->file.ptr, l[1]);
+    if (l[2])
+        memcpy(k + l[0] + l[1], x->module.ptr, l[2]);
+    size_t j = (size_t)h & (m->cap - 1);
+    while (m->t[j].used)
+        j = (j + 1) & (m->cap - 1);
+    m->t[j] = (memo_ent){h, m->alen, (uint32_t)klen, (uint8_t)facts, 1};
+    m->alen += klen;
+    m->n++;
+}
+
+static unsigned facts_of(gmp_frame_memo *m, const gmp_frame_info *x)
+{
+    if (!m)
+        return frame_facts(x);
+    uint64_t h = key_hash(x);
+    if (m->cap) {
+        for (size_t j = (size_t)h & (m->cap - 1); m->t[j].used; j = (j + 1) & (m->cap - 1))
+            if (m->t[j].h == h && key_eq(m, &m->t[j], x))
+                return m->t[j].facts;
+    }
+    unsigned f = frame_facts(x);
+    memo_put(m, x, h, f);
+    return f;
+}
+
+gmp_frame_class gmp_frame_classify_memo(gmp_frame_memo *m, const gmp_frame_info *f)
+{
+    return (gmp_frame_class)(facts_of(m, f) & FACT_CLS);
+}
+
+/* The category from the facts of all frames and the range path. */
+static gmp_category category_of(unsigned all, gmp_str range)
+{
     if (range.len) {
-        optim |= gmp_frame_glob("*optim*", range.ptr, range.len);
-        bwd |= gmp_frame_glob("*backward*", range.ptr, range.len);
-        fwd |= gmp_frame_glob("*forward*", range.ptr, range.len);
+        if (gmp_frame_glob("*optim*", range.ptr, range.len))
+            all |= FACT_OPTIM;
+        if (gmp_frame_glob("*backward*", range.ptr, range.len))
+            all |= FACT_BWD;
+        if (gmp_frame_glob("*forward*", range.ptr, range.len))
+            all |= FACT_FWD;
     }
-    if (grad)
+    if (all & FACT_GRAD)
         return GMP_CAT_GRADIENT;
-    if (optim)
+    if (all & FACT_OPTIM)
         return GMP_CAT_OPTIMIZER;
-    if (bwd)
+    if (all & FACT_BWD)
         return GMP_CAT_TEMPORARY;
-    if (fwd)
+    if (all & FACT_FWD)
         return GMP_CAT_ACTIVATION;
-    if (param)
+    if (all & FACT_PARAM)
         return GMP_CAT_PARAMETER;
     return GMP_CAT_OTHER;
+}
+
+gmp_category gmp_frames_category_memo(gmp_frame_memo *m, const gmp_frame_info *f, size_t n,
+                                      gmp_str range)
+{
+    unsigned all = 0;
+    for (size_t i = 0; i < n; i++)
+        all |= facts_of(m, &f[i]);
+    return category_of(all, range);
+}
+
+gmp_category gmp_frames_category(const gmp_frame_info *f, size_t n, gmp_str range)
+{
+    unsigned all = 0;
+    for (size_t i = 0; i < n; i++) /* the class is not needed: the category's tests only */
+        all |= category_facts(&f[i], gmp_frame_function_head(f[i].function));
+    return category_of(all, range);
 }
 
 gmp_category gmp_replay_category(const gmp_replay *rp, uint32_t stack, uint32_t range)
@@ -320,5 +511,6 @@ gmp_category gmp_replay_category(const gmp_replay *rp, uint32_t stack, uint32_t 
         }
         id = x->parent;
     }
-    return gmp_frames_category(fi, n, (gmp_str){path, (uint32_t)pl});
+    return gmp_frames_category_memo(gmp_replay_frame_memo(rp), fi, n,
+                                    (gmp_str){path, (uint32_t)pl});
 }

@@ -19,7 +19,7 @@
  * arguments after the name and parameters ("at::detail::empty_cuda" for "at::TensorBase
  * at::detail::empty_cuda(c10::ArrayRef<long>, ...)"), the source file as recorded, or the file name
  * of a native frame's module ("libcudart.so.12"). A rule may name a function and a file; both must
- * match. Nothing here allocates. */
+ * match. Nothing here allocates but the memo (gmp_frame_memo). */
 #ifndef GMP_FRAMES_H
 #define GMP_FRAMES_H
 
@@ -83,11 +83,25 @@ const char *gmp_category_name(gmp_category c);
  * activation, parameter, else other. */
 gmp_category gmp_frames_category(const gmp_frame_info *f, size_t n, gmp_str range);
 
+/* A memo of what the rules say of each distinct frame (by content: function, file, module), for
+ * callers that classify many stacks sharing frames: a frame is matched against the patterns
+ * once. It holds at most 32 MiB of keys, then starts afresh. NULL (out of memory) is accepted
+ * below and computes every time. */
+typedef struct gmp_frame_memo gmp_frame_memo;
+gmp_frame_memo *gmp_frame_memo_new(void);
+void gmp_frame_memo_free(gmp_frame_memo *m);
+/* gmp_frame_classify (without the rule) and gmp_frames_category, through the memo m. */
+gmp_frame_class gmp_frame_classify_memo(gmp_frame_memo *m, const gmp_frame_info *f);
+gmp_category gmp_frames_category_memo(gmp_frame_memo *m, const gmp_frame_info *f, size_t n,
+                                      gmp_str range);
 /* The category of an allocation of a replay with this stack and range path (ids of the trace),
  * during the pass: Python frames by name and file, native frames by their module only (they are
- * symbolized later). Not cached: callers keep what they need. */
+ * symbolized later). Frames go through the replay's memo (gmp_replay_frame_memo); the result
+ * is not cached: callers keep what they need. */
 struct gmp_replay;
 gmp_category gmp_replay_category(const struct gmp_replay *rp, uint32_t stack, uint32_t range);
+/* The replay's memo of frame facts (NULL when it could not be made), for its outputs. */
+gmp_frame_memo *gmp_replay_frame_memo(const struct gmp_replay *rp);
 
 /* The glob used by the rules: `*` matches any run of bytes. */
 int gmp_frame_glob(const char *pat, const char *s, size_t n);

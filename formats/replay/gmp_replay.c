@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "gmp_frames.h"
 #include "gmp_livetab.h"
 #include "gmp_replay.h"
 
@@ -241,6 +242,7 @@ struct gmp_replay {
     size_t scratch_cap;
 
     gmp_replay_summary sum;
+    gmp_frame_memo *fmemo; /* gmp_replay_frame_memo */
 };
 
 /* ---- errors ---- */
@@ -284,6 +286,7 @@ gmp_err gmp_replay_new(gmp_replay **out, gmp_reader *r, const gmp_replay_opts *o
     rp->handles.uoff = offsetof(handle_ent, used);
     rp->freed = calloc(FREED_CACHE, sizeof *rp->freed);
     rp->last_site = SIZE_MAX;
+    rp->fmemo = gmp_frame_memo_new(); /* NULL: classified every time */
     if (!rp->freed) {
         gmp_replay_free(rp);
         return GMP_ERR_NOMEM;
@@ -316,7 +319,13 @@ void gmp_replay_free(gmp_replay *rp)
         free(rp->notices[i].msg);
     free(rp->notices);
     free(rp->scratch);
+    gmp_frame_memo_free(rp->fmemo);
     free(rp);
+}
+
+gmp_frame_memo *gmp_replay_frame_memo(const gmp_replay *rp)
+{
+    return rp ? rp->fmemo : NULL;
 }
 
 gmp_err gmp_replay_add(gmp_replay *rp, const gmp_replay_ops *ops, void *ctx)

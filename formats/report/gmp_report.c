@@ -994,7 +994,7 @@ static uint32_t stack_copy(live *L, uint32_t id)
         gmp_report_frame *o = &out[i];
         gmp_frame_info fi = {gmp_report_str(t, o->function), gmp_report_str(t, o->file),
                              gmp_report_str(t, o->module)};
-        o->cls = (uint8_t)gmp_frame_classify(&fi, NULL);
+        o->cls = (uint8_t)gmp_frame_classify_memo(gmp_replay_frame_memo(L->rp), &fi);
         if (o->cls == GMP_FRAME_USER && s->user == k)
             s->user = i;
     }
@@ -1245,7 +1245,7 @@ static uint32_t ana_stack(void *c, uint32_t id)
 }
 
 /* The category of a site (gmp_frames_category) from its stack's frames and its range path. */
-static uint32_t site_category(const gmp_report_trace *t, const gmp_report_row *o)
+static uint32_t site_category(gmp_frame_memo *m, const gmp_report_trace *t, const gmp_report_row *o)
 {
     gmp_frame_info fi[MAX_FRAMES];
     size_t n = 0;
@@ -1257,7 +1257,7 @@ static uint32_t site_category(const gmp_report_trace *t, const gmp_report_row *o
             fi[n].module = gmp_report_str(t, s->frames[i].module);
         }
     }
-    gmp_category c = gmp_frames_category(fi, n, gmp_report_str(t, o->range));
+    gmp_category c = gmp_frames_category_memo(m, fi, n, gmp_report_str(t, o->range));
     /* lifetimes: made by the backward pass and still live at the end (as at the peak), it was
      * kept past the backward: a gradient (AccumulateGrad keeps the incoming buffer as .grad) */
     if (c == GMP_CAT_TEMPORARY && o->peak_bytes && o->live_bytes >= o->peak_bytes)
@@ -1330,7 +1330,7 @@ static gmp_err freeze(live *L)
         o->peak_bytes = s->peak_bytes;
         o->peak_count = s->peak_count;
         o->max_alloc_bytes = s->max_alloc_bytes;
-        o->category = site_category(t, o);
+        o->category = site_category(gmp_replay_frame_memo(rp), t, o);
     }
     if ((e = freeze_ranges(L)) != GMP_OK || (e = freeze_lanes(L)) != GMP_OK)
         return e;
