@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #define MAX_ITEMS (UINT32_MAX / 2)
@@ -65,6 +66,7 @@ struct gmp_pkstream {
     size_t roles_pending;
     gmp_pkv result;
     int done, consumer_stop;
+    double scan_s, parse_s;
     /* errors */
     char *err;
     size_t errlen;
@@ -1296,6 +1298,13 @@ gmp_pkstream *gmp_pkstream_new(const gmp_pickle_limits *lim, const gmp_pkstream_
     return P;
 }
 
+static double now_s(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
 static gmp_err run(gmp_pkstream *P, char *err, size_t errlen)
 {
     P->err = err;
@@ -1304,10 +1313,12 @@ static gmp_err run(gmp_pkstream *P, char *err, size_t errlen)
         err[0] = 0;
     if (P->done || P->code != GMP_OK || P->sn)
         return fail(P, GMP_ERR_ARG, "bad argument"), GMP_ERR_ARG;
+    double t0 = now_s();
     input_reset(P);
     scan(P);
     if (P->code == GMP_OK)
         memo_prepare(P);
+    double t1 = now_s();
     input_reset(P);
     while (P->code == GMP_OK && !P->done)
         if (step(P) < 0)
@@ -1316,6 +1327,8 @@ static gmp_err run(gmp_pkstream *P, char *err, size_t errlen)
         P->result = P->stack[0];
         P->sn = 0;
     }
+    P->scan_s = t1 - t0;
+    P->parse_s = now_s() - t1;
     free(P->buf);
     P->buf = NULL;
     return P->code != GMP_OK ? P->code : GMP_OK;
@@ -1380,6 +1393,14 @@ const gmp_pkv *gmp_pkstream_root(const gmp_pkstream *P)
 size_t gmp_pkstream_peak_memory(const gmp_pkstream *P)
 {
     return P ? P->peak : 0;
+}
+
+void gmp_pkstream_times(const gmp_pkstream *P, double *scan_s, double *parse_s)
+{
+    if (scan_s)
+        *scan_s = P ? P->scan_s : 0;
+    if (parse_s)
+        *parse_s = P ? P->parse_s : 0;
 }
 
 void gmp_pkstream_free(gmp_pkstream *P)
