@@ -334,7 +334,8 @@ static uint64_t mix(uint64_t h, const char *p, size_t n)
         n -= 8;
     }
     uint64_t w = 0;
-    memcpy(&w, p, n);
+    if (n) /* p may be NULL when n is 0 */
+        memcpy(&w, p, n);
     h = (h ^ w ^ ((uint64_t)n << 56)) * 0xbf58476d1ce4e5b9ull;
     return h ^ (h >> 31);
 }
@@ -355,9 +356,10 @@ static int key_eq(const gmp_frame_memo *m, const memo_ent *e, const gmp_frame_in
     memcpy(l, k, sizeof l);
     if (l[0] != x->function.len || l[1] != x->file.len || l[2] != x->module.len)
         return 0;
-    k += sizeof l;
-    return memcmp(k, x->function.ptr, l[0]) == 0 && memcmp(k + l[0], x->file.ptr, l[1]) == 0 &&
-           memcmp(k + l[0] + l[1], x->module.ptr, l[2]) == 0;
+    k += sizeof l; /* a field's ptr may be NULL when its len is 0 */
+    return (!l[0] || memcmp(k, x->function.ptr, l[0]) == 0) &&
+           (!l[1] || memcmp(k + l[0], x->file.ptr, l[1]) == 0) &&
+           (!l[2] || memcmp(k + l[0] + l[1], x->module.ptr, l[2]) == 0);
 }
 
 /* Keeps the facts of x; silently keeps nothing when memory runs out (they are computed again). */
