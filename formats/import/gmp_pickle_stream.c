@@ -32,6 +32,24 @@ typedef struct freelist {
     void *head;
 } freelist;
 
+/* The memo's rank over the fetched indices: word w of the bitmap and the fetched indices before
+ * it, side by side (one cache line per lookup). */
+typedef struct mword {
+    uint64_t bits;
+    uint64_t rank;
+} mword;
+
+/* A memo slot: the value (as gmp_pkv) and the fetches left, in one 16-byte slot. */
+typedef struct mslot {
+    uint8_t type, big, left;
+    union {
+        int64_t i;
+        uint64_t u;
+        double f;
+        gmp_pkobj *o;
+    } v;
+} mslot;
+
 struct gmp_pkstream {
     gmp_pickle_limits lim;
     gmp_pkstream_cb cb;
@@ -47,11 +65,10 @@ struct gmp_pkstream {
     uint8_t *cnt; /* per memo index: bit 7 defined, bits 0-6 fetches (KEEP: many) */
     size_t cnt_len, cnt_cap;
     /* parse: memo */
-    uint64_t *refbits; /* bit i: index i is fetched at least once */
-    uint32_t *rank;    /* per 64-bit word: fetched indices before it */
+    mword *mw; /* bit i: index i is fetched at least once; rank */
     size_t nwords;
-    gmp_pkv *slots;    /* per fetched index, in index order */
-    uint8_t *left;     /* fetches left */
+    mslot *slots; /* per fetched index, in index order */
+    size_t nslots;
     uint64_t *defined; /* bit i: index i defined so far (for MEMOIZE's len(memo)) */
     size_t ndefined;
     /* parse: stacks */
@@ -239,6 +256,12 @@ static void unref(gmp_pkstream *P, const gmp_pkv *v)
         obj_free(P, v->v.o);
 }
 
+static void slot_unref(gmp_pkstream *P, const mslot *m)
+{
+    if (m->type >= GMP_PK_STR && --m->v.o->refs == 0)
+        obj_free(P, m->v.o);
+}
+
 /* ---- input ---- */
 
 /* Makes at least k bytes available at p; -1 (truncated, or an I/O error) when the input has
@@ -381,22 +404,20 @@ static int skip_len(gmp_pkstream *P, size_t w)
     return 0;
 }
 
-static void scan(gmp_pkstream *P)
+/* One opcode of the scan, from P->p, refilling the window as needed: -1 to stop. */
+static int scan_step(gmp_pkstream *P, uint64_t *ndef, int first)
 {
-    uint64_t ndef = 0;
-    int first = 1;
-    for (;;) {
+    {
         if (fill(P, 1) < 0)
-            return;
+            return -1;
         unsigned op = *P->p++;
         if (first && op != 0x80)
-            return;
-        first = 0;
+            return -1;
         size_t w = 0;
         uint64_t key;
         uint8_t *c = NULL;
         switch (op) {
-        case '.': return;
+        case '.': return -1;
         case '(':
         case '0':
         case '1':
@@ -416,13 +437,13 @@ static void scan(gmp_pkstream *P)
         case 0x87:
         case 'd':
         case 's':
-        case 'u': continue;
+        case 'u': return 0;
         case 0x80: w = 1; break;
         case 0x95:
             if (fill(P, 8) < 0 || le(P->p, 8) > left_in_input(P) - 8)
-                return;
+                return -1;
             P->p += 8;
-            continue;
+            return 0;
         case 'J': w = 4; break;
         case 'K': w = 1; break;
         case 'M': w = 2; break;
@@ -431,60 +452,157 @@ static void scan(gmp_pkstream *P)
         case 0x8c:
         case 'C':
             if (skip_len(P, 1) < 0)
-                return;
-            continue;
+                return -1;
+            return 0;
         case 0x8b:
             if (fill(P, 4) < 0 || (P->p[3] & 0x80))
-                return;
+                return -1;
             if (skip_len(P, 4) < 0)
-                return;
-            continue;
+                return -1;
+            return 0;
         case 'X':
         case 'B':
             if (skip_len(P, 4) < 0)
-                return;
-            continue;
+                return -1;
+            return 0;
         case 0x8d:
         case 0x8e:
             if (skip_len(P, 8) < 0)
-                return;
-            continue;
+                return -1;
+            return 0;
         case 0x94: /* MEMOIZE */
         case 'q':
         case 'r':
             if (op == 0x94) {
-                key = ndef;
+                key = *ndef;
             } else {
                 w = op == 'q' ? 1 : 4;
                 if (fill(P, w) < 0)
-                    return;
+                    return -1;
                 key = le(P->p, w);
                 P->p += w;
             }
             if (cnt_at(P, key, &c) < 0)
-                return;
+                return -1;
             if (!(*c & 0x80)) {
                 *c |= 0x80;
-                ndef++;
+                (*ndef)++;
             }
-            continue;
+            return 0;
         case 'h':
         case 'j':
             w = op == 'h' ? 1 : 4;
             if (fill(P, w) < 0)
-                return;
+                return -1;
             key = le(P->p, w);
             P->p += w;
             if (key >= P->cnt_len || !(P->cnt[key] & 0x80))
-                return;
+                return -1;
             if ((P->cnt[key] & KEEP) != KEEP)
                 P->cnt[key]++;
-            continue;
-        default: return; /* refused or unknown: the parse says which */
+            return 0;
+        default: return -1; /* refused or unknown: the parse says which */
         }
         if (fill(P, w) < 0)
-            return;
+            return -1;
         P->p += w;
+    }
+    return 0;
+}
+
+/* The scan loop: the opcodes of snapshots are skipped in place while the window holds all their
+ * bytes; the others, and the end of the window, go through scan_step. */
+static void scan(gmp_pkstream *P)
+{
+    uint64_t ndef = 0;
+    if (scan_step(P, &ndef, 1) < 0)
+        return;
+    for (;;) {
+        const unsigned char *p = P->p, *end = P->end;
+        uint8_t *cnt = P->cnt;
+        size_t cnt_len = P->cnt_len, cnt_cap = P->cnt_cap;
+        while (end - p >= 9) {
+            uint64_t key;
+            size_t n;
+            switch (*p) {
+            case '(':
+            case '0':
+            case '1':
+            case '2':
+            case 'N':
+            case 0x88:
+            case 0x89:
+            case ']':
+            case '}':
+            case ')':
+            case 'a':
+            case 'e':
+            case 'l':
+            case 't':
+            case 0x85:
+            case 0x86:
+            case 0x87:
+            case 'd':
+            case 's':
+            case 'u': p++; continue;
+            case 'K': p += 2; continue;
+            case 'M': p += 3; continue;
+            case 'J': p += 5; continue;
+            case 'G': p += 9; continue;
+            case 0x8a:
+            case 0x8c:
+            case 'C':
+                n = (size_t)p[1] + 2;
+                if ((size_t)(end - p) < n)
+                    goto slow;
+                p += n;
+                continue;
+            case 'X':
+            case 'B':
+                n = (size_t)le(p + 1, 4) + 5;
+                if ((size_t)(end - p) < n)
+                    goto slow;
+                p += n;
+                continue;
+            case 0x94:
+                if (ndef >= cnt_cap || ndef >= P->lim.max_memo)
+                    goto slow;
+                if (ndef >= cnt_len) {
+                    memset(cnt + cnt_len, 0, (size_t)ndef + 1 - cnt_len);
+                    cnt_len = (size_t)ndef + 1;
+                }
+                if (!(cnt[ndef] & 0x80)) {
+                    cnt[ndef] |= 0x80;
+                    ndef++;
+                }
+                p++;
+                continue;
+            case 'h':
+                key = p[1];
+                p += 2;
+                goto get;
+            case 'j':
+                key = le(p + 1, 4);
+                p += 5;
+                goto get;
+            default: goto slow;
+            }
+        get:
+            if (key >= cnt_len || !(cnt[key] & 0x80))
+                goto stop; /* not defined: the parse says so */
+            if ((cnt[key] & KEEP) != KEEP)
+                cnt[key]++;
+            continue;
+        }
+    slow:
+        P->p = p;
+        P->cnt_len = cnt_len;
+        if (scan_step(P, &ndef, 0) < 0)
+            return;
+        continue;
+    stop:
+        P->cnt_len = cnt_len;
+        return;
     }
 }
 
@@ -495,25 +613,23 @@ static int memo_prepare(gmp_pkstream *P)
     size_t nref = 0;
     for (size_t i = 0; i < P->cnt_len; i++)
         nref += (P->cnt[i] & KEEP) != 0;
-    size_t bytes =
-        P->nwords * (2 * sizeof(uint64_t) + sizeof(uint32_t)) + nref * (sizeof(gmp_pkv) + 1);
+    size_t bytes = P->nwords * (sizeof(mword) + sizeof(uint64_t)) + nref * sizeof(mslot);
     if (charge(P, bytes) < 0)
         return -1;
-    P->refbits = calloc(P->nwords ? P->nwords : 1, sizeof *P->refbits);
+    P->mw = calloc(P->nwords ? P->nwords : 1, sizeof *P->mw);
     P->defined = calloc(P->nwords ? P->nwords : 1, sizeof *P->defined);
-    P->rank = calloc(P->nwords ? P->nwords : 1, sizeof *P->rank);
     P->slots = calloc(nref ? nref : 1, sizeof *P->slots);
-    P->left = calloc(nref ? nref : 1, 1);
-    if (!P->refbits || !P->defined || !P->rank || !P->slots || !P->left)
+    if (!P->mw || !P->defined || !P->slots)
         return fail(P, GMP_ERR_NOMEM, "out of memory");
+    P->nslots = nref;
     size_t r = 0;
     for (size_t w = 0; w < P->nwords; w++) {
-        P->rank[w] = (uint32_t)r;
+        P->mw[w].rank = r;
         for (size_t b = 0; b < 64 && w * 64 + b < P->cnt_len; b++) {
             uint8_t c = P->cnt[w * 64 + b] & KEEP;
             if (c) {
-                P->refbits[w] |= (uint64_t)1 << b;
-                P->left[r++] = c;
+                P->mw[w].bits |= (uint64_t)1 << b;
+                P->slots[r++].left = c;
             }
         }
     }
@@ -537,14 +653,42 @@ static inline long slot_of(const gmp_pkstream *P, uint64_t k)
 {
     if (k >= (uint64_t)P->nwords * 64)
         return -1;
-    size_t w = (size_t)(k >> 6);
+    const mword *w = &P->mw[k >> 6];
     uint64_t bit = (uint64_t)1 << (k & 63);
-    if (!(P->refbits[w] & bit))
+    if (!(w->bits & bit))
         return -1;
-    return (long)(P->rank[w] + popcount64(P->refbits[w] & (bit - 1)));
+    return (long)(w->rank + popcount64(w->bits & (bit - 1)));
 }
 
 /* ---- parse ---- */
+
+/* Writes a value as two 8-byte stores. (A value built in pieces in memory and then copied whole
+ * is read back by one 16-byte load across stores of other sizes, which waits for them to reach
+ * the cache: that was a good part of the parse's time.) */
+static inline void pkv_put(gmp_pkv *d, unsigned type, unsigned big, uint64_t u)
+{
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    uint64_t h = type | (uint64_t)big << 8;
+    memcpy(d, &h, sizeof h);
+    memcpy(&d->v, &u, sizeof u);
+#else
+    d->type = (uint8_t)type;
+    d->big = (uint8_t)big;
+    d->v.u = u;
+#endif
+}
+
+static inline void pkv_put_obj(gmp_pkv *d, unsigned type, gmp_pkobj *o)
+{
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    uint64_t h = type;
+    memcpy(d, &h, sizeof h);
+#else
+    d->type = (uint8_t)type;
+    d->big = 0;
+#endif
+    d->v.o = o;
+}
 
 static int push_slow(gmp_pkstream *P, gmp_pkv v)
 {
@@ -962,12 +1106,15 @@ static int memo_put(gmp_pkstream *P, uint64_t key)
         P->ndefined++; /* never fetched (the scan stopped before): only its count matters */
     }
     long s = slot_of(P, key);
-    if (s < 0 || !P->left[s])
+    if (s < 0 || !P->slots[s].left)
         return 0; /* never fetched again: not kept */
     gmp_pkv *top = &P->stack[P->sn - 1];
     ref(top);
-    unref(P, &P->slots[s]);
-    P->slots[s] = *top;
+    mslot *m = &P->slots[s];
+    slot_unref(P, m);
+    m->type = top->type;
+    m->big = top->big;
+    m->v.u = top->v.u;
     return 0;
 }
 
@@ -975,11 +1122,12 @@ static inline int memo_get(gmp_pkstream *P, uint64_t key)
 {
     long s = slot_of(P, key);
     if (key >= (uint64_t)P->nwords * 64 || !(P->defined[key >> 6] & ((uint64_t)1 << (key & 63))) ||
-        s < 0)
+        s < 0 || !P->slots[s].left)
         return fail(P, GMP_ERR_FORMAT, "memo key %llu not defined", (unsigned long long)key);
-    gmp_pkv v = P->slots[s];
-    if (P->left[s] != KEEP && --P->left[s] == 0) {
-        P->slots[s].type = GMP_PK_NONE; /* the last fetch: the memo's reference moves */
+    mslot *m = &P->slots[s];
+    gmp_pkv v = {.type = m->type, .big = m->big, .v.u = m->v.u};
+    if (m->left != KEEP && --m->left == 0) {
+        m->type = GMP_PK_NONE; /* the last fetch: the memo's reference moves */
         return push(P, v);
     }
     ref(&v);
@@ -1204,6 +1352,162 @@ static int step(gmp_pkstream *P)
     }
 }
 
+/* The parse loop. The opcodes snapshots are made of are decoded here in place, while the window
+ * holds all their bytes and nothing can go wrong; everything else (the first opcode, the rare
+ * ones, the end of the window, anything that would fail) goes through step() from the opcode's
+ * first byte, which then does all the checks and says what is wrong. Where a helper can fail
+ * (memory, a limit, the streaming rules), op_off is set first. */
+static void parse(gmp_pkstream *P)
+{
+    if (step(P) < 0 || P->done)
+        return;
+    for (;;) {
+        const unsigned char *p = P->p, *end = P->end;
+        while (end - p >= 9) {
+            const unsigned char *op = p;
+            uint64_t key, vu;
+            unsigned vt, vb = 0;
+            switch (*p) {
+            case 'h':
+                key = p[1];
+                p += 2;
+                goto get;
+            case 'j':
+                key = le(p + 1, 4);
+                p += 5;
+                goto get;
+            case 0x94:
+                P->op_off = (size_t)(P->base + (uint64_t)(op - P->start));
+                if (memo_put(P, P->ndefined) < 0)
+                    goto out;
+                p++;
+                continue;
+            case '(':
+                if (P->mn == P->mcap)
+                    goto slow;
+                P->marks[P->mn++] = P->sn;
+                p++;
+                continue;
+            case 'K': vt = GMP_PK_INT, vu = p[1], p += 2; goto push_v;
+            case 'M': vt = GMP_PK_INT, vu = le(p + 1, 2), p += 3; goto push_v;
+            case 'J':
+                vt = GMP_PK_INT, vu = (uint64_t)(int64_t)(int32_t)(uint32_t)le(p + 1, 4), p += 5;
+                goto push_v;
+            case 'N': vt = GMP_PK_NONE, vu = 0, p++; goto push_v;
+            case 0x88:
+            case 0x89: vt = GMP_PK_BOOL, vu = *p == 0x88, p++; goto push_v;
+            case 0x8a: {
+                /* as gmp_pickle_decode_long, for up to 8 bytes (longer ones: step) */
+                size_t n = p[1];
+                if (n > 8 || (size_t)(end - p) < 2 + n)
+                    goto slow;
+                vt = GMP_PK_INT, vu = 0;
+                if (n) {
+                    vu = le(p + 2, n);
+                    if (p[1 + n] & 0x80) {
+                        if (n < 8)
+                            vu |= ~(uint64_t)0 << (8 * n);
+                    } else if (vu > (uint64_t)INT64_MAX) {
+                        vb = 1;
+                    }
+                }
+                p += 2 + n;
+                goto push_v;
+            }
+            case 0x8c: {
+                size_t n = p[1];
+                if ((size_t)(end - p) < 2 + n || P->sn == P->scap)
+                    goto slow;
+                P->op_off = (size_t)(P->base + (uint64_t)(op - P->start));
+                gmp_pkobj *o = obj_new(P, GMP_PK_STR);
+                if (!o)
+                    goto out;
+                o->d.s = xalloc(P, n + 1);
+                if (!o->d.s) {
+                    fl_put(P, &P->objs, o, sizeof *o);
+                    goto out;
+                }
+                memcpy(o->d.s, p + 2, n);
+                o->d.s[n] = 0;
+                o->n = (uint32_t)n;
+                pkv_put_obj(&P->stack[P->sn++], GMP_PK_STR, o);
+                p += 2 + n;
+                continue;
+            }
+            case ']':
+            case '}': {
+                if (P->sn == P->scap)
+                    goto slow;
+                uint8_t t = *p == ']' ? GMP_PK_LIST : GMP_PK_DICT;
+                P->op_off = (size_t)(P->base + (uint64_t)(op - P->start));
+                gmp_pkobj *c = obj_new(P, t);
+                if (!c)
+                    goto out;
+                predict(P, c);
+                pkv_put_obj(&P->stack[P->sn++], t, c);
+                p++;
+                continue;
+            }
+            case 'u':
+            case 'e': {
+                if (!P->mn)
+                    goto slow;
+                size_t first = P->marks[P->mn - 1];
+                size_t below = P->mn >= 2 ? P->marks[P->mn - 2] : 0;
+                if (first <= below || first == 0)
+                    goto slow;
+                gmp_pkv *c = &P->stack[first - 1];
+                if (c->type != (*p == 'u' ? GMP_PK_DICT : GMP_PK_LIST) || c->v.o->sealed)
+                    goto slow;
+                P->mn--;
+                P->op_off = (size_t)(P->base + (uint64_t)(op - P->start));
+                if ((*p == 'u' ? set_items(P, c->v.o, first) : append_items(P, c->v.o, first)) < 0)
+                    goto out;
+                p++;
+                continue;
+            }
+            default: goto slow;
+            }
+        get:
+            if (key >= (uint64_t)P->nwords * 64 || P->sn == P->scap)
+                goto slow;
+            {
+                /* no check of P->defined: the scan counted only fetches of defined indices and
+                 * stopped at the first other one, where the parse fails (through step) */
+                const mword *w = &P->mw[key >> 6];
+                uint64_t bit = (uint64_t)1 << (key & 63);
+                if (!(w->bits & bit))
+                    goto slow;
+                mslot *m = &P->slots[w->rank + popcount64(w->bits & (bit - 1))];
+                if (!m->left)
+                    goto slow;
+                vt = m->type, vb = m->big, vu = m->v.u;
+                if (m->left != KEEP && --m->left == 0)
+                    m->type = GMP_PK_NONE; /* the last fetch: the memo's reference moves */
+                else if (vt >= GMP_PK_STR)
+                    m->v.o->refs++;
+                pkv_put(&P->stack[P->sn++], vt, vb, vu);
+                continue;
+            }
+        push_v:
+            if (P->sn == P->scap) {
+                p = op;
+                goto slow;
+            }
+            pkv_put(&P->stack[P->sn++], vt, vb, vu);
+            continue;
+        slow:
+            p = op;
+            break;
+        }
+        P->p = p;
+        if (step(P) < 0 || P->done)
+            return;
+    }
+out:
+    return;
+}
+
 /* After STOP: the root must be the value predicted, every streamed list where it was predicted;
  * lists that could not be streamed (a root made by DICT, say) are handed over now. */
 static int finish(gmp_pkstream *P)
@@ -1301,7 +1605,7 @@ gmp_pkstream *gmp_pkstream_new(const gmp_pickle_limits *lim, const gmp_pkstream_
 static double now_s(void)
 {
     struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
     return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
 }
 
@@ -1320,9 +1624,8 @@ static gmp_err run(gmp_pkstream *P, char *err, size_t errlen)
         memo_prepare(P);
     double t1 = now_s();
     input_reset(P);
-    while (P->code == GMP_OK && !P->done)
-        if (step(P) < 0)
-            break;
+    if (P->code == GMP_OK)
+        parse(P);
     if (P->code == GMP_OK && P->done && finish(P) == 0) {
         P->result = P->stack[0];
         P->sn = 0;
@@ -1409,11 +1712,8 @@ void gmp_pkstream_free(gmp_pkstream *P)
         return;
     unref(P, &P->result);
     drop_from(P, 0);
-    size_t nref = 0;
-    for (size_t w = 0; w < P->nwords; w++)
-        nref += popcount64(P->refbits[w]);
-    for (size_t i = 0; i < nref; i++)
-        unref(P, &P->slots[i]);
+    for (size_t i = 0; i < P->nslots; i++)
+        slot_unref(P, &P->slots[i]);
     if (P->root) {
         gmp_pkv r = {.type = P->root->type, .v.o = P->root};
         unref(P, &r);
@@ -1421,10 +1721,8 @@ void gmp_pkstream_free(gmp_pkstream *P)
     free(P->stack);
     free(P->marks);
     free(P->cnt);
-    free(P->refbits);
-    free(P->rank);
+    free(P->mw);
     free(P->slots);
-    free(P->left);
     free(P->defined);
     free(P->buf);
     fl_free(&P->objs);
