@@ -11,7 +11,6 @@
  * 0). Strings and stack nodes are defined in the writer when an op first needs them, in the order
  * the frames are walked (outermost first), so the trace is the same as when the whole tree was
  * read. */
-#include "gmp_map.h"
 #include "gmp_import_torch.h"
 
 #include <errno.h>
@@ -42,6 +41,102 @@
 #define SYNC_EVERY 8192
 #define TRACE_BASE 1000000ull          /* trace time of the state before the window (1 ms) */
 #define CUDA_ERROR_MEMORY_ALLOCATION 2 /* cudaErrorMemoryAllocation */
+
+/* ---- a map of 64-bit keys to non-zero values (0: an empty slot) ---- */
+
+/* Open addressing with linear probing, one array of slots (a lookup touches one cache line). It
+ * places keys exactly as gmp_omap does (the same hash, first size 64, doubling past a load of 3/4,
+ * moved in slot order), so a walk of the slots visits the keys in the same order as before: the
+ * pre-window blocks found by pre_from_first_frees are written in that order. */
+typedef struct kslot {
+    uint64_t key, val;
+} kslot;
+
+typedef struct kmap {
+    kslot *s;
+    size_t cap, n;
+} kmap;
+
+static inline size_t kmap_hash(uint64_t k)
+{
+    k ^= k >> 33;
+    k *= 0xff51afd7ed558ccdULL;
+    k ^= k >> 33;
+    return (size_t)k;
+}
+
+static const kslot *kmap_get(const kmap *m, uint64_t key)
+{
+    if (!m->cap)
+        return NULL;
+    size_t mask = m->cap - 1;
+    for (size_t i = kmap_hash(key) & mask;; i = (i + 1) & mask) {
+        const kslot *e = &m->s[i];
+        if (!e->val)
+            return NULL;
+        if (e->key == key)
+            return e;
+    }
+}
+
+/* Starts loading the first slot of key (a map much larger than the caches misses on most
+ * lookups; the entry's other fields are read meanwhile). */
+static inline void kmap_prefetch(const kmap *m, uint64_t key)
+{
+    if (m->cap)
+        __builtin_prefetch(&m->s[kmap_hash(key) & (m->cap - 1)]);
+}
+
+static int kmap_grow(kmap *m)
+{
+    size_t nc = m->cap ? m->cap * 2 : 64;
+    kslot *ns = calloc(nc, sizeof *ns);
+    if (!ns)
+        return -1;
+    for (size_t i = 0; i < m->cap; i++) {
+        if (!m->s[i].val)
+            continue;
+        size_t j = kmap_hash(m->s[i].key) & (nc - 1);
+        while (ns[j].val)
+            j = (j + 1) & (nc - 1);
+        ns[j] = m->s[i];
+    }
+    free(m->s);
+    m->s = ns;
+    m->cap = nc;
+    return 0;
+}
+
+/* The slot of key; when absent, inserted with val (non-zero) and *fresh set. NULL: out of memory.
+ */
+static kslot *kmap_put(kmap *m, uint64_t key, uint64_t val, int *fresh)
+{
+    *fresh = 0;
+    size_t mask = m->cap - 1, i = 0;
+    if (m->cap) {
+        for (i = kmap_hash(key) & mask; m->s[i].val; i = (i + 1) & mask)
+            if (m->s[i].key == key)
+                return &m->s[i];
+    }
+    if ((m->n + 1) * 4 > m->cap * 3) {
+        if (kmap_grow(m) < 0)
+            return NULL;
+        mask = m->cap - 1;
+        for (i = kmap_hash(key) & mask; m->s[i].val;)
+            i = (i + 1) & mask;
+    }
+    m->s[i].key = key;
+    m->s[i].val = val;
+    m->n++;
+    *fresh = 1;
+    return &m->s[i];
+}
+
+static void kmap_free(kmap *m)
+{
+    free(m->s);
+    memset(m, 0, sizeof *m);
+}
 
 /* ---- state ---- */
 
@@ -76,7 +171,7 @@ typedef struct chunk {
 
 typedef struct device {
     int present;
-    gmp_omap seg_first, blk_first; /* address -> FIRST_VAL of the window's first event */
+    kmap seg_first, blk_first;     /* address -> FIRST_VAL of the window's first event */
     uint64_t seg_in, seg_out;      /* window: segment_alloc / segment_free bytes */
     uint64_t map_in, map_out;      /* window: segment_map / segment_unmap bytes */
     uint64_t blk_in, blk_out;      /* window: alloc / free_completed bytes */
@@ -135,7 +230,15 @@ typedef struct imp {
     size_t nframes, cap_frames;
     uint32_t *node_parent, *node_frame, *node_wid; /* node 0: no frame */
     size_t nnodes, cap_nodes;
-    gmp_omap trie; /* parent << 32 | frame -> node */
+    kmap trie; /* parent << 32 | frame -> node */
+    /* first events on their way to the devices' maps (see first_event) */
+    struct fe_pending {
+        uint64_t addr, val;
+        uint32_t dk; /* device << 1 | segment */
+    } * fe_log;
+    size_t fe_n;
+    uint64_t *fe_recent;    /* FE_RECENT addresses + 1 (0: none) ... */
+    uint32_t *fe_recent_dk; /* ... of these devices and kinds: put in a map or in fe_log */
     gmp_pkstream *ps;
     /* writing */
     gmp_writer *w;
@@ -183,7 +286,7 @@ static device *dev_get(imp *I, int64_t d)
 
 /* ---- reading fields ---- */
 
-static int field_u64(imp *I, const gmp_pkv *v, const char *key, int required, uint64_t *out)
+static int field_u64_slow(imp *I, const gmp_pkv *v, const char *key, int required, uint64_t *out)
 {
     if (!v || v->type == GMP_PK_NONE) {
         if (required) {
@@ -206,6 +309,16 @@ static int field_u64(imp *I, const gmp_pkv *v, const char *key, int required, ui
         return -1;
     }
     return 1;
+}
+
+/* 1 with the value in *out; 0 when absent and not required; -1 (with the message) otherwise. */
+static inline int field_u64(imp *I, const gmp_pkv *v, const char *key, int required, uint64_t *out)
+{
+    if (v && v->type == GMP_PK_INT && (v->big || v->v.i >= 0)) {
+        *out = v->v.u;
+        return 1;
+    }
+    return field_u64_slow(I, v, key, required, out);
 }
 
 static int get_u64(imp *I, const gmp_pkv *d, const char *key, int required, uint64_t *out)
@@ -272,15 +385,60 @@ static int push_pre(imp *I, int seg, int32_t d, uint64_t addr, uint64_t size, ui
     return 0;
 }
 
-/* Records the first event of addr in the window. */
-static int first_event(imp *I, gmp_omap *m, uint64_t addr, unsigned type, uint64_t size)
+/* The first event of each address in the window goes to a map per device and kind (blocks,
+ * segments) that is much larger than the caches at scale (a snapshot of 2 M entries touches 190 k
+ * addresses): looked up entry by entry, nearly every lookup waited for memory. So the events are
+ * logged and put in the maps FE_LOG at a time, in order (the maps end up the same), loading the
+ * slots a few events ahead; and an event of an address seen recently (the cache fe_recent: an
+ * address is mostly freed and reused soon after) is not its first, so it is not logged at all. */
+#define FE_LOG 4096
+#define FE_RECENT 4096
+#define FE_AHEAD 16
+
+static kmap *fe_map(imp *I, uint32_t dk)
 {
-    int fresh;
-    uint64_t *v = gmp_omap_put(m, addr, &fresh);
-    if (!v)
-        return nomem(I), -1;
-    if (fresh)
-        *v = FIRST_VAL(type, size);
+    device *dv = &I->dev[dk >> 1];
+    return dk & 1 ? &dv->seg_first : &dv->blk_first;
+}
+
+static int fe_flush(imp *I)
+{
+    struct fe_pending *l = I->fe_log;
+    size_t n = I->fe_n;
+    I->fe_n = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (i + FE_AHEAD < n)
+            kmap_prefetch(fe_map(I, l[i + FE_AHEAD].dk), l[i + FE_AHEAD].addr);
+        int fresh;
+        if (!kmap_put(fe_map(I, l[i].dk), l[i].addr, l[i].val, &fresh))
+            return nomem(I), -1;
+    }
+    return 0;
+}
+
+/* Records the first event of addr in the window (of device d; seg: a segment's). */
+static int first_event(imp *I, int32_t d, int seg, uint64_t addr, unsigned type, uint64_t size)
+{
+    uint32_t dk = (uint32_t)d << 1 | (uint32_t)seg;
+    size_t j =
+        (size_t)((addr >> 9) ^ (addr >> 21) ^ ((uint64_t)dk * 0x9e3779b1u)) & (FE_RECENT - 1);
+    if (I->fe_recent) {
+        if (I->fe_recent[j] == addr + 1 && I->fe_recent_dk[j] == dk && addr != UINT64_MAX)
+            return 0;
+    } else {
+        I->fe_log = malloc(FE_LOG * sizeof *I->fe_log);
+        I->fe_recent = calloc(FE_RECENT, sizeof *I->fe_recent);
+        I->fe_recent_dk = calloc(FE_RECENT, sizeof *I->fe_recent_dk);
+        if (!I->fe_log || !I->fe_recent || !I->fe_recent_dk)
+            return nomem(I), -1;
+    }
+    if (I->fe_n == FE_LOG && fe_flush(I) < 0)
+        return -1;
+    I->fe_log[I->fe_n++] = (struct fe_pending){addr, FIRST_VAL(type, size), dk};
+    if (addr != UINT64_MAX) {
+        I->fe_recent[j] = addr + 1;
+        I->fe_recent_dk[j] = dk;
+    }
     return 0;
 }
 
@@ -370,7 +528,8 @@ static uint32_t node_of(imp *I, const gmp_pkv *frames)
         }
         uint32_t from = parent;
         int fresh;
-        uint64_t *slot = gmp_omap_put(&I->trie, ((uint64_t)parent << 32) | f, &fresh);
+        kslot *slot =
+            kmap_put(&I->trie, ((uint64_t)parent << 32) | f, I->nnodes ? I->nnodes : 1, &fresh);
         if (!slot)
             return nomem(I), 0;
         if (fresh) {
@@ -395,9 +554,9 @@ static uint32_t node_of(imp *I, const gmp_pkv *frames)
             I->node_parent[I->nnodes] = parent;
             I->node_frame[I->nnodes] = f;
             I->node_wid[I->nnodes] = 0;
-            *slot = I->nnodes++;
+            slot->val = I->nnodes++;
         }
-        parent = (uint32_t)*slot;
+        parent = (uint32_t)slot->val;
         fc = &I->frames[f - 1]; /* the table may have moved */
         fc->last_parent = from;
         fc->last_node = parent;
@@ -486,18 +645,35 @@ static const char *const action_names[] = {NULL,
                                            "segment_unmap",
                                            "oom"};
 
-/* What a string is as a key (tag bits 32-39) and as an action (bits 40-47), cached. */
-static unsigned classify(gmp_pkobj *o, unsigned shift, const char *const *names, unsigned n)
+/* What a string is, cached in its tag: as a trace entry's key (tag bits 32-39), as an action
+ * (bits 40-47), as a segment's or block's key (bits 48-55), as a block's state (bits 56-63). The
+ * strings that are keys are memoized by the pickler: each is compared with the names once. */
+static unsigned classify_slow(gmp_pkobj *o, unsigned shift, const char *const *names, unsigned n)
 {
-    unsigned c = (unsigned)(o->tag >> shift) & 0xff;
-    if (c)
-        return c;
-    c = 1;
+    unsigned c = 1;
     for (unsigned i = 2; i < n; i++)
         if (o->n == strlen(names[i]) && memcmp(o->d.s, names[i], o->n) == 0)
             c = i;
     o->tag |= (uint64_t)c << shift;
     return c;
+}
+
+static inline unsigned classify(gmp_pkobj *o, unsigned shift, const char *const *names, unsigned n)
+{
+    unsigned c = (unsigned)(o->tag >> shift) & 0xff;
+    return c ? c : classify_slow(o, shift, names, n);
+}
+
+/* The values of a dict's string keys by class into f[0..n) (NULL: absent; a key set twice: the
+ * last one, as gmp_pkv_dict_get). d is a DICT. */
+static inline void dict_fields(const gmp_pkv *d, unsigned shift, const char *const *names,
+                               unsigned n, const gmp_pkv **f)
+{
+    const gmp_pkobj *o = d->v.o;
+    const gmp_pkv *it = o->d.items;
+    for (uint32_t i = 0; i < o->n; i++, it += 2)
+        if (it->type == GMP_PK_STR)
+            f[classify(it->v.o, shift, names, n)] = it + 1;
 }
 
 static int read_entry(imp *I, int64_t d64, const gmp_pkv *e)
@@ -517,14 +693,7 @@ static int read_entry(imp *I, int64_t d64, const gmp_pkv *e)
     dv->seq++;
     I->st.entries++;
     const gmp_pkv *f[K_DEVFREE + 1] = {0};
-    const gmp_pkobj *o = e->v.o;
-    for (uint32_t i = 0; i < o->n; i++) {
-        const gmp_pkv *k = &o->d.items[2 * (size_t)i];
-        if (k->type != GMP_PK_STR)
-            continue;
-        unsigned c = classify(k->v.o, 32, key_names, K_DEVFREE + 1);
-        f[c] = &o->d.items[2 * (size_t)i + 1];
-    }
+    dict_fields(e, 32, key_names, K_DEVFREE + 1, f);
     const gmp_pkv *a = f[K_ACTION];
     if (!a || a->type != GMP_PK_STR)
         return failf(I, GMP_ERR_FORMAT,
@@ -577,25 +746,25 @@ static int read_entry(imp *I, int64_t d64, const gmp_pkv *e)
     case OP_ALLOC:
         I->st.allocs++;
         if (add_checked(I, &dv->blk_in, ob.size) < 0 ||
-            first_event(I, &dv->blk_first, ob.addr, FIRST_ALLOC, 0) < 0)
+            first_event(I, d, 0, ob.addr, FIRST_ALLOC, 0) < 0)
             return -1;
         break;
     case OP_FREE:
         I->st.frees++;
         if (add_checked(I, &dv->blk_out, ob.size) < 0 ||
-            first_event(I, &dv->blk_first, ob.addr, FIRST_FREE, ob.size) < 0)
+            first_event(I, d, 0, ob.addr, FIRST_FREE, ob.size) < 0)
             return -1;
         break;
     case OP_SEG_ALLOC:
         I->st.segments++;
         if (add_checked(I, &dv->seg_in, ob.size) < 0 ||
-            first_event(I, &dv->seg_first, ob.addr, FIRST_ALLOC, 0) < 0)
+            first_event(I, d, 1, ob.addr, FIRST_ALLOC, 0) < 0)
             return -1;
         break;
     case OP_SEG_FREE:
         I->st.segment_frees++;
         if (add_checked(I, &dv->seg_out, ob.size) < 0 ||
-            first_event(I, &dv->seg_first, ob.addr, FIRST_FREE, ob.size) < 0)
+            first_event(I, d, 1, ob.addr, FIRST_FREE, ob.size) < 0)
             return -1;
         break;
     case OP_MAP:
@@ -673,6 +842,25 @@ static int push_final(imp *I, int seg, int32_t d, uint64_t addr, uint64_t size, 
     return 0;
 }
 
+enum {
+    S_OTHER = 1,
+    S_DEVICE,
+    S_ADDRESS,
+    S_TOTAL,
+    S_EXPANDABLE,
+    S_BLOCKS,
+    S_SIZE,
+    S_STATE,
+    S_FRAMES,
+    S_REQUESTED,
+    S_HISTORY
+};
+static const char *const seg_key_names[] = {
+    NULL,     NULL,   "device", "address", "total_size",     "is_expandable",
+    "blocks", "size", "state",  "frames",  "requested_size", "history"};
+enum { ST_OTHER = 1, ST_ALLOCATED, ST_PENDING_FREE };
+static const char *const state_names[] = {NULL, NULL, "active_allocated", "active_pending_free"};
+
 static int read_block(imp *I, int32_t d, device *dv, const gmp_pkv *b, uint64_t *offset)
 {
     I->ctx = "a block";
@@ -681,25 +869,28 @@ static int read_block(imp *I, int32_t d, device *dv, const gmp_pkv *b, uint64_t 
                      "not a valid PyTorch memory snapshot: a block is a %s, expected a dict",
                      gmp_pkv_type_name(b)),
                -1;
+    const gmp_pkv *f[S_HISTORY + 1] = {0};
+    dict_fields(b, 48, seg_key_names, S_HISTORY + 1, f);
     uint64_t size, addr = *offset, req;
-    if (get_u64(I, b, "size", 1, &size) < 0 || !size_ok(I, size))
+    if (field_u64(I, f[S_SIZE], "size", 1, &size) < 0 || !size_ok(I, size))
         return -1;
-    int has_addr = get_u64(I, b, "address", 0, &addr);
+    int has_addr = field_u64(I, f[S_ADDRESS], "address", 0, &addr);
     if (has_addr < 0)
         return -1;
     *offset = addr + size;
-    const gmp_pkv *st = gmp_pkv_dict_get(b, "state");
-    if (!gmp_pkv_str_eq(st, "active_allocated") && !gmp_pkv_str_eq(st, "active_pending_free"))
+    const gmp_pkv *st = f[S_STATE];
+    if (!st || st->type != GMP_PK_STR ||
+        classify(st->v.o, 56, state_names, ST_PENDING_FREE + 1) == ST_OTHER)
         return 0;
     /* what the trace counts for a block is the size requested (alloc entries carry it); the
      * legacy format keeps it in history[0].real_size */
-    const gmp_pkv *frames = gmp_pkv_dict_get(b, "frames");
-    int hr = get_u64(I, b, "requested_size", 0, &req);
+    const gmp_pkv *frames = f[S_FRAMES];
+    int hr = field_u64(I, f[S_REQUESTED], "requested_size", 0, &req);
     if (hr < 0)
         return -1;
     if (hr == 0) {
         req = size;
-        const gmp_pkv *h = gmp_pkv_item(gmp_pkv_dict_get(b, "history"), 0);
+        const gmp_pkv *h = gmp_pkv_item(f[S_HISTORY], 0);
         if (h && h->type == GMP_PK_DICT) {
             I->ctx = "a block's history";
             if (get_u64(I, h, "real_size", 0, &req) < 0)
@@ -724,15 +915,18 @@ static int read_segment(imp *I, const gmp_pkv *s)
                      "not a valid PyTorch memory snapshot: a segment is a %s, expected a dict",
                      gmp_pkv_type_name(s)),
                -1;
+    const gmp_pkv *f[S_HISTORY + 1] = {0};
+    dict_fields(s, 48, seg_key_names, S_HISTORY + 1, f);
     uint64_t d, addr, size;
-    if (get_u64(I, s, "device", 1, &d) < 0 || get_u64(I, s, "address", 1, &addr) < 0 ||
-        get_u64(I, s, "total_size", 1, &size) < 0 || !size_ok(I, size))
+    if (field_u64(I, f[S_DEVICE], "device", 1, &d) < 0 ||
+        field_u64(I, f[S_ADDRESS], "address", 1, &addr) < 0 ||
+        field_u64(I, f[S_TOTAL], "total_size", 1, &size) < 0 || !size_ok(I, size))
         return -1;
     device *dv = dev_get(I, d > INT32_MAX ? -1 : (int64_t)d);
     if (!dv)
         return -1;
     int exp = 0;
-    (void)gmp_pkv_get_bool(gmp_pkv_dict_get(s, "is_expandable"), &exp);
+    (void)gmp_pkv_get_bool(f[S_EXPANDABLE], &exp);
     if (exp) {
         dv->has_exp = 1;
         if (add_checked(I, &dv->final_exp, size) < 0)
@@ -742,7 +936,7 @@ static int read_segment(imp *I, const gmp_pkv *s)
             push_final(I, 1, (int32_t)d, addr, size, 0) < 0)
             return -1;
     }
-    const gmp_pkv *blocks = gmp_pkv_dict_get(s, "blocks");
+    const gmp_pkv *blocks = f[S_BLOCKS];
     if (blocks && blocks->type == GMP_PK_LIST && (blocks->v.o->flags & GMP_PKOBJ_HUSKED))
         return failf(I, GMP_ERR_FORMAT,
                      "not a valid PyTorch memory snapshot: a segment's 'blocks' is also a frames "
@@ -766,7 +960,7 @@ static int pre_from_final(imp *I)
     for (size_t i = 0; i < I->nfsegs; i++) {
         final_item *f = &I->fsegs[i];
         device *dv = &I->dev[f->dev];
-        if (!gmp_omap_get(&dv->seg_first, f->addr) &&
+        if (!kmap_get(&dv->seg_first, f->addr) &&
             (push_pre(I, 1, f->dev, f->addr, f->size, 0) < 0 ||
              add_checked(I, &dv->pre_seg_sum, f->size) < 0))
             return -1;
@@ -774,7 +968,7 @@ static int pre_from_final(imp *I)
     for (size_t i = 0; i < I->nfblks; i++) {
         final_item *f = &I->fblks[i];
         device *dv = &I->dev[f->dev];
-        if (!gmp_omap_get(&dv->blk_first, f->addr) &&
+        if (!kmap_get(&dv->blk_first, f->addr) &&
             (push_pre(I, 0, f->dev, f->addr, f->size, f->node) < 0 ||
              add_checked(I, &dv->pre_blk_sum, f->size) < 0))
             return -1;
@@ -789,12 +983,12 @@ static int pre_from_first_frees(imp *I, int seg)
         device *dv = &I->dev[d];
         if (!dv->present)
             continue;
-        gmp_omap *m = seg ? &dv->seg_first : &dv->blk_first;
+        kmap *m = seg ? &dv->seg_first : &dv->blk_first;
         for (size_t i = 0; i < m->cap; i++) {
-            if (!m->used[i] || (m->vals[i] & 3u) != FIRST_FREE)
+            if (!m->s[i].val || (m->s[i].val & 3u) != FIRST_FREE)
                 continue;
-            uint64_t size = m->vals[i] >> 2;
-            if (push_pre(I, seg, d, m->keys[i], size, 0) < 0 ||
+            uint64_t size = m->s[i].val >> 2;
+            if (push_pre(I, seg, d, m->s[i].key, size, 0) < 0 ||
                 add_checked(I, seg ? &dv->pre_seg_sum : &dv->pre_blk_sum, size) < 0)
                 return -1;
         }
@@ -1228,8 +1422,8 @@ static void imp_free(imp *I)
 {
     if (I->dev) {
         for (int i = 0; i < GMP_TORCH_MAX_DEVICES; i++) {
-            gmp_omap_free(&I->dev[i].seg_first);
-            gmp_omap_free(&I->dev[i].blk_first);
+            kmap_free(&I->dev[i].seg_first);
+            kmap_free(&I->dev[i].blk_first);
             for (chunk *c = I->dev[i].head, *n; c; c = n) {
                 n = c->next;
                 free(c);
@@ -1238,6 +1432,9 @@ static void imp_free(imp *I)
     }
     free(I->dev);
     free(I->devs_with_ops);
+    free(I->fe_log);
+    free(I->fe_recent);
+    free(I->fe_recent_dk);
     free(I->fsegs);
     free(I->fblks);
     free(I->pre_segs);
@@ -1253,7 +1450,7 @@ static void imp_free(imp *I)
     free(I->node_parent);
     free(I->node_frame);
     free(I->node_wid);
-    gmp_omap_free(&I->trie);
+    kmap_free(&I->trie);
 }
 
 /* Reads the snapshot from fd (a regular file) or data[0..n), then writes the trace. */
@@ -1352,7 +1549,7 @@ static gmp_err import_any(int fd, const void *data, size_t n, const char *source
     }
     gmp_pkstream_free(ps);
     ps = I.ps = NULL;
-    if (pre_from_final(&I) < 0 || pre_from_first_frees(&I, 1) < 0 ||
+    if (fe_flush(&I) < 0 || pre_from_final(&I) < 0 || pre_from_first_frees(&I, 1) < 0 ||
         pre_from_first_frees(&I, 0) < 0)
         goto out;
     write_trace(&I, source, out_fd);
