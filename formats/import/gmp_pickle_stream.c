@@ -1362,7 +1362,12 @@ static void parse(gmp_pkstream *P)
     if (step(P) < 0 || P->done)
         return;
     for (;;) {
+        /* the window and the stack in locals (written back before anything else uses them) */
         const unsigned char *p = P->p, *end = P->end;
+        gmp_pkv *stk = P->stack;
+        size_t sn = P->sn, scap = P->scap;
+#define SYNC_OUT() (P->sn = sn)
+#define SYNC_IN() (stk = P->stack, sn = P->sn, scap = P->scap)
         while (end - p >= 9) {
             const unsigned char *op = p;
             uint64_t key, vu;
@@ -1376,16 +1381,38 @@ static void parse(gmp_pkstream *P)
                 key = le(p + 1, 4);
                 p += 5;
                 goto get;
-            case 0x94:
-                P->op_off = (size_t)(P->base + (uint64_t)(op - P->start));
-                if (memo_put(P, P->ndefined) < 0)
-                    goto out;
+            case 0x94: {
+                key = P->ndefined;
+                if (sn <= (P->mn ? P->marks[P->mn - 1] : 0) || key >= P->lim.max_memo)
+                    goto slow; /* step says what is wrong */
+                if (key < (uint64_t)P->nwords * 64) {
+                    uint64_t bit = (uint64_t)1 << (key & 63);
+                    if (!(P->defined[key >> 6] & bit)) {
+                        P->defined[key >> 6] |= bit;
+                        P->ndefined++;
+                    }
+                    const mword *w = &P->mw[key >> 6];
+                    if (w->bits & bit) {
+                        mslot *m = &P->slots[w->rank + popcount64(w->bits & (bit - 1))];
+                        if (m->left) {
+                            const gmp_pkv *top = &stk[sn - 1];
+                            ref(top);
+                            slot_unref(P, m);
+                            m->type = top->type;
+                            m->big = top->big;
+                            m->v.u = top->v.u;
+                        }
+                    }
+                } else {
+                    P->ndefined++; /* never fetched: only its count matters */
+                }
                 p++;
                 continue;
+            }
             case '(':
                 if (P->mn == P->mcap)
                     goto slow;
-                P->marks[P->mn++] = P->sn;
+                P->marks[P->mn++] = sn;
                 p++;
                 continue;
             case 'K': vt = GMP_PK_INT, vu = p[1], p += 2; goto push_v;
@@ -1416,7 +1443,7 @@ static void parse(gmp_pkstream *P)
             }
             case 0x8c: {
                 size_t n = p[1];
-                if ((size_t)(end - p) < 2 + n || P->sn == P->scap)
+                if ((size_t)(end - p) < 2 + n || sn == scap)
                     goto slow;
                 P->op_off = (size_t)(P->base + (uint64_t)(op - P->start));
                 gmp_pkobj *o = obj_new(P, GMP_PK_STR);
@@ -1430,21 +1457,22 @@ static void parse(gmp_pkstream *P)
                 memcpy(o->d.s, p + 2, n);
                 o->d.s[n] = 0;
                 o->n = (uint32_t)n;
-                pkv_put_obj(&P->stack[P->sn++], GMP_PK_STR, o);
+                pkv_put_obj(&stk[sn++], GMP_PK_STR, o);
                 p += 2 + n;
                 continue;
             }
             case ']':
             case '}': {
-                if (P->sn == P->scap)
+                if (sn == scap)
                     goto slow;
                 uint8_t t = *p == ']' ? GMP_PK_LIST : GMP_PK_DICT;
                 P->op_off = (size_t)(P->base + (uint64_t)(op - P->start));
                 gmp_pkobj *c = obj_new(P, t);
                 if (!c)
                     goto out;
+                SYNC_OUT();
                 predict(P, c);
-                pkv_put_obj(&P->stack[P->sn++], t, c);
+                pkv_put_obj(&stk[sn++], t, c);
                 p++;
                 continue;
             }
@@ -1456,12 +1484,15 @@ static void parse(gmp_pkstream *P)
                 size_t below = P->mn >= 2 ? P->marks[P->mn - 2] : 0;
                 if (first <= below || first == 0)
                     goto slow;
-                gmp_pkv *c = &P->stack[first - 1];
+                gmp_pkv *c = &stk[first - 1];
                 if (c->type != (*p == 'u' ? GMP_PK_DICT : GMP_PK_LIST) || c->v.o->sealed)
                     goto slow;
                 P->mn--;
                 P->op_off = (size_t)(P->base + (uint64_t)(op - P->start));
-                if ((*p == 'u' ? set_items(P, c->v.o, first) : append_items(P, c->v.o, first)) < 0)
+                SYNC_OUT();
+                int rc = *p == 'u' ? set_items(P, c->v.o, first) : append_items(P, c->v.o, first);
+                SYNC_IN();
+                if (rc < 0)
                     goto out;
                 p++;
                 continue;
@@ -1469,7 +1500,7 @@ static void parse(gmp_pkstream *P)
             default: goto slow;
             }
         get:
-            if (key >= (uint64_t)P->nwords * 64 || P->sn == P->scap)
+            if (key >= (uint64_t)P->nwords * 64 || sn == scap)
                 goto slow;
             {
                 /* no check of P->defined: the scan counted only fetches of defined indices and
@@ -1486,26 +1517,29 @@ static void parse(gmp_pkstream *P)
                     m->type = GMP_PK_NONE; /* the last fetch: the memo's reference moves */
                 else if (vt >= GMP_PK_STR)
                     m->v.o->refs++;
-                pkv_put(&P->stack[P->sn++], vt, vb, vu);
+                pkv_put(&stk[sn++], vt, vb, vu);
                 continue;
             }
         push_v:
-            if (P->sn == P->scap) {
+            if (sn == scap) {
                 p = op;
                 goto slow;
             }
-            pkv_put(&P->stack[P->sn++], vt, vb, vu);
+            pkv_put(&stk[sn++], vt, vb, vu);
             continue;
         slow:
             p = op;
             break;
         }
+        SYNC_OUT();
         P->p = p;
         if (step(P) < 0 || P->done)
             return;
     }
 out:
     return;
+#undef SYNC_OUT
+#undef SYNC_IN
 }
 
 /* After STOP: the root must be the value predicted, every streamed list where it was predicted;
