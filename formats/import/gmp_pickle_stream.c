@@ -512,7 +512,7 @@ static int scan_step(gmp_pkstream *P, uint64_t *ndef, int first)
 
 /* The scan loop: the opcodes of snapshots are skipped in place while the window holds all their
  * bytes; the others, and the end of the window, go through scan_step. */
-static void scan(gmp_pkstream *P)
+__attribute__((noinline)) static void scan(gmp_pkstream *P)
 {
     uint64_t ndef = 0;
     if (scan_step(P, &ndef, 1) < 0)
@@ -646,6 +646,23 @@ static inline uint32_t popcount64(uint64_t x)
     x = (x & 0x3333333333333333ull) + ((x >> 2) & 0x3333333333333333ull);
     x = (x + (x >> 4)) & 0x0f0f0f0f0f0f0f0full;
     return (uint32_t)((x * 0x0101010101010101ull) >> 56);
+}
+
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__POPCNT__)
+#define GMP_PK_POPCNT_DISPATCH 1
+#else
+#define GMP_PK_POPCNT_DISPATCH 0
+#endif
+
+/* popcount64 where hw is 0; the compiler's where it is 1 (then the caller is compiled for a CPU
+ * with POPCNT, or the target has one: see parse). */
+static inline __attribute__((always_inline)) uint32_t rank_pop(uint64_t x, int hw)
+{
+#if GMP_PK_POPCNT_DISPATCH || defined(__POPCNT__) || !defined(__x86_64__)
+    if (hw)
+        return (uint32_t)__builtin_popcountll(x);
+#endif
+    return popcount64(x);
 }
 
 /* The slot of index k, or -1 when k is never fetched. */
@@ -809,8 +826,9 @@ static int streams(const gmp_pkobj *c)
 
 /* Checks that child (a value about to be stored in parent, under key or at index) may be: it is
  * sealed, the nesting bound holds, and a streamed list goes where it was predicted. */
-static int attach(gmp_pkstream *P, gmp_pkobj *parent, const gmp_pkv *child, const gmp_pkv *key,
-                  size_t index)
+__attribute__((noinline)) static int attach_all(gmp_pkstream *P, gmp_pkobj *parent,
+                                                const gmp_pkv *child, const gmp_pkv *key,
+                                                size_t index)
 {
     uint32_t h = 1;
     if (is_obj(child)) {
@@ -851,6 +869,32 @@ static int attach(gmp_pkstream *P, gmp_pkobj *parent, const gmp_pkv *child, cons
         parent->flags |= (uint8_t)f;
     }
     return 0;
+}
+
+/* attach, for what nearly every store is: into a container that is not the root, of a scalar or
+ * of a value with no streaming role, within the nesting bound. The rest: attach_all. */
+static inline int attach(gmp_pkstream *P, gmp_pkobj *parent, const gmp_pkv *child,
+                         const gmp_pkv *key, size_t index)
+{
+    if (parent->role != R_ROOT) {
+        gmp_pkobj *c = NULL;
+        uint32_t h = 1;
+        if (is_obj(child)) {
+            c = child->v.o;
+            if (c == parent || c->role)
+                return attach_all(P, parent, child, key, index);
+            h = c->height + 1;
+        }
+        if (h > parent->height) {
+            if (h > P->lim.max_depth)
+                return attach_all(P, parent, child, key, index);
+            parent->height = h;
+        }
+        if (c)
+            c->sealed = 1;
+        return 0;
+    }
+    return attach_all(P, parent, child, key, index);
 }
 
 static int modifiable(gmp_pkstream *P, const gmp_pkobj *c)
@@ -1357,7 +1401,7 @@ static int step(gmp_pkstream *P)
  * ones, the end of the window, anything that would fail) goes through step() from the opcode's
  * first byte, which then does all the checks and says what is wrong. Where a helper can fail
  * (memory, a limit, the streaming rules), op_off is set first. */
-static void parse(gmp_pkstream *P)
+static inline __attribute__((always_inline)) void parse_body(gmp_pkstream *P, int hw)
 {
     if (step(P) < 0 || P->done)
         return;
@@ -1393,7 +1437,7 @@ static void parse(gmp_pkstream *P)
                     }
                     const mword *w = &P->mw[key >> 6];
                     if (w->bits & bit) {
-                        mslot *m = &P->slots[w->rank + popcount64(w->bits & (bit - 1))];
+                        mslot *m = &P->slots[w->rank + rank_pop(w->bits & (bit - 1), hw)];
                         if (m->left) {
                             const gmp_pkv *top = &stk[sn - 1];
                             ref(top);
@@ -1509,7 +1553,7 @@ static void parse(gmp_pkstream *P)
                 uint64_t bit = (uint64_t)1 << (key & 63);
                 if (!(w->bits & bit))
                     goto slow;
-                mslot *m = &P->slots[w->rank + popcount64(w->bits & (bit - 1))];
+                mslot *m = &P->slots[w->rank + rank_pop(w->bits & (bit - 1), hw)];
                 if (!m->left)
                     goto slow;
                 vt = m->type, vb = m->big, vu = m->v.u;
@@ -1540,6 +1584,31 @@ out:
     return;
 #undef SYNC_OUT
 #undef SYNC_IN
+}
+
+/* The parse loop, twice on x86-64 builds that may not assume the POPCNT instruction (the memo's
+ * rank counts bits at every fetch): one with it, chosen when the CPU has it, one without. */
+__attribute__((noinline)) static void parse_sw(gmp_pkstream *P)
+{
+    parse_body(P, 0);
+}
+
+#if GMP_PK_POPCNT_DISPATCH
+__attribute__((noinline, target("popcnt"))) static void parse_hw(gmp_pkstream *P)
+{
+    parse_body(P, 1);
+}
+#endif
+
+static void parse(gmp_pkstream *P)
+{
+#if GMP_PK_POPCNT_DISPATCH
+    if (__builtin_cpu_supports("popcnt")) {
+        parse_hw(P);
+        return;
+    }
+#endif
+    parse_sw(P);
 }
 
 /* After STOP: the root must be the value predicted, every streamed list where it was predicted;
