@@ -7,6 +7,7 @@
  *   t->lock    one producer's buffers (a spin flag; contended only by the writer)
  *   w->qlock   the free-buffer list and the full-buffer wake-up
  *   w->dlock   definitions (intern tables and the pending definition bytes)
+ *   w->clk     the frame handed to the compression helper (compress_async; inside olock)
  * A producer holds t->lock, and takes qlock or dlock inside it; it never waits for a buffer while
  * holding t->lock. The writer takes t->lock of each thread in turn to collect its buffers. */
 #include "gmp_writer.h"
@@ -123,9 +124,21 @@ struct gmp_writer {
     uint64_t own_prev;
     atomic_ullong ext_lost[8]; /* gmp_writer_lost counts by reason, not yet written */
     int io_failed;
+    uint64_t frames_out;     /* frames handed to compression (SYNC follows a cycle with one) */
     gmp_writer_stats st;     /* written totals (events/allocs/frees/lost in the file) */
     uint64_t lost_io;        /* events dropped because the file could not be written */
     atomic_ullong ext_taken; /* gmp_writer_lost counts already taken into LOST records */
+
+    /* o.compress_async: the helper compresses and writes cjob (cctx, out are its own then) while
+     * the caller stages the next frame; what it did (c_st, c_failed) is taken over by the caller
+     * when it waits for it (c* under clk) */
+    pthread_t cthread;
+    int has_cthread;
+    pthread_mutex_t clk;
+    pthread_cond_t ccond;
+    bvec cjob;
+    int cbusy, cstop, c_failed;
+    gmp_writer_stats c_st;
 };
 
 void gmp_writer_opts_default(gmp_writer_opts *o)
@@ -137,6 +150,7 @@ void gmp_writer_opts_default(gmp_writer_opts *o)
     o->level = 1;
     o->threaded = 1;
     o->sync_lag_ns = 0;
+    o->compress_async = 0;
 }
 
 /* ---------- intern tables ---------- */
@@ -634,30 +648,103 @@ static int write_all(gmp_writer *w, const uint8_t *p, size_t n)
     return 0;
 }
 
-/* Compresses w->stage into one frame and writes it. Writer side only. */
+/* Compresses src into one frame and writes it; failures set *failed and st->io_errno. */
+static void compress_write(gmp_writer *w, const bvec *src, int *failed, gmp_writer_stats *st)
+{
+    size_t bound = ZSTD_compressBound(src->len);
+    if (bvec_reserve(&w->out, bound) == 0) {
+        size_t n = ZSTD_compress2(w->cctx, w->out.p, w->out.cap, src->p, src->len);
+        if (ZSTD_isError(n)) {
+            *failed = 1;
+            st->io_errno = EIO;
+        } else if (write_all(w, w->out.p, n) < 0) {
+            *failed = 1;
+            st->io_errno = errno ? errno : EIO;
+        } else {
+            st->bytes_written += n;
+            st->bytes_raw += src->len;
+            st->frames++;
+        }
+    } else {
+        *failed = 1;
+        st->io_errno = ENOMEM;
+    }
+}
+
+static void *compress_main(void *arg)
+{
+    gmp_writer *w = arg;
+    pthread_mutex_lock(&w->clk);
+    for (;;) {
+        while (!w->cbusy && !w->cstop)
+            pthread_cond_wait(&w->ccond, &w->clk);
+        if (!w->cbusy)
+            break;
+        int failed = w->c_failed;
+        pthread_mutex_unlock(&w->clk);
+        gmp_writer_stats st = {0};
+        if (!failed)
+            compress_write(w, &w->cjob, &failed, &st);
+        pthread_mutex_lock(&w->clk);
+        if (failed && !w->c_failed) {
+            w->c_failed = 1;
+            w->c_st.io_errno = st.io_errno;
+        }
+        w->c_st.bytes_written += st.bytes_written;
+        w->c_st.bytes_raw += st.bytes_raw;
+        w->c_st.frames += st.frames;
+        w->cjob.len = 0;
+        w->cbusy = 0;
+        pthread_cond_broadcast(&w->ccond);
+    }
+    pthread_mutex_unlock(&w->clk);
+    return NULL;
+}
+
+/* Waits for the helper's frame and takes over what it did; clk held. */
+static void compress_wait_locked(gmp_writer *w)
+{
+    while (w->cbusy)
+        pthread_cond_wait(&w->ccond, &w->clk);
+    if (w->c_failed && !w->io_failed) {
+        w->io_failed = 1;
+        w->st.io_errno = w->c_st.io_errno;
+    }
+    w->st.bytes_written += w->c_st.bytes_written;
+    w->st.bytes_raw += w->c_st.bytes_raw;
+    w->st.frames += w->c_st.frames;
+    w->c_st.bytes_written = w->c_st.bytes_raw = w->c_st.frames = 0;
+}
+
+static void compress_wait(gmp_writer *w)
+{
+    if (!w->has_cthread)
+        return;
+    pthread_mutex_lock(&w->clk);
+    compress_wait_locked(w);
+    pthread_mutex_unlock(&w->clk);
+}
+
+/* Compresses w->stage into one frame and writes it (or hands it to the helper). Writer side
+ * only. */
 static void emit_frame(gmp_writer *w)
 {
     if (!w->stage.len)
         return;
-    if (!w->io_failed) {
-        size_t bound = ZSTD_compressBound(w->stage.len);
-        if (bvec_reserve(&w->out, bound) == 0) {
-            size_t n = ZSTD_compress2(w->cctx, w->out.p, w->out.cap, w->stage.p, w->stage.len);
-            if (ZSTD_isError(n)) {
-                w->io_failed = 1;
-                w->st.io_errno = EIO;
-            } else if (write_all(w, w->out.p, n) < 0) {
-                w->io_failed = 1;
-                w->st.io_errno = errno ? errno : EIO;
-            } else {
-                w->st.bytes_written += n;
-                w->st.bytes_raw += w->stage.len;
-                w->st.frames++;
-            }
-        } else {
-            w->io_failed = 1;
-            w->st.io_errno = ENOMEM;
+    w->frames_out++;
+    if (w->has_cthread) {
+        pthread_mutex_lock(&w->clk);
+        compress_wait_locked(w);
+        if (!w->io_failed) {
+            bvec t = w->cjob;
+            w->cjob = w->stage;
+            w->stage = t;
+            w->cbusy = 1;
+            pthread_cond_broadcast(&w->ccond);
         }
+        pthread_mutex_unlock(&w->clk);
+    } else if (!w->io_failed) {
+        compress_write(w, &w->stage, &w->io_failed, &w->st);
     }
     w->stage.len = 0;
 }
@@ -728,7 +815,7 @@ static uint32_t own_tid(void)
 static void run_cycle(gmp_writer *w, int final)
 {
     pthread_mutex_lock(&w->olock);
-    uint64_t frames_before = w->st.frames;
+    uint64_t frames_before = w->frames_out;
     uint64_t t_sync = gmp_clock_ns();
     gmp_buf *batch = NULL, *batch_tail = NULL;
     pthread_mutex_lock(&w->listlock);
@@ -858,7 +945,7 @@ static void run_cycle(gmp_writer *w, int final)
 
     uint64_t sync_t =
         w->has_thread ? (t_sync > w->o.sync_lag_ns ? t_sync - w->o.sync_lag_ns : 0) : sync_req;
-    if (sync_t && !final && (w->stage.len || w->st.frames != frames_before)) {
+    if (sync_t && !final && (w->stage.len || w->frames_out != frames_before)) {
         gmp_rec sr = {.type = GMP_REC_SYNC};
         sr.u.sync.time_ns = sync_t;
         uint8_t tmp[16];
@@ -958,6 +1045,19 @@ gmp_err gmp_writer_open(gmp_writer **out, int fd, const gmp_writer_opts *o, cons
      * start, so that a file that exists is always a readable trace, even when the program is
      * killed a moment later (before the writer thread's first cycle). */
     run_cycle(w, 0);
+    if (!w->o.threaded && w->o.compress_async) {
+        pthread_mutex_init(&w->clk, NULL);
+        pthread_cond_init(&w->ccond, NULL);
+        sigset_t all, old;
+        sigfillset(&all);
+        pthread_sigmask(SIG_SETMASK, &all, &old);
+        w->has_cthread = pthread_create(&w->cthread, NULL, compress_main, w) == 0;
+        pthread_sigmask(SIG_SETMASK, &old, NULL);
+        if (!w->has_cthread) { /* compressed on the caller's thread */
+            pthread_mutex_destroy(&w->clk);
+            pthread_cond_destroy(&w->ccond);
+        }
+    }
     if (w->o.threaded) {
         sigset_t all, old;
         sigfillset(&all);
@@ -995,6 +1095,9 @@ gmp_err gmp_writer_flush(gmp_writer *w, unsigned timeout_ms)
     } else {
         pthread_mutex_unlock(&w->wlock);
         run_cycle(w, 0);
+        pthread_mutex_lock(&w->olock);
+        compress_wait(w);
+        pthread_mutex_unlock(&w->olock);
     }
     pthread_mutex_lock(&w->olock);
     int failed = w->io_failed;
@@ -1076,6 +1179,17 @@ gmp_err gmp_writer_finish(gmp_writer *w, gmp_writer_stats *stats_out)
             w->has_thread = 0;
         } else {
             run_cycle(w, 1);
+            if (w->has_cthread) {
+                pthread_mutex_lock(&w->clk);
+                compress_wait_locked(w);
+                w->cstop = 1;
+                pthread_cond_broadcast(&w->ccond);
+                pthread_mutex_unlock(&w->clk);
+                pthread_join(w->cthread, NULL);
+                w->has_cthread = 0;
+                pthread_mutex_destroy(&w->clk);
+                pthread_cond_destroy(&w->ccond);
+            }
         }
         if (stats_out)
             gmp_writer_get_stats(w, stats_out);
@@ -1125,6 +1239,7 @@ gmp_err gmp_writer_close(gmp_writer *w, gmp_writer_stats *stats_out)
     itable_free(&w->stacks);
     free(w->defs.p);
     free(w->stage.p);
+    free(w->cjob.p);
     free(w->out.p);
     ZSTD_freeCCtx(w->cctx);
     pthread_mutex_destroy(&w->wlock);
@@ -1145,5 +1260,6 @@ void gmp_writer_forget_after_fork(gmp_writer *w)
         return;
     w->forgotten = 1;
     w->has_thread = 0;
+    w->has_cthread = 0;
     /* the parent's file descriptor stays open in the child but is never written */
 }

@@ -32,6 +32,9 @@ typedef struct gmp_writer_opts {
     uint64_t sync_lag_ns;       /* threaded: SYNC records promise only what is older than this
                                    (for producers that add events with past times, e.g. activity
                                    records delivered up to a flush interval late); default 0 */
+    int compress_async;         /* unthreaded (importers): each frame is compressed and written on a
+                                   helper thread while the caller stages the next one; the file is the
+                                   same. Default 0 */
 } gmp_writer_opts;
 
 typedef struct gmp_writer_stats {
