@@ -978,11 +978,14 @@ static int append_items(gmp_pkstream *P, gmp_pkobj *c, size_t first)
     }
     if (reserve(P, c, n) < 0)
         return -1;
+    gmp_pkv *st = P->stack;
     for (size_t i = first; i < P->sn; i++) {
-        if (attach(P, c, &P->stack[i], NULL, c->n) < 0)
+        if (attach(P, c, &st[i], NULL, c->n) < 0) {
+            for (size_t j = first; j < i; j++) /* moved already */
+                st[j].type = GMP_PK_NONE;
             return -1;
-        c->d.items[c->n++] = P->stack[i];
-        P->stack[i].type = GMP_PK_NONE;
+        }
+        c->d.items[c->n++] = st[i];
     }
     P->sn = first;
     return 0;
@@ -993,7 +996,7 @@ static int is_scalar(const gmp_pkv *k)
     return k->type <= GMP_PK_BYTES;
 }
 
-static int check_key(gmp_pkstream *P, const gmp_pkv *k)
+static inline int check_key(gmp_pkstream *P, const gmp_pkv *k)
 {
     if (is_scalar(k))
         return 0;
@@ -1015,14 +1018,17 @@ static int set_items(gmp_pkstream *P, gmp_pkobj *c, size_t first)
         return fail(P, GMP_ERR_FORMAT, "SETITEMS with an odd number of items");
     if (reserve(P, c, n / 2) < 0)
         return -1;
+    gmp_pkv *st = P->stack, *it = c->d.items + 2 * (size_t)c->n;
     for (size_t i = first; i < P->sn; i += 2) {
-        if (check_key(P, &P->stack[i]) < 0 || attach(P, c, &P->stack[i], NULL, 0) < 0 ||
-            attach(P, c, &P->stack[i + 1], &P->stack[i], 0) < 0)
+        if (check_key(P, &st[i]) < 0 || attach(P, c, &st[i], NULL, 0) < 0 ||
+            attach(P, c, &st[i + 1], &st[i], 0) < 0) {
+            for (size_t j = first; j < i; j++) /* moved already */
+                st[j].type = GMP_PK_NONE;
             return -1;
-        c->d.items[2 * (size_t)c->n] = P->stack[i];
-        c->d.items[2 * (size_t)c->n + 1] = P->stack[i + 1];
+        }
+        *it++ = st[i];
+        *it++ = st[i + 1];
         c->n++;
-        P->stack[i].type = P->stack[i + 1].type = GMP_PK_NONE;
     }
     P->sn = first;
     return 0;
