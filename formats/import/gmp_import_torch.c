@@ -159,8 +159,11 @@ typedef struct pre_block {
     uint32_t node;
 } pre_block;
 
-/* Ops of one device, varint-encoded in chunks: a type byte, then the time since the previous op,
- * the address's change (zigzag), size, stream, frames node and, for an OOM, device_free. */
+/* Ops of one device, in chunks: a type byte, three bytes with the length in bytes (0 to 8) of
+ * each field (4 bits each), then the fields (little-endian, those bytes only): the time since the
+ * previous op, the address's change (zigzag), size, stream, frames node, and device_free (0 but
+ * for an OOM). A field is written and read as 8 bytes at once (the next ones overwrite the
+ * rest), so an op needs 4 + 6 * 8 + 7 bytes of room at most. */
 #define CHUNK (1u << 20)
 #define OP_MAX_BYTES 64
 typedef struct chunk {
@@ -244,6 +247,7 @@ typedef struct imp {
     gmp_writer *w;
     gmp_wthread *th;
     uint32_t api_malloc, api_free;
+    gmp_rec rpool, rmem; /* records reused event after event (the fields not set stay 0) */
     uint64_t written, last_t, lost_said;
     char notice[512];
     const char *ctx; /* for messages: what is being read (a static string) */
@@ -568,27 +572,44 @@ static uint32_t node_of(imp *I, const gmp_pkv *frames)
 
 /* ---- ops ---- */
 
-static unsigned char *put_varint(unsigned char *p, uint64_t v)
+/* The bytes v needs (0 for 0). */
+static inline unsigned byte_len(uint64_t v)
 {
-    while (v >= 0x80) {
-        *p++ = (unsigned char)(v | 0x80);
-        v >>= 7;
-    }
-    *p++ = (unsigned char)v;
-    return p;
+    return v ? (unsigned)(71 - __builtin_clzll(v)) / 8 : 0;
 }
 
-static const unsigned char *get_varint(const unsigned char *p, uint64_t *v)
+/* Writes v as 8 little-endian bytes at p (room for 8). */
+static inline void put_le8(unsigned char *p, uint64_t v)
 {
-    uint64_t r = 0;
-    for (unsigned s = 0; s < 64; s += 7) {
-        unsigned char b = *p++;
-        r |= (uint64_t)(b & 0x7f) << s;
-        if (!(b & 0x80))
-            break;
-    }
-    *v = r;
-    return p;
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    memcpy(p, &v, 8);
+#else
+    for (int i = 0; i < 8; i++)
+        p[i] = (unsigned char)(v >> (8 * i));
+#endif
+}
+
+/* The n (0 to 8) little-endian bytes at p (8 readable). */
+static inline uint64_t get_le(const unsigned char *p, unsigned n)
+{
+    static const uint64_t mask[9] = {0,
+                                     0xffull,
+                                     0xffffull,
+                                     0xffffffull,
+                                     0xffffffffull,
+                                     0xffffffffffull,
+                                     0xffffffffffffull,
+                                     0xffffffffffffffull,
+                                     ~0ull};
+    uint64_t v;
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    memcpy(&v, p, 8);
+#else
+    v = 0;
+    for (int i = 0; i < 8; i++)
+        v |= (uint64_t)p[i] << (8 * i);
+#endif
+    return v & mask[n];
 }
 
 static int push_op(imp *I, device *dv, int32_t d, const op *o)
@@ -612,18 +633,23 @@ static int push_op(imp *I, device *dv, int32_t d, const op *o)
         I->devs_with_ops[I->ndevs_with_ops++] = d;
         dv->first_t = o->t;
     }
-    unsigned char *p = dv->tail->data + dv->tail->len;
-    *p++ = o->type;
-    p = put_varint(p, o->t - dv->enc_t);
-    dv->enc_t = o->t;
+    unsigned char *h = dv->tail->data + dv->tail->len, *p = h + 4;
     uint64_t da = o->addr - dv->enc_addr;
-    p = put_varint(p, (da << 1) ^ (uint64_t)((int64_t)da >> 63));
+    uint64_t v[6] = {o->t - dv->enc_t, (da << 1) ^ (uint64_t)((int64_t)da >> 63),
+                     o->size,          o->stream,
+                     o->node,          o->extra};
+    unsigned n[6];
+    for (int i = 0; i < 6; i++) {
+        n[i] = byte_len(v[i]);
+        put_le8(p, v[i]);
+        p += n[i];
+    }
+    h[0] = o->type;
+    h[1] = (unsigned char)(n[0] | n[1] << 4);
+    h[2] = (unsigned char)(n[2] | n[3] << 4);
+    h[3] = (unsigned char)(n[4] | n[5] << 4);
+    dv->enc_t = o->t;
     dv->enc_addr = o->addr;
-    p = put_varint(p, o->size);
-    p = put_varint(p, o->stream);
-    p = put_varint(p, o->node);
-    if (o->type == OP_OOM)
-        p = put_varint(p, o->extra);
     dv->tail->len = (size_t)(p - dv->tail->data);
     dv->nops++;
     return 0;
@@ -1048,26 +1074,28 @@ static void emit(imp *I, gmp_rec *r, uint64_t t)
 
 static void emit_pool(imp *I, int32_t d, uint32_t opn, uint64_t pool, uint64_t value, uint64_t t)
 {
-    gmp_rec r = {.type = GMP_REC_POOL};
-    r.u.pool.device = d;
-    r.u.pool.op = opn;
-    r.u.pool.pool = pool;
-    r.u.pool.value = value;
-    emit(I, &r, t);
+    gmp_rec *r = &I->rpool;
+    r->type = GMP_REC_POOL;
+    r->u.pool.device = d;
+    r->u.pool.op = opn;
+    r->u.pool.pool = pool;
+    r->u.pool.value = value;
+    emit(I, r, t);
 }
 
 static void emit_mem(imp *I, unsigned type, int32_t d, uint32_t api, uint64_t addr, uint64_t size,
                      uint64_t stream, uint32_t stack, uint64_t t)
 {
-    gmp_rec r = {.type = type};
-    r.u.mem.device = d;
-    r.u.mem.kind = GMP_MEM_ASYNC_POOL;
-    r.u.mem.api = api;
-    r.u.mem.address = addr;
-    r.u.mem.size = size;
-    r.u.mem.stream = stream;
-    r.u.mem.stack = stack;
-    emit(I, &r, t);
+    gmp_rec *r = &I->rmem;
+    r->type = type;
+    r->u.mem.device = d;
+    r->u.mem.kind = GMP_MEM_ASYNC_POOL;
+    r->u.mem.api = api;
+    r->u.mem.address = addr;
+    r->u.mem.size = size;
+    r->u.mem.stream = stream;
+    r->u.mem.stack = stack;
+    emit(I, r, t);
 }
 
 static void emit_notice(imp *I, uint32_t severity, const char *text, uint64_t t)
@@ -1201,24 +1229,32 @@ static int next_op(device *dv, int32_t d, uint64_t first)
         dv->rd = dv->rd->next;
         dv->rd_pos = 0;
     }
-    const unsigned char *p = dv->rd->data + dv->rd_pos;
+    const unsigned char *h = dv->rd->data + dv->rd_pos, *p = h + 4;
     op *o = &dv->next;
-    uint64_t v;
-    o->type = *p++;
+    unsigned n;
+    o->type = h[0];
     o->dev = d;
-    p = get_varint(p, &v);
-    dv->rd_t += v;
+    n = h[1] & 15u;
+    dv->rd_t += get_le(p, n);
+    p += n;
     o->t = dv->rd_t - first + TRACE_BASE + 1000;
-    p = get_varint(p, &v);
+    n = h[1] >> 4;
+    uint64_t v = get_le(p, n);
+    p += n;
     dv->rd_addr += (v >> 1) ^ (uint64_t) - (int64_t)(v & 1);
     o->addr = dv->rd_addr;
-    p = get_varint(p, &o->size);
-    p = get_varint(p, &o->stream);
-    p = get_varint(p, &v);
-    o->node = (uint32_t)v;
-    o->extra = 0;
-    if (o->type == OP_OOM)
-        p = get_varint(p, &o->extra);
+    n = h[2] & 15u;
+    o->size = get_le(p, n);
+    p += n;
+    n = h[2] >> 4;
+    o->stream = get_le(p, n);
+    p += n;
+    n = h[3] & 15u;
+    o->node = (uint32_t)get_le(p, n);
+    p += n;
+    n = h[3] >> 4;
+    o->extra = get_le(p, n);
+    p += n;
     dv->rd_pos = (size_t)(p - dv->rd->data);
     dv->rd_left--;
     return 1;
