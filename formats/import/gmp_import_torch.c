@@ -232,6 +232,7 @@ typedef struct imp {
     frame *frames;
     size_t nframes, cap_frames;
     uint32_t *node_parent, *node_frame, *node_wid; /* node 0: no frame */
+    uint32_t *node_child;                          /* the child last stepped to (a cache: 0 none) */
     size_t nnodes, cap_nodes;
     kmap trie; /* parent << 32 | frame -> node */
     /* first events on their way to the devices' maps (see first_event) */
@@ -518,19 +519,28 @@ static uint32_t node_of(imp *I, const gmp_pkv *frames)
     if (o->tag)
         return (uint32_t)(o->tag - 1);
     size_t n = gmp_pkv_len(frames);
+    const gmp_pkv *items = n ? gmp_pkv_item(frames, 0) : NULL; /* n items (none kept: NULL) */
+    if (!items)
+        n = 0;
     if (n > MAX_FRAMES)
         n = MAX_FRAMES;
     uint32_t parent = 0;
     for (size_t i = n; i-- > 0;) {
-        uint32_t f = frame_of(I, gmp_pkv_item(frames, i));
+        uint32_t f = frame_of(I, &items[i]);
         if (!f)
             continue;
-        frame *fc = &I->frames[f - 1];
-        if (fc->last_node && fc->last_parent == parent) { /* frames lists share their outer part */
-            parent = fc->last_node;
+        /* frames lists share their outer part: the step from a node is mostly the one before */
+        uint32_t from = parent, c = I->nnodes ? I->node_child[parent] : 0;
+        if (c && I->node_frame[c] == f) {
+            parent = c;
             continue;
         }
-        uint32_t from = parent;
+        frame *fc = &I->frames[f - 1];
+        if (fc->last_node && fc->last_parent == parent) { /* or the one before through f */
+            parent = fc->last_node;
+            I->node_child[from] = parent;
+            continue;
+        }
         int fresh;
         kslot *slot =
             kmap_put(&I->trie, ((uint64_t)parent << 32) | f, I->nnodes ? I->nnodes : 1, &fresh);
@@ -547,10 +557,13 @@ static uint32_t node_of(imp *I, const gmp_pkv *frames)
             uint32_t *nw = realloc(I->node_wid, cap * sizeof *nw);
             if (nw)
                 I->node_wid = nw;
-            if (!nf || !nw || I->nnodes >= UINT32_MAX - 1)
+            uint32_t *nc = realloc(I->node_child, cap * sizeof *nc);
+            if (nc)
+                I->node_child = nc;
+            if (!nf || !nw || !nc || I->nnodes >= UINT32_MAX - 1)
                 return nomem(I), 0;
             if (I->nnodes == 0) { /* node 0: the root, no frame */
-                I->node_parent[0] = I->node_frame[0] = I->node_wid[0] = 0;
+                I->node_parent[0] = I->node_frame[0] = I->node_wid[0] = I->node_child[0] = 0;
                 I->nnodes = 1;
                 if (grow_array(I, (void **)&I->node_parent, &I->cap_nodes, 2, sizeof(uint32_t)) < 0)
                     return 0;
@@ -558,12 +571,14 @@ static uint32_t node_of(imp *I, const gmp_pkv *frames)
             I->node_parent[I->nnodes] = parent;
             I->node_frame[I->nnodes] = f;
             I->node_wid[I->nnodes] = 0;
+            I->node_child[I->nnodes] = 0;
             slot->val = I->nnodes++;
         }
         parent = (uint32_t)slot->val;
         fc = &I->frames[f - 1]; /* the table may have moved */
         fc->last_parent = from;
         fc->last_node = parent;
+        I->node_child[from] = parent;
     }
     o->tag = (uint64_t)parent + 1;
     gmp_pkstream_husk(I->ps, o); /* only the node is needed from now on */
@@ -1455,12 +1470,31 @@ static int on_item(void *ctx, int kind, uint32_t index, const gmp_pkv *item, cha
     return 0;
 }
 
+/* The first-event maps, their log, the trie's map and the state at the dump. */
+static void free_reading(imp *I)
+{
+    for (int i = 0; I->dev && i < GMP_TORCH_MAX_DEVICES; i++) {
+        kmap_free(&I->dev[i].seg_first);
+        kmap_free(&I->dev[i].blk_first);
+    }
+    free(I->fe_log);
+    free(I->fe_recent);
+    free(I->fe_recent_dk);
+    I->fe_log = NULL;
+    I->fe_recent = NULL;
+    I->fe_recent_dk = NULL;
+    kmap_free(&I->trie);
+    free(I->fsegs);
+    free(I->fblks);
+    I->fsegs = I->fblks = NULL;
+    I->nfsegs = I->nfblks = I->cap_fsegs = I->cap_fblks = 0;
+}
+
 static void imp_free(imp *I)
 {
+    free_reading(I);
     if (I->dev) {
         for (int i = 0; i < GMP_TORCH_MAX_DEVICES; i++) {
-            kmap_free(&I->dev[i].seg_first);
-            kmap_free(&I->dev[i].blk_first);
             for (chunk *c = I->dev[i].head, *n; c; c = n) {
                 n = c->next;
                 free(c);
@@ -1469,11 +1503,6 @@ static void imp_free(imp *I)
     }
     free(I->dev);
     free(I->devs_with_ops);
-    free(I->fe_log);
-    free(I->fe_recent);
-    free(I->fe_recent_dk);
-    free(I->fsegs);
-    free(I->fblks);
     free(I->pre_segs);
     free(I->pre_blks);
     free(I->pre_seg_dev);
@@ -1487,7 +1516,7 @@ static void imp_free(imp *I)
     free(I->node_parent);
     free(I->node_frame);
     free(I->node_wid);
-    kmap_free(&I->trie);
+    free(I->node_child);
 }
 
 /* Reads the snapshot from fd (a regular file) or data[0..n), then writes the trace. */
@@ -1589,6 +1618,8 @@ static gmp_err import_any(int fd, const void *data, size_t n, const char *source
     if (fe_flush(&I) < 0 || pre_from_final(&I) < 0 || pre_from_first_frees(&I, 1) < 0 ||
         pre_from_first_frees(&I, 0) < 0)
         goto out;
+    /* what only the reading needed goes before the writing (its memory is reused) */
+    free_reading(&I);
     write_trace(&I, source, out_fd);
     out_fd = -1;
 out:
