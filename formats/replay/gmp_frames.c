@@ -5,9 +5,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gmp_reader.h"
-#include "gmp_replay.h"
-
 #define I GMP_FRAME_INTERNAL
 #define F GMP_FRAME_FRAMEWORK
 
@@ -117,7 +114,14 @@ int gmp_frame_glob(const char *pat, const char *s, size_t n)
             i++;
         } else if (star) {
             pat = star;
-            i = ++star_i;
+            star_i++;
+            if (*star && *star != '*') { /* the next place where the literal after `*` is */
+                const char *q = star_i < n ? memchr(s + star_i, *star, n - star_i) : NULL;
+                if (!q)
+                    return 0;
+                star_i = (size_t)(q - s);
+            }
+            i = star_i;
         } else {
             return 0;
         }
@@ -184,9 +188,10 @@ static gmp_str base_name(gmp_str s)
     return s;
 }
 
-gmp_frame_class gmp_frame_classify(const gmp_frame_info *f, const gmp_frame_rule **rule)
+/* gmp_frame_classify with the function's head (gmp_frame_function_head) computed already. */
+static gmp_frame_class classify_head(const gmp_frame_info *f, gmp_str fn,
+                                     const gmp_frame_rule **rule)
 {
-    gmp_str fn = gmp_frame_function_head(f->function);
     gmp_str mod = f->module.ptr ? base_name(f->module) : (gmp_str){"", 0};
     gmp_str file = f->file.ptr ? f->file : (gmp_str){"", 0};
     for (size_t i = 0; i < gmp_frame_rule_count(); i++) {
@@ -204,6 +209,11 @@ gmp_frame_class gmp_frame_classify(const gmp_frame_info *f, const gmp_frame_rule
     if (rule)
         *rule = NULL;
     return GMP_FRAME_USER;
+}
+
+gmp_frame_class gmp_frame_classify(const gmp_frame_info *f, const gmp_frame_rule **rule)
+{
+    return classify_head(f, gmp_frame_function_head(f->function), rule);
 }
 
 size_t gmp_frames_fold(const uint8_t *cls, size_t n, uint8_t *hide)
@@ -288,7 +298,7 @@ static unsigned category_facts(const gmp_frame_info *x, gmp_str h)
 static unsigned frame_facts(const gmp_frame_info *x)
 {
     gmp_str h = gmp_frame_function_head(x->function); /* once per frame, not per pattern */
-    return category_facts(x, h) | (unsigned)gmp_frame_classify(x, NULL);
+    return category_facts(x, h) | (unsigned)classify_head(x, h, NULL);
 }
 
 /* ---- the memo of frame facts (gmp_frame_memo) ---- */
@@ -472,47 +482,25 @@ gmp_category gmp_frames_category_memo(gmp_frame_memo *m, const gmp_frame_info *f
     return category_of(all, range);
 }
 
+unsigned gmp_frame_facts_memo(gmp_frame_memo *m, const gmp_frame_info *f)
+{
+    return facts_of(m, f);
+}
+
+gmp_frame_class gmp_frame_facts_class(unsigned facts)
+{
+    return (gmp_frame_class)(facts & FACT_CLS);
+}
+
+gmp_category gmp_frames_category_of(unsigned facts, gmp_str range)
+{
+    return category_of(facts, range); /* the class bits are not tested there */
+}
+
 gmp_category gmp_frames_category(const gmp_frame_info *f, size_t n, gmp_str range)
 {
     unsigned all = 0;
     for (size_t i = 0; i < n; i++) /* the class is not needed: the category's tests only */
         all |= category_facts(&f[i], gmp_frame_function_head(f[i].function));
     return category_of(all, range);
-}
-
-gmp_category gmp_replay_category(const gmp_replay *rp, uint32_t stack, uint32_t range)
-{
-    enum { NF = 128 };
-    gmp_replay_frame fr[NF];
-    gmp_frame_info fi[NF];
-    size_t n = stack ? gmp_replay_stack_frames(rp, stack, fr, NF) : 0;
-    if (n > NF)
-        n = NF;
-    for (size_t i = 0; i < n; i++) {
-        memset(&fi[i], 0, sizeof fi[i]);
-        if (fr[i].kind == GMP_FRAME_PYTHON) {
-            fi[i].function = fr[i].function;
-            fi[i].file = fr[i].file;
-        } else if (fr[i].module) {
-            fi[i].module = fr[i].module->path;
-        }
-    }
-    char path[1024];
-    size_t pl = 0;
-    const gmp_reader *r = gmp_replay_reader(rp);
-    for (uint32_t id = range, d = 0; id && d < 64; d++) { /* components, innermost first */
-        const gmp_rec_range *x = gmp_reader_range(r, id);
-        if (!x)
-            break;
-        gmp_str nm = gmp_reader_string(r, x->name);
-        if (pl + nm.len + 1 < sizeof path) {
-            if (pl)
-                path[pl++] = '|';
-            memcpy(path + pl, nm.ptr, nm.len);
-            pl += nm.len;
-        }
-        id = x->parent;
-    }
-    return gmp_frames_category_memo(gmp_replay_frame_memo(rp), fi, n,
-                                    (gmp_str){path, (uint32_t)pl});
 }

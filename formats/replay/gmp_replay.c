@@ -171,6 +171,11 @@ typedef struct handle_ent {
     uint8_t used;
 } handle_ent;
 
+typedef struct pyframe_ent {
+    uint64_t key; /* function string id << 32 | file string id */
+    uint8_t facts, used;
+} pyframe_ent;
+
 typedef struct freed_ent {
     uint64_t key;
     uint32_t space1; /* space + 1; 0 = empty */
@@ -243,6 +248,12 @@ struct gmp_replay {
 
     gmp_replay_summary sum;
     gmp_frame_memo *fmemo; /* gmp_replay_frame_memo */
+    /* gmp_replay_category: per stack node (the reader's stack index), what the frames from it
+     * outwards say (NODE_*); dropped when a module is defined (native frames are matched by
+     * their module) */
+    uint32_t *nodecat;
+    size_t nodecat_cap, nodecat_mods;
+    omap pyframes; /* pyframe_ent: the facts of a Python frame by its string ids */
 };
 
 /* ---- errors ---- */
@@ -284,6 +295,8 @@ gmp_err gmp_replay_new(gmp_replay **out, gmp_reader *r, const gmp_replay_opts *o
     rp->threads.uoff = offsetof(thread_ent, used);
     rp->handles.esz = sizeof(handle_ent);
     rp->handles.uoff = offsetof(handle_ent, used);
+    rp->pyframes.esz = sizeof(pyframe_ent);
+    rp->pyframes.uoff = offsetof(pyframe_ent, used);
     rp->freed = calloc(FREED_CACHE, sizeof *rp->freed);
     rp->last_site = SIZE_MAX;
     rp->fmemo = gmp_frame_memo_new(); /* NULL: classified every time */
@@ -320,6 +333,8 @@ void gmp_replay_free(gmp_replay *rp)
     free(rp->notices);
     free(rp->scratch);
     gmp_frame_memo_free(rp->fmemo);
+    free(rp->nodecat);
+    omap_free(&rp->pyframes);
     free(rp);
 }
 
@@ -1254,6 +1269,168 @@ gmp_err gmp_replay_run(gmp_replay *rp)
     finish(rp);
     DISPATCH0(rp, end);
     return GMP_OK;
+}
+
+/* ---- categories (gmp_frames.h) ---- */
+
+#define CAT_FRAMES 128 /* frames of a stack that gmp_replay_category looks at, innermost first */
+/* nodecat entries: the facts (gmp_frame_facts_memo) of the node's own frame, those of the frames
+ * from the node outwards (ORed), the number of those frames (capped), and a known bit */
+#define NODE_KNOWN (1u << 31)
+#define NODE_OWN_SHIFT 8
+#define NODE_LEN_SHIFT 16
+#define NODE_LEN_MAX 0x7fffu
+#define NODE_ALL 0xffu
+
+/* The range path's names, innermost first, joined by '|' (at most n - 1 bytes). */
+static gmp_str range_names(const gmp_reader *r, uint32_t range, char *path, size_t n)
+{
+    size_t pl = 0;
+    for (uint32_t id = range, d = 0; id && d < 64; d++) { /* components, innermost first */
+        const gmp_rec_range *x = gmp_reader_range(r, id);
+        if (!x)
+            break;
+        gmp_str nm = gmp_reader_string(r, x->name);
+        if (pl + nm.len + 1 < n) {
+            if (pl)
+                path[pl++] = '|';
+            memcpy(path + pl, nm.ptr, nm.len);
+            pl += nm.len;
+        }
+        id = x->parent;
+    }
+    return (gmp_str){path, (uint32_t)pl};
+}
+
+/* The facts of one stack node's frame as the pass knows it: Python frames by name and file (kept
+ * per pair of string ids), native frames by their module only. */
+static unsigned node_facts(gmp_replay *rp, const gmp_rec_stack *s)
+{
+    gmp_frame_info fi;
+    memset(&fi, 0, sizeof fi);
+    if (s->kind == GMP_FRAME_PYTHON) {
+        uint64_t key = (uint64_t)s->function << 32 | s->file;
+        pyframe_ent *e = omap_find(&rp->pyframes, key);
+        if (e)
+            return e->facts;
+        fi.function = gmp_reader_string(rp->r, s->function);
+        fi.file = gmp_reader_string(rp->r, s->file);
+        unsigned f = gmp_frame_facts_memo(rp->fmemo, &fi);
+        int fresh;
+        if ((e = omap_put(&rp->pyframes, key, &fresh)) != NULL) /* else: computed again */
+            e->facts = (uint8_t)f;
+        return f;
+    }
+    if (s->kind == GMP_FRAME_NATIVE) {
+        size_t nmod = gmp_reader_module_count(rp->r);
+        for (size_t i = 0; i < nmod; i++) {
+            const gmp_rec_module *m = gmp_reader_module_at(rp->r, i);
+            if (m && s->address >= m->lo && s->address - m->lo < m->size) {
+                fi.module = m->path;
+                break;
+            }
+        }
+    }
+    return gmp_frame_facts_memo(rp->fmemo, &fi);
+}
+
+/* The facts of the first CAT_FRAMES frames of stack, frame by frame. */
+static unsigned stack_facts_direct(gmp_replay *rp, uint32_t stack)
+{
+    unsigned f = 0;
+    size_t k = 0;
+    for (uint32_t id = stack; id && k < CAT_FRAMES; k++) {
+        const gmp_rec_stack *s = gmp_reader_stack(rp->r, id);
+        if (!s)
+            break;
+        f |= node_facts(rp, s);
+        if (s->parent == id)
+            break;
+        id = s->parent;
+    }
+    return f & NODE_ALL;
+}
+
+/* The nodecat entry of stack (NODE_*), computed for the nodes from it outwards that are not known
+ * yet; 0 when the cache cannot hold it (out of memory, or deeper than CAT_FRAMES without a known
+ * node). */
+static uint32_t node_entry(gmp_replay *rp, uint32_t stack)
+{
+    size_t nmod = gmp_reader_module_count(rp->r);
+    if (nmod != rp->nodecat_mods) { /* a module defined since: native frames may say more */
+        if (rp->nodecat)
+            memset(rp->nodecat, 0, rp->nodecat_cap * sizeof *rp->nodecat);
+        rp->nodecat_mods = nmod;
+    }
+    size_t need = gmp_reader_stack_count(rp->r) + 1;
+    if (need > rp->nodecat_cap) {
+        size_t nc = rp->nodecat_cap ? rp->nodecat_cap : 1024;
+        while (nc < need)
+            nc *= 2;
+        uint32_t *p = realloc(rp->nodecat, nc * sizeof *p);
+        if (p) {
+            memset(p + rp->nodecat_cap, 0, (nc - rp->nodecat_cap) * sizeof *p);
+            rp->nodecat = p;
+            rp->nodecat_cap = nc;
+        }
+    }
+    /* the nodes from stack outwards up to the first known one (or the outermost) */
+    uint32_t chain[CAT_FRAMES + 1];
+    const gmp_rec_stack *cs[CAT_FRAMES + 1];
+    size_t c = 0;
+    uint32_t base = 0; /* the known node's entry */
+    for (uint32_t id = stack; id;) {
+        uint32_t ix = gmp_reader_stack_index(rp->r, id);
+        const gmp_rec_stack *s = ix ? gmp_reader_stack(rp->r, id) : NULL;
+        if (!s)
+            break;
+        if (ix >= rp->nodecat_cap)
+            return 0;
+        if (rp->nodecat[ix] & NODE_KNOWN) {
+            base = rp->nodecat[ix];
+            break;
+        }
+        if (c == CAT_FRAMES + 1)
+            return 0;
+        chain[c] = ix;
+        cs[c++] = s;
+        if (s->parent == id)
+            break;
+        id = s->parent;
+    }
+    for (size_t k = c; k-- > 0;) {
+        unsigned own = node_facts(rp, cs[k]) & NODE_ALL;
+        uint32_t len = ((base >> NODE_LEN_SHIFT) & NODE_LEN_MAX) + 1;
+        if (len > NODE_LEN_MAX)
+            len = NODE_LEN_MAX;
+        base =
+            NODE_KNOWN | len << NODE_LEN_SHIFT | own << NODE_OWN_SHIFT | ((own | base) & NODE_ALL);
+        rp->nodecat[chain[k]] = base;
+    }
+    return base;
+}
+
+gmp_category gmp_replay_category(gmp_replay *rp, uint32_t stack, uint32_t range)
+{
+    char path[1024];
+    unsigned f = 0;
+    if (stack) {
+        uint32_t e = node_entry(rp, stack);
+        if (e && ((e >> NODE_LEN_SHIFT) & NODE_LEN_MAX) <= CAT_FRAMES)
+            f = e & NODE_ALL;
+        else /* deeper than CAT_FRAMES (only its innermost frames count), or not kept */
+            f = stack_facts_direct(rp, stack);
+    }
+    return gmp_frames_category_of(f, range_names(rp->r, range, path, sizeof path));
+}
+
+unsigned gmp_replay_frame_facts(gmp_replay *rp, uint32_t stack)
+{
+    uint32_t e = stack ? node_entry(rp, stack) : 0;
+    if (e)
+        return (e >> NODE_OWN_SHIFT) & NODE_ALL;
+    const gmp_rec_stack *s = stack ? gmp_reader_stack(rp->r, stack) : NULL;
+    return s ? node_facts(rp, s) & NODE_ALL : 0; /* no frame: no rule matches */
 }
 
 /* ---- queries ---- */

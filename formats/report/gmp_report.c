@@ -92,6 +92,13 @@ typedef struct heapent {
     gmp_report_alloc a; /* api/range/stack hold trace ids until the freeze */
 } heapent;
 
+/* A Python frame of the trace's stack trie as copied into the report (stack_copy): its strings
+ * interned and its class, once per node however many stacks share it. */
+typedef struct pynode {
+    uint32_t function, file;
+    uint8_t facts, known; /* gmp_frame_facts_memo */
+} pynode;
+
 struct gmp_report_live {
     gmp_report_doc *doc;
     gmp_report_trace *t;
@@ -128,6 +135,13 @@ struct gmp_report_live {
     size_t bufcap;
     void *symstate; /* the symbolizer's, for this trace */
     gmp_analysis *ana;
+    pynode *nodes; /* Python stack nodes by the reader's stack index (stack_copy) */
+    size_t capnodes;
+    gmp_report_frame *fbuf; /* MAX_FRAMES: a stack being copied */
+    uint8_t *sfacts;        /* report stack index -> its frames' facts (gmp_frame_facts_memo) */
+    uint32_t *strix;        /* the reader's string index -> index in t->strs + 1 (str_of_id) */
+    size_t capstrix;
+    size_t capsfacts;
     gmp_omap catmap;  /* stack id | range id << 32 -> gmp_category + 1, during the pass */
     uint8_t *sitecat; /* replay site index -> gmp_category + 1 (0: not known yet) */
     size_t capsitecat;
@@ -814,12 +828,22 @@ static gmp_err on_oom(void *ctx, gmp_replay *rp, const gmp_replay_oom *ev)
 
 /* ---- freeze: copy what the builder needs ---- */
 
+/* A content hash for intern's map, 8 bytes at a time (only the map's probing depends on it). */
 static uint64_t strhash(const char *s, size_t n)
 {
-    uint64_t h = 1469598103934665603ull;
-    for (size_t i = 0; i < n; i++)
-        h = (h ^ (unsigned char)s[i]) * 1099511628211ull;
-    return h;
+    uint64_t h = 0x9e3779b97f4a7c15ull ^ n;
+    while (n >= 8) {
+        uint64_t w;
+        memcpy(&w, s, 8);
+        h = (h ^ w) * 0xbf58476d1ce4e5b9ull;
+        h ^= h >> 31;
+        s += 8;
+        n -= 8;
+    }
+    uint64_t w = 0;
+    memcpy(&w, s, n);
+    h = (h ^ w) * 0x94d049bb133111ebull;
+    return h ^ (h >> 29);
 }
 
 /* Index of a copy of s[0..n) in t->strs (equal strings share one index); UINT32_MAX when out of
@@ -952,6 +976,60 @@ static size_t native_frame(live *L, const gmp_replay_frame *x, gmp_report_frame 
     return 1;
 }
 
+/* The index of the reader's string id in t->strs (intern), kept per id. */
+static uint32_t str_of_id(live *L, uint32_t id)
+{
+    uint32_t ix = gmp_reader_string_index(L->r, id);
+    if (ix && ix >= L->capstrix) {
+        size_t nc = L->capstrix ? L->capstrix : 1024;
+        while (nc <= ix)
+            nc *= 2;
+        uint32_t *p = realloc(L->strix, nc * sizeof *p);
+        if (p) {
+            memset(p + L->capstrix, 0, (nc - L->capstrix) * sizeof *p);
+            L->strix = p;
+            L->capstrix = nc;
+        }
+    }
+    if (ix && ix < L->capstrix && L->strix[ix])
+        return L->strix[ix] - 1;
+    gmp_str s = gmp_reader_string(L->r, id);
+    uint32_t v = intern(L, s.ptr, s.len);
+    if (ix && ix < L->capstrix && v != UINT32_MAX)
+        L->strix[ix] = v + 1;
+    return v;
+}
+
+/* The cached copy of the Python frame at stack node `node` (x its frame); NULL when it cannot be
+ * kept (out of memory, unknown node): the caller computes it. */
+static pynode *pynode_of(live *L, uint32_t node, const gmp_replay_frame *x)
+{
+    uint32_t ix = gmp_reader_stack_index(L->r, node);
+    if (!ix)
+        return NULL;
+    if (ix >= L->capnodes) {
+        size_t nc = L->capnodes ? L->capnodes : 1024;
+        while (nc <= ix)
+            nc *= 2;
+        pynode *p = realloc(L->nodes, nc * sizeof *p);
+        if (!p)
+            return NULL;
+        memset(p + L->capnodes, 0, (nc - L->capnodes) * sizeof *p);
+        L->nodes = p;
+        L->capnodes = nc;
+    }
+    pynode *pn = &L->nodes[ix];
+    if (!pn->known) {
+        const gmp_rec_stack *s = gmp_reader_stack(L->r, node);
+        pn->function = s ? str_of_id(L, s->function) : intern(L, x->function.ptr, x->function.len);
+        pn->file = s ? str_of_id(L, s->file) : intern(L, x->file.ptr, x->file.len);
+        /* the frame as the pass classified it: its function and file */
+        pn->facts = (uint8_t)gmp_replay_frame_facts(L->rp, node);
+        pn->known = 1;
+    }
+    return pn;
+}
+
 static uint32_t stack_copy(live *L, uint32_t id)
 {
     if (!id)
@@ -970,34 +1048,72 @@ static uint32_t stack_copy(live *L, uint32_t id)
         n = MAX_FRAMES;
     if (!grow((void **)&t->stacks, &L->capstacks, t->nstacks, sizeof *t->stacks))
         return GMP_REPORT_NO_STACK;
-    gmp_report_frame *out = calloc(MAX_FRAMES, sizeof *out);
-    if (!out)
+    if (!L->fbuf && !(L->fbuf = malloc(MAX_FRAMES * sizeof *L->fbuf)))
         return GMP_REPORT_NO_STACK;
+    gmp_report_frame *out = L->fbuf;
+    uint8_t known[MAX_FRAMES]; /* the frame's facts are known (a cached Python node) */
+    uint8_t facts[MAX_FRAMES]; /* gmp_frame_facts_memo */
     size_t k = 0;
+    uint32_t node = id; /* the trie node of fr[i] (as gmp_replay_stack_frames walks) */
     for (size_t i = 0; i < n && k < MAX_FRAMES; i++) {
         const gmp_replay_frame *x = &fr[i];
+        const gmp_rec_stack *sn = gmp_reader_stack(L->r, node);
         if (x->kind == GMP_FRAME_PYTHON) {
-            gmp_report_frame *o = &out[k++];
+            gmp_report_frame *o = &out[k];
+            memset(o, 0, sizeof *o);
             o->kind = x->kind;
-            o->function = intern(L, x->function.ptr, x->function.len);
-            o->file = intern(L, x->file.ptr, x->file.len);
             o->line = x->line;
+            const pynode *pn = sn ? pynode_of(L, node, x) : NULL;
+            if (pn) {
+                o->function = pn->function;
+                o->file = pn->file;
+                facts[k] = pn->facts;
+                known[k] = 1;
+            } else {
+                o->function = intern(L, x->function.ptr, x->function.len);
+                o->file = intern(L, x->file.ptr, x->file.len);
+                known[k] = 0;
+            }
+            k++;
         } else {
-            k += native_frame(L, x, out + k, MAX_FRAMES - k);
+            size_t m = native_frame(L, x, out + k, MAX_FRAMES - k);
+            memset(known + k, 0, m);
+            k += m;
         }
+        node = sn && sn->parent != node ? sn->parent : 0;
+    }
+    gmp_report_frame *frames = malloc((k ? k : 1) * sizeof *frames);
+    if (!frames)
+        return GMP_REPORT_NO_STACK;
+    if (t->nstacks >= L->capsfacts) {
+        size_t nc = L->capsfacts ? L->capsfacts * 2 : 256;
+        uint8_t *p = realloc(L->sfacts, nc);
+        if (!p) {
+            free(frames);
+            return GMP_REPORT_NO_STACK;
+        }
+        L->sfacts = p;
+        L->capsfacts = nc;
     }
     gmp_report_stack *s = &t->stacks[t->nstacks];
     s->nframes = k;
-    s->frames = out;
+    s->frames = frames;
     s->user = k;
+    unsigned all = 0;                /* what the frames say for the categories (site_category) */
     for (size_t i = 0; i < k; i++) { /* which frames are the user's code (gmp_frames.h) */
         gmp_report_frame *o = &out[i];
-        gmp_frame_info fi = {gmp_report_str(t, o->function), gmp_report_str(t, o->file),
-                             gmp_report_str(t, o->module)};
-        o->cls = (uint8_t)gmp_frame_classify_memo(gmp_replay_frame_memo(L->rp), &fi);
+        if (!known[i]) {
+            gmp_frame_info fi = {gmp_report_str(t, o->function), gmp_report_str(t, o->file),
+                                 gmp_report_str(t, o->module)};
+            facts[i] = (uint8_t)gmp_frame_facts_memo(gmp_replay_frame_memo(L->rp), &fi);
+        }
+        all |= facts[i];
+        o->cls = (uint8_t)gmp_frame_facts_class(facts[i]);
         if (o->cls == GMP_FRAME_USER && s->user == k)
             s->user = i;
     }
+    L->sfacts[t->nstacks] = (uint8_t)all;
+    memcpy(frames, out, k * sizeof *frames);
     s->user_name = 0;
     if (k) { /* the first frame shown when folded: what a breakdown by frame groups by */
         uint8_t cls[MAX_FRAMES], hide[MAX_FRAMES];
@@ -1245,19 +1361,11 @@ static uint32_t ana_stack(void *c, uint32_t id)
 }
 
 /* The category of a site (gmp_frames_category) from its stack's frames and its range path. */
-static uint32_t site_category(gmp_frame_memo *m, const gmp_report_trace *t, const gmp_report_row *o)
+static uint32_t site_category(live *L, const gmp_report_row *o)
 {
-    gmp_frame_info fi[MAX_FRAMES];
-    size_t n = 0;
-    if (o->stack < t->nstacks) {
-        const gmp_report_stack *s = &t->stacks[o->stack];
-        for (size_t i = 0; i < s->nframes && n < MAX_FRAMES; i++, n++) {
-            fi[n].function = gmp_report_str(t, s->frames[i].function);
-            fi[n].file = gmp_report_str(t, s->frames[i].file);
-            fi[n].module = gmp_report_str(t, s->frames[i].module);
-        }
-    }
-    gmp_category c = gmp_frames_category_memo(m, fi, n, gmp_report_str(t, o->range));
+    const gmp_report_trace *t = L->t;
+    unsigned f = o->stack < t->nstacks ? L->sfacts[o->stack] : 0;
+    gmp_category c = gmp_frames_category_of(f, gmp_report_str(t, o->range));
     /* lifetimes: made by the backward pass and still live at the end (as at the peak), it was
      * kept past the backward: a gradient (AccumulateGrad keeps the incoming buffer as .grad) */
     if (c == GMP_CAT_TEMPORARY && o->peak_bytes && o->live_bytes >= o->peak_bytes)
@@ -1330,7 +1438,7 @@ static gmp_err freeze(live *L)
         o->peak_bytes = s->peak_bytes;
         o->peak_count = s->peak_count;
         o->max_alloc_bytes = s->max_alloc_bytes;
-        o->category = site_category(gmp_replay_frame_memo(rp), t, o);
+        o->category = site_category(L, o);
     }
     if ((e = freeze_ranges(L)) != GMP_OK || (e = freeze_lanes(L)) != GMP_OK)
         return e;
@@ -1393,6 +1501,10 @@ static void live_free(live *L)
     }
     free(L->heap);
     free(L->buf);
+    free(L->nodes);
+    free(L->fbuf);
+    free(L->sfacts);
+    free(L->strix);
     gmp_analysis_free(L->ana);
     gmp_omap_free(&L->threads);
     gmp_omap_free(&L->stats);

@@ -1828,6 +1828,26 @@ const gmp_rec_stack *gmp_reader_stack(const gmp_reader *r, uint32_t id)
     return deftab_get(&r->stacks, id);
 }
 
+uint32_t gmp_reader_stack_index(const gmp_reader *r, uint32_t id)
+{
+    return deftab_index(&r->stacks, id);
+}
+
+size_t gmp_reader_stack_count(const gmp_reader *r)
+{
+    return r->stacks.n;
+}
+
+uint32_t gmp_reader_string_index(const gmp_reader *r, uint32_t id)
+{
+    return deftab_index(&r->strings, id);
+}
+
+size_t gmp_reader_string_count(const gmp_reader *r)
+{
+    return r->strings.n;
+}
+
 const gmp_rec_range *gmp_reader_range(const gmp_reader *r, uint32_t id)
 {
     return deftab_get(&r->ranges, id);

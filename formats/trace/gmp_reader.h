@@ -112,6 +112,14 @@ const gmp_rec_device *gmp_reader_device_at(const gmp_reader *r, size_t i);
 size_t gmp_reader_module_count(const gmp_reader *r);
 const gmp_rec_module *gmp_reader_module_at(const gmp_reader *r, size_t i);
 
+/* Dense numbers of definitions, for callers that keep something per stack node or string in an
+ * array instead of a map: the id's place in definition order plus one (1 .. the count defined so
+ * far), 0 for an id not defined (yet). */
+uint32_t gmp_reader_stack_index(const gmp_reader *r, uint32_t id);
+size_t gmp_reader_stack_count(const gmp_reader *r);
+uint32_t gmp_reader_string_index(const gmp_reader *r, uint32_t id);
+size_t gmp_reader_string_count(const gmp_reader *r);
+
 /* The range path of a RANGE id, names joined with "/" ("train/step/forward"). Writes at most n
  * bytes including the NUL; returns the full length. "" for id 0. */
 size_t gmp_reader_range_path(const gmp_reader *r, uint32_t id, char *buf, size_t n);
