@@ -396,7 +396,7 @@ static int push_pre(imp *I, int seg, int32_t d, uint64_t addr, uint64_t size, ui
  * logged and put in the maps FE_LOG at a time, in order (the maps end up the same), loading the
  * slots a few events ahead; and an event of an address seen recently (the cache fe_recent: an
  * address is mostly freed and reused soon after) is not its first, so it is not logged at all. */
-#define FE_LOG 4096
+#define FE_LOG 1024
 #define FE_RECENT 4096
 #define FE_AHEAD 16
 
