@@ -117,6 +117,12 @@ struct gmp_analysis {
     sstat *s;
     size_t ns, caps;
     gmp_omap thread_dev; /* tid -> device + 2 */
+    uint32_t td_tid;     /* the (tid, value) written last to thread_dev (td_val 0: none) */
+    uint64_t td_val;
+    uint64_t t_key; /* tstat_get's last key and its index + 1 (0: none) */
+    size_t t_ix;
+    uint64_t p_key; /* on_pool's last pool handle and its index + 1 (0: none) */
+    size_t p_ix;
     int32_t first_dev;
     int has_dev;
     slot slots[GMP_ANALYSIS_SLOTS];
@@ -240,6 +246,8 @@ static void site_change(ana *A, sstat *s, int64_t delta)
 static tstat *tstat_get(ana *A, uint32_t range, int32_t device)
 {
     uint64_t key = (uint64_t)range | ((uint64_t)(uint32_t)(device + 1) << 32);
+    if (A->t_ix && A->t_key == key) /* consecutive allocations mostly share one */
+        return &A->t[A->t_ix - 1];
     int fresh;
     uint64_t *v = gmp_omap_put(&A->tmap, key, &fresh);
     if (!v)
@@ -253,6 +261,8 @@ static tstat *tstat_get(ana *A, uint32_t range, int32_t device)
         x->device = device;
         *v = A->nt++;
     }
+    A->t_key = key;
+    A->t_ix = (size_t)*v + 1;
     return &A->t[*v];
 }
 
@@ -444,11 +454,16 @@ static gmp_err on_alloc(void *ctx, gmp_replay *rp, const gmp_replay_mem *ev)
             A->has_dev = 1;
             A->first_dev = a->device;
         }
-        int fresh;
-        uint64_t *v = gmp_omap_put(&A->thread_dev, ev->rec->tid, &fresh);
-        if (!v)
-            return nomem(A);
-        *v = (uint64_t)((int64_t)a->device + 2);
+        uint64_t val = (uint64_t)((int64_t)a->device + 2);
+        if (A->td_val != val || A->td_tid != ev->rec->tid) { /* else written already */
+            int fresh;
+            uint64_t *v = gmp_omap_put(&A->thread_dev, ev->rec->tid, &fresh);
+            if (!v)
+                return nomem(A);
+            *v = val;
+            A->td_tid = ev->rec->tid;
+            A->td_val = val;
+        }
     }
     if (!temp_kind(a->kind))
         return GMP_OK;
@@ -514,20 +529,24 @@ static gmp_err on_pool(void *ctx, gmp_replay *rp, const gmp_rec *rec, const gmp_
     if (!A->blocks_known)
         return GMP_OK;
     const gmp_rec_pool *p = &rec->u.pool;
-    int fresh;
-    uint64_t *v = gmp_omap_put(&A->pmap, p->pool, &fresh);
-    if (!v)
-        return nomem(A);
-    if (fresh) {
-        if (!agrow((void **)&A->pools, &A->cappools, A->npools, sizeof *A->pools))
+    if (!A->p_ix || A->p_key != p->pool) { /* a pool's records mostly follow each other */
+        int fresh;
+        uint64_t *v = gmp_omap_put(&A->pmap, p->pool, &fresh);
+        if (!v)
             return nomem(A);
-        pool *x = &A->pools[A->npools];
-        memset(x, 0, sizeof *x);
-        x->handle = p->pool;
-        x->device = p->device;
-        *v = ++A->npools;
+        if (fresh) {
+            if (!agrow((void **)&A->pools, &A->cappools, A->npools, sizeof *A->pools))
+                return nomem(A);
+            pool *x = &A->pools[A->npools];
+            memset(x, 0, sizeof *x);
+            x->handle = p->pool;
+            x->device = p->device;
+            *v = ++A->npools;
+        }
+        A->p_key = p->pool;
+        A->p_ix = (size_t)*v;
     }
-    pool *x = &A->pools[*v - 1];
+    pool *x = &A->pools[A->p_ix - 1];
     if (p->op == GMP_POOL_CREATE) {
         x->alive = 1;
         x->size = 0;

@@ -205,7 +205,8 @@ typedef struct gmp_replay_opts {
     size_t max_ooms;    /* OOM records kept for gmp_replay_oom_at (default 1024); all are counted */
     size_t max_notices; /* NOTICE messages kept (default 64) */
     int threads;        /* 0: the trace is read ahead in a second thread (gmp_reader_readahead)
-                           when this process may run on more than one CPU; 1: the replay starts
+                           when this process may run on more than one CPU and the file is over
+                           512 KiB (or of unknown size); 1: the replay starts
                            no thread (read-ahead the caller asked of the reader stands). The
                            callbacks always run in the calling thread, and they and the summary
                            are the same either way. */

@@ -110,11 +110,14 @@ struct gmp_report_live {
     int axis_started;
     uint64_t t0, w;
     uint64_t last_idx;
+    uint64_t fast_lo, fast_hi; /* [lo, hi): the times of bucket fast_i (axis_index) */
+    size_t fast_i;
     devslot dev[GMP_REPORT_MAX_DEVICES];
     /* ranges */
     gmp_omap threads; /* tid -> index + 1 */
     rthread *th;
     size_t nth, capth;
+    size_t last_th; /* index + 1 of the thread thread_get returned last, 0 none */
     size_t *active; /* threads with open ranges */
     size_t nactive, capactive;
     rframe *se; /* open START/END ranges */
@@ -228,11 +231,14 @@ static void axis_double(live *L)
     }
     L->w *= 2;
     L->last_idx /= 2;
+    L->fast_lo = L->fast_hi = 0; /* axis_index's bucket moved */
 }
 
 /* The bucket of time t, widening the buckets until t fits. */
 static size_t axis_index(live *L, uint64_t t)
 {
+    if (t >= L->fast_lo && t < L->fast_hi) /* the bucket of the last event, mostly */
+        return L->fast_i;
     if (!L->axis_started) {
         L->axis_started = 1;
         L->t0 = t;
@@ -245,6 +251,9 @@ static size_t axis_index(live *L, uint64_t t)
     size_t i = (size_t)((t - L->t0) / L->w);
     if (i > L->last_idx)
         L->last_idx = i;
+    L->fast_i = i;
+    L->fast_lo = L->t0 + i * L->w;
+    L->fast_hi = L->fast_lo + L->w < L->fast_lo ? UINT64_MAX : L->fast_lo + L->w;
     return i;
 }
 
@@ -350,6 +359,8 @@ static void cat_update(live *L, const gmp_replay_alloc *a, int add)
 
 static rthread *thread_get(live *L, uint32_t tid)
 {
+    if (L->last_th && L->th[L->last_th - 1].tid == tid) /* the same thread, mostly */
+        return &L->th[L->last_th - 1];
     int fresh;
     uint64_t *v = gmp_omap_put(&L->threads, tid, &fresh);
     if (!v)
@@ -363,6 +374,7 @@ static rthread *thread_get(live *L, uint32_t tid)
         t->last_device = NODEV;
         *v = ++L->nth;
     }
+    L->last_th = (size_t)*v;
     return &L->th[*v - 1];
 }
 
@@ -576,12 +588,8 @@ static gmp_err on_range(void *ctx, gmp_replay *rp, const gmp_replay_range *ev)
 
 static int hist_bucket(uint64_t size)
 {
-    int b = 0;
-    while (size > 1 && b < GMP_REPORT_HIST - 1) {
-        size >>= 1;
-        b++;
-    }
-    return b;
+    int b = size > 1 ? 63 - __builtin_clzll(size) : 0; /* floor(log2(size)) */
+    return b < GMP_REPORT_HIST - 1 ? b : GMP_REPORT_HIST - 1;
 }
 
 static void heap_down(heapent *h, size_t n, size_t i)
