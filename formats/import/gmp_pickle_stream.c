@@ -1021,7 +1021,7 @@ static int set_items(gmp_pkstream *P, gmp_pkobj *c, size_t first)
         return fail(P, GMP_ERR_FORMAT, "SETITEMS with an odd number of items");
     if (reserve(P, c, n / 2) < 0)
         return -1;
-    gmp_pkv *st = P->stack, *it = c->d.items + 2 * (size_t)c->n;
+    gmp_pkv *st = P->stack, *it = n ? c->d.items + 2 * (size_t)c->n : NULL; /* none: no array */
     for (size_t i = first; i < P->sn; i += 2) {
         if (check_key(P, &st[i]) < 0 || attach(P, c, &st[i], NULL, 0) < 0 ||
             attach(P, c, &st[i + 1], &st[i], 0) < 0) {
