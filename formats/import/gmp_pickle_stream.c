@@ -838,7 +838,8 @@ __attribute__((noinline)) static int attach_all(gmp_pkstream *P, gmp_pkobj *pare
         gmp_pkobj *c = child->v.o;
         if (c == parent)
             return fail(P, GMP_ERR_FORMAT, "a %s contains itself", tname(child));
-        c->sealed = 1;
+        if (c->type >= GMP_PK_LIST)
+            c->sealed = 1;
         h = c->height + 1;
         if (c->role && c->role != R_ROOT) {
             int ok = !(c->flags & F_ATTACHED) && c->pred_parent == parent;
@@ -882,7 +883,7 @@ static inline int attach(gmp_pkstream *P, gmp_pkobj *parent, const gmp_pkv *chil
     if (parent->role != R_ROOT) {
         gmp_pkobj *c = NULL;
         uint32_t h = 1;
-        if (is_obj(child)) {
+        if (child->type >= GMP_PK_LIST) { /* a string has no role and no height: not read */
             c = child->v.o;
             if (c == parent || c->role)
                 return attach_all(P, parent, child, key, index);

@@ -47,7 +47,7 @@ typedef struct gmp_pkv {
 /* A string or a container. Read-only for consumers, except tag. */
 struct gmp_pkobj {
     uint8_t type;
-    uint8_t sealed; /* stored in another container: never changed again */
+    uint8_t sealed; /* a container stored in another one: never changed again */
     uint8_t role;   /* internal: streaming */
     uint8_t flags;  /* internal */
     uint32_t refs;
