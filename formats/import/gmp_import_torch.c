@@ -1345,7 +1345,7 @@ static void write_trace(imp *I, const char *source, int fd)
     gmp_writer_opts_default(&wo);
     wo.threaded = 0;
     wo.level = 3;
-    wo.compress_async = 1; /* compression (most of the writing) beside the encoding */
+    wo.compress_async = 2; /* compression (most of the writing) beside the encoding */
     gmp_err e = gmp_writer_open(&I->w, fd, &wo, &h);
     if (e != GMP_OK) {
         failf(I, e, "cannot start the trace: %s", gmp_err_str(e));

@@ -7,7 +7,7 @@
  *   t->lock    one producer's buffers (a spin flag; contended only by the writer)
  *   w->qlock   the free-buffer list and the full-buffer wake-up
  *   w->dlock   definitions (intern tables and the pending definition bytes)
- *   w->clk     the frame handed to the compression helper (compress_async; inside olock)
+ *   w->clk     the frames handed to the compression helpers (compress_async; inside olock)
  * A producer holds t->lock, and takes qlock or dlock inside it; it never waits for a buffer while
  * holding t->lock. The writer takes t->lock of each thread in turn to collect its buffers. */
 #include "gmp_writer.h"
@@ -129,15 +129,22 @@ struct gmp_writer {
     uint64_t lost_io;        /* events dropped because the file could not be written */
     atomic_ullong ext_taken; /* gmp_writer_lost counts already taken into LOST records */
 
-    /* o.compress_async: the helper compresses and writes cjob (cctx, out are its own then) while
-     * the caller stages the next frame; what it did (c_st, c_failed) is taken over by the caller
-     * when it waits for it (c* under clk) */
-    pthread_t cthread;
-    int has_cthread;
+    /* o.compress_async: helper k compresses the frames handed to it in cs[k] (in turn: frame
+     * number seq goes to helper seq % ncs) and writes each when c_turn reaches its number, while
+     * the caller stages the next frames; what they did (c_st, c_failed) is taken over by the
+     * caller when it waits for one (c* and cs[].busy, .seq under clk) */
+    struct cslot {
+        gmp_writer *w;
+        pthread_t th;
+        ZSTD_CCtx *cctx;
+        bvec raw, out;
+        int busy;
+        uint64_t seq;
+    } cs[GMP_WRITER_MAX_HELPERS];
+    int ncs, cstop, c_failed;
+    uint64_t c_submit, c_turn;
     pthread_mutex_t clk;
     pthread_cond_t ccond;
-    bvec cjob;
-    int cbusy, cstop, c_failed;
     gmp_writer_stats c_st;
 };
 
@@ -648,43 +655,60 @@ static int write_all(gmp_writer *w, const uint8_t *p, size_t n)
     return 0;
 }
 
-/* Compresses src into one frame and writes it; failures set *failed and st->io_errno. */
-static void compress_write(gmp_writer *w, const bvec *src, int *failed, gmp_writer_stats *st)
+/* Compresses src into one frame in out (with cctx); 0 with a failure in *failed and
+ * st->io_errno. */
+static size_t compress_frame(ZSTD_CCtx *cctx, bvec *out, const bvec *src, int *failed,
+                             gmp_writer_stats *st)
 {
-    size_t bound = ZSTD_compressBound(src->len);
-    if (bvec_reserve(&w->out, bound) == 0) {
-        size_t n = ZSTD_compress2(w->cctx, w->out.p, w->out.cap, src->p, src->len);
-        if (ZSTD_isError(n)) {
-            *failed = 1;
-            st->io_errno = EIO;
-        } else if (write_all(w, w->out.p, n) < 0) {
-            *failed = 1;
-            st->io_errno = errno ? errno : EIO;
-        } else {
-            st->bytes_written += n;
-            st->bytes_raw += src->len;
-            st->frames++;
-        }
-    } else {
+    if (bvec_reserve(out, ZSTD_compressBound(src->len)) < 0) {
         *failed = 1;
         st->io_errno = ENOMEM;
+        return 0;
+    }
+    size_t n = ZSTD_compress2(cctx, out->p, out->cap, src->p, src->len);
+    if (ZSTD_isError(n)) {
+        *failed = 1;
+        st->io_errno = EIO;
+        return 0;
+    }
+    return n;
+}
+
+/* Writes a compressed frame of n bytes made of raw bytes. */
+static void write_frame(gmp_writer *w, const bvec *out, size_t n, size_t raw, int *failed,
+                        gmp_writer_stats *st)
+{
+    if (write_all(w, out->p, n) < 0) {
+        *failed = 1;
+        st->io_errno = errno ? errno : EIO;
+    } else {
+        st->bytes_written += n;
+        st->bytes_raw += raw;
+        st->frames++;
     }
 }
 
 static void *compress_main(void *arg)
 {
-    gmp_writer *w = arg;
+    struct cslot *c = arg;
+    gmp_writer *w = c->w;
     pthread_mutex_lock(&w->clk);
     for (;;) {
-        while (!w->cbusy && !w->cstop)
+        while (!c->busy && !w->cstop)
             pthread_cond_wait(&w->ccond, &w->clk);
-        if (!w->cbusy)
+        if (!c->busy)
             break;
         int failed = w->c_failed;
         pthread_mutex_unlock(&w->clk);
         gmp_writer_stats st = {0};
+        size_t n = failed ? 0 : compress_frame(c->cctx, &c->out, &c->raw, &failed, &st);
+        pthread_mutex_lock(&w->clk);
+        while (w->c_turn != c->seq) /* the frames before this one are written first */
+            pthread_cond_wait(&w->ccond, &w->clk);
+        failed |= w->c_failed;
+        pthread_mutex_unlock(&w->clk);
         if (!failed)
-            compress_write(w, &w->cjob, &failed, &st);
+            write_frame(w, &c->out, n, c->raw.len, &failed, &st);
         pthread_mutex_lock(&w->clk);
         if (failed && !w->c_failed) {
             w->c_failed = 1;
@@ -693,19 +717,21 @@ static void *compress_main(void *arg)
         w->c_st.bytes_written += st.bytes_written;
         w->c_st.bytes_raw += st.bytes_raw;
         w->c_st.frames += st.frames;
-        w->cjob.len = 0;
-        w->cbusy = 0;
+        c->raw.len = 0;
+        c->busy = 0;
+        w->c_turn++;
         pthread_cond_broadcast(&w->ccond);
     }
     pthread_mutex_unlock(&w->clk);
     return NULL;
 }
 
-/* Waits for the helper's frame and takes over what it did; clk held. */
-static void compress_wait_locked(gmp_writer *w)
+/* Takes over what the helpers did (once slot k is free, k >= 0; all of them, k < 0); clk held. */
+static void compress_wait_locked(gmp_writer *w, int k)
 {
-    while (w->cbusy)
-        pthread_cond_wait(&w->ccond, &w->clk);
+    for (int i = k < 0 ? 0 : k; i < (k < 0 ? w->ncs : k + 1); i++)
+        while (w->cs[i].busy)
+            pthread_cond_wait(&w->ccond, &w->clk);
     if (w->c_failed && !w->io_failed) {
         w->io_failed = 1;
         w->st.io_errno = w->c_st.io_errno;
@@ -718,10 +744,10 @@ static void compress_wait_locked(gmp_writer *w)
 
 static void compress_wait(gmp_writer *w)
 {
-    if (!w->has_cthread)
+    if (!w->ncs)
         return;
     pthread_mutex_lock(&w->clk);
-    compress_wait_locked(w);
+    compress_wait_locked(w, -1);
     pthread_mutex_unlock(&w->clk);
 }
 
@@ -732,19 +758,23 @@ static void emit_frame(gmp_writer *w)
     if (!w->stage.len)
         return;
     w->frames_out++;
-    if (w->has_cthread) {
+    if (w->ncs) {
         pthread_mutex_lock(&w->clk);
-        compress_wait_locked(w);
+        struct cslot *c = &w->cs[w->c_submit % (uint64_t)w->ncs];
+        compress_wait_locked(w, (int)(c - w->cs));
         if (!w->io_failed) {
-            bvec t = w->cjob;
-            w->cjob = w->stage;
+            bvec t = c->raw;
+            c->raw = w->stage;
             w->stage = t;
-            w->cbusy = 1;
+            c->seq = w->c_submit++;
+            c->busy = 1;
             pthread_cond_broadcast(&w->ccond);
         }
         pthread_mutex_unlock(&w->clk);
     } else if (!w->io_failed) {
-        compress_write(w, &w->stage, &w->io_failed, &w->st);
+        size_t n = compress_frame(w->cctx, &w->out, &w->stage, &w->io_failed, &w->st);
+        if (!w->io_failed)
+            write_frame(w, &w->out, n, w->stage.len, &w->io_failed, &w->st);
     }
     w->stage.len = 0;
 }
@@ -1045,15 +1075,34 @@ gmp_err gmp_writer_open(gmp_writer **out, int fd, const gmp_writer_opts *o, cons
      * start, so that a file that exists is always a readable trace, even when the program is
      * killed a moment later (before the writer thread's first cycle). */
     run_cycle(w, 0);
-    if (!w->o.threaded && w->o.compress_async) {
+    if (!w->o.threaded && w->o.compress_async > 0) {
         pthread_mutex_init(&w->clk, NULL);
         pthread_cond_init(&w->ccond, NULL);
         sigset_t all, old;
         sigfillset(&all);
         pthread_sigmask(SIG_SETMASK, &all, &old);
-        w->has_cthread = pthread_create(&w->cthread, NULL, compress_main, w) == 0;
+        pthread_attr_t ta; /* zstd works on the heap: a small stack, not 8 MB of address space */
+        pthread_attr_init(&ta);
+        pthread_attr_setstacksize(&ta, 256u << 10);
+        for (int k = 0; k < w->o.compress_async && k < GMP_WRITER_MAX_HELPERS; k++) {
+            struct cslot *c = &w->cs[k];
+            c->w = w;
+            c->cctx = ZSTD_createCCtx();
+            if (!c->cctx)
+                break;
+            ZSTD_CCtx_setParameter(c->cctx, ZSTD_c_compressionLevel, w->o.level);
+            ZSTD_CCtx_setParameter(c->cctx, ZSTD_c_checksumFlag, 1);
+            ZSTD_CCtx_setParameter(c->cctx, ZSTD_c_contentSizeFlag, 1);
+            if (pthread_create(&c->th, &ta, compress_main, c) != 0) {
+                ZSTD_freeCCtx(c->cctx);
+                c->cctx = NULL;
+                break;
+            }
+            w->ncs++;
+        }
+        pthread_attr_destroy(&ta);
         pthread_sigmask(SIG_SETMASK, &old, NULL);
-        if (!w->has_cthread) { /* compressed on the caller's thread */
+        if (!w->ncs) { /* compressed on the caller's thread */
             pthread_mutex_destroy(&w->clk);
             pthread_cond_destroy(&w->ccond);
         }
@@ -1179,14 +1228,20 @@ gmp_err gmp_writer_finish(gmp_writer *w, gmp_writer_stats *stats_out)
             w->has_thread = 0;
         } else {
             run_cycle(w, 1);
-            if (w->has_cthread) {
+            if (w->ncs) {
                 pthread_mutex_lock(&w->clk);
-                compress_wait_locked(w);
+                compress_wait_locked(w, -1);
                 w->cstop = 1;
                 pthread_cond_broadcast(&w->ccond);
                 pthread_mutex_unlock(&w->clk);
-                pthread_join(w->cthread, NULL);
-                w->has_cthread = 0;
+                for (int k = 0; k < w->ncs; k++) {
+                    pthread_join(w->cs[k].th, NULL);
+                    ZSTD_freeCCtx(w->cs[k].cctx);
+                    free(w->cs[k].raw.p);
+                    free(w->cs[k].out.p);
+                    memset(&w->cs[k], 0, sizeof w->cs[k]);
+                }
+                w->ncs = 0;
                 pthread_mutex_destroy(&w->clk);
                 pthread_cond_destroy(&w->ccond);
             }
@@ -1239,7 +1294,6 @@ gmp_err gmp_writer_close(gmp_writer *w, gmp_writer_stats *stats_out)
     itable_free(&w->stacks);
     free(w->defs.p);
     free(w->stage.p);
-    free(w->cjob.p);
     free(w->out.p);
     ZSTD_freeCCtx(w->cctx);
     pthread_mutex_destroy(&w->wlock);
@@ -1260,6 +1314,6 @@ void gmp_writer_forget_after_fork(gmp_writer *w)
         return;
     w->forgotten = 1;
     w->has_thread = 0;
-    w->has_cthread = 0;
+    w->ncs = 0;
     /* the parent's file descriptor stays open in the child but is never written */
 }

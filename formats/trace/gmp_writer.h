@@ -22,6 +22,8 @@
 typedef struct gmp_writer gmp_writer;
 typedef struct gmp_wthread gmp_wthread;
 
+#define GMP_WRITER_MAX_HELPERS 4
+
 typedef struct gmp_writer_opts {
     size_t buffer_bytes;        /* per-thread buffer (default 64 KiB, at least 4 KiB) */
     size_t max_buffered_bytes;  /* all buffers together (default 64 MiB) */
@@ -32,9 +34,9 @@ typedef struct gmp_writer_opts {
     uint64_t sync_lag_ns;       /* threaded: SYNC records promise only what is older than this
                                    (for producers that add events with past times, e.g. activity
                                    records delivered up to a flush interval late); default 0 */
-    int compress_async;         /* unthreaded (importers): each frame is compressed and written on a
-                                   helper thread while the caller stages the next one; the file is the
-                                   same. Default 0 */
+    int compress_async;         /* unthreaded (importers): frames are compressed and written on this
+                                   many helper threads (at most GMP_WRITER_MAX_HELPERS) while the caller
+                                   stages the next ones; the file is the same. Default 0: none */
 } gmp_writer_opts;
 
 typedef struct gmp_writer_stats {
