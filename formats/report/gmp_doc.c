@@ -18,10 +18,17 @@ typedef struct arena_chunk {
     _Alignas(16) unsigned char mem[];
 } arena_chunk;
 
+typedef struct memo_ent {
+    const void *owner, *val; /* val NULL: empty */
+    uint64_t key;
+} memo_ent;
+
 struct gmp_doc {
     arena_chunk *chunks;
     gmp_err err;
     gmp_doc_block root;
+    memo_ent *memo; /* gmp_doc_memo_get: open addressing, power-of-two capacity */
+    size_t memo_cap, memo_n;
 };
 
 gmp_doc *gmp_doc_new(void)
@@ -40,7 +47,58 @@ void gmp_doc_free(gmp_doc *d)
         n = c->next;
         free(c);
     }
+    free(d->memo);
     free(d);
+}
+
+static size_t memo_slot(const void *owner, uint64_t key, size_t mask)
+{
+    uint64_t h = ((uint64_t)(uintptr_t)owner ^ key * 0x9e3779b97f4a7c15ull) * 0xbf58476d1ce4e5b9ull;
+    return (size_t)(h ^ (h >> 31)) & mask;
+}
+
+const void *gmp_doc_memo_get(const gmp_doc *d, const void *owner, uint64_t key)
+{
+    if (!d->memo_cap)
+        return NULL;
+    size_t mask = d->memo_cap - 1;
+    for (size_t i = memo_slot(owner, key, mask); d->memo[i].val; i = (i + 1) & mask)
+        if (d->memo[i].owner == owner && d->memo[i].key == key)
+            return d->memo[i].val;
+    return NULL;
+}
+
+void gmp_doc_memo_put(gmp_doc *d, const void *owner, uint64_t key, const void *val)
+{
+    if (!val)
+        return;
+    if ((d->memo_n + 1) * 2 > d->memo_cap) {
+        size_t nc = d->memo_cap ? d->memo_cap * 2 : 64;
+        memo_ent *nm = calloc(nc, sizeof *nm);
+        if (!nm)
+            return;
+        for (size_t i = 0; i < d->memo_cap; i++) {
+            if (!d->memo[i].val)
+                continue;
+            size_t j = memo_slot(d->memo[i].owner, d->memo[i].key, nc - 1);
+            while (nm[j].val)
+                j = (j + 1) & (nc - 1);
+            nm[j] = d->memo[i];
+        }
+        free(d->memo);
+        d->memo = nm;
+        d->memo_cap = nc;
+    }
+    size_t mask = d->memo_cap - 1, i = memo_slot(owner, key, mask);
+    while (d->memo[i].val) {
+        if (d->memo[i].owner == owner && d->memo[i].key == key) {
+            d->memo[i].val = val;
+            return;
+        }
+        i = (i + 1) & mask;
+    }
+    d->memo[i] = (memo_ent){owner, val, key};
+    d->memo_n++;
 }
 
 gmp_doc_block *gmp_doc_root(gmp_doc *d)

@@ -231,6 +231,11 @@ gmp_str gmp_doc_strdup(gmp_doc *d, const char *s, size_t n);
 const char *gmp_doc_cstr(gmp_doc *d, const char *s); /* NUL-terminated copy */
 /* Memory of the arena, zeroed. NULL on failure (and the error is set). */
 void *gmp_doc_alloc(gmp_doc *d, size_t n);
+/* A value a builder keeps for the document's lifetime under (owner, key), so that what several
+ * tables show (the same stack) is made once: NULL when none was put. A failed put keeps nothing
+ * (the value is made again). */
+const void *gmp_doc_memo_get(const gmp_doc *d, const void *owner, uint64_t key);
+void gmp_doc_memo_put(gmp_doc *d, const void *owner, uint64_t key, const void *val);
 
 /* ---- values ---- */
 gmp_doc_val gmp_dv_lit(const char *s); /* s must outlive the document: a constant or copied */

@@ -19,9 +19,20 @@ const gmp_doc_stack *gmp_report_doc_stack(gmp_doc *d, const gmp_report_trace *t,
     if (!s->nframes)
         return NULL;
     gmp_doc_stack *ds = gmp_doc_alloc(d, sizeof *ds);
+    if (!ds)
+        return NULL;
+    /* several tables show one stack: its frames are made once (each table marks its own copy of
+     * the stack: min_items, show_all) */
+    uint64_t key = (uint64_t)stack << 1 | (all_frames != 0);
+    const gmp_doc_frame *known = gmp_doc_memo_get(d, t, key);
+    if (known) {
+        ds->n = s->nframes;
+        ds->frames = known;
+        return ds;
+    }
     gmp_doc_frame *fr = gmp_doc_alloc(d, s->nframes * sizeof *fr);
     uint8_t *cls = gmp_doc_alloc(d, 2 * s->nframes);
-    if (!ds || !fr || !cls)
+    if (!fr || !cls)
         return NULL;
     uint8_t *hide = cls + s->nframes;
     for (size_t i = 0; i < s->nframes; i++)
@@ -54,6 +65,7 @@ const gmp_doc_stack *gmp_report_doc_stack(gmp_doc *d, const gmp_report_trace *t,
     }
     ds->n = s->nframes;
     ds->frames = fr;
+    gmp_doc_memo_put(d, t, key, fr);
     return ds;
 }
 
