@@ -1004,6 +1004,8 @@ static int pre_from_final(imp *I)
     for (size_t i = 0; i < I->nfsegs; i++) {
         final_item *f = &I->fsegs[i];
         device *dv = &I->dev[f->dev];
+        if (i + FE_AHEAD < I->nfsegs)
+            kmap_prefetch(&I->dev[f[FE_AHEAD].dev].seg_first, f[FE_AHEAD].addr);
         if (!kmap_get(&dv->seg_first, f->addr) &&
             (push_pre(I, 1, f->dev, f->addr, f->size, 0) < 0 ||
              add_checked(I, &dv->pre_seg_sum, f->size) < 0))
@@ -1012,6 +1014,8 @@ static int pre_from_final(imp *I)
     for (size_t i = 0; i < I->nfblks; i++) {
         final_item *f = &I->fblks[i];
         device *dv = &I->dev[f->dev];
+        if (i + FE_AHEAD < I->nfblks)
+            kmap_prefetch(&I->dev[f[FE_AHEAD].dev].blk_first, f[FE_AHEAD].addr);
         if (!kmap_get(&dv->blk_first, f->addr) &&
             (push_pre(I, 0, f->dev, f->addr, f->size, f->node) < 0 ||
              add_checked(I, &dv->pre_blk_sum, f->size) < 0))
