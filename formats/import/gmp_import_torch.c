@@ -3,14 +3,15 @@
  *
  * Three steps: (1) stream the pickle (gmp_pickle_stream: plain data only; the segments and the
  * trace entries arrive one by one and are forgotten) and turn every trace entry into a small op,
- * varint-encoded in a per-device buffer (about 12 bytes an entry), and every frames list into a
- * node of a trie of frames (cached on the list, so a list shared through the pickle's memo is read
- * once); (2) reconstruct what existed before the window from the final `segments`; (3) write the
- * pre-window state at the start, then the ops in time order (a merge of the devices: ties go to
- * the lower device, then entry order), with one thread and explicit times (gmp_writer, threaded =
- * 0). Strings and stack nodes are defined in the writer when an op first needs them, in the order
- * the frames are walked (outermost first), so the trace is the same as when the whole tree was
- * read. */
+ * packed in a per-device buffer (field lengths, then the fields' bytes: about 14 bytes an entry),
+ * and every frames list into a node of a trie of frames (cached on the list, so a list shared
+ * through the pickle's memo is read once); (2) reconstruct what existed before the window from the
+ * final `segments`; (3) write the pre-window state at the start, then the ops in time order (a
+ * merge of the devices: ties go to the lower device, then entry order), with one thread and
+ * explicit times (gmp_writer, threaded = 0; for a long trace the frames are compressed on helper
+ * threads, compress_async, the same bytes). Strings and stack nodes are defined in the writer when
+ * an op first needs them, in the order the frames are walked (outermost first), so the trace is the
+ * same as when the whole tree was read. */
 #include "gmp_import_torch.h"
 
 #include <errno.h>
