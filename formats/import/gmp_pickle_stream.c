@@ -1514,11 +1514,11 @@ static inline __attribute__((always_inline)) void parse_body(gmp_pkstream *P, in
                 P->op_off = (size_t)(P->base + (uint64_t)(op - P->start));
                 gmp_pkobj *o = obj_new(P, GMP_PK_STR);
                 if (!o)
-                    goto out;
+                    goto bail;
                 o->d.s = xalloc(P, n + 1);
                 if (!o->d.s) {
                     fl_put(P, &P->objs, o, sizeof *o);
-                    goto out;
+                    goto bail;
                 }
                 memcpy(o->d.s, p + 2, n);
                 o->d.s[n] = 0;
@@ -1535,7 +1535,7 @@ static inline __attribute__((always_inline)) void parse_body(gmp_pkstream *P, in
                 P->op_off = (size_t)(P->base + (uint64_t)(op - P->start));
                 gmp_pkobj *c = obj_new(P, t);
                 if (!c)
-                    goto out;
+                    goto bail;
                 SYNC_OUT();
                 predict(P, c);
                 pkv_put_obj(&stk[sn++], t, c);
@@ -1559,7 +1559,7 @@ static inline __attribute__((always_inline)) void parse_body(gmp_pkstream *P, in
                 int rc = *p == 'u' ? set_items(P, c->v.o, first) : append_items(P, c->v.o, first);
                 SYNC_IN();
                 if (rc < 0)
-                    goto out;
+                    goto bail;
                 p++;
                 continue;
             }
@@ -1601,9 +1601,11 @@ static inline __attribute__((always_inline)) void parse_body(gmp_pkstream *P, in
         P->p = p;
         if (step(P) < 0 || P->done)
             return;
+        continue;
+    bail: /* a helper failed (P->code says why): the values pushed meanwhile are the stack's */
+        SYNC_OUT();
+        return;
     }
-out:
-    return;
 #undef SYNC_OUT
 #undef SYNC_IN
 }
