@@ -4,7 +4,9 @@
  * command uses to read a recording directly (cli/cli_input.h: adding a format is one line in its
  * table, and the importer in formats/). Commands read snapshots and exports as they are; import
  * keeps a converted copy. The trace is written to a temporary file next to the output and renamed
- * when complete, so a failed import never leaves a partial trace. */
+ * when complete, so a failed import never leaves a partial trace. An output that exists and is not
+ * a regular file (a device such as /dev/null, a FIFO, a symbolic link) is written where it is,
+ * never replaced. */
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -90,6 +92,29 @@ int gmp_cmd_import(const gmp_cli_cmd_info *cmd, int argc, char **argv)
     if (!force && stat(out, &sb) == 0) {
         fprintf(stderr, "gpumemprof import: %s exists (use --force to overwrite it)\n", out);
         return 1;
+    }
+    struct stat lb;
+    if (lstat(out, &lb) == 0 && !S_ISREG(lb.st_mode)) {
+        /* Written where it is: renaming over it would replace a device, a FIFO or a link (and
+         * its target keeps the name). A regular file behind a link is truncated first. */
+        struct stat tb;
+        int reg = stat(out, &tb) == 0 && S_ISREG(tb.st_mode);
+        int dfd = open(out, O_WRONLY | O_CLOEXEC | (reg ? O_TRUNC : 0));
+        if (dfd < 0) {
+            fprintf(stderr, "gpumemprof import: %s: %s\n", out, strerror(errno));
+            return 1;
+        }
+        char dmsg[512] = "";
+        gmp_err de = gmp_cli_input_import(kind, in, dfd, dmsg, sizeof dmsg);
+        if (de != GMP_OK) {
+            fprintf(stderr, "gpumemprof import: %s: %s%s\n", in, dmsg[0] ? dmsg : gmp_err_str(de),
+                    reg ? " (the output may hold part of a trace)" : "");
+            return 1;
+        }
+        if (!quiet)
+            fprintf(stderr, "gpumemprof import: %s (%s) -> %s: %s\n", in,
+                    gmp_cli_input_kind_id(kind), out, dmsg);
+        return 0;
     }
     size_t tl = strlen(out) + 16;
     char *tmp = malloc(tl);

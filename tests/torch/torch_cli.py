@@ -18,6 +18,8 @@
 import collections
 import json
 import os
+import stat
+import threading
 import pickle
 import shutil
 import subprocess
@@ -252,6 +254,31 @@ def cli(gmp, work):
     r = run([gmp, "import", good, "-o", out, "--force", "--quiet"])
     if r.returncode != 0 or r.stderr:
         print(f"FAILED: import --force --quiet: {r.returncode} {r.stderr}")
+        bad += 1
+    # an output that is not a regular file is written where it is, never replaced (a FIFO read by
+    # a thread here; a symbolic link keeps pointing at its target, which gets the trace)
+    fifo = os.path.join(work, "out.fifo")
+    os.mkfifo(fifo)
+    got = []
+    # (a daemon: when the FIFO was replaced, the thread stays blocked opening it)
+    th = threading.Thread(target=lambda: got.append(open(fifo, "rb").read()), daemon=True)
+    th.start()
+    r = run([gmp, "import", good, "-o", fifo, "--force", "--quiet"])
+    th.join(30)
+    if r.returncode != 0 or not stat.S_ISFIFO(os.lstat(fifo).st_mode) or \
+            not got or got[0] != open(out, "rb").read():
+        print(f"FAILED: import into a FIFO: {r.returncode} {r.stderr} "
+              f"fifo still one: {stat.S_ISFIFO(os.lstat(fifo).st_mode)}")
+        bad += 1
+    target = os.path.join(work, "target.zst")
+    link = os.path.join(work, "link.zst")
+    with open(target, "wb") as f:
+        f.write(b"old contents, longer than nothing")
+    os.symlink(target, link)
+    r = run([gmp, "import", good, "-o", link, "--force", "--quiet"])
+    if r.returncode != 0 or not os.path.islink(link) or \
+            open(target, "rb").read() != open(out, "rb").read():
+        print(f"FAILED: import through a symbolic link: {r.returncode} {r.stderr}")
         bad += 1
     # diagnose reads a snapshot through cli_input (by content, imported once for both reports)
     r = run([gmp, "diagnose", "--list", good])
