@@ -1,8 +1,12 @@
 /* Writer -> reader round trips: every record type through gmp_writer (unthreaded) and back, field
  * by field; and four producer threads through the threaded writer, read back in time order with
- * nothing late, per-thread order kept, END totals matching the writer's own counts. */
+ * nothing late, per-thread order kept, END totals matching the writer's own counts. The unthreaded
+ * writer's compression helpers (compress_async, what importers use) write the same bytes as none,
+ * and a file that cannot be written fails with them too, without hanging (also run under TSan). */
+#include <errno.h>
 #include <pthread.h>
 #include <setjmp.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -253,11 +257,97 @@ static void test_threaded_writer_time_order(void **state)
     unlink(path);
 }
 
+/* Writes n events with explicit times through an unthreaded writer with `helpers` compression
+ * helpers into fd (closed); returns what gmp_writer_close returned, with its stats. Enough events
+ * for several frames (the writer starts a new one every 4 MiB of raw bytes). */
+static gmp_err write_unthreaded(int fd, int helpers, uint64_t n, gmp_writer_stats *ws)
+{
+    gmp_writer_opts o;
+    gmp_writer_opts_default(&o);
+    o.threaded = 0;
+    o.level = 1;
+    o.compress_async = helpers;
+    gmp_rec h = tb_header();
+    gmp_writer *w;
+    if (gmp_writer_open(&w, fd, &o, &h.u.header) != GMP_OK)
+        return GMP_ERR_IO;
+    uint32_t api = gmp_writer_string(w, "cudaMalloc", 10);
+    gmp_wthread *t = gmp_writer_thread(w, 1);
+    uint64_t x = 88172645463325252ull; /* xorshift: sizes and addresses that do not compress away */
+    for (uint64_t i = 0; i < n; i++) {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        gmp_rec e;
+        memset(&e, 0, sizeof e);
+        e.type = i % 2 ? GMP_REC_FREE : GMP_REC_ALLOC;
+        e.time_ns = 1000 + i * 10;
+        e.u.mem.kind = GMP_MEM_DEVICE;
+        e.u.mem.api = api;
+        e.u.mem.address = 0x7f0000000000ull + (x & 0xffffff00u);
+        e.u.mem.size = (x >> 40) & 0xfffff;
+        e.u.mem.correlation = i + 1;
+        (void)gmp_wthread_event(t, &e);
+        if (i % 8192 == 8191)
+            gmp_writer_sync(w, e.time_ns);
+    }
+    gmp_wthread_release(t);
+    return gmp_writer_close(w, ws);
+}
+
+static void test_compress_helpers_same_bytes(void **state)
+{
+    (void)state;
+    enum { N = 400000 };
+    char base[64], path[64];
+    gmp_writer_stats ws0, ws;
+    assert_int_equal(write_unthreaded(tmpfile_fd(base), 0, N, &ws0), GMP_OK);
+    assert_true(ws0.frames >= 3); /* several frames, or the helpers would have nothing to share */
+    FILE *f0 = fopen(base, "rb");
+    assert_non_null(f0);
+    static const int helpers[] = {1, 2, 4};
+    for (size_t k = 0; k < sizeof helpers / sizeof helpers[0]; k++) {
+        assert_int_equal(write_unthreaded(tmpfile_fd(path), helpers[k], N, &ws), GMP_OK);
+        assert_int_equal(ws.frames, ws0.frames);
+        assert_int_equal(ws.bytes_written, ws0.bytes_written);
+        FILE *f = fopen(path, "rb");
+        assert_non_null(f);
+        rewind(f0);
+        int a, b;
+        do {
+            a = fgetc(f0);
+            b = fgetc(f);
+            assert_int_equal(a, b);
+        } while (a != EOF);
+        fclose(f);
+        unlink(path);
+    }
+    fclose(f0);
+    unlink(base);
+}
+
+static void test_compress_helpers_write_failure(void **state)
+{
+    (void)state;
+    signal(SIGPIPE, SIG_IGN); /* writes to the closed pipe fail with EPIPE */
+    for (int helpers = 0; helpers <= 2; helpers += 2) {
+        int p[2];
+        assert_int_equal(pipe(p), 0);
+        close(p[0]);
+        gmp_writer_stats ws;
+        memset(&ws, 0, sizeof ws);
+        assert_int_equal(write_unthreaded(p[1], helpers, 400000, &ws), GMP_ERR_IO);
+        assert_int_equal(ws.io_errno, EPIPE);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_every_record_through_writer),
         cmocka_unit_test(test_threaded_writer_time_order),
+        cmocka_unit_test(test_compress_helpers_same_bytes),
+        cmocka_unit_test(test_compress_helpers_write_failure),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
