@@ -1,6 +1,7 @@
 /* gmp_frames: the rules that say which frames of a stack are the user's code (gmp_frames.h,
  * docs/stacks.md "Frames from user code"). The table below is the whole policy. */
 #include "gmp_frames.h"
+#include "gmp_hash.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -333,30 +334,13 @@ void gmp_frame_memo_free(gmp_frame_memo *m)
     free(m);
 }
 
-static uint64_t mix(uint64_t h, const char *p, size_t n)
-{
-    while (n >= 8) {
-        uint64_t w;
-        memcpy(&w, p, 8);
-        h = (h ^ w) * 0x9e3779b97f4a7c15ull;
-        h ^= h >> 29;
-        p += 8;
-        n -= 8;
-    }
-    uint64_t w = 0;
-    if (n) /* p may be NULL when n is 0 */
-        memcpy(&w, p, n);
-    h = (h ^ w ^ ((uint64_t)n << 56)) * 0xbf58476d1ce4e5b9ull;
-    return h ^ (h >> 31);
-}
-
 static uint64_t key_hash(const gmp_frame_info *x)
 {
     uint64_t h = 0x243f6a8885a308d3ull ^ x->function.len ^ ((uint64_t)x->file.len << 21) ^
                  ((uint64_t)x->module.len << 42);
-    h = mix(h, x->function.ptr, x->function.len);
-    h = mix(h, x->file.ptr, x->file.len);
-    return mix(h, x->module.ptr, x->module.len);
+    h = gmp_hash_bytes(h, x->function.ptr, x->function.len);
+    h = gmp_hash_bytes(h, x->file.ptr, x->file.len);
+    return gmp_hash_bytes(h, x->module.ptr, x->module.len);
 }
 
 static int key_eq(const gmp_frame_memo *m, const memo_ent *e, const gmp_frame_info *x)

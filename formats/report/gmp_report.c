@@ -1,5 +1,6 @@
 /* gmp_report: the report model (see gmp_report.h). The pass state (struct gmp_report_live) lives
  * only during the replay; gmp_report_trace holds the frozen result. */
+#include "gmp_hash.h"
 #include "gmp_map.h"
 #include "gmp_report.h"
 
@@ -836,24 +837,6 @@ static gmp_err on_oom(void *ctx, gmp_replay *rp, const gmp_replay_oom *ev)
 
 /* ---- freeze: copy what the builder needs ---- */
 
-/* A content hash for intern's map, 8 bytes at a time (only the map's probing depends on it). */
-static uint64_t strhash(const char *s, size_t n)
-{
-    uint64_t h = 0x9e3779b97f4a7c15ull ^ n;
-    while (n >= 8) {
-        uint64_t w;
-        memcpy(&w, s, 8);
-        h = (h ^ w) * 0xbf58476d1ce4e5b9ull;
-        h ^= h >> 31;
-        s += 8;
-        n -= 8;
-    }
-    uint64_t w = 0;
-    memcpy(&w, s, n);
-    h = (h ^ w) * 0x94d049bb133111ebull;
-    return h ^ (h >> 29);
-}
-
 /* Index of a copy of s[0..n) in t->strs (equal strings share one index); UINT32_MAX when out of
  * memory (shown as ""). */
 static uint32_t intern(live *L, const char *s, size_t n)
@@ -861,7 +844,7 @@ static uint32_t intern(live *L, const char *s, size_t n)
     gmp_report_trace *t = L->t;
     if (!n)
         return 0;
-    uint64_t h = strhash(s, n);
+    uint64_t h = gmp_hash_bytes(0, s, n); /* only the map's probing depends on it */
     for (uint64_t k = h;; k++) { /* probe by successive keys: collisions of content hashes */
         int fresh;
         uint64_t *v = gmp_omap_put(&L->strmap, k, &fresh);
