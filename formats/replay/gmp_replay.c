@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "gmp_array.h"
 #include "gmp_frames.h"
 #include "gmp_livetab.h"
 #include "gmp_replay.h"
@@ -1376,18 +1377,8 @@ static uint32_t node_entry(gmp_replay *rp, uint32_t stack)
             memset(rp->nodecat, 0, rp->nodecat_cap * sizeof *rp->nodecat);
         rp->nodecat_mods = nmod;
     }
-    size_t need = gmp_reader_stack_count(rp->r) + 1;
-    if (need > rp->nodecat_cap) {
-        size_t nc = rp->nodecat_cap ? rp->nodecat_cap : 1024;
-        while (nc < need)
-            nc *= 2;
-        uint32_t *p = realloc(rp->nodecat, nc * sizeof *p);
-        if (p) {
-            memset(p + rp->nodecat_cap, 0, (nc - rp->nodecat_cap) * sizeof *p);
-            rp->nodecat = p;
-            rp->nodecat_cap = nc;
-        }
-    }
+    (void)gmp_array_cover((void **)&rp->nodecat, &rp->nodecat_cap, gmp_reader_stack_count(rp->r),
+                          sizeof *rp->nodecat);
     /* the nodes from stack outwards up to the first known one (or the outermost) */
     uint32_t chain[CAT_FRAMES + 1];
     const gmp_rec_stack *cs[CAT_FRAMES + 1];

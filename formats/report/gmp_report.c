@@ -1,5 +1,6 @@
 /* gmp_report: the report model (see gmp_report.h). The pass state (struct gmp_report_live) lives
  * only during the replay; gmp_report_trace holds the frozen result. */
+#include "gmp_array.h"
 #include "gmp_hash.h"
 #include "gmp_map.h"
 #include "gmp_report.h"
@@ -336,17 +337,7 @@ static void cat_update(live *L, const gmp_replay_alloc *a, int add)
         c = (gmp_category)(L->sitecat[a->site] - 1);
     } else {
         c = pass_category(L, a->stack, a->range);
-        if (a->site >= L->capsitecat) { /* one byte per site, grown geometrically */
-            size_t nc = L->capsitecat ? L->capsitecat : 1024;
-            while (nc <= a->site)
-                nc *= 2;
-            uint8_t *n = realloc(L->sitecat, nc);
-            if (n) {
-                memset(n + L->capsitecat, 0, nc - L->capsitecat);
-                L->sitecat = n;
-                L->capsitecat = nc;
-            }
-        }
+        (void)gmp_array_cover((void **)&L->sitecat, &L->capsitecat, a->site, 1); /* per site */
         if (a->site < L->capsitecat)
             L->sitecat[a->site] = (uint8_t)(c + 1);
     }
@@ -971,17 +962,8 @@ static size_t native_frame(live *L, const gmp_replay_frame *x, gmp_report_frame 
 static uint32_t str_of_id(live *L, uint32_t id)
 {
     uint32_t ix = gmp_reader_string_index(L->r, id);
-    if (ix && ix >= L->capstrix) {
-        size_t nc = L->capstrix ? L->capstrix : 1024;
-        while (nc <= ix)
-            nc *= 2;
-        uint32_t *p = realloc(L->strix, nc * sizeof *p);
-        if (p) {
-            memset(p + L->capstrix, 0, (nc - L->capstrix) * sizeof *p);
-            L->strix = p;
-            L->capstrix = nc;
-        }
-    }
+    if (ix)
+        (void)gmp_array_cover((void **)&L->strix, &L->capstrix, ix, sizeof *L->strix);
     if (ix && ix < L->capstrix && L->strix[ix])
         return L->strix[ix] - 1;
     gmp_str s = gmp_reader_string(L->r, id);
@@ -998,17 +980,8 @@ static pynode *pynode_of(live *L, uint32_t node, const gmp_replay_frame *x)
     uint32_t ix = gmp_reader_stack_index(L->r, node);
     if (!ix)
         return NULL;
-    if (ix >= L->capnodes) {
-        size_t nc = L->capnodes ? L->capnodes : 1024;
-        while (nc <= ix)
-            nc *= 2;
-        pynode *p = realloc(L->nodes, nc * sizeof *p);
-        if (!p)
-            return NULL;
-        memset(p + L->capnodes, 0, (nc - L->capnodes) * sizeof *p);
-        L->nodes = p;
-        L->capnodes = nc;
-    }
+    if (gmp_array_cover((void **)&L->nodes, &L->capnodes, ix, sizeof *L->nodes) < 0)
+        return NULL;
     pynode *pn = &L->nodes[ix];
     if (!pn->known) {
         const gmp_rec_stack *s = gmp_reader_stack(L->r, node);
