@@ -34,8 +34,12 @@ static void print_help(const gmp_cli_cmd_info *cmd, const gmp_cli_opt *opts)
     printf("\nreport, convert, diff, dump and info read these formats directly; import keeps a\n"
            "converted copy (faster to read again, and the trace's own format).\n\n");
     gmp_cli_print_options(stdout, opts);
+    printf("\nTRACE is written under a temporary name and renamed when complete; an existing\n"
+           "TRACE that is not a regular file (a FIFO, a device, a symbolic link) is written\n"
+           "where it is instead, never replaced.\n");
     printf("\nExit status: 0 when the trace was written, 1 when the input cannot be imported\n"
-           "(nothing is left at OUTPUT then), 2 for bad arguments.\n");
+           "(nothing is left at TRACE then, except through a symbolic link: its target may\n"
+           "hold part of a trace), 2 for bad arguments.\n");
 }
 
 int gmp_cmd_import(const gmp_cli_cmd_info *cmd, int argc, char **argv)

@@ -428,13 +428,8 @@ static unsigned facts_of(gmp_frame_memo *m, const gmp_frame_info *x)
     return f;
 }
 
-gmp_frame_class gmp_frame_classify_memo(gmp_frame_memo *m, const gmp_frame_info *f)
-{
-    return (gmp_frame_class)(facts_of(m, f) & FACT_CLS);
-}
-
-/* The category from the facts of all frames and the range path. */
-static gmp_category category_of(unsigned all, gmp_str range)
+/* The category from the facts of all frames and the range path (the class bits are not tested). */
+gmp_category gmp_frames_category_of(unsigned all, gmp_str range)
 {
     if (range.len) {
         if (gmp_frame_glob("*optim*", range.ptr, range.len))
@@ -457,15 +452,6 @@ static gmp_category category_of(unsigned all, gmp_str range)
     return GMP_CAT_OTHER;
 }
 
-gmp_category gmp_frames_category_memo(gmp_frame_memo *m, const gmp_frame_info *f, size_t n,
-                                      gmp_str range)
-{
-    unsigned all = 0;
-    for (size_t i = 0; i < n; i++)
-        all |= facts_of(m, &f[i]);
-    return category_of(all, range);
-}
-
 unsigned gmp_frame_facts_memo(gmp_frame_memo *m, const gmp_frame_info *f)
 {
     return facts_of(m, f);
@@ -476,15 +462,10 @@ gmp_frame_class gmp_frame_facts_class(unsigned facts)
     return (gmp_frame_class)(facts & FACT_CLS);
 }
 
-gmp_category gmp_frames_category_of(unsigned facts, gmp_str range)
-{
-    return category_of(facts, range); /* the class bits are not tested there */
-}
-
 gmp_category gmp_frames_category(const gmp_frame_info *f, size_t n, gmp_str range)
 {
     unsigned all = 0;
     for (size_t i = 0; i < n; i++) /* the class is not needed: the category's tests only */
         all |= category_facts(&f[i], gmp_frame_function_head(f[i].function));
-    return category_of(all, range);
+    return gmp_frames_category_of(all, range);
 }

@@ -90,15 +90,11 @@ gmp_category gmp_frames_category(const gmp_frame_info *f, size_t n, gmp_str rang
 typedef struct gmp_frame_memo gmp_frame_memo;
 gmp_frame_memo *gmp_frame_memo_new(void);
 void gmp_frame_memo_free(gmp_frame_memo *m);
-/* gmp_frame_classify (without the rule) and gmp_frames_category, through the memo m. */
-gmp_frame_class gmp_frame_classify_memo(gmp_frame_memo *m, const gmp_frame_info *f);
-gmp_category gmp_frames_category_memo(gmp_frame_memo *m, const gmp_frame_info *f, size_t n,
-                                      gmp_str range);
-/* What the rules say of one frame, for callers that keep it per frame or per stack: its class
- * and the facts the categories test, as opaque bits. A stack's facts are the OR of its frames';
- * gmp_frames_category_of(OR of gmp_frame_facts_memo(m, &f[i]), range) ==
- * gmp_frames_category_memo(m, f, n, range), and gmp_frame_facts_class(gmp_frame_facts_memo(m, f))
- * == gmp_frame_classify_memo(m, f). */
+/* What the rules say of one frame, through the memo m, for callers that keep it per frame or per
+ * stack: its class and the facts the categories test, as opaque bits. A stack's facts are the OR
+ * of its frames': gmp_frames_category_of(OR of gmp_frame_facts_memo(m, &f[i]), range) ==
+ * gmp_frames_category(f, n, range), and gmp_frame_facts_class(gmp_frame_facts_memo(m, f)) ==
+ * gmp_frame_classify(f, NULL). */
 unsigned gmp_frame_facts_memo(gmp_frame_memo *m, const gmp_frame_info *f);
 gmp_frame_class gmp_frame_facts_class(unsigned facts);
 gmp_category gmp_frames_category_of(unsigned facts, gmp_str range);

@@ -1843,11 +1843,6 @@ uint32_t gmp_reader_string_index(const gmp_reader *r, uint32_t id)
     return deftab_index(&r->strings, id);
 }
 
-size_t gmp_reader_string_count(const gmp_reader *r)
-{
-    return r->strings.n;
-}
-
 const gmp_rec_range *gmp_reader_range(const gmp_reader *r, uint32_t id)
 {
     return deftab_get(&r->ranges, id);

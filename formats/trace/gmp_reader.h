@@ -114,11 +114,10 @@ const gmp_rec_module *gmp_reader_module_at(const gmp_reader *r, size_t i);
 
 /* Dense numbers of definitions, for callers that keep something per stack node or string in an
  * array instead of a map: the id's place in definition order plus one (1 .. the count defined so
- * far), 0 for an id not defined (yet). */
+ * far; gmp_reader_stack_count for stacks), 0 for an id not defined (yet). */
 uint32_t gmp_reader_stack_index(const gmp_reader *r, uint32_t id);
 size_t gmp_reader_stack_count(const gmp_reader *r);
 uint32_t gmp_reader_string_index(const gmp_reader *r, uint32_t id);
-size_t gmp_reader_string_count(const gmp_reader *r);
 
 /* The range path of a RANGE id, names joined with "/" ("train/step/forward"). Writes at most n
  * bytes including the NUL; returns the full length. "" for id 0. */
