@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "cli_cmds.h"
+#include "cli_heap.h"
 #include "cli_opts.h"
 
 #ifndef GMP_VERSION_STRING
@@ -118,6 +119,8 @@ int main(int argc, char **argv)
         return 2;
     }
     const command *c = find_command(a);
+    if (c && strcmp(a, "run") != 0)
+        gmp_cli_heap_setup(); /* reading recordings: the heap in large pages */
     if (c)
         return c->fn(&c->info, argc - 1, argv + 1);
     fprintf(stderr, "gpumemprof: '%s' is not a gpumemprof command\n", a);
