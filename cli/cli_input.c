@@ -30,8 +30,9 @@ static int probe_nsys(const unsigned char *head, size_t n)
     return gmp_import_nsys_probe(head, n);
 }
 
-static gmp_err run_nsys(const char *in, int out_fd, char *msg, size_t msglen)
+static gmp_err run_nsys(const char *in, int out_fd, unsigned flags, char *msg, size_t msglen)
 {
+    (void)flags;
     gmp_import_nsys_stats st;
     gmp_err e = gmp_import_nsys(in, out_fd, &st, msg, msglen);
     if (e == GMP_OK)
@@ -51,7 +52,8 @@ typedef struct kind_def {
     gmp_cli_input_kind kind;
     const char *id, *name, *what;
     int (*probe)(const unsigned char *head, size_t n);
-    gmp_err (*import)(const char *in, int out_fd, char *msg, size_t msglen); /* NULL: a trace */
+    /* NULL: a trace; flags: IMPORT_TEMPORARY or 0 */
+    gmp_err (*import)(const char *in, int out_fd, unsigned flags, char *msg, size_t msglen);
 } kind_def;
 
 /* The kinds, probed in this order (their first bytes exclude each other). A new input is one line
@@ -129,8 +131,12 @@ void gmp_cli_input_unknown_msg(const void *head, size_t n, char *msg, size_t msg
              begins);
 }
 
-gmp_err gmp_cli_input_import(gmp_cli_input_kind kind, const char *in_path, int out_fd, char *msg,
-                             size_t msglen)
+/* An import into a temporary trace that this process reads back at once and throws away: the
+ * importer may write it stored, not compressed (GMP_IMPORT_TORCH_TEMPORARY). */
+#define IMPORT_TEMPORARY GMP_IMPORT_TORCH_TEMPORARY
+
+static gmp_err import_kind(gmp_cli_input_kind kind, const char *in_path, int out_fd, unsigned flags,
+                           char *msg, size_t msglen)
 {
     const kind_def *d = kind_def_of(kind);
     if (!d || !d->import) {
@@ -141,7 +147,13 @@ gmp_err gmp_cli_input_import(gmp_cli_input_kind kind, const char *in_path, int o
     }
     if (msg && msglen)
         msg[0] = 0;
-    return d->import(in_path, out_fd, msg, msglen);
+    return d->import(in_path, out_fd, flags, msg, msglen);
+}
+
+gmp_err gmp_cli_input_import(gmp_cli_input_kind kind, const char *in_path, int out_fd, char *msg,
+                             size_t msglen)
+{
+    return import_kind(kind, in_path, out_fd, 0, msg, msglen);
 }
 
 /* ---- the temporary trace ---- */
@@ -211,7 +223,7 @@ static void merge_torch(gmp_cli_input *in, const char *path)
         snprintf(msg, sizeof msg, "cannot make a temporary trace: %s", strerror(errno));
         goto fail;
     }
-    e = gmp_import_torch(snap, wfd, NULL, msg, sizeof msg);
+    e = gmp_import_torch_flags(snap, wfd, IMPORT_TEMPORARY, NULL, msg, sizeof msg);
     if (e != GMP_OK)
         goto fail;
     snprintf(spath, sizeof spath, "/proc/self/fd/%d", sfd);
@@ -288,6 +300,12 @@ static int open_shared(gmp_cli_input *in, const char *path)
 
 gmp_err gmp_cli_input_open(gmp_cli_input *in, const char *path, char *msg, size_t msglen)
 {
+    return gmp_cli_input_open_flags(in, path, 0, msg, msglen);
+}
+
+gmp_err gmp_cli_input_open_flags(gmp_cli_input *in, const char *path, unsigned flags, char *msg,
+                                 size_t msglen)
+{
     memset(in, 0, sizeof *in);
     in->path = path;
     in->fd = -1;
@@ -352,7 +370,9 @@ gmp_err gmp_cli_input_open(gmp_cli_input *in, const char *path, char *msg, size_
         close(tfd);
         return GMP_ERR_IO;
     }
-    gmp_err e = gmp_cli_input_import(in->kind, path, wfd, in->summary, sizeof in->summary);
+    gmp_err e =
+        import_kind(in->kind, path, wfd, flags & GMP_CLI_INPUT_COMPRESSED ? 0u : IMPORT_TEMPORARY,
+                    in->summary, sizeof in->summary);
     if (e != GMP_OK) {
         snprintf(msg, msglen, "%s", in->summary[0] ? in->summary : gmp_err_str(e));
         in->summary[0] = 0;

@@ -84,6 +84,12 @@ gmp_err gmp_cli_input_import(gmp_cli_input_kind kind, const char *in_path, int o
  * with one line in msg (without the path: callers print "gpumemprof CMD: PATH: msg") and in needs
  * no close. */
 gmp_err gmp_cli_input_open(gmp_cli_input *in, const char *path, char *msg, size_t msglen);
+/* gmp_cli_input_open with flags. An imported trace is written stored (not compressed: faster to
+ * write and to read back; trace_bytes is its size) unless GMP_CLI_INPUT_COMPRESSED asks for it
+ * compressed as `gpumemprof import` writes it (info and dump show its size). */
+#define GMP_CLI_INPUT_COMPRESSED 1u
+gmp_err gmp_cli_input_open_flags(gmp_cli_input *in, const char *path, unsigned flags, char *msg,
+                                 size_t msglen);
 /* A reader over the input's trace, from its first record (any number, one after the other or at
  * once). On failure the reader's message goes into msg. */
 gmp_err gmp_cli_input_reader(const gmp_cli_input *in, gmp_reader **r, const gmp_reader_opts *opts,

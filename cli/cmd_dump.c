@@ -516,7 +516,8 @@ int gmp_cmd_dump(const gmp_cli_cmd_info *cmd, int argc, char **argv)
     ro.file_order = raw;
     gmp_cli_input in;
     char omsg[1024];
-    gmp_err e = gmp_cli_input_open(&in, path, omsg, sizeof omsg);
+    /* an import compressed as `gpumemprof import` writes it: the bytes counted are that trace's */
+    gmp_err e = gmp_cli_input_open_flags(&in, path, GMP_CLI_INPUT_COMPRESSED, omsg, sizeof omsg);
     gmp_reader *r = NULL;
     if (e == GMP_OK)
         e = gmp_cli_input_reader(&in, &r, &ro, omsg, sizeof omsg);

@@ -364,7 +364,9 @@ int gmp_cli_info_files(const gmp_cli_cmd_info *cmd, int json, char **paths, size
         gmp_reader_opts ro;
         memset(&ro, 0, sizeof ro);
         ro.file_order = 1; /* counts and extremes need no time order */
-        gmp_err e = gmp_cli_input_open(&in, paths[i], msg, sizeof msg);
+        /* compressed as `gpumemprof import` writes it: the size shown is that trace's */
+        gmp_err e =
+            gmp_cli_input_open_flags(&in, paths[i], GMP_CLI_INPUT_COMPRESSED, msg, sizeof msg);
         if (e == GMP_OK)
             e = gmp_cli_input_reader(&in, &r, &ro, msg, sizeof msg);
         facts f;

@@ -63,11 +63,23 @@ gmp_err gmp_import_torch_mem(const void *data, size_t n, const char *source, int
 gmp_err gmp_import_torch(const char *in_path, int out_fd, gmp_import_torch_stats *stats, char *msg,
                          size_t msglen);
 
+/* Flags of gmp_import_torch_flags. TEMPORARY: the trace is read back at once by this process and
+ * then thrown away (the commands' imported inputs, cli_input): it may be written stored (zstd
+ * frames of Raw blocks, not compressed), which is faster to write and to read; the records are
+ * the same. Without it the trace is compressed (gpumemprof import: the bytes do not change). */
+#define GMP_IMPORT_TORCH_TEMPORARY 1u
+
+/* gmp_import_torch with flags (GMP_IMPORT_TORCH_*). */
+gmp_err gmp_import_torch_flags(const char *in_path, int out_fd, unsigned flags,
+                               gmp_import_torch_stats *stats, char *msg, size_t msglen);
+
 /* The bytes of memory this process may use: the machine's physical memory, or less when a cgroup
  * (v1 or v2) or RLIMIT_AS / RLIMIT_DATA says less; UINT64_MAX when nothing is known. */
 uint64_t gmp_import_torch_usable_memory(void);
 
-/* For the import command's table: gmp_import_torch, and on success a one-line summary in msg. */
-gmp_err gmp_import_torch_run(const char *in_path, int out_fd, char *msg, size_t msglen);
+/* For the commands' table of inputs (cli_input): gmp_import_torch_flags, and on success a
+ * one-line summary in msg. */
+gmp_err gmp_import_torch_run(const char *in_path, int out_fd, unsigned flags, char *msg,
+                             size_t msglen);
 
 #endif

@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
+#include <sys/uio.h>
 #include <unistd.h>
 #include <zstd.h>
 
@@ -118,6 +119,7 @@ struct gmp_writer {
     uint64_t sync_req; /* importers: SYNC time to write at the next cycle */
 
     /* writer-thread-only state */
+    int can_write; /* the output is set up (a zstd context, or o.store): finish writes END */
     ZSTD_CCtx *cctx;
     bvec stage, out;
     gmp_buf *own; /* the writer's own buffer (tid 0): LOST and END records */
@@ -158,6 +160,7 @@ void gmp_writer_opts_default(gmp_writer_opts *o)
     o->threaded = 1;
     o->sync_lag_ns = 0;
     o->compress_async = 0;
+    o->store = 0;
 }
 
 /* ---------- intern tables ---------- */
@@ -768,6 +771,198 @@ static void compress_wait(gmp_writer *w)
     pthread_mutex_unlock(&w->clk);
 }
 
+/* ---------- stored frames (o.store) ---------- */
+
+/* XXH64 (seed 0), which the zstd format uses for a frame's content checksum: its low 4 bytes.
+ * Written from the xxHash specification (doc/xxhash_spec.md: XXH64); zstd -t and libzstd's
+ * decoder verify it (tests/formats/test_reader_writer.c). */
+#define XP1 0x9E3779B185EBCA87ull
+#define XP2 0xC2B2AE3D27D4EB4Full
+#define XP3 0x165667B19E3779F9ull
+#define XP4 0x85EBCA77C2B2AE63ull
+#define XP5 0x27D4EB2F165667C5ull
+
+static inline uint64_t rotl64(uint64_t x, int r)
+{
+    return (x << r) | (x >> (64 - r));
+}
+
+static inline uint64_t rd64(const uint8_t *p)
+{
+    uint64_t v;
+    memcpy(&v, p, 8);
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+    v = __builtin_bswap64(v);
+#endif
+    return v;
+}
+
+static inline uint32_t rd32(const uint8_t *p)
+{
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+static inline uint64_t xxh_round(uint64_t acc, uint64_t in)
+{
+    acc += in * XP2;
+    return rotl64(acc, 31) * XP1;
+}
+
+static inline uint64_t xxh_merge(uint64_t acc, uint64_t v)
+{
+    acc ^= xxh_round(0, v);
+    return acc * XP1 + XP4;
+}
+
+static uint64_t xxh64(const uint8_t *p, size_t len)
+{
+    const uint8_t *end = p + len;
+    uint64_t h;
+    if (len >= 32) {
+        uint64_t v1 = XP1 + XP2, v2 = XP2, v3 = 0, v4 = 0 - XP1;
+        const uint8_t *limit = end - 32;
+        do {
+            v1 = xxh_round(v1, rd64(p));
+            v2 = xxh_round(v2, rd64(p + 8));
+            v3 = xxh_round(v3, rd64(p + 16));
+            v4 = xxh_round(v4, rd64(p + 24));
+            p += 32;
+        } while (p <= limit);
+        h = rotl64(v1, 1) + rotl64(v2, 7) + rotl64(v3, 12) + rotl64(v4, 18);
+        h = xxh_merge(h, v1);
+        h = xxh_merge(h, v2);
+        h = xxh_merge(h, v3);
+        h = xxh_merge(h, v4);
+    } else {
+        h = XP5;
+    }
+    h += (uint64_t)len;
+    for (; end - p >= 8; p += 8)
+        h = rotl64(h ^ xxh_round(0, rd64(p)), 27) * XP1 + XP4;
+    if (end - p >= 4) {
+        h = rotl64(h ^ (uint64_t)rd32(p) * XP1, 23) * XP2 + XP3;
+        p += 4;
+    }
+    for (; p < end; p++)
+        h = rotl64(h ^ *p * XP5, 11) * XP1;
+    h ^= h >> 33;
+    h *= XP2;
+    h ^= h >> 29;
+    h *= XP3;
+    h ^= h >> 32;
+    return h;
+}
+
+#define STORED_BLOCK (128u << 10) /* Block_Maximum_Size: the largest a block may be */
+
+static void put_le(uint8_t *p, uint64_t v, unsigned n)
+{
+    for (unsigned i = 0; i < n; i++)
+        p[i] = (uint8_t)(v >> (8 * i));
+}
+
+/* Writes iov[0..n) whole (after partial writes too). */
+static int writev_all(int fd, struct iovec *iov, int n)
+{
+    while (n > 0) {
+        ssize_t k = writev(fd, iov, n > 512 ? 512 : n);
+        if (k < 0) {
+            if (errno == EINTR)
+                continue;
+            return -1;
+        }
+        if (k == 0) {
+            errno = EIO;
+            return -1;
+        }
+        size_t left = (size_t)k;
+        while (n > 0 && left >= iov->iov_len) {
+            left -= iov->iov_len;
+            iov++;
+            n--;
+        }
+        if (n > 0) {
+            iov->iov_base = (uint8_t *)iov->iov_base + left;
+            iov->iov_len -= left;
+        }
+    }
+    return 0;
+}
+
+/* src[0..len) as one zstd frame of Raw blocks, written to fd with writev (the content is not
+ * copied). What this assumes of the format (RFC 8878, section 3.1.1):
+ *  - Magic_Number 0xFD2FB528, little-endian;
+ *  - Frame_Header_Descriptor: Frame_Content_Size_flag (bits 7-6) 2, a 4-byte content size (3 and
+ *    8 bytes past 4 GiB); Single_Segment_flag (bit 5) 1, so there is no Window_Descriptor and the
+ *    window is the content size; Content_Checksum_flag (bit 2) 1; no dictionary (bits 1-0 0);
+ *  - blocks: a 3-byte little-endian header, Last_Block (bit 0), Block_Type (bits 2-1: 0 = Raw)
+ *    and Block_Size (bits 23-3), then Block_Size bytes taken as they are; Block_Size at most
+ *    Block_Maximum_Size = min(Window_Size, 128 KiB); a frame has at least one block, so an empty
+ *    content is one empty last block;
+ *  - Content_Checksum: the low 4 bytes of XXH64(content, seed 0), little-endian.
+ * 0 when written, -1 with errno. */
+int gmp_writer_stored_frame(int fd, const void *data, size_t len)
+{
+    const uint8_t *src = data ? data : (const void *)"";
+    uint8_t head[13], sum[4];
+    size_t hl = 0;
+    put_le(head, 0xFD2FB528u, 4);
+    hl = 4;
+    if (len <= UINT32_MAX) {
+        head[hl++] = 0x80 | 0x20 | 0x04;
+        put_le(head + hl, len, 4);
+        hl += 4;
+    } else {
+        head[hl++] = 0xC0 | 0x20 | 0x04;
+        put_le(head + hl, len, 8);
+        hl += 8;
+    }
+    size_t nblocks = len ? (len + STORED_BLOCK - 1) / STORED_BLOCK : 1;
+    struct iovec small[2 * 40 + 2];
+    uint8_t small_bh[3 * 40];
+    struct iovec *iov = small;
+    uint8_t *bh = small_bh;
+    if (nblocks > 40) {
+        iov = malloc((2 * nblocks + 2) * sizeof *iov);
+        bh = malloc(3 * nblocks);
+        if (!iov || !bh) {
+            if (iov != small)
+                free(iov);
+            if (bh != small_bh)
+                free(bh);
+            errno = ENOMEM;
+            return -1;
+        }
+    }
+    int n = 0;
+    iov[n++] = (struct iovec){head, hl};
+    for (size_t b = 0; b < nblocks; b++) {
+        size_t off = b * STORED_BLOCK;
+        size_t bl = len - off < STORED_BLOCK ? len - off : STORED_BLOCK;
+        put_le(bh + 3 * b, ((uint64_t)bl << 3) | (b + 1 == nblocks ? 1u : 0u), 3);
+        iov[n++] = (struct iovec){bh + 3 * b, 3};
+        if (bl)
+            iov[n++] = (struct iovec){(void *)(src + off), bl};
+    }
+    put_le(sum, xxh64(src, len), 4);
+    iov[n++] = (struct iovec){sum, 4};
+    int rc = writev_all(fd, iov, n);
+    int saved = errno;
+    if (iov != small)
+        free(iov);
+    if (bh != small_bh)
+        free(bh);
+    errno = saved;
+    return rc;
+}
+
+/* The size of the frame gmp_writer_stored_frame writes for len bytes. */
+static size_t stored_size(size_t len)
+{
+    size_t nblocks = len ? (len + STORED_BLOCK - 1) / STORED_BLOCK : 1;
+    return (len <= UINT32_MAX ? 9 : 13) + 3 * nblocks + len + 4;
+}
+
 /* Compresses w->stage into one frame and writes it (or hands it to the helper). Writer side
  * only. */
 static void emit_frame(gmp_writer *w)
@@ -775,7 +970,18 @@ static void emit_frame(gmp_writer *w)
     if (!w->stage.len)
         return;
     w->frames_out++;
-    if (w->ncs) {
+    if (w->o.store) {
+        if (!w->io_failed) {
+            if (gmp_writer_stored_frame(w->fd, w->stage.p, w->stage.len) < 0) {
+                w->io_failed = 1;
+                w->st.io_errno = errno ? errno : EIO;
+            } else {
+                w->st.bytes_written += stored_size(w->stage.len);
+                w->st.bytes_raw += w->stage.len;
+                w->st.frames++;
+            }
+        }
+    } else if (w->ncs) {
         pthread_mutex_lock(&w->clk);
         struct cslot *c = &w->cs[w->c_submit % (uint64_t)w->ncs];
         compress_wait_locked(w, (int)(c - w->cs));
@@ -1065,12 +1271,17 @@ gmp_err gmp_writer_open(gmp_writer **out, int fd, const gmp_writer_opts *o, cons
     pthread_cond_init(&w->freecond, &ca);
     pthread_condattr_destroy(&ca);
 
-    w->cctx = ZSTD_createCCtx();
-    if (!w->cctx)
-        goto nomem;
-    ZSTD_CCtx_setParameter(w->cctx, ZSTD_c_compressionLevel, w->o.level);
-    ZSTD_CCtx_setParameter(w->cctx, ZSTD_c_checksumFlag, 1);
-    ZSTD_CCtx_setParameter(w->cctx, ZSTD_c_contentSizeFlag, 1);
+    if (w->o.store) {
+        w->o.compress_async = 0; /* nothing to compress: no zstd context either */
+    } else {
+        w->cctx = ZSTD_createCCtx();
+        if (!w->cctx)
+            goto nomem;
+        ZSTD_CCtx_setParameter(w->cctx, ZSTD_c_compressionLevel, w->o.level);
+        ZSTD_CCtx_setParameter(w->cctx, ZSTD_c_checksumFlag, 1);
+        ZSTD_CCtx_setParameter(w->cctx, ZSTD_c_contentSizeFlag, 1);
+    }
+    w->can_write = 1;
 
     /* magic + HEADER open the definitions: the first frame starts with them */
     gmp_rec hr = {.type = GMP_REC_HEADER};
@@ -1221,7 +1432,7 @@ gmp_err gmp_writer_finish(gmp_writer *w, gmp_writer_stats *stats_out)
     if (already)
         return GMP_ERR_ARG;
     gmp_err rc = GMP_OK;
-    if (w->cctx) {
+    if (w->can_write) {
         atomic_store(&w->closed, 1);
         if (w->has_thread) {
             pthread_mutex_lock(&w->wlock);

@@ -37,6 +37,12 @@ typedef struct gmp_writer_opts {
     int compress_async;         /* unthreaded (importers): frames are compressed and written on this
                                    many helper threads (at most GMP_WRITER_MAX_HELPERS) while the caller
                                    stages the next ones; the file is the same. Default 0: none */
+    int store;                  /* unthreaded: frames are written stored, not compressed (zstd
+                                   frames of Raw blocks, with their content checksum: any zstd
+                                   reader reads them; level and compress_async are ignored). For
+                                   a temporary trace read back at once by the same process, where
+                                   compressing and decompressing cost more than the bytes saved.
+                                   Default 0 */
 } gmp_writer_opts;
 
 typedef struct gmp_writer_stats {
@@ -106,5 +112,9 @@ gmp_err gmp_writer_close(gmp_writer *w, gmp_writer_stats *stats_out);
 void gmp_writer_forget_after_fork(gmp_writer *w);
 
 void gmp_writer_get_stats(gmp_writer *w, gmp_writer_stats *out);
+
+/* Writes data[0..n) to fd as one stored zstd frame: Raw blocks of at most 128 KiB, the content
+ * size and its checksum (what o.store writes for each frame). 0 when written, -1 with errno. */
+int gmp_writer_stored_frame(int fd, const void *data, size_t n);
 
 #endif

@@ -2,8 +2,13 @@
  * by field; and four producer threads through the threaded writer, read back in time order with
  * nothing late, per-thread order kept, END totals matching the writer's own counts. The unthreaded
  * writer's compression helpers (compress_async, what importers use) write the same bytes as none,
- * and a file that cannot be written fails with them too, without hanging (also run under TSan). */
+ * and a file that cannot be written fails with them too, without hanging (also run under TSan).
+ * Stored frames (o.store, gmp_writer_stored_frame): checked against libzstd's decoder and the zstd
+ * command-line tool (outside oracles of the frame format and of its XXH64 checksum), at block
+ * boundaries (128 KiB exactly, empty content); a stored trace holds the same bytes as a compressed
+ * one and reads back with our reader. */
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <setjmp.h>
 #include <signal.h>
@@ -15,6 +20,7 @@
 #include <unistd.h>
 
 #include <cmocka.h>
+#include <zstd.h>
 
 #include "gmp_reader.h"
 #include "gmp_writer.h"
@@ -260,13 +266,15 @@ static void test_threaded_writer_time_order(void **state)
 /* Writes n events with explicit times through an unthreaded writer with `helpers` compression
  * helpers into fd (closed); returns what gmp_writer_close returned, with its stats. Enough events
  * for several frames (the writer starts a new one every 4 MiB of raw bytes). */
-static gmp_err write_unthreaded(int fd, int helpers, uint64_t n, gmp_writer_stats *ws)
+static gmp_err write_unthreaded_opt(int fd, int helpers, int store, uint64_t n,
+                                    gmp_writer_stats *ws)
 {
     gmp_writer_opts o;
     gmp_writer_opts_default(&o);
     o.threaded = 0;
     o.level = 1;
     o.compress_async = helpers;
+    o.store = store;
     gmp_rec h = tb_header();
     gmp_writer *w;
     if (gmp_writer_open(&w, fd, &o, &h.u.header) != GMP_OK)
@@ -293,6 +301,11 @@ static gmp_err write_unthreaded(int fd, int helpers, uint64_t n, gmp_writer_stat
     }
     gmp_wthread_release(t);
     return gmp_writer_close(w, ws);
+}
+
+static gmp_err write_unthreaded(int fd, int helpers, uint64_t n, gmp_writer_stats *ws)
+{
+    return write_unthreaded_opt(fd, helpers, 0, n, ws);
 }
 
 static void test_compress_helpers_same_bytes(void **state)
@@ -341,6 +354,172 @@ static void test_compress_helpers_write_failure(void **state)
     }
 }
 
+static uint8_t *read_whole(const char *path, size_t *n)
+{
+    FILE *f = fopen(path, "rb");
+    assert_non_null(f);
+    assert_int_equal(fseek(f, 0, SEEK_END), 0);
+    long len = ftell(f);
+    assert_true(len >= 0);
+    rewind(f);
+    uint8_t *p = malloc((size_t)len + 1);
+    assert_non_null(p);
+    assert_int_equal(fread(p, 1, (size_t)len, f), (size_t)len);
+    fclose(f);
+    *n = (size_t)len;
+    return p;
+}
+
+/* The content of every zstd frame of f[0..n) concatenated, by libzstd's one-shot decoder (which
+ * verifies each frame's content checksum); *frames counts them. */
+static uint8_t *zstd_content(const uint8_t *f, size_t n, size_t *out_n, size_t *frames)
+{
+    size_t cap = 1, len = 0;
+    uint8_t *out = malloc(cap);
+    assert_non_null(out);
+    *frames = 0;
+    for (size_t pos = 0; pos < n;) {
+        size_t fs = ZSTD_findFrameCompressedSize(f + pos, n - pos);
+        assert_false(ZSTD_isError(fs));
+        unsigned long long cs = ZSTD_getFrameContentSize(f + pos, fs);
+        assert_true(cs != ZSTD_CONTENTSIZE_ERROR && cs != ZSTD_CONTENTSIZE_UNKNOWN);
+        if (len + cs + 1 > cap) {
+            cap = len + (size_t)cs + 1;
+            out = realloc(out, cap);
+            assert_non_null(out);
+        }
+        size_t got = ZSTD_decompress(out + len, (size_t)cs, f + pos, fs);
+        assert_false(ZSTD_isError(got));
+        assert_int_equal(got, cs);
+        len += got;
+        pos += fs;
+        (*frames)++;
+    }
+    *out_n = len;
+    return out;
+}
+
+/* `zstd -t -q path` exits 0 (the zstd command-line tool, an outside decoder), when it is
+ * installed (it is a dependency: scripts/install-deps.sh). */
+static void zstd_cli_ok(const char *path, int want_ok)
+{
+    if (system("command -v zstd >/dev/null 2>&1") != 0) {
+        fprintf(stderr, "zstd command not found: checked with libzstd only\n");
+        return;
+    }
+    char cmd[256];
+    snprintf(cmd, sizeof cmd, "zstd -t -q %s 2>/dev/null", path);
+    int rc = system(cmd);
+    if (want_ok)
+        assert_int_equal(rc, 0);
+    else
+        assert_int_not_equal(rc, 0);
+}
+
+static void test_stored_frames_by_zstd(void **state)
+{
+    (void)state;
+    enum { B = 128 << 10 };
+    static const size_t lens[] = {0,  1,  3,   4,     7, 8,     31,    32,        33,
+                                  63, 64, 100, B - 1, B, B + 1, 2 * B, 2 * B + 5, 40 * B + 17};
+    size_t maxlen = 40 * B + 17;
+    uint8_t *src = malloc(maxlen);
+    assert_non_null(src);
+    uint64_t x = 0x9e3779b97f4a7c15ull;
+    for (size_t i = 0; i < maxlen; i++) {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        src[i] = (uint8_t)(x >> 24);
+    }
+    for (size_t k = 0; k < sizeof lens / sizeof lens[0]; k++) {
+        char path[64];
+        int fd = tmpfile_fd(path);
+        assert_int_equal(gmp_writer_stored_frame(fd, src, lens[k]), 0);
+        assert_int_equal(gmp_writer_stored_frame(fd, src + 1, lens[k] / 2), 0);
+        close(fd);
+        size_t n, cn, frames;
+        uint8_t *f = read_whole(path, &n);
+        size_t nb0 = lens[k] ? (lens[k] + B - 1) / B : 1;
+        size_t nb1 = lens[k] / 2 ? (lens[k] / 2 + B - 1) / B : 1;
+        /* header 9, 3 per block, the bytes as they are, checksum 4 */
+        assert_int_equal(n, 9 + 3 * nb0 + lens[k] + 4 + 9 + 3 * nb1 + lens[k] / 2 + 4);
+        uint8_t *c = zstd_content(f, n, &cn, &frames);
+        assert_int_equal(frames, 2);
+        assert_int_equal(cn, lens[k] + lens[k] / 2);
+        assert_memory_equal(c, src, lens[k]);
+        if (lens[k] / 2)
+            assert_memory_equal(c + lens[k], src + 1, lens[k] / 2);
+        zstd_cli_ok(path, 1);
+        /* a wrong checksum is noticed by both: ours is the one they compute */
+        f[9 + 3 * nb0 + lens[k]] ^= 0x40;
+        assert_true(ZSTD_isError(ZSTD_decompress(c, lens[k] + 1, f, 9 + 3 * nb0 + lens[k] + 4)));
+        fd = open(path, O_WRONLY | O_TRUNC);
+        assert_true(fd >= 0);
+        assert_int_equal(write(fd, f, n), (ssize_t)n);
+        close(fd);
+        zstd_cli_ok(path, 0);
+        free(c);
+        free(f);
+        unlink(path);
+    }
+    free(src);
+}
+
+/* A stored trace holds what the compressed one holds (libzstd's decoding of both), and our reader
+ * reads it to its END with the writer's totals. */
+static void test_stored_trace_same_content(void **state)
+{
+    (void)state;
+    enum { N = 300000 };
+    char zpath[64], spath[64];
+    gmp_writer_stats wz, ws;
+    assert_int_equal(write_unthreaded_opt(tmpfile_fd(zpath), 0, 0, N, &wz), GMP_OK);
+    /* store ignores compress_async: asking for helpers changes nothing */
+    assert_int_equal(write_unthreaded_opt(tmpfile_fd(spath), 2, 1, N, &ws), GMP_OK);
+    assert_true(ws.frames >= 3);
+    assert_int_equal(ws.frames, wz.frames);
+    assert_int_equal(ws.bytes_raw, wz.bytes_raw);
+    assert_true(ws.bytes_written > ws.bytes_raw && ws.bytes_written > 2 * wz.bytes_written);
+    size_t zn, sn, zc, sc, zf, sf;
+    uint8_t *z = read_whole(zpath, &zn), *s = read_whole(spath, &sn);
+    assert_int_equal(sn, ws.bytes_written);
+    uint8_t *zcont = zstd_content(z, zn, &zc, &zf), *scont = zstd_content(s, sn, &sc, &sf);
+    assert_int_equal(zf, sf);
+    assert_int_equal(zc, sc);
+    assert_int_equal(sc, ws.bytes_raw);
+    assert_memory_equal(zcont, scont, zc);
+    zstd_cli_ok(spath, 1);
+    free(z);
+    free(s);
+    free(zcont);
+    free(scont);
+
+    gmp_reader *r;
+    gmp_reader_opts ro = {0, 0};
+    assert_int_equal(gmp_reader_open(&r, spath, &ro), GMP_OK);
+    const gmp_rec *x;
+    gmp_err e;
+    uint64_t events = 0, prev_t = 0;
+    while ((e = gmp_reader_next(r, &x)) == GMP_OK) {
+        if (x->type != GMP_REC_ALLOC && x->type != GMP_REC_FREE)
+            continue;
+        assert_int_equal(x->u.mem.correlation, events + 1);
+        assert_true(x->time_ns >= prev_t);
+        prev_t = x->time_ns;
+        events++;
+    }
+    assert_int_equal(e, GMP_END);
+    assert_int_equal(events, N);
+    const gmp_reader_stats *st = gmp_reader_get_stats(r);
+    assert_int_equal(st->has_end, 1);
+    assert_int_equal(st->end.events, N);
+    assert_int_equal(st->bytes_read, ws.bytes_written);
+    gmp_reader_close(r);
+    unlink(zpath);
+    unlink(spath);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -348,6 +527,8 @@ int main(void)
         cmocka_unit_test(test_threaded_writer_time_order),
         cmocka_unit_test(test_compress_helpers_same_bytes),
         cmocka_unit_test(test_compress_helpers_write_failure),
+        cmocka_unit_test(test_stored_frames_by_zstd),
+        cmocka_unit_test(test_stored_trace_same_content),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
