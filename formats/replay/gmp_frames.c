@@ -189,6 +189,15 @@ static gmp_str base_name(gmp_str s)
     return s;
 }
 
+/* gmp_frame_glob of a non-empty s, the first byte tested first: most rules start with a literal
+ * that most frames do not (the same answer: a literal first byte must match s's). */
+static inline int glob_nonempty(const char *pat, gmp_str s)
+{
+    if (!s.len || (pat[0] != '*' && pat[0] != s.ptr[0]))
+        return 0;
+    return gmp_frame_glob(pat, s.ptr, s.len);
+}
+
 /* gmp_frame_classify with the function's head (gmp_frame_function_head) computed already. */
 static gmp_frame_class classify_head(const gmp_frame_info *f, gmp_str fn,
                                      const gmp_frame_rule **rule)
@@ -197,11 +206,11 @@ static gmp_frame_class classify_head(const gmp_frame_info *f, gmp_str fn,
     gmp_str file = f->file.ptr ? f->file : (gmp_str){"", 0};
     for (size_t i = 0; i < gmp_frame_rule_count(); i++) {
         const gmp_frame_rule *r = &rules[i];
-        if (r->function && (!fn.len || !gmp_frame_glob(r->function, fn.ptr, fn.len)))
+        if (r->function && !glob_nonempty(r->function, fn))
             continue;
-        if (r->file && (!file.len || !gmp_frame_glob(r->file, file.ptr, file.len)))
+        if (r->file && !glob_nonempty(r->file, file))
             continue;
-        if (r->module && (!mod.len || !gmp_frame_glob(r->module, mod.ptr, mod.len)))
+        if (r->module && !glob_nonempty(r->module, mod))
             continue;
         if (rule)
             *rule = r;

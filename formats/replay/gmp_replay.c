@@ -1184,12 +1184,24 @@ static void finish(gmp_replay *rp)
 static inline void prefetch_live(gmp_replay *rp)
 {
     uint64_t seq = ++rp->pf_seq; /* the number of the record just returned */
-    const gmp_rec_mem *m = gmp_reader_peek_mem(rp->r, PF_META);
-    if (m && !(m->flags & GMP_MEMF_FAILED)) {
-        int sp = space_of(kind_slot(m->kind));
-        uint64_t h = gmp_livetab_hash(sp == SP_VMM_PHYS ? m->handle : m->address);
-        gmp_livetab_prefetch_meta(&rp->live[sp], h);
-        rp->pf[(seq + PF_META) % PF_RING] = (pf_hint){seq + PF_META, h, sp};
+    unsigned type;
+    const void *p = gmp_reader_peek(rp->r, PF_META, &type);
+    if (type == GMP_REC_ALLOC || type == GMP_REC_FREE) {
+        const gmp_rec_mem *m = p;
+        if (!(m->flags & GMP_MEMF_FAILED)) {
+            int sp = space_of(kind_slot(m->kind));
+            uint64_t h = gmp_livetab_hash(sp == SP_VMM_PHYS ? m->handle : m->address);
+            gmp_livetab_prefetch_meta(&rp->live[sp], h);
+            rp->pf[(seq + PF_META) % PF_RING] = (pf_hint){seq + PF_META, h, sp};
+        }
+    } else if (type == GMP_REC_POOL && rp->pools.cap) {
+        /* a POOL record's pool: one entry (its used flag inside), fetched in one step; the
+         * table of a trace with many segments (a PyTorch snapshot: a pool per segment) is large */
+        const gmp_rec_pool *pr = p;
+        const unsigned char *e =
+            rp->pools.ent + (hash64(pr->pool) & (rp->pools.cap - 1)) * rp->pools.esz;
+        __builtin_prefetch(e);
+        __builtin_prefetch(e + rp->pools.esz - 1);
     }
     const pf_hint *ph = &rp->pf[(seq + PF_ENT) % PF_RING];
     if (ph->seq == seq + PF_ENT)

@@ -1376,23 +1376,33 @@ static gmp_err next_inner(gmp_reader *r, const gmp_rec **rec)
     }
 }
 
-const gmp_rec_mem *gmp_reader_peek_mem(const gmp_reader *r, size_t ahead)
+const void *gmp_reader_peek(const gmp_reader *r, size_t ahead, unsigned *type)
 {
+    const wslot *s;
     if (r->ra) {
         const gmp_ra_window *w = r->rwin;
         size_t k = r->rwin_pos + ahead - 1; /* rwin_pos is the next to return */
         if (!w || !ahead || k >= w->n)
-            return NULL;
-        const wslot *s = &((const wslot *)w->slots)[w->order[k]];
-        return s->type == GMP_REC_ALLOC || s->type == GMP_REC_FREE ? &s->u.mem : NULL;
+            goto none;
+        s = &((const wslot *)w->slots)[w->order[k]];
+    } else {
+        size_t k = r->rel_pos + ahead - 1; /* rel_pos is the next to return */
+        if (!ahead || k >= r->rel_n)
+            goto none;
+        s = &r->slots[r->keys[k].slot];
     }
-    size_t k = r->rel_pos + ahead - 1; /* rel_pos is the next to return */
-    if (!ahead || k >= r->rel_n)
-        return NULL;
-    const wslot *s = &r->slots[r->keys[k].slot];
-    if (s->type != GMP_REC_ALLOC && s->type != GMP_REC_FREE)
-        return NULL;
-    return &s->u.mem;
+    *type = s->type;
+    return &s->u;
+none:
+    *type = 0;
+    return NULL;
+}
+
+const gmp_rec_mem *gmp_reader_peek_mem(const gmp_reader *r, size_t ahead)
+{
+    unsigned type;
+    const void *p = gmp_reader_peek(r, ahead, &type);
+    return type == GMP_REC_ALLOC || type == GMP_REC_FREE ? p : NULL;
 }
 
 /* ---- read-ahead ---- */

@@ -90,6 +90,9 @@ gmp_err gmp_reader_readahead(gmp_reader *r, size_t batch);
  * order). The pointer is valid until the next call to gmp_reader_next. Reading it never changes
  * what gmp_reader_next returns. */
 const gmp_rec_mem *gmp_reader_peek_mem(const gmp_reader *r, size_t ahead);
+/* The same for any event: its type (0 when there is none to peek at, as for peek_mem) and its
+ * payload (NULL then), so that a caller can prefetch for POOL records too. */
+const void *gmp_reader_peek(const gmp_reader *r, size_t ahead, unsigned *type);
 
 const gmp_reader_stats *gmp_reader_get_stats(const gmp_reader *r);
 

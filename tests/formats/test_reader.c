@@ -726,7 +726,7 @@ static void test_merge_three_threads(void **state)
 
 /* gmp_reader_peek_mem: whenever it answers, it answers with the ALLOC/FREE that gmp_reader_next
  * returns `ahead` calls later; it answers for most events of a merged trace; never in file order.
- * The same with read-ahead. */
+ * The same with read-ahead. gmp_reader_peek: the same for every event type (POOL records here). */
 static void test_peek_mem(void **state)
 {
     (void)state;
@@ -743,6 +743,13 @@ static void test_peek_mem(void **state)
                 gmp_rec r = k % 5 == 4 ? ev_mark(time, 0) : ev_alloc(time, addr);
                 if (k % 3 == 1)
                     r.type = GMP_REC_FREE;
+                if (k % 7 == 6) {
+                    r = mk(GMP_REC_POOL);
+                    r.time_ns = time;
+                    r.u.pool.op = GMP_POOL_RESERVED;
+                    r.u.pool.pool = addr;
+                    r.u.pool.value = addr * 3;
+                }
                 tb_rec(&b, &r);
             }
         }
@@ -760,7 +767,11 @@ static void test_peek_mem(void **state)
         enum { MAXP = 4096 };
         static size_t at[MAXP];
         static gmp_rec_mem pm[MAXP];
-        size_t np = 0, calls = 0;
+        static size_t gat[MAXP]; /* gmp_reader_peek: index, type, payload */
+        static unsigned gtype[MAXP];
+        static gmp_rec_pool gpool[MAXP];
+        static uint64_t gaddr[MAXP];
+        size_t np = 0, ng = 0, calls = 0;
         const gmp_rec *rec;
         gmp_err e;
         for (;;) {
@@ -770,8 +781,25 @@ static void test_peek_mem(void **state)
                     at[np] = calls + ahead - 1;
                     pm[np++] = *m;
                 }
+                unsigned ty = 99;
+                const void *g = gmp_reader_peek(r, ahead, &ty);
+                assert_true((g == NULL) == (ty == 0));
+                assert_true(!m ||
+                            (g == (const void *)m && (ty == GMP_REC_ALLOC || ty == GMP_REC_FREE)));
+                if (g && ng < MAXP) {
+                    gat[ng] = calls + ahead - 1;
+                    gtype[ng] = ty;
+                    if (ty == GMP_REC_POOL)
+                        gpool[ng] = *(const gmp_rec_pool *)g;
+                    else if (ty == GMP_REC_ALLOC || ty == GMP_REC_FREE)
+                        gaddr[ng] = ((const gmp_rec_mem *)g)->address;
+                    ng++;
+                }
             }
             assert_null(gmp_reader_peek_mem(r, 0));
+            unsigned t0 = 99;
+            assert_null(gmp_reader_peek(r, 0, &t0));
+            assert_int_equal(t0, 0);
             if ((e = gmp_reader_next(r, &rec)) != GMP_OK)
                 break;
             calls++;
@@ -795,6 +823,26 @@ static void test_peek_mem(void **state)
                 assert_int_equal(pm[i].size, x->u.mem.size);
                 assert_int_equal(pm[i].kind, x->u.mem.kind);
             }
+        }
+        if (file_order) {
+            assert_int_equal(ng, 0);
+        } else {
+            size_t npool = 0;
+            assert_true(ng >= np);
+            for (size_t i = 0; i < ng; i++) {
+                assert_true(gat[i] < o.n);
+                const gmp_rec *x = &o.recs[gat[i]];
+                assert_int_equal(gtype[i], x->type);
+                if (x->type == GMP_REC_POOL) {
+                    npool++;
+                    assert_int_equal(gpool[i].pool, x->u.pool.pool);
+                    assert_int_equal(gpool[i].value, x->u.pool.value);
+                    assert_int_equal(gpool[i].op, x->u.pool.op);
+                } else if (x->type == GMP_REC_ALLOC || x->type == GMP_REC_FREE) {
+                    assert_int_equal(gaddr[i], x->u.mem.address);
+                }
+            }
+            assert_true(npool > 8 * 2 * 5 / 2); /* POOL records were announced too */
         }
         free(o.recs);
         gmp_reader_close(r);
