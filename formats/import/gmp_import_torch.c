@@ -1369,8 +1369,13 @@ static void write_trace(imp *I, const char *source, int fd, unsigned flags)
      * events, 35 MiB instead of 6), and a memfd's bytes are memory: above STORE_MAX_EVENTS
      * (~55 MiB stored, about this process's peak RSS at N=100) it is compressed as usual, so that
      * a huge snapshot does not hold its whole trace uncompressed in memory. */
-    if ((flags & GMP_IMPORT_TORCH_TEMPORARY) && nev <= STORE_MAX_EVENTS)
+    if ((flags & GMP_IMPORT_TORCH_TEMPORARY) && nev <= STORE_MAX_EVENTS) {
         wo.store = 1;
+        /* the checksums and writes of the frames (N=100: ~20 ms, most of it the memfd's pages)
+         * on one helper, beside the encoding */
+        if (wo.compress_async)
+            wo.compress_async = 1;
+    }
     gmp_err e = gmp_writer_open(&I->w, fd, &wo, &h);
     if (e != GMP_OK) {
         failf(I, e, "cannot start the trace: %s", gmp_err_str(e));

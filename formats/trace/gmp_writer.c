@@ -708,6 +708,8 @@ static void write_frame(gmp_writer *w, const bvec *out, size_t n, size_t raw, in
     }
 }
 
+static void write_stored(gmp_writer *w, const bvec *raw, int *failed, gmp_writer_stats *st);
+
 static void *compress_main(void *arg)
 {
     struct cslot *c = arg;
@@ -721,13 +723,16 @@ static void *compress_main(void *arg)
         int failed = w->c_failed;
         pthread_mutex_unlock(&w->clk);
         gmp_writer_stats st = {0};
-        size_t n = failed ? 0 : compress_frame(c->cctx, &c->out, &c->raw, &failed, &st);
+        size_t n =
+            failed || w->o.store ? 0 : compress_frame(c->cctx, &c->out, &c->raw, &failed, &st);
         pthread_mutex_lock(&w->clk);
         while (w->c_turn != c->seq) /* the frames before this one are written first */
             pthread_cond_wait(&w->ccond, &w->clk);
         failed |= w->c_failed;
         pthread_mutex_unlock(&w->clk);
-        if (!failed)
+        if (!failed && w->o.store)
+            write_stored(w, &c->raw, &failed, &st);
+        else if (!failed)
             write_frame(w, &c->out, n, c->raw.len, &failed, &st);
         pthread_mutex_lock(&w->clk);
         if (failed && !w->c_failed) {
@@ -963,25 +968,27 @@ static size_t stored_size(size_t len)
     return (len <= UINT32_MAX ? 9 : 13) + 3 * nblocks + len + 4;
 }
 
-/* Compresses w->stage into one frame and writes it (or hands it to the helper). Writer side
- * only. */
+/* Writes raw as a stored frame (o.store). */
+static void write_stored(gmp_writer *w, const bvec *raw, int *failed, gmp_writer_stats *st)
+{
+    if (gmp_writer_stored_frame(w->fd, raw->p, raw->len) < 0) {
+        *failed = 1;
+        st->io_errno = errno ? errno : EIO;
+    } else {
+        st->bytes_written += stored_size(raw->len);
+        st->bytes_raw += raw->len;
+        st->frames++;
+    }
+}
+
+/* Compresses w->stage into one frame and writes it (or hands it to the helper: stored frames
+ * too, their checksum and write). Writer side only. */
 static void emit_frame(gmp_writer *w)
 {
     if (!w->stage.len)
         return;
     w->frames_out++;
-    if (w->o.store) {
-        if (!w->io_failed) {
-            if (gmp_writer_stored_frame(w->fd, w->stage.p, w->stage.len) < 0) {
-                w->io_failed = 1;
-                w->st.io_errno = errno ? errno : EIO;
-            } else {
-                w->st.bytes_written += stored_size(w->stage.len);
-                w->st.bytes_raw += w->stage.len;
-                w->st.frames++;
-            }
-        }
-    } else if (w->ncs) {
+    if (w->ncs) {
         pthread_mutex_lock(&w->clk);
         struct cslot *c = &w->cs[w->c_submit % (uint64_t)w->ncs];
         compress_wait_locked(w, (int)(c - w->cs));
@@ -994,6 +1001,8 @@ static void emit_frame(gmp_writer *w)
             pthread_cond_broadcast(&w->ccond);
         }
         pthread_mutex_unlock(&w->clk);
+    } else if (w->o.store && !w->io_failed) {
+        write_stored(w, &w->stage, &w->io_failed, &w->st);
     } else if (!w->io_failed) {
         size_t n = compress_frame(w->cctx, &w->out, &w->stage, &w->io_failed, &w->st);
         if (!w->io_failed)
@@ -1271,9 +1280,7 @@ gmp_err gmp_writer_open(gmp_writer **out, int fd, const gmp_writer_opts *o, cons
     pthread_cond_init(&w->freecond, &ca);
     pthread_condattr_destroy(&ca);
 
-    if (w->o.store) {
-        w->o.compress_async = 0; /* nothing to compress: no zstd context either */
-    } else {
+    if (!w->o.store) { /* stored: nothing to compress, no zstd context */
         w->cctx = ZSTD_createCCtx();
         if (!w->cctx)
             goto nomem;
@@ -1315,12 +1322,14 @@ gmp_err gmp_writer_open(gmp_writer **out, int fd, const gmp_writer_opts *o, cons
         for (int k = 0; k < w->o.compress_async && k < GMP_WRITER_MAX_HELPERS; k++) {
             struct cslot *c = &w->cs[k];
             c->w = w;
-            c->cctx = ZSTD_createCCtx();
-            if (!c->cctx)
+            c->cctx = w->o.store ? NULL : ZSTD_createCCtx();
+            if (!c->cctx && !w->o.store)
                 break;
-            ZSTD_CCtx_setParameter(c->cctx, ZSTD_c_compressionLevel, w->o.level);
-            ZSTD_CCtx_setParameter(c->cctx, ZSTD_c_checksumFlag, 1);
-            ZSTD_CCtx_setParameter(c->cctx, ZSTD_c_contentSizeFlag, 1);
+            if (c->cctx) {
+                ZSTD_CCtx_setParameter(c->cctx, ZSTD_c_compressionLevel, w->o.level);
+                ZSTD_CCtx_setParameter(c->cctx, ZSTD_c_checksumFlag, 1);
+                ZSTD_CCtx_setParameter(c->cctx, ZSTD_c_contentSizeFlag, 1);
+            }
             if (pthread_create(&c->th, &ta, compress_main, c) != 0) {
                 ZSTD_freeCCtx(c->cctx);
                 c->cctx = NULL;

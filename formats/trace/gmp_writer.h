@@ -39,7 +39,8 @@ typedef struct gmp_writer_opts {
                                    stages the next ones; the file is the same. Default 0: none */
     int store;                  /* unthreaded: frames are written stored, not compressed (zstd
                                    frames of Raw blocks, with their content checksum: any zstd
-                                   reader reads them; level and compress_async are ignored). For
+                                   reader reads them; level is ignored; compress_async: their
+                                   checksums and writes are done on the helpers). For
                                    a temporary trace read back at once by the same process, where
                                    compressing and decompressing cost more than the bytes saved.
                                    Default 0 */

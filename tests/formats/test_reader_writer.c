@@ -343,14 +343,16 @@ static void test_compress_helpers_write_failure(void **state)
 {
     (void)state;
     signal(SIGPIPE, SIG_IGN); /* writes to the closed pipe fail with EPIPE */
-    for (int helpers = 0; helpers <= 2; helpers += 2) {
-        int p[2];
-        assert_int_equal(pipe(p), 0);
-        close(p[0]);
-        gmp_writer_stats ws;
-        memset(&ws, 0, sizeof ws);
-        assert_int_equal(write_unthreaded(p[1], helpers, 400000, &ws), GMP_ERR_IO);
-        assert_int_equal(ws.io_errno, EPIPE);
+    for (int store = 0; store <= 1; store++) {
+        for (int helpers = 0; helpers <= 2; helpers += 2) {
+            int p[2];
+            assert_int_equal(pipe(p), 0);
+            close(p[0]);
+            gmp_writer_stats ws;
+            memset(&ws, 0, sizeof ws);
+            assert_int_equal(write_unthreaded_opt(p[1], helpers, store, 400000, &ws), GMP_ERR_IO);
+            assert_int_equal(ws.io_errno, EPIPE);
+        }
     }
 }
 
@@ -472,18 +474,25 @@ static void test_stored_trace_same_content(void **state)
 {
     (void)state;
     enum { N = 300000 };
-    char zpath[64], spath[64];
-    gmp_writer_stats wz, ws;
+    char zpath[64], spath[64], hpath[64];
+    gmp_writer_stats wz, ws, wh;
     assert_int_equal(write_unthreaded_opt(tmpfile_fd(zpath), 0, 0, N, &wz), GMP_OK);
-    /* store ignores compress_async: asking for helpers changes nothing */
-    assert_int_equal(write_unthreaded_opt(tmpfile_fd(spath), 2, 1, N, &ws), GMP_OK);
+    assert_int_equal(write_unthreaded_opt(tmpfile_fd(spath), 0, 1, N, &ws), GMP_OK);
+    /* stored frames written by helpers (compress_async): the same file */
+    assert_int_equal(write_unthreaded_opt(tmpfile_fd(hpath), 2, 1, N, &wh), GMP_OK);
+    assert_int_equal(wh.bytes_written, ws.bytes_written);
+    assert_int_equal(wh.frames, ws.frames);
     assert_true(ws.frames >= 3);
     assert_int_equal(ws.frames, wz.frames);
     assert_int_equal(ws.bytes_raw, wz.bytes_raw);
     assert_true(ws.bytes_written > ws.bytes_raw && ws.bytes_written > 2 * wz.bytes_written);
-    size_t zn, sn, zc, sc, zf, sf;
-    uint8_t *z = read_whole(zpath, &zn), *s = read_whole(spath, &sn);
+    size_t zn, sn, zc, sc, zf, sf, hn;
+    uint8_t *z = read_whole(zpath, &zn), *s = read_whole(spath, &sn), *h = read_whole(hpath, &hn);
     assert_int_equal(sn, ws.bytes_written);
+    assert_int_equal(hn, sn);
+    assert_memory_equal(h, s, sn);
+    free(h);
+    unlink(hpath);
     uint8_t *zcont = zstd_content(z, zn, &zc, &zf), *scont = zstd_content(s, sn, &sc, &sf);
     assert_int_equal(zf, sf);
     assert_int_equal(zc, sc);
