@@ -101,35 +101,37 @@ const gmp_frame_rule *gmp_frame_rule_at(size_t i)
     return i < gmp_frame_rule_count() ? &rules[i] : NULL;
 }
 
+/* A glob of `*` and literals matches when the literal before the first `*` begins s, the one
+ * after the last `*` ends it (not overlapping the first), and the literals between stars occur in
+ * that order in what is left, each found leftmost (a match further right never leaves more room
+ * for the next): no backtracking, and memmem for the searches. */
 int gmp_frame_glob(const char *pat, const char *s, size_t n)
 {
-    size_t i = 0;
-    const char *star = NULL;
-    size_t star_i = 0;
-    while (i < n) {
-        if (*pat == '*') {
-            star = ++pat;
-            star_i = i;
-        } else if (*pat && *pat == s[i]) {
-            pat++;
-            i++;
-        } else if (star) {
-            pat = star;
-            star_i++;
-            if (*star && *star != '*') { /* the next place where the literal after `*` is */
-                const char *q = star_i < n ? memchr(s + star_i, *star, n - star_i) : NULL;
-                if (!q)
-                    return 0;
-                star_i = (size_t)(q - s);
-            }
-            i = star_i;
-        } else {
-            return 0;
+    const char *first = strchr(pat, '*');
+    if (!first)
+        return strlen(pat) == n && (!n || memcmp(pat, s, n) == 0);
+    size_t pre = (size_t)(first - pat);
+    const char *last = strrchr(first, '*');
+    size_t suf = strlen(last + 1);
+    if (pre + suf > n)
+        return 0;
+    if (!n) /* s may be NULL: only stars match */
+        return pat[strspn(pat, "*")] == 0;
+    if ((pre && memcmp(pat, s, pre) != 0) || (suf && memcmp(last + 1, s + n - suf, suf) != 0))
+        return 0;
+    size_t i = pre, end = n - suf;
+    for (const char *p = first + 1; p < last;) {
+        const char *q = strchr(p, '*'); /* at most last */
+        size_t len = (size_t)(q - p);
+        if (len) {
+            const char *f = len <= end - i ? memmem(s + i, end - i, p, len) : NULL;
+            if (!f)
+                return 0;
+            i = (size_t)(f - s) + len;
         }
+        p = q + 1;
     }
-    while (*pat == '*')
-        pat++;
-    return *pat == 0;
+    return 1;
 }
 
 static const char ANON[] = "(anonymous namespace)";

@@ -211,9 +211,10 @@ typedef struct pf_hint {
     uint64_t seq, h;
     int space;
 } pf_hint;
-#define PF_ENT 8   /* records ahead: prefetch the entry */
-#define PF_META 16 /* records ahead: hash, prefetch the slot descriptors */
-#define PF_RING 32 /* hints kept: more than PF_META */
+#define PF_ENT 8    /* records ahead: prefetch the entry */
+#define PF_META 16  /* records ahead: hash, prefetch the slot descriptors */
+#define PF_RING 32  /* hints kept: more than PF_META */
+#define PF_MIN 4096 /* live allocations or pools from which the replay looks ahead */
 _Static_assert(PF_META < PF_RING && PF_ENT < PF_META, "look-ahead distances");
 
 struct gmp_replay {
@@ -1184,6 +1185,8 @@ static void finish(gmp_replay *rp)
 static inline void prefetch_live(gmp_replay *rp)
 {
     uint64_t seq = ++rp->pf_seq; /* the number of the record just returned */
+    if (rp->nlive < PF_MIN && rp->pools.n < PF_MIN)
+        return; /* tables this small stay in the caches: looking ahead only costs */
     unsigned type;
     const void *p = gmp_reader_peek(rp->r, PF_META, &type);
     if (type == GMP_REC_ALLOC || type == GMP_REC_FREE) {

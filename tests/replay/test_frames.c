@@ -149,8 +149,8 @@ static void test_glob(void **state)
         for (size_t i = 0; i < pn; i++)
             p[i] = alpha[rnd(4)];
         p[pn] = 0;
-        for (size_t i = 0; i < sn; i++)
-            s[i] = alpha[rnd(2) ? rnd(2) : 3]; /* no `*` in the subject */
+        for (size_t i = 0; i < sn; i++) /* mostly a, b, /; now and then a literal `*` */
+            s[i] = alpha[rnd(2) ? rnd(2) : rnd(8) ? 3 : 2];
         s[sn] = 0;
         int want = glob_ref(p, s, sn);
         matched += want;
@@ -160,6 +160,13 @@ static void test_glob(void **state)
         }
     }
     assert_true(matched > 1000); /* both answers were exercised */
+    /* an empty subject (whose pointer may be NULL) matches only stars */
+    assert_true(gmp_frame_glob("", NULL, 0) && gmp_frame_glob("**", NULL, 0));
+    assert_false(gmp_frame_glob("*a*", NULL, 0) || gmp_frame_glob("a", "", 0));
+    /* literals between stars are found in order, not overlapping the prefix or the suffix */
+    assert_true(gmp_frame_glob("ab*b*ba", "abba", 4) == 0 &&
+                gmp_frame_glob("ab*ba", "aba", 3) == 0);
+    assert_true(gmp_frame_glob("a*b*a*b", "aabab", 5) && !gmp_frame_glob("*ba*ab*", "abba", 4));
     /* the rules' own patterns on strings made from them */
     char buf[512];
     for (size_t i = 0; i < gmp_frame_rule_count(); i++) {
