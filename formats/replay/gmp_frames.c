@@ -136,6 +136,9 @@ int gmp_frame_glob(const char *pat, const char *s, size_t n)
 
 static const char ANON[] = "(anonymous namespace)";
 
+/* The bytes gmp_frame_function_head looks at; it skips the others. */
+static const uint8_t head_special[256] = {['('] = 1, ['<'] = 1, ['>'] = 1, [' '] = 1};
+
 gmp_str gmp_frame_function_head(gmp_str name)
 {
     const char *p = name.ptr;
@@ -144,6 +147,10 @@ gmp_str gmp_frame_function_head(gmp_str name)
         return (gmp_str){"", 0};
     int angle = 0;
     for (size_t i = 0; i < n; i++) {
+        while (i < n && !head_special[(unsigned char)p[i]]) /* nothing below to do for them */
+            i++;
+        if (i == n)
+            break;
         char c = p[i];
         if (c == '(' && n - i >= sizeof ANON - 1 && memcmp(p + i, ANON, sizeof ANON - 1) == 0) {
             i += sizeof ANON - 2;

@@ -90,20 +90,20 @@ gmp_category gmp_frames_category(const gmp_frame_info *f, size_t n, gmp_str rang
 typedef struct gmp_frame_memo gmp_frame_memo;
 gmp_frame_memo *gmp_frame_memo_new(void);
 void gmp_frame_memo_free(gmp_frame_memo *m);
-/* What the rules say of one frame, through the memo m, for callers that keep it per frame or per
- * stack: its class and the facts the categories test, as opaque bits. A stack's facts are the OR
- * of its frames': gmp_frames_category_of(OR of gmp_frame_facts_memo(m, &f[i]), range) ==
- * gmp_frames_category(f, n, range), and gmp_frame_facts_class(gmp_frame_facts_memo(m, f)) ==
- * gmp_frame_classify(f, NULL). */
+/* What the rules say of one frame, through the memo m (NULL: worked out without one), for callers
+ * that keep it per frame or per stack: its class and the facts the categories test, as opaque bits.
+ * A stack's facts are the OR of its frames': gmp_frames_category_of(OR of gmp_frame_facts_memo(m,
+ * &f[i]), range) == gmp_frames_category(f, n, range), and
+ * gmp_frame_facts_class(gmp_frame_facts_memo(m, f)) == gmp_frame_classify(f, NULL). */
 unsigned gmp_frame_facts_memo(gmp_frame_memo *m, const gmp_frame_info *f);
 gmp_frame_class gmp_frame_facts_class(unsigned facts);
 gmp_category gmp_frames_category_of(unsigned facts, gmp_str range);
 /* The category of an allocation of a replay with this stack and range path (ids of the trace),
  * during the pass: Python frames by name and file, native frames by their module only (they are
- * symbolized later), the first 128 frames. Frames go through the replay's memo
- * (gmp_replay_frame_memo), and the replay keeps what the frames from each stack node outwards
- * say (4 bytes per stack definition), so a new stack costs its new nodes; the category of a
- * (stack, range) is not kept: callers keep what they need. */
+ * symbolized later), the first 128 frames. Python frames are kept per pair of string ids, native
+ * frames go through the replay's memo (gmp_replay_frame_memo), and the replay keeps what the frames
+ * from each stack node outwards say (4 bytes per stack definition), so a new stack costs its new
+ * nodes; the category of a (stack, range) is not kept: callers keep what they need. */
 struct gmp_replay;
 gmp_category gmp_replay_category(struct gmp_replay *rp, uint32_t stack, uint32_t range);
 /* What the rules say of the frame at one stack node of the replay's trace (gmp_frame_facts_memo),

@@ -1345,7 +1345,9 @@ static unsigned node_facts(gmp_replay *rp, const gmp_rec_stack *s)
             return e->facts;
         fi.function = gmp_reader_string(rp->r, s->function);
         fi.file = gmp_reader_string(rp->r, s->file);
-        unsigned f = gmp_frame_facts_memo(rp->fmemo, &fi);
+        /* not through the memo of texts: the pair of string ids is the key already (the memo
+         * would hash and copy the texts of each pair once more, for no hit) */
+        unsigned f = gmp_frame_facts_memo(NULL, &fi);
         int fresh;
         if ((e = omap_put(&rp->pyframes, key, &fresh)) != NULL) /* else: computed again */
             e->facts = (uint8_t)f;
