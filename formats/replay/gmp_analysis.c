@@ -441,10 +441,29 @@ static gmp_err on_range(void *ctx, gmp_replay *rp, const gmp_replay_range *ev)
     return GMP_OK;
 }
 
+/* The pool map's slot of a POOL record a few events ahead (gmp_replay_pool_ahead), fetched now:
+ * a PyTorch snapshot has a pool per segment (N=100 copies of the real train step: 101,000), and
+ * on_pool's lookup missed the caches. The hash is gmp_map.c's (a different one would only make
+ * the hint useless). */
+static inline void pool_hint(const ana *A, const gmp_replay *rp)
+{
+    uint64_t k;
+    if (!A->blocks_known || A->pmap.cap < 8192 || !gmp_replay_pool_ahead(rp, &k))
+        return;
+    k ^= k >> 33;
+    k *= 0xff51afd7ed558ccdULL;
+    k ^= k >> 33;
+    size_t i = (size_t)k & (A->pmap.cap - 1);
+    __builtin_prefetch(&A->pmap.used[i]);
+    __builtin_prefetch(&A->pmap.keys[i]);
+    __builtin_prefetch(&A->pmap.vals[i]);
+}
+
 static gmp_err on_alloc(void *ctx, gmp_replay *rp, const gmp_replay_mem *ev)
 {
     ana *A = ctx;
     uint64_t t = ev->rec->time_ns;
+    pool_hint(A, rp);
     dev_seen(A, ev->dev, t);
     const gmp_replay_alloc *a = ev->alloc;
     if ((ev->status != GMP_REPLAY_OK && ev->status != GMP_REPLAY_REPLACED) || !a)
@@ -483,6 +502,7 @@ static gmp_err on_free(void *ctx, gmp_replay *rp, const gmp_replay_mem *ev)
 {
     ana *A = ctx;
     uint64_t t = ev->rec->time_ns;
+    pool_hint(A, rp);
     dev_seen(A, ev->dev, t);
     if (ev->status != GMP_REPLAY_OK || !ev->alloc)
         return GMP_OK;
@@ -525,6 +545,7 @@ static gmp_err on_begin(void *ctx, gmp_replay *rp)
 static gmp_err on_pool(void *ctx, gmp_replay *rp, const gmp_rec *rec, const gmp_replay_device *dev)
 {
     ana *A = ctx;
+    pool_hint(A, rp);
     dev_seen(A, dev, rec->time_ns);
     if (!A->blocks_known)
         return GMP_OK;

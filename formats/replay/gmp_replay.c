@@ -239,6 +239,7 @@ struct gmp_replay {
     uint64_t nlive;
     pf_hint pf[PF_RING]; /* see prefetch_live */
     uint64_t pf_seq;
+    uint64_t pool_ahead, pool_ahead_seq; /* gmp_replay_pool_ahead: the pool seen at pf_seq */
     omap pools, threads, handles;
     pool_ent *last_pool; /* the pool of the last POOL record (NULL after a removal): on_pool is
                             the only place that adds or removes pools */
@@ -1201,6 +1202,8 @@ static inline void prefetch_live(gmp_replay *rp)
         /* a POOL record's pool: one entry (its used flag inside), fetched in one step; the
          * table of a trace with many segments (a PyTorch snapshot: a pool per segment) is large */
         const gmp_rec_pool *pr = p;
+        rp->pool_ahead = pr->pool;
+        rp->pool_ahead_seq = seq;
         const unsigned char *e =
             rp->pools.ent + (hash64(pr->pool) & (rp->pools.cap - 1)) * rp->pools.esz;
         __builtin_prefetch(e);
@@ -1456,6 +1459,14 @@ unsigned gmp_replay_frame_facts(gmp_replay *rp, uint32_t stack)
 }
 
 /* ---- queries ---- */
+
+int gmp_replay_pool_ahead(const gmp_replay *rp, uint64_t *pool)
+{
+    if (!rp->pf_seq || rp->pool_ahead_seq != rp->pf_seq)
+        return 0;
+    *pool = rp->pool_ahead;
+    return 1;
+}
 
 gmp_reader *gmp_replay_reader(const gmp_replay *rp)
 {

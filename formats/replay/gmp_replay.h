@@ -232,6 +232,12 @@ const char *gmp_replay_error(const gmp_replay *rp);
 gmp_err gmp_replay_fail(gmp_replay *rp, gmp_err e, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
+/* For outputs that keep state per pool in tables larger than the caches, during a callback: 1 and
+ * the handle of a POOL record the replay will reach a few events later (*pool), when it has looked
+ * ahead (it does while thousands of pools or live allocations are known), so that the output can
+ * fetch its entry ahead of use; 0 otherwise. A hint: it never changes what the callbacks get. */
+int gmp_replay_pool_ahead(const gmp_replay *rp, uint64_t *pool);
+
 /* The reader, for definitions (strings, range paths, stacks, modules, header). */
 gmp_reader *gmp_replay_reader(const gmp_replay *rp);
 const gmp_replay_summary *gmp_replay_get_summary(const gmp_replay *rp);

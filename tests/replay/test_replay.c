@@ -491,6 +491,90 @@ static void test_pools(void **state)
     run_done(&b, &x);
 }
 
+/* gmp_replay_pool_ahead: what an output hears during a callback is the pool of a POOL record it
+ * gets within the next 16 events; it says nothing while few pools are known (no look-ahead),
+ * then says it for most POOL records; the same with read-ahead. */
+typedef struct ahead_seen {
+    size_t n;                  /* callbacks so far */
+    size_t npool;              /* POOL records */
+    uint64_t pool_at[12000];   /* the pool of the POOL record at callback i, else 0 */
+    size_t said;               /* hints */
+    size_t said_at[12000];     /* callback index of each hint */
+    uint64_t said_pool[12000]; /* its pool */
+} ahead_seen;
+
+static void ahead_note(ahead_seen *a, const gmp_replay *rp)
+{
+    uint64_t p = 0;
+    if (gmp_replay_pool_ahead(rp, &p) && a->said < 12000) {
+        a->said_at[a->said] = a->n;
+        a->said_pool[a->said++] = p;
+    }
+    a->n++;
+}
+
+static gmp_err ahead_alloc(void *ctx, gmp_replay *rp, const gmp_replay_mem *ev)
+{
+    ahead_seen *a = ctx;
+    if (a->n < 12000)
+        a->pool_at[a->n] = 0;
+    ahead_note(a, rp);
+    return GMP_OK;
+}
+
+static gmp_err ahead_pool(void *ctx, gmp_replay *rp, const gmp_rec *rec, const gmp_replay_device *d)
+{
+    ahead_seen *a = ctx;
+    if (a->n < 12000)
+        a->pool_at[a->n] = rec->u.pool.pool;
+    a->npool++;
+    ahead_note(a, rp);
+    return GMP_OK;
+}
+
+static void test_pool_ahead(void **state)
+{
+    tb b;
+    tb_open(&b, NULL);
+    uint32_t m = tb_str(&b, "cudaMalloc");
+    enum { NP = 5000 };
+    for (uint64_t i = 0; i < NP; i++) { /* a pool per segment, as in an imported snapshot */
+        tb_pool(&b, 0, 10 + 2 * i, 0, GMP_POOL_RESERVED, 0x100000 + i * 0x1000, 2 * TB_MiB);
+        tb_alloc(&b, 0, 11 + 2 * i, 0, GMP_MEM_DEVICE, 0x10000000 + i * 0x1000, 64, m, 0, 0);
+    }
+    tb_close(&b);
+    static const gmp_replay_ops ops = {.alloc = ahead_alloc, .pool = ahead_pool};
+    for (int ra = 0; ra < 2; ra++) {
+        static ahead_seen a;
+        memset(&a, 0, sizeof a);
+        gmp_reader *r;
+        gmp_replay *rp;
+        assert_int_equal(gmp_reader_open(&r, b.path, NULL), GMP_OK);
+        if (ra)
+            assert_int_equal(gmp_reader_readahead(r, 0), GMP_OK);
+        gmp_replay_opts one;
+        memset(&one, 0, sizeof one);
+        one.threads = 1; /* the read-ahead is the one asked for here */
+        assert_int_equal(gmp_replay_new(&rp, r, &one), GMP_OK);
+        assert_int_equal(gmp_replay_add(rp, &ops, &a), GMP_OK);
+        assert_int_equal(gmp_replay_run(rp), GMP_OK);
+        assert_int_equal(a.n, 2 * NP);
+        assert_int_equal(a.npool, NP);
+        assert_true(a.said > (NP - 4096) / 2); /* after the 4,096th pool, most POOL records */
+        for (size_t i = 0; i < a.said; i++) {
+            size_t k = a.said_at[i];
+            assert_true(k > 2 * 4000); /* not while few pools are known */
+            int found = 0;
+            for (size_t j = k + 1; j <= k + 16 && j < a.n && !found; j++)
+                found = a.pool_at[j] == a.said_pool[i];
+            assert_true(found);
+        }
+        gmp_replay_free(rp);
+        gmp_reader_close(r);
+    }
+    unlink(b.path);
+}
+
 /* A free is recorded at the API's entry; when the call fails, a second FREE flagged failed with
  * the same correlation id follows: the replay undoes the first. */
 static void test_failed_free_undone(void **state)
@@ -926,6 +1010,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_live_foreach),
         cmocka_unit_test(test_callback_error),
         cmocka_unit_test(test_many),
+        cmocka_unit_test(test_pool_ahead),
     };
     if (argc > 1)
         cmocka_set_test_filter(argv[1]);
