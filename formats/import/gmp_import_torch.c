@@ -1250,10 +1250,14 @@ static int next_op(device *dv, int32_t d, uint64_t first)
     if (!dv->rd_left)
         return 0;
     if (dv->rd_pos >= dv->rd->len) {
-        dv->rd = dv->rd->next;
+        /* a chunk read is freed at once: the ops' memory goes while the trace is written */
+        chunk *done = dv->rd;
+        dv->rd = dv->head = done->next;
+        free(done);
         dv->rd_pos = 0;
     }
     const unsigned char *h = dv->rd->data + dv->rd_pos, *p = h + 4;
+    __builtin_prefetch(h + 512);
     op *o = &dv->next;
     unsigned n;
     o->type = h[0];
