@@ -279,9 +279,11 @@ static void dev_update(live *L, const gmp_replay_device *dev, uint64_t t)
         s->F += (long double)s->frag * (long double)(t - s->last_t);
     if (!s->last_t || t > s->last_t)
         s->last_t = t;
-    s->allocated = dev->allocated;
-    s->reserved = dev->reserved;
-    s->frag = dev->reserved > dev->allocated ? dev->reserved - dev->allocated : 0;
+    uint64_t al = dev->allocated, re = dev->reserved; /* just stored by the replay, each */
+    __asm__("" : "+r"(al), "+r"(re));                 /* as a word: see the categories below */
+    s->allocated = al;
+    s->reserved = re;
+    s->frag = re > al ? re - al : 0;
     if (s->frag > s->frag_max) {
         s->frag_max = s->frag;
         s->frag_max_t = t;
@@ -306,7 +308,13 @@ static void dev_update(live *L, const gmp_replay_device *dev, uint64_t t)
     }
     b->alast = s->allocated;
     b->rlast = s->reserved;
-    memcpy(b->clast, s->cat, sizeof b->clast);
+    for (unsigned c = 0; c < GMP_CAT_COUNT; c++) {
+        /* word by word: cat_update has just stored one of them, and a wider load of it (memcpy)
+         * waits until that store has left for the cache (no store forwarding) */
+        uint64_t v = s->cat[c];
+        __asm__("" : "+r"(v)); /* keeps the compiler from merging the loads */
+        b->clast[c] = v;
+    }
 }
 
 /* The category of an allocation during the pass (gmp_frames_category), from the frames the
