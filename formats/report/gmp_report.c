@@ -624,8 +624,8 @@ static void heap_up(heapent *h, size_t i)
 
 static void largest_add(live *L, const gmp_replay_alloc *a)
 {
-    if (!L->kheap || !L->heap)
-        return;
+    if (!L->kheap || !L->heap || (L->nheap == L->kheap && a->size <= L->heap[0].a.size))
+        return; /* (most allocations, once the heap is full: nothing copied) */
     heapent e;
     memset(&e, 0, sizeof e);
     e.a.device = a->device;
@@ -640,7 +640,7 @@ static void largest_add(live *L, const gmp_replay_alloc *a)
     if (L->nheap < L->kheap) {
         L->heap[L->nheap] = e;
         heap_up(L->heap, L->nheap++);
-    } else if (a->size > L->heap[0].a.size) {
+    } else {
         L->heap[0] = e;
         heap_down(L->heap, L->nheap, 0);
     }
