@@ -150,10 +150,10 @@ typedef struct dev_int {
     uint64_t pool_reported; /* sum of the pools' last reported reserved sizes */
 } dev_int;
 
-typedef struct pool_ent {
-    uint64_t key; /* pool handle */
+typedef struct pool_ent { /* 24 bytes: a snapshot has a pool per segment (N=100: 101,000) */
+    uint64_t key;         /* pool handle */
     uint64_t reported;
-    struct dev_int *dev;
+    int32_t dev; /* the device's id (dev_get) */
     uint8_t used;
 } pool_ent;
 
@@ -912,9 +912,9 @@ static gmp_err on_pool(gmp_replay *rp, const gmp_rec *rec)
     }
     rp->last_pool = pe; /* valid until the next insertion or removal, made here only */
     if (fresh)
-        pe->dev = d;
-    else
-        d = pe->dev; /* a pool belongs to the device it was first seen on */
+        pe->dev = d->pub.id;
+    else if (pe->dev != d->pub.id && !(d = dev_get(rp, pe->dev)))
+        return nomem(rp); /* a pool belongs to the device it was first seen on */
     switch (p->op) {
     case GMP_POOL_RESERVED:
         d->pool_reported = d->pool_reported - pe->reported + p->value;
