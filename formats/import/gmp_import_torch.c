@@ -11,7 +11,10 @@
  * explicit times (gmp_writer, threaded = 0; for a long trace the frames are compressed on helper
  * threads, compress_async, the same bytes). Strings and stack nodes are defined in the writer when
  * an op first needs them, in the order the frames are walked (outermost first), so the trace is the
- * same as when the whole tree was read. */
+ * same as when the whole tree was read. Strings and frames are deduplicated by content while
+ * reading, so the trie's nodes are the writer's stack nodes one for one and are defined without
+ * the writer's lookup (gmp_writer_stack_python_new). A temporary trace (GMP_IMPORT_TORCH_TEMPORARY)
+ * is written stored, not compressed (see write_trace). */
 #include "gmp_import_torch.h"
 
 #include <errno.h>
@@ -212,7 +215,10 @@ typedef struct final_item {
 typedef struct strtab {
     char **s;
     uint32_t *len, *wid; /* wid: the writer's id + 1, once defined */
+    uint64_t *hash;      /* of the bytes (content_hash) */
     size_t n, cap;
+    uint32_t *slot; /* by content: index + 1 (0: empty); hcap slots */
+    size_t hcap;
 } strtab;
 
 typedef struct frame {
@@ -236,6 +242,8 @@ typedef struct imp {
     strtab strs;
     frame *frames;
     size_t nframes, cap_frames;
+    uint32_t *fslot; /* frames by content (file, fn, line): index + 1 (0: empty); fcap slots */
+    size_t fcap;
     uint32_t *node_parent, *node_frame, *node_wid; /* node 0: no frame */
     uint32_t *node_child;                          /* the child last stepped to (a cache: 0 none) */
     size_t nnodes, cap_nodes;
@@ -454,17 +462,65 @@ static int first_event(imp *I, int32_t d, int seg, uint64_t addr, unsigned type,
 
 /* ---- frames: strings, frames and a trie of them, cached on the pickle's objects ---- */
 
-/* The string of a STR or BYTES value as an index + 1 in the table (0: not a string: ""). The
- * index is cached on the object (tag bits 0-31), so a string shared through the memo is copied
- * once. */
-static uint32_t str_of(imp *I, const gmp_pkv *v)
+/* A hash of n bytes, eight at a time (it only places entries in the tables below). */
+static uint64_t content_hash(const void *p, size_t n)
 {
-    if (!v || (v->type != GMP_PK_STR && v->type != GMP_PK_BYTES))
-        return 0;
-    gmp_pkobj *o = v->v.o;
-    if (o->tag & 0xffffffffu)
-        return (uint32_t)(o->tag & 0xffffffffu);
+    const unsigned char *b = p;
+    uint64_t h = 0x9e3779b97f4a7c15ull ^ ((uint64_t)n * 0xff51afd7ed558ccdull);
+    for (; n >= 8; b += 8, n -= 8) {
+        uint64_t v;
+        memcpy(&v, b, 8);
+        h = (h ^ v) * 0xff51afd7ed558ccdull;
+        h ^= h >> 32;
+    }
+    uint64_t v = 0;
+    if (n)
+        memcpy(&v, b, n);
+    h = (h ^ v) * 0xc4ceb9fe1a85ec53ull;
+    h ^= h >> 33;
+    return h;
+}
+
+/* Doubles a table of slots (index + 1) whose entries' hashes are hash_of(ctx, index); -1 when out
+ * of memory. */
+static int slots_grow(uint32_t **slot, size_t *cap, size_t n, uint64_t (*hash_of)(imp *, size_t),
+                      imp *I)
+{
+    size_t nc = *cap ? *cap * 2 : 1024;
+    uint32_t *ns = calloc(nc, sizeof *ns);
+    if (!ns)
+        return -1;
+    for (size_t i = 0; i < n; i++) {
+        size_t j = hash_of(I, i) & (nc - 1);
+        while (ns[j])
+            j = (j + 1) & (nc - 1);
+        ns[j] = (uint32_t)i + 1;
+    }
+    free(*slot);
+    *slot = ns;
+    *cap = nc;
+    return 0;
+}
+
+static uint64_t str_hash_at(imp *I, size_t i)
+{
+    return I->strs.hash[i];
+}
+
+/* The index + 1 of the string bytes[0..n) in the table, added when new: equal bytes get one index
+ * (strings are deduplicated by content, so that equal frames are one frame and the trie's nodes
+ * are the writer's stack nodes one for one: stack_of defines them without a lookup). 0: out of
+ * memory. */
+static uint32_t str_intern(imp *I, const char *bytes, uint32_t n)
+{
     strtab *t = &I->strs;
+    if ((t->n + 1) * 2 > t->hcap && slots_grow(&t->slot, &t->hcap, t->n, str_hash_at, I) < 0)
+        return nomem(I), 0;
+    uint64_t h = content_hash(bytes, n);
+    size_t j = h & (t->hcap - 1);
+    for (uint32_t x; (x = t->slot[j]) != 0; j = (j + 1) & (t->hcap - 1))
+        if (t->hash[x - 1] == h && t->len[x - 1] == n && memcmp(t->s[x - 1], bytes, n) == 0)
+            return x;
     if (t->n == t->cap) {
         size_t nc = t->cap ? t->cap * 2 : 1024;
         char **ns = realloc(t->s, nc * sizeof *ns);
@@ -476,20 +532,56 @@ static uint32_t str_of(imp *I, const gmp_pkv *v)
         uint32_t *nw = realloc(t->wid, nc * sizeof *nw);
         if (nw)
             t->wid = nw;
-        if (!ns || !nl || !nw || t->n >= UINT32_MAX - 1)
+        uint64_t *nh = realloc(t->hash, nc * sizeof *nh);
+        if (nh)
+            t->hash = nh;
+        if (!ns || !nl || !nw || !nh || t->n >= UINT32_MAX - 1)
             return nomem(I), 0;
         t->cap = nc;
     }
-    char *c = malloc((size_t)o->n + 1);
+    char *c = malloc((size_t)n + 1);
     if (!c)
         return nomem(I), 0;
-    memcpy(c, o->d.s, (size_t)o->n + 1);
+    memcpy(c, bytes, n);
+    c[n] = 0;
     t->s[t->n] = c;
-    t->len[t->n] = o->n;
+    t->len[t->n] = n;
     t->wid[t->n] = 0;
+    t->hash[t->n] = h;
     t->n++;
-    o->tag |= (uint64_t)t->n;
+    t->slot[j] = (uint32_t)t->n;
     return (uint32_t)t->n;
+}
+
+/* The string of a STR or BYTES value as an index + 1 in the table (0: not a string: ""). The
+ * index is cached on the object (tag bits 0-31), so a string shared through the memo is looked up
+ * once. */
+static uint32_t str_of(imp *I, const gmp_pkv *v)
+{
+    if (!v || (v->type != GMP_PK_STR && v->type != GMP_PK_BYTES))
+        return 0;
+    gmp_pkobj *o = v->v.o;
+    if (o->tag & 0xffffffffu)
+        return (uint32_t)(o->tag & 0xffffffffu);
+    uint32_t x = str_intern(I, o->d.s, o->n);
+    o->tag |= (uint64_t)x;
+    return x;
+}
+
+static uint64_t frame_hash(uint32_t file, uint32_t fn, uint32_t line)
+{
+    uint64_t h = ((uint64_t)file << 32 | fn) * 0x9e3779b97f4a7c15ull;
+    h ^= (uint64_t)line * 0xc4ceb9fe1a85ec53ull;
+    h ^= h >> 31;
+    h *= 0xff51afd7ed558ccdull;
+    h ^= h >> 33;
+    return h;
+}
+
+static uint64_t frame_hash_at(imp *I, size_t i)
+{
+    const frame *f = &I->frames[i];
+    return frame_hash(f->file, f->fn, f->line);
 }
 
 /* A frame dict as a frame index + 1 (cached on the dict); 0 for a value that is not a dict. */
@@ -503,13 +595,35 @@ static uint32_t frame_of(imp *I, const gmp_pkv *f)
     uint64_t line = 0;
     if (gmp_pkv_get_u64(gmp_pkv_dict_get(f, "line"), &line) < 0 || line > UINT32_MAX)
         line = 0;
-    frame fr = {str_of(I, gmp_pkv_dict_get(f, "filename")), str_of(I, gmp_pkv_dict_get(f, "name")),
-                (uint32_t)line, 0, 0};
-    if (I->err != GMP_OK ||
-        grow_array(I, (void **)&I->frames, &I->cap_frames, I->nframes + 1, sizeof *I->frames) < 0 ||
+    uint32_t file = str_of(I, gmp_pkv_dict_get(f, "filename"));
+    uint32_t fn = str_of(I, gmp_pkv_dict_get(f, "name"));
+    /* a name that is not a string is "", as the writer defines it: one frame with the empty string
+     */
+    if (I->err == GMP_OK && (!file || !fn)) {
+        uint32_t empty = str_intern(I, "", 0);
+        file = file ? file : empty;
+        fn = fn ? fn : empty;
+    }
+    if (I->err != GMP_OK)
+        return 0;
+    /* frames by content: dicts with the same file, function and line are one frame */
+    if ((I->nframes + 1) * 2 > I->fcap &&
+        slots_grow(&I->fslot, &I->fcap, I->nframes, frame_hash_at, I) < 0)
+        return nomem(I), 0;
+    size_t j = frame_hash(file, fn, (uint32_t)line) & (I->fcap - 1);
+    for (uint32_t x; (x = I->fslot[j]) != 0; j = (j + 1) & (I->fcap - 1)) {
+        const frame *g = &I->frames[x - 1];
+        if (g->file == file && g->fn == fn && g->line == (uint32_t)line) {
+            o->tag = x;
+            return x;
+        }
+    }
+    frame fr = {file, fn, (uint32_t)line, 0, 0};
+    if (grow_array(I, (void **)&I->frames, &I->cap_frames, I->nframes + 1, sizeof *I->frames) < 0 ||
         I->nframes >= UINT32_MAX - 1)
         return nomem(I), 0;
     I->frames[I->nframes++] = fr;
+    I->fslot[j] = (uint32_t)I->nframes;
     o->tag = I->nframes;
     return (uint32_t)I->nframes;
 }
@@ -1078,7 +1192,9 @@ static uint32_t stack_of(imp *I, uint32_t node)
         const frame *f = &I->frames[I->node_frame[chain[n]] - 1];
         uint32_t file = wstr(I, f->file);
         uint32_t fn = wstr(I, f->fn);
-        uint32_t id = gmp_writer_stack_python(I->w, parent, file, fn, f->line);
+        /* a node of the trie is a stack node the writer has not seen (frames and strings are
+         * deduplicated by content): defined without the writer's lookup */
+        uint32_t id = gmp_writer_stack_python_new(I->w, parent, file, fn, f->line);
         if (id)
             parent = id;
         I->node_wid[chain[n]] = parent + 1;
@@ -1546,7 +1662,10 @@ static void imp_free(imp *I)
     free(I->strs.s);
     free(I->strs.len);
     free(I->strs.wid);
+    free(I->strs.hash);
+    free(I->strs.slot);
     free(I->frames);
+    free(I->fslot);
     free(I->node_parent);
     free(I->node_frame);
     free(I->node_wid);

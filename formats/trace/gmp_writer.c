@@ -214,6 +214,8 @@ static int itable_grow(itable *t)
     if (!ns)
         return -1;
     for (size_t i = 0; i < t->n; i++) {
+        if (t->e[i].k[3] == UINT64_MAX) /* no lookup finds it (see its makers) */
+            continue;
         size_t j = t->e[i].hash & (nc - 1);
         while (ns[j])
             j = (j + 1) & (nc - 1);
@@ -222,6 +224,18 @@ static int itable_grow(itable *t)
     free(t->slot);
     t->slot = ns;
     t->cap = nc;
+    return 0;
+}
+
+/* Room for one more entry. */
+static int itable_reserve(itable *t)
+{
+    size_t nc = t->ecap ? t->ecap * 2 : 256;
+    ientry *ne = realloc(t->e, nc * sizeof *ne);
+    if (!ne)
+        return -1;
+    t->e = ne;
+    t->ecap = nc;
     return 0;
 }
 
@@ -242,14 +256,8 @@ static ientry *itable_get(itable *t, uint64_t h, const uint64_t k[4], const char
     }
     if (t->n >= MAX_INTERNED)
         return NULL;
-    if (t->n == t->ecap) {
-        size_t nc = t->ecap ? t->ecap * 2 : 256;
-        ientry *ne = realloc(t->e, nc * sizeof *ne);
-        if (!ne)
-            return NULL;
-        t->e = ne;
-        t->ecap = nc;
-    }
+    if (t->n == t->ecap && itable_reserve(t) < 0)
+        return NULL;
     ientry *e = &t->e[t->n];
     e->str = NULL;
     if (s) {
@@ -375,6 +383,34 @@ uint32_t gmp_writer_stack_python(gmp_writer *w, uint32_t parent, uint32_t file, 
     r.u.stack.function = function;
     r.u.stack.line = line;
     return intern_node(w, &w->stacks, k, &r);
+}
+
+uint32_t gmp_writer_stack_python_new(gmp_writer *w, uint32_t parent, uint32_t file,
+                                     uint32_t function, uint32_t line)
+{
+    if (!w)
+        return 0;
+    itable *t = &w->stacks;
+    gmp_rec r = {.type = GMP_REC_STACK};
+    r.u.stack.parent = parent;
+    r.u.stack.kind = GMP_FRAME_PYTHON;
+    r.u.stack.file = file;
+    r.u.stack.function = function;
+    r.u.stack.line = line;
+    uint32_t id = 0;
+    pthread_mutex_lock(&w->dlock);
+    /* an entry (ids stay entry positions) that no slot leads to */
+    if (t->n < MAX_INTERNED && (t->n < t->ecap || itable_reserve(t) == 0)) {
+        ientry *e = &t->e[t->n];
+        memset(e, 0, sizeof *e);
+        e->k[3] = UINT64_MAX; /* a key no lookup asks for */
+        e->id = ++t->next_id;
+        t->n++;
+        r.u.stack.id = e->id;
+        id = defs_append(w, &r) < 0 ? 0 : e->id;
+    }
+    pthread_mutex_unlock(&w->dlock);
+    return id;
 }
 
 static const ientry *find_id(const itable *t, uint32_t id)

@@ -69,6 +69,11 @@ uint32_t gmp_writer_range(gmp_writer *w, uint32_t parent, uint32_t domain, uint3
 uint32_t gmp_writer_stack_native(gmp_writer *w, uint32_t parent, uint64_t address);
 uint32_t gmp_writer_stack_python(gmp_writer *w, uint32_t parent, uint32_t file, uint32_t function,
                                  uint32_t line);
+/* gmp_writer_stack_python for a caller that knows this node was never defined (an importer that
+ * deduplicates its frames itself, and is the only one to define stacks): no lookup. The node is
+ * not found by later calls of gmp_writer_stack_python either. */
+uint32_t gmp_writer_stack_python_new(gmp_writer *w, uint32_t parent, uint32_t file,
+                                     uint32_t function, uint32_t line);
 /* The display form of a range path defined with gmp_writer_range ("train/step/forward"), for
  * messages of the producer itself. Slow (scans the tables): not for hot paths. Writes at most n
  * bytes including the NUL; "" for an unknown id. */

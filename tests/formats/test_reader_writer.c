@@ -529,6 +529,76 @@ static void test_stored_trace_same_content(void **state)
     unlink(spath);
 }
 
+/* gmp_writer_stack_python_new defines a node without a lookup: the next id, among those of
+ * gmp_writer_stack_python; a record with its fields; a later lookup of the same key does not find
+ * it (a new node), while the nodes defined with lookups are still found. */
+static void test_stack_python_new(void **state)
+{
+    (void)state;
+    char path[64];
+    int fd = tmpfile_fd(path);
+    gmp_writer_opts o;
+    gmp_writer_opts_default(&o);
+    o.threaded = 0;
+    gmp_rec h = tb_header();
+    gmp_writer *w;
+    assert_int_equal(gmp_writer_open(&w, fd, &o, &h.u.header), GMP_OK);
+    uint32_t f = gmp_writer_string(w, "m.py", 4), fn = gmp_writer_string(w, "run", 3);
+    uint32_t a = gmp_writer_stack_python(w, 0, f, fn, 1);
+    uint32_t b = gmp_writer_stack_python_new(w, a, f, fn, 2);
+    uint32_t c = gmp_writer_stack_python_new(w, b, fn, f, 3);
+    assert_int_equal(a, 1);
+    assert_int_equal(b, 2);
+    assert_int_equal(c, 3);
+    assert_int_equal(gmp_writer_stack_python(w, 0, f, fn, 1), a);     /* still found */
+    assert_int_equal(gmp_writer_stack_python(w, a, f, fn, 2), 4);     /* not found: a new node */
+    assert_int_equal(gmp_writer_stack_python(w, a, f, fn, 2), 4);     /* which is found */
+    assert_int_equal(gmp_writer_stack_python_new(w, 0, f, fn, 9), 5); /* ids go on */
+    gmp_wthread *t = gmp_writer_thread(w, 1);
+    gmp_rec e;
+    memset(&e, 0, sizeof e);
+    e.type = GMP_REC_ALLOC;
+    e.time_ns = 5000;
+    e.u.mem.kind = GMP_MEM_DEVICE;
+    e.u.mem.address = 0x1000;
+    e.u.mem.size = 64;
+    e.u.mem.stack = c;
+    assert_int_equal(gmp_wthread_event(t, &e), 0);
+    gmp_wthread_release(t);
+    assert_int_equal(gmp_writer_close(w, NULL), GMP_OK);
+
+    gmp_reader *r;
+    gmp_reader_opts ro = {0, 0};
+    assert_int_equal(gmp_reader_open(&r, path, &ro), GMP_OK);
+    const gmp_rec *x;
+    gmp_err err;
+    int stacks = 0, allocs = 0;
+    while ((err = gmp_reader_next(r, &x)) == GMP_OK) {
+        if (x->type == GMP_REC_ALLOC) {
+            assert_int_equal(x->u.mem.stack, c);
+            allocs++;
+        }
+    }
+    assert_int_equal(err, GMP_END);
+    assert_int_equal(allocs, 1);
+    for (uint32_t id = 1; id <= 5; id++) {
+        const gmp_rec_stack *k = gmp_reader_stack(r, id);
+        assert_non_null(k);
+        stacks++;
+        if (id == 3) {
+            assert_int_equal(k->parent, b);
+            assert_int_equal(k->kind, GMP_FRAME_PYTHON);
+            assert_int_equal(k->file, fn);
+            assert_int_equal(k->function, f);
+            assert_int_equal(k->line, 3);
+        }
+    }
+    assert_int_equal(stacks, 5);
+    assert_null(gmp_reader_stack(r, 6));
+    gmp_reader_close(r);
+    unlink(path);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -538,6 +608,7 @@ int main(void)
         cmocka_unit_test(test_compress_helpers_write_failure),
         cmocka_unit_test(test_stored_frames_by_zstd),
         cmocka_unit_test(test_stored_trace_same_content),
+        cmocka_unit_test(test_stack_python_new),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
