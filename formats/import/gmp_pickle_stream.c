@@ -40,7 +40,7 @@
 #define GMP_PKSTREAM_RA_MAX ((uint64_t)16 << 20)
 #endif
 #ifndef GMP_PKSTREAM_RA_CHUNK /* a test builds the reader with small pieces */
-#define GMP_PKSTREAM_RA_CHUNK ((size_t)256 << 10)
+#define GMP_PKSTREAM_RA_CHUNK ((size_t)64 << 10)
 #endif
 #ifndef GMP_PKSTREAM_RA_OFF /* a test compares with and without: a variable */
 #define GMP_PKSTREAM_RA_OFF 0
