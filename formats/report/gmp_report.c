@@ -38,10 +38,15 @@ typedef struct bucket {
     uint8_t has, has_used;
 } bucket;
 
+#define F_PENDING 32 /* terms of F kept before they are added (see slot_F) */
+
 typedef struct devslot {
     int used;
     uint64_t allocated, reserved;
-    long double F;   /* integral of reserved - allocated over time, up to last_t */
+    long double F; /* integral of reserved - allocated over time, up to last_t, once the pending
+                      terms frag_p[i] * dt_p[i] are added to it (in order: slot_F) */
+    uint64_t frag_p[F_PENDING], dt_p[F_PENDING];
+    unsigned np;
     uint64_t last_t; /* time of the last state change (0: none yet) */
     uint64_t frag;   /* reserved - allocated now */
     uint64_t frag_max, frag_max_t;
@@ -261,8 +266,22 @@ static size_t axis_index(live *L, uint64_t t)
 
 /* ---- devices ---- */
 
-static long double slot_F(const devslot *s, uint64_t t)
+/* Adds F's pending terms, in order. The same additions as one per event, in the same order, so
+ * the same long double; kept in a register here instead of stored and loaded back each event,
+ * which made every event wait (an x87 80-bit load of the 80-bit value just stored). */
+static void f_settle(devslot *s)
 {
+    long double F = s->F;
+    for (unsigned i = 0; i < s->np; i++)
+        F += (long double)s->frag_p[i] * (long double)s->dt_p[i];
+    s->F = F;
+    s->np = 0;
+}
+
+static long double slot_F(devslot *s, uint64_t t)
+{
+    if (s && s->np)
+        f_settle(s);
     if (!s || !s->last_t || t <= s->last_t)
         return s ? s->F : 0;
     return s->F + (long double)s->frag * (long double)(t - s->last_t);
@@ -275,8 +294,12 @@ static void dev_update(live *L, const gmp_replay_device *dev, uint64_t t)
     devslot *s = slot_of(L, dev->id);
     if (!s)
         return;
-    if (s->last_t && t > s->last_t)
-        s->F += (long double)s->frag * (long double)(t - s->last_t);
+    if (s->last_t && t > s->last_t) { /* F += frag * (t - last_t), soon */
+        s->frag_p[s->np] = s->frag;
+        s->dt_p[s->np] = t - s->last_t;
+        if (++s->np == F_PENDING)
+            f_settle(s);
+    }
     if (!s->last_t || t > s->last_t)
         s->last_t = t;
     uint64_t al = dev->allocated, re = dev->reserved; /* just stored by the replay, each */
