@@ -89,10 +89,10 @@ typedef struct slot {
 } slot;
 
 /* A reserved segment (a POOL record's pool), for the free blocks inside it at an OOM. */
-typedef struct pool {
+typedef struct pool { /* 24 bytes: a snapshot has a pool per segment (N=100: 101,000) */
     uint64_t handle;
-    int32_t device;
     uint64_t size;
+    int32_t device;
     int alive;
 } pool;
 
