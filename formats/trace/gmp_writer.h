@@ -9,7 +9,9 @@
  * free, a producer waits at most wait_us, then counts the event as lost; the next LOST record says
  * how many. Definitions (strings, ranges, stacks, devices, threads, modules) are deduplicated and
  * always written before the events that refer to them. Without a thread (threaded = 0) the caller's
- * thread compresses and writes: for tools and importers. */
+ * thread compresses and writes: for tools and importers. With store = 1 the frames are zstd frames
+ * of Raw blocks (not compressed; any zstd reader reads them): for a temporary trace that the same
+ * process reads back at once. */
 #ifndef GMP_WRITER_H
 #define GMP_WRITER_H
 
