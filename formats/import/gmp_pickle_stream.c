@@ -7,20 +7,11 @@
  * a stack of values split by MARKs; values are reference counted (stack slots, container items,
  * memo slots each hold one); the memo keeps only the indices the scan saw fetched, in a dense
  * array addressed through a rank over a bitmap of those indices, and drops each after its last
- * fetch. Streamed lists hand over their items and keep only their count.
- *
- * A file of up to RA_MAX bytes is read whole, once, in pieces claimed by a thread of its own
- * (read-ahead) or by the caller when it gets there first. When the limits allow, the first pass
- * runs on that thread, and the parse (on the caller's) starts at once: until the counts arrive it
- * keeps every memoized value (pv, with its fetches so far), then makes the usual memo of the
- * counts, releasing what they say is dead (prov_convert). A larger file is read twice through a
- * window of INBUF bytes, on the calling thread. The item callbacks always run on the caller's. */
+ * fetch. Streamed lists hand over their items and keep only their count. */
 #include "gmp_pickle_stream.h"
 
 #include <errno.h>
-#include <pthread.h>
 #include <stdarg.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,21 +24,6 @@
 #endif
 #define INBUF GMP_PKSTREAM_INBUF
 #define KEEP 0x7f /* a fetch count that is never decremented */
-/* Read-ahead: files up to RA_MAX bytes (and half the memory limit) are read whole by a thread, in
- * RA_CHUNK pieces; up to RA_SYNC bytes, by the calling thread (a thread costs more than it saves).
- */
-#ifndef GMP_PKSTREAM_RA_MAX /* a test builds the reader without (0), to test the window */
-#define GMP_PKSTREAM_RA_MAX ((uint64_t)16 << 20)
-#endif
-#ifndef GMP_PKSTREAM_RA_CHUNK /* a test builds the reader with small pieces */
-#define GMP_PKSTREAM_RA_CHUNK ((size_t)64 << 10)
-#endif
-#ifndef GMP_PKSTREAM_RA_OFF /* a test compares with and without: a variable */
-#define GMP_PKSTREAM_RA_OFF 0
-#endif
-#ifndef GMP_PKSTREAM_RA_SYNC
-#define GMP_PKSTREAM_RA_SYNC ((uint64_t)256 << 10)
-#endif
 
 enum { R_NONE = 0, R_ROOT, R_SEGS, R_TRACES, R_DEV };
 #define F_ATTACHED 1u /* a role object stored where it was predicted */
@@ -77,30 +53,6 @@ typedef struct mslot {
     } v;
 } mslot;
 
-/* The read-ahead thread's state: it reads the file into buf[0..size) in order and says how far
- * it got (avail) and how it ended (done, err: errno, 0 for an end of file before size). */
-/* The file is read in pieces of RA_CHUNK bytes, each by whichever thread claims it first: the
- * read-ahead thread in order, the caller's when it needs one the thread has not read yet (so it
- * never waits for a thread that the machine has not run yet, only for a piece being read). */
-enum { CH_FREE = 0, CH_READING, CH_DONE, CH_FAILED };
-typedef struct readahead {
-    pthread_t th;
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-    int fd;
-    unsigned char *buf;
-    uint64_t size;
-    size_t nch;
-    _Atomic unsigned char *ch; /* per piece: CH_* */
-    int err;                   /* mu: errno of the first piece that failed (0: file ended) */
-    int waiting;               /* mu: threads waiting for a piece */
-    atomic_int quit;           /* the run is over: read no more */
-    gmp_pkstream *S;           /* the first pass's state, run on this thread (NULL: not here) */
-    atomic_int scanned; /* the first pass is over: S holds its counts (mu, and for a glance) */
-    double scan_s;      /* the first pass's CPU seconds */
-    char serr[256];     /* S's error line */
-} readahead;
-
 struct gmp_pkstream {
     gmp_pickle_limits lim;
     gmp_pkstream_cb cb;
@@ -111,14 +63,6 @@ struct gmp_pkstream {
     size_t bufcap;
     const unsigned char *start, *p, *end; /* window: start is at file offset base */
     uint64_t base, size;
-    int whole;     /* fd: the file is read whole into buf (end: as far as it has arrived) */
-    readahead *ra; /* whole: the thread reading it (NULL: read already) */
-    /* the parse while the first pass runs (on the read-ahead thread): every value memoized is
-     * kept (pv[k], with pdone[k] fetches so far) until the counts arrive (prov_convert) */
-    int prov, converting;
-    gmp_pkv *pv;
-    uint8_t *pdone;
-    size_t npv, pvcap;
     size_t op_off;
     /* scan */
     uint8_t *cnt; /* per memo index: bit 7 defined, bits 0-6 fetches (KEEP: many) */
@@ -169,19 +113,9 @@ __attribute__((format(printf, 3, 4))) static int fail(gmp_pkstream *P, gmp_err c
 
 /* ---- memory ---- */
 
-static int prov_convert_wait(gmp_pkstream *P);
-
-static int over(const gmp_pkstream *P, size_t add)
-{
-    return add > P->lim.max_memory || P->mem > P->lim.max_memory - add;
-}
-
 static int charge(gmp_pkstream *P, size_t add)
 {
-    /* while the parse keeps every memoized value (the first pass still runs), the limit is
-     * reached only if it still is once the values the counts say are dead are released: the
-     * same inputs pass and fail as with the passes one after the other */
-    if (over(P, add) && (!P->prov || P->converting || prov_convert_wait(P) < 0 || over(P, add)))
+    if (add > P->lim.max_memory || P->mem > P->lim.max_memory - add)
         return fail(P, GMP_ERR_LIMIT, "more than %zu bytes of memory needed (limit)",
                     P->lim.max_memory);
     P->mem += add;
@@ -335,8 +269,6 @@ static void slot_unref(gmp_pkstream *P, const mslot *m)
 
 /* Makes at least k bytes available at p; -1 (truncated, or an I/O error) when the input has
  * fewer. */
-static int ra_wait(gmp_pkstream *P, uint64_t need);
-
 static int fill_slow(gmp_pkstream *P, size_t k)
 {
     if (P->fd < 0)
@@ -344,8 +276,6 @@ static int fill_slow(gmp_pkstream *P, size_t k)
     uint64_t off = P->base + (uint64_t)(P->p - P->start);
     if (k > P->size - off)
         return -1;
-    if (P->whole)
-        return ra_wait(P, off + k);
     size_t have = (size_t)(P->end - P->p);
     if (k > P->bufcap) {
         size_t nc = P->bufcap;
@@ -389,209 +319,13 @@ static inline int fill(gmp_pkstream *P, size_t k)
 
 static void input_reset(gmp_pkstream *P)
 {
-    if (P->whole) { /* what has arrived (fill waits for more) */
-        P->start = P->p = P->buf;
-        P->end = P->buf + (P->ra ? 0 : P->size);
-    } else if (P->fd >= 0) {
+    if (P->fd >= 0) {
         P->start = P->p = P->end = P->buf;
     } else {
         P->start = P->p = P->data;
         P->end = P->data + P->size;
     }
     P->base = 0;
-}
-
-/* ---- read-ahead ---- */
-
-/* Reads piece i (claimed): 0, or errno, or -1 when the file ends before. */
-static int ra_read_piece(readahead *r, size_t i)
-{
-    uint64_t off = (uint64_t)i * GMP_PKSTREAM_RA_CHUNK, end = off + GMP_PKSTREAM_RA_CHUNK;
-    if (end > r->size)
-        end = r->size;
-    while (off < end) {
-        ssize_t got = pread(r->fd, r->buf + off, (size_t)(end - off), (off_t)off);
-        if (got < 0 && errno == EINTR)
-            continue;
-        if (got <= 0)
-            return got < 0 ? errno : -1;
-        off += (uint64_t)got;
-    }
-    return 0;
-}
-
-/* Makes piece i read: claims and reads it, or waits while the other thread reads it. -1 when it
- * could not be read (r->err says why). */
-static int ra_piece(readahead *r, size_t i)
-{
-    unsigned char st = atomic_load_explicit(&r->ch[i], memory_order_acquire);
-    if (st == CH_DONE)
-        return 0;
-    unsigned char fr = CH_FREE;
-    if (st == CH_FREE && atomic_compare_exchange_strong(&r->ch[i], &fr, CH_READING)) {
-        int e = ra_read_piece(r, i);
-        pthread_mutex_lock(&r->mu);
-        atomic_store_explicit(&r->ch[i], e ? CH_FAILED : CH_DONE, memory_order_release);
-        if (e && !r->err && e > 0)
-            r->err = e;
-        if (r->waiting)
-            pthread_cond_broadcast(&r->cv);
-        pthread_mutex_unlock(&r->mu);
-        return e ? -1 : 0;
-    }
-    pthread_mutex_lock(&r->mu);
-    while ((st = atomic_load_explicit(&r->ch[i], memory_order_acquire)) == CH_READING) {
-        r->waiting++;
-        pthread_cond_wait(&r->cv, &r->mu);
-        r->waiting--;
-    }
-    pthread_mutex_unlock(&r->mu);
-    return st == CH_DONE ? 0 : -1;
-}
-
-/* fill_slow of a whole file (either thread's state): the pieces up to file offset need, and as
- * many more as are read already; -1 as fill_slow when the file ends before (or cannot be read:
- * an I/O error). */
-static int ra_wait(gmp_pkstream *P, uint64_t need)
-{
-    readahead *r = P->ra;
-    if (!r)
-        return -1; /* read whole already: the file ended early */
-    uint64_t have = (uint64_t)(P->end - P->buf);
-    size_t i = (size_t)(have / GMP_PKSTREAM_RA_CHUNK);
-    for (; i < r->nch && (uint64_t)i * GMP_PKSTREAM_RA_CHUNK < need; i++)
-        if (ra_piece(r, i) < 0) {
-            pthread_mutex_lock(&r->mu);
-            int err = r->err;
-            pthread_mutex_unlock(&r->mu);
-            if (err)
-                return fail(P, GMP_ERR_IO, "cannot read the input: %s", strerror(err));
-            return -1;
-        }
-    while (i < r->nch && atomic_load_explicit(&r->ch[i], memory_order_acquire) == CH_DONE)
-        i++;
-    uint64_t end = (uint64_t)i * GMP_PKSTREAM_RA_CHUNK;
-    P->end = P->buf + (end < r->size ? end : r->size);
-    return 0;
-}
-
-static double now_s(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
-
-static void scan(gmp_pkstream *P);
-
-static void *ra_main(void *arg)
-{
-    readahead *r = arg;
-    if (r->S) { /* the first pass, reading as it goes; then the counts are the parse's */
-        double t0 = now_s();
-        scan(r->S);
-        r->scan_s = now_s() - t0;
-        pthread_mutex_lock(&r->mu);
-        atomic_store_explicit(&r->scanned, 1, memory_order_release);
-        if (r->waiting)
-            pthread_cond_broadcast(&r->cv);
-        pthread_mutex_unlock(&r->mu);
-    }
-    for (size_t i = 0; i < r->nch && !atomic_load_explicit(&r->quit, memory_order_relaxed); i++)
-        if (ra_piece(r, i) < 0) /* the rest, for the caller */
-            break;
-    return NULL;
-}
-
-/* Starts reading the file whole into P->buf: on a thread (the caller reads the pieces it needs
- * before the thread does), or here for a small one. -1: not started (then the caller reads it
- * through the window). */
-static int ra_start(gmp_pkstream *P)
-{
-    if (P->size <= GMP_PKSTREAM_RA_SYNC) {
-        uint64_t off = 0;
-        while (off < P->size) {
-            ssize_t got = pread(P->fd, P->buf + off, (size_t)(P->size - off), (off_t)off);
-            if (got < 0 && errno == EINTR)
-                continue;
-            if (got <= 0)
-                return -1; /* read through the window, which says what is wrong */
-            off += (uint64_t)got;
-        }
-        P->whole = 1;
-        return 0;
-    }
-    readahead *r = calloc(1, sizeof *r);
-    if (!r)
-        return -1;
-    r->fd = P->fd;
-    r->buf = P->buf;
-    r->size = P->size;
-    r->nch = (size_t)((P->size + GMP_PKSTREAM_RA_CHUNK - 1) / GMP_PKSTREAM_RA_CHUNK);
-    r->ch = calloc(r->nch, sizeof *r->ch);
-    /* the first pass on this thread too, the parse overlapping it, when it cannot run out of
-     * memory there (its counts, then the parse's memo made of them, fit in the limit) */
-    uint64_t memo_bytes = 20 * (uint64_t)P->lim.max_memo + ((uint64_t)1 << 16);
-    if (r->ch && (uint64_t)P->lim.max_memory >= INBUF + memo_bytes &&
-        (r->S = malloc(sizeof *r->S))) {
-        gmp_pkstream *S = r->S;
-        *S = *P;
-        S->ra = r;
-        S->whole = 1;
-        S->err = r->serr;
-        S->errlen = sizeof r->serr;
-        S->code = GMP_OK;
-        S->mem = S->peak = 0;
-        S->cnt = NULL;
-        S->cnt_len = S->cnt_cap = 0;
-        S->start = S->p = S->end = S->buf;
-        S->base = 0;
-    }
-    if (!r->ch || pthread_mutex_init(&r->mu, NULL) != 0) {
-        free(r->S);
-        free((void *)r->ch);
-        free(r);
-        return -1;
-    }
-    if (pthread_cond_init(&r->cv, NULL) != 0) {
-        pthread_mutex_destroy(&r->mu);
-        free(r->S);
-        free((void *)r->ch);
-        free(r);
-        return -1;
-    }
-    if (pthread_create(&r->th, NULL, ra_main, r) != 0) {
-        free(r->S);
-        free((void *)r->ch);
-        pthread_cond_destroy(&r->cv);
-        pthread_mutex_destroy(&r->mu);
-        free(r);
-        return -1;
-    }
-    P->ra = r;
-    P->whole = 1;
-    return 0;
-}
-
-/* Stops the read-ahead thread (a parse that failed early need not wait for the rest) and
- * joins it. */
-static void ra_stop(gmp_pkstream *P)
-{
-    readahead *r = P->ra;
-    if (!r)
-        return;
-    atomic_store_explicit(&r->quit, 1, memory_order_relaxed);
-    pthread_join(r->th, NULL);
-    if (r->S)
-        P->scan_s = r->scan_s;
-    pthread_cond_destroy(&r->cv);
-    pthread_mutex_destroy(&r->mu);
-    if (r->S)
-        free(r->S->cnt); /* unless the parse took it */
-    free(r->S);
-    free((void *)r->ch);
-    free(r);
-    P->ra = NULL;
 }
 
 static size_t offset(const gmp_pkstream *P)
@@ -1421,142 +1155,6 @@ static int push_bytes(gmp_pkstream *P, uint8_t t, size_t len)
     return push(P, v);
 }
 
-/* ---- the provisional memo (the parse overlapping the first pass) ---- */
-
-#define PV_UNDEF 0xff /* pv[k].type: not defined */
-
-/* The parse's memo made of the counts, with what was kept meanwhile: values no longer fetched
- * released, the others in their slots with the fetches left. */
-static int prov_convert(gmp_pkstream *P)
-{
-    readahead *r = P->ra;
-    gmp_pkstream *S = r->S;
-    P->converting = 1;
-    P->prov = 0;
-    P->scan_s = r->scan_s;
-    P->cnt = S->cnt; /* the parse's now, counted as in the passes one after the other */
-    P->cnt_len = S->cnt_len;
-    P->cnt_cap = S->cnt_cap;
-    S->cnt = NULL;
-    P->mem += P->cnt_cap;
-    if (P->mem > P->peak)
-        P->peak = P->mem;
-    int rc = 0;
-    if (S->code != GMP_OK) { /* out of memory or an I/O error in the first pass */
-        if (P->code == GMP_OK) {
-            P->code = S->code;
-            if (P->err && P->errlen)
-                snprintf(P->err, P->errlen, "%s", r->serr);
-        }
-        rc = -1;
-    }
-    for (size_t k = 0; k < P->npv; k++) { /* the fetches left, in pdone; dead values released */
-        if (P->pv[k].type == PV_UNDEF)
-            continue;
-        unsigned total = k < P->cnt_len ? P->cnt[k] & KEEP : 0;
-        unsigned left = total == KEEP ? KEEP : total > P->pdone[k] ? total - P->pdone[k] : 0;
-        P->pdone[k] = (uint8_t)left;
-        if (!left) {
-            unref(P, &P->pv[k]);
-            P->pv[k].type = GMP_PK_NONE;
-        }
-    }
-    if (rc == 0 && memo_prepare(P) < 0)
-        rc = -1;
-    for (size_t k = 0; k < P->npv; k++) {
-        if (P->pv[k].type == PV_UNDEF)
-            continue;
-        if (rc == 0 && k < (uint64_t)P->nwords * 64)
-            P->defined[k >> 6] |= (uint64_t)1 << (k & 63);
-        long sl = rc == 0 ? slot_of(P, k) : -1;
-        if (sl >= 0) {
-            mslot *m = &P->slots[sl];
-            m->left = P->pdone[k];
-            m->type = P->pv[k].type; /* NONE when left is 0: nothing held */
-            m->big = P->pv[k].big;
-            m->v.u = P->pv[k].v.u;
-        } else {
-            unref(P, &P->pv[k]); /* never fetched (or the memo could not be made) */
-        }
-    }
-    xfree(P, P->pv, P->pvcap * sizeof *P->pv);
-    xfree(P, P->pdone, P->pvcap);
-    P->pv = NULL;
-    P->pdone = NULL;
-    P->npv = P->pvcap = 0;
-    P->converting = 0;
-    return rc;
-}
-
-/* Waits for the first pass, then prov_convert. */
-static int prov_convert_wait(gmp_pkstream *P)
-{
-    readahead *r = P->ra;
-    pthread_mutex_lock(&r->mu);
-    while (!atomic_load_explicit(&r->scanned, memory_order_relaxed)) {
-        r->waiting++;
-        pthread_cond_wait(&r->cv, &r->mu);
-        r->waiting--;
-    }
-    pthread_mutex_unlock(&r->mu);
-    return prov_convert(P);
-}
-
-static int prov_ready(const gmp_pkstream *P)
-{
-    return atomic_load_explicit(&P->ra->scanned, memory_order_acquire);
-}
-
-/* After the parse (or its fault), still provisional: the kept values are no longer needed. */
-static void prov_drop(gmp_pkstream *P)
-{
-    for (size_t k = 0; k < P->npv; k++)
-        if (P->pv[k].type != PV_UNDEF)
-            unref(P, &P->pv[k]);
-    xfree(P, P->pv, P->pvcap * sizeof *P->pv);
-    xfree(P, P->pdone, P->pvcap);
-    P->pv = NULL;
-    P->pdone = NULL;
-    P->npv = P->pvcap = 0;
-    P->prov = 0;
-}
-
-/* A new index (MEMOIZE, or a PUT of the next index) kept provisionally: 0; 1 when this needs
- * the counts first (then the caller converts and goes on as usual); -1 on a fault. */
-static int prov_put(gmp_pkstream *P, uint64_t key)
-{
-    if (key != P->ndefined || key != P->npv || prov_ready(P))
-        return 1;
-    if (key >= P->pvcap) {
-        size_t nc = P->pvcap ? 2 * P->pvcap : 4096;
-        if (charge(P, nc * (sizeof(gmp_pkv) + 1)) < 0)
-            return -1;
-        if (!P->prov) { /* the charge converted: go on as usual */
-            uncharge(P, nc * (sizeof(gmp_pkv) + 1));
-            return 1;
-        }
-        gmp_pkv *nv = realloc(P->pv, nc * sizeof *nv);
-        if (nv)
-            P->pv = nv;
-        uint8_t *nd = realloc(P->pdone, nc);
-        if (nd)
-            P->pdone = nd;
-        if (!nv || !nd) {
-            uncharge(P, nc * (sizeof(gmp_pkv) + 1));
-            return fail(P, GMP_ERR_NOMEM, "out of memory");
-        }
-        uncharge(P, P->pvcap * (sizeof(gmp_pkv) + 1));
-        P->pvcap = nc;
-    }
-    gmp_pkv *top = &P->stack[P->sn - 1];
-    ref(top);
-    P->pv[key] = *top;
-    P->pdone[key] = 0;
-    P->npv = key + 1;
-    P->ndefined++;
-    return 0;
-}
-
 static int memo_put(gmp_pkstream *P, uint64_t key)
 {
     if (P->sn <= mark_base(P))
@@ -1564,13 +1162,6 @@ static int memo_put(gmp_pkstream *P, uint64_t key)
     if (key >= P->lim.max_memo)
         return fail(P, GMP_ERR_LIMIT, "memo index %llu (limit %zu)", (unsigned long long)key,
                     P->lim.max_memo);
-    if (P->prov) {
-        int rc = prov_put(P, key);
-        if (rc <= 0)
-            return rc;
-        if (P->prov && prov_convert_wait(P) < 0)
-            return -1;
-    }
     if (key < (uint64_t)P->nwords * 64) {
         uint64_t bit = (uint64_t)1 << (key & 63);
         if (!(P->defined[key >> 6] & bit)) {
@@ -1595,17 +1186,6 @@ static int memo_put(gmp_pkstream *P, uint64_t key)
 
 static inline int memo_get(gmp_pkstream *P, uint64_t key)
 {
-    if (P->prov) {
-        if (!prov_ready(P) && key < P->npv && P->pv[key].type != PV_UNDEF) {
-            gmp_pkv v = P->pv[key];
-            if (P->pdone[key] < 0xff)
-                P->pdone[key]++;
-            ref(&v);
-            return push(P, v);
-        }
-        if (prov_convert_wait(P) < 0)
-            return -1;
-    }
     long s = slot_of(P, key);
     if (key >= (uint64_t)P->nwords * 64 || !(P->defined[key >> 6] & ((uint64_t)1 << (key & 63))) ||
         s < 0 || !P->slots[s].left)
@@ -1871,19 +1451,6 @@ static inline __attribute__((always_inline)) void parse_body(gmp_pkstream *P, in
                 key = P->ndefined;
                 if (sn <= (P->mn ? P->marks[P->mn - 1] : 0) || key >= P->lim.max_memo)
                     goto slow; /* step says what is wrong */
-                if (P->prov) { /* kept until the counts arrive (prov_put) */
-                    if (key >= P->pvcap || key != P->npv ||
-                        atomic_load_explicit(&P->ra->scanned, memory_order_relaxed))
-                        goto slow;
-                    const gmp_pkv *top = &stk[sn - 1];
-                    ref(top);
-                    P->pv[key] = *top;
-                    P->pdone[key] = 0;
-                    P->npv = key + 1;
-                    P->ndefined++;
-                    p++;
-                    continue;
-                }
                 if (key < (uint64_t)P->nwords * 64) {
                     uint64_t bit = (uint64_t)1 << (key & 63);
                     if (!(P->defined[key >> 6] & bit)) {
@@ -1999,18 +1566,6 @@ static inline __attribute__((always_inline)) void parse_body(gmp_pkstream *P, in
             default: goto slow;
             }
         get:
-            if (P->prov) { /* as memo_get */
-                if (key >= P->npv || sn == scap ||
-                    atomic_load_explicit(&P->ra->scanned, memory_order_relaxed))
-                    goto slow;
-                const gmp_pkv *v = &P->pv[key];
-                if (P->pdone[key] < 0xff)
-                    P->pdone[key]++;
-                if (v->type >= GMP_PK_STR)
-                    v->v.o->refs++;
-                stk[sn++] = *v;
-                continue;
-            }
             if (key >= (uint64_t)P->nwords * 64 || sn == scap)
                 goto slow;
             {
@@ -2174,6 +1729,13 @@ gmp_pkstream *gmp_pkstream_new(const gmp_pickle_limits *lim, const gmp_pkstream_
     return P;
 }
 
+static double now_s(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
 static gmp_err run(gmp_pkstream *P, char *err, size_t errlen)
 {
     P->err = err;
@@ -2184,26 +1746,19 @@ static gmp_err run(gmp_pkstream *P, char *err, size_t errlen)
         return fail(P, GMP_ERR_ARG, "bad argument"), GMP_ERR_ARG;
     double t0 = now_s();
     input_reset(P);
-    int overlap = P->ra && P->ra->S; /* the first pass runs on the read-ahead thread */
-    if (overlap)
-        P->prov = 1;
-    else
-        scan(P);
-    if (P->code == GMP_OK && !overlap)
+    scan(P);
+    if (P->code == GMP_OK)
         memo_prepare(P);
     double t1 = now_s();
     input_reset(P);
     if (P->code == GMP_OK)
         parse(P);
-    if (P->prov)
-        prov_drop(P); /* the parse is over before the first pass: what was kept goes */
     if (P->code == GMP_OK && P->done && finish(P) == 0) {
         P->result = P->stack[0];
         P->sn = 0;
     }
     P->scan_s = t1 - t0;
     P->parse_s = now_s() - t1;
-    ra_stop(P); /* sets scan_s when the first pass ran there */
     free(P->buf);
     P->buf = NULL;
     return P->code != GMP_OK ? P->code : GMP_OK;
@@ -2219,22 +1774,10 @@ gmp_err gmp_pkstream_run_fd(gmp_pkstream *P, int fd, char *err, size_t errlen)
             snprintf(err, errlen, "cannot read the input: %s", strerror(errno));
         return GMP_ERR_IO;
     }
-    if (P->done || P->code != GMP_OK || P->sn || P->buf)
-        return run(P, err, errlen); /* run twice: refused */
     P->fd = fd;
     P->size = (uint64_t)end;
     P->bufcap = INBUF;
-    /* a small file whole (read once, by a thread while the scan runs), else a window; counted as
-     * the window either way, so that the same inputs pass and fail the memory limit */
-    int whole = !GMP_PKSTREAM_RA_OFF && P->size > 0 && P->size <= GMP_PKSTREAM_RA_MAX &&
-                P->size <= P->lim.max_memory / 2;
-    P->buf = whole ? malloc((size_t)P->size) : NULL;
-    if (P->buf && ra_start(P) < 0) {
-        free(P->buf);
-        P->buf = NULL;
-    }
-    if (!P->buf)
-        P->buf = malloc(P->bufcap);
+    P->buf = malloc(P->bufcap);
     if (!P->buf) {
         if (err && errlen)
             snprintf(err, errlen, "out of memory");
@@ -2308,9 +1851,6 @@ void gmp_pkstream_free(gmp_pkstream *P)
     free(P->mw);
     free(P->slots);
     free(P->defined);
-    if (P->prov)
-        prov_drop(P);
-    ra_stop(P);
     free(P->buf);
     fl_free(&P->objs);
     for (int c = 0; c < 5; c++)

@@ -19,11 +19,8 @@
  *  - each streamed list ends up exactly where it was predicted from the stack when it was created
  *    (root[list_key], root[lists_key][i]), once; the root is the first value pushed.
  * Every byte is untrusted: lengths are checked against the input, and the parse is bounded by
- * gmp_pickle_limits (nesting, memo index, memory held). The input is read from memory, or from a
- * file descriptor (a regular file): up to 16 MiB (and half the memory limit) read whole, once, by
- * a second thread, which also runs the first pass while the parse follows it (docs/pickle.md);
- * larger ones twice through a bounded buffer. The item callback always runs on the thread that
- * called gmp_pkstream_run_*, which the second thread never outlives. */
+ * gmp_pickle_limits (nesting, memo index, memory held). The input is read through a bounded buffer
+ * (a file descriptor, read twice: it must be a regular file), or from memory. */
 #ifndef GMP_PICKLE_STREAM_H
 #define GMP_PICKLE_STREAM_H
 
@@ -98,13 +95,10 @@ void gmp_pkstream_husk(gmp_pkstream *ps, gmp_pkobj *o);
 /* Non-zero when the parse stopped because the consumer said so. */
 int gmp_pkstream_stopped_by_consumer(const gmp_pkstream *ps);
 const gmp_pkv *gmp_pkstream_root(const gmp_pkstream *ps);
-/* Bytes held at most by values, memo and parser stacks during the parse (a file read whole counts
- * as the 1 MiB buffer it replaces, so that the same inputs pass and fail the memory limit). */
+/* Bytes held at most by values, memo and parser stacks during the parse. */
 size_t gmp_pkstream_peak_memory(const gmp_pkstream *ps);
-/* CPU seconds the last run spent in its first pass (scan) and in its second (parse, the
- * consumer's callbacks included), each on the thread that ran it (the scan on the read-ahead
- * thread when it overlapped the parse: then the two add up to more than the run took): for
- * benchmarks. */
+/* CPU seconds (of the calling thread) the last run spent in its first pass (scan) and in its second
+ * (parse, the consumer's callbacks included): for benchmarks. */
 void gmp_pkstream_times(const gmp_pkstream *ps, double *scan_s, double *parse_s);
 void gmp_pkstream_free(gmp_pkstream *ps);
 
