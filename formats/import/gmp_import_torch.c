@@ -43,9 +43,10 @@
 #define FILLER_ADDR 0xf000000000000000ull /* + device: pre-window bytes with no address */
 #define FILLER_POOL 0xd000000000000000ull /* + device: pre-window segments with no address */
 #define SYNC_EVERY 8192
-#define STORE_MAX_EVENTS 3000000u      /* a temporary trace of more events is compressed */
-#define TRACE_BASE 1000000ull          /* trace time of the state before the window (1 ms) */
-#define CUDA_ERROR_MEMORY_ALLOCATION 2 /* cudaErrorMemoryAllocation */
+#define ONE_PASS_MAX ((uint64_t)8 << 20) /* snapshots read in one pass (import_any) */
+#define STORE_MAX_EVENTS 3000000u        /* a temporary trace of more events is compressed */
+#define TRACE_BASE 1000000ull            /* trace time of the state before the window (1 ms) */
+#define CUDA_ERROR_MEMORY_ALLOCATION 2   /* cudaErrorMemoryAllocation */
 
 /* ---- a map of 64-bit keys to non-zero values (0: an empty slot) ---- */
 
@@ -1701,15 +1702,36 @@ static gmp_err import_any(int fd, const void *data, size_t n, const char *source
     if (size > lim.max_memo)
         lim.max_memo = size > SIZE_MAX ? SIZE_MAX : (size_t)size;
     gmp_pkstream *ps = NULL;
-    I.dev = calloc(GMP_TORCH_MAX_DEVICES, sizeof *I.dev);
     gmp_pkstream_cb cb = {"segments", "device_traces", on_item, &I};
-    if (!I.dev || !(ps = I.ps = gmp_pkstream_new(&lim, &cb))) {
-        nomem(&I);
-        goto out;
-    }
+    /* A small snapshot is read in one pass (gmp_pkstream_one_pass: no first pass counting the
+     * memo's fetches; what it keeps is bounded by the file). Any failure of that run is taken
+     * from a second run in two passes, from scratch, so outcomes and messages are the two-pass
+     * reader's (the one-pass run also fails on what only two passes accept). */
+    int one = size <= ONE_PASS_MAX;
+    gmp_err e;
     char perr[512];
-    gmp_err e = fd >= 0 ? gmp_pkstream_run_fd(ps, fd, perr, sizeof perr)
-                        : gmp_pkstream_run_mem(ps, data, n, perr, sizeof perr);
+    for (;;) {
+        I.dev = calloc(GMP_TORCH_MAX_DEVICES, sizeof *I.dev);
+        if (!I.dev || !(ps = I.ps = gmp_pkstream_new(&lim, &cb))) {
+            nomem(&I);
+            goto out;
+        }
+        if (one)
+            gmp_pkstream_one_pass(ps);
+        e = fd >= 0 ? gmp_pkstream_run_fd(ps, fd, perr, sizeof perr)
+                    : gmp_pkstream_run_mem(ps, data, n, perr, sizeof perr);
+        if (e == GMP_OK || !one)
+            break;
+        gmp_pkstream_free(ps);
+        imp_free(&I);
+        memset(&I, 0, sizeof I);
+        I.msg = msg;
+        I.msglen = msglen;
+        if (msg && msglen)
+            msg[0] = 0;
+        ps = NULL;
+        one = 0;
+    }
     if (e != GMP_OK) {
         if (gmp_pkstream_stopped_by_consumer(ps) && I.err != GMP_OK)
             goto out;

@@ -86,6 +86,7 @@ struct gmp_pkstream {
     size_t roles_pending;
     gmp_pkv result;
     int done, consumer_stop;
+    int one_pass; /* gmp_pkstream_one_pass: no first pass, every index kept (see memo_one) */
     double scan_s, parse_s;
     /* errors */
     char *err;
@@ -655,6 +656,47 @@ static int memo_prepare(gmp_pkstream *P)
     return 0;
 }
 
+/* One pass (gmp_pkstream_one_pass): no counts; the memo has a slot for every index below
+ * nwords * 64 (all bits set: the rank of index k is k), each kept for ever (KEEP) once defined,
+ * except a value the consumer was handed as a streamed item, which is dropped after its callback
+ * (CPython's pickler never fetches one: a fetch of it fails, and so does the run, which the caller
+ * then repeats in two passes). Grown by doubling for larger indices, up to a bound that the
+ * indices defined so far justify (else the run fails the same way). */
+static int memo_one_grow(gmp_pkstream *P, uint64_t key)
+{
+    size_t nw = P->nwords ? P->nwords : 1024;
+    while ((uint64_t)nw * 64 <= key)
+        nw *= 2;
+    if (key > 4 * (uint64_t)P->ndefined + 65536)
+        return fail(P, GMP_ERR_LIMIT, "memo index %llu far past those defined (one pass)",
+                    (unsigned long long)key);
+    size_t add = (nw - P->nwords) * (sizeof(mword) + sizeof(uint64_t) + 64 * sizeof(mslot));
+    if (charge(P, add) < 0)
+        return -1;
+    mword *mw = realloc(P->mw, nw * sizeof *mw);
+    if (mw)
+        P->mw = mw;
+    uint64_t *def = realloc(P->defined, nw * sizeof *def);
+    if (def)
+        P->defined = def;
+    mslot *sl = realloc(P->slots, nw * 64 * sizeof *sl);
+    if (sl)
+        P->slots = sl;
+    if (!mw || !def || !sl)
+        return fail(P, GMP_ERR_NOMEM, "out of memory");
+    for (size_t w = P->nwords; w < nw; w++) {
+        P->mw[w].bits = ~(uint64_t)0;
+        P->mw[w].rank = (uint64_t)w * 64;
+        P->defined[w] = 0;
+    }
+    memset(P->slots + P->nslots, 0, (nw * 64 - P->nslots) * sizeof *P->slots);
+    for (size_t i = P->nslots; i < nw * 64; i++)
+        P->slots[i].left = KEEP;
+    P->nwords = nw;
+    P->nslots = nw * 64;
+    return 0;
+}
+
 static inline uint32_t popcount64(uint64_t x)
 {
     x = x - ((x >> 1) & 0x5555555555555555ull);
@@ -950,6 +992,14 @@ static int deliver(gmp_pkstream *P, gmp_pkobj *list, gmp_pkv *item)
             rc = -1;
         }
     }
+    if (P->one_pass && item->type >= GMP_PK_STR && item->v.o->memo_key1) {
+        mslot *m = &P->slots[item->v.o->memo_key1 - 1];
+        if (m->type >= GMP_PK_STR && m->v.o == item->v.o) {
+            slot_unref(P, m);
+            m->type = GMP_PK_NONE;
+            m->left = 0; /* a fetch of it fails (see memo_one_grow) */
+        }
+    }
     unref(P, item);
     return rc;
 }
@@ -1162,6 +1212,8 @@ static int memo_put(gmp_pkstream *P, uint64_t key)
     if (key >= P->lim.max_memo)
         return fail(P, GMP_ERR_LIMIT, "memo index %llu (limit %zu)", (unsigned long long)key,
                     P->lim.max_memo);
+    if (P->one_pass && key >= (uint64_t)P->nwords * 64 && memo_one_grow(P, key) < 0)
+        return -1;
     if (key < (uint64_t)P->nwords * 64) {
         uint64_t bit = (uint64_t)1 << (key & 63);
         if (!(P->defined[key >> 6] & bit)) {
@@ -1181,6 +1233,8 @@ static int memo_put(gmp_pkstream *P, uint64_t key)
     m->type = top->type;
     m->big = top->big;
     m->v.u = top->v.u;
+    if (P->one_pass && top->type >= GMP_PK_STR && !top->v.o->memo_key1)
+        top->v.o->memo_key1 = (uint32_t)key + 1;
     return 0;
 }
 
@@ -1467,8 +1521,12 @@ static inline __attribute__((always_inline)) void parse_body(gmp_pkstream *P, in
                             m->type = top->type;
                             m->big = top->big;
                             m->v.u = top->v.u;
+                            if (P->one_pass && top->type >= GMP_PK_STR && !top->v.o->memo_key1)
+                                top->v.o->memo_key1 = (uint32_t)key + 1;
                         }
                     }
+                } else if (P->one_pass) {
+                    goto slow; /* the memo grows there */
                 } else {
                     P->ndefined++; /* never fetched: only its count matters */
                 }
@@ -1576,7 +1634,7 @@ static inline __attribute__((always_inline)) void parse_body(gmp_pkstream *P, in
                 if (!(w->bits & bit))
                     goto slow;
                 mslot *m = &P->slots[w->rank + rank_pop(w->bits & (bit - 1), hw)];
-                if (!m->left)
+                if (!m->left || m->type == GMP_PK_NONE) /* one pass: never defined, or dropped */
                     goto slow;
                 vt = m->type, vb = m->big, vu = m->v.u;
                 if (m->left != KEEP && --m->left == 0)
@@ -1746,9 +1804,13 @@ static gmp_err run(gmp_pkstream *P, char *err, size_t errlen)
         return fail(P, GMP_ERR_ARG, "bad argument"), GMP_ERR_ARG;
     double t0 = now_s();
     input_reset(P);
-    scan(P);
-    if (P->code == GMP_OK)
-        memo_prepare(P);
+    if (P->one_pass) {
+        memo_one_grow(P, 0);
+    } else {
+        scan(P);
+        if (P->code == GMP_OK)
+            memo_prepare(P);
+    }
     double t1 = now_s();
     input_reset(P);
     if (P->code == GMP_OK)
@@ -1808,6 +1870,12 @@ void gmp_pkstream_husk(gmp_pkstream *P, gmp_pkobj *o)
     o->d.items = NULL;
     o->n = o->cap = 0;
     o->flags |= GMP_PKOBJ_HUSKED;
+}
+
+void gmp_pkstream_one_pass(gmp_pkstream *P)
+{
+    if (P)
+        P->one_pass = 1;
 }
 
 int gmp_pkstream_stopped_by_consumer(const gmp_pkstream *P)

@@ -57,6 +57,7 @@ struct gmp_pkobj {
     uint32_t height;
     uint32_t role_index; /* internal */
     uint64_t tag;        /* the consumer's: 0 until it sets one (for example what it made of it) */
+    uint32_t memo_key1;  /* internal: one pass, the memo index + 1 it was first stored at */
     gmp_pkobj *pred_parent; /* internal */
     gmp_pkobj *pred_key;    /* internal */
     union {
@@ -92,6 +93,13 @@ gmp_err gmp_pkstream_run_mem(gmp_pkstream *ps, const void *data, size_t n, char 
  * in its flags, so a later fetch finds the tag, never a changed value. For the consumer's item
  * callback only. */
 void gmp_pkstream_husk(gmp_pkstream *ps, gmp_pkobj *o);
+/* Before a run: read the input once, without the first pass that counts the memo's fetches:
+ * every memoized value is kept to the end, except the streamed items, dropped after their
+ * callback. Faster for small inputs, at the cost of memory; a pickle that fetches a streamed item
+ * again, or whose memo indices run far past those defined, fails (any failure of such a run may be
+ * one of these: the caller runs it again in two passes, with a new gmp_pkstream, for the real
+ * outcome). */
+void gmp_pkstream_one_pass(gmp_pkstream *ps);
 /* Non-zero when the parse stopped because the consumer said so. */
 int gmp_pkstream_stopped_by_consumer(const gmp_pkstream *ps);
 const gmp_pkv *gmp_pkstream_root(const gmp_pkstream *ps);
