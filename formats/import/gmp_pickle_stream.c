@@ -81,6 +81,9 @@ struct gmp_pkstream {
     size_t mn, mcap;
     /* values */
     freelist objs, arrs[5]; /* arrays of 4, 8, 16, 32, 64 values */
+    void *slabs;            /* what the free lists carve from (see slab_get) */
+    char *slab_at;
+    size_t slab_left;
     size_t mem, peak;
     gmp_pkobj *root; /* the claimed root (a reference is held) */
     size_t roles_pending;
@@ -150,19 +153,44 @@ static void xfree(gmp_pkstream *P, void *p, size_t n)
     }
 }
 
+/* The objects and small arrays of the free lists are carved from slabs of SLAB bytes, freed
+ * together with the reader: one free() a slab at the end instead of one a value (the free lists
+ * never gave memory back anyway; memory is still counted a value at a time). */
+#define SLAB ((size_t)64 << 10)
+#define SLAB_HEAD ((size_t)16) /* the link to the next slab, keeping values 16-byte aligned */
+
+static void *slab_get(gmp_pkstream *P, size_t size)
+{
+    if (P->slab_left < size) {
+        char *s = malloc(SLAB);
+        if (!s)
+            return NULL;
+        *(void **)s = P->slabs;
+        P->slabs = s;
+        P->slab_at = s + SLAB_HEAD;
+        P->slab_left = SLAB - SLAB_HEAD;
+    }
+    void *r = P->slab_at;
+    P->slab_at += size;
+    P->slab_left -= size;
+    return r;
+}
+
 static void *fl_get(gmp_pkstream *P, freelist *f, size_t size)
 {
-    if (f->head) {
-        void *r = f->head;
+    void *r = f->head;
+    if (charge(P, size) < 0)
+        return NULL;
+    if (r) {
         f->head = *(void **)r;
-        if (charge(P, size) < 0) {
-            *(void **)r = f->head;
-            f->head = r;
-            return NULL;
-        }
         return r;
     }
-    return xalloc(P, size);
+    r = slab_get(P, (size + 15) & ~(size_t)15);
+    if (!r) {
+        uncharge(P, size);
+        fail(P, GMP_ERR_NOMEM, "out of memory");
+    }
+    return r;
 }
 
 static void fl_put(gmp_pkstream *P, freelist *f, void *p, size_t size)
@@ -172,12 +200,12 @@ static void fl_put(gmp_pkstream *P, freelist *f, void *p, size_t size)
     uncharge(P, size);
 }
 
-static void fl_free(freelist *f)
+static void slabs_free(gmp_pkstream *P)
 {
-    while (f->head) {
-        void *n = *(void **)f->head;
-        free(f->head);
-        f->head = n;
+    while (P->slabs) {
+        void *n = *(void **)P->slabs;
+        free(P->slabs);
+        P->slabs = n;
     }
 }
 
@@ -1907,8 +1935,13 @@ void gmp_pkstream_free(gmp_pkstream *P)
         return;
     unref(P, &P->result);
     drop_from(P, 0);
-    for (size_t i = 0; i < P->nslots; i++)
+    for (size_t i = 0; i < P->nslots; i++) {
+        if (P->one_pass && !(i & 63) && !P->defined[i >> 6]) { /* one pass: slot i is index i */
+            i += 63;
+            continue;
+        }
         slot_unref(P, &P->slots[i]);
+    }
     if (P->root) {
         gmp_pkv r = {.type = P->root->type, .v.o = P->root};
         unref(P, &r);
@@ -1920,9 +1953,7 @@ void gmp_pkstream_free(gmp_pkstream *P)
     free(P->slots);
     free(P->defined);
     free(P->buf);
-    fl_free(&P->objs);
-    for (int c = 0; c < 5; c++)
-        fl_free(&P->arrs[c]);
+    slabs_free(P);
     free(P);
 }
 
