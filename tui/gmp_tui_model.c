@@ -627,11 +627,12 @@ static void build_verdicts(gmp_tui_model *m, const gmp_analysis_result *R, gmp_r
                     uint64_t i =
                         gmp_tui_model_find_site(m, from ? from - 1 : UINT64_MAX, 1, mask, ns);
                     uint64_t last = R->iter.iterations;
-                    snprintf(line, sizeof line,
-                             "probable leak %s %s on device %d: +%s per iteration over iterations "
-                             "%" PRIu64 "-%" PRIu64 " (+%s); %s leaked allocation",
-                             lk->range ? "in" : "at", path, (int)lk->device, b2,
-                             last - lk->iterations, last, b1, end ? "last" : "first");
+                    if (snprintf(line, sizeof line, /* a long path is cut: that is fine */
+                                 "probable leak %s %s on device %d: +%s per iteration over "
+                                 "iterations %" PRIu64 "-%" PRIu64 " (+%s); %s leaked allocation",
+                                 lk->range ? "in" : "at", path, (int)lk->device, b2,
+                                 last - lk->iterations, last, b1, end ? "last" : "first") < 0)
+                        line[0] = 0;
                     add_verdict(m, i, t, lk->device, top[l], line);
                 }
             }
