@@ -28,6 +28,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "gmp_hash.h"
 #include "gmp_pickle.h"
 #include "gmp_pickle_stream.h"
 #include "gmp_trace.h"
@@ -216,7 +217,7 @@ typedef struct final_item {
 typedef struct strtab {
     char **s;
     uint32_t *len, *wid; /* wid: the writer's id + 1, once defined */
-    uint64_t *hash;      /* of the bytes (content_hash) */
+    uint64_t *hash;      /* of the bytes (gmp_hash_bytes) */
     size_t n, cap;
     uint32_t *slot; /* by content: index + 1 (0: empty); hcap slots */
     size_t hcap;
@@ -463,25 +464,6 @@ static int first_event(imp *I, int32_t d, int seg, uint64_t addr, unsigned type,
 
 /* ---- frames: strings, frames and a trie of them, cached on the pickle's objects ---- */
 
-/* A hash of n bytes, eight at a time (it only places entries in the tables below). */
-static uint64_t content_hash(const void *p, size_t n)
-{
-    const unsigned char *b = p;
-    uint64_t h = 0x9e3779b97f4a7c15ull ^ ((uint64_t)n * 0xff51afd7ed558ccdull);
-    for (; n >= 8; b += 8, n -= 8) {
-        uint64_t v;
-        memcpy(&v, b, 8);
-        h = (h ^ v) * 0xff51afd7ed558ccdull;
-        h ^= h >> 32;
-    }
-    uint64_t v = 0;
-    if (n)
-        memcpy(&v, b, n);
-    h = (h ^ v) * 0xc4ceb9fe1a85ec53ull;
-    h ^= h >> 33;
-    return h;
-}
-
 /* Doubles a table of slots (index + 1) whose entries' hashes are hash_of(ctx, index); -1 when out
  * of memory. */
 static int slots_grow(uint32_t **slot, size_t *cap, size_t n, uint64_t (*hash_of)(imp *, size_t),
@@ -517,7 +499,7 @@ static uint32_t str_intern(imp *I, const char *bytes, uint32_t n)
     strtab *t = &I->strs;
     if ((t->n + 1) * 2 > t->hcap && slots_grow(&t->slot, &t->hcap, t->n, str_hash_at, I) < 0)
         return nomem(I), 0;
-    uint64_t h = content_hash(bytes, n);
+    uint64_t h = gmp_hash_bytes(0, bytes, n);
     size_t j = h & (t->hcap - 1);
     for (uint32_t x; (x = t->slot[j]) != 0; j = (j + 1) & (t->hcap - 1))
         if (t->hash[x - 1] == h && t->len[x - 1] == n && memcmp(t->s[x - 1], bytes, n) == 0)

@@ -26,6 +26,7 @@
 
 #include "gmp_clock.h"
 #include "gmp_codec.h"
+#include "gmp_hash.h"
 
 #define FRAME_TARGET (4u << 20) /* raw bytes per frame before starting a new one */
 #define MAX_INTERNED (1u << 24) /* entries per intern table */
@@ -168,28 +169,6 @@ void gmp_writer_opts_default(gmp_writer_opts *o)
 
 /* ---------- intern tables ---------- */
 
-static uint64_t hash_bytes(const void *p, size_t n, uint64_t seed)
-{
-    /* eight bytes at a time (byte-wise FNV-1a was most of the cost of interning a string); only
-     * places entries in the table: ids and bytes do not depend on it */
-    const uint8_t *b = p;
-    uint64_t h = 1469598103934665603ull ^ seed ^ ((uint64_t)n * 0x9e3779b97f4a7c15ull);
-    for (; n >= 8; b += 8, n -= 8) {
-        uint64_t v;
-        memcpy(&v, b, 8);
-        h = (h ^ v) * 0xff51afd7ed558ccdull;
-        h ^= h >> 32;
-    }
-    uint64_t v = 0;
-    if (n)
-        memcpy(&v, b, n);
-    h = (h ^ v) * 0xc4ceb9fe1a85ec53ull;
-    h ^= h >> 33;
-    h *= 0xff51afd7ed558ccdull;
-    h ^= h >> 33;
-    return h;
-}
-
 /* The same for the four words of a node's key, a word at a time (byte-wise FNV was most of the
  * cost of interning a stack). Only places entries in the table: ids and bytes do not depend on
  * it. */
@@ -303,7 +282,7 @@ uint32_t gmp_writer_string(gmp_writer *w, const char *s, size_t n)
     if (!w || (!s && n) || n > GMP_MAX_STRING_BYTES)
         return 0;
     uint64_t k[4] = {0, 0, 0, 0};
-    uint64_t h = hash_bytes(s, n, 0);
+    uint64_t h = gmp_hash_bytes(0, s, n);
     pthread_mutex_lock(&w->dlock);
     int is_new;
     ientry *e = itable_get(&w->strings, h, k, s ? s : "", (uint32_t)n, &is_new);
