@@ -45,7 +45,7 @@
 #define FILLER_POOL 0xd000000000000000ull /* + device: pre-window segments with no address */
 #define SYNC_EVERY 8192
 #define ONE_PASS_MAX ((uint64_t)8 << 20) /* snapshots read in one pass (import_any) */
-#define STORE_MAX_EVENTS 3000000u        /* a temporary trace of more events is compressed */
+#define STORE_MAX_EVENTS (256u << 10)     /* a temporary trace of more events is compressed */
 #define TRACE_BASE 1000000ull            /* trace time of the state before the window (1 ms) */
 #define CUDA_ERROR_MEMORY_ALLOCATION 2   /* cudaErrorMemoryAllocation */
 
@@ -1469,9 +1469,10 @@ static void write_trace(imp *I, const char *source, int fd, unsigned flags)
      * at level 3 and decompressing cost more than the bytes saved (real train-step snapshot: 2.7 ms
      * of 26.6 ms CPU; N=100: ~70 ms of 0.95 s wall even with the compression on helpers). The
      * stored trace is ~6x larger (18.5 bytes an event on the train-step snapshots: N=100, 2 M
-     * events, 35 MiB instead of 6), and a memfd's bytes are memory: above STORE_MAX_EVENTS
-     * (~55 MiB stored, about this process's peak RSS at N=100) it is compressed as usual, so that
-     * a huge snapshot does not hold its whole trace uncompressed in memory. */
+     * events, 35 MiB instead of 6), and a memfd's bytes are memory, though not in the process's
+     * RSS: above STORE_MAX_EVENTS (~4.7 MiB stored) it is compressed as usual, so that a large
+     * snapshot does not hold its trace uncompressed in memory (N=100 then takes 0.02-0.05 s
+     * more, and 6 MiB of memfd instead of 35). */
     if ((flags & GMP_IMPORT_TORCH_TEMPORARY) && nev <= STORE_MAX_EVENTS) {
         wo.store = 1;
         /* the checksums and writes of the frames (N=100: ~20 ms, most of it the memfd's pages)
