@@ -45,7 +45,7 @@
 #define FILLER_POOL 0xd000000000000000ull /* + device: pre-window segments with no address */
 #define SYNC_EVERY 8192
 #define ONE_PASS_MAX ((uint64_t)8 << 20) /* snapshots read in one pass (import_any) */
-#define STORE_MAX_EVENTS (256u << 10)     /* a temporary trace of more events is compressed */
+#define STORE_MAX_EVENTS (256u << 10)    /* a temporary trace of more events is compressed */
 #define TRACE_BASE 1000000ull            /* trace time of the state before the window (1 ms) */
 #define CUDA_ERROR_MEMORY_ALLOCATION 2   /* cudaErrorMemoryAllocation */
 
