@@ -16,7 +16,8 @@
  *
  * What it costs: a page is 2 MiB, so up to one partly used huge page more resident (peak RSS on
  * the real snapshot 8.9 -> ~11 MiB); nothing else is changed: the same allocations, in the same
- * order. Not done for `run`, whose process waits on the profiled program. */
+ * order. Not done for `run`, whose process waits on the profiled program, nor under a limit on
+ * data or address space (see gmp_cli_heap_setup). */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE /* MADV_HUGEPAGE */
 #endif
@@ -25,6 +26,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <unistd.h>
 #if defined(__GLIBC__)
 #include <malloc.h>
@@ -41,6 +43,14 @@ void gmp_cli_heap_setup(void)
 #if defined(__GLIBC__) && defined(MADV_HUGEPAGE) && defined(M_MMAP_THRESHOLD) &&                   \
     defined(M_TRIM_THRESHOLD)
     if (getenv("GMP_CLI_HEAP_PLAIN")) /* for measuring the difference */
+        return;
+    /* Under a limit on address space or data (RLIMIT_AS, RLIMIT_DATA: they count the reserve,
+     * touched or not, and so does heap kept by the trim threshold), nothing is changed: the
+     * memory a command may use is what the limit says (cli_inputs_bad reads a 53 MB snapshot
+     * under an RLIMIT_DATA of 2/3 of it). */
+    struct rlimit rl;
+    if ((getrlimit(RLIMIT_DATA, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY) ||
+        (getrlimit(RLIMIT_AS, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY))
         return;
     if (!mallopt(M_MMAP_THRESHOLD, (int)MMAP_MIN) || !mallopt(M_TRIM_THRESHOLD, (int)RESERVE * 2))
         return;
