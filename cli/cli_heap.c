@@ -6,16 +6,16 @@
  * it 2 MiB at a time instead of 4 KiB (docs/performance.md has the figures).
  *
  * How: glibc's malloc takes the heap from brk for requests below its mmap threshold. We reserve
- * RESERVE bytes of heap up front (one malloc and free: address space only, nothing is touched),
- * keep it (the trim threshold above it), and ask for huge pages on its 2 MiB-aligned part with
- * madvise(MADV_HUGEPAGE). With the kernel's THP mode "madvise" (Debian's default) or "always"
- * that region is then faulted a huge page at a time; with "never", or without glibc, nothing
- * changes. Requests up to MMAP_MIN keep coming from the heap (glibc's default threshold starts at
- * 128 KiB and would send the readers' 1 MiB buffers and zstd's contexts to mmap, which unmaps
- * them on free: faulted again on the next use). Memory above the reserve grows as before.
+ * RESERVE bytes of heap up front (STEPS mallocs, then their frees: address space only, nothing is
+ * touched), keep it (the trim threshold above it), and ask for huge pages on its 2 MiB-aligned
+ * part with madvise(MADV_HUGEPAGE). With the kernel's THP mode "madvise" (Debian's default) or
+ * "always" that region is then faulted a huge page at a time; with "never", or without glibc,
+ * nothing changes. Requests up to MMAP_MIN keep coming from the heap (glibc's default threshold
+ * starts at 128 KiB and would send the readers' 1 MiB buffers and zstd's contexts to mmap, which
+ * unmaps them on free: faulted again on the next use). Memory above the reserve grows as before.
  *
- * What it costs: a page is 2 MiB, so up to one partly used huge page more resident (peak RSS on
- * the real snapshot 8.9 -> ~11 MiB); nothing else is changed: the same allocations, in the same
+ * What it costs: a page is 2 MiB, resident whole when partly used (peak RSS on the real
+ * snapshot 9.1 -> 12.3 MiB); nothing else is changed: the same allocations, in the same
  * order. Not done for `run`, whose process waits on the profiled program, nor under a limit on
  * data or address space (see gmp_cli_heap_setup). */
 #ifndef _GNU_SOURCE
@@ -42,7 +42,7 @@ void gmp_cli_heap_setup(void)
 {
 #if defined(__GLIBC__) && defined(MADV_HUGEPAGE) && defined(M_MMAP_THRESHOLD) &&                   \
     defined(M_TRIM_THRESHOLD)
-    if (getenv("GMP_CLI_HEAP_PLAIN")) /* for measuring the difference */
+    if (getenv("GPUMEMPROF_PLAIN_HEAP")) /* for measuring the difference (docs/performance.md) */
         return;
     /* Under a limit on address space or data (RLIMIT_AS, RLIMIT_DATA: they count the reserve,
      * touched or not, and so does heap kept by the trim threshold), nothing is changed: the

@@ -1356,7 +1356,8 @@ static int next_op(device *dv, int32_t d, uint64_t first)
         dv->rd_pos = 0;
     }
     const unsigned char *h = dv->rd->data + dv->rd_pos, *p = h + 4;
-    __builtin_prefetch(h + 512);
+    if (dv->rd_pos + 512 < CHUNK) /* the next ops, within this chunk's array */
+        __builtin_prefetch(h + 512);
     op *o = &dv->next;
     unsigned n;
     o->type = h[0];

@@ -105,8 +105,9 @@ int gmp_pkstream_stopped_by_consumer(const gmp_pkstream *ps);
 const gmp_pkv *gmp_pkstream_root(const gmp_pkstream *ps);
 /* Bytes held at most by values, memo and parser stacks during the parse. */
 size_t gmp_pkstream_peak_memory(const gmp_pkstream *ps);
-/* CPU seconds (of the calling thread) the last run spent in its first pass (scan) and in its second
- * (parse, the consumer's callbacks included): for benchmarks. */
+/* CPU seconds (of the calling thread) the last run spent in its first pass (scan; in one pass,
+ * only setting up the memo) and in its second (parse, the consumer's callbacks included): for
+ * benchmarks. */
 void gmp_pkstream_times(const gmp_pkstream *ps, double *scan_s, double *parse_s);
 void gmp_pkstream_free(gmp_pkstream *ps);
 
