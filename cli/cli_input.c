@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -264,6 +265,8 @@ static const gmp_cli_input *shared[MAX_SHARED];
 
 void gmp_cli_input_share(const gmp_cli_input *in)
 {
+    if (in && in->job) /* a pipe has one reader */
+        return;
     for (size_t i = 0; in && i < MAX_SHARED; i++)
         if (!shared[i]) {
             shared[i] = in;
@@ -296,6 +299,43 @@ static int open_shared(gmp_cli_input *in, const char *path)
         return 0;
     }
     return -1;
+}
+
+/* GMP_CLI_INPUT_STREAM for a snapshot: read here, written into a pipe by the importer's thread. */
+static gmp_err open_streamed(gmp_cli_input *in, const char *path, char *msg, size_t msglen)
+{
+    int pp[2];
+    /* Under a limit on data or address space (which counts every thread's stack, and the
+     * importer's tables while the reader's grow), the trace is written whole, then read: the
+     * least memory at once (cli_inputs_bad reads a 53 MB snapshot under an RLIMIT_DATA of 2/3 of
+     * it). The caller then takes the usual way. */
+    struct rlimit rl;
+    if ((getrlimit(RLIMIT_DATA, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY) ||
+        (getrlimit(RLIMIT_AS, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY))
+        return GMP_ERR_UNSUPPORTED;
+    if (pipe2(pp, O_CLOEXEC) != 0) {
+        snprintf(msg, msglen, "cannot make a pipe to import it into: %s", strerror(errno));
+        return GMP_ERR_IO;
+    }
+    /* a larger buffer, so that the writer and the reader wait on each other less often (it may
+     * be refused: a user's pipe buffers are limited; the default then serves) */
+#ifdef F_SETPIPE_SZ
+    (void)fcntl(pp[1], F_SETPIPE_SZ, 1 << 20);
+#endif
+    gmp_import_torch_job *job = NULL;
+    gmp_err e = gmp_import_torch_start(path, pp[1], IMPORT_TEMPORARY, &job, msg, msglen);
+    if (e != GMP_OK) {
+        close(pp[0]);
+        if (!msg[0])
+            snprintf(msg, msglen, "%s", gmp_err_str(e));
+        return e;
+    }
+    /* what progress shows: stored traces take ~18.5 bytes an event (docs/performance.md) */
+    in->trace_bytes = gmp_import_torch_job_events(job) * 19u;
+    in->job = job;
+    in->fd = pp[0];
+    snprintf(in->trace_path, sizeof in->trace_path, "/proc/self/fd/%d", pp[0]);
+    return GMP_OK;
 }
 
 gmp_err gmp_cli_input_open(gmp_cli_input *in, const char *path, char *msg, size_t msglen)
@@ -358,6 +398,11 @@ gmp_err gmp_cli_input_open_flags(gmp_cli_input *in, const char *path, unsigned f
         merge_torch(in, path);
         return GMP_OK;
     }
+    if ((flags & GMP_CLI_INPUT_STREAM) && in->kind == GMP_CLI_INPUT_TORCH) {
+        gmp_err se = open_streamed(in, path, msg, msglen);
+        if (se != GMP_ERR_UNSUPPORTED)
+            return se;
+    }
     int tfd = anonymous_file();
     if (tfd < 0) {
         snprintf(msg, msglen, "cannot make a temporary trace to import it into: %s",
@@ -399,15 +444,43 @@ gmp_err gmp_cli_input_reader(const gmp_cli_input *in, gmp_reader **r, const gmp_
     return e;
 }
 
+gmp_err gmp_cli_input_finish(gmp_cli_input *in, char *msg, size_t msglen)
+{
+    if (msg && msglen)
+        msg[0] = 0;
+    if (!in || !in->job)
+        return GMP_OK;
+    if (in->fd >= 0) { /* the reader has its own descriptor: this one only kept the pipe */
+        close(in->fd);
+        in->fd = -1;
+    }
+    gmp_import_torch_stats st;
+    gmp_err e = gmp_import_torch_finish(in->job, &st, msg, msglen);
+    in->job = NULL;
+    if (e == GMP_OK)
+        gmp_import_torch_summary(&st, in->summary, sizeof in->summary);
+    return e;
+}
+
 void gmp_cli_input_close(gmp_cli_input *in)
 {
     if (in && in->fd >= 0) {
         close(in->fd);
         in->fd = -1;
     }
+    if (in && in->job) { /* its writes now fail (no reader is left): it ends */
+        gmp_import_torch_finish(in->job, NULL, NULL, 0);
+        in->job = NULL;
+    }
 }
 
 int gmp_cli_inputs_open(const char *cmd, char **paths, size_t n, gmp_cli_input **out)
+{
+    return gmp_cli_inputs_open_flags(cmd, paths, n, 0, out);
+}
+
+int gmp_cli_inputs_open_flags(const char *cmd, char **paths, size_t n, unsigned flags,
+                              gmp_cli_input **out)
 {
     *out = NULL;
     gmp_cli_input *ins = calloc(n ? n : 1, sizeof *ins);
@@ -419,7 +492,7 @@ int gmp_cli_inputs_open(const char *cmd, char **paths, size_t n, gmp_cli_input *
         ins[i].fd = -1;
     for (size_t i = 0; i < n; i++) {
         char msg[1024];
-        if (gmp_cli_input_open(&ins[i], paths[i], msg, sizeof msg) != GMP_OK) {
+        if (gmp_cli_input_open_flags(&ins[i], paths[i], flags, msg, sizeof msg) != GMP_OK) {
             fprintf(stderr, "gpumemprof %s: %s: %s\n", cmd, paths[i], msg);
             gmp_cli_inputs_close(ins, i);
             return 1;

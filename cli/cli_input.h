@@ -58,6 +58,7 @@ typedef struct gmp_cli_input {
     uint64_t trace_bytes;    /* size of the trace read: the file, or the imported trace */
     int fd;                  /* the imported trace; -1 for a trace read where it is */
     char trace_path[32];     /* what readers open: "" for path itself, else /proc/self/fd/N */
+    void *job;               /* GMP_CLI_INPUT_STREAM: the import writing into the pipe fd */
     char summary[512];       /* the importer's one-line summary ("" for a trace) */
 } gmp_cli_input;
 
@@ -89,13 +90,25 @@ gmp_err gmp_cli_input_open(gmp_cli_input *in, const char *path, char *msg, size_
  * write and to read back; trace_bytes is its size) unless GMP_CLI_INPUT_COMPRESSED asks for it
  * compressed as `gpumemprof import` writes it (info and dump show its size). */
 #define GMP_CLI_INPUT_COMPRESSED 1u
+/* STREAM: a PyTorch snapshot is read (every error of the reading returned by the open), then its
+ * trace is written by a thread into a pipe that the one reader reads as it is written, so that
+ * the writing and the reading overlap (and no temporary file holds the trace). For a command that
+ * opens one reader per input and reads it to the end, once (report); it then calls
+ * gmp_cli_input_finish for the writing's outcome. trace_bytes is an estimate (from the events).
+ * Such an input is never shared (gmp_cli_input_share). Other kinds open as without it. */
+#define GMP_CLI_INPUT_STREAM 2u
 gmp_err gmp_cli_input_open_flags(gmp_cli_input *in, const char *path, unsigned flags, char *msg,
                                  size_t msglen);
 /* A reader over the input's trace, from its first record (any number, one after the other or at
  * once). On failure the reader's message goes into msg. */
 gmp_err gmp_cli_input_reader(const gmp_cli_input *in, gmp_reader **r, const gmp_reader_opts *opts,
                              char *msg, size_t msglen);
-/* Closes the imported trace (it disappears with its last descriptor). Safe twice. */
+/* GMP_CLI_INPUT_STREAM: after its reader has read to the end (and been closed), waits for the
+ * writing and returns its outcome, with one line in msg on failure (GMP_OK at once for an input
+ * that is not streamed). Safe twice. */
+gmp_err gmp_cli_input_finish(gmp_cli_input *in, char *msg, size_t msglen);
+/* Closes the imported trace (it disappears with its last descriptor; a streamed one's writing is
+ * stopped and waited for). Safe twice. */
 void gmp_cli_input_close(gmp_cli_input *in);
 
 /* While an open input is shared, gmp_cli_input_open of the same path (the same string) gives a
@@ -108,6 +121,9 @@ void gmp_cli_input_unshare(const gmp_cli_input *in);
 /* Opens every path of paths[0..n) into ins[0..n) (a calloc'd array returned in *out); on the first
  * failure prints "gpumemprof CMD: PATH: msg" on stderr, closes what was opened and returns 1. */
 int gmp_cli_inputs_open(const char *cmd, char **paths, size_t n, gmp_cli_input **out);
+/* The same with gmp_cli_input_open_flags' flags. */
+int gmp_cli_inputs_open_flags(const char *cmd, char **paths, size_t n, unsigned flags,
+                              gmp_cli_input **out);
 void gmp_cli_inputs_close(gmp_cli_input *ins, size_t n);
 
 #endif

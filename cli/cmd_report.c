@@ -150,7 +150,9 @@ int gmp_cmd_report(const gmp_cli_cmd_info *cmd, int argc, char **argv)
     /* Every recording opened (snapshots and exports imported, headers checked) and the output
      * opened before any work. */
     gmp_cli_input *in = NULL;
-    if (gmp_cli_inputs_open(cmd->name, argv + 1, ntr, &in))
+    /* a snapshot's trace is written by a thread while the replay reads it (GMP_CLI_INPUT_STREAM:
+     * each input is read once, to the end, by one reader) */
+    if (gmp_cli_inputs_open_flags(cmd->name, argv + 1, ntr, GMP_CLI_INPUT_STREAM, &in))
         return 1;
     gmp_reader **rd = calloc(ntr, sizeof *rd);
     if (!rd) {
@@ -285,6 +287,13 @@ int gmp_cmd_report(const gmp_cli_cmd_info *cmd, int argc, char **argv)
         gmp_replay_free(rp);
         gmp_reader_close(rd[i]);
         rd[i] = NULL;
+        if (!status) { /* a streamed import: the writing's outcome (it has written the end) */
+            char m[512];
+            if (gmp_cli_input_finish(&in[i], m, sizeof m) != GMP_OK) {
+                fprintf(stderr, "gpumemprof report: %s: %s\n", path, m);
+                status = 1;
+            }
+        }
     }
     for (size_t k = 0; k < ntr; k++)
         gmp_reader_close(rd[k]);

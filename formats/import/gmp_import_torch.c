@@ -20,6 +20,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -46,8 +48,9 @@
 #define SYNC_EVERY 8192
 #define ONE_PASS_MAX ((uint64_t)8 << 20) /* snapshots read in one pass (import_any) */
 #define STORE_MAX_EVENTS (256u << 10)    /* a temporary trace of more events is compressed */
-#define TRACE_BASE 1000000ull            /* trace time of the state before the window (1 ms) */
-#define CUDA_ERROR_MEMORY_ALLOCATION 2   /* cudaErrorMemoryAllocation */
+#define IMPORT_STREAMED (1u << 30) /* write_trace's flags: into a pipe (gmp_import_torch_start) */
+#define TRACE_BASE 1000000ull      /* trace time of the state before the window (1 ms) */
+#define CUDA_ERROR_MEMORY_ALLOCATION 2 /* cudaErrorMemoryAllocation */
 
 /* ---- a map of 64-bit keys to non-zero values (0: an empty slot) ---- */
 
@@ -1473,8 +1476,10 @@ static void write_trace(imp *I, const char *source, int fd, unsigned flags)
      * events, 35 MiB instead of 6), and a memfd's bytes are memory, though not in the process's
      * RSS: above STORE_MAX_EVENTS (~4.7 MiB stored) it is compressed as usual, so that a large
      * snapshot does not hold its trace uncompressed in memory (N=100 then takes 0.02-0.05 s
-     * more, and 6 MiB of memfd instead of 35). */
-    if ((flags & GMP_IMPORT_TORCH_TEMPORARY) && nev <= STORE_MAX_EVENTS) {
+     * more, and 6 MiB of memfd instead of 35). Into a pipe (IMPORT_STREAMED: read as it is
+     * written, gmp_import_torch_start) it is always stored: the pipe holds at most its buffer. */
+    if ((flags & GMP_IMPORT_TORCH_TEMPORARY) &&
+        (nev <= STORE_MAX_EVENTS || (flags & IMPORT_STREAMED))) {
         wo.store = 1;
         /* the checksums and writes of the frames (N=100: ~20 ms, most of it the memfd's pages)
          * on one helper, beside the encoding */
@@ -1657,14 +1662,14 @@ static void imp_free(imp *I)
     free(I->node_child);
 }
 
-/* Reads the snapshot from fd (a regular file) or data[0..n), then writes the trace. */
-static gmp_err import_any(int fd, const void *data, size_t n, const char *source, int out_fd,
-                          unsigned flags, gmp_import_torch_stats *stats, char *msg, size_t msglen)
+/* Reads the snapshot from fd (a regular file) or data[0..n) into *I, up to what the writing needs
+ * (the ops, the state before the window); on failure I->err and msg say why. I is zeroed here and
+ * freed by the caller (imp_free) either way. */
+static gmp_err import_read(imp *I, int fd, const void *data, size_t n, char *msg, size_t msglen)
 {
-    imp I;
-    memset(&I, 0, sizeof I);
-    I.msg = msg;
-    I.msglen = msglen;
+    memset(I, 0, sizeof *I);
+    I->msg = msg;
+    I->msglen = msglen;
     if (msg && msglen)
         msg[0] = 0;
     gmp_pickle_limits lim;
@@ -1686,7 +1691,7 @@ static gmp_err import_any(int fd, const void *data, size_t n, const char *source
     if (size > lim.max_memo)
         lim.max_memo = size > SIZE_MAX ? SIZE_MAX : (size_t)size;
     gmp_pkstream *ps = NULL;
-    gmp_pkstream_cb cb = {"segments", "device_traces", on_item, &I};
+    gmp_pkstream_cb cb = {"segments", "device_traces", on_item, I};
     /* A small snapshot is read in one pass (gmp_pkstream_one_pass: no first pass counting the
      * memo's fetches; what it keeps is bounded by the file). Any failure of that run is taken
      * from a second run in two passes, from scratch, so outcomes and messages are the two-pass
@@ -1695,9 +1700,9 @@ static gmp_err import_any(int fd, const void *data, size_t n, const char *source
     gmp_err e;
     char perr[512];
     for (;;) {
-        I.dev = calloc(GMP_TORCH_MAX_DEVICES, sizeof *I.dev);
-        if (!I.dev || !(ps = I.ps = gmp_pkstream_new(&lim, &cb))) {
-            nomem(&I);
+        I->dev = calloc(GMP_TORCH_MAX_DEVICES, sizeof *I->dev);
+        if (!I->dev || !(ps = I->ps = gmp_pkstream_new(&lim, &cb))) {
+            nomem(I);
             goto out;
         }
         if (one)
@@ -1707,43 +1712,43 @@ static gmp_err import_any(int fd, const void *data, size_t n, const char *source
         if (e == GMP_OK || !one)
             break;
         gmp_pkstream_free(ps);
-        imp_free(&I);
-        memset(&I, 0, sizeof I);
-        I.msg = msg;
-        I.msglen = msglen;
+        imp_free(I);
+        memset(I, 0, sizeof *I);
+        I->msg = msg;
+        I->msglen = msglen;
         if (msg && msglen)
             msg[0] = 0;
         ps = NULL;
         one = 0;
     }
     if (e != GMP_OK) {
-        if (gmp_pkstream_stopped_by_consumer(ps) && I.err != GMP_OK)
+        if (gmp_pkstream_stopped_by_consumer(ps) && I->err != GMP_OK)
             goto out;
-        I.err = GMP_OK;
+        I->err = GMP_OK;
         if (e == GMP_ERR_LIMIT)
-            failf(&I, e, "cannot read this PyTorch memory snapshot within its limits: %s", perr);
+            failf(I, e, "cannot read this PyTorch memory snapshot within its limits: %s", perr);
         else if (e == GMP_ERR_NOMEM)
-            failf(&I, e, "out of memory reading this PyTorch memory snapshot (%s)", perr);
+            failf(I, e, "out of memory reading this PyTorch memory snapshot (%s)", perr);
         else if (e == GMP_ERR_IO)
-            failf(&I, e, "%s", perr);
+            failf(I, e, "%s", perr);
         else
-            failf(&I, e, "not a readable PyTorch memory snapshot: %s", perr);
+            failf(I, e, "not a readable PyTorch memory snapshot: %s", perr);
         goto out;
     }
     const gmp_pkv *root = gmp_pkstream_root(ps);
     if (root->type == GMP_PK_LIST) {
-        I.st.legacy = 1; /* legacy: a bare list of segments */
+        I->st.legacy = 1; /* legacy: a bare list of segments */
     } else if (root->type == GMP_PK_DICT) {
         const gmp_pkv *segs = gmp_pkv_dict_get(root, "segments");
         const gmp_pkv *traces = gmp_pkv_dict_get(root, "device_traces");
         if (!segs) {
-            failf(&I, GMP_ERR_FORMAT,
+            failf(I, GMP_ERR_FORMAT,
                   "not a PyTorch memory snapshot: a dict without 'segments' (the snapshot of "
                   "torch.cuda.memory._snapshot() has 'segments' and 'device_traces')");
             goto out;
         }
         if (traces && traces->type != GMP_PK_LIST) {
-            failf(&I, GMP_ERR_FORMAT,
+            failf(I, GMP_ERR_FORMAT,
                   "not a valid PyTorch memory snapshot: 'device_traces' is a %s, expected a list",
                   gmp_pkv_type_name(traces));
             goto out;
@@ -1751,7 +1756,7 @@ static gmp_err import_any(int fd, const void *data, size_t n, const char *source
         for (size_t d = 0; traces && d < gmp_pkv_len(traces); d++) {
             const gmp_pkv *t = gmp_pkv_item(traces, d);
             if (t && t->type != GMP_PK_LIST) {
-                failf(&I, GMP_ERR_FORMAT,
+                failf(I, GMP_ERR_FORMAT,
                       "not a valid PyTorch memory snapshot: device_traces[%zu] is a %s, expected "
                       "a list",
                       d, gmp_pkv_type_name(t));
@@ -1759,30 +1764,41 @@ static gmp_err import_any(int fd, const void *data, size_t n, const char *source
             }
         }
         if (segs->type != GMP_PK_LIST) {
-            failf(&I, GMP_ERR_FORMAT,
+            failf(I, GMP_ERR_FORMAT,
                   "not a valid PyTorch memory snapshot: 'segments' is a %s, expected a list",
                   gmp_pkv_type_name(segs));
             goto out;
         }
-        read_overflow(&I, root);
+        read_overflow(I, root);
     } else {
-        failf(&I, GMP_ERR_FORMAT,
+        failf(I, GMP_ERR_FORMAT,
               "not a PyTorch memory snapshot: the pickle holds a %s, expected a dict with "
               "'segments' and 'device_traces' or a list of segments",
               gmp_pkv_type_name(root));
         goto out;
     }
     gmp_pkstream_free(ps);
-    ps = I.ps = NULL;
-    if (fe_flush(&I) < 0 || pre_from_final(&I) < 0 || pre_from_first_frees(&I, 1) < 0 ||
-        pre_from_first_frees(&I, 0) < 0)
+    ps = I->ps = NULL;
+    if (fe_flush(I) < 0 || pre_from_final(I) < 0 || pre_from_first_frees(I, 1) < 0 ||
+        pre_from_first_frees(I, 0) < 0)
         goto out;
     /* what only the reading needed goes before the writing (its memory is reused) */
-    free_reading(&I);
-    write_trace(&I, source, out_fd, flags);
-    out_fd = -1;
+    free_reading(I);
 out:
     gmp_pkstream_free(ps);
+    I->ps = NULL;
+    return I->err;
+}
+
+/* Reads the snapshot from fd (a regular file) or data[0..n), then writes the trace. */
+static gmp_err import_any(int fd, const void *data, size_t n, const char *source, int out_fd,
+                          unsigned flags, gmp_import_torch_stats *stats, char *msg, size_t msglen)
+{
+    imp I;
+    if (import_read(&I, fd, data, n, msg, msglen) == GMP_OK) {
+        write_trace(&I, source, out_fd, flags);
+        out_fd = -1;
+    }
     if (out_fd >= 0)
         close(out_fd);
     imp_free(&I);
@@ -1827,23 +1843,139 @@ gmp_err gmp_import_torch_flags(const char *in_path, int out_fd, unsigned flags,
     return e;
 }
 
+void gmp_import_torch_summary(const gmp_import_torch_stats *st, char *msg, size_t msglen)
+{
+    snprintf(msg, msglen,
+             "%s%" PRIu64 " trace entries (%" PRIu64 " allocations, %" PRIu64 " frees, %" PRIu64
+             " segment maps/allocs, %" PRIu64 " OOMs) on %" PRIu32
+             " device%s; before the window: %" PRIu64 " segments, %" PRIu64 " blocks%s%s",
+             st->legacy ? "legacy snapshot (segments only): " : "", st->entries, st->allocs,
+             st->frees, st->segments, st->ooms, st->devices, st->devices == 1 ? "" : "s",
+             st->pre_segments, st->pre_blocks,
+             st->inconsistencies ? "; the snapshot contradicts itself (see the trace's notices)"
+                                 : "",
+             st->overflowed ? "; incomplete: PyTorch's trace ring buffer overflowed, the "
+                              "entries before the window are missing"
+                            : "");
+}
+
 gmp_err gmp_import_torch_run(const char *in_path, int out_fd, unsigned flags, char *msg,
                              size_t msglen)
 {
     gmp_import_torch_stats st;
     gmp_err e = gmp_import_torch_flags(in_path, out_fd, flags, &st, msg, msglen);
     if (e == GMP_OK)
-        snprintf(msg, msglen,
-                 "%s%" PRIu64 " trace entries (%" PRIu64 " allocations, %" PRIu64 " frees, %" PRIu64
-                 " segment maps/allocs, %" PRIu64 " OOMs) on %" PRIu32
-                 " device%s; before the window: %" PRIu64 " segments, %" PRIu64 " blocks%s%s",
-                 st.legacy ? "legacy snapshot (segments only): " : "", st.entries, st.allocs,
-                 st.frees, st.segments, st.ooms, st.devices, st.devices == 1 ? "" : "s",
-                 st.pre_segments, st.pre_blocks,
-                 st.inconsistencies ? "; the snapshot contradicts itself (see the trace's notices)"
-                                    : "",
-                 st.overflowed ? "; incomplete: PyTorch's trace ring buffer overflowed, the "
-                                 "entries before the window are missing"
-                               : "");
+        gmp_import_torch_summary(&st, msg, msglen);
+    return e;
+}
+
+/* ---- the writing on a thread (gmp_import_torch_start) ---- */
+
+struct gmp_import_torch_job {
+    imp I;
+    char msg[512]; /* the writing's error line */
+    char *source;
+    int out_fd;
+    unsigned flags;
+    uint64_t events;
+    pthread_t thread;
+};
+
+static void *job_main(void *arg)
+{
+    gmp_import_torch_job *J = arg;
+    /* A reader that stops before the end (an error of its own) closes the pipe: the writes then
+     * fail with EPIPE instead of raising SIGPIPE, which would end the process (the writer's helper
+     * threads, started from this one, inherit the mask). */
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGPIPE);
+    pthread_sigmask(SIG_BLOCK, &set, NULL);
+    J->I.msg = J->msg;
+    J->I.msglen = sizeof J->msg;
+    write_trace(&J->I, J->source, J->out_fd, J->flags);
+    return NULL;
+}
+
+gmp_err gmp_import_torch_start(const char *in_path, int out_fd, unsigned flags,
+                               gmp_import_torch_job **job, char *msg, size_t msglen)
+{
+    *job = NULL;
+    if (msg && msglen)
+        msg[0] = 0;
+    gmp_import_torch_job *J = calloc(1, sizeof *J);
+    char *src = J ? strdup(in_path) : NULL;
+    if (!J || !src) {
+        free(J);
+        close(out_fd);
+        snprintf(msg, msglen, "%s", gmp_err_str(GMP_ERR_NOMEM));
+        return GMP_ERR_NOMEM;
+    }
+    int fd = open(in_path, O_RDONLY | O_CLOEXEC);
+    struct stat sb;
+    if (fd < 0 || fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
+        snprintf(msg, msglen, "%s",
+                 fd < 0 || !S_ISREG(sb.st_mode) ? (fd < 0 ? strerror(errno) : "not a regular file")
+                                                : strerror(errno));
+        if (fd >= 0)
+            close(fd);
+        close(out_fd);
+        free(src);
+        free(J);
+        return GMP_ERR_IO;
+    }
+#ifdef POSIX_FADV_SEQUENTIAL
+    (void)posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
+#endif
+    gmp_err e = import_read(&J->I, fd, NULL, 0, msg, msglen);
+    close(fd);
+    if (e != GMP_OK) {
+        close(out_fd);
+        imp_free(&J->I);
+        free(src);
+        free(J);
+        return e;
+    }
+    J->source = src;
+    J->out_fd = out_fd;
+    J->flags = flags | IMPORT_STREAMED;
+    J->events = J->I.npre_segs + J->I.npre_blks;
+    for (size_t i = 0; i < J->I.ndevs_with_ops; i++)
+        J->events += J->I.dev[J->I.devs_with_ops[i]].nops;
+    if (pthread_create(&J->thread, NULL, job_main, J) != 0) {
+        /* no thread: written here, whole, before returning (the pipe must then hold it: the
+         * caller's reader has not started) -- refused instead, as out of memory */
+        close(out_fd);
+        imp_free(&J->I);
+        free(src);
+        free(J);
+        snprintf(msg, msglen, "cannot start a thread to write the imported trace");
+        return GMP_ERR_NOMEM;
+    }
+    *job = J;
+    return GMP_OK;
+}
+
+uint64_t gmp_import_torch_job_events(const gmp_import_torch_job *job)
+{
+    return job ? job->events : 0;
+}
+
+gmp_err gmp_import_torch_finish(gmp_import_torch_job *job, gmp_import_torch_stats *stats, char *msg,
+                                size_t msglen)
+{
+    if (msg && msglen)
+        msg[0] = 0;
+    if (!job)
+        return GMP_ERR_ARG;
+    pthread_join(job->thread, NULL);
+    gmp_err e = job->I.err;
+    if (e != GMP_OK)
+        snprintf(msg, msglen, "%s", job->msg[0] ? job->msg : gmp_err_str(e));
+    if (stats)
+        *stats = job->I.st;
+    imp_free(&job->I);
+    free(job->source);
+    free(job);
     return e;
 }

@@ -82,4 +82,25 @@ uint64_t gmp_import_torch_usable_memory(void);
 gmp_err gmp_import_torch_run(const char *in_path, int out_fd, unsigned flags, char *msg,
                              size_t msglen);
 
+/* The one-line summary gmp_import_torch_run gives on success. */
+void gmp_import_torch_summary(const gmp_import_torch_stats *st, char *msg, size_t msglen);
+
+/* The import in two steps, for a reader that reads the trace while it is written (report of a
+ * snapshot): gmp_import_torch_start reads the whole snapshot (every error of the reading is
+ * returned here, as gmp_import_torch_flags returns it), then starts a thread that writes the
+ * trace into out_fd (owned: closed when written), stored (zstd frames of Raw blocks: it is read
+ * at once); out_fd is meant to be a pipe that the caller reads from its end to the end. flags as
+ * gmp_import_torch_flags (TEMPORARY). gmp_import_torch_finish waits for the writing to end and
+ * returns its outcome (an error of the writing: out of memory, or the reader closed the pipe
+ * early) with one line in msg, stats as gmp_import_torch_flags gives them, and frees the job. A
+ * caller that stops reading early must close every descriptor of the pipe's reading end before
+ * it calls finish (the writes then fail instead of waiting). */
+typedef struct gmp_import_torch_job gmp_import_torch_job;
+gmp_err gmp_import_torch_start(const char *in_path, int out_fd, unsigned flags,
+                               gmp_import_torch_job **job, char *msg, size_t msglen);
+/* The number of events the trace will hold (for a progress estimate). */
+uint64_t gmp_import_torch_job_events(const gmp_import_torch_job *job);
+gmp_err gmp_import_torch_finish(gmp_import_torch_job *job, gmp_import_torch_stats *stats, char *msg,
+                                size_t msglen);
+
 #endif
