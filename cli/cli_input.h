@@ -95,7 +95,8 @@ gmp_err gmp_cli_input_open(gmp_cli_input *in, const char *path, char *msg, size_
  * the writing and the reading overlap (and no temporary file holds the trace). For a command that
  * opens one reader per input and reads it to the end, once (report); it then calls
  * gmp_cli_input_finish for the writing's outcome. trace_bytes is an estimate (from the events).
- * Such an input is never shared (gmp_cli_input_share). Other kinds open as without it. */
+ * Such an input is never shared (gmp_cli_input_share). Snapshots under 8 MiB, other kinds, and
+ * any input under RLIMIT_DATA or RLIMIT_AS open as without it. */
 #define GMP_CLI_INPUT_STREAM 2u
 gmp_err gmp_cli_input_open_flags(gmp_cli_input *in, const char *path, unsigned flags, char *msg,
                                  size_t msglen);

@@ -18,6 +18,10 @@
   check_inputs.py tmp GPUMEMPROF DATA_DIR WORK_DIR
       no temporary file is left in $TMPDIR after a success, a failure, or SIGKILL while the
       imported trace is open (checked through /proc/PID/fd at that moment).
+  check_inputs.py stream GPUMEMPROF DATA_DIR WORK_DIR
+      report of a snapshot of 8 MiB or more (made from the real one by tests/bench/
+      gen_big_snapshot.py) reads it through a pipe as it is written: the same reports as from
+      its imported trace, alone and among other inputs, and no temporary trace meanwhile.
 """
 import json
 import os
@@ -315,6 +319,49 @@ def case_tmp():
     print("ok: the temporary trace was %s; %s is empty after success, failure and SIGKILL" % (seen, tmp))
 
 
+def case_stream():
+    """report reads a large snapshot (8 MiB or more) as its trace is written, through a pipe
+    (GMP_CLI_INPUT_STREAM): the same reports as from the imported trace, one or several inputs,
+    and the process holds a pipe, never a temporary trace, while it does."""
+    src = os.path.join(DATA, "torch-snapshots", "transformer-train-step-adamw.pickle")
+    big = os.path.join(WORK, "big7.pickle")
+    gen = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "bench",
+                       "gen_big_snapshot.py")
+    subprocess.run([sys.executable, gen, src, big, "-n", "7"], check=True,
+                   stdout=subprocess.DEVNULL)
+    check(os.path.getsize(big) >= 8 << 20, "the generated snapshot is under 8 MiB")
+    trace = os.path.join(WORK, "big7.zst")
+    run(["import", "-q", "-f", big, "-o", trace])
+    for fmt in ["text", "json", "markdown"]:
+        d = run(["report", big, "-f", fmt, "--color", "never"]).stdout
+        i = run(["report", trace, "-f", fmt, "--color", "never"]).stdout
+        same_as_imported(d, i, big, trace, "big7: report -f %s" % fmt)
+    # several streamed inputs: each one's writer waits while the ones before it are replayed
+    d = run(["report", big, src, big, "-f", "json"]).stdout
+    i = run(["report", trace, src, trace, "-f", "json"]).stdout
+    same_as_imported(d, i, big, trace, "big7: report of three recordings")
+    h = os.path.join(WORK, "big7.html")
+    run(["report", big, "-f", "html", "-o", h])
+    check(os.path.getsize(h) > 0, "report -f html")
+    # while it runs: a pipe (stdout and stderr are not pipes here), no memfd or deleted file
+    kinds = set()
+    p = subprocess.Popen([GMP, "report", "-f", "json", "-o", os.path.join(WORK, "k.json")] +
+                         [big] * 4, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    while p.poll() is None:
+        try:
+            for fd in os.listdir("/proc/%d/fd" % p.pid):
+                t = os.readlink("/proc/%d/fd/%s" % (p.pid, fd))
+                if t.startswith("pipe:"):
+                    kinds.add("pipe")
+                elif t.startswith("/memfd:") or "(deleted)" in t:
+                    kinds.add("temporary")
+        except OSError:
+            pass
+    check(p.returncode == 0, "report of four large snapshots: exit %s" % p.returncode)
+    check(kinds == {"pipe"}, "report held %s (expected only a pipe)" % sorted(kinds))
+    print("ok big7.pickle (%d bytes) read through a pipe" % os.path.getsize(big))
+
+
 def main():
     global GMP, DATA, WORK
     if len(sys.argv) != 5:
@@ -324,7 +371,8 @@ def main():
     shutil.rmtree(WORK, ignore_errors=True)
     os.makedirs(WORK)
     WORK = os.path.abspath(WORK)
-    {"torch": case_torch, "nsys": case_nsys, "bad": case_bad, "tmp": case_tmp}[case]()
+    {"torch": case_torch, "nsys": case_nsys, "bad": case_bad, "tmp": case_tmp,
+     "stream": case_stream}[case]()
     return 0
 
 
