@@ -1819,11 +1819,9 @@ gmp_err gmp_import_torch(const char *in_path, int out_fd, gmp_import_torch_stats
     return gmp_import_torch_flags(in_path, out_fd, 0, stats, msg, msglen);
 }
 
-gmp_err gmp_import_torch_flags(const char *in_path, int out_fd, unsigned flags,
-                               gmp_import_torch_stats *stats, char *msg, size_t msglen)
+/* The snapshot at in_path open for reading (a regular file), or -1 with the reason in msg. */
+static int open_snapshot(const char *in_path, char *msg, size_t msglen)
 {
-    if (msg && msglen)
-        msg[0] = 0;
     int fd = open(in_path, O_RDONLY | O_CLOEXEC);
     struct stat sb;
     if (fd < 0 || fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
@@ -1832,12 +1830,24 @@ gmp_err gmp_import_torch_flags(const char *in_path, int out_fd, unsigned flags,
                                                 : strerror(errno));
         if (fd >= 0)
             close(fd);
-        close(out_fd);
-        return GMP_ERR_IO;
+        return -1;
     }
 #ifdef POSIX_FADV_SEQUENTIAL
     (void)posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
 #endif
+    return fd;
+}
+
+gmp_err gmp_import_torch_flags(const char *in_path, int out_fd, unsigned flags,
+                               gmp_import_torch_stats *stats, char *msg, size_t msglen)
+{
+    if (msg && msglen)
+        msg[0] = 0;
+    int fd = open_snapshot(in_path, msg, msglen);
+    if (fd < 0) {
+        close(out_fd);
+        return GMP_ERR_IO;
+    }
     gmp_err e = import_any(fd, NULL, 0, in_path, out_fd, flags, stats, msg, msglen);
     close(fd);
     return e;
@@ -1911,22 +1921,13 @@ gmp_err gmp_import_torch_start(const char *in_path, int out_fd, unsigned flags,
         snprintf(msg, msglen, "%s", gmp_err_str(GMP_ERR_NOMEM));
         return GMP_ERR_NOMEM;
     }
-    int fd = open(in_path, O_RDONLY | O_CLOEXEC);
-    struct stat sb;
-    if (fd < 0 || fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
-        snprintf(msg, msglen, "%s",
-                 fd < 0 || !S_ISREG(sb.st_mode) ? (fd < 0 ? strerror(errno) : "not a regular file")
-                                                : strerror(errno));
-        if (fd >= 0)
-            close(fd);
+    int fd = open_snapshot(in_path, msg, msglen);
+    if (fd < 0) {
         close(out_fd);
         free(src);
         free(J);
         return GMP_ERR_IO;
     }
-#ifdef POSIX_FADV_SEQUENTIAL
-    (void)posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
-#endif
     gmp_err e = import_read(&J->I, fd, NULL, 0, msg, msglen);
     close(fd);
     if (e != GMP_OK) {
