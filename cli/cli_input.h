@@ -9,13 +9,13 @@
  *  - 0x80 then 2..5 (pickle protocols 2 to 5): a snapshot (gmp_import_torch_probe).
  * A snapshot or an export is imported into a temporary trace (a snapshot's written stored, not
  * compressed: faster to write and to read back; for `report`, a large snapshot's trace goes
- * through a pipe instead, read as it is written: GMP_CLI_INPUT_STREAM) that has no name anywhere: a memfd
- * (memfd_create), or where there is none an O_TMPFILE file in $TMPDIR (else /tmp), or as a last
- * resort a file made by mkstemp there and unlinked at once. Nothing is left behind, not even when
- * the process is killed. Readers then open the trace through /proc/self/fd, each with its own
- * file offset. A file that is none of the three gets one line that says what was expected and
- * what the file begins with. A pipe or a character device is not probed (reading its head would
- * consume it): it is read as a trace, as before.
+ * through a pipe instead, read as it is written: GMP_CLI_INPUT_STREAM) that has no name
+ * anywhere: a memfd (memfd_create), or where there is none an O_TMPFILE file in $TMPDIR (else
+ * /tmp), or as a last resort a file made by mkstemp there and unlinked at once. Nothing is left
+ * behind, not even when the process is killed. Readers then open the trace through /proc/self/fd,
+ * each with its own file offset. A file that is none of the three gets one line that says what was
+ * expected and what the file begins with. A pipe or a character device is not probed (reading its
+ * head would consume it): it is read as a trace, as before.
  *
  * A trace file with PyTorch's memory history beside it (`run --torch-history` writes
  * TRACE.torch.pickle, else only TRACE.oom.torch.pickle) is read merged with it: the snapshot is

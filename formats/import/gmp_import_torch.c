@@ -26,6 +26,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -47,7 +48,10 @@
 #define FILLER_POOL 0xd000000000000000ull /* + device: pre-window segments with no address */
 #define SYNC_EVERY 8192
 #define ONE_PASS_MAX ((uint64_t)8 << 20) /* snapshots read in one pass (import_any) */
-#define STORE_MAX_EVENTS (256u << 10)    /* a temporary trace of more events is compressed */
+#define SPARSE_BUDGET_MIN                                                                          \
+    ((uint64_t)16 << 20)              /* larger: one sparse pass holds at most this, or            \
+                                         a sixteenth of the file when more */
+#define STORE_MAX_EVENTS (256u << 10) /* a temporary trace of more events is compressed */
 #define IMPORT_STREAMED (1u << 30) /* write_trace's flags: into a pipe (gmp_import_torch_start) */
 #define TRACE_BASE 1000000ull      /* trace time of the state before the window (1 ms) */
 #define CUDA_ERROR_MEMORY_ALLOCATION 2 /* cudaErrorMemoryAllocation */
@@ -177,13 +181,43 @@ typedef struct pre_block {
  * previous op, the address's change (zigzag), size, stream, frames node, and device_free (0 but
  * for an OOM). A field is written and read as 8 bytes at once (the next ones overwrite the
  * rest), so an op needs 4 + 6 * 8 + 7 bytes of room at most. */
-#define CHUNK (1u << 20)
+#define CHUNK_BYTES ((size_t)2 << 20) /* a chunk's mapping: one huge page where the kernel can */
+#define CHUNK (CHUNK_BYTES - 2 * sizeof(size_t))
 #define OP_MAX_BYTES 64
 typedef struct chunk {
     struct chunk *next;
     size_t len;
     unsigned char data[CHUNK];
 } chunk;
+
+/* Chunks are mappings of their own, not heap: one written into the trace is unmapped at once, so
+ * the ops' memory leaves the process as the writing goes (from the heap it would stay, and a
+ * report reading the trace as it is written, gmp_import_torch_start, would hold both the ops and
+ * its own tables at their largest: N=100 peak RSS 56-64 MiB instead of ~50). 2 MiB-aligned with
+ * MADV_HUGEPAGE, as the CLI's heap (cli/cli_heap.c), so that the kernel may map each at once. */
+static chunk *chunk_new(void)
+{
+    size_t len = 2 * CHUNK_BYTES;
+    unsigned char *m = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (m == MAP_FAILED)
+        return NULL;
+    uintptr_t a = ((uintptr_t)m + CHUNK_BYTES - 1) & ~(uintptr_t)(CHUNK_BYTES - 1);
+    unsigned char *c = (unsigned char *)a;
+    if (c > m)
+        munmap(m, (size_t)(c - m));
+    if (c + CHUNK_BYTES < m + len)
+        munmap(c + CHUNK_BYTES, (size_t)(m + len - (c + CHUNK_BYTES)));
+#ifdef MADV_HUGEPAGE
+    (void)madvise(c, CHUNK_BYTES, MADV_HUGEPAGE);
+#endif
+    return (chunk *)c;
+}
+
+static void chunk_free(chunk *c)
+{
+    if (c)
+        munmap(c, CHUNK_BYTES);
+}
 
 typedef struct device {
     int present;
@@ -735,7 +769,7 @@ static inline uint64_t get_le(const unsigned char *p, unsigned n)
 static int push_op(imp *I, device *dv, int32_t d, const op *o)
 {
     if (!dv->tail || CHUNK - dv->tail->len < OP_MAX_BYTES) {
-        chunk *c = malloc(sizeof *c);
+        chunk *c = chunk_new();
         if (!c)
             return nomem(I), -1;
         c->next = NULL;
@@ -1355,7 +1389,7 @@ static int next_op(device *dv, int32_t d, uint64_t first)
         /* a chunk read is freed at once: the ops' memory goes while the trace is written */
         chunk *done = dv->rd;
         dv->rd = dv->head = done->next;
-        free(done);
+        chunk_free(done);
         dv->rd_pos = 0;
     }
     const unsigned char *h = dv->rd->data + dv->rd_pos, *p = h + 4;
@@ -1637,7 +1671,7 @@ static void imp_free(imp *I)
         for (int i = 0; i < GMP_TORCH_MAX_DEVICES; i++) {
             for (chunk *c = I->dev[i].head, *n; c; c = n) {
                 n = c->next;
-                free(c);
+                chunk_free(c);
             }
         }
     }
@@ -1696,7 +1730,11 @@ static gmp_err import_read(imp *I, int fd, const void *data, size_t n, char *msg
      * memo's fetches; what it keeps is bounded by the file). Any failure of that run is taken
      * from a second run in two passes, from scratch, so outcomes and messages are the two-pass
      * reader's (the one-pass run also fails on what only two passes accept). */
-    int one = size <= ONE_PASS_MAX;
+    /* A larger one is read in one sparse pass (gmp_pkstream_one_pass_sparse): no first pass
+     * either, keeping of the memoized values only the strings and the frames lists and their
+     * frames (what a snapshot fetches again), within SPARSE_BUDGET; a snapshot that fetches
+     * anything else fails that run, and is read again in two passes, as above. */
+    int one = size <= ONE_PASS_MAX ? 1 : 2;
     gmp_err e;
     char perr[512];
     for (;;) {
@@ -1705,8 +1743,13 @@ static gmp_err import_read(imp *I, int fd, const void *data, size_t n, char *msg
             nomem(I);
             goto out;
         }
-        if (one)
+        if (one == 1) {
             gmp_pkstream_one_pass(ps);
+        } else if (one == 2) {
+            uint64_t budget = size / 16 > SPARSE_BUDGET_MIN ? size / 16 : SPARSE_BUDGET_MIN;
+            gmp_pkstream_one_pass_sparse(ps, "frames",
+                                         budget < lim.max_memory ? (size_t)budget : lim.max_memory);
+        }
         e = fd >= 0 ? gmp_pkstream_run_fd(ps, fd, perr, sizeof perr)
                     : gmp_pkstream_run_mem(ps, data, n, perr, sizeof perr);
         if (e == GMP_OK || !one)

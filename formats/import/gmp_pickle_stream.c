@@ -29,6 +29,7 @@ enum { R_NONE = 0, R_ROOT, R_SEGS, R_TRACES, R_DEV };
 #define F_ATTACHED 1u /* a role object stored where it was predicted */
 #define F_SEGS_SET 2u /* root: list_key set */
 #define F_TRACES_SET 4u
+#define F_KEEP 16u /* sparse one pass: a container the memo keeps (see guess_keep) */
 /* GMP_PKOBJ_HUSKED (8): the items were released (gmp_pkstream_husk) */
 
 typedef struct freelist {
@@ -90,6 +91,11 @@ struct gmp_pkstream {
     gmp_pkv result;
     int done, consumer_stop;
     int one_pass; /* gmp_pkstream_one_pass: no first pass, every index kept (see memo_one) */
+    int sparse;   /* gmp_pkstream_one_pass_sparse: one pass keeping only a guess (see sparse_put) */
+    const char *keep_key;
+    size_t budget;     /* sparse: most bytes held */
+    size_t slots_cap;  /* sparse: slots allocated (nslots in use, in index order) */
+    size_t rank_words; /* sparse: words of mw whose rank is set */
     double scan_s, parse_s;
     /* errors */
     char *err;
@@ -725,6 +731,80 @@ static int memo_one_grow(gmp_pkstream *P, uint64_t key)
     return 0;
 }
 
+/* Sparse one pass (gmp_pkstream_one_pass_sparse): the memo keeps, of what is memoized, only the
+ * strings and the containers guessed to be fetched again (F_KEEP: stored under keep_key, the
+ * "frames" lists of a snapshot, and their items), kept for ever; the rest is only counted as
+ * defined, so a fetch of it fails, and so does the run (the caller reads it again in two passes).
+ * Indices must come in order (MEMOIZE, and BINPUT as CPython's pickler writes it: the memo's
+ * length): slots are appended, mw's bits mark the kept indices and its ranks count the slots
+ * before each word, so slot_of works unchanged. Grows mw and defined for index key. */
+static int sparse_grow(gmp_pkstream *P, uint64_t key)
+{
+    size_t nw = P->nwords ? P->nwords : 1024;
+    while ((uint64_t)nw * 64 <= key)
+        nw *= 2;
+    if (nw == P->nwords)
+        return 0;
+    size_t add = (nw - P->nwords) * (sizeof(mword) + sizeof(uint64_t));
+    if (charge(P, add) < 0)
+        return -1;
+    mword *mw = realloc(P->mw, nw * sizeof *mw);
+    if (mw)
+        P->mw = mw;
+    uint64_t *def = realloc(P->defined, nw * sizeof *def);
+    if (def)
+        P->defined = def;
+    if (!mw || !def)
+        return fail(P, GMP_ERR_NOMEM, "out of memory");
+    memset(P->mw + P->nwords, 0, (nw - P->nwords) * sizeof *mw);
+    memset(P->defined + P->nwords, 0, (nw - P->nwords) * sizeof *def);
+    P->nwords = nw;
+    return 0;
+}
+
+static inline int sparse_keeps(const gmp_pkv *v)
+{
+    return v->type == GMP_PK_STR || (v->type >= GMP_PK_LIST && (v->v.o->flags & F_KEEP));
+}
+
+/* memo_put in a sparse one pass: top (the stack's top) memoized at key. */
+static int sparse_put(gmp_pkstream *P, uint64_t key)
+{
+    if (key != P->ndefined)
+        return fail(P, GMP_ERR_FORMAT, "memo index %llu out of order (one pass)",
+                    (unsigned long long)key);
+    if (key >= (uint64_t)P->nwords * 64 && sparse_grow(P, key) < 0)
+        return -1;
+    P->defined[key >> 6] |= (uint64_t)1 << (key & 63);
+    P->ndefined++;
+    gmp_pkv *top = &P->stack[P->sn - 1];
+    if (!sparse_keeps(top))
+        return 0;
+    if (P->mem > P->budget)
+        return fail(P, GMP_ERR_LIMIT, "more than %zu bytes held (one pass)", P->budget);
+    if (P->nslots == P->slots_cap) {
+        size_t nc = P->slots_cap ? 2 * P->slots_cap : 1024;
+        if (charge(P, (nc - P->slots_cap) * sizeof(mslot)) < 0)
+            return -1;
+        mslot *sl = realloc(P->slots, nc * sizeof *sl);
+        if (!sl)
+            return fail(P, GMP_ERR_NOMEM, "out of memory");
+        P->slots = sl;
+        P->slots_cap = nc;
+    }
+    size_t w = (size_t)(key >> 6);
+    for (; P->rank_words <= w; P->rank_words++)
+        P->mw[P->rank_words].rank = P->nslots;
+    P->mw[w].bits |= (uint64_t)1 << (key & 63);
+    ref(top);
+    mslot *m = &P->slots[P->nslots++];
+    m->type = top->type;
+    m->big = top->big;
+    m->left = KEEP;
+    m->v.u = top->v.u;
+    return 0;
+}
+
 static inline uint32_t popcount64(uint64_t x)
 {
     x = x - ((x >> 1) & 0x5555555555555555ull);
@@ -883,6 +963,9 @@ static void predict(gmp_pkstream *P, gmp_pkobj *o)
     }
     if (!parent)
         return;
+    if (P->sparse && ((key && P->keep_key && str_eq_obj(key, P->keep_key)) ||
+                      (!key && parent->type == GMP_PK_LIST && (parent->flags & F_KEEP))))
+        o->flags |= F_KEEP; /* stored under keep_key, or an item of such a list */
     uint8_t role = R_NONE;
     if (parent->role == R_ROOT && parent->type == GMP_PK_DICT && key) {
         if (P->cb.list_key && str_eq_obj(key, P->cb.list_key))
@@ -1252,6 +1335,8 @@ static int memo_put(gmp_pkstream *P, uint64_t key)
     if (key >= P->lim.max_memo)
         return fail(P, GMP_ERR_LIMIT, "memo index %llu (limit %zu)", (unsigned long long)key,
                     P->lim.max_memo);
+    if (P->sparse)
+        return sparse_put(P, key);
     if (P->one_pass && key >= (uint64_t)P->nwords * 64 && memo_one_grow(P, key) < 0)
         return -1;
     if (key < (uint64_t)P->nwords * 64) {
@@ -1545,6 +1630,8 @@ static inline __attribute__((always_inline)) void parse_body(gmp_pkstream *P, in
                 key = P->ndefined;
                 if (sn <= (P->mn ? P->marks[P->mn - 1] : 0) || key >= P->lim.max_memo)
                     goto slow; /* step says what is wrong */
+                if (P->sparse && (key >= (uint64_t)P->nwords * 64 || sparse_keeps(&stk[sn - 1])))
+                    goto slow; /* sparse_put keeps it, or grows the memo */
                 if (key < (uint64_t)P->nwords * 64) {
                     uint64_t bit = (uint64_t)1 << (key & 63);
                     if (!(P->defined[key >> 6] & bit)) {
@@ -1844,7 +1931,9 @@ static gmp_err run(gmp_pkstream *P, char *err, size_t errlen)
         return fail(P, GMP_ERR_ARG, "bad argument"), GMP_ERR_ARG;
     double t0 = now_s();
     input_reset(P);
-    if (P->one_pass) {
+    if (P->sparse) {
+        sparse_grow(P, 0);
+    } else if (P->one_pass) {
         memo_one_grow(P, 0);
     } else {
         scan(P);
@@ -1918,6 +2007,15 @@ void gmp_pkstream_one_pass(gmp_pkstream *P)
         P->one_pass = 1;
 }
 
+void gmp_pkstream_one_pass_sparse(gmp_pkstream *P, const char *keep_key, size_t budget)
+{
+    if (P) {
+        P->one_pass = P->sparse = 1;
+        P->keep_key = keep_key;
+        P->budget = budget;
+    }
+}
+
 int gmp_pkstream_stopped_by_consumer(const gmp_pkstream *P)
 {
     return P && P->consumer_stop;
@@ -1948,7 +2046,8 @@ void gmp_pkstream_free(gmp_pkstream *P)
     unref(P, &P->result);
     drop_from(P, 0);
     for (size_t i = 0; i < P->nslots; i++) {
-        if (P->one_pass && !(i & 63) && !P->defined[i >> 6]) { /* one pass: slot i is index i */
+        if (P->one_pass && !P->sparse && !(i & 63) &&
+            !P->defined[i >> 6]) { /* one pass: slot i is index i */
             i += 63;
             continue;
         }

@@ -100,6 +100,13 @@ void gmp_pkstream_husk(gmp_pkstream *ps, gmp_pkobj *o);
  * one of these: the caller runs it again in two passes, with a new gmp_pkstream, for the real
  * outcome). */
 void gmp_pkstream_one_pass(gmp_pkstream *ps);
+/* Before a run: one pass that keeps, of the memoized values, only strings and the containers
+ * stored under keep_key ("frames": a snapshot's frames lists) and their items, which is what a
+ * PyTorch snapshot fetches again; the rest is not kept, so a fetch of it fails the run, as does
+ * holding more than budget bytes or memo indices out of order (any failure may be one of these:
+ * the caller runs it again in two passes, with a new gmp_pkstream, for the real outcome). For
+ * large inputs: no first pass, and memory like the two passes'. */
+void gmp_pkstream_one_pass_sparse(gmp_pkstream *ps, const char *keep_key, size_t budget);
 /* Non-zero when the parse stopped because the consumer said so. */
 int gmp_pkstream_stopped_by_consumer(const gmp_pkstream *ps);
 const gmp_pkv *gmp_pkstream_root(const gmp_pkstream *ps);

@@ -1,7 +1,10 @@
 /* bench_pickle_stream: how fast the streaming pickle reader (formats/import/gmp_pickle_stream.c)
  * reads a PyTorch memory snapshot, without the importer: its two passes timed apart.
  *
- *     bench_pickle_stream FILE.pickle [RUNS]
+ *     bench_pickle_stream FILE.pickle [RUNS] [sparse]
+ *
+ * With "sparse": in one sparse pass (gmp_pkstream_one_pass_sparse, as the importer reads files
+ * over 8 MiB; its budget here is the file's size), which fails where that pass would.
  *
  * Prints figures (`name: value unit`, the median of RUNS, default 5), asserts nothing: the CPU
  * time of the calling thread in each pass (a busy machine disturbs it less) and the wall time of
@@ -74,7 +77,7 @@ static int cmp_d(const void *a, const void *b)
 int main(int argc, char **argv)
 {
     if (argc < 2) {
-        fprintf(stderr, "usage: bench_pickle_stream FILE.pickle [RUNS]\n");
+        fprintf(stderr, "usage: bench_pickle_stream FILE.pickle [RUNS] [sparse]\n");
         return 2;
     }
     int runs = argc > 2 ? atoi(argv[2]) : 5;
@@ -100,6 +103,8 @@ int main(int argc, char **argv)
         gmp_pickle_limits_default(&lim);
         lim.max_memo = (size_t)size + 16;
         c.ps = gmp_pkstream_new(&lim, &cb);
+        if (argc > 3 && strcmp(argv[3], "sparse") == 0)
+            gmp_pkstream_one_pass_sparse(c.ps, "frames", (size_t)size);
         char err[512];
         double w0 = now(CLOCK_MONOTONIC), t0 = now(CLOCK_THREAD_CPUTIME_ID);
         gmp_err e = gmp_pkstream_run_fd(c.ps, fd, err, sizeof err);

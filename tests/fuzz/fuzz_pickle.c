@@ -140,7 +140,8 @@ static int on_item(void *ctx, int kind, uint32_t index, const gmp_pkv *item, cha
     return 0;
 }
 
-/* One streaming read (in one pass: gmp_pkstream_one_pass): GMP_OK or its error, and the items
+/* One streaming read (one = 1: in one pass, gmp_pkstream_one_pass; 2: in one sparse pass,
+ * gmp_pkstream_one_pass_sparse keeping "frames" lists): GMP_OK or its error, and the items
  * handed over. */
 static gmp_err stream(const uint8_t *data, size_t size, const gmp_pickle_limits *lim, int one,
                       size_t *items)
@@ -151,8 +152,10 @@ static gmp_err stream(const uint8_t *data, size_t size, const gmp_pickle_limits 
     *items = 0;
     if (!c.ps)
         return GMP_ERR_NOMEM;
-    if (one)
+    if (one == 1)
         gmp_pkstream_one_pass(c.ps);
+    else if (one == 2)
+        gmp_pkstream_one_pass_sparse(c.ps, "frames", 64u << 20);
     char err[256];
     gmp_err e = gmp_pkstream_run_mem(c.ps, data, size, err, sizeof err);
     if (e == GMP_OK)
@@ -182,6 +185,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
      * failed one-pass read in two passes, never the other way round) */
     if (stream(data, size, &lim, 1, &n1) == GMP_OK && (two != GMP_OK || n1 != n2))
         __builtin_trap();
+    if (stream(data, size, &lim, 2, &n1) == GMP_OK && (two != GMP_OK || n1 != n2))
+        __builtin_trap();
+    stream(data, size, &small, 2, &n1);
     int fd = open("/dev/null", O_WRONLY | O_CLOEXEC);
     if (fd >= 0) {
         gmp_import_torch_stats st;

@@ -101,7 +101,9 @@ typedef struct rec {
     uint32_t max_index;
     gmp_pkstream *ps;
     int husk;
-    int one; /* gmp_pkstream_one_pass */
+    int one;            /* gmp_pkstream_one_pass */
+    const char *sparse; /* gmp_pkstream_one_pass_sparse with this keep_key */
+    size_t budget;      /* its budget (0: 1 GiB) */
 } rec;
 
 static int on_item(void *ctx, int kind, uint32_t index, const gmp_pkv *item, char *err,
@@ -137,6 +139,8 @@ static gmp_err stream(const void *p, size_t n, rec *r, const gmp_pickle_limits *
     assert_non_null(r->ps);
     if (r->one)
         gmp_pkstream_one_pass(r->ps);
+    if (r->sparse)
+        gmp_pkstream_one_pass_sparse(r->ps, r->sparse, r->budget ? r->budget : (size_t)1 << 30);
     gmp_err e = gmp_pkstream_run_mem(r->ps, p, n, err, errlen);
     return e;
 }
@@ -220,6 +224,24 @@ static void test_real_equal_tree(void **state)
             }
             assert_true(dig_pkv(gmp_pkv_dict_get(gmp_pkstream_root(o.ps), "allocator_settings")) ==
                         dig_tree(gmp_pickle_dict_get(root, "allocator_settings")));
+            gmp_pkstream_free(o.ps);
+        }
+        /* in one sparse pass (strings and "frames" lists kept, nothing else): the same items,
+         * husked or not, and less held than one pass keeping everything */
+        for (int hk = 0; hk < 2; hk++) {
+            rec o = {0};
+            o.sparse = "frames";
+            o.husk = hk;
+            assert_int_equal(stream(b, n, &o, NULL, err, sizeof err), GMP_OK);
+            assert_int_equal(o.segs, want.segs);
+            assert_int_equal(o.ents, want.ents);
+            if (!hk) {
+                assert_true(o.seg_digest == want.seg_digest);
+                assert_true(o.ent_digest == want.ent_digest);
+            }
+            assert_true(dig_pkv(gmp_pkv_dict_get(gmp_pkstream_root(o.ps), "allocator_settings")) ==
+                        dig_tree(gmp_pickle_dict_get(root, "allocator_settings")));
+            assert_true(gmp_pkstream_peak_memory(o.ps) < 4 * n + (1u << 21));
             gmp_pkstream_free(o.ps);
         }
         gmp_pickle_free(root);
@@ -365,13 +387,76 @@ static void test_one_pass(void **state)
     gmp_pkstream_free(f1.ps);
 }
 
+/* A sparse pass fails (so that the importer reads the file again in two passes) where the
+ * pickle fetches what it did not keep, memoizes out of order, or holds more than its budget; it
+ * reads what it kept as two passes do. */
+static void test_sparse(void **state)
+{
+    (void)state;
+    char err[256];
+    /* {'device_traces': [[{K: [7]}, {K: <the same list>}]]}: the list is kept when K is the
+     * keep key */
+    static const char shared[] = "\x80\x04}(\x8c\x0d"
+                                 "device_traces](](}(\x8c\x06"
+                                 "frames](K\x07"
+                                 "e\x94u}(\x8c\x06"
+                                 "framesh\x00ueeu.";
+    rec two = {0};
+    assert_int_equal(stream(shared, sizeof shared - 1, &two, NULL, err, sizeof err), GMP_OK);
+    assert_int_equal(two.ents, 2);
+    rec kept = {0};
+    kept.sparse = "frames";
+    assert_int_equal(stream(shared, sizeof shared - 1, &kept, NULL, err, sizeof err), GMP_OK);
+    assert_int_equal(kept.ents, 2);
+    assert_true(kept.ent_digest == two.ent_digest);
+    rec other = {0};
+    other.sparse = "stack"; /* another keep key: the list is not kept, its fetch fails */
+    assert_int_not_equal(stream(shared, sizeof shared - 1, &other, NULL, err, sizeof err), GMP_OK);
+    assert_non_null(strstr(err, "not defined"));
+    assert_int_equal(other.ents, 0); /* both are handed over at APPENDS, after it */
+    gmp_pkstream_free(two.ps);
+    gmp_pkstream_free(kept.ps);
+    gmp_pkstream_free(other.ps);
+    /* a tuple memoized and fetched again (tuples are never kept) */
+    static const char tuple[] =
+        "\x80\x04}(\x8c\x08segments](}(\x8c\x01pK\x01K\x02\x86\x94u}(\x8c\x01"
+        "ph\x00ueu.";
+    rec t2 = {0};
+    assert_int_equal(stream(tuple, sizeof tuple - 1, &t2, NULL, err, sizeof err), GMP_OK);
+    assert_int_equal(t2.segs, 2);
+    rec t1 = {0};
+    t1.sparse = "frames";
+    assert_int_not_equal(stream(tuple, sizeof tuple - 1, &t1, NULL, err, sizeof err), GMP_OK);
+    gmp_pkstream_free(t2.ps);
+    gmp_pkstream_free(t1.ps);
+    /* BINPUT out of order (index 5 first): two passes read it, a sparse pass refuses it */
+    static const char order[] = "\x80\x02}q\x05(X\x08\x00\x00\x00segments]u.";
+    rec o2 = {0};
+    assert_int_equal(stream(order, sizeof order - 1, &o2, NULL, err, sizeof err), GMP_OK);
+    rec o1 = {0};
+    o1.sparse = "frames";
+    assert_int_not_equal(stream(order, sizeof order - 1, &o1, NULL, err, sizeof err), GMP_OK);
+    assert_non_null(strstr(err, "out of order"));
+    gmp_pkstream_free(o2.ps);
+    gmp_pkstream_free(o1.ps);
+    /* the budget: a real snapshot within 64 KiB fails, with the limit's code */
+    size_t n;
+    unsigned char *b = slurp("transformer-train-step-adamw.pickle", &n);
+    rec small = {0};
+    small.sparse = "frames";
+    small.budget = 1u << 16;
+    assert_int_equal(stream(b, n, &small, NULL, err, sizeof err), GMP_ERR_LIMIT);
+    assert_non_null(strstr(err, "(one pass)"));
+    gmp_pkstream_free(small.ps);
+    free(b);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_real_equal_tree),
-        cmocka_unit_test(test_truncations_and_stop),
-        cmocka_unit_test(test_rules),
-        cmocka_unit_test(test_one_pass),
+        cmocka_unit_test(test_real_equal_tree), cmocka_unit_test(test_truncations_and_stop),
+        cmocka_unit_test(test_rules),           cmocka_unit_test(test_one_pass),
+        cmocka_unit_test(test_sparse),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
