@@ -366,10 +366,9 @@ gmp_err gmp_replay_add(gmp_replay *rp, const gmp_replay_ops *ops, void *ctx)
 
 /* ---- devices ---- */
 
-static dev_int *dev_get(gmp_replay *rp, int32_t id)
+/* dev_get's other cases: out of line, dev_get itself is inlined (every event). */
+static __attribute__((noinline)) dev_int *dev_find(gmp_replay *rp, int32_t id)
 {
-    if (rp->last_dev && rp->last_dev->pub.id == id)
-        return rp->last_dev;
     size_t lo = 0, hi = rp->ndevs;
     while (lo < hi) {
         size_t mid = (lo + hi) / 2;
@@ -398,6 +397,13 @@ static dev_int *dev_get(gmp_replay *rp, int32_t id)
     rp->devs[lo] = d;
     rp->ndevs++;
     return rp->last_dev = d;
+}
+
+static inline __attribute__((always_inline)) dev_int *dev_get(gmp_replay *rp, int32_t id)
+{
+    if (rp->last_dev && rp->last_dev->pub.id == id)
+        return rp->last_dev;
+    return dev_find(rp, id);
 }
 
 /* ---- sites ---- */
