@@ -122,8 +122,6 @@ struct gmp_analysis {
     uint64_t td_val;
     uint64_t t_key; /* tstat_get's last key and its index + 1 (0: none) */
     size_t t_ix;
-    uint64_t p_key; /* on_pool's last pool handle and its index + 1 (0: none) */
-    size_t p_ix;
     int32_t first_dev;
     int has_dev;
     slot slots[GMP_ANALYSIS_SLOTS];
@@ -133,8 +131,7 @@ struct gmp_analysis {
     gmp_analysis_oom ooms[MAX_OOMS];
     size_t nooms;
     int blocks_known; /* the trace is a PyTorch snapshot: pools are segments at their address */
-    gmp_omap pmap;    /* pool handle -> index + 1 */
-    pool *pools;
+    pool *pools;      /* by the replay's pool number (gmp_replay_pool_number) */
     size_t npools, cappools;
     int nomem;
     const gmp_analysis_resolver *res; /* during gmp_analysis_finish */
@@ -475,29 +472,10 @@ static gmp_err on_range(void *ctx, gmp_replay *rp, const gmp_replay_range *ev)
     return GMP_OK;
 }
 
-/* The pool map's slot of a POOL record a few events ahead (gmp_replay_pool_ahead), fetched now:
- * a PyTorch snapshot has a pool per segment (N=100 copies of the real train step: 101,000), and
- * on_pool's lookup missed the caches. The hash is gmp_map.c's (a different one would only make
- * the hint useless). */
-static inline void pool_hint(const ana *A, const gmp_replay *rp)
-{
-    uint64_t k;
-    if (!A->blocks_known || A->pmap.cap < 8192 || !gmp_replay_pool_ahead(rp, &k))
-        return;
-    k ^= k >> 33;
-    k *= 0xff51afd7ed558ccdULL;
-    k ^= k >> 33;
-    size_t i = (size_t)k & (A->pmap.cap - 1);
-    __builtin_prefetch(&A->pmap.used[i]);
-    __builtin_prefetch(&A->pmap.keys[i]);
-    __builtin_prefetch(&A->pmap.vals[i]);
-}
-
 static gmp_err on_alloc(void *ctx, gmp_replay *rp, const gmp_replay_mem *ev)
 {
     ana *A = ctx;
     uint64_t t = ev->rec->time_ns;
-    pool_hint(A, rp);
     dev_seen(A, ev->dev, t);
     const gmp_replay_alloc *a = ev->alloc;
     if ((ev->status != GMP_REPLAY_OK && ev->status != GMP_REPLAY_REPLACED) || !a)
@@ -536,7 +514,6 @@ static gmp_err on_free(void *ctx, gmp_replay *rp, const gmp_replay_mem *ev)
 {
     ana *A = ctx;
     uint64_t t = ev->rec->time_ns;
-    pool_hint(A, rp);
     dev_seen(A, ev->dev, t);
     if (ev->status != GMP_REPLAY_OK || !ev->alloc)
         return GMP_OK;
@@ -579,29 +556,25 @@ static gmp_err on_begin(void *ctx, gmp_replay *rp)
 static gmp_err on_pool(void *ctx, gmp_replay *rp, const gmp_rec *rec, const gmp_replay_device *dev)
 {
     ana *A = ctx;
-    pool_hint(A, rp);
     dev_seen(A, dev, rec->time_ns);
     if (!A->blocks_known)
         return GMP_OK;
     const gmp_rec_pool *p = &rec->u.pool;
-    if (!A->p_ix || A->p_key != p->pool) { /* a pool's records mostly follow each other */
-        int fresh;
-        uint64_t *v = gmp_omap_put(&A->pmap, p->pool, &fresh);
-        if (!v)
+    /* the pool's entry by the replay's number for it (no lookup of our own; a number given back
+     * by a destroyed pool comes back fresh for a new one) */
+    int fresh;
+    size_t n = gmp_replay_pool_number(rp, &fresh);
+    while (A->npools <= n) {
+        if (!agrow((void **)&A->pools, &A->cappools, A->npools, sizeof *A->pools))
             return nomem(A);
-        if (fresh) {
-            if (!agrow((void **)&A->pools, &A->cappools, A->npools, sizeof *A->pools))
-                return nomem(A);
-            pool *x = &A->pools[A->npools];
-            memset(x, 0, sizeof *x);
-            x->handle = p->pool;
-            x->device = p->device;
-            *v = ++A->npools;
-        }
-        A->p_key = p->pool;
-        A->p_ix = (size_t)*v;
+        memset(&A->pools[A->npools++], 0, sizeof *A->pools);
     }
-    pool *x = &A->pools[A->p_ix - 1];
+    pool *x = &A->pools[n];
+    if (fresh) {
+        memset(x, 0, sizeof *x);
+        x->handle = p->pool;
+        x->device = p->device;
+    }
     if (p->op == GMP_POOL_CREATE) {
         x->alive = 1;
         x->size = 0;
@@ -838,7 +811,6 @@ void gmp_analysis_free(gmp_analysis *A)
     gmp_omap_free(&A->gmap);
     gmp_omap_free(&A->tmap);
     gmp_omap_free(&A->thread_dev);
-    gmp_omap_free(&A->pmap);
     free(A->pools);
     free(A->r);
     free(A->g);

@@ -7,6 +7,7 @@
  * is kept per site with an epoch stamp: each device counts its new peaks (epoch); a site remembers
  * its live bytes as of the last peak the first time it changes after that peak, so the value at
  * the final peak is known at the end without any copy at peak time and without a log. */
+#include <inttypes.h>
 #include <sched.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -153,9 +154,16 @@ typedef struct dev_int {
 typedef struct pool_ent { /* 24 bytes: a snapshot has a pool per segment (N=100: 101,000) */
     uint64_t key;         /* pool handle */
     uint64_t reported;
-    int32_t dev; /* the device's id (dev_get) */
+    int32_t dev;    /* the device's id (dev_get) */
+    uint8_t num[3]; /* gmp_replay_pool_number, little-endian (POOL_NUMS at most) */
     uint8_t used;
 } pool_ent;
+#define POOL_NUMS ((uint32_t)1 << 24) /* pools alive at once (a 4 GiB table before that) */
+
+static inline uint32_t pool_num(const pool_ent *pe)
+{
+    return (uint32_t)pe->num[0] | (uint32_t)pe->num[1] << 8 | (uint32_t)pe->num[2] << 16;
+}
 
 typedef struct open_range {
     uint32_t range;
@@ -243,6 +251,11 @@ struct gmp_replay {
     omap pools, threads, handles;
     pool_ent *last_pool; /* the pool of the last POOL record (NULL after a removal): on_pool is
                             the only place that adds or removes pools */
+    uint32_t *pool_free; /* numbers of destroyed pools, for the next new ones */
+    size_t npool_free, cap_pool_free;
+    uint32_t pool_nums;    /* numbers given so far (the next new one when none is free) */
+    uint32_t cur_pool_num; /* gmp_replay_pool_number during a pool callback */
+    int cur_pool_fresh;
     freed_ent *freed;
     undo_ent undo[UNDO_RING];
     size_t undo_pos;
@@ -329,6 +342,7 @@ void gmp_replay_free(gmp_replay *rp)
     for (int i = 0; i < NSPACE; i++)
         gmp_livetab_free(&rp->live[i]);
     omap_free(&rp->pools);
+    free(rp->pool_free);
     for (size_t i = 0; i < rp->threads.cap; i++) {
         if (USED(&rp->threads, i))
             free(((thread_ent *)(void *)(rp->threads.ent + i * rp->threads.esz))->st);
@@ -917,16 +931,38 @@ static gmp_err on_pool(gmp_replay *rp, const gmp_rec *rec)
             return nomem(rp);
     }
     rp->last_pool = pe; /* valid until the next insertion or removal, made here only */
-    if (fresh)
+    rp->cur_pool_fresh = fresh;
+    if (fresh) {
         pe->dev = d->pub.id;
-    else if (pe->dev != d->pub.id && !(d = dev_get(rp, pe->dev)))
-        return nomem(rp); /* a pool belongs to the device it was first seen on */
+        uint32_t n;
+        if (rp->npool_free)
+            n = rp->pool_free[--rp->npool_free];
+        else if (rp->pool_nums < POOL_NUMS)
+            n = rp->pool_nums++;
+        else
+            return gmp_replay_fail(rp, GMP_ERR_LIMIT, "more than %" PRIu32 " pools at once",
+                                   POOL_NUMS);
+        pe->num[0] = (uint8_t)n;
+        pe->num[1] = (uint8_t)(n >> 8);
+        pe->num[2] = (uint8_t)(n >> 16);
+    } else if (pe->dev != d->pub.id && !(d = dev_get(rp, pe->dev)))
+        return nomem(rp);            /* a pool belongs to the device it was first seen on */
+    rp->cur_pool_num = pool_num(pe); /* (pe is gone after a DESTROY) */
     switch (p->op) {
     case GMP_POOL_RESERVED:
         d->pool_reported = d->pool_reported - pe->reported + p->value;
         pe->reported = p->value;
         break;
     case GMP_POOL_DESTROY:
+        if (rp->npool_free == rp->cap_pool_free) { /* its number goes back for a new pool */
+            size_t nc = rp->cap_pool_free ? rp->cap_pool_free * 2 : 64;
+            uint32_t *nf = realloc(rp->pool_free, nc * sizeof *nf);
+            if (!nf)
+                return nomem(rp);
+            rp->pool_free = nf;
+            rp->cap_pool_free = nc;
+        }
+        rp->pool_free[rp->npool_free++] = pool_num(pe);
         d->pool_reported -= pe->reported;
         omap_del(&rp->pools, pe);
         rp->last_pool = NULL;
@@ -1472,6 +1508,13 @@ int gmp_replay_pool_ahead(const gmp_replay *rp, uint64_t *pool)
         return 0;
     *pool = rp->pool_ahead;
     return 1;
+}
+
+uint32_t gmp_replay_pool_number(const gmp_replay *rp, int *fresh)
+{
+    if (fresh)
+        *fresh = rp->cur_pool_fresh;
+    return rp->cur_pool_num;
 }
 
 gmp_reader *gmp_replay_reader(const gmp_replay *rp)
