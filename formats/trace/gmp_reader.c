@@ -42,7 +42,7 @@
 #define FBUF_PAD 16
 /* How far ahead of the event returned the reorder window's slots are prefetched (farther than
  * callers look ahead with gmp_reader_peek_mem). */
-#define SLOT_AHEAD 24
+#define SLOT_AHEAD 32
 /* The largest compressed size of a frame that decompresses to at most GMP_MAX_FRAME_BYTES. */
 #define MAX_FRAME_CSIZE (ZSTD_COMPRESSBOUND(GMP_MAX_FRAME_BYTES) + 64)
 #define ARENA_BLOCK ((size_t)64 << 10)
@@ -1697,7 +1697,15 @@ gmp_err gmp_reader_next(gmp_reader *r, const gmp_rec **rec)
         /* the next event of the window being returned, as ra_next would (inline: every record) */
         gmp_ra_window *w = r->rwin;
         if (w && r->rwin_pos < w->n && !r->notice_out) {
-            emit(r, &((const wslot *)w->slots)[r->rwin_pos++]);
+            /* the window's slots were written by the other thread: fetched ahead of the callers'
+             * look-ahead (gmp_reader_peek), whose loads would otherwise wait for them */
+            const wslot *ws = w->slots;
+            if (r->rwin_pos + SLOT_AHEAD < w->n) {
+                const char *ps = (const char *)&ws[r->rwin_pos + SLOT_AHEAD];
+                __builtin_prefetch(ps);
+                __builtin_prefetch(ps + sizeof(wslot) - 1);
+            }
+            emit(r, &ws[r->rwin_pos++]);
             *rec = &r->out;
             return GMP_OK;
         }
