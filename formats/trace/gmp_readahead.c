@@ -284,6 +284,7 @@ void *gmp_ra_finish(gmp_ra *ra, void (*drop)(gmp_ra_window *w))
     }
     for (int i = 0; i < RA_WINDOWS; i++) {
         free(ra->wins[i].slots);
+        free(ra->wins[i].order);
     }
     for (int i = 0; i < RA_CHUNKS; i++) {
         chunk_clear(&ra->chunks[i]);

@@ -6,12 +6,11 @@
  * something with the records decoded before. What crosses between the threads is a queue of items,
  * in the order the records are to be returned:
  *  - windows: each time the decoder releases part of its reorder window (at a SYNC, when the window
- *    is full, at the end), it copies the released events into an array of slots in the order they
- *    are to be returned (the decoder's thread has time to spare; the caller's then reads them in
- *    sequence) and hands that array over; the caller's thread returns the events from it and gives
- *    it back. A window is a whole released part, never a small ring: a ring of a few thousand
- *    records overlapped almost nothing (the decoder releases a SYNC interval at once), and a ring
- *    big enough to hold one pushed the working set out of the caches;
+ *    is full, at the end), it hands over the slot array itself with the released events' order,
+ *    and goes on with another array; the caller's thread returns the events from it and gives it
+ *    back. No event is copied on the way: copying them cost more than it saved (every line crossed
+ *    between the cores, and a copy ring big enough to overlap a window pushed the working set out
+ *    of the caches);
  *  - records, copied in chunks: everything the decoder returns at once (definitions, late events,
  *    records in file order, NOTICE messages included);
  *  - the decoder's final status (GMP_END or an error).
@@ -29,12 +28,13 @@
 
 typedef struct gmp_ra gmp_ra;
 
-/* A released part of the decoder's reorder window: n events, slots[0..n) in the order to return
- * them (the reader's wslot). Owned by whichever side holds it. */
+/* A released part of the decoder's reorder window: n events in the order to return them, as
+ * indexes into an array of slots (the reader's wslot). Owned by whichever side holds it. */
 typedef struct gmp_ra_window {
     void *slots;
     size_t slots_cap; /* in slots */
-    size_t n;
+    uint32_t *order;
+    size_t order_cap, n;
     size_t bytes; /* memory it holds, set by the decoder before gmp_ra_window_put */
 } gmp_ra_window;
 

@@ -11,9 +11,8 @@
  *
  * Read-ahead (gmp_reader_readahead): a copy of the reader, the decoder, takes over the input, the
  * frame and the window and runs in a thread of gmp_readahead; when it releases part of its window
- * it copies the released events, in the order to return them, into a window it hands over
- * (package) instead of returning them, and the reader returns them from there in sequence
- * (ra_next). Definitions come back through the same queue and are defined again in this
+ * it hands the slots over (package) instead of returning them, and the reader returns them from
+ * there (ra_next). Definitions come back through the same queue and are defined again in this
  * reader, so that its lookups answer exactly as without read-ahead. At the end (or at close) the
  * decoder's state comes back into the reader (decoder_join). Memory: up to three windows. */
 #include "gmp_reader.h"
@@ -42,7 +41,7 @@
 #define FBUF_PAD 16
 /* How far ahead of the event returned the reorder window's slots are prefetched (farther than
  * callers look ahead with gmp_reader_peek_mem). */
-#define SLOT_AHEAD 32
+#define SLOT_AHEAD 24
 /* The largest compressed size of a frame that decompresses to at most GMP_MAX_FRAME_BYTES. */
 #define MAX_FRAME_CSIZE (ZSTD_COMPRESSBOUND(GMP_MAX_FRAME_BYTES) + 64)
 #define ARENA_BLOCK ((size_t)64 << 10)
@@ -1385,7 +1384,7 @@ const void *gmp_reader_peek(const gmp_reader *r, size_t ahead, unsigned *type)
         size_t k = r->rwin_pos + ahead - 1; /* rwin_pos is the next to return */
         if (!w || !ahead || k >= w->n)
             goto none;
-        s = &((const wslot *)w->slots)[k];
+        s = &((const wslot *)w->slots)[w->order[k]];
     } else {
         size_t k = r->rel_pos + ahead - 1; /* rel_pos is the next to return */
         if (!ahead || k >= r->rel_n)
@@ -1519,33 +1518,55 @@ static gmp_err package(gmp_reader *r)
     gmp_ra_window *w = gmp_ra_window_get(r->pkg_ra);
     if (!w)
         return fail(r, GMP_ERR_ARG, "reading stopped"); /* the reader is being closed */
-    if (w->slots_cap < n) {
-        size_t nc = w->slots_cap ? w->slots_cap : 4096;
-        while (nc < n)
-            nc *= 2;
-        free(w->slots); /* what it held was returned already */
-        w->slots = malloc(nc * sizeof(wslot));
-        w->slots_cap = w->slots ? nc : 0;
-        if (!w->slots) {
+    if (w->order_cap < n) {
+        uint32_t *no = realloc(w->order, n * sizeof *no);
+        if (!no) {
             gmp_ra_window_done(r->pkg_ra, w);
             return nomem(r);
         }
+        w->order = no;
+        w->order_cap = n;
     }
-    /* The released events are copied into the window in the order they are to be returned, here
-     * in the decoder's thread, so that the caller's thread reads them in sequence (no order array,
-     * no scattered slots to fetch ahead); their slots here are dead from now on (type 0, as
-     * returned ones: slot_room reclaims them). A NOTICE's message goes with its copy. */
-    wslot *src = r->slots, *dst = w->slots;
-    const wkey *k = r->keys + first;
-    for (size_t i = 0; i < n; i++) {
-        if (i + SLOT_AHEAD < n)
-            __builtin_prefetch(&src[k[i + SLOT_AHEAD].slot]);
-        wslot *s = &src[k[i].slot];
-        dst[i] = *s;
-        s->type = 0;
+    for (size_t i = 0; i < n; i++)
+        w->order[i] = (uint32_t)r->keys[first + i].slot;
+    /* the decoder goes on with the window's old array, made at least as large as the one given */
+    wslot *full = r->slots, *spare = w->slots;
+    size_t full_cap = r->slots_cap, spare_cap = w->slots_cap;
+    if (spare_cap < full_cap) {
+        free(spare);
+        w->slots = NULL;
+        w->slots_cap = 0;
+        spare = malloc(full_cap * sizeof *spare);
+        if (!spare) {
+            gmp_ra_window_done(r->pkg_ra, w);
+            return nomem(r);
+        }
+        spare_cap = full_cap;
     }
+    if (r->remap_cap < spare_cap) {
+        uint32_t *nm = realloc(r->remap, spare_cap * sizeof *nm);
+        if (!nm) {
+            w->slots = spare;
+            w->slots_cap = spare_cap;
+            gmp_ra_window_done(r->pkg_ra, w);
+            return nomem(r);
+        }
+        r->remap = nm;
+        r->remap_cap = spare_cap;
+    }
+    size_t kept = r->keys_n - r->rel_n;
+    for (size_t j = 0; j < kept; j++) {
+        wkey *k = &r->keys[r->rel_n + j];
+        spare[j] = full[k->slot]; /* a NOTICE's message goes with its slot */
+        k->slot = j;
+    }
+    r->slots = spare;
+    r->slots_cap = spare_cap;
+    r->slots_n = kept;
+    w->slots = full;
+    w->slots_cap = full_cap;
     w->n = n;
-    w->bytes = w->slots_cap * sizeof(wslot);
+    w->bytes = full_cap * sizeof *full + w->order_cap * sizeof *w->order;
     r->watermark = r->keys[r->rel_n - 1].time;
     r->stats.events += n;
     r->rel_pos = r->rel_n;
@@ -1559,8 +1580,8 @@ static void window_free_from(gmp_ra_window *w, size_t from)
 {
     const wslot *slots = w->slots;
     for (size_t i = from; i < w->n; i++)
-        if (slots[i].type == GMP_REC_NOTICE)
-            free((char *)slots[i].u.notice.message.ptr);
+        if (slots[w->order[i]].type == GMP_REC_NOTICE)
+            free((char *)slots[w->order[i]].u.notice.message.ptr);
     w->n = 0;
 }
 
@@ -1634,9 +1655,14 @@ __attribute__((noinline)) static gmp_err ra_next(gmp_reader *r, const gmp_rec **
         if (w) {
             size_t i = r->rwin_pos;
             if (i < w->n) {
-                const wslot *slots = w->slots; /* in order (package) */
+                const wslot *slots = w->slots;
+                if (i + SLOT_AHEAD < w->n) { /* as in next_inner */
+                    const char *ps = (const char *)&slots[w->order[i + SLOT_AHEAD]];
+                    __builtin_prefetch(ps);
+                    __builtin_prefetch(ps + sizeof(wslot) - 1);
+                }
                 r->rwin_pos = i + 1;
-                emit(r, &slots[i]);
+                emit(r, &slots[w->order[i]]);
                 *rec = &r->out;
                 return GMP_OK;
             }
@@ -1697,15 +1723,14 @@ gmp_err gmp_reader_next(gmp_reader *r, const gmp_rec **rec)
         /* the next event of the window being returned, as ra_next would (inline: every record) */
         gmp_ra_window *w = r->rwin;
         if (w && r->rwin_pos < w->n && !r->notice_out) {
-            /* the window's slots were written by the other thread: fetched ahead of the callers'
-             * look-ahead (gmp_reader_peek), whose loads would otherwise wait for them */
             const wslot *ws = w->slots;
-            if (r->rwin_pos + SLOT_AHEAD < w->n) {
-                const char *ps = (const char *)&ws[r->rwin_pos + SLOT_AHEAD];
+            size_t i = r->rwin_pos++;
+            if (i + SLOT_AHEAD < w->n) { /* as in next_inner */
+                const char *ps = (const char *)&ws[w->order[i + SLOT_AHEAD]];
                 __builtin_prefetch(ps);
                 __builtin_prefetch(ps + sizeof(wslot) - 1);
             }
-            emit(r, &ws[r->rwin_pos++]);
+            emit(r, &ws[w->order[i]]);
             *rec = &r->out;
             return GMP_OK;
         }
