@@ -214,6 +214,17 @@ typedef struct output {
     void *ctx;
 } output;
 
+/* The outputs' callbacks of the events met most, listed apart (those that are set, in the order
+ * of the outputs): no test of the member per output and event. */
+typedef struct mem_cb {
+    gmp_err (*fn)(void *ctx, gmp_replay *rp, const gmp_replay_mem *ev);
+    void *ctx;
+} mem_cb;
+typedef struct pool_cb {
+    gmp_err (*fn)(void *ctx, gmp_replay *rp, const gmp_rec *rec, const gmp_replay_device *dev);
+    void *ctx;
+} pool_cb;
+
 /* A hash computed ahead for the record numbered seq (see prefetch_live). */
 typedef struct pf_hint {
     uint64_t seq, h;
@@ -225,11 +236,16 @@ typedef struct pf_hint {
 #define PF_MIN 4096 /* live allocations or pools from which the replay looks ahead */
 _Static_assert(PF_META < PF_RING && PF_ENT < PF_META, "look-ahead distances");
 
+#define SITE_CACHE 256 /* site_get's cache: allocations alternate between a few sites */
+
 struct gmp_replay {
     gmp_reader *r;
     gmp_replay_opts o;
     output outs[MAX_OUTPUTS];
     size_t nouts;
+    mem_cb alloc_cbs[MAX_OUTPUTS], free_cbs[MAX_OUTPUTS];
+    pool_cb pool_cbs[MAX_OUTPUTS];
+    size_t nalloc_cbs, nfree_cbs, npool_cbs;
     int ran;
     char err[512];
 
@@ -242,6 +258,7 @@ struct gmp_replay {
     uint32_t *sitemap; /* site index + 1; 0 empty */
     size_t sitemap_cap;
     size_t last_site;
+    uint32_t site_cache[SITE_CACHE]; /* site index + 1 by its stack and range (site_get) */
 
     gmp_livetab live[NSPACE];
     uint64_t nlive;
@@ -375,6 +392,12 @@ gmp_err gmp_replay_add(gmp_replay *rp, const gmp_replay_ops *ops, void *ctx)
     rp->outs[rp->nouts].ops = ops;
     rp->outs[rp->nouts].ctx = ctx;
     rp->nouts++;
+    if (ops->alloc)
+        rp->alloc_cbs[rp->nalloc_cbs++] = (mem_cb){ops->alloc, ctx};
+    if (ops->free)
+        rp->free_cbs[rp->nfree_cbs++] = (mem_cb){ops->free, ctx};
+    if (ops->pool)
+        rp->pool_cbs[rp->npool_cbs++] = (pool_cb){ops->pool, ctx};
     return GMP_OK;
 }
 
@@ -467,14 +490,20 @@ static size_t site_get(gmp_replay *rp, dev_int *d, uint32_t kind, uint32_t api, 
     if (rp->last_site != SIZE_MAX &&
         site_match(&rp->sites[rp->last_site], dv, kind, api, range, stack))
         return rp->last_site;
+    /* a small cache by stack and range (what mostly tells sites apart) before the hashed map */
+    uint32_t *c = &rp->site_cache[(stack ^ range * 0x9e3779b9u) % SITE_CACHE];
+    if (*c && site_match(&rp->sites[*c - 1], dv, kind, api, range, stack))
+        return rp->last_site = *c - 1;
     if ((rp->nsites + 1) * 4 > rp->sitemap_cap * 3 && sitemap_grow(rp) < 0)
         return SIZE_MAX;
     size_t mask = rp->sitemap_cap - 1;
     size_t j = site_hash(dv, kind, api, range, stack) & mask;
     for (; rp->sitemap[j]; j = (j + 1) & mask) {
         size_t i = rp->sitemap[j] - 1;
-        if (site_match(&rp->sites[i], dv, kind, api, range, stack))
+        if (site_match(&rp->sites[i], dv, kind, api, range, stack)) {
+            *c = (uint32_t)i + 1;
             return rp->last_site = i;
+        }
     }
     if (rp->nsites >= UINT32_MAX - 1)
         return SIZE_MAX;
@@ -496,6 +525,7 @@ static size_t site_get(gmp_replay *rp, dev_int *d, uint32_t kind, uint32_t api, 
     s->epoch = d->epoch;
     s->dev = d;
     rp->sitemap[j] = (uint32_t)rp->nsites + 1;
+    *c = (uint32_t)rp->nsites + 1;
     return rp->last_site = rp->nsites++;
 }
 
@@ -685,6 +715,16 @@ static inline int freed_seen(const gmp_replay *rp, int space, uint64_t key)
         }                                                                                          \
     } while (0)
 
+/* The same over a list of mem_cb or pool_cb (alloc, free, pool). */
+#define DISPATCH_CBS(rp, list, n, ...)                                                             \
+    do {                                                                                           \
+        for (size_t i_ = 0; i_ < (rp)->n; i_++) {                                                  \
+            gmp_err e_ = (rp)->list[i_].fn((rp)->list[i_].ctx, (rp), __VA_ARGS__);                 \
+            if (e_ != GMP_OK)                                                                      \
+                return e_;                                                                         \
+        }                                                                                          \
+    } while (0)
+
 #define DISPATCH0(rp, member)                                                                      \
     do {                                                                                           \
         for (size_t i_ = 0; i_ < (rp)->nouts; i_++) {                                              \
@@ -717,7 +757,7 @@ static gmp_err on_alloc(gmp_replay *rp, const gmp_rec *rec)
         d->pub.failed_allocs++;
         rp->sum.failed_allocs++;
         ev.status = GMP_REPLAY_FAILED;
-        DISPATCH(rp, alloc, &ev);
+        DISPATCH_CBS(rp, alloc_cbs, nalloc_cbs, &ev);
         return GMP_OK;
     }
     unsigned kind = kind_slot(m->kind);
@@ -738,7 +778,7 @@ static gmp_err on_alloc(gmp_replay *rp, const gmp_rec *rec)
             fill_alloc(rp, sp, old, &a);
             ev.alloc = &a;
             ev.nalloc = 1;
-            DISPATCH(rp, alloc, &ev);
+            DISPATCH_CBS(rp, alloc_cbs, nalloc_cbs, &ev);
             return GMP_OK;
         }
         rp->sum.replaced_allocs++;
@@ -768,7 +808,7 @@ static gmp_err on_alloc(gmp_replay *rp, const gmp_rec *rec)
     fill_alloc(rp, sp, e, &a);
     ev.alloc = &a;
     ev.nalloc = 1;
-    DISPATCH(rp, alloc, &ev);
+    DISPATCH_CBS(rp, alloc_cbs, nalloc_cbs, &ev);
     if (peak)
         DISPATCH(rp, peak, &d->pub, rec->time_ns);
     return GMP_OK;
@@ -831,7 +871,7 @@ static gmp_err on_free(gmp_replay *rp, const gmp_rec *rec)
         rp->sum.failed_frees++;
         ev.status = GMP_REPLAY_FAILED;
         ev.dev = &d->pub;
-        DISPATCH(rp, free, &ev);
+        DISPATCH_CBS(rp, free_cbs, nfree_cbs, &ev);
         /* The agent records a free at the API's entry (before the memory is released, so that an
          * address reused by another thread is freed before it is allocated again) and, when the
          * call then fails, this second record with the same correlation id: the free did not
@@ -880,7 +920,7 @@ static gmp_err on_free(gmp_replay *rp, const gmp_rec *rec)
             ev.alloc = rp->scratch;
             ev.nalloc = (size_t)n;
             ev.dev = dv;
-            DISPATCH(rp, free, &ev);
+            DISPATCH_CBS(rp, free_cbs, nfree_cbs, &ev);
             return GMP_OK;
         }
     }
@@ -898,7 +938,7 @@ static gmp_err on_free(gmp_replay *rp, const gmp_rec *rec)
             ev.status = GMP_REPLAY_UNKNOWN_FREE;
         }
         ev.dev = &d->pub;
-        DISPATCH(rp, free, &ev);
+        DISPATCH_CBS(rp, free_cbs, nfree_cbs, &ev);
         return GMP_OK;
     }
     fill_alloc(rp, sp, e, &a);
@@ -913,7 +953,7 @@ static gmp_err on_free(gmp_replay *rp, const gmp_rec *rec)
     ev.alloc = &a;
     ev.nalloc = 1;
     ev.dev = &d->pub;
-    DISPATCH(rp, free, &ev);
+    DISPATCH_CBS(rp, free_cbs, nfree_cbs, &ev);
     return GMP_OK;
 }
 
@@ -970,7 +1010,7 @@ static gmp_err on_pool(gmp_replay *rp, const gmp_rec *rec)
     default: break;
     }
     update_reserved(d, rec->time_ns);
-    DISPATCH(rp, pool, rec, &d->pub);
+    DISPATCH_CBS(rp, pool_cbs, npool_cbs, rec, &d->pub);
     return GMP_OK;
 }
 
