@@ -75,7 +75,8 @@ typedef struct strack {
 
 /* An allocation site (index as the replay's). */
 typedef struct sstat {
-    uint64_t live; /* live bytes of device kinds */
+    uint64_t live;  /* live bytes of device kinds */
+    uint64_t epoch; /* the slots' epoch when tr last caught up with them (site_change) */
     uint64_t allocs, temp_count, temp_bytes, temp_life;
     strack tr[GMP_ANALYSIS_SLOTS];
 } sstat;
@@ -121,18 +122,16 @@ struct gmp_analysis {
     uint64_t td_val;
     uint64_t t_key; /* tstat_get's last key and its index + 1 (0: none) */
     size_t t_ix;
-    uint64_t p_key; /* on_pool's last pool handle and its index + 1 (0: none) */
-    size_t p_ix;
     int32_t first_dev;
     int has_dev;
     slot slots[GMP_ANALYSIS_SLOTS];
+    uint64_t slot_epoch; /* changes whenever a slot does (slot_exit): from 1 */
     uint32_t gen;
     devstate dev[MAX_DEVICES];
     gmp_analysis_oom ooms[MAX_OOMS];
     size_t nooms;
     int blocks_known; /* the trace is a PyTorch snapshot: pools are segments at their address */
-    gmp_omap pmap;    /* pool handle -> index + 1 */
-    pool *pools;
+    pool *pools;      /* by the replay's pool number (gmp_replay_pool_number) */
     size_t npools, cappools;
     int nomem;
     const gmp_analysis_resolver *res; /* during gmp_analysis_finish */
@@ -140,10 +139,26 @@ struct gmp_analysis {
 
 typedef struct gmp_analysis ana;
 
-static int temp_kind(uint32_t kind)
+/* gmp_mem_kind_is_device inline (bit k: kind k), for the callbacks of every event */
+#define KINDS_DEVICE                                                                               \
+    ((1u << GMP_MEM_DEVICE) | (1u << GMP_MEM_ASYNC_POOL) | (1u << GMP_MEM_VMM_PHYSICAL) |          \
+     (1u << GMP_MEM_ARRAY) | (1u << GMP_MEM_STATIC))
+static inline int kind_is_device(uint32_t kind)
 {
-    return gmp_mem_kind_is_device(kind) || kind == GMP_MEM_PINNED_HOST || kind == GMP_MEM_MANAGED;
+    return kind < 32 && ((KINDS_DEVICE >> kind) & 1u);
 }
+
+static inline int temp_kind(uint32_t kind)
+{
+    return kind < 32 &&
+           (((KINDS_DEVICE | 1u << GMP_MEM_PINNED_HOST | 1u << GMP_MEM_MANAGED) >> kind) & 1u);
+}
+
+/* The helpers below that run for every event are split: the usual case inline (always_inline:
+ * GCC left them out of line, and their calls, prologues and epilogues cost more than their work),
+ * the rest in a function of its own. */
+#define HOT static inline __attribute__((always_inline))
+#define COLD static __attribute__((noinline))
 
 static devstate *dev_of(ana *A, int32_t id)
 {
@@ -165,7 +180,7 @@ static void snap(gmp_analysis_point *p, const gmp_replay_device *d, uint64_t t)
     p->va_reserved = d->kind[GMP_MEM_VA_RESERVE].live_bytes;
 }
 
-static void dev_seen(ana *A, const gmp_replay_device *d, uint64_t t)
+HOT void dev_seen(ana *A, const gmp_replay_device *d, uint64_t t)
 {
     if (!d)
         return;
@@ -180,7 +195,7 @@ static void dev_seen(ana *A, const gmp_replay_device *d, uint64_t t)
     }
 }
 
-static sstat *site_get(ana *A, size_t i)
+COLD sstat *site_add(ana *A, size_t i)
 {
     while (A->ns <= i) {
         if (!agrow((void **)&A->s, &A->caps, A->ns, sizeof *A->s))
@@ -188,6 +203,11 @@ static sstat *site_get(ana *A, size_t i)
         memset(&A->s[A->ns++], 0, sizeof *A->s);
     }
     return &A->s[i];
+}
+
+HOT sstat *site_get(ana *A, size_t i)
+{
+    return i < A->ns ? &A->s[i] : site_add(A, i);
 }
 
 /* A site's value v has held since its last change, through the slot's latest exit: brings what
@@ -229,13 +249,18 @@ static void track_catch_up(strack *x, const slot *sl, uint64_t v)
     x->ei = sl->exits;
 }
 
-/* A site's live bytes are about to change: the tracked ranges save its value first. */
-static void site_change(ana *A, sstat *s, int64_t delta)
+/* A site's live bytes are about to change: the tracked ranges save its value first. Once a site
+ * has caught up with every slot, doing it again before a slot changes does nothing (each
+ * track_catch_up returns at once: same generation, same exit), so it is skipped until then. */
+HOT void site_change(ana *A, sstat *s, int64_t delta)
 {
-    for (int k = 0; k < GMP_ANALYSIS_SLOTS; k++) {
-        const slot *sl = &A->slots[k];
-        if (sl->used)
-            track_catch_up(&s->tr[k], sl, s->live);
+    if (s->epoch != A->slot_epoch) {
+        for (int k = 0; k < GMP_ANALYSIS_SLOTS; k++) {
+            const slot *sl = &A->slots[k];
+            if (sl->used)
+                track_catch_up(&s->tr[k], sl, s->live);
+        }
+        s->epoch = A->slot_epoch;
     }
     if (delta < 0 && (uint64_t)-delta > s->live)
         s->live = 0;
@@ -243,11 +268,8 @@ static void site_change(ana *A, sstat *s, int64_t delta)
         s->live = (uint64_t)((int64_t)s->live + delta);
 }
 
-static tstat *tstat_get(ana *A, uint32_t range, int32_t device)
+COLD tstat *tstat_find(ana *A, uint64_t key, uint32_t range, int32_t device)
 {
-    uint64_t key = (uint64_t)range | ((uint64_t)(uint32_t)(device + 1) << 32);
-    if (A->t_ix && A->t_key == key) /* consecutive allocations mostly share one */
-        return &A->t[A->t_ix - 1];
     int fresh;
     uint64_t *v = gmp_omap_put(&A->tmap, key, &fresh);
     if (!v)
@@ -264,6 +286,14 @@ static tstat *tstat_get(ana *A, uint32_t range, int32_t device)
     A->t_key = key;
     A->t_ix = (size_t)*v + 1;
     return &A->t[*v];
+}
+
+HOT tstat *tstat_get(ana *A, uint32_t range, int32_t device)
+{
+    uint64_t key = (uint64_t)range | ((uint64_t)(uint32_t)(device + 1) << 32);
+    if (A->t_ix && A->t_key == key) /* consecutive allocations mostly share one */
+        return &A->t[A->t_ix - 1];
+    return tstat_find(A, key, range, device);
 }
 
 static uint32_t range_depth(ana *A, uint32_t id)
@@ -363,6 +393,7 @@ static uint64_t slot_prio(const rinfo *r)
 static void slot_exit(ana *A, size_t ri)
 {
     rinfo *r = &A->r[ri];
+    A->slot_epoch++; /* a slot changes below, or none does: either way, sites catch up */
     if (r->slot != NO_SLOT) {
         slot *s = &A->slots[r->slot];
         s->exits++;
@@ -441,34 +472,15 @@ static gmp_err on_range(void *ctx, gmp_replay *rp, const gmp_replay_range *ev)
     return GMP_OK;
 }
 
-/* The pool map's slot of a POOL record a few events ahead (gmp_replay_pool_ahead), fetched now:
- * a PyTorch snapshot has a pool per segment (N=100 copies of the real train step: 101,000), and
- * on_pool's lookup missed the caches. The hash is gmp_map.c's (a different one would only make
- * the hint useless). */
-static inline void pool_hint(const ana *A, const gmp_replay *rp)
-{
-    uint64_t k;
-    if (!A->blocks_known || A->pmap.cap < 8192 || !gmp_replay_pool_ahead(rp, &k))
-        return;
-    k ^= k >> 33;
-    k *= 0xff51afd7ed558ccdULL;
-    k ^= k >> 33;
-    size_t i = (size_t)k & (A->pmap.cap - 1);
-    __builtin_prefetch(&A->pmap.used[i]);
-    __builtin_prefetch(&A->pmap.keys[i]);
-    __builtin_prefetch(&A->pmap.vals[i]);
-}
-
 static gmp_err on_alloc(void *ctx, gmp_replay *rp, const gmp_replay_mem *ev)
 {
     ana *A = ctx;
     uint64_t t = ev->rec->time_ns;
-    pool_hint(A, rp);
     dev_seen(A, ev->dev, t);
     const gmp_replay_alloc *a = ev->alloc;
     if ((ev->status != GMP_REPLAY_OK && ev->status != GMP_REPLAY_REPLACED) || !a)
         return GMP_OK;
-    if (gmp_mem_kind_is_device(a->kind)) {
+    if (kind_is_device(a->kind)) {
         if (!A->has_dev) {
             A->has_dev = 1;
             A->first_dev = a->device;
@@ -493,7 +505,7 @@ static gmp_err on_alloc(void *ctx, gmp_replay *rp, const gmp_replay_mem *ev)
     s->allocs++;
     x->allocs++;
     x->bytes += a->size;
-    if (ev->counted && gmp_mem_kind_is_device(a->kind))
+    if (ev->counted && kind_is_device(a->kind))
         site_change(A, s, (int64_t)a->size);
     return GMP_OK;
 }
@@ -502,7 +514,6 @@ static gmp_err on_free(void *ctx, gmp_replay *rp, const gmp_replay_mem *ev)
 {
     ana *A = ctx;
     uint64_t t = ev->rec->time_ns;
-    pool_hint(A, rp);
     dev_seen(A, ev->dev, t);
     if (ev->status != GMP_REPLAY_OK || !ev->alloc)
         return GMP_OK;
@@ -514,7 +525,7 @@ static gmp_err on_free(void *ctx, gmp_replay *rp, const gmp_replay_mem *ev)
         sstat *s = site_get(A, a->site);
         if (!s)
             return nomem(A);
-        if (ev->counted && gmp_mem_kind_is_device(a->kind))
+        if (ev->counted && kind_is_device(a->kind))
             site_change(A, s, -(int64_t)a->size);
         uint64_t life = t > a->time_ns ? t - a->time_ns : 0;
         if (implicit || life > A->opts.temp_ns)
@@ -545,29 +556,25 @@ static gmp_err on_begin(void *ctx, gmp_replay *rp)
 static gmp_err on_pool(void *ctx, gmp_replay *rp, const gmp_rec *rec, const gmp_replay_device *dev)
 {
     ana *A = ctx;
-    pool_hint(A, rp);
     dev_seen(A, dev, rec->time_ns);
     if (!A->blocks_known)
         return GMP_OK;
     const gmp_rec_pool *p = &rec->u.pool;
-    if (!A->p_ix || A->p_key != p->pool) { /* a pool's records mostly follow each other */
-        int fresh;
-        uint64_t *v = gmp_omap_put(&A->pmap, p->pool, &fresh);
-        if (!v)
+    /* the pool's entry by the replay's number for it (no lookup of our own; a number given back
+     * by a destroyed pool comes back fresh for a new one) */
+    int fresh;
+    size_t n = gmp_replay_pool_number(rp, &fresh);
+    while (A->npools <= n) {
+        if (!agrow((void **)&A->pools, &A->cappools, A->npools, sizeof *A->pools))
             return nomem(A);
-        if (fresh) {
-            if (!agrow((void **)&A->pools, &A->cappools, A->npools, sizeof *A->pools))
-                return nomem(A);
-            pool *x = &A->pools[A->npools];
-            memset(x, 0, sizeof *x);
-            x->handle = p->pool;
-            x->device = p->device;
-            *v = ++A->npools;
-        }
-        A->p_key = p->pool;
-        A->p_ix = (size_t)*v;
+        memset(&A->pools[A->npools++], 0, sizeof *A->pools);
     }
-    pool *x = &A->pools[A->p_ix - 1];
+    pool *x = &A->pools[n];
+    if (fresh) {
+        memset(x, 0, sizeof *x);
+        x->handle = p->pool;
+        x->device = p->device;
+    }
     if (p->op == GMP_POOL_CREATE) {
         x->alive = 1;
         x->size = 0;
@@ -777,6 +784,7 @@ gmp_err gmp_analysis_new(gmp_analysis **out, const gmp_analysis_opts *opts)
     ana *A = calloc(1, sizeof *A);
     if (!A)
         return GMP_ERR_NOMEM;
+    A->slot_epoch = 1; /* new sites (0) catch up first */
     if (opts)
         A->opts = *opts;
     if (!A->opts.temp_ns)
@@ -803,7 +811,6 @@ void gmp_analysis_free(gmp_analysis *A)
     gmp_omap_free(&A->gmap);
     gmp_omap_free(&A->tmap);
     gmp_omap_free(&A->thread_dev);
-    gmp_omap_free(&A->pmap);
     free(A->pools);
     free(A->r);
     free(A->g);

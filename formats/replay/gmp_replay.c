@@ -7,6 +7,7 @@
  * is kept per site with an epoch stamp: each device counts its new peaks (epoch); a site remembers
  * its live bytes as of the last peak the first time it changes after that peak, so the value at
  * the final peak is known at the end without any copy at peak time and without a log. */
+#include <inttypes.h>
 #include <sched.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -153,9 +154,16 @@ typedef struct dev_int {
 typedef struct pool_ent { /* 24 bytes: a snapshot has a pool per segment (N=100: 101,000) */
     uint64_t key;         /* pool handle */
     uint64_t reported;
-    int32_t dev; /* the device's id (dev_get) */
+    int32_t dev;    /* the device's id (dev_get) */
+    uint8_t num[3]; /* gmp_replay_pool_number, little-endian (POOL_NUMS at most) */
     uint8_t used;
 } pool_ent;
+#define POOL_NUMS ((uint32_t)1 << 24) /* pools alive at once (a 4 GiB table before that) */
+
+static inline uint32_t pool_num(const pool_ent *pe)
+{
+    return (uint32_t)pe->num[0] | (uint32_t)pe->num[1] << 8 | (uint32_t)pe->num[2] << 16;
+}
 
 typedef struct open_range {
     uint32_t range;
@@ -206,6 +214,17 @@ typedef struct output {
     void *ctx;
 } output;
 
+/* The outputs' callbacks of the events met most, listed apart (those that are set, in the order
+ * of the outputs): no test of the member per output and event. */
+typedef struct mem_cb {
+    gmp_err (*fn)(void *ctx, gmp_replay *rp, const gmp_replay_mem *ev);
+    void *ctx;
+} mem_cb;
+typedef struct pool_cb {
+    gmp_err (*fn)(void *ctx, gmp_replay *rp, const gmp_rec *rec, const gmp_replay_device *dev);
+    void *ctx;
+} pool_cb;
+
 /* A hash computed ahead for the record numbered seq (see prefetch_live). */
 typedef struct pf_hint {
     uint64_t seq, h;
@@ -217,11 +236,16 @@ typedef struct pf_hint {
 #define PF_MIN 4096 /* live allocations or pools from which the replay looks ahead */
 _Static_assert(PF_META < PF_RING && PF_ENT < PF_META, "look-ahead distances");
 
+#define SITE_CACHE 256 /* site_get's cache: allocations alternate between a few sites */
+
 struct gmp_replay {
     gmp_reader *r;
     gmp_replay_opts o;
     output outs[MAX_OUTPUTS];
     size_t nouts;
+    mem_cb alloc_cbs[MAX_OUTPUTS], free_cbs[MAX_OUTPUTS];
+    pool_cb pool_cbs[MAX_OUTPUTS];
+    size_t nalloc_cbs, nfree_cbs, npool_cbs;
     int ran;
     char err[512];
 
@@ -234,6 +258,7 @@ struct gmp_replay {
     uint32_t *sitemap; /* site index + 1; 0 empty */
     size_t sitemap_cap;
     size_t last_site;
+    uint32_t site_cache[SITE_CACHE]; /* site index + 1 by its stack and range (site_get) */
 
     gmp_livetab live[NSPACE];
     uint64_t nlive;
@@ -243,6 +268,11 @@ struct gmp_replay {
     omap pools, threads, handles;
     pool_ent *last_pool; /* the pool of the last POOL record (NULL after a removal): on_pool is
                             the only place that adds or removes pools */
+    uint32_t *pool_free; /* numbers of destroyed pools, for the next new ones */
+    size_t npool_free, cap_pool_free;
+    uint32_t pool_nums;    /* numbers given so far (the next new one when none is free) */
+    uint32_t cur_pool_num; /* gmp_replay_pool_number during a pool callback */
+    int cur_pool_fresh;
     freed_ent *freed;
     undo_ent undo[UNDO_RING];
     size_t undo_pos;
@@ -329,6 +359,7 @@ void gmp_replay_free(gmp_replay *rp)
     for (int i = 0; i < NSPACE; i++)
         gmp_livetab_free(&rp->live[i]);
     omap_free(&rp->pools);
+    free(rp->pool_free);
     for (size_t i = 0; i < rp->threads.cap; i++) {
         if (USED(&rp->threads, i))
             free(((thread_ent *)(void *)(rp->threads.ent + i * rp->threads.esz))->st);
@@ -361,15 +392,20 @@ gmp_err gmp_replay_add(gmp_replay *rp, const gmp_replay_ops *ops, void *ctx)
     rp->outs[rp->nouts].ops = ops;
     rp->outs[rp->nouts].ctx = ctx;
     rp->nouts++;
+    if (ops->alloc)
+        rp->alloc_cbs[rp->nalloc_cbs++] = (mem_cb){ops->alloc, ctx};
+    if (ops->free)
+        rp->free_cbs[rp->nfree_cbs++] = (mem_cb){ops->free, ctx};
+    if (ops->pool)
+        rp->pool_cbs[rp->npool_cbs++] = (pool_cb){ops->pool, ctx};
     return GMP_OK;
 }
 
 /* ---- devices ---- */
 
-static dev_int *dev_get(gmp_replay *rp, int32_t id)
+/* dev_get's other cases: out of line, dev_get itself is inlined (every event). */
+static __attribute__((noinline)) dev_int *dev_find(gmp_replay *rp, int32_t id)
 {
-    if (rp->last_dev && rp->last_dev->pub.id == id)
-        return rp->last_dev;
     size_t lo = 0, hi = rp->ndevs;
     while (lo < hi) {
         size_t mid = (lo + hi) / 2;
@@ -398,6 +434,13 @@ static dev_int *dev_get(gmp_replay *rp, int32_t id)
     rp->devs[lo] = d;
     rp->ndevs++;
     return rp->last_dev = d;
+}
+
+static inline __attribute__((always_inline)) dev_int *dev_get(gmp_replay *rp, int32_t id)
+{
+    if (rp->last_dev && rp->last_dev->pub.id == id)
+        return rp->last_dev;
+    return dev_find(rp, id);
 }
 
 /* ---- sites ---- */
@@ -447,14 +490,20 @@ static size_t site_get(gmp_replay *rp, dev_int *d, uint32_t kind, uint32_t api, 
     if (rp->last_site != SIZE_MAX &&
         site_match(&rp->sites[rp->last_site], dv, kind, api, range, stack))
         return rp->last_site;
+    /* a small cache by stack and range (what mostly tells sites apart) before the hashed map */
+    uint32_t *c = &rp->site_cache[(stack ^ range * 0x9e3779b9u) % SITE_CACHE];
+    if (*c && site_match(&rp->sites[*c - 1], dv, kind, api, range, stack))
+        return rp->last_site = *c - 1;
     if ((rp->nsites + 1) * 4 > rp->sitemap_cap * 3 && sitemap_grow(rp) < 0)
         return SIZE_MAX;
     size_t mask = rp->sitemap_cap - 1;
     size_t j = site_hash(dv, kind, api, range, stack) & mask;
     for (; rp->sitemap[j]; j = (j + 1) & mask) {
         size_t i = rp->sitemap[j] - 1;
-        if (site_match(&rp->sites[i], dv, kind, api, range, stack))
+        if (site_match(&rp->sites[i], dv, kind, api, range, stack)) {
+            *c = (uint32_t)i + 1;
             return rp->last_site = i;
+        }
     }
     if (rp->nsites >= UINT32_MAX - 1)
         return SIZE_MAX;
@@ -476,6 +525,7 @@ static size_t site_get(gmp_replay *rp, dev_int *d, uint32_t kind, uint32_t api, 
     s->epoch = d->epoch;
     s->dev = d;
     rp->sitemap[j] = (uint32_t)rp->nsites + 1;
+    *c = (uint32_t)rp->nsites + 1;
     return rp->last_site = rp->nsites++;
 }
 
@@ -665,6 +715,16 @@ static inline int freed_seen(const gmp_replay *rp, int space, uint64_t key)
         }                                                                                          \
     } while (0)
 
+/* The same over a list of mem_cb or pool_cb (alloc, free, pool). */
+#define DISPATCH_CBS(rp, list, n, ...)                                                             \
+    do {                                                                                           \
+        for (size_t i_ = 0; i_ < (rp)->n; i_++) {                                                  \
+            gmp_err e_ = (rp)->list[i_].fn((rp)->list[i_].ctx, (rp), __VA_ARGS__);                 \
+            if (e_ != GMP_OK)                                                                      \
+                return e_;                                                                         \
+        }                                                                                          \
+    } while (0)
+
 #define DISPATCH0(rp, member)                                                                      \
     do {                                                                                           \
         for (size_t i_ = 0; i_ < (rp)->nouts; i_++) {                                              \
@@ -697,7 +757,7 @@ static gmp_err on_alloc(gmp_replay *rp, const gmp_rec *rec)
         d->pub.failed_allocs++;
         rp->sum.failed_allocs++;
         ev.status = GMP_REPLAY_FAILED;
-        DISPATCH(rp, alloc, &ev);
+        DISPATCH_CBS(rp, alloc_cbs, nalloc_cbs, &ev);
         return GMP_OK;
     }
     unsigned kind = kind_slot(m->kind);
@@ -718,7 +778,7 @@ static gmp_err on_alloc(gmp_replay *rp, const gmp_rec *rec)
             fill_alloc(rp, sp, old, &a);
             ev.alloc = &a;
             ev.nalloc = 1;
-            DISPATCH(rp, alloc, &ev);
+            DISPATCH_CBS(rp, alloc_cbs, nalloc_cbs, &ev);
             return GMP_OK;
         }
         rp->sum.replaced_allocs++;
@@ -748,7 +808,7 @@ static gmp_err on_alloc(gmp_replay *rp, const gmp_rec *rec)
     fill_alloc(rp, sp, e, &a);
     ev.alloc = &a;
     ev.nalloc = 1;
-    DISPATCH(rp, alloc, &ev);
+    DISPATCH_CBS(rp, alloc_cbs, nalloc_cbs, &ev);
     if (peak)
         DISPATCH(rp, peak, &d->pub, rec->time_ns);
     return GMP_OK;
@@ -811,7 +871,7 @@ static gmp_err on_free(gmp_replay *rp, const gmp_rec *rec)
         rp->sum.failed_frees++;
         ev.status = GMP_REPLAY_FAILED;
         ev.dev = &d->pub;
-        DISPATCH(rp, free, &ev);
+        DISPATCH_CBS(rp, free_cbs, nfree_cbs, &ev);
         /* The agent records a free at the API's entry (before the memory is released, so that an
          * address reused by another thread is freed before it is allocated again) and, when the
          * call then fails, this second record with the same correlation id: the free did not
@@ -860,7 +920,7 @@ static gmp_err on_free(gmp_replay *rp, const gmp_rec *rec)
             ev.alloc = rp->scratch;
             ev.nalloc = (size_t)n;
             ev.dev = dv;
-            DISPATCH(rp, free, &ev);
+            DISPATCH_CBS(rp, free_cbs, nfree_cbs, &ev);
             return GMP_OK;
         }
     }
@@ -878,7 +938,7 @@ static gmp_err on_free(gmp_replay *rp, const gmp_rec *rec)
             ev.status = GMP_REPLAY_UNKNOWN_FREE;
         }
         ev.dev = &d->pub;
-        DISPATCH(rp, free, &ev);
+        DISPATCH_CBS(rp, free_cbs, nfree_cbs, &ev);
         return GMP_OK;
     }
     fill_alloc(rp, sp, e, &a);
@@ -893,7 +953,7 @@ static gmp_err on_free(gmp_replay *rp, const gmp_rec *rec)
     ev.alloc = &a;
     ev.nalloc = 1;
     ev.dev = &d->pub;
-    DISPATCH(rp, free, &ev);
+    DISPATCH_CBS(rp, free_cbs, nfree_cbs, &ev);
     return GMP_OK;
 }
 
@@ -911,16 +971,38 @@ static gmp_err on_pool(gmp_replay *rp, const gmp_rec *rec)
             return nomem(rp);
     }
     rp->last_pool = pe; /* valid until the next insertion or removal, made here only */
-    if (fresh)
+    rp->cur_pool_fresh = fresh;
+    if (fresh) {
         pe->dev = d->pub.id;
-    else if (pe->dev != d->pub.id && !(d = dev_get(rp, pe->dev)))
-        return nomem(rp); /* a pool belongs to the device it was first seen on */
+        uint32_t n;
+        if (rp->npool_free)
+            n = rp->pool_free[--rp->npool_free];
+        else if (rp->pool_nums < POOL_NUMS)
+            n = rp->pool_nums++;
+        else
+            return gmp_replay_fail(rp, GMP_ERR_LIMIT, "more than %" PRIu32 " pools at once",
+                                   POOL_NUMS);
+        pe->num[0] = (uint8_t)n;
+        pe->num[1] = (uint8_t)(n >> 8);
+        pe->num[2] = (uint8_t)(n >> 16);
+    } else if (pe->dev != d->pub.id && !(d = dev_get(rp, pe->dev)))
+        return nomem(rp);            /* a pool belongs to the device it was first seen on */
+    rp->cur_pool_num = pool_num(pe); /* (pe is gone after a DESTROY) */
     switch (p->op) {
     case GMP_POOL_RESERVED:
         d->pool_reported = d->pool_reported - pe->reported + p->value;
         pe->reported = p->value;
         break;
     case GMP_POOL_DESTROY:
+        if (rp->npool_free == rp->cap_pool_free) { /* its number goes back for a new pool */
+            size_t nc = rp->cap_pool_free ? rp->cap_pool_free * 2 : 64;
+            uint32_t *nf = realloc(rp->pool_free, nc * sizeof *nf);
+            if (!nf)
+                return nomem(rp);
+            rp->pool_free = nf;
+            rp->cap_pool_free = nc;
+        }
+        rp->pool_free[rp->npool_free++] = pool_num(pe);
         d->pool_reported -= pe->reported;
         omap_del(&rp->pools, pe);
         rp->last_pool = NULL;
@@ -928,7 +1010,7 @@ static gmp_err on_pool(gmp_replay *rp, const gmp_rec *rec)
     default: break;
     }
     update_reserved(d, rec->time_ns);
-    DISPATCH(rp, pool, rec, &d->pub);
+    DISPATCH_CBS(rp, pool_cbs, npool_cbs, rec, &d->pub);
     return GMP_OK;
 }
 
@@ -1466,6 +1548,13 @@ int gmp_replay_pool_ahead(const gmp_replay *rp, uint64_t *pool)
         return 0;
     *pool = rp->pool_ahead;
     return 1;
+}
+
+uint32_t gmp_replay_pool_number(const gmp_replay *rp, int *fresh)
+{
+    if (fresh)
+        *fresh = rp->cur_pool_fresh;
+    return rp->cur_pool_num;
 }
 
 gmp_reader *gmp_replay_reader(const gmp_replay *rp)

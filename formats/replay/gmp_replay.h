@@ -238,6 +238,14 @@ gmp_err gmp_replay_fail(gmp_replay *rp, gmp_err e, const char *fmt, ...)
  * fetch its entry ahead of use; 0 otherwise. A hint: it never changes what the callbacks get. */
 int gmp_replay_pool_ahead(const gmp_replay *rp, uint64_t *pool);
 
+/* For outputs that keep state per pool, during a pool callback: a number for the POOL record's
+ * pool, so that they keep it in an array rather than a map of their own (the replay has looked the
+ * pool up already). Numbers are dense: below the most pools alive at once. A pool keeps its number
+ * until a GMP_POOL_DESTROY record removes it (that record's callback still gets it); a new pool may
+ * then get the number again. *fresh (when not NULL): 1 for the first record of a pool under its
+ * number (the output's entry for it is stale then), else 0. */
+uint32_t gmp_replay_pool_number(const gmp_replay *rp, int *fresh);
+
 /* The reader, for definitions (strings, range paths, stacks, modules, header). */
 gmp_reader *gmp_replay_reader(const gmp_replay *rp);
 const gmp_replay_summary *gmp_replay_get_summary(const gmp_replay *rp);

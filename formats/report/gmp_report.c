@@ -159,18 +159,43 @@ struct gmp_report_live {
 
 typedef struct gmp_report_live live;
 
-static devslot *slot_of(live *L, int32_t id)
+/* gmp_mem_kind_is_device and gmp_report_kind_holds_memory inline, for the callbacks of every
+ * event (calls into another file otherwise): bit k of each mask is kind k's answer. */
+#define KINDS_DEVICE                                                                               \
+    ((1u << GMP_MEM_DEVICE) | (1u << GMP_MEM_ASYNC_POOL) | (1u << GMP_MEM_VMM_PHYSICAL) |          \
+     (1u << GMP_MEM_ARRAY) | (1u << GMP_MEM_STATIC))
+#define KINDS_NO_MEMORY                                                                            \
+    ((1u << GMP_MEM_VMM_MAPPING) | (1u << GMP_MEM_NVTX_REGION) | (1u << GMP_MEM_VA_RESERVE))
+static inline int kind_is_device(uint32_t kind)
+{
+    return kind < 32 && ((KINDS_DEVICE >> kind) & 1u);
+}
+static inline int kind_holds_memory(uint32_t kind)
+{
+    return kind >= 32 || !((KINDS_NO_MEMORY >> kind) & 1u);
+}
+
+/* The helpers below that run for every event are split: the usual case inline (always_inline:
+ * GCC left them out of line, and their calls, prologues and epilogues cost more than their work),
+ * the rest in a function of its own. */
+#define HOT static inline __attribute__((always_inline))
+#define COLD static __attribute__((noinline))
+
+COLD devslot *slot_first(live *L, devslot *s)
+{
+    s->b = calloc(GMP_REPORT_BUCKETS, sizeof *s->b);
+    if (!s->b)
+        return NULL;
+    s->used = 1;
+    return s;
+}
+
+HOT devslot *slot_of(live *L, int32_t id)
 {
     if (id < -1 || id >= GMP_REPORT_MAX_DEVICES - 1)
         return NULL;
     devslot *s = &L->dev[id + 1];
-    if (!s->used) {
-        s->b = calloc(GMP_REPORT_BUCKETS, sizeof *s->b);
-        if (!s->b)
-            return NULL;
-        s->used = 1;
-    }
-    return s;
+    return s->used ? s : slot_first(L, s);
 }
 
 /* ---- timeline axis ---- */
@@ -241,11 +266,9 @@ static void axis_double(live *L)
     L->fast_lo = L->fast_hi = 0; /* axis_index's bucket moved */
 }
 
-/* The bucket of time t, widening the buckets until t fits. */
-static size_t axis_index(live *L, uint64_t t)
+/* axis_index's other cases. */
+COLD size_t axis_index_slow(live *L, uint64_t t)
 {
-    if (t >= L->fast_lo && t < L->fast_hi) /* the bucket of the last event, mostly */
-        return L->fast_i;
     if (!L->axis_started) {
         L->axis_started = 1;
         L->t0 = t;
@@ -262,6 +285,14 @@ static size_t axis_index(live *L, uint64_t t)
     L->fast_lo = L->t0 + i * L->w;
     L->fast_hi = L->fast_lo + L->w < L->fast_lo ? UINT64_MAX : L->fast_lo + L->w;
     return i;
+}
+
+/* The bucket of time t, widening the buckets until t fits. */
+HOT size_t axis_index(live *L, uint64_t t)
+{
+    if (t >= L->fast_lo && t < L->fast_hi) /* the bucket of the last event, mostly */
+        return L->fast_i;
+    return axis_index_slow(L, t);
 }
 
 /* ---- devices ---- */
@@ -331,6 +362,7 @@ static void dev_update(live *L, const gmp_replay_device *dev, uint64_t t)
     }
     b->alast = s->allocated;
     b->rlast = s->reserved;
+#pragma GCC unroll 8
     for (unsigned c = 0; c < GMP_CAT_COUNT; c++) {
         /* word by word: cat_update has just stored one of them, and a wider load of it (memcpy)
          * waits until that store has left for the cache (no store forwarding) */
@@ -358,20 +390,26 @@ static gmp_category pass_category(live *L, uint32_t stack, uint32_t range)
     return c;
 }
 
-static void cat_update(live *L, const gmp_replay_alloc *a, int add)
+/* The category of a site seen for the first time (then kept per site). */
+COLD gmp_category site_category_first(live *L, const gmp_replay_alloc *a)
+{
+    gmp_category c = pass_category(L, a->stack, a->range);
+    (void)gmp_array_cover((void **)&L->sitecat, &L->capsitecat, a->site, 1); /* per site */
+    if (a->site < L->capsitecat)
+        L->sitecat[a->site] = (uint8_t)(c + 1);
+    return c;
+}
+
+HOT void cat_update(live *L, const gmp_replay_alloc *a, int add)
 {
     devslot *s = slot_of(L, a->device);
     if (!s)
         return;
     gmp_category c;
-    if (a->site < L->capsitecat && L->sitecat[a->site]) {
+    if (a->site < L->capsitecat && L->sitecat[a->site])
         c = (gmp_category)(L->sitecat[a->site] - 1);
-    } else {
-        c = pass_category(L, a->stack, a->range);
-        (void)gmp_array_cover((void **)&L->sitecat, &L->capsitecat, a->site, 1); /* per site */
-        if (a->site < L->capsitecat)
-            L->sitecat[a->site] = (uint8_t)(c + 1);
-    }
+    else
+        c = site_category_first(L, a);
     if (add)
         s->cat[c] += a->size;
     else
@@ -380,10 +418,8 @@ static void cat_update(live *L, const gmp_replay_alloc *a, int add)
 
 /* ---- ranges ---- */
 
-static rthread *thread_get(live *L, uint32_t tid)
+COLD rthread *thread_get_slow(live *L, uint32_t tid)
 {
-    if (L->last_th && L->th[L->last_th - 1].tid == tid) /* the same thread, mostly */
-        return &L->th[L->last_th - 1];
     int fresh;
     uint64_t *v = gmp_omap_put(&L->threads, tid, &fresh);
     if (!v)
@@ -399,6 +435,13 @@ static rthread *thread_get(live *L, uint32_t tid)
     }
     L->last_th = (size_t)*v;
     return &L->th[*v - 1];
+}
+
+HOT rthread *thread_get(live *L, uint32_t tid)
+{
+    if (L->last_th && L->th[L->last_th - 1].tid == tid) /* the same thread, mostly */
+        return &L->th[L->last_th - 1];
+    return thread_get_slow(L, tid);
 }
 
 static rstat *stat_get(live *L, uint32_t range, int thread_bound)
@@ -724,7 +767,7 @@ static gmp_err on_alloc(void *ctx, gmp_replay *rp, const gmp_replay_mem *ev)
         dev_update(L, ev->dev, t);
         return GMP_OK;
     }
-    if (gmp_report_kind_holds_memory(a->kind)) {
+    if (kind_holds_memory(a->kind)) {
         devslot *s = slot_of(L, a->device);
         if (s) {
             int b = hist_bucket(a->size);
@@ -733,7 +776,7 @@ static gmp_err on_alloc(void *ctx, gmp_replay *rp, const gmp_replay_mem *ev)
         }
         largest_add(L, a);
     }
-    if (gmp_mem_kind_is_device(a->kind)) {
+    if (kind_is_device(a->kind)) {
         rthread *th = thread_get(L, ev->rec->tid);
         if (!th)
             return gmp_replay_fail(rp, GMP_ERR_NOMEM, "report: out of memory");
@@ -774,16 +817,16 @@ static gmp_err on_free(void *ctx, gmp_replay *rp, const gmp_replay_mem *ev)
     axis_index(L, t);
     if (ev->status == GMP_REPLAY_OK && ev->alloc && ev->counted)
         for (size_t k = 0; k < ev->nalloc; k++)
-            if (gmp_mem_kind_is_device(ev->alloc[k].kind))
+            if (kind_is_device(ev->alloc[k].kind))
                 cat_update(L, &ev->alloc[k], 0);
     dev_update(L, ev->dev, t);
     if (ev->status != GMP_REPLAY_OK || !ev->alloc)
         return GMP_OK;
     for (size_t k = 0; k < ev->nalloc; k++) {
         const gmp_replay_alloc *a = &ev->alloc[k];
-        if (gmp_report_kind_holds_memory(a->kind))
+        if (kind_holds_memory(a->kind))
             largest_free(L, a, t);
-        if (!gmp_mem_kind_is_device(a->kind))
+        if (!kind_is_device(a->kind))
             continue;
         rthread *th = thread_get(L, ev->rec->tid);
         if (!th)

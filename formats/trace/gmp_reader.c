@@ -1719,8 +1719,23 @@ gmp_err gmp_reader_next(gmp_reader *r, const gmp_rec **rec)
         return GMP_ERR_ARG;
     if (r->ra_batch && !r->ra)
         ra_begin(r);
-    if (r->ra)
+    if (r->ra) {
+        /* the next event of the window being returned, as ra_next would (inline: every record) */
+        gmp_ra_window *w = r->rwin;
+        if (w && r->rwin_pos < w->n && !r->notice_out) {
+            const wslot *ws = w->slots;
+            size_t i = r->rwin_pos++;
+            if (i + SLOT_AHEAD < w->n) { /* as in next_inner */
+                const char *ps = (const char *)&ws[w->order[i + SLOT_AHEAD]];
+                __builtin_prefetch(ps);
+                __builtin_prefetch(ps + sizeof(wslot) - 1);
+            }
+            emit(r, &ws[w->order[i]]);
+            *rec = &r->out;
+            return GMP_OK;
+        }
         return ra_next(r, rec);
+    }
     gmp_err e = next_inner(r, rec);
     if (e < 0 && !r->draining && !r->file_order && r->keys_n) {
         /* bad input: first return the events the window holds (all read before the error) */

@@ -575,6 +575,87 @@ static void test_pool_ahead(void **state)
     unlink(b.path);
 }
 
+/* gmp_replay_pool_number: one number per live pool, the same for each of its records, fresh at
+ * its first; a destroyed pool's number goes to the next new pool; numbers stay below the most
+ * pools alive at once however many pools come and go. */
+typedef struct num_seen {
+    size_t n;
+    uint64_t pool[64];
+    uint32_t num[64];
+    int fresh[64];
+    uint32_t max_num;
+} num_seen;
+
+static gmp_err num_pool(void *ctx, gmp_replay *rp, const gmp_rec *rec, const gmp_replay_device *d)
+{
+    num_seen *a = ctx;
+    int fresh = -1;
+    uint32_t k = gmp_replay_pool_number(rp, &fresh);
+    assert_true(fresh == 0 || fresh == 1);
+    assert_int_equal(gmp_replay_pool_number(rp, NULL), k);
+    if (k > a->max_num)
+        a->max_num = k;
+    if (a->n < 64) {
+        a->pool[a->n] = rec->u.pool.pool;
+        a->num[a->n] = k;
+        a->fresh[a->n] = fresh;
+    }
+    a->n++;
+    return GMP_OK;
+}
+
+static void test_pool_number(void **state)
+{
+    tb b;
+    tb_open(&b, NULL);
+    const uint64_t P1 = 0x1000, P2 = 0x2000, P3 = 0x3000;
+    tb_pool(&b, 0, 1, 0, GMP_POOL_CREATE, P1, 0);     /* 0: P1 new */
+    tb_pool(&b, 0, 2, 0, GMP_POOL_RESERVED, P1, 64);  /* 1: P1 again */
+    tb_pool(&b, 0, 3, 0, GMP_POOL_RESERVED, P2, 128); /* 2: P2 new */
+    tb_pool(&b, 0, 4, 0, GMP_POOL_DESTROY, P1, 0);    /* 3: P1 gone, still its number */
+    tb_pool(&b, 0, 5, 0, GMP_POOL_CREATE, P3, 0);     /* 4: P3 takes P1's number */
+    tb_pool(&b, 0, 6, 0, GMP_POOL_RESERVED, P2, 256); /* 5: P2 as before */
+    tb_pool(&b, 0, 7, 0, GMP_POOL_RESERVED, P1, 32);  /* 6: P1 back: a new number */
+    for (uint64_t round = 0; round < 3; round++) {    /* 7..: 1,000 pools come and go */
+        for (uint64_t i = 0; i < 1000; i++)
+            tb_pool(&b, 0, 10 + round * 4000 + i, 0, GMP_POOL_RESERVED, 0x100000 + i, 64);
+        for (uint64_t i = 0; i < 1000; i++)
+            tb_pool(&b, 0, 2000 + round * 4000 + i, 0, GMP_POOL_DESTROY, 0x100000 + i, 0);
+    }
+    tb_close(&b);
+    static const gmp_replay_ops ops = {.pool = num_pool};
+    static num_seen a;
+    memset(&a, 0, sizeof a);
+    gmp_reader *r;
+    gmp_replay *rp;
+    assert_int_equal(gmp_reader_open(&r, b.path, NULL), GMP_OK);
+    assert_int_equal(gmp_replay_new(&rp, r, NULL), GMP_OK);
+    assert_int_equal(gmp_replay_add(rp, &ops, &a), GMP_OK);
+    assert_int_equal(gmp_replay_run(rp), GMP_OK);
+    assert_int_equal(a.n, 7 + 3 * 2000);
+    assert_int_equal(a.fresh[0], 1);
+    assert_int_equal(a.fresh[1], 0);
+    assert_int_equal(a.num[1], a.num[0]);
+    assert_int_equal(a.fresh[2], 1);
+    assert_int_not_equal(a.num[2], a.num[0]);
+    assert_int_equal(a.fresh[3], 0);
+    assert_int_equal(a.num[3], a.num[0]);
+    assert_int_equal(a.fresh[4], 1);
+    assert_int_equal(a.num[4], a.num[0]); /* P1's number, given back */
+    assert_int_equal(a.fresh[5], 0);
+    assert_int_equal(a.num[5], a.num[2]);
+    assert_int_equal(a.fresh[6], 1);
+    assert_int_not_equal(a.num[6], a.num[4]);
+    assert_int_not_equal(a.num[6], a.num[5]);
+    assert_true(a.max_num < 3 + 1000); /* P2, P3, P1 and 1,000 at once at most */
+    const gmp_replay_device *d0 = gmp_replay_device_find(rp, 0);
+    assert_non_null(d0);
+    assert_int_equal(d0->pool_reserved, 256 + 32);
+    gmp_replay_free(rp);
+    gmp_reader_close(r);
+    unlink(b.path);
+}
+
 /* A free is recorded at the API's entry; when the call fails, a second FREE flagged failed with
  * the same correlation id follows: the replay undoes the first. */
 static void test_failed_free_undone(void **state)
@@ -1011,6 +1092,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_callback_error),
         cmocka_unit_test(test_many),
         cmocka_unit_test(test_pool_ahead),
+        cmocka_unit_test(test_pool_number),
     };
     if (argc > 1)
         cmocka_set_test_filter(argv[1]);
