@@ -690,6 +690,32 @@ static int memo_prepare(gmp_pkstream *P)
     return 0;
 }
 
+/* One pass, sparse or not: the words of mw and defined (64 indices each) that index key needs,
+ * doubling from 1024. */
+static size_t words_for(const gmp_pkstream *P, uint64_t key)
+{
+    size_t nw = P->nwords ? P->nwords : 1024;
+    while ((uint64_t)nw * 64 <= key)
+        nw *= 2;
+    return nw;
+}
+
+/* mw and defined grown to nw words (charged; the new words are the caller's to set). */
+static int words_grow(gmp_pkstream *P, size_t nw)
+{
+    if (charge(P, (nw - P->nwords) * (sizeof(mword) + sizeof(uint64_t))) < 0)
+        return -1;
+    mword *mw = realloc(P->mw, nw * sizeof *mw);
+    if (mw)
+        P->mw = mw;
+    uint64_t *def = realloc(P->defined, nw * sizeof *def);
+    if (def)
+        P->defined = def;
+    if (!mw || !def)
+        return fail(P, GMP_ERR_NOMEM, "out of memory");
+    return 0;
+}
+
 /* One pass (gmp_pkstream_one_pass): no counts; the memo has a slot for every index below
  * nwords * 64 (all bits set: the rank of index k is k), each kept for ever (KEEP) once defined,
  * except a value the consumer was handed as a streamed item, which is dropped after its callback
@@ -698,26 +724,16 @@ static int memo_prepare(gmp_pkstream *P)
  * indices defined so far justify (else the run fails the same way). */
 static int memo_one_grow(gmp_pkstream *P, uint64_t key)
 {
-    size_t nw = P->nwords ? P->nwords : 1024;
-    while ((uint64_t)nw * 64 <= key)
-        nw *= 2;
+    size_t nw = words_for(P, key);
     if (key > 4 * (uint64_t)P->ndefined + 65536)
         return fail(P, GMP_ERR_LIMIT, "memo index %llu far past those defined (one pass)",
                     (unsigned long long)key);
-    size_t add = (nw - P->nwords) * (sizeof(mword) + sizeof(uint64_t) + 64 * sizeof(mslot));
-    if (charge(P, add) < 0)
+    if (charge(P, (nw - P->nwords) * 64 * sizeof(mslot)) < 0 || words_grow(P, nw) < 0)
         return -1;
-    mword *mw = realloc(P->mw, nw * sizeof *mw);
-    if (mw)
-        P->mw = mw;
-    uint64_t *def = realloc(P->defined, nw * sizeof *def);
-    if (def)
-        P->defined = def;
     mslot *sl = realloc(P->slots, nw * 64 * sizeof *sl);
-    if (sl)
-        P->slots = sl;
-    if (!mw || !def || !sl)
+    if (!sl)
         return fail(P, GMP_ERR_NOMEM, "out of memory");
+    P->slots = sl;
     for (size_t w = P->nwords; w < nw; w++) {
         P->mw[w].bits = ~(uint64_t)0;
         P->mw[w].rank = (uint64_t)w * 64;
@@ -740,24 +756,13 @@ static int memo_one_grow(gmp_pkstream *P, uint64_t key)
  * before each word, so slot_of works unchanged. Grows mw and defined for index key. */
 static int sparse_grow(gmp_pkstream *P, uint64_t key)
 {
-    size_t nw = P->nwords ? P->nwords : 1024;
-    while ((uint64_t)nw * 64 <= key)
-        nw *= 2;
+    size_t nw = words_for(P, key);
     if (nw == P->nwords)
         return 0;
-    size_t add = (nw - P->nwords) * (sizeof(mword) + sizeof(uint64_t));
-    if (charge(P, add) < 0)
+    if (words_grow(P, nw) < 0)
         return -1;
-    mword *mw = realloc(P->mw, nw * sizeof *mw);
-    if (mw)
-        P->mw = mw;
-    uint64_t *def = realloc(P->defined, nw * sizeof *def);
-    if (def)
-        P->defined = def;
-    if (!mw || !def)
-        return fail(P, GMP_ERR_NOMEM, "out of memory");
-    memset(P->mw + P->nwords, 0, (nw - P->nwords) * sizeof *mw);
-    memset(P->defined + P->nwords, 0, (nw - P->nwords) * sizeof *def);
+    memset(P->mw + P->nwords, 0, (nw - P->nwords) * sizeof *P->mw);
+    memset(P->defined + P->nwords, 0, (nw - P->nwords) * sizeof *P->defined);
     P->nwords = nw;
     return 0;
 }

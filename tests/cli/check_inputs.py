@@ -180,6 +180,18 @@ def case_nsys():
     print("ok nsys: %d events" % info["events"])
 
 
+def gen_big(n, name):
+    """WORK/name: the real train-step snapshot's trace repeated n times (tests/bench/
+    gen_big_snapshot.py)."""
+    src = os.path.join(DATA, "torch-snapshots", "transformer-train-step-adamw.pickle")
+    out = os.path.join(WORK, name)
+    gen = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "bench",
+                       "gen_big_snapshot.py")
+    subprocess.run([sys.executable, gen, src, out, "-n", str(n)], check=True,
+                   stdout=subprocess.DEVNULL)
+    return out
+
+
 def one_line_error(args, name, what):
     p = run(args, expect=None)
     err = p.stderr.decode(errors="replace")
@@ -241,12 +253,7 @@ def case_bad():
         exe = f.read()
     sanitized = b"__asan_init" in exe or b"__tsan_init" in exe
     if not sanitized:
-        src = os.path.join(DATA, "torch-snapshots", "transformer-train-step-adamw.pickle")
-        big = os.path.join(WORK, "big.pickle")
-        gen = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "bench",
-                           "gen_big_snapshot.py")
-        subprocess.run([sys.executable, gen, src, big, "-n", "40"], check=True,
-                       stdout=subprocess.DEVNULL)
+        big = gen_big(40, "big.pickle")
         for lim, ok in ((os.path.getsize(big) * 2 // 3, True), (4 << 20, False)):
             p = subprocess.run([GMP, "report", big], stdout=subprocess.PIPE,
                                stderr=subprocess.PIPE,
@@ -325,11 +332,7 @@ def case_stream():
     pipe (GMP_CLI_INPUT_STREAM): the same reports as from the imported trace, and the process
     holds a pipe, never a temporary trace, while it does; with several inputs, temporary traces."""
     src = os.path.join(DATA, "torch-snapshots", "transformer-train-step-adamw.pickle")
-    big = os.path.join(WORK, "big7.pickle")
-    gen = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "bench",
-                       "gen_big_snapshot.py")
-    subprocess.run([sys.executable, gen, src, big, "-n", "7"], check=True,
-                   stdout=subprocess.DEVNULL)
+    big = gen_big(7, "big7.pickle")
     check(os.path.getsize(big) >= 8 << 20, "the generated snapshot is under 8 MiB")
     trace = os.path.join(WORK, "big7.zst")
     run(["import", "-q", "-f", big, "-o", trace])
