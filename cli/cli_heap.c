@@ -38,6 +38,13 @@
 #define MMAP_MIN ((size_t)32 << 20) /* glibc's largest mmap threshold (64-bit) */
 #define HUGE ((uintptr_t)2 << 20)
 
+int gmp_cli_memory_limited(void)
+{
+    struct rlimit rl;
+    return (getrlimit(RLIMIT_DATA, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY) ||
+           (getrlimit(RLIMIT_AS, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY);
+}
+
 void gmp_cli_heap_setup(void)
 {
 #if defined(__GLIBC__) && defined(MADV_HUGEPAGE) && defined(M_MMAP_THRESHOLD) &&                   \
@@ -48,9 +55,7 @@ void gmp_cli_heap_setup(void)
      * touched or not, and so does heap kept by the trim threshold), nothing is changed: the
      * memory a command may use is what the limit says (cli_inputs_bad reads a 53 MB snapshot
      * under an RLIMIT_DATA of 2/3 of it). */
-    struct rlimit rl;
-    if ((getrlimit(RLIMIT_DATA, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY) ||
-        (getrlimit(RLIMIT_AS, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY))
+    if (gmp_cli_memory_limited())
         return;
     if (!mallopt(M_MMAP_THRESHOLD, (int)MMAP_MIN) || !mallopt(M_TRIM_THRESHOLD, (int)RESERVE * 2))
         return;

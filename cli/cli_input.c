@@ -11,10 +11,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "cli_heap.h"
 #include "gmp_import_nsys.h"
 #include "gmp_import_torch.h"
 #include "gmp_merge_torch.h"
@@ -311,9 +311,7 @@ static gmp_err open_streamed(gmp_cli_input *in, const char *path, char *msg, siz
      * importer's tables while the reader's grow), the trace is written whole, then read: the
      * least memory at once (cli_inputs_bad reads a 53 MB snapshot under an RLIMIT_DATA of 2/3 of
      * it). The caller then takes the usual way. */
-    struct rlimit rl;
-    if ((getrlimit(RLIMIT_DATA, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY) ||
-        (getrlimit(RLIMIT_AS, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY))
+    if (gmp_cli_memory_limited())
         return GMP_ERR_UNSUPPORTED;
     if (pipe2(pp, O_CLOEXEC) != 0) {
         snprintf(msg, msglen, "cannot make a pipe to import it into: %s", strerror(errno));

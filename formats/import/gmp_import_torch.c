@@ -1732,7 +1732,8 @@ static gmp_err import_read(imp *I, int fd, const void *data, size_t n, char *msg
      * reader's (the one-pass run also fails on what only two passes accept). */
     /* A larger one is read in one sparse pass (gmp_pkstream_one_pass_sparse): no first pass
      * either, keeping of the memoized values only the strings and the frames lists and their
-     * frames (what a snapshot fetches again), within SPARSE_BUDGET; a snapshot that fetches
+     * frames (what a snapshot fetches again), within SPARSE_BUDGET_MIN or a sixteenth of the
+     * file, whichever is more; a snapshot that fetches
      * anything else fails that run, and is read again in two passes, as above. */
     int one = size <= ONE_PASS_MAX ? 1 : 2;
     gmp_err e;

@@ -29,7 +29,7 @@ enum { R_NONE = 0, R_ROOT, R_SEGS, R_TRACES, R_DEV };
 #define F_ATTACHED 1u /* a role object stored where it was predicted */
 #define F_SEGS_SET 2u /* root: list_key set */
 #define F_TRACES_SET 4u
-#define F_KEEP 16u /* sparse one pass: a container the memo keeps (see guess_keep) */
+#define F_KEEP 16u /* sparse one pass: a container the memo keeps (set by predict) */
 /* GMP_PKOBJ_HUSKED (8): the items were released (gmp_pkstream_husk) */
 
 typedef struct freelist {

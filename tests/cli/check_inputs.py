@@ -402,6 +402,14 @@ def case_stream():
     a = run(["report", apart, "-f", "json"]).stdout.replace(apart.encode(), b"X")
     b = run(["report", shared, "-f", "json"]).stdout.replace(shared.encode(), b"X")
     check(a == b, "a snapshot fetching its shared tuples reports otherwise")
+    # and both, as the sparse pass and its retry read them, against the independent replay of
+    # tests/torch/torch_replay.py (CPython's unpickler, its own arithmetic)
+    replay = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "torch",
+                          "torch_replay.py")
+    for snap in (big, shared):
+        p = subprocess.run([sys.executable, replay, "--check", GMP, snap, WORK],
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        check(p.returncode == 0, "torch_replay --check %s:\n%s" % (snap, p.stdout.decode()))
     print("ok %d segments sharing %d segment_pool_id tuples: the same report" % (n, len(one)))
 
 

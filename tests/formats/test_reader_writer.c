@@ -34,10 +34,9 @@ static int tmpfile_fd(char *path)
     return fd;
 }
 
-static void test_every_record_through_writer(void **state)
+/* A writer without its thread (records written by the caller) into a new file at path. */
+static gmp_writer *open_unthreaded(char *path)
 {
-    (void)state;
-    char path[64];
     int fd = tmpfile_fd(path);
     gmp_writer_opts o;
     gmp_writer_opts_default(&o);
@@ -45,6 +44,15 @@ static void test_every_record_through_writer(void **state)
     gmp_rec h = tb_header();
     gmp_writer *w;
     assert_int_equal(gmp_writer_open(&w, fd, &o, &h.u.header), GMP_OK);
+    return w;
+}
+
+static void test_every_record_through_writer(void **state)
+{
+    (void)state;
+    char path[64];
+    gmp_writer *w = open_unthreaded(path);
+    gmp_rec h = tb_header(); /* what open_unthreaded wrote */
     uint32_t api = gmp_writer_string(w, "cudaMalloc", 10);
     uint32_t s_train = gmp_writer_string(w, "train", 5);
     uint32_t s_fwd = gmp_writer_string(w, "forward", 7);
@@ -358,47 +366,17 @@ static void test_compress_helpers_write_failure(void **state)
 
 static uint8_t *read_whole(const char *path, size_t *n)
 {
-    FILE *f = fopen(path, "rb");
-    assert_non_null(f);
-    assert_int_equal(fseek(f, 0, SEEK_END), 0);
-    long len = ftell(f);
-    assert_true(len >= 0);
-    rewind(f);
-    uint8_t *p = malloc((size_t)len + 1);
+    uint8_t *p = tb_read_file(path, n);
     assert_non_null(p);
-    assert_int_equal(fread(p, 1, (size_t)len, f), (size_t)len);
-    fclose(f);
-    *n = (size_t)len;
     return p;
 }
 
-/* The content of every zstd frame of f[0..n) concatenated, by libzstd's one-shot decoder (which
- * verifies each frame's content checksum); *frames counts them. */
+/* The content of every zstd frame of f[0..n) concatenated, by libzstd (tb_zstd_content). */
 static uint8_t *zstd_content(const uint8_t *f, size_t n, size_t *out_n, size_t *frames)
 {
-    size_t cap = 1, len = 0;
-    uint8_t *out = malloc(cap);
-    assert_non_null(out);
-    *frames = 0;
-    for (size_t pos = 0; pos < n;) {
-        size_t fs = ZSTD_findFrameCompressedSize(f + pos, n - pos);
-        assert_false(ZSTD_isError(fs));
-        unsigned long long cs = ZSTD_getFrameContentSize(f + pos, fs);
-        assert_true(cs != ZSTD_CONTENTSIZE_ERROR && cs != ZSTD_CONTENTSIZE_UNKNOWN);
-        if (len + cs + 1 > cap) {
-            cap = len + (size_t)cs + 1;
-            out = realloc(out, cap);
-            assert_non_null(out);
-        }
-        size_t got = ZSTD_decompress(out + len, (size_t)cs, f + pos, fs);
-        assert_false(ZSTD_isError(got));
-        assert_int_equal(got, cs);
-        len += got;
-        pos += fs;
-        (*frames)++;
-    }
-    *out_n = len;
-    return out;
+    uint8_t *c = tb_zstd_content(f, n, out_n, frames);
+    assert_non_null(c);
+    return c;
 }
 
 /* `zstd -t -q path` exits 0 (the zstd command-line tool, an outside decoder), when it is
@@ -536,13 +514,7 @@ static void test_stack_python_new(void **state)
 {
     (void)state;
     char path[64];
-    int fd = tmpfile_fd(path);
-    gmp_writer_opts o;
-    gmp_writer_opts_default(&o);
-    o.threaded = 0;
-    gmp_rec h = tb_header();
-    gmp_writer *w;
-    assert_int_equal(gmp_writer_open(&w, fd, &o, &h.u.header), GMP_OK);
+    gmp_writer *w = open_unthreaded(path);
     uint32_t f = gmp_writer_string(w, "m.py", 4), fn = gmp_writer_string(w, "run", 3);
     uint32_t a = gmp_writer_stack_python(w, 0, f, fn, 1);
     uint32_t b = gmp_writer_stack_python_new(w, a, f, fn, 2);

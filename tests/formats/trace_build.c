@@ -523,3 +523,54 @@ gmp_err tb_open(gmp_reader **r, const tb *b, size_t n, int file_order, size_t wi
     gmp_reader_opts o = {file_order, window};
     return gmp_reader_open_mem(r, b->file, n == SIZE_MAX ? b->len : n, &o);
 }
+
+uint8_t *tb_read_file(const char *path, size_t *n)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NULL;
+    long len = fseek(f, 0, SEEK_END) == 0 ? ftell(f) : -1;
+    uint8_t *p = len >= 0 ? malloc((size_t)len + 1) : NULL;
+    if (p) {
+        rewind(f);
+        if (fread(p, 1, (size_t)len, f) != (size_t)len) {
+            free(p);
+            p = NULL;
+        }
+    }
+    fclose(f);
+    *n = p ? (size_t)len : 0;
+    return p;
+}
+
+uint8_t *tb_zstd_content(const uint8_t *f, size_t n, size_t *out_n, size_t *frames)
+{
+    size_t cap = 1, len = 0;
+    uint8_t *out = malloc(cap);
+    *frames = 0;
+    for (size_t pos = 0; out && pos < n;) {
+        size_t fs = ZSTD_findFrameCompressedSize(f + pos, n - pos);
+        unsigned long long cs =
+            ZSTD_isError(fs) ? ZSTD_CONTENTSIZE_ERROR : ZSTD_getFrameContentSize(f + pos, fs);
+        if (cs == ZSTD_CONTENTSIZE_ERROR || cs == ZSTD_CONTENTSIZE_UNKNOWN)
+            goto bad;
+        if (len + cs + 1 > cap) {
+            cap = len + (size_t)cs + 1;
+            uint8_t *o = realloc(out, cap);
+            if (!o)
+                goto bad;
+            out = o;
+        }
+        size_t got = ZSTD_decompress(out + len, (size_t)cs, f + pos, fs);
+        if (ZSTD_isError(got) || got != cs)
+            goto bad;
+        len += got;
+        pos += fs;
+        (*frames)++;
+    }
+    *out_n = len;
+    return out;
+bad:
+    free(out);
+    return NULL;
+}

@@ -68,4 +68,11 @@ gmp_err tb_read_all(gmp_reader *r, tb_out *o);
 void tb_out_free(tb_out *o);
 /* Opens b's file (first n bytes; all when n == SIZE_MAX) over memory. */
 gmp_err tb_open(gmp_reader **r, const tb *b, size_t n, int file_order, size_t window);
+
+/* The whole file at path (malloc'd, *n bytes); NULL when it cannot be read. */
+uint8_t *tb_read_file(const char *path, size_t *n);
+/* The content of every zstd frame of f[0..n) concatenated (malloc'd, *out_n bytes), decoded by
+ * libzstd's one-shot decoder, an outside decoder that verifies each frame's content checksum;
+ * *frames counts them. NULL for a frame libzstd refuses, or one without its content size. */
+uint8_t *tb_zstd_content(const uint8_t *f, size_t n, size_t *out_n, size_t *frames);
 #endif

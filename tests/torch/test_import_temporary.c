@@ -17,46 +17,17 @@
 #include <zstd.h>
 
 #include "gmp_import_torch.h"
+#include "trace_build.h"
 
-static uint8_t *read_whole(const char *path, size_t *n)
+/* Frames of f[0..n) made of Raw blocks only (walked by their 3-byte block headers after the 9-byte
+ * frame header the writer uses: 4-byte size, single segment, checksum). */
+static size_t raw_frames(const uint8_t *f, size_t n)
 {
-    FILE *f = fopen(path, "rb");
-    assert_non_null(f);
-    assert_int_equal(fseek(f, 0, SEEK_END), 0);
-    long len = ftell(f);
-    assert_true(len >= 0);
-    rewind(f);
-    uint8_t *p = malloc((size_t)len + 1);
-    assert_non_null(p);
-    assert_int_equal(fread(p, 1, (size_t)len, f), (size_t)len);
-    fclose(f);
-    *n = (size_t)len;
-    return p;
-}
-
-/* Every frame's content, concatenated (libzstd); *raw_frames counts frames made of Raw blocks only
- * (walked by their 3-byte block headers after the 9-byte frame header the writer uses). */
-static uint8_t *content(const uint8_t *f, size_t n, size_t *out_n, size_t *frames,
-                        size_t *raw_frames)
-{
-    size_t cap = 1, len = 0;
-    uint8_t *out = malloc(cap);
-    assert_non_null(out);
-    *frames = *raw_frames = 0;
+    size_t raws = 0;
     for (size_t pos = 0; pos < n;) {
         size_t fs = ZSTD_findFrameCompressedSize(f + pos, n - pos);
         assert_false(ZSTD_isError(fs));
-        unsigned long long cs = ZSTD_getFrameContentSize(f + pos, fs);
-        assert_true(cs != ZSTD_CONTENTSIZE_ERROR && cs != ZSTD_CONTENTSIZE_UNKNOWN);
-        if (len + cs + 1 > cap) {
-            cap = len + (size_t)cs + 1;
-            out = realloc(out, cap);
-            assert_non_null(out);
-        }
-        size_t got = ZSTD_decompress(out + len, (size_t)cs, f + pos, fs);
-        assert_false(ZSTD_isError(got));
-        len += got;
-        if (f[pos + 4] == (0x80 | 0x20 | 0x04)) { /* 4-byte size, single segment, checksum */
+        if (f[pos + 4] == (0x80 | 0x20 | 0x04)) {
             int raw = 1;
             size_t b = pos + 9, end = pos + fs - 4;
             for (;;) {
@@ -69,14 +40,12 @@ static uint8_t *content(const uint8_t *f, size_t n, size_t *out_n, size_t *frame
             }
             if (raw) {
                 assert_int_equal(b, end);
-                (*raw_frames)++;
+                raws++;
             }
         }
         pos += fs;
-        (*frames)++;
     }
-    *out_n = len;
-    return out;
+    return raws;
 }
 
 static void import_to(const char *snap, unsigned flags, const char *out)
@@ -112,9 +81,12 @@ static void test_temporary_is_stored_same_content(void **state)
         snprintf(snap, sizeof snap, "%s/%s", GMP_TORCH_DATA, de->d_name);
         import_to(snap, 0, a);
         import_to(snap, GMP_IMPORT_TORCH_TEMPORARY, b);
-        size_t na, nb, ca, cb, fra, frb, rawa, rawb;
-        uint8_t *pa = read_whole(a, &na), *pb = read_whole(b, &nb);
-        uint8_t *xa = content(pa, na, &ca, &fra, &rawa), *xb = content(pb, nb, &cb, &frb, &rawb);
+        size_t na, nb, ca, cb, fra, frb;
+        uint8_t *pa = tb_read_file(a, &na), *pb = tb_read_file(b, &nb);
+        assert_true(pa && pb);
+        uint8_t *xa = tb_zstd_content(pa, na, &ca, &fra), *xb = tb_zstd_content(pb, nb, &cb, &frb);
+        assert_true(xa && xb);
+        size_t rawa = raw_frames(pa, na), rawb = raw_frames(pb, nb);
         assert_int_equal(fra, frb);
         assert_int_equal(rawb, frb); /* all stored */
         assert_true(rawa < fra);     /* compressed (a tiny frame may be stored by zstd itself) */
