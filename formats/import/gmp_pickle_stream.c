@@ -25,7 +25,7 @@
 #define INBUF GMP_PKSTREAM_INBUF
 #define KEEP 0x7f /* a fetch count that is never decremented */
 
-enum { R_NONE = 0, R_ROOT, R_SEGS, R_TRACES, R_DEV };
+enum { R_NONE = 0, R_ROOT, R_SEGS, R_TRACES, R_DEV, R_FLAT /* deliver_flat's dict */ };
 #define F_ATTACHED 1u /* a role object stored where it was predicted */
 #define F_SEGS_SET 2u /* root: list_key set */
 #define F_TRACES_SET 4u
@@ -53,6 +53,12 @@ typedef struct mslot {
         gmp_pkobj *o;
     } v;
 } mslot;
+
+/* A trace entry read by fast_entry: pairs fpairs[off .. off + 2n), the dict's height. n = 0 once
+ * it was handed over or made a dict. */
+typedef struct flat_rec {
+    uint32_t off, n, height;
+} flat_rec;
 
 struct gmp_pkstream {
     gmp_pickle_limits lim;
@@ -96,6 +102,15 @@ struct gmp_pkstream {
     size_t budget;     /* sparse: most bytes held */
     size_t slots_cap;  /* sparse: slots allocated (nslots in use, in index order) */
     size_t rank_words; /* sparse: words of mw whose rank is set */
+    /* flat entries (fast_entry): trace entries read without a dict, until their list takes them */
+    int flat_ok;       /* fast_entry may run (two passes, or a sparse pass) */
+    flat_rec *frec;    /* the records; a placeholder on the stack names one by index */
+    size_t frn, frcap; /* records made since the store was last empty, and room */
+    gmp_pkv *fpairs;   /* their keys and values, each holding a reference as on the stack */
+    size_t fpn, fpcap;
+    size_t nflat;       /* placeholders on the stack */
+    size_t nflat_total; /* records made (gmp_pkstream_flat_entries) */
+    size_t flat_top;    /* while nflat: the stack index above the highest placeholder */
     double scan_s, parse_s;
     /* errors */
     char *err;
@@ -1144,6 +1159,399 @@ static int reserve(gmp_pkstream *P, gmp_pkobj *c, size_t add)
     return 0;
 }
 
+/* ---- flat entries ----
+ *
+ * Nearly all of a large snapshot is trace entries: dicts of a few scalars and memo references
+ * (keys, action, frames list), each built, then stored in its device's list by APPENDS and handed
+ * over. fast_entry reads such a dict straight from the input into a record of its pairs and
+ * pushes a placeholder (NONE with big = 1 and the record's index) instead of an object: no dict,
+ * no item array, no per-pair checks later. Nothing else may see a placeholder: the streamed list's
+ * APPENDS hands the record over as a dict (deliver_flat); any other opcode that would read one
+ * (flat_neutral says which do not) first turns every placeholder back into the dict it stands for
+ * (materialize), so every outcome is the one without placeholders. fast_entry takes only what it
+ * can take whole (a dict of MEMOIZE, MARK, string keys and scalar or fetched values, SETITEMS, in
+ * the window, not kept by the memo), and leaves anything else to the usual path untouched. */
+
+#define FLAT_PAIRS_MAX 32  /* pairs of a dict read flat */
+#define FLAT_RECS_MAX 4096 /* records on the stack at once */
+
+static inline int is_flat(const gmp_pkv *v)
+{
+    return v->type == GMP_PK_NONE && v->big;
+}
+
+/* Room for one more record of n pairs, counted as memory held; 0, or -1 (then nothing is said:
+ * the dict is read the usual way, which reports what is wrong). */
+static int flat_room(gmp_pkstream *P, size_t n)
+{
+    if (P->frn == FLAT_RECS_MAX)
+        return -1;
+    size_t add = 0, rc = P->frcap, pc = P->fpcap;
+    if (P->frn == rc)
+        rc = rc ? 2 * rc : 1024, add += (rc - P->frcap) * sizeof *P->frec;
+    while (P->fpn + 2 * n > pc)
+        pc = pc ? 2 * pc : 16384;
+    add += (pc - P->fpcap) * sizeof *P->fpairs;
+    if (!add)
+        return 0;
+    if (add > P->lim.max_memory || P->mem > P->lim.max_memory - add)
+        return -1;
+    if (rc != P->frcap) {
+        flat_rec *r = realloc(P->frec, rc * sizeof *r);
+        if (!r)
+            return -1;
+        P->frec = r;
+        P->mem += (rc - P->frcap) * sizeof *r;
+        P->frcap = rc;
+    }
+    if (pc != P->fpcap) {
+        gmp_pkv *q = realloc(P->fpairs, pc * sizeof *q);
+        if (!q)
+            return -1;
+        P->fpairs = q;
+        P->mem += (pc - P->fpcap) * sizeof *q;
+        P->fpcap = pc;
+    }
+    if (P->mem > P->peak)
+        P->peak = P->mem;
+    return 0;
+}
+
+/* A record is done with (handed over, or made a dict): the store empties with the last one. */
+static void flat_done(gmp_pkstream *P, flat_rec *r)
+{
+    r->n = 0;
+    if (--P->nflat == 0)
+        P->frn = P->fpn = P->flat_top = 0;
+}
+
+/* At p, '}' (EMPTY_DICT) with sn values on the stack: when it begins a trace entry that can be
+ * read flat (the top MARK is on a device's streamed list, and the dict is as said above), reads
+ * it, pushes its placeholder at stack[sn] and returns where the input goes on; else NULL, with
+ * nothing changed. Every check comes before the first change. */
+static inline __attribute__((always_inline)) const unsigned char *
+fast_entry(gmp_pkstream *P, const unsigned char *p, const unsigned char *end, size_t sn, int hw)
+{
+    size_t m = P->marks[P->mn - 1];
+    if (m == 0 || m > sn || sn == P->scap)
+        return NULL;
+    const gmp_pkv *lv = &P->stack[m - 1];
+    if (lv->type != GMP_PK_LIST || lv->v.o->role != R_DEV || lv->v.o->sealed ||
+        (lv->v.o->flags & F_KEEP))
+        return NULL;
+    const unsigned char *q = p + 1;
+    if (end - q < 2 || q[0] != 0x94 || q[1] != '(')
+        return NULL;
+    q += 2;
+    /* the dict's MEMOIZE: only when the memo does not keep it (it is fetched again: a dict) */
+    uint64_t key = P->ndefined;
+    if (key >= P->lim.max_memo)
+        return NULL;
+    if (key < (uint64_t)P->nwords * 64) {
+        const mword *w = &P->mw[key >> 6];
+        uint64_t bit = (uint64_t)1 << (key & 63);
+        if ((w->bits & bit) && P->slots[w->rank + rank_pop(w->bits & (bit - 1), hw)].left)
+            return NULL;
+    } else if (P->sparse) {
+        return NULL; /* the memo grows there: sparse_put */
+    }
+    gmp_pkv kv[2 * FLAT_PAIRS_MAX];
+    mslot *counted[4]; /* fetches whose count goes down: distinct slots, a few at most */
+    unsigned counted_at[4], nc = 0;
+    unsigned n = 0;
+    uint32_t h = 0;
+    for (;;) {
+        if (q == end)
+            return NULL;
+        if (*q == 'u') {
+            if (n & 1)
+                return NULL;
+            q++;
+            break;
+        }
+        if (n == 2 * FLAT_PAIRS_MAX)
+            return NULL;
+        gmp_pkv *d = &kv[n];
+        uint64_t k, u = 0;
+        unsigned t = GMP_PK_INT, big = 0;
+        size_t room = (size_t)(end - q);
+#define NEED(x)                                                                                    \
+    if (room < (x))                                                                                \
+    return NULL
+        switch (*q) {
+        case 'h':
+            NEED(2);
+            k = q[1], q += 2;
+            goto get;
+        case 'j':
+            NEED(5);
+            k = le(q + 1, 4), q += 5;
+            goto get;
+        case 'K':
+            NEED(2);
+            u = q[1], q += 2;
+            break;
+        case 'M':
+            NEED(3);
+            u = le(q + 1, 2), q += 3;
+            break;
+        case 'J':
+            NEED(5);
+            u = (uint64_t)(int64_t)(int32_t)(uint32_t)le(q + 1, 4), q += 5;
+            break;
+        case 'N': t = GMP_PK_NONE, q++; break;
+        case 0x88:
+        case 0x89: t = GMP_PK_BOOL, u = *q == 0x88, q++; break;
+        case 0x8a: {
+            NEED(2);
+            size_t len = q[1];
+            if (len > 8)
+                return NULL;
+            NEED(2 + len);
+            if (len) {
+                u = le(q + 2, len);
+                if (q[1 + len] & 0x80) {
+                    if (len < 8)
+                        u |= ~(uint64_t)0 << (8 * len);
+                } else if (u > (uint64_t)INT64_MAX) {
+                    big = 1;
+                }
+            }
+            q += 2 + len;
+            break;
+        }
+        default: return NULL;
+        }
+#undef NEED
+        if (!(n & 1))
+            return NULL; /* a key that is not a string */
+        pkv_put(d, t, big, u);
+        if (h < 1)
+            h = 1;
+        n++;
+        continue;
+    get:
+        if (k >= (uint64_t)P->nwords * 64)
+            return NULL;
+        {
+            const mword *w = &P->mw[k >> 6];
+            uint64_t bit = (uint64_t)1 << (k & 63);
+            if (!(w->bits & bit))
+                return NULL;
+            mslot *s = &P->slots[w->rank + rank_pop(w->bits & (bit - 1), hw)];
+            if (!s->left || s->type == GMP_PK_NONE)
+                return NULL;
+            if (!(n & 1) && s->type != GMP_PK_STR)
+                return NULL;
+            if (s->left != KEEP) {
+                if (nc == 4)
+                    return NULL;
+                for (unsigned i = 0; i < nc; i++)
+                    if (counted[i] == s)
+                        return NULL;
+                counted[nc] = s;
+                counted_at[nc++] = n;
+            }
+            uint32_t hh = 1;
+            if (s->type >= GMP_PK_LIST) {
+                if (s->v.o->role)
+                    return NULL;
+                hh = s->v.o->height + 1;
+            }
+            if (hh > h)
+                h = hh;
+            pkv_put(d, s->type, s->big, s->v.u);
+            n++;
+        }
+    }
+    if (h > P->lim.max_depth || flat_room(P, n / 2) < 0)
+        return NULL;
+    /* commit: the fetches, the stores, the MEMOIZE, the record, the placeholder */
+    for (unsigned i = 0, c = 0; i < n; i++) {
+        if (c < nc && i == counted_at[c] && counted[c]->left == 1) {
+            counted[c]->left = 0;
+            counted[c++]->type = GMP_PK_NONE; /* the last fetch: the memo's reference moves */
+        } else {
+            if (c < nc && i == counted_at[c])
+                counted[c++]->left--;
+            if (kv[i].type >= GMP_PK_STR)
+                kv[i].v.o->refs++;
+        }
+        if (kv[i].type >= GMP_PK_LIST)
+            kv[i].v.o->sealed = 1;
+    }
+    if (key < (uint64_t)P->nwords * 64) {
+        uint64_t bit = (uint64_t)1 << (key & 63);
+        if (!(P->defined[key >> 6] & bit)) {
+            P->defined[key >> 6] |= bit;
+            P->ndefined++;
+        }
+    } else {
+        P->ndefined++; /* never fetched: only its count matters */
+    }
+    flat_rec *r = &P->frec[P->frn];
+    r->off = (uint32_t)P->fpn;
+    r->n = n / 2;
+    r->height = h;
+    memcpy(P->fpairs + P->fpn, kv, n * sizeof *kv);
+    P->fpn += n;
+    pkv_put(&P->stack[sn], GMP_PK_NONE, 1, P->frn++);
+    P->nflat++;
+    P->nflat_total++;
+    P->flat_top = sn + 1;
+    return q;
+}
+
+/* Hands the record of a placeholder to the consumer as a dict, as deliver does an item. */
+static int deliver_flat(gmp_pkstream *P, gmp_pkobj *list, uint64_t idx)
+{
+    flat_rec *r = &P->frec[idx];
+    gmp_pkv *kv = P->fpairs + r->off;
+    int rc = 0;
+    uint32_t h = r->height + 1;
+    if (h > list->height) {
+        list->height = h;
+        if (h > P->lim.max_depth)
+            rc = fail(P, GMP_ERR_LIMIT, "containers nested deeper than %zu", P->lim.max_depth);
+    }
+    if (rc == 0 && list->n >= MAX_ITEMS)
+        rc = fail(P, GMP_ERR_LIMIT, "container with more than %u entries", (unsigned)MAX_ITEMS);
+    if (rc == 0) {
+        list->n++;
+        if (P->cb.item) {
+            /* a dict that lives for the call: sealed, and with a role so that husk leaves it */
+            gmp_pkobj o;
+            memset(&o, 0, sizeof o);
+            o.type = GMP_PK_DICT;
+            o.sealed = 1;
+            o.role = R_FLAT;
+            o.refs = 1;
+            o.n = o.cap = r->n;
+            o.height = r->height;
+            o.d.items = kv;
+            gmp_pkv item = {.type = GMP_PK_DICT, .v.o = &o};
+            char msg[512];
+            msg[0] = 0;
+            int kind = list->role == R_DEV ? GMP_PKS_LISTS : GMP_PKS_LIST;
+            if (P->cb.item(P->cb.ctx, kind, list->role_index, &item, msg, sizeof msg) != 0) {
+                if (P->code == GMP_OK) {
+                    P->code = GMP_ERR_FORMAT;
+                    P->consumer_stop = 1;
+                    if (P->err && P->errlen)
+                        snprintf(P->err, P->errlen, "%s", msg);
+                }
+                rc = -1;
+            }
+        }
+    }
+    for (uint32_t i = 0; i < 2 * r->n; i++)
+        unref(P, &kv[i]);
+    flat_done(P, r);
+    return rc;
+}
+
+/* Turns every placeholder on the stack into the dict it stands for. */
+static int materialize(gmp_pkstream *P)
+{
+    for (size_t i = 0; i < P->sn && P->nflat; i++) {
+        if (!is_flat(&P->stack[i]))
+            continue;
+        flat_rec *r = &P->frec[P->stack[i].v.u];
+        gmp_pkobj *o = obj_new(P, GMP_PK_DICT);
+        if (!o)
+            return -1;
+        if (r->n && reserve(P, o, r->n) < 0) {
+            fl_put(P, &P->objs, o, sizeof *o);
+            return -1;
+        }
+        if (r->n)
+            memcpy(o->d.items, P->fpairs + r->off, 2 * (size_t)r->n * sizeof(gmp_pkv));
+        o->n = r->n;
+        o->height = r->height;
+        pkv_put_obj(&P->stack[i], GMP_PK_DICT, o);
+        flat_done(P, r);
+    }
+    return 0;
+}
+
+/* Non-zero when predict, for a container pushed at stack[j], decides as it would with the dicts in
+ * place of the placeholders. It reads the value under the top MARK, then (for a dict there) the
+ * value at j - 1, and only when neither gives a parent, the values at j - 1 and j - 2. A
+ * placeholder reads as None where the dict would be an object; at j - 1 after a list under the
+ * MARK (the next entry of a batch) that changes nothing. */
+static int flat_predicts(const gmp_pkstream *P, size_t j)
+{
+    const gmp_pkv *st = P->stack;
+    size_t m = P->mn ? P->marks[P->mn - 1] : 0;
+    int parent = 0;
+    if (P->mn && m >= 1 && m <= j) {
+        if (is_flat(&st[m - 1]))
+            return 0;
+        if (is_obj(&st[m - 1])) {
+            const gmp_pkobj *c = st[m - 1].v.o;
+            if (c->type == GMP_PK_LIST) {
+                parent = 1;
+            } else if (c->type == GMP_PK_DICT && ((j - m) & 1)) {
+                if (is_flat(&st[j - 1]))
+                    return 0;
+                parent = is_obj(&st[j - 1]);
+            }
+        }
+    }
+    return parent || !(j >= 2 && is_flat(&st[j - 2]));
+}
+
+/* Non-zero when the opcode op, about to run with placeholders on the stack, cannot read one (it
+ * pushes, or reads values above every placeholder, or APPENDS to a streamed list, which hands
+ * them over); then they stay. */
+static int flat_neutral(const gmp_pkstream *P, unsigned op)
+{
+    switch (op) {
+    case 0x95:
+    case '(':
+    case 'h':
+    case 'j':
+    case 'N':
+    case 0x88:
+    case 0x89:
+    case 'J':
+    case 'K':
+    case 'M':
+    case 0x8a:
+    case 0x8b:
+    case 'G':
+    case 0x8c:
+    case 'X':
+    case 0x8d:
+    case 'C':
+    case 'B':
+    case 0x8e: return 1;
+    case 0x94:
+    case 'q':
+    case 'r': return P->sn > P->flat_top;
+    case ']':
+    case '}':
+    case ')': return flat_predicts(P, P->sn);
+    case 'u': return P->mn && P->marks[P->mn - 1] > P->flat_top;
+    case 'e': {
+        size_t m = P->mn ? P->marks[P->mn - 1] : 0;
+        return m >= 1 && m <= P->sn && P->stack[m - 1].type == GMP_PK_LIST &&
+               streams(P->stack[m - 1].v.o);
+    }
+    default: return 0;
+    }
+}
+
+/* Releases the records that were never handed over (a parse that stopped). */
+static void flat_free(gmp_pkstream *P)
+{
+    for (size_t i = 0; i < P->frn; i++)
+        for (uint32_t j = 0; j < 2 * P->frec[i].n; j++)
+            unref(P, &P->fpairs[P->frec[i].off + j]);
+    free(P->frec);
+    free(P->fpairs);
+}
+
 /* Appends stack[first..sn) to the list c (the values move: their references with them). */
 static int append_items(gmp_pkstream *P, gmp_pkobj *c, size_t first)
 {
@@ -1163,8 +1571,8 @@ static int append_items(gmp_pkstream *P, gmp_pkobj *c, size_t first)
                     __builtin_prefetch(d + k);
             }
             gmp_pkv it = P->stack[i];
-            P->stack[i].type = GMP_PK_NONE;
-            if (deliver(P, c, &it) < 0)
+            pkv_put(&P->stack[i], GMP_PK_NONE, 0, 0);
+            if (is_flat(&it) ? deliver_flat(P, c, it.v.u) < 0 : deliver(P, c, &it) < 0)
                 return -1;
         }
         P->sn = first;
@@ -1397,6 +1805,8 @@ static int step(gmp_pkstream *P)
     size_t len = 0, first = 0;
     gmp_pkv v;
     gmp_pkobj *c;
+    if (P->nflat && !flat_neutral(P, op) && materialize(P) < 0)
+        return -1;
     if (P->op_off == 0 && op != 0x80)
         return fail(P, GMP_ERR_FORMAT, "not a pickle of protocol 2 or later (no PROTO opcode)");
     switch (op) {
@@ -1633,8 +2043,9 @@ static inline __attribute__((always_inline)) void parse_body(gmp_pkstream *P, in
                 goto get;
             case 0x94: {
                 key = P->ndefined;
-                if (sn <= (P->mn ? P->marks[P->mn - 1] : 0) || key >= P->lim.max_memo)
-                    goto slow; /* step says what is wrong */
+                if (sn <= (P->mn ? P->marks[P->mn - 1] : 0) || key >= P->lim.max_memo ||
+                    (P->nflat && sn <= P->flat_top))
+                    goto slow; /* step says what is wrong (or makes the dicts first) */
                 if (P->sparse && (key >= (uint64_t)P->nwords * 64 || sparse_keeps(&stk[sn - 1])))
                     goto slow; /* sparse_put keeps it, or grows the memo */
                 if (key < (uint64_t)P->nwords * 64) {
@@ -1719,7 +2130,15 @@ static inline __attribute__((always_inline)) void parse_body(gmp_pkstream *P, in
             }
             case ']':
             case '}': {
-                if (sn == scap)
+                if (*p == '}' && P->flat_ok && P->mn) {
+                    const unsigned char *np = fast_entry(P, p, end, sn, hw);
+                    if (np) {
+                        p = np;
+                        sn++;
+                        continue;
+                    }
+                }
+                if (sn == scap || (P->nflat && !flat_predicts(P, sn)))
                     goto slow;
                 uint8_t t = *p == ']' ? GMP_PK_LIST : GMP_PK_DICT;
                 P->op_off = (size_t)(P->base + (uint64_t)(op - P->start));
@@ -1743,6 +2162,8 @@ static inline __attribute__((always_inline)) void parse_body(gmp_pkstream *P, in
                 gmp_pkv *c = &stk[first - 1];
                 if (c->type != (*p == 'u' ? GMP_PK_DICT : GMP_PK_LIST) || c->v.o->sealed)
                     goto slow;
+                if (P->nflat && first <= P->flat_top && (*p == 'u' || !streams(c->v.o)))
+                    goto slow; /* step makes the dicts first */
                 P->mn--;
                 P->op_off = (size_t)(P->base + (uint64_t)(op - P->start));
                 SYNC_OUT();
@@ -1947,6 +2368,7 @@ static gmp_err run(gmp_pkstream *P, char *err, size_t errlen)
     }
     double t1 = now_s();
     input_reset(P);
+    P->flat_ok = !P->one_pass || P->sparse;
     if (P->code == GMP_OK)
         parse(P);
     if (P->code == GMP_OK && P->done && finish(P) == 0) {
@@ -2044,6 +2466,11 @@ void gmp_pkstream_times(const gmp_pkstream *P, double *scan_s, double *parse_s)
         *parse_s = P ? P->parse_s : 0;
 }
 
+size_t gmp_pkstream_flat_entries(const gmp_pkstream *P)
+{
+    return P ? P->nflat_total : 0;
+}
+
 void gmp_pkstream_free(gmp_pkstream *P)
 {
     if (!P)
@@ -2062,6 +2489,7 @@ void gmp_pkstream_free(gmp_pkstream *P)
         gmp_pkv r = {.type = P->root->type, .v.o = P->root};
         unref(P, &r);
     }
+    flat_free(P);
     free(P->stack);
     free(P->marks);
     free(P->cnt);

@@ -116,6 +116,9 @@ size_t gmp_pkstream_peak_memory(const gmp_pkstream *ps);
  * only setting up the memo) and in its second (parse, the consumer's callbacks included): for
  * benchmarks. */
 void gmp_pkstream_times(const gmp_pkstream *ps, double *scan_s, double *parse_s);
+/* Trace entries of the last run read flat: straight from the input into a record of their pairs,
+ * made a dict only for the consumer's call (docs/pickle.md): for tests and benchmarks. */
+size_t gmp_pkstream_flat_entries(const gmp_pkstream *ps);
 void gmp_pkstream_free(gmp_pkstream *ps);
 
 /* Accessors over values (NULL-safe). */
