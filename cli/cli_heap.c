@@ -16,8 +16,9 @@
  *
  * What it costs: a page is 2 MiB, resident whole when partly used (peak RSS on the real
  * snapshot 9.1 -> 12.3 MiB); nothing else is changed: the same allocations, in the same
- * order. Not done for `run`, whose process waits on the profiled program, nor under a limit on
- * data or address space (see gmp_cli_heap_setup). */
+ * order. Every thread allocates from this one heap (M_ARENA_MAX 1): memory one thread frees is
+ * reused by the next that allocates. Not done for `run`, whose process waits on the profiled
+ * program, nor under a limit on data or address space (see gmp_cli_heap_setup). */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE /* MADV_HUGEPAGE */
 #endif
@@ -59,6 +60,12 @@ void gmp_cli_heap_setup(void)
         return;
     if (!mallopt(M_MMAP_THRESHOLD, (int)MMAP_MIN) || !mallopt(M_TRIM_THRESHOLD, (int)RESERVE * 2))
         return;
+#ifdef M_ARENA_MAX
+    /* One arena for every thread: the tables a helper thread builds (the snapshot importer's, on
+     * the pickle reader's worker) are freed into the heap the main thread allocates from next,
+     * instead of a second arena of their own (N=100 snapshot report: peak RSS 66.7 -> 53 MiB). */
+    (void)mallopt(M_ARENA_MAX, 1);
+#endif
     void *q[STEPS];
     uintptr_t lo = UINTPTR_MAX, hi = 0;
     for (int i = 0; i < STEPS; i++) {

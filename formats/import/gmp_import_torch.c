@@ -1744,6 +1744,8 @@ static gmp_err import_read(imp *I, int fd, const void *data, size_t n, char *msg
             nomem(I);
             goto out;
         }
+        if (size > ONE_PASS_MAX)
+            gmp_pkstream_async(ps); /* on_item on a second thread (it husks, reads tags first) */
         if (one == 1) {
             gmp_pkstream_one_pass(ps);
         } else if (one == 2) {

@@ -11,6 +11,7 @@
 #include "gmp_pickle_stream.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,7 +26,7 @@
 #define INBUF GMP_PKSTREAM_INBUF
 #define KEEP 0x7f /* a fetch count that is never decremented */
 
-enum { R_NONE = 0, R_ROOT, R_SEGS, R_TRACES, R_DEV, R_FLAT /* deliver_flat's dict */ };
+enum { R_NONE = 0, R_ROOT, R_SEGS, R_TRACES, R_DEV, R_FLAT /* batch_read's dict */ };
 #define F_ATTACHED 1u /* a role object stored where it was predicted */
 #define F_SEGS_SET 2u /* root: list_key set */
 #define F_TRACES_SET 4u
@@ -46,6 +47,9 @@ typedef struct mword {
 /* A memo slot: the value (as gmp_pkv) and the fetches left, in one 16-byte slot. */
 typedef struct mslot {
     uint8_t type, big, left;
+    uint8_t plain;   /* a container known sealed, without a role, of height `height` (fast_entry
+                        reads that here instead of in the object; set by it, cleared on a store) */
+    uint32_t height; /* when plain */
     union {
         int64_t i;
         uint64_t u;
@@ -58,7 +62,29 @@ typedef struct mslot {
  * it was handed over or made a dict. */
 typedef struct flat_rec {
     uint32_t off, n, height;
+    uint64_t owned; /* bit i: value i holds a reference (others: kept by the memo to the end) */
 } flat_rec;
+
+/* An item handed over: a value (an object holding a reference), or a flat record whose pairs are
+ * the batch's pairs[off .. off + 2n). */
+typedef struct pk_item {
+    gmp_pkv v;
+    uint32_t off, n, height, index;
+    uint8_t kind, flat;
+    uint64_t owned; /* flat: as flat_rec's */
+} pk_item;
+
+/* Items handed over in order, then released together (see submit). */
+typedef struct pk_batch {
+    pk_item *it;
+    size_t n, cap;
+    gmp_pkv *pairs;
+    size_t pn, pcap;
+    gmp_pkobj **husks; /* husks the consumer asked for while the batch was read */
+    size_t hn, hcap;
+    int failed; /* the consumer stopped at an item: msg says why */
+    char msg[512];
+} pk_batch;
 
 struct gmp_pkstream {
     gmp_pickle_limits lim;
@@ -111,6 +137,16 @@ struct gmp_pkstream {
     size_t nflat;       /* placeholders on the stack */
     size_t nflat_total; /* records made (gmp_pkstream_flat_entries) */
     size_t flat_top;    /* while nflat: the stack index above the highest placeholder */
+    /* items handed over in batches; with gmp_pkstream_async, read by the consumer on a worker
+     * thread (the one batch it holds is `job`) */
+    pk_batch bat[2];
+    pk_batch *fill; /* the batch being filled (the calling thread's) */
+    pk_batch *cur;  /* the batch whose items the consumer is reading (husks go there) */
+    int async, worker_up, quit, job_done;
+    pk_batch *job;
+    pthread_t worker;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
     double scan_s, parse_s;
     /* errors */
     char *err;
@@ -820,6 +856,7 @@ static int sparse_put(gmp_pkstream *P, uint64_t key)
     mslot *m = &P->slots[P->nslots++];
     m->type = top->type;
     m->big = top->big;
+    m->plain = 0;
     m->left = KEEP;
     m->v.u = top->v.u;
     return 0;
@@ -1096,8 +1133,193 @@ static int modifiable(gmp_pkstream *P, const gmp_pkobj *c)
     return 0;
 }
 
-/* Hands a streamed item to the consumer (which gets it complete), then drops it. */
-static int deliver(gmp_pkstream *P, gmp_pkobj *list, gmp_pkv *item)
+/* ---- handing items over ----
+ *
+ * A streamed list's items are checked and counted as APPENDS stores them (hand, hand_flat), then
+ * put in a batch, which the consumer reads (batch_read) once the APPENDS is done (submit); its
+ * values are released after (batch_release), on the calling thread, with the husks the consumer
+ * asked for meanwhile. So the consumer sees the same items in the same order as if each were
+ * handed over when stored. With gmp_pkstream_async, a worker thread reads each batch while the
+ * parse goes on, one batch at a time: everything a batch refers to holds a reference until it is
+ * released, the consumer only reads values (and their tags, which the parse never reads), and
+ * nothing is freed but on the calling thread. A consumer that stops is seen at the next batch
+ * handed over, or at the end of the run, and its message wins over any error of the parse after
+ * the item it stopped at (the parse would not have got there). */
+
+#define BATCH_ITEMS 1024 /* a batch is handed over once it holds this many (or at the end) */
+
+static int batch_room(gmp_pkstream *P, pk_batch *b, size_t items, size_t pairs)
+{
+    if (b->n + items > b->cap) {
+        size_t nc = b->cap ? b->cap : 256;
+        while (nc < b->n + items)
+            nc *= 2;
+        if (charge(P, (nc - b->cap) * sizeof *b->it) < 0)
+            return -1;
+        pk_item *it = realloc(b->it, nc * sizeof *it);
+        if (!it)
+            return fail(P, GMP_ERR_NOMEM, "out of memory");
+        b->it = it;
+        b->cap = nc;
+    }
+    if (b->pn + pairs > b->pcap) {
+        size_t nc = b->pcap ? b->pcap : 4096;
+        while (nc < b->pn + pairs)
+            nc *= 2;
+        if (charge(P, (nc - b->pcap) * sizeof *b->pairs) < 0)
+            return -1;
+        gmp_pkv *q = realloc(b->pairs, nc * sizeof *q);
+        if (!q)
+            return fail(P, GMP_ERR_NOMEM, "out of memory");
+        b->pairs = q;
+        b->pcap = nc;
+    }
+    return 0;
+}
+
+/* The consumer reads the batch's items in order, up to one it stops at. */
+static void batch_read(gmp_pkstream *P, pk_batch *b)
+{
+    P->cur = b;
+    for (size_t i = 0; i < b->n && P->cb.item; i++) {
+        pk_item *x = &b->it[i];
+        gmp_pkobj o;
+        gmp_pkv item = x->v;
+        if (x->flat) { /* a dict that lives for the call: sealed, and with a role (husk leaves it)
+                        */
+            memset(&o, 0, sizeof o);
+            o.type = GMP_PK_DICT;
+            o.sealed = 1;
+            o.role = R_FLAT;
+            o.refs = 1;
+            o.n = o.cap = x->n;
+            o.height = x->height;
+            o.d.items = b->pairs + x->off;
+            item.type = GMP_PK_DICT;
+            item.big = 0;
+            item.v.o = &o;
+        }
+        b->msg[0] = 0;
+        if (P->cb.item(P->cb.ctx, x->kind, x->index, &item, b->msg, sizeof b->msg) != 0) {
+            b->failed = 1;
+            break;
+        }
+    }
+    P->cur = NULL;
+}
+
+static void husk_now(gmp_pkstream *P, gmp_pkobj *o);
+
+/* After it was read: the husks asked for, then the values' references. */
+static void batch_release(gmp_pkstream *P, pk_batch *b)
+{
+    for (size_t i = 0; i < b->hn; i++)
+        husk_now(P, b->husks[i]);
+    for (size_t i = 0; i < b->n; i++) {
+        const pk_item *x = &b->it[i];
+        if (!x->flat)
+            unref(P, &x->v);
+        for (uint64_t m = x->owned; m; m &= m - 1)
+            unref(P, &b->pairs[x->off + (unsigned)__builtin_ctzll(m)]);
+    }
+    b->n = b->pn = b->hn = 0;
+}
+
+/* A batch that was read and released: a consumer that stopped stops the parse, whatever it
+ * failed on later (0, or -1). */
+static int batch_outcome(gmp_pkstream *P, pk_batch *b)
+{
+    if (!b->failed)
+        return 0;
+    b->failed = 0;
+    P->code = GMP_ERR_FORMAT;
+    P->consumer_stop = 1;
+    if (P->err && P->errlen)
+        snprintf(P->err, P->errlen, "%s", b->msg);
+    return -1;
+}
+
+static void *worker_main(void *arg)
+{
+    gmp_pkstream *P = arg;
+    pthread_mutex_lock(&P->mu);
+    for (;;) {
+        while (!P->quit && (!P->job || P->job_done))
+            pthread_cond_wait(&P->cv, &P->mu);
+        if (P->quit)
+            break;
+        pk_batch *b = P->job;
+        pthread_mutex_unlock(&P->mu);
+        batch_read(P, b);
+        pthread_mutex_lock(&P->mu);
+        P->job_done = 1;
+        pthread_cond_broadcast(&P->cv);
+    }
+    pthread_mutex_unlock(&P->mu);
+    return NULL;
+}
+
+/* Waits for the worker's batch, if any, and releases it (0, or -1 when the consumer stopped). */
+static int collect(gmp_pkstream *P)
+{
+    if (!P->worker_up)
+        return 0;
+    pthread_mutex_lock(&P->mu);
+    while (P->job && !P->job_done)
+        pthread_cond_wait(&P->cv, &P->mu);
+    pk_batch *b = P->job;
+    P->job = NULL;
+    pthread_mutex_unlock(&P->mu);
+    if (!b)
+        return 0;
+    batch_release(P, b);
+    return batch_outcome(P, b);
+}
+
+/* Hands the batch being filled to the consumer: read at once (released after), or by the worker
+ * once it is done with the one before (released then). -1 when the consumer stopped. */
+static int submit(gmp_pkstream *P)
+{
+    pk_batch *b = P->fill;
+    if (!b->n)
+        return 0;
+    if (!P->worker_up) {
+        batch_read(P, b);
+        batch_release(P, b);
+        return batch_outcome(P, b);
+    }
+    if (collect(P) < 0)
+        return -1;
+    pthread_mutex_lock(&P->mu);
+    P->job = b;
+    P->job_done = 0;
+    pthread_cond_broadcast(&P->cv);
+    pthread_mutex_unlock(&P->mu);
+    P->fill = b == &P->bat[0] ? &P->bat[1] : &P->bat[0];
+    return 0;
+}
+
+/* At the end of a run, or when it fails: every item stored so far is read (the consumer's stop
+ * winning over the run's failure), and the worker ends. */
+static void flush(gmp_pkstream *P)
+{
+    if (submit(P) == 0)
+        collect(P);
+    if (P->worker_up) {
+        pthread_mutex_lock(&P->mu);
+        P->quit = 1;
+        pthread_cond_broadcast(&P->cv);
+        pthread_mutex_unlock(&P->mu);
+        pthread_join(P->worker, NULL);
+        pthread_mutex_destroy(&P->mu);
+        pthread_cond_destroy(&P->cv);
+        P->worker_up = 0;
+    }
+    batch_release(P, P->fill); /* what a stop left unread */
+}
+
+/* Stores a streamed item in its list (checked as any store) and puts it in the batch. */
+static int hand(gmp_pkstream *P, gmp_pkobj *list, gmp_pkv *item)
 {
     if (attach(P, list, item, NULL, list->n) < 0) {
         unref(P, item);
@@ -1107,22 +1329,11 @@ static int deliver(gmp_pkstream *P, gmp_pkobj *list, gmp_pkv *item)
         unref(P, item);
         return fail(P, GMP_ERR_LIMIT, "container with more than %u entries", (unsigned)MAX_ITEMS);
     }
-    list->n++;
-    int rc = 0;
-    if (P->cb.item) {
-        char msg[512];
-        msg[0] = 0;
-        int kind = list->role == R_DEV ? GMP_PKS_LISTS : GMP_PKS_LIST;
-        if (P->cb.item(P->cb.ctx, kind, list->role_index, item, msg, sizeof msg) != 0) {
-            if (P->code == GMP_OK) {
-                P->code = GMP_ERR_FORMAT;
-                P->consumer_stop = 1;
-                if (P->err && P->errlen)
-                    snprintf(P->err, P->errlen, "%s", msg);
-            }
-            rc = -1;
-        }
+    if (batch_room(P, P->fill, 1, 0) < 0) {
+        unref(P, item);
+        return -1;
     }
+    list->n++;
     if (P->one_pass && item->type >= GMP_PK_STR && item->v.o->memo_key1) {
         mslot *m = &P->slots[item->v.o->memo_key1 - 1];
         if (m->type >= GMP_PK_STR && m->v.o == item->v.o) {
@@ -1131,8 +1342,12 @@ static int deliver(gmp_pkstream *P, gmp_pkobj *list, gmp_pkv *item)
             m->left = 0; /* a fetch of it fails (see memo_one_grow) */
         }
     }
-    unref(P, item);
-    return rc;
+    pk_item *x = &P->fill->it[P->fill->n++];
+    memset(x, 0, sizeof *x);
+    x->v = *item; /* its reference moves into the batch */
+    x->kind = list->role == R_DEV ? GMP_PKS_LISTS : GMP_PKS_LIST;
+    x->index = list->role_index;
+    return 0;
 }
 
 static int reserve(gmp_pkstream *P, gmp_pkobj *c, size_t add)
@@ -1166,7 +1381,7 @@ static int reserve(gmp_pkstream *P, gmp_pkobj *c, size_t add)
  * over. fast_entry reads such a dict straight from the input into a record of its pairs and
  * pushes a placeholder (NONE with big = 1 and the record's index) instead of an object: no dict,
  * no item array, no per-pair checks later. Nothing else may see a placeholder: the streamed list's
- * APPENDS hands the record over as a dict (deliver_flat); any other opcode that would read one
+ * APPENDS hands the record over (hand_flat), read as a dict; any other opcode that would read one
  * (flat_neutral says which do not) first turns every placeholder back into the dict it stands for
  * (materialize), so every outcome is the one without placeholders. fast_entry takes only what it
  * can take whole (a dict of MEMOIZE, MARK, string keys and scalar or fetched values, SETITEMS, in
@@ -1257,6 +1472,8 @@ fast_entry(gmp_pkstream *P, const unsigned char *p, const unsigned char *end, si
     }
     gmp_pkv kv[2 * FLAT_PAIRS_MAX];
     mslot *counted[4]; /* fetches whose count goes down: distinct slots, a few at most */
+    mslot *plain[4];   /* containers fetched that their slots do not know sealed yet */
+    unsigned nplain = 0;
     unsigned counted_at[4], nc = 0;
     unsigned n = 0;
     uint32_t h = 0;
@@ -1354,9 +1571,15 @@ fast_entry(gmp_pkstream *P, const unsigned char *p, const unsigned char *end, si
             }
             uint32_t hh = 1;
             if (s->type >= GMP_PK_LIST) {
-                if (s->v.o->role)
-                    return NULL;
-                hh = s->v.o->height + 1;
+                if (s->plain) {
+                    hh = s->height + 1;
+                } else {
+                    if (s->v.o->role)
+                        return NULL;
+                    hh = s->v.o->height + 1;
+                    if (nplain < 4)
+                        plain[nplain++] = s;
+                }
             }
             if (hh > h)
                 h = hh;
@@ -1367,19 +1590,32 @@ fast_entry(gmp_pkstream *P, const unsigned char *p, const unsigned char *end, si
     if (h > P->lim.max_depth || flat_room(P, n / 2) < 0)
         return NULL;
     /* commit: the fetches, the stores, the MEMOIZE, the record, the placeholder */
+    /* A value the memo keeps to the end (KEEP) is borrowed: no reference is taken, so the
+     * parse writes nothing into it (a consumer on another thread reads it meanwhile). */
+    uint64_t owned = 0;
     for (unsigned i = 0, c = 0; i < n; i++) {
-        if (c < nc && i == counted_at[c] && counted[c]->left == 1) {
-            counted[c]->left = 0;
-            counted[c++]->type = GMP_PK_NONE; /* the last fetch: the memo's reference moves */
-        } else {
-            if (c < nc && i == counted_at[c])
-                counted[c++]->left--;
-            if (kv[i].type >= GMP_PK_STR)
-                kv[i].v.o->refs++;
+        if (c < nc && i == counted_at[c]) {
+            owned |= (uint64_t)1 << i;
+            if (counted[c]->left == 1) {
+                counted[c]->left = 0;
+                counted[c]->type = GMP_PK_NONE; /* the last fetch: the memo's reference moves */
+            } else {
+                counted[c]->left--;
+                if (kv[i].type >= GMP_PK_STR)
+                    kv[i].v.o->refs++;
+            }
+            c++;
         }
-        if (kv[i].type >= GMP_PK_LIST)
+        if (kv[i].type >= GMP_PK_LIST && !kv[i].v.o->sealed)
             kv[i].v.o->sealed = 1;
     }
+    /* sealed now: neither its height nor its role changes again (a slot emptied by its last
+     * fetch is left as it is) */
+    for (unsigned i = 0; i < nplain; i++)
+        if (plain[i]->type >= GMP_PK_LIST) {
+            plain[i]->height = plain[i]->v.o->height;
+            plain[i]->plain = 1;
+        }
     if (key < (uint64_t)P->nwords * 64) {
         uint64_t bit = (uint64_t)1 << (key & 63);
         if (!(P->defined[key >> 6] & bit)) {
@@ -1393,6 +1629,7 @@ fast_entry(gmp_pkstream *P, const unsigned char *p, const unsigned char *end, si
     r->off = (uint32_t)P->fpn;
     r->n = n / 2;
     r->height = h;
+    r->owned = owned;
     memcpy(P->fpairs + P->fpn, kv, n * sizeof *kv);
     P->fpn += n;
     pkv_put(&P->stack[sn], GMP_PK_NONE, 1, P->frn++);
@@ -1402,8 +1639,8 @@ fast_entry(gmp_pkstream *P, const unsigned char *p, const unsigned char *end, si
     return q;
 }
 
-/* Hands the record of a placeholder to the consumer as a dict, as deliver does an item. */
-static int deliver_flat(gmp_pkstream *P, gmp_pkobj *list, uint64_t idx)
+/* hand, for the record of a placeholder: its pairs move into the batch. */
+static int hand_flat(gmp_pkstream *P, gmp_pkobj *list, uint64_t idx)
 {
     flat_rec *r = &P->frec[idx];
     gmp_pkv *kv = P->fpairs + r->off;
@@ -1416,38 +1653,29 @@ static int deliver_flat(gmp_pkstream *P, gmp_pkobj *list, uint64_t idx)
     }
     if (rc == 0 && list->n >= MAX_ITEMS)
         rc = fail(P, GMP_ERR_LIMIT, "container with more than %u entries", (unsigned)MAX_ITEMS);
-    if (rc == 0) {
-        list->n++;
-        if (P->cb.item) {
-            /* a dict that lives for the call: sealed, and with a role so that husk leaves it */
-            gmp_pkobj o;
-            memset(&o, 0, sizeof o);
-            o.type = GMP_PK_DICT;
-            o.sealed = 1;
-            o.role = R_FLAT;
-            o.refs = 1;
-            o.n = o.cap = r->n;
-            o.height = r->height;
-            o.d.items = kv;
-            gmp_pkv item = {.type = GMP_PK_DICT, .v.o = &o};
-            char msg[512];
-            msg[0] = 0;
-            int kind = list->role == R_DEV ? GMP_PKS_LISTS : GMP_PKS_LIST;
-            if (P->cb.item(P->cb.ctx, kind, list->role_index, &item, msg, sizeof msg) != 0) {
-                if (P->code == GMP_OK) {
-                    P->code = GMP_ERR_FORMAT;
-                    P->consumer_stop = 1;
-                    if (P->err && P->errlen)
-                        snprintf(P->err, P->errlen, "%s", msg);
-                }
-                rc = -1;
-            }
-        }
+    if (rc == 0)
+        rc = batch_room(P, P->fill, 1, 2 * (size_t)r->n);
+    if (rc < 0) {
+        for (uint64_t m = r->owned; m; m &= m - 1)
+            unref(P, &kv[__builtin_ctzll(m)]);
+        flat_done(P, r);
+        return -1;
     }
-    for (uint32_t i = 0; i < 2 * r->n; i++)
-        unref(P, &kv[i]);
+    list->n++;
+    pk_batch *b = P->fill;
+    pk_item *x = &b->it[b->n++];
+    memset(x, 0, sizeof *x);
+    x->flat = 1;
+    x->off = (uint32_t)b->pn;
+    x->n = r->n;
+    x->height = r->height;
+    x->owned = r->owned;
+    x->kind = list->role == R_DEV ? GMP_PKS_LISTS : GMP_PKS_LIST;
+    x->index = list->role_index;
+    memcpy(b->pairs + b->pn, kv, 2 * (size_t)r->n * sizeof *kv); /* the references move */
+    b->pn += 2 * (size_t)r->n;
     flat_done(P, r);
-    return rc;
+    return 0;
 }
 
 /* Turns every placeholder on the stack into the dict it stands for. */
@@ -1466,6 +1694,9 @@ static int materialize(gmp_pkstream *P)
         }
         if (r->n)
             memcpy(o->d.items, P->fpairs + r->off, 2 * (size_t)r->n * sizeof(gmp_pkv));
+        for (uint32_t j = 0; j < 2 * r->n; j++) /* a dict holds a reference to each value */
+            if (!(r->owned >> j & 1))
+                ref(&o->d.items[j]);
         o->n = r->n;
         o->height = r->height;
         pkv_put_obj(&P->stack[i], GMP_PK_DICT, o);
@@ -1546,8 +1777,9 @@ static int flat_neutral(const gmp_pkstream *P, unsigned op)
 static void flat_free(gmp_pkstream *P)
 {
     for (size_t i = 0; i < P->frn; i++)
-        for (uint32_t j = 0; j < 2 * P->frec[i].n; j++)
-            unref(P, &P->fpairs[P->frec[i].off + j]);
+        if (P->frec[i].n)
+            for (uint64_t m = P->frec[i].owned; m; m &= m - 1)
+                unref(P, &P->fpairs[P->frec[i].off + (unsigned)__builtin_ctzll(m)]);
     free(P->frec);
     free(P->fpairs);
 }
@@ -1572,11 +1804,11 @@ static int append_items(gmp_pkstream *P, gmp_pkobj *c, size_t first)
             }
             gmp_pkv it = P->stack[i];
             pkv_put(&P->stack[i], GMP_PK_NONE, 0, 0);
-            if (is_flat(&it) ? deliver_flat(P, c, it.v.u) < 0 : deliver(P, c, &it) < 0)
+            if (is_flat(&it) ? hand_flat(P, c, it.v.u) < 0 : hand(P, c, &it) < 0)
                 return -1;
         }
         P->sn = first;
-        return 0;
+        return P->worker_up && P->fill->n < BATCH_ITEMS ? 0 : submit(P);
     }
     if (reserve(P, c, n) < 0)
         return -1;
@@ -1770,6 +2002,7 @@ static int memo_put(gmp_pkstream *P, uint64_t key)
     slot_unref(P, m);
     m->type = top->type;
     m->big = top->big;
+    m->plain = 0;
     m->v.u = top->v.u;
     if (P->one_pass && top->type >= GMP_PK_STR && !top->v.o->memo_key1)
         top->v.o->memo_key1 = (uint32_t)key + 1;
@@ -2063,6 +2296,7 @@ static inline __attribute__((always_inline)) void parse_body(gmp_pkstream *P, in
                             slot_unref(P, m);
                             m->type = top->type;
                             m->big = top->big;
+                            m->plain = 0;
                             m->v.u = top->v.u;
                             if (P->one_pass && top->type >= GMP_PK_STR && !top->v.o->memo_key1)
                                 top->v.o->memo_key1 = (uint32_t)key + 1;
@@ -2369,8 +2603,27 @@ static gmp_err run(gmp_pkstream *P, char *err, size_t errlen)
     double t1 = now_s();
     input_reset(P);
     P->flat_ok = !P->one_pass || P->sparse;
+    P->fill = &P->bat[0];
+    if (P->async && P->code == GMP_OK) {
+        pthread_attr_t a;
+        int ok = pthread_attr_init(&a) == 0;
+        if (ok) {
+            (void)pthread_attr_setstacksize(&a, (size_t)256 << 10); /* the consumer's calls */
+            if (pthread_mutex_init(&P->mu, NULL) == 0) {
+                if (pthread_cond_init(&P->cv, NULL) == 0) {
+                    P->worker_up = pthread_create(&P->worker, &a, worker_main, P) == 0;
+                    if (!P->worker_up)
+                        pthread_cond_destroy(&P->cv);
+                }
+                if (!P->worker_up)
+                    pthread_mutex_destroy(&P->mu); /* then the calling thread reads the items */
+            }
+            pthread_attr_destroy(&a);
+        }
+    }
     if (P->code == GMP_OK)
         parse(P);
+    flush(P);
     if (P->code == GMP_OK && P->done && finish(P) == 0) {
         P->result = P->stack[0];
         P->sn = 0;
@@ -2415,9 +2668,9 @@ gmp_err gmp_pkstream_run_mem(gmp_pkstream *P, const void *data, size_t n, char *
     return run(P, err, errlen);
 }
 
-void gmp_pkstream_husk(gmp_pkstream *P, gmp_pkobj *o)
+static void husk_now(gmp_pkstream *P, gmp_pkobj *o)
 {
-    if (!P || !o || o->type < GMP_PK_LIST || !o->d.items || o->role)
+    if (!o || o->type < GMP_PK_LIST || !o->d.items || o->role)
         return;
     size_t k = o->type == GMP_PK_DICT ? 2 * (size_t)o->n : o->n;
     for (size_t i = 0; i < k; i++)
@@ -2426,6 +2679,36 @@ void gmp_pkstream_husk(gmp_pkstream *P, gmp_pkobj *o)
     o->d.items = NULL;
     o->n = o->cap = 0;
     o->flags |= GMP_PKOBJ_HUSKED;
+}
+
+/* While a batch is read (on the worker, or not), husks wait for its release: only the calling
+ * thread frees. A husk that cannot be recorded (out of memory) is dropped: it only saves memory. */
+void gmp_pkstream_husk(gmp_pkstream *P, gmp_pkobj *o)
+{
+    if (!P || !o)
+        return;
+    pk_batch *b = P->cur;
+    if (!b) {
+        husk_now(P, o);
+        return;
+    }
+    if (o->type < GMP_PK_LIST || !o->d.items || o->role)
+        return;
+    if (b->hn == b->hcap) {
+        size_t nc = b->hcap ? 2 * b->hcap : 64;
+        gmp_pkobj **h = realloc(b->husks, nc * sizeof *h);
+        if (!h)
+            return;
+        b->husks = h;
+        b->hcap = nc;
+    }
+    b->husks[b->hn++] = o;
+}
+
+void gmp_pkstream_async(gmp_pkstream *P)
+{
+    if (P)
+        P->async = 1;
 }
 
 void gmp_pkstream_one_pass(gmp_pkstream *P)
@@ -2490,6 +2773,11 @@ void gmp_pkstream_free(gmp_pkstream *P)
         unref(P, &r);
     }
     flat_free(P);
+    for (int i = 0; i < 2; i++) {
+        free(P->bat[i].it);
+        free(P->bat[i].pairs);
+        free(P->bat[i].husks);
+    }
     free(P->stack);
     free(P->marks);
     free(P->cnt);

@@ -4,7 +4,8 @@
  *
  * Each input is parsed with small limits (so that the fuzzer reaches the limit paths) and with the
  * default ones; the resulting value graph is walked through every accessor (bounded: shared values
- * may be visited many times). The streaming reader runs with small and default limits too, its
+ * may be visited many times). The streaming reader runs with small and default limits too (and
+ * once with its consumer on a worker thread, which must give the same outcome), its
  * consumer walking each item handed over, releasing the items of some containers (husk) and, on
  * a byte of the input, stopping the parse; then the same bytes are imported as a snapshot into a
  * trace written to /dev/null. */
@@ -84,10 +85,14 @@ static void parse(const uint8_t *data, size_t size, const gmp_pickle_limits *lim
     }
 }
 
-static size_t walk_pkv(const gmp_pkv *v, size_t budget)
+/* tagged: containers with a tag are not entered (a consumer on gmp_pkstream_async's worker
+ * reads only the tag of what it husked) */
+static size_t walk_pkv_ex(const gmp_pkv *v, size_t budget, int tagged)
 {
     size_t used = 1;
     if (!v || budget == 0)
+        return used;
+    if (tagged && v->type >= GMP_PK_LIST && v->v.o->tag)
         return used;
     uint64_t u;
     int64_t i;
@@ -105,19 +110,25 @@ static size_t walk_pkv(const gmp_pkv *v, size_t budget)
     size_t n = gmp_pkv_len(v);
     if (v->type == GMP_PK_LIST || v->type == GMP_PK_TUPLE) {
         for (size_t k = 0; k <= n && used < budget; k++)
-            used += walk_pkv(gmp_pkv_item(v, k), budget - used);
+            used += walk_pkv_ex(gmp_pkv_item(v, k), budget - used, tagged);
     } else if (v->type == GMP_PK_DICT) {
         for (size_t k = 0; k < 2 * n && used < budget; k++)
-            used += walk_pkv(&v->v.o->d.items[k], budget - used);
+            used += walk_pkv_ex(&v->v.o->d.items[k], budget - used, tagged);
         sink += gmp_pkv_dict_get(v, "frames") != NULL;
     }
     (void)sink;
     return used;
 }
 
+static size_t walk_pkv(const gmp_pkv *v, size_t budget)
+{
+    return walk_pkv_ex(v, budget, 0);
+}
+
 typedef struct sctx {
     gmp_pkstream *ps;
     size_t items, stop_at;
+    int async; /* gmp_pkstream_async */
 } sctx;
 
 static int on_item(void *ctx, int kind, uint32_t index, const gmp_pkv *item, char *err,
@@ -126,12 +137,15 @@ static int on_item(void *ctx, int kind, uint32_t index, const gmp_pkv *item, cha
     sctx *c = ctx;
     (void)kind;
     (void)index;
-    walk_pkv(item, 2000);
+    walk_pkv_ex(item, 2000, c->async);
     /* release the items of a container inside it, as the importer does with frames lists */
     if (item->type == GMP_PK_DICT && item->v.o->n) {
         const gmp_pkv *val = &item->v.o->d.items[1];
-        if (val->type >= GMP_PK_LIST)
+        if (val->type >= GMP_PK_LIST) {
+            if (c->async)
+                val->v.o->tag = 1;
             gmp_pkstream_husk(c->ps, val->v.o);
+        }
     }
     if (++c->items == c->stop_at) {
         snprintf(err, errlen, "stopped");
@@ -141,12 +155,12 @@ static int on_item(void *ctx, int kind, uint32_t index, const gmp_pkv *item, cha
 }
 
 /* One streaming read (one = 1: in one pass, gmp_pkstream_one_pass; 2: in one sparse pass,
- * gmp_pkstream_one_pass_sparse keeping "frames" lists): GMP_OK or its error, and the items
- * handed over. */
+ * gmp_pkstream_one_pass_sparse keeping "frames" lists; 3: two passes with the consumer on a
+ * worker thread, gmp_pkstream_async): GMP_OK or its error, and the items handed over. */
 static gmp_err stream(const uint8_t *data, size_t size, const gmp_pickle_limits *lim, int one,
                       size_t *items)
 {
-    sctx c = {NULL, 0, size ? 1 + data[size - 1] % 64 : 0};
+    sctx c = {NULL, 0, size ? 1 + data[size - 1] % 64 : 0, one == 3};
     gmp_pkstream_cb cb = {"segments", "device_traces", on_item, &c};
     c.ps = gmp_pkstream_new(lim, &cb);
     *items = 0;
@@ -156,6 +170,8 @@ static gmp_err stream(const uint8_t *data, size_t size, const gmp_pickle_limits 
         gmp_pkstream_one_pass(c.ps);
     else if (one == 2)
         gmp_pkstream_one_pass_sparse(c.ps, "frames", 64u << 20);
+    else if (one == 3)
+        gmp_pkstream_async(c.ps);
     char err[256];
     gmp_err e = gmp_pkstream_run_mem(c.ps, data, size, err, sizeof err);
     if (e == GMP_OK)
@@ -186,6 +202,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (stream(data, size, &lim, 1, &n1) == GMP_OK && (two != GMP_OK || n1 != n2))
         __builtin_trap();
     if (stream(data, size, &lim, 2, &n1) == GMP_OK && (two != GMP_OK || n1 != n2))
+        __builtin_trap();
+    /* the consumer on a worker thread: the same outcome and items */
+    if (stream(data, size, &lim, 3, &n1) != two || n1 != n2)
         __builtin_trap();
     stream(data, size, &small, 2, &n1);
     int fd = open("/dev/null", O_WRONLY | O_CLOEXEC);

@@ -5,6 +5,7 @@
  * was stored, a streamed list stored elsewhere than predicted or dropped, a key set twice), a
  * root built by DICT (handed over at STOP), every truncation of a snapshot (one error, no crash),
  * a consumer that stops the parse, husked frames lists, and the memory bound. */
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -104,17 +105,24 @@ typedef struct rec {
     int one;            /* gmp_pkstream_one_pass */
     const char *sparse; /* gmp_pkstream_one_pass_sparse with this keep_key */
     size_t budget;      /* its budget (0: 1 GiB) */
+    int async;          /* gmp_pkstream_async */
+    pthread_t caller;   /* the thread that runs the parse */
+    size_t elsewhere;   /* items handed over on another thread */
 } rec;
 
 static int on_item(void *ctx, int kind, uint32_t index, const gmp_pkv *item, char *err,
                    size_t errlen)
 {
     rec *r = ctx;
+    if (!pthread_equal(pthread_self(), r->caller))
+        r->elsewhere++;
+    /* husked lists are not read again (with gmp_pkstream_async their items go while later
+     * batches are read): no digest then */
     if (kind == GMP_PKS_LIST) {
-        r->seg_digest = mix(r->seg_digest, dig_pkv(item));
+        r->seg_digest = mix(r->seg_digest, r->husk ? 0 : dig_pkv(item));
         r->segs++;
     } else {
-        r->ent_digest = mix(mix(r->ent_digest, index), dig_pkv(item));
+        r->ent_digest = mix(mix(r->ent_digest, index), r->husk ? 0 : dig_pkv(item));
         r->ents++;
         if (index > r->max_index)
             r->max_index = index;
@@ -141,6 +149,9 @@ static gmp_err stream(const void *p, size_t n, rec *r, const gmp_pickle_limits *
         gmp_pkstream_one_pass(r->ps);
     if (r->sparse)
         gmp_pkstream_one_pass_sparse(r->ps, r->sparse, r->budget ? r->budget : (size_t)1 << 30);
+    if (r->async)
+        gmp_pkstream_async(r->ps);
+    r->caller = pthread_self();
     gmp_err e = gmp_pkstream_run_mem(r->ps, p, n, err, errlen);
     return e;
 }
@@ -211,17 +222,19 @@ static void test_real_equal_tree(void **state)
         assert_int_equal(h.ents, want.ents);
         gmp_pkstream_free(h.ps);
         /* in one pass (no count of the memo's fetches; mode 0), and in one sparse pass (strings
-         * and "frames" lists kept, nothing else; mode 1): the same items, husked or not, and far
-         * less held than the tree */
-        for (int k = 0; k < 4; k++) {
-            int sparse = k >> 1, hk = k & 1;
+         * and "frames" lists kept, nothing else; mode 1), the consumer on the calling thread or
+         * on a worker (mode 2): the same items, husked or not, and far less held than the tree */
+        for (int k = 0; k < 8; k++) {
+            int sparse = (k >> 1) & 1, hk = k & 1, as = k >> 2;
             rec o = {0};
             o.one = !sparse;
             o.sparse = sparse ? "frames" : NULL;
             o.husk = hk;
+            o.async = as; /* on a worker thread (mode 2): the same items in the same order */
             assert_int_equal(stream(b, n, &o, NULL, err, sizeof err), GMP_OK);
             assert_int_equal(o.segs, want.segs);
             assert_int_equal(o.ents, want.ents);
+            assert_int_equal(o.elsewhere, as ? o.segs + o.ents : 0);
             if (!hk) {
                 assert_true(o.seg_digest == want.seg_digest);
                 assert_true(o.ent_digest == want.ent_digest);
@@ -488,7 +501,8 @@ typedef struct outcome {
     size_t flat;
 } outcome;
 
-/* mode 0: one pass (never flat), 1: two passes, 2: sparse keeping "frames" */
+/* mode 0: one pass (never flat), 1: two passes, 2: sparse keeping "frames"; 3, 4: 1, 2 with the
+ * consumer on a worker thread */
 static outcome flat_run(const char *b, size_t len, int mode, const gmp_pickle_limits *lim,
                         size_t stop_at, int husk)
 {
@@ -496,7 +510,8 @@ static outcome flat_run(const char *b, size_t len, int mode, const gmp_pickle_li
     memset(&o, 0, sizeof o);
     rec r = {0};
     r.one = mode == 0;
-    r.sparse = mode == 2 ? "frames" : NULL;
+    r.sparse = mode == 2 || mode == 4 ? "frames" : NULL;
+    r.async = mode >= 3;
     r.stop_at = stop_at;
     r.husk = husk;
     o.e = stream(b, len, &r, lim, o.err, sizeof o.err);
@@ -507,7 +522,7 @@ static outcome flat_run(const char *b, size_t len, int mode, const gmp_pickle_li
     return o;
 }
 
-/* The same outcome (code, message, entries handed over and their digest) in the three modes,
+/* The same outcome (code, message, entries handed over and their digest) in the five modes,
  * whatever comes between the entries and their APPENDS (but a sparse pass's refusal of a fetch it
  * did not keep, after which the importer reads the file again in two passes); returns the
  * two-pass run's. */
@@ -517,9 +532,9 @@ static outcome flat_same(const char *b, size_t len, const gmp_pickle_limits *lim
     outcome ref = flat_run(b, len, 0, lim, stop_at, husk);
     assert_int_equal(ref.flat, 0);
     outcome two = {0};
-    for (int mode = 1; mode <= 2; mode++) {
+    for (int mode = 1; mode <= 4; mode++) {
         outcome o = flat_run(b, len, mode, lim, stop_at, husk);
-        if (mode == 2 && o.e != GMP_OK && strstr(o.err, "not defined"))
+        if ((mode == 2 || mode == 4) && o.e != GMP_OK && strstr(o.err, "not defined"))
             continue; /* a fetch of what a sparse pass does not keep: read again in two passes */
         if (o.e != ref.e || strcmp(o.err, ref.err) != 0 || o.ents != ref.ents ||
             (!husk && o.digest != ref.digest))
