@@ -58,20 +58,18 @@ typedef struct mslot {
     } v;
 } mslot;
 
-/* A trace entry read by fast_entry: pairs fpairs[off .. off + 2n), the dict's height. n = 0 once
- * it was handed over or made a dict. */
+/* A trace entry read by fast_entry: pairs fill->pairs[off .. off + 2n), the dict's height. */
 typedef struct flat_rec {
     uint32_t off, n, height;
     uint64_t owned; /* bit i: value i holds a reference (others: kept by the memo to the end) */
 } flat_rec;
 
-/* An item handed over: a value (an object holding a reference), or a flat record whose pairs are
- * the batch's pairs[off .. off + 2n). */
+/* Items handed over: a value (an object holding a reference), or (flat) the run of n flat
+ * records recs[off .. off + n) of the batch, handed over one after the other. */
 typedef struct pk_item {
     gmp_pkv v;
-    uint32_t off, n, height, index;
+    uint32_t off, n, index;
     uint8_t kind, flat;
-    uint64_t owned; /* flat: as flat_rec's */
 } pk_item;
 
 /* Items handed over in order, then released together (see submit). */
@@ -80,6 +78,8 @@ typedef struct pk_batch {
     size_t n, cap;
     gmp_pkv *pairs;
     size_t pn, pcap;
+    flat_rec *recs; /* the flat records read into it (a placeholder names one by index) */
+    size_t rn, rcap;
     gmp_pkobj **husks; /* husks the consumer asked for while the batch was read */
     size_t hn, hcap;
     int failed; /* the consumer stopped at an item: msg says why */
@@ -129,11 +129,9 @@ struct gmp_pkstream {
     size_t slots_cap;  /* sparse: slots allocated (nslots in use, in index order) */
     size_t rank_words; /* sparse: words of mw whose rank is set */
     /* flat entries (fast_entry): trace entries read without a dict, until their list takes them */
-    int flat_ok;       /* fast_entry may run (two passes, or a sparse pass) */
-    flat_rec *frec;    /* the records; a placeholder on the stack names one by index */
-    size_t frn, frcap; /* records made since the store was last empty, and room */
-    gmp_pkv *fpairs;   /* their keys and values, each holding a reference as on the stack */
-    size_t fpn, fpcap;
+    int flat_ok; /* fast_entry may run (two passes, or a sparse pass) */
+    /* their keys and values are written into the batch being filled (fill->pairs), where they
+     * stay when handed over */
     size_t nflat;       /* placeholders on the stack */
     size_t nflat_total; /* records made (gmp_pkstream_flat_entries) */
     size_t flat_top;    /* while nflat: the stack index above the highest placeholder */
@@ -1181,28 +1179,32 @@ static int batch_room(gmp_pkstream *P, pk_batch *b, size_t items, size_t pairs)
 static void batch_read(gmp_pkstream *P, pk_batch *b)
 {
     P->cur = b;
-    for (size_t i = 0; i < b->n && P->cb.item; i++) {
-        pk_item *x = &b->it[i];
-        gmp_pkobj o;
-        gmp_pkv item = x->v;
-        if (x->flat) { /* a dict that lives for the call: sealed, and with a role (husk leaves it)
-                        */
-            memset(&o, 0, sizeof o);
-            o.type = GMP_PK_DICT;
-            o.sealed = 1;
-            o.role = R_FLAT;
-            o.refs = 1;
-            o.n = o.cap = x->n;
-            o.height = x->height;
-            o.d.items = b->pairs + x->off;
-            item.type = GMP_PK_DICT;
-            item.big = 0;
-            item.v.o = &o;
+    for (size_t i = 0; i < b->n && P->cb.item && !b->failed; i++) {
+        const pk_item *x = &b->it[i];
+        if (!x->flat) {
+            b->msg[0] = 0;
+            b->failed = P->cb.item(P->cb.ctx, x->kind, x->index, &x->v, b->msg, sizeof b->msg) != 0;
+            continue;
         }
-        b->msg[0] = 0;
-        if (P->cb.item(P->cb.ctx, x->kind, x->index, &item, b->msg, sizeof b->msg) != 0) {
-            b->failed = 1;
-            break;
+        /* each record as a dict that lives for the call: sealed, with a role (husk leaves it) */
+        gmp_pkobj o;
+        memset(&o, 0, sizeof o);
+        o.type = GMP_PK_DICT;
+        o.sealed = 1;
+        o.role = R_FLAT;
+        o.refs = 1;
+        gmp_pkv item = {.type = GMP_PK_DICT, .v.o = &o};
+        for (uint32_t k = 0; k < x->n; k++) {
+            const flat_rec *r = &b->recs[x->off + k];
+            o.n = o.cap = r->n;
+            o.height = r->height;
+            o.d.items = b->pairs + r->off;
+            o.tag = 0;
+            b->msg[0] = 0;
+            if (P->cb.item(P->cb.ctx, x->kind, x->index, &item, b->msg, sizeof b->msg) != 0) {
+                b->failed = 1;
+                break;
+            }
         }
     }
     P->cur = NULL;
@@ -1219,10 +1221,14 @@ static void batch_release(gmp_pkstream *P, pk_batch *b)
         const pk_item *x = &b->it[i];
         if (!x->flat)
             unref(P, &x->v);
-        for (uint64_t m = x->owned; m; m &= m - 1)
-            unref(P, &b->pairs[x->off + (unsigned)__builtin_ctzll(m)]);
+        else
+            for (uint32_t k = 0; k < x->n; k++) {
+                const flat_rec *r = &b->recs[x->off + k];
+                for (uint64_t m = r->owned; m; m &= m - 1)
+                    unref(P, &b->pairs[r->off + (unsigned)__builtin_ctzll(m)]);
+            }
     }
-    b->n = b->pn = b->hn = 0;
+    b->n = b->pn = b->rn = b->hn = 0;
 }
 
 /* A batch that was read and released: a consumer that stopped stops the parse, whatever it
@@ -1301,8 +1307,11 @@ static int submit(gmp_pkstream *P)
 
 /* At the end of a run, or when it fails: every item stored so far is read (the consumer's stop
  * winning over the run's failure), and the worker ends. */
+static void flat_drop(gmp_pkstream *P);
+
 static void flush(gmp_pkstream *P)
 {
+    flat_drop(P);
     if (submit(P) == 0)
         collect(P);
     if (P->worker_up) {
@@ -1388,56 +1397,56 @@ static int reserve(gmp_pkstream *P, gmp_pkobj *c, size_t add)
  * the window, not kept by the memo), and leaves anything else to the usual path untouched. */
 
 #define FLAT_PAIRS_MAX 32  /* pairs of a dict read flat */
-#define FLAT_RECS_MAX 4096 /* records on the stack at once */
+#define FLAT_RECS_MAX 8192 /* records in a batch */
 
 static inline int is_flat(const gmp_pkv *v)
 {
     return v->type == GMP_PK_NONE && v->big;
 }
 
-/* Room for one more record of n pairs, counted as memory held; 0, or -1 (then nothing is said:
- * the dict is read the usual way, which reports what is wrong). */
+/* Room for one more record of up to n pairs, counted as memory held; 0, or -1 (then nothing is
+ * said: the dict is read the usual way, which reports what is wrong). */
 static int flat_room(gmp_pkstream *P, size_t n)
 {
-    if (P->frn == FLAT_RECS_MAX)
-        return -1;
-    size_t add = 0, rc = P->frcap, pc = P->fpcap;
-    if (P->frn == rc)
-        rc = rc ? 2 * rc : 1024, add += (rc - P->frcap) * sizeof *P->frec;
-    while (P->fpn + 2 * n > pc)
-        pc = pc ? 2 * pc : 16384;
-    add += (pc - P->fpcap) * sizeof *P->fpairs;
-    if (!add)
+    pk_batch *b = P->fill;
+    if (b->rn < b->rcap && b->pn + 2 * n <= b->pcap)
         return 0;
+    if (b->rn == FLAT_RECS_MAX)
+        return -1;
+    size_t add = 0, rc = b->rcap, pc = b->pcap;
+    if (b->rn == rc)
+        rc = rc ? 2 * rc : 1024, add += (rc - b->rcap) * sizeof *b->recs;
+    while (b->pn + 2 * n > pc)
+        pc = pc ? 2 * pc : 16384;
+    add += (pc - b->pcap) * sizeof *b->pairs;
     if (add > P->lim.max_memory || P->mem > P->lim.max_memory - add)
         return -1;
-    if (rc != P->frcap) {
-        flat_rec *r = realloc(P->frec, rc * sizeof *r);
+    if (rc != b->rcap) {
+        flat_rec *r = realloc(b->recs, rc * sizeof *r);
         if (!r)
             return -1;
-        P->frec = r;
-        P->mem += (rc - P->frcap) * sizeof *r;
-        P->frcap = rc;
+        b->recs = r;
+        P->mem += (rc - b->rcap) * sizeof *r;
+        b->rcap = rc;
     }
-    if (pc != P->fpcap) {
-        gmp_pkv *q = realloc(P->fpairs, pc * sizeof *q);
+    if (pc != b->pcap) {
+        gmp_pkv *q = realloc(b->pairs, pc * sizeof *q);
         if (!q)
             return -1;
-        P->fpairs = q;
-        P->mem += (pc - P->fpcap) * sizeof *q;
-        P->fpcap = pc;
+        b->pairs = q;
+        P->mem += (pc - b->pcap) * sizeof *q;
+        b->pcap = pc;
     }
     if (P->mem > P->peak)
         P->peak = P->mem;
     return 0;
 }
 
-/* A record is done with (handed over, or made a dict): the store empties with the last one. */
-static void flat_done(gmp_pkstream *P, flat_rec *r)
+/* A placeholder is gone (its record handed over, or made a dict). */
+static void flat_done(gmp_pkstream *P)
 {
-    r->n = 0;
     if (--P->nflat == 0)
-        P->frn = P->fpn = P->flat_top = 0;
+        P->flat_top = 0;
 }
 
 /* At p, '}' (EMPTY_DICT) with sn values on the stack: when it begins a trace entry that can be
@@ -1470,7 +1479,9 @@ fast_entry(gmp_pkstream *P, const unsigned char *p, const unsigned char *end, si
     } else if (P->sparse) {
         return NULL; /* the memo grows there: sparse_put */
     }
-    gmp_pkv kv[2 * FLAT_PAIRS_MAX];
+    if (flat_room(P, FLAT_PAIRS_MAX) < 0)
+        return NULL;
+    gmp_pkv *kv = P->fill->pairs + P->fill->pn; /* written in place, kept only when committed */
     mslot *counted[4]; /* fetches whose count goes down: distinct slots, a few at most */
     mslot *plain[4];   /* containers fetched that their slots do not know sealed yet */
     unsigned nplain = 0;
@@ -1587,7 +1598,7 @@ fast_entry(gmp_pkstream *P, const unsigned char *p, const unsigned char *end, si
             n++;
         }
     }
-    if (h > P->lim.max_depth || flat_room(P, n / 2) < 0)
+    if (h > P->lim.max_depth)
         return NULL;
     /* commit: the fetches, the stores, the MEMOIZE, the record, the placeholder */
     /* A value the memo keeps to the end (KEEP) is borrowed: no reference is taken, so the
@@ -1625,25 +1636,25 @@ fast_entry(gmp_pkstream *P, const unsigned char *p, const unsigned char *end, si
     } else {
         P->ndefined++; /* never fetched: only its count matters */
     }
-    flat_rec *r = &P->frec[P->frn];
-    r->off = (uint32_t)P->fpn;
+    flat_rec *r = &P->fill->recs[P->fill->rn];
+    r->off = (uint32_t)P->fill->pn;
     r->n = n / 2;
     r->height = h;
     r->owned = owned;
-    memcpy(P->fpairs + P->fpn, kv, n * sizeof *kv);
-    P->fpn += n;
-    pkv_put(&P->stack[sn], GMP_PK_NONE, 1, P->frn++);
+    P->fill->pn += n;
+    pkv_put(&P->stack[sn], GMP_PK_NONE, 1, P->fill->rn++);
     P->nflat++;
     P->nflat_total++;
     P->flat_top = sn + 1;
     return q;
 }
 
-/* hand, for the record of a placeholder: its pairs move into the batch. */
+/* hand, for the record of a placeholder (in the batch already): it joins the run of records
+ * handed over just before it, or starts one. */
 static int hand_flat(gmp_pkstream *P, gmp_pkobj *list, uint64_t idx)
 {
-    flat_rec *r = &P->frec[idx];
-    gmp_pkv *kv = P->fpairs + r->off;
+    pk_batch *b = P->fill;
+    flat_rec *r = &b->recs[idx];
     int rc = 0;
     uint32_t h = r->height + 1;
     if (h > list->height) {
@@ -1653,28 +1664,31 @@ static int hand_flat(gmp_pkstream *P, gmp_pkobj *list, uint64_t idx)
     }
     if (rc == 0 && list->n >= MAX_ITEMS)
         rc = fail(P, GMP_ERR_LIMIT, "container with more than %u entries", (unsigned)MAX_ITEMS);
-    if (rc == 0)
-        rc = batch_room(P, P->fill, 1, 2 * (size_t)r->n);
+    uint8_t kind = list->role == R_DEV ? GMP_PKS_LISTS : GMP_PKS_LIST;
+    pk_item *x = b->n ? &b->it[b->n - 1] : NULL;
+    int joins =
+        x && x->flat && x->off + x->n == idx && x->kind == kind && x->index == list->role_index;
+    if (rc == 0 && !joins && b->n == b->cap)
+        rc = batch_room(P, b, 1, 0);
     if (rc < 0) {
         for (uint64_t m = r->owned; m; m &= m - 1)
-            unref(P, &kv[__builtin_ctzll(m)]);
-        flat_done(P, r);
+            unref(P, &b->pairs[r->off + (unsigned)__builtin_ctzll(m)]);
+        flat_done(P);
         return -1;
     }
     list->n++;
-    pk_batch *b = P->fill;
-    pk_item *x = &b->it[b->n++];
-    memset(x, 0, sizeof *x);
-    x->flat = 1;
-    x->off = (uint32_t)b->pn;
-    x->n = r->n;
-    x->height = r->height;
-    x->owned = r->owned;
-    x->kind = list->role == R_DEV ? GMP_PKS_LISTS : GMP_PKS_LIST;
-    x->index = list->role_index;
-    memcpy(b->pairs + b->pn, kv, 2 * (size_t)r->n * sizeof *kv); /* the references move */
-    b->pn += 2 * (size_t)r->n;
-    flat_done(P, r);
+    if (joins) {
+        x->n++;
+    } else {
+        x = &b->it[b->n++];
+        memset(x, 0, sizeof *x);
+        x->flat = 1;
+        x->off = (uint32_t)idx;
+        x->n = 1;
+        x->kind = kind;
+        x->index = list->role_index;
+    }
+    flat_done(P); /* the references move to the item */
     return 0;
 }
 
@@ -1684,7 +1698,7 @@ static int materialize(gmp_pkstream *P)
     for (size_t i = 0; i < P->sn && P->nflat; i++) {
         if (!is_flat(&P->stack[i]))
             continue;
-        flat_rec *r = &P->frec[P->stack[i].v.u];
+        flat_rec *r = &P->fill->recs[P->stack[i].v.u];
         gmp_pkobj *o = obj_new(P, GMP_PK_DICT);
         if (!o)
             return -1;
@@ -1693,14 +1707,14 @@ static int materialize(gmp_pkstream *P)
             return -1;
         }
         if (r->n)
-            memcpy(o->d.items, P->fpairs + r->off, 2 * (size_t)r->n * sizeof(gmp_pkv));
+            memcpy(o->d.items, P->fill->pairs + r->off, 2 * (size_t)r->n * sizeof(gmp_pkv));
         for (uint32_t j = 0; j < 2 * r->n; j++) /* a dict holds a reference to each value */
             if (!(r->owned >> j & 1))
                 ref(&o->d.items[j]);
         o->n = r->n;
         o->height = r->height;
         pkv_put_obj(&P->stack[i], GMP_PK_DICT, o);
-        flat_done(P, r);
+        flat_done(P);
     }
     return 0;
 }
@@ -1773,15 +1787,20 @@ static int flat_neutral(const gmp_pkstream *P, unsigned op)
     }
 }
 
-/* Releases the records that were never handed over (a parse that stopped). */
-static void flat_free(gmp_pkstream *P)
+/* Releases the records that were never handed over (a parse that stopped: their placeholders
+ * are left on the stack, as None, for the stack's release). */
+static void flat_drop(gmp_pkstream *P)
 {
-    for (size_t i = 0; i < P->frn; i++)
-        if (P->frec[i].n)
-            for (uint64_t m = P->frec[i].owned; m; m &= m - 1)
-                unref(P, &P->fpairs[P->frec[i].off + (unsigned)__builtin_ctzll(m)]);
-    free(P->frec);
-    free(P->fpairs);
+    for (size_t i = 0; i < P->sn && P->nflat; i++) {
+        if (!is_flat(&P->stack[i]))
+            continue;
+        const flat_rec *r = &P->fill->recs[P->stack[i].v.u];
+        for (uint64_t m = r->owned; m; m &= m - 1)
+            unref(P, &P->fill->pairs[r->off + (unsigned)__builtin_ctzll(m)]);
+        pkv_put(&P->stack[i], GMP_PK_NONE, 0, 0);
+        P->nflat--;
+    }
+    P->nflat = P->flat_top = 0;
 }
 
 /* Appends stack[first..sn) to the list c (the values move: their references with them). */
@@ -1808,7 +1827,10 @@ static int append_items(gmp_pkstream *P, gmp_pkobj *c, size_t first)
                 return -1;
         }
         P->sn = first;
-        return P->worker_up && P->fill->n < BATCH_ITEMS ? 0 : submit(P);
+        /* not while placeholders wait on the stack: their pairs are in this batch */
+        return P->nflat || (P->worker_up && P->fill->n < BATCH_ITEMS && P->fill->rn < BATCH_ITEMS)
+                   ? 0
+                   : submit(P);
     }
     if (reserve(P, c, n) < 0)
         return -1;
@@ -2772,10 +2794,10 @@ void gmp_pkstream_free(gmp_pkstream *P)
         gmp_pkv r = {.type = P->root->type, .v.o = P->root};
         unref(P, &r);
     }
-    flat_free(P);
     for (int i = 0; i < 2; i++) {
         free(P->bat[i].it);
         free(P->bat[i].pairs);
+        free(P->bat[i].recs);
         free(P->bat[i].husks);
     }
     free(P->stack);
