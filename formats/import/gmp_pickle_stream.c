@@ -87,8 +87,11 @@ typedef struct pk_batch {
     gmp_pkobj **husks; /* husks the consumer asked for while the batch was read */
     size_t hn, hcap;
     int failed; /* the consumer stopped at an item: msg says why */
+    int state;  /* with a worker: 0 being filled or free, 1 handed over, 2 read (under mu) */
     char msg[512];
 } pk_batch;
+
+#define NBATCH 4 /* batches in the ring: the parse may run up to 3 ahead of the worker */
 
 /* A chunk of the input read ahead: file bytes [index * INBUF, + len) at mem + RA_HEAD. */
 typedef struct ra_chunk {
@@ -147,12 +150,13 @@ struct gmp_pkstream {
     size_t nflat_total; /* records made (gmp_pkstream_flat_entries) */
     size_t flat_top;    /* while nflat: the stack index above the highest placeholder */
     /* items handed over in batches; with gmp_pkstream_async, read by the consumer on a worker
-     * thread (the one batch it holds is `job`) */
-    pk_batch bat[2];
-    pk_batch *fill; /* the batch being filled (the calling thread's) */
-    pk_batch *cur;  /* the batch whose items the consumer is reading (husks go there) */
-    int async, worker_up, quit, job_done;
-    pk_batch *job;
+     * thread, in the order of a ring of batches */
+    pk_batch bat[NBATCH];
+    pk_batch *fill;      /* the batch being filled (the calling thread's): bat[fi] */
+    pk_batch *cur;       /* the batch whose items the consumer is reading (husks go there) */
+    unsigned fi, ri, wi; /* being filled; the oldest not released; the worker's next */
+    int async, worker_up, quit;
+    int wstop; /* the worker's: a batch's consumer stopped, the batches after it are not read */
     pthread_t worker;
     pthread_mutex_t mu;
     pthread_cond_t cv;
@@ -1365,7 +1369,7 @@ static int modifiable(gmp_pkstream *P, const gmp_pkobj *c)
  * handed over, or at the end of the run, and its message wins over any error of the parse after
  * the item it stopped at (the parse would not have got there). */
 
-#define BATCH_ITEMS 1024 /* a batch is handed over once it holds this many (or at the end) */
+#define BATCH_ITEMS 512 /* a batch is handed over once it holds this many (or at the end) */
 
 static int batch_room(gmp_pkstream *P, pk_batch *b, size_t items, size_t pairs)
 {
@@ -1417,6 +1421,13 @@ static void batch_read(gmp_pkstream *P, pk_batch *b)
         gmp_pkv item = {.type = GMP_PK_DICT, .v.o = &o};
         for (uint32_t k = 0; k < x->n; k++) {
             const flat_rec *r = &b->recs[x->off + k];
+            if (k + 4 < x->n) { /* written on the parse's thread: fetched ahead */
+                const char *ahead = (const char *)(b->pairs + r[4].off);
+                __builtin_prefetch(ahead);
+                __builtin_prefetch(ahead + 64);
+                __builtin_prefetch(ahead + 128);
+                __builtin_prefetch(ahead + 192);
+            }
             o.n = o.cap = r->n;
             o.height = r->height;
             o.d.items = b->pairs + r->off;
@@ -1471,40 +1482,62 @@ static void *worker_main(void *arg)
     gmp_pkstream *P = arg;
     pthread_mutex_lock(&P->mu);
     for (;;) {
-        while (!P->quit && (!P->job || P->job_done))
+        pk_batch *b = &P->bat[P->wi];
+        while (!P->quit && b->state != 1)
             pthread_cond_wait(&P->cv, &P->mu);
-        if (P->quit)
-            break;
-        pk_batch *b = P->job;
+        if (b->state != 1)
+            break; /* quit, and nothing left to read */
         pthread_mutex_unlock(&P->mu);
-        batch_read(P, b);
+        if (!P->wstop) {
+            batch_read(P, b);
+            P->wstop = b->failed;
+        }
         pthread_mutex_lock(&P->mu);
-        P->job_done = 1;
+        b->state = 2;
+        P->wi = (P->wi + 1) % NBATCH;
         pthread_cond_broadcast(&P->cv);
     }
     pthread_mutex_unlock(&P->mu);
     return NULL;
 }
 
-/* Waits for the worker's batch, if any, and releases it (0, or -1 when the consumer stopped). */
+/* Releases, oldest first, the batches the worker has read (0, or -1 when a consumer stopped). */
+static int reap(gmp_pkstream *P)
+{
+    int rc = 0;
+    pthread_mutex_lock(&P->mu);
+    for (;;) {
+        pk_batch *b = &P->bat[P->ri];
+        if (b->state != 2)
+            break;
+        pthread_mutex_unlock(&P->mu);
+        batch_release(P, b);
+        if (batch_outcome(P, b) < 0)
+            rc = -1;
+        pthread_mutex_lock(&P->mu);
+        b->state = 0;
+        P->ri = (P->ri + 1) % NBATCH;
+    }
+    pthread_mutex_unlock(&P->mu);
+    return rc;
+}
+
+/* Waits until the worker has read every batch handed over, and releases them. */
 static int collect(gmp_pkstream *P)
 {
     if (!P->worker_up)
         return 0;
     pthread_mutex_lock(&P->mu);
-    while (P->job && !P->job_done)
-        pthread_cond_wait(&P->cv, &P->mu);
-    pk_batch *b = P->job;
-    P->job = NULL;
+    for (unsigned i = 0; i < NBATCH; i++)
+        while (P->bat[i].state == 1)
+            pthread_cond_wait(&P->cv, &P->mu);
     pthread_mutex_unlock(&P->mu);
-    if (!b)
-        return 0;
-    batch_release(P, b);
-    return batch_outcome(P, b);
+    return reap(P);
 }
 
-/* Hands the batch being filled to the consumer: read at once (released after), or by the worker
- * once it is done with the one before (released then). -1 when the consumer stopped. */
+/* Hands the batch being filled to the consumer: read at once (released after), or queued for the
+ * worker, the next batch of the ring then being filled once the worker is done with it (released
+ * then). -1 when the consumer stopped. */
 static int submit(gmp_pkstream *P)
 {
     pk_batch *b = P->fill;
@@ -1515,15 +1548,15 @@ static int submit(gmp_pkstream *P)
         batch_release(P, b);
         return batch_outcome(P, b);
     }
-    if (collect(P) < 0)
-        return -1;
     pthread_mutex_lock(&P->mu);
-    P->job = b;
-    P->job_done = 0;
+    b->state = 1;
     pthread_cond_broadcast(&P->cv);
+    P->fi = (P->fi + 1) % NBATCH;
+    P->fill = &P->bat[P->fi];
+    while (P->fill->state == 1)
+        pthread_cond_wait(&P->cv, &P->mu);
     pthread_mutex_unlock(&P->mu);
-    P->fill = b == &P->bat[0] ? &P->bat[1] : &P->bat[0];
-    return 0;
+    return reap(P);
 }
 
 /* At the end of a run, or when it fails: every item stored so far is read (the consumer's stop
@@ -1533,8 +1566,8 @@ static void flat_drop(gmp_pkstream *P);
 static void flush(gmp_pkstream *P)
 {
     flat_drop(P);
-    if (submit(P) == 0)
-        collect(P);
+    submit(P);
+    collect(P); /* after a stop, the batches handed over after it are released unread */
     if (P->worker_up) {
         pthread_mutex_lock(&P->mu);
         P->quit = 1;
@@ -1636,9 +1669,9 @@ static int flat_room(gmp_pkstream *P, size_t n)
         return -1;
     size_t add = 0, rc = b->rcap, pc = b->pcap;
     if (b->rn == rc)
-        rc = rc ? 2 * rc : 1024, add += (rc - b->rcap) * sizeof *b->recs;
+        rc = rc ? 2 * rc : 256, add += (rc - b->rcap) * sizeof *b->recs;
     while (b->pn + 2 * n > pc)
-        pc = pc ? 2 * pc : 16384;
+        pc = pc ? 2 * pc : 4096;
     add += (pc - b->pcap) * sizeof *b->pairs;
     if (add > P->lim.max_memory || P->mem > P->lim.max_memory - add)
         return -1;
@@ -2938,8 +2971,8 @@ void gmp_pkstream_husk(gmp_pkstream *P, gmp_pkobj *o)
         husk_now(P, o);
         return;
     }
-    if (o->type < GMP_PK_LIST || !o->d.items || o->role)
-        return;
+    /* nothing of o is read here: the calling thread may be releasing its items (an earlier
+     * husk of it) meanwhile; husk_now checks it then */
     if (b->hn == b->hcap) {
         size_t nc = b->hcap ? 2 * b->hcap : 64;
         gmp_pkobj **h = realloc(b->husks, nc * sizeof *h);
@@ -3018,7 +3051,7 @@ void gmp_pkstream_free(gmp_pkstream *P)
         gmp_pkv r = {.type = P->root->type, .v.o = P->root};
         unref(P, &r);
     }
-    for (int i = 0; i < 2; i++) {
+    for (int i = 0; i < NBATCH; i++) {
         free(P->bat[i].it);
         free(P->bat[i].pairs);
         free(P->bat[i].recs);
