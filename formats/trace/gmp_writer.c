@@ -576,7 +576,10 @@ static int ensure_room(gmp_wthread *t, size_t need)
     return 0;
 }
 
-static void buf_encode(gmp_buf *b, uint64_t *prev, const gmp_rec *r)
+/* (always inline: gmp_wthread_event calls it for every event, and a call cost as much as the
+ * bookkeeping below) */
+static inline __attribute__((always_inline)) void buf_encode(gmp_buf *b, uint64_t *prev,
+                                                             const gmp_rec *r)
 {
     size_t n = gmp_encode(b->data + b->len, b->cap - b->len, r, prev);
     b->len += n;
@@ -625,7 +628,9 @@ int gmp_wthread_event(gmp_wthread *t, gmp_rec *ev)
     size_t need = (ev->type == GMP_REC_ALLOC || ev->type == GMP_REC_FREE)
                       ? 160 + RECORD_SLACK /* fixed fields only: no strings to measure */
                       : gmp_encode_bound(ev) + RECORD_SLACK;
-    if (ensure_room(t, need) < 0 || atomic_load_explicit(&w->closed, memory_order_relaxed)) {
+    int room = t->cur && t->cur->cap - t->cur->len >= need; /* ensure_room's first test */
+    if ((!room && ensure_room(t, need) < 0) ||
+        atomic_load_explicit(&w->closed, memory_order_relaxed)) {
         t->lost_pending++;
         t->lost++;
         tunlock(t);
@@ -634,7 +639,8 @@ int gmp_wthread_event(gmp_wthread *t, gmp_rec *ev)
     if (!ev->time_ns)
         ev->time_ns = gmp_clock_ns();
     gmp_buf *b = t->cur;
-    buf_prologue(b, t->tid, &t->prev_ns, ev->time_ns, &t->lost_pending, GMP_LOST_BUFFER_FULL);
+    if (b->len == 0 || t->lost_pending) /* (the test buf_prologue makes, without its call) */
+        buf_prologue(b, t->tid, &t->prev_ns, ev->time_ns, &t->lost_pending, GMP_LOST_BUFFER_FULL);
     size_t before = b->len;
     buf_encode(b, &t->prev_ns, ev);
     int ok = b->len > before;
