@@ -27,6 +27,7 @@
 #include "gmp_clock.h"
 #include "gmp_codec.h"
 #include "gmp_hash.h"
+#include "gmp_tq.h"
 
 #define FRAME_TARGET (4u << 20) /* raw bytes per frame before starting a new one */
 #define MAX_INTERNED (1u << 24) /* entries per intern table */
@@ -165,6 +166,7 @@ void gmp_writer_opts_default(gmp_writer_opts *o)
     o->sync_lag_ns = 0;
     o->compress_async = 0;
     o->store = 0;
+    o->queue = NULL;
 }
 
 /* ---------- intern tables ---------- */
@@ -1026,6 +1028,26 @@ static void emit_frame(gmp_writer *w)
     if (!w->stage.len)
         return;
     w->frames_out++;
+    if (w->o.queue) {
+        /* the staged bytes themselves go, with room for the reader's padding after them */
+        if (!w->io_failed && bvec_reserve(&w->stage, 16) == 0) {
+            size_t len = w->stage.len;
+            if (gmp_tq_put(w->o.queue, w->stage.p, len, w->stage.cap) < 0) {
+                w->io_failed = 1;
+                w->st.io_errno = EPIPE;
+            } else {
+                w->st.bytes_written += len;
+                w->st.bytes_raw += len;
+                w->st.frames++;
+            }
+            w->stage = (bvec){NULL, 0, 0};
+        } else if (!w->io_failed) {
+            w->io_failed = 1;
+            w->st.io_errno = ENOMEM;
+        }
+        w->stage.len = 0;
+        return;
+    }
     if (w->ncs) {
         pthread_mutex_lock(&w->clk);
         struct cslot *c = &w->cs[w->c_submit % (uint64_t)w->ncs];
@@ -1288,7 +1310,7 @@ static void *writer_main(void *arg)
 gmp_err gmp_writer_open(gmp_writer **out, int fd, const gmp_writer_opts *o, const gmp_rec_header *h)
 {
     *out = NULL;
-    if (fd < 0 || !h)
+    if (!h || (fd < 0) == !(o && o->queue) || (o && o->queue && o->threaded))
         return GMP_ERR_ARG;
     gmp_writer *w = calloc(1, sizeof *w);
     if (!w)
@@ -1297,6 +1319,10 @@ gmp_err gmp_writer_open(gmp_writer **out, int fd, const gmp_writer_opts *o, cons
         w->o = *o;
     else
         gmp_writer_opts_default(&w->o);
+    if (w->o.queue) { /* unframed: nothing to compress or checksum (emit_frame) */
+        w->o.store = 1;
+        w->o.compress_async = 0;
+    }
     if (w->o.buffer_bytes < 4096)
         w->o.buffer_bytes = 4096;
     if (w->o.buffer_bytes > (16u << 20))
@@ -1529,6 +1555,8 @@ gmp_err gmp_writer_finish(gmp_writer *w, gmp_writer_stats *stats_out)
     if (w->fd >= 0 && close(w->fd) < 0 && rc == GMP_OK)
         rc = GMP_ERR_IO;
     w->fd = -1;
+    if (w->o.queue)
+        gmp_tq_close_write(w->o.queue); /* the reader gets the end after the last frame */
     return rc;
 }
 
