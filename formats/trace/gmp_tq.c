@@ -79,10 +79,11 @@ int gmp_tq_put(gmp_tq *q, uint8_t *buf, size_t len, size_t cap)
     while (!q->read_closed && q->head && q->bytes + len > q->max_bytes)
         pthread_cond_wait(&q->room, &q->lock);
     if (q->read_closed || !f) {
+        int rc = q->read_closed ? -1 : -2;
         pthread_mutex_unlock(&q->lock);
         free(f);
         free(buf);
-        return -1;
+        return rc;
     }
     *f = (tq_frame){NULL, buf, len, cap};
     if (q->tail)

@@ -28,8 +28,8 @@ void gmp_tq_ref(gmp_tq *q);
 void gmp_tq_unref(gmp_tq *q);
 
 /* Writer: queues a frame, buf[0..len) of a malloc'd buffer of cap bytes, which the queue owns from
- * now on. Waits while the queue is full. 0, or -1 when the reading side has closed (buf is freed).
- */
+ * now on. Waits while the queue is full. 0; -1 when the reading side has closed, -2 when out of
+ * memory (buf is freed then). */
 int gmp_tq_put(gmp_tq *q, uint8_t *buf, size_t len, size_t cap);
 /* Writer: no more frames. */
 void gmp_tq_close_write(gmp_tq *q);

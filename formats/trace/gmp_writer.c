@@ -1032,9 +1032,10 @@ static void emit_frame(gmp_writer *w)
         /* the staged bytes themselves go, with room for the reader's padding after them */
         if (!w->io_failed && bvec_reserve(&w->stage, 16) == 0) {
             size_t len = w->stage.len;
-            if (gmp_tq_put(w->o.queue, w->stage.p, len, w->stage.cap) < 0) {
+            int rc = gmp_tq_put(w->o.queue, w->stage.p, len, w->stage.cap);
+            if (rc < 0) { /* (as a write into a pipe with no reader, or out of memory) */
                 w->io_failed = 1;
-                w->st.io_errno = EPIPE;
+                w->st.io_errno = rc == -1 ? EPIPE : ENOMEM;
             } else {
                 w->st.bytes_written += len;
                 w->st.bytes_raw += len;
