@@ -9,7 +9,8 @@
  *  - 0x80 then 2..5 (pickle protocols 2 to 5): a snapshot (gmp_import_torch_probe).
  * A snapshot or an export is imported into a temporary trace (a snapshot's written stored, not
  * compressed: faster to write and to read back; for `report`, a large snapshot's trace goes
- * through a pipe instead, read as it is written: GMP_CLI_INPUT_STREAM) that has no name
+ * from the writing thread to the reader through a queue instead, read as it is written:
+ * GMP_CLI_INPUT_STREAM) that has no name
  * anywhere: a memfd (memfd_create), or where there is none an O_TMPFILE file in $TMPDIR (else
  * /tmp), or as a last resort a file made by mkstemp there and unlinked at once. Nothing is left
  * behind, not even when the process is killed. Readers then open the trace through /proc/self/fd,
@@ -59,7 +60,8 @@ typedef struct gmp_cli_input {
     uint64_t trace_bytes;    /* size of the trace read: the file, or the imported trace */
     int fd;                  /* the imported trace; -1 for a trace read where it is */
     char trace_path[32];     /* what readers open: "" for path itself, else /proc/self/fd/N */
-    void *job;               /* GMP_CLI_INPUT_STREAM: the import writing into the pipe fd */
+    void *job;               /* GMP_CLI_INPUT_STREAM: the import writing into queue */
+    struct gmp_tq *queue;    /* GMP_CLI_INPUT_STREAM: its frames, for the reader (gmp_tq.h) */
     char summary[512];       /* the importer's one-line summary ("" for a trace) */
 } gmp_cli_input;
 
@@ -92,8 +94,9 @@ gmp_err gmp_cli_input_open(gmp_cli_input *in, const char *path, char *msg, size_
  * compressed as `gpumemprof import` writes it (info and dump show its size). */
 #define GMP_CLI_INPUT_COMPRESSED 1u
 /* STREAM: a PyTorch snapshot is read (every error of the reading returned by the open), then its
- * trace is written by a thread into a pipe that the one reader reads as it is written, so that
- * the writing and the reading overlap (and no temporary file holds the trace). For a command that
+ * trace is written by a thread into a queue of frames (gmp_tq.h: no file, no framing, no
+ * checksums) that the one reader reads as it is written, so that the writing and the reading
+ * overlap (and no temporary file holds the trace). For a command that
  * opens one reader per input and reads it to the end, once (report); it then calls
  * gmp_cli_input_finish for the writing's outcome. trace_bytes is an estimate (from the events).
  * Such an input is never shared (gmp_cli_input_share). Snapshots under 8 MiB, other kinds, and

@@ -35,6 +35,7 @@
 #include "gmp_pickle.h"
 #include "gmp_pickle_stream.h"
 #include "gmp_trace.h"
+#include "gmp_tq.h"
 #include "gmp_writer.h"
 
 #ifndef GMP_VERSION_STRING
@@ -1467,7 +1468,7 @@ static gmp_str cstr(const char *s)
     return r;
 }
 
-static void write_trace(imp *I, const char *source, int fd, unsigned flags)
+static void write_trace(imp *I, const char *source, int fd, gmp_tq *q, unsigned flags)
 {
     /* The trace clock starts at TRACE_BASE (the pre-window state), the first entry 1 us later;
      * the header maps it to the wall clock when the snapshot has time_us. (Small trace times
@@ -1520,8 +1521,14 @@ static void write_trace(imp *I, const char *source, int fd, unsigned flags)
         if (wo.compress_async)
             wo.compress_async = 1;
     }
+    if (q) { /* unframed, for a reader of this process (gmp_import_torch_start_queue) */
+        wo.queue = q;
+        wo.compress_async = 0;
+    }
     gmp_err e = gmp_writer_open(&I->w, fd, &wo, &h);
     if (e != GMP_OK) {
+        if (q)
+            gmp_tq_close_write(q); /* its reader gets the end (and finds no trace) */
         failf(I, e, "cannot start the trace: %s", gmp_err_str(e));
         return;
     }
@@ -1842,7 +1849,7 @@ static gmp_err import_any(int fd, const void *data, size_t n, const char *source
 {
     imp I;
     if (import_read(&I, fd, data, n, msg, msglen) == GMP_OK) {
-        write_trace(&I, source, out_fd, flags);
+        write_trace(&I, source, out_fd, NULL, flags);
         out_fd = -1;
     }
     if (out_fd >= 0)
@@ -1931,7 +1938,8 @@ struct gmp_import_torch_job {
     imp I;
     char msg[512]; /* the writing's error line */
     char *source;
-    int out_fd;
+    int out_fd; /* -1 when into q */
+    gmp_tq *q;  /* a reference, dropped in finish */
     unsigned flags;
     uint64_t events;
     pthread_t thread;
@@ -1949,12 +1957,13 @@ static void *job_main(void *arg)
     pthread_sigmask(SIG_BLOCK, &set, NULL);
     J->I.msg = J->msg;
     J->I.msglen = sizeof J->msg;
-    write_trace(&J->I, J->source, J->out_fd, J->flags);
+    write_trace(&J->I, J->source, J->out_fd, J->q, J->flags);
     return NULL;
 }
 
-gmp_err gmp_import_torch_start(const char *in_path, int out_fd, unsigned flags,
-                               gmp_import_torch_job **job, char *msg, size_t msglen)
+/* gmp_import_torch_start and _start_queue: into out_fd, or into q when out_fd is -1. */
+static gmp_err start_job(const char *in_path, int out_fd, gmp_tq *q, unsigned flags,
+                         gmp_import_torch_job **job, char *msg, size_t msglen)
 {
     *job = NULL;
     if (msg && msglen)
@@ -1963,13 +1972,15 @@ gmp_err gmp_import_torch_start(const char *in_path, int out_fd, unsigned flags,
     char *src = J ? strdup(in_path) : NULL;
     if (!J || !src) {
         free(J);
-        close(out_fd);
+        if (out_fd >= 0)
+            close(out_fd);
         snprintf(msg, msglen, "%s", gmp_err_str(GMP_ERR_NOMEM));
         return GMP_ERR_NOMEM;
     }
     int fd = open_snapshot(in_path, msg, msglen);
     if (fd < 0) {
-        close(out_fd);
+        if (out_fd >= 0)
+            close(out_fd);
         free(src);
         free(J);
         return GMP_ERR_IO;
@@ -1977,7 +1988,8 @@ gmp_err gmp_import_torch_start(const char *in_path, int out_fd, unsigned flags,
     gmp_err e = import_read(&J->I, fd, NULL, 0, msg, msglen);
     close(fd);
     if (e != GMP_OK) {
-        close(out_fd);
+        if (out_fd >= 0)
+            close(out_fd);
         imp_free(&J->I);
         free(src);
         free(J);
@@ -1985,14 +1997,19 @@ gmp_err gmp_import_torch_start(const char *in_path, int out_fd, unsigned flags,
     }
     J->source = src;
     J->out_fd = out_fd;
+    J->q = q;
     J->flags = flags | IMPORT_STREAMED;
     J->events = J->I.npre_segs + J->I.npre_blks;
     for (size_t i = 0; i < J->I.ndevs_with_ops; i++)
         J->events += J->I.dev[J->I.devs_with_ops[i]].nops;
+    if (q)
+        gmp_tq_ref(q);
     if (pthread_create(&J->thread, NULL, job_main, J) != 0) {
         /* no thread: written here, whole, before returning (the pipe must then hold it: the
          * caller's reader has not started) -- refused instead, as out of memory */
-        close(out_fd);
+        if (out_fd >= 0)
+            close(out_fd);
+        gmp_tq_unref(q);
         imp_free(&J->I);
         free(src);
         free(J);
@@ -2001,6 +2018,23 @@ gmp_err gmp_import_torch_start(const char *in_path, int out_fd, unsigned flags,
     }
     *job = J;
     return GMP_OK;
+}
+
+gmp_err gmp_import_torch_start(const char *in_path, int out_fd, unsigned flags,
+                               gmp_import_torch_job **job, char *msg, size_t msglen)
+{
+    return start_job(in_path, out_fd, NULL, flags, job, msg, msglen);
+}
+
+gmp_err gmp_import_torch_start_queue(const char *in_path, gmp_tq *q, unsigned flags,
+                                     gmp_import_torch_job **job, char *msg, size_t msglen)
+{
+    if (!q) {
+        *job = NULL;
+        snprintf(msg, msglen, "%s", gmp_err_str(GMP_ERR_ARG));
+        return GMP_ERR_ARG;
+    }
+    return start_job(in_path, -1, q, flags, job, msg, msglen);
 }
 
 uint64_t gmp_import_torch_job_events(const gmp_import_torch_job *job)
@@ -2016,6 +2050,7 @@ gmp_err gmp_import_torch_finish(gmp_import_torch_job *job, gmp_import_torch_stat
     if (!job)
         return GMP_ERR_ARG;
     pthread_join(job->thread, NULL);
+    gmp_tq_unref(job->q);
     gmp_err e = job->I.err;
     if (e != GMP_OK)
         snprintf(msg, msglen, "%s", job->msg[0] ? job->msg : gmp_err_str(e));

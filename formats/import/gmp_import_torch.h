@@ -98,6 +98,13 @@ void gmp_import_torch_summary(const gmp_import_torch_stats *st, char *msg, size_
 typedef struct gmp_import_torch_job gmp_import_torch_job;
 gmp_err gmp_import_torch_start(const char *in_path, int out_fd, unsigned flags,
                                gmp_import_torch_job **job, char *msg, size_t msglen);
+/* The same into q (gmp_tq.h) instead of a pipe, for a reader of this process
+ * (gmp_reader_open_queue): no framing, no checksums, no copies through the kernel. The job holds
+ * a reference to q until finish; the writing ends the queue's writing side. A caller that stops
+ * reading early closes the queue's reading side (gmp_reader_close does) before finish. */
+struct gmp_tq;
+gmp_err gmp_import_torch_start_queue(const char *in_path, struct gmp_tq *q, unsigned flags,
+                                     gmp_import_torch_job **job, char *msg, size_t msglen);
 /* The number of events the trace will hold (for a progress estimate). */
 uint64_t gmp_import_torch_job_events(const gmp_import_torch_job *job);
 gmp_err gmp_import_torch_finish(gmp_import_torch_job *job, gmp_import_torch_stats *stats, char *msg,

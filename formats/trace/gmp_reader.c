@@ -14,7 +14,10 @@
  * it hands the slots over (package) instead of returning them, and the reader returns them from
  * there (ra_next). Definitions come back through the same queue and are defined again in this
  * reader, so that its lookups answer exactly as without read-ahead. At the end (or at close) the
- * decoder's state comes back into the reader (decoder_join). Memory: up to three windows. */
+ * decoder's state comes back into the reader (decoder_join). Memory: up to three windows.
+ *
+ * Over a queue (gmp_reader_open_queue, gmp_tq.h), frames come from a writer of this process as the
+ * record bytes it staged, without zstd framing: the rest is the same. */
 #include "gmp_reader.h"
 
 #include <errno.h>
@@ -30,6 +33,7 @@
 
 #include "gmp_codec.h"
 #include "gmp_readahead.h"
+#include "gmp_tq.h"
 
 #define DEFAULT_WINDOW ((size_t)4 << 20)
 #define READ_CHUNK ((size_t)1 << 20)
@@ -250,6 +254,7 @@ struct gmp_reader {
     size_t icap, ipos, ilen;
     uint64_t in_off;
     int in_eof;
+    gmp_tq *q; /* frames from a writer of this process instead (gmp_reader_open_queue) */
 
     ZSTD_DCtx *dctx;
     uint8_t *fbuf; /* the current frame, decompressed */
@@ -434,10 +439,46 @@ static gmp_err skip_frame(gmp_reader *r, uint64_t total)
     return GMP_OK;
 }
 
+/* next_frame over a queue: the frame's record bytes come as the writer staged them (no zstd
+ * framing, no checksum: nothing crossed a file); the records are decoded and checked as ever. */
+static gmp_err queue_frame(gmp_reader *r)
+{
+    free(r->fbuf);
+    r->fbuf = NULL;
+    r->fcap = r->flen = r->fpos = 0;
+    uint8_t *buf;
+    size_t len, cap;
+    if (!gmp_tq_get(r->q, &buf, &len, &cap))
+        return GMP_END;
+    if (cap < len + FBUF_PAD) { /* (the writer leaves room: gmp_writer's emit_frame) */
+        uint8_t *nb = realloc(buf, len + FBUF_PAD);
+        if (!nb) {
+            free(buf);
+            return nomem(r);
+        }
+        buf = nb;
+        cap = len + FBUF_PAD;
+    }
+    memset(buf + len, 0, FBUF_PAD); /* read by fast_u's 8-byte loads */
+    r->fbuf = buf;
+    r->fcap = cap;
+    r->frame_off = r->in_off;
+    r->in_off += len;
+    r->good_end = r->in_off;
+    r->stats.frames++;
+    r->stats.bytes_read += len;
+    r->flen = len;
+    r->in_buffer = 0;
+    r->prev_ns = 0;
+    return GMP_OK;
+}
+
 /* Reads the next whole data frame into fbuf. GMP_END at the end of the input (a cut file sets the
  * stats), an error otherwise. */
 static gmp_err next_frame(gmp_reader *r)
 {
+    if (r->q)
+        return queue_frame(r);
     size_t fsize = 0;
     for (;;) {
         size_t a = in_avail(r);
@@ -998,12 +1039,33 @@ gmp_err gmp_reader_open_mem(gmp_reader **out, const void *data, size_t n,
     return finish_open(out, r);
 }
 
+gmp_err gmp_reader_open_queue(gmp_reader **out, gmp_tq *q, const gmp_reader_opts *opts)
+{
+    if (!out || !q) {
+        snprintf(open_err, sizeof open_err, "gmp_reader_open_queue: invalid argument");
+        return GMP_ERR_ARG;
+    }
+    *out = NULL;
+    gmp_reader *r = reader_new(opts);
+    if (!r) {
+        snprintf(open_err, sizeof open_err, "out of memory opening a trace");
+        return GMP_ERR_NOMEM;
+    }
+    gmp_tq_ref(q);
+    r->q = q;
+    return finish_open(out, r);
+}
+
 void gmp_reader_close(gmp_reader *r)
 {
     if (!r)
         return;
     if (r->ra)
         ra_end(r);
+    if (r->q) {
+        gmp_tq_close_read(r->q);
+        gmp_tq_unref(r->q);
+    }
     if (r->fd >= 0)
         close(r->fd);
     free(r->ibuf);
@@ -1466,6 +1528,7 @@ static gmp_reader *decoder_fork(gmp_reader *r)
     d->pkg_ra = NULL;
     d->notice_out = NULL;
     r->fd = -1;
+    r->q = NULL;
     r->ibuf = NULL;
     r->fbuf = NULL;
     r->dctx = NULL;

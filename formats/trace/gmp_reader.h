@@ -44,6 +44,12 @@ gmp_err gmp_reader_open(gmp_reader **out, const char *path, const gmp_reader_opt
 /* Same over memory; data must outlive the reader. */
 gmp_err gmp_reader_open_mem(gmp_reader **out, const void *data, size_t n,
                             const gmp_reader_opts *opts);
+/* Same over the frames a writer of this process puts into q (gmp_writer_opts.queue, gmp_tq.h):
+ * waits for its first frame. The reader takes a reference to q and closes its reading side when
+ * it is closed (the writer's puts then fail). The records are those of the trace written to a
+ * file; file_bytes is 0 (as for a pipe) and bytes_read counts the frames' record bytes. */
+struct gmp_tq;
+gmp_err gmp_reader_open_queue(gmp_reader **out, struct gmp_tq *q, const gmp_reader_opts *opts);
 void gmp_reader_close(gmp_reader *r);
 /* Non-zero when the n bytes at head (the first bytes of a file, 4 are enough) can begin a trace: a
  * zstd frame or a zstd skippable frame. Only the framing is checked, so the reader may still refuse

@@ -27,6 +27,7 @@
 #include "gmp_clock.h"
 #include "gmp_codec.h"
 #include "gmp_hash.h"
+#include "gmp_tq.h"
 
 #define FRAME_TARGET (4u << 20) /* raw bytes per frame before starting a new one */
 #define MAX_INTERNED (1u << 24) /* entries per intern table */
@@ -165,6 +166,7 @@ void gmp_writer_opts_default(gmp_writer_opts *o)
     o->sync_lag_ns = 0;
     o->compress_async = 0;
     o->store = 0;
+    o->queue = NULL;
 }
 
 /* ---------- intern tables ---------- */
@@ -576,7 +578,10 @@ static int ensure_room(gmp_wthread *t, size_t need)
     return 0;
 }
 
-static void buf_encode(gmp_buf *b, uint64_t *prev, const gmp_rec *r)
+/* (always inline: gmp_wthread_event calls it for every event, and a call cost as much as the
+ * bookkeeping below) */
+static inline __attribute__((always_inline)) void buf_encode(gmp_buf *b, uint64_t *prev,
+                                                             const gmp_rec *r)
 {
     size_t n = gmp_encode(b->data + b->len, b->cap - b->len, r, prev);
     b->len += n;
@@ -625,7 +630,9 @@ int gmp_wthread_event(gmp_wthread *t, gmp_rec *ev)
     size_t need = (ev->type == GMP_REC_ALLOC || ev->type == GMP_REC_FREE)
                       ? 160 + RECORD_SLACK /* fixed fields only: no strings to measure */
                       : gmp_encode_bound(ev) + RECORD_SLACK;
-    if (ensure_room(t, need) < 0 || atomic_load_explicit(&w->closed, memory_order_relaxed)) {
+    int room = t->cur && t->cur->cap - t->cur->len >= need; /* ensure_room's first test */
+    if ((!room && ensure_room(t, need) < 0) ||
+        atomic_load_explicit(&w->closed, memory_order_relaxed)) {
         t->lost_pending++;
         t->lost++;
         tunlock(t);
@@ -634,7 +641,8 @@ int gmp_wthread_event(gmp_wthread *t, gmp_rec *ev)
     if (!ev->time_ns)
         ev->time_ns = gmp_clock_ns();
     gmp_buf *b = t->cur;
-    buf_prologue(b, t->tid, &t->prev_ns, ev->time_ns, &t->lost_pending, GMP_LOST_BUFFER_FULL);
+    if (b->len == 0 || t->lost_pending) /* (the test buf_prologue makes, without its call) */
+        buf_prologue(b, t->tid, &t->prev_ns, ev->time_ns, &t->lost_pending, GMP_LOST_BUFFER_FULL);
     size_t before = b->len;
     buf_encode(b, &t->prev_ns, ev);
     int ok = b->len > before;
@@ -1020,6 +1028,27 @@ static void emit_frame(gmp_writer *w)
     if (!w->stage.len)
         return;
     w->frames_out++;
+    if (w->o.queue) {
+        /* the staged bytes themselves go, with room for the reader's padding after them */
+        if (!w->io_failed && bvec_reserve(&w->stage, 16) == 0) {
+            size_t len = w->stage.len;
+            int rc = gmp_tq_put(w->o.queue, w->stage.p, len, w->stage.cap);
+            if (rc < 0) { /* (as a write into a pipe with no reader, or out of memory) */
+                w->io_failed = 1;
+                w->st.io_errno = rc == -1 ? EPIPE : ENOMEM;
+            } else {
+                w->st.bytes_written += len;
+                w->st.bytes_raw += len;
+                w->st.frames++;
+            }
+            w->stage = (bvec){NULL, 0, 0};
+        } else if (!w->io_failed) {
+            w->io_failed = 1;
+            w->st.io_errno = ENOMEM;
+        }
+        w->stage.len = 0;
+        return;
+    }
     if (w->ncs) {
         pthread_mutex_lock(&w->clk);
         struct cslot *c = &w->cs[w->c_submit % (uint64_t)w->ncs];
@@ -1282,7 +1311,7 @@ static void *writer_main(void *arg)
 gmp_err gmp_writer_open(gmp_writer **out, int fd, const gmp_writer_opts *o, const gmp_rec_header *h)
 {
     *out = NULL;
-    if (fd < 0 || !h)
+    if (!h || (fd < 0) == !(o && o->queue) || (o && o->queue && o->threaded))
         return GMP_ERR_ARG;
     gmp_writer *w = calloc(1, sizeof *w);
     if (!w)
@@ -1291,6 +1320,10 @@ gmp_err gmp_writer_open(gmp_writer **out, int fd, const gmp_writer_opts *o, cons
         w->o = *o;
     else
         gmp_writer_opts_default(&w->o);
+    if (w->o.queue) { /* unframed: nothing to compress or checksum (emit_frame) */
+        w->o.store = 1;
+        w->o.compress_async = 0;
+    }
     if (w->o.buffer_bytes < 4096)
         w->o.buffer_bytes = 4096;
     if (w->o.buffer_bytes > (16u << 20))
@@ -1523,6 +1556,8 @@ gmp_err gmp_writer_finish(gmp_writer *w, gmp_writer_stats *stats_out)
     if (w->fd >= 0 && close(w->fd) < 0 && rc == GMP_OK)
         rc = GMP_ERR_IO;
     w->fd = -1;
+    if (w->o.queue)
+        gmp_tq_close_write(w->o.queue); /* the reader gets the end after the last frame */
     return rc;
 }
 

@@ -46,6 +46,11 @@ typedef struct gmp_writer_opts {
                                    a temporary trace read back at once by the same process, where
                                    compressing and decompressing cost more than the bytes saved.
                                    Default 0 */
+    struct gmp_tq *queue;       /* unthreaded: frames go to this queue (gmp_tq.h) instead of a file
+                                   (gmp_writer_open's fd is then -1), unframed: for a reader of
+                                   this process (gmp_reader_open_queue). store is implied and
+                                   compress_async ignored; gmp_writer_close closes the queue's
+                                   writing side (the caller keeps its reference). Default NULL */
 } gmp_writer_opts;
 
 typedef struct gmp_writer_stats {
@@ -60,7 +65,8 @@ typedef struct gmp_writer_stats {
 
 void gmp_writer_opts_default(gmp_writer_opts *o);
 
-/* Starts a trace on fd (the writer owns fd from now on and closes it). Writes the magic and h. */
+/* Starts a trace on fd (the writer owns fd from now on and closes it), or into o->queue (fd -1).
+ * Writes the magic and h. */
 gmp_err gmp_writer_open(gmp_writer **out, int fd, const gmp_writer_opts *o,
                         const gmp_rec_header *h);
 

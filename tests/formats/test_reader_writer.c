@@ -6,7 +6,9 @@
  * Stored frames (o.store, gmp_writer_stored_frame): checked against libzstd's decoder and the zstd
  * command-line tool (outside oracles of the frame format and of its XXH64 checksum), at block
  * boundaries (128 KiB exactly, empty content); a stored trace holds the same bytes as a compressed
- * one and reads back with our reader. */
+ * one and reads back with our reader. A trace through a queue (gmp_tq.h, no file) reads back as
+ * the same trace from a file, record by record; a reader that stops early does not hang the
+ * writer; the queue's order, bound, end and closing. */
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -23,6 +25,7 @@
 #include <zstd.h>
 
 #include "gmp_reader.h"
+#include "gmp_tq.h"
 #include "gmp_writer.h"
 #include "trace_build.h"
 
@@ -274,8 +277,8 @@ static void test_threaded_writer_time_order(void **state)
 /* Writes n events with explicit times through an unthreaded writer with `helpers` compression
  * helpers into fd (closed); returns what gmp_writer_close returned, with its stats. Enough events
  * for several frames (the writer starts a new one every 4 MiB of raw bytes). */
-static gmp_err write_unthreaded_opt(int fd, int helpers, int store, uint64_t n,
-                                    gmp_writer_stats *ws)
+static gmp_err write_unthreaded_q(int fd, gmp_tq *q, int helpers, int store, uint64_t n,
+                                  gmp_writer_stats *ws)
 {
     gmp_writer_opts o;
     gmp_writer_opts_default(&o);
@@ -283,6 +286,7 @@ static gmp_err write_unthreaded_opt(int fd, int helpers, int store, uint64_t n,
     o.level = 1;
     o.compress_async = helpers;
     o.store = store;
+    o.queue = q;
     gmp_rec h = tb_header();
     gmp_writer *w;
     if (gmp_writer_open(&w, fd, &o, &h.u.header) != GMP_OK)
@@ -309,6 +313,12 @@ static gmp_err write_unthreaded_opt(int fd, int helpers, int store, uint64_t n,
     }
     gmp_wthread_release(t);
     return gmp_writer_close(w, ws);
+}
+
+static gmp_err write_unthreaded_opt(int fd, int helpers, int store, uint64_t n,
+                                    gmp_writer_stats *ws)
+{
+    return write_unthreaded_q(fd, NULL, helpers, store, n, ws);
 }
 
 static gmp_err write_unthreaded(int fd, int helpers, uint64_t n, gmp_writer_stats *ws)
@@ -571,6 +581,169 @@ static void test_stack_python_new(void **state)
     unlink(path);
 }
 
+/* ---- the queue between a writer and a reader of one process (gmp_tq.h) ---- */
+
+typedef struct qwriter {
+    gmp_tq *q;
+    uint64_t n;
+    gmp_err rc;
+    gmp_writer_stats ws;
+} qwriter;
+
+static void *qwriter_main(void *arg)
+{
+    qwriter *a = arg;
+    a->rc = write_unthreaded_q(-1, a->q, 0, 1, a->n, &a->ws);
+    return NULL;
+}
+
+/* The records of a trace written into a queue (small: the writer waits for the reader, on its
+ * thread) and read from it, with read-ahead, are those of the same trace written stored into a
+ * file and read from there: every record, field by field, the stats and the completeness line. */
+static void test_queue_same_records(void **state)
+{
+    (void)state;
+    enum { N = 300000 };
+    char spath[64];
+    gmp_writer_stats ws;
+    assert_int_equal(write_unthreaded_opt(tmpfile_fd(spath), 0, 1, N, &ws), GMP_OK);
+    gmp_tq *q = gmp_tq_new(64 << 10);
+    assert_non_null(q);
+    qwriter a = {q, N, GMP_ERR_ARG, {0}};
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, qwriter_main, &a), 0);
+    gmp_reader *rf, *rq;
+    gmp_reader_opts ro = {0, 0};
+    assert_int_equal(gmp_reader_open(&rf, spath, &ro), GMP_OK);
+    assert_int_equal(gmp_reader_open_queue(&rq, q, &ro), GMP_OK);
+    gmp_tq_unref(q); /* the reader and the writer's thread hold it */
+    assert_int_equal(gmp_reader_readahead(rq, 0), GMP_OK);
+    const gmp_rec *x, *y;
+    gmp_err ef, eq;
+    uint64_t n = 0, events = 0;
+    for (;;) {
+        ef = gmp_reader_next(rf, &x);
+        eq = gmp_reader_next(rq, &y);
+        assert_int_equal(eq, ef);
+        if (ef != GMP_OK)
+            break;
+        n++;
+        assert_int_equal(y->type, x->type);
+        assert_int_equal(y->time_ns, x->time_ns);
+        assert_int_equal(y->tid, x->tid);
+        if (x->type == GMP_REC_ALLOC || x->type == GMP_REC_FREE) {
+            assert_memory_equal(&y->u.mem, &x->u.mem, sizeof x->u.mem);
+            events++;
+        } else if (x->type == GMP_REC_STRING) {
+            assert_int_equal(y->u.string.id, x->u.string.id);
+            assert_int_equal(y->u.string.value.len, x->u.string.value.len);
+            assert_memory_equal(y->u.string.value.ptr, x->u.string.value.ptr,
+                                x->u.string.value.len);
+        }
+    }
+    assert_int_equal(ef, GMP_END);
+    assert_int_equal(events, N);
+    assert_true(n > N);
+    const gmp_reader_stats *sf = gmp_reader_get_stats(rf), *sq = gmp_reader_get_stats(rq);
+    assert_memory_equal(sq->records, sf->records, sizeof sf->records);
+    assert_int_equal(sq->events, sf->events);
+    assert_int_equal(sq->frames, sf->frames);
+    assert_int_equal(sq->has_end, 1);
+    assert_int_equal(sq->end.events, N);
+    assert_int_equal(sq->bytes_read, ws.bytes_raw); /* the records' bytes, no framing */
+    assert_int_equal(sq->file_bytes, 0);
+    char cf[1024], cq[1024];
+    assert_int_equal(gmp_reader_completeness(rq, cq, sizeof cq),
+                     gmp_reader_completeness(rf, cf, sizeof cf));
+    assert_string_equal(cq, cf);
+    assert_int_equal(gmp_reader_header(rq)->start_trace_ns, gmp_reader_header(rf)->start_trace_ns);
+    assert_string_equal(gmp_reader_header(rq)->producer.ptr, gmp_reader_header(rf)->producer.ptr);
+    gmp_reader_close(rq);
+    gmp_reader_close(rf);
+    assert_int_equal(pthread_join(th, NULL), 0);
+    assert_int_equal(a.rc, GMP_OK);
+    assert_int_equal(a.ws.frames, ws.frames);
+    assert_int_equal(a.ws.bytes_raw, ws.bytes_raw);
+    unlink(spath);
+}
+
+/* A reader that stops early (closed after a few records, read-ahead running): the writer's next
+ * frame fails as a write into a closed pipe would (an I/O error, events lost), without waiting
+ * forever for room in the queue. */
+static void test_queue_reader_closes_early(void **state)
+{
+    (void)state;
+    gmp_tq *q = gmp_tq_new(16 << 10);
+    assert_non_null(q);
+    qwriter a = {q, 200000, GMP_OK, {0}};
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, qwriter_main, &a), 0);
+    gmp_reader *r;
+    assert_int_equal(gmp_reader_open_queue(&r, q, NULL), GMP_OK);
+    assert_int_equal(gmp_reader_readahead(r, 0), GMP_OK);
+    const gmp_rec *x;
+    for (int i = 0; i < 1000; i++)
+        assert_int_equal(gmp_reader_next(r, &x), GMP_OK);
+    gmp_reader_close(r);
+    assert_int_equal(pthread_join(th, NULL), 0);
+    assert_int_equal(a.rc, GMP_ERR_IO);
+    assert_int_equal(a.ws.io_errno, EPIPE);
+    gmp_tq_unref(q);
+}
+
+/* The queue itself: frames come out in order, whole; the end after the writer closes (once the
+ * frames queued are read); a put after the reader closed fails and frees its buffer (ASan: no
+ * leak); a reader waiting on an empty queue is woken by close_write; a put that does not fit
+ * waits for a get. */
+static void *tq_late_close(void *arg)
+{
+    usleep(20000);
+    gmp_tq_close_write(arg);
+    return NULL;
+}
+
+static void *tq_late_get(void *arg)
+{
+    usleep(20000);
+    uint8_t *b;
+    size_t len, cap;
+    if (gmp_tq_get(arg, &b, &len, &cap) == 1)
+        free(b);
+    return NULL;
+}
+
+static void test_queue_basics(void **state)
+{
+    (void)state;
+    gmp_tq *q = gmp_tq_new(100);
+    for (int i = 0; i < 3; i++) {
+        uint8_t *b = malloc(40);
+        memset(b, 'a' + i, 40);
+        assert_int_equal(gmp_tq_put(q, b, 30 + (size_t)i, 40), 0);
+    }
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, tq_late_get, q), 0);
+    uint8_t *b = malloc(40); /* 93 + 30 > 100: waits until tq_late_get takes the first */
+    memset(b, 'd', 40);
+    assert_int_equal(gmp_tq_put(q, b, 30, 40), 0);
+    assert_int_equal(pthread_join(th, NULL), 0);
+    for (int i = 1; i < 4; i++) {
+        size_t len, cap;
+        assert_int_equal(gmp_tq_get(q, &b, &len, &cap), 1);
+        assert_int_equal(len, i < 3 ? 30 + (size_t)i : 30);
+        assert_int_equal(cap, 40);
+        assert_int_equal(b[0], 'a' + i);
+        free(b);
+    }
+    assert_int_equal(pthread_create(&th, NULL, tq_late_close, q), 0);
+    size_t len, cap;
+    assert_int_equal(gmp_tq_get(q, &b, &len, &cap), 0); /* woken by the close */
+    assert_int_equal(pthread_join(th, NULL), 0);
+    gmp_tq_close_read(q);
+    assert_int_equal(gmp_tq_put(q, malloc(8), 8, 8), -1);
+    gmp_tq_unref(q);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -581,6 +754,9 @@ int main(void)
         cmocka_unit_test(test_stored_frames_by_zstd),
         cmocka_unit_test(test_stored_trace_same_content),
         cmocka_unit_test(test_stack_python_new),
+        cmocka_unit_test(test_queue_same_records),
+        cmocka_unit_test(test_queue_reader_closes_early),
+        cmocka_unit_test(test_queue_basics),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
