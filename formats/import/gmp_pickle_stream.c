@@ -1736,8 +1736,9 @@ fast_entry(gmp_pkstream *P, const unsigned char *p, const unsigned char *end, si
     if (flat_room(P, FLAT_PAIRS_MAX) < 0)
         return NULL;
     gmp_pkv *kv = P->fill->pairs + P->fill->pn; /* written in place, kept only when committed */
-    mslot *counted[4]; /* fetches whose count goes down: distinct slots, a few at most */
-    mslot *plain[4];   /* containers fetched that their slots do not know sealed yet */
+    mslot *counted[4];      /* fetches whose count goes down: distinct slots, a few at most */
+    mslot *plain[4];        /* containers fetched that their slots do not know sealed yet */
+    gmp_pkobj *unsealed[4]; /* and those containers (a slot's last fetch empties it) */
     unsigned nplain = 0;
     unsigned counted_at[4], nc = 0;
     unsigned n = 0;
@@ -1842,8 +1843,10 @@ fast_entry(gmp_pkstream *P, const unsigned char *p, const unsigned char *end, si
                     if (s->v.o->role)
                         return NULL;
                     hh = s->v.o->height + 1;
-                    if (nplain < 4)
-                        plain[nplain++] = s;
+                    if (nplain == 4)
+                        return NULL;
+                    plain[nplain] = s;
+                    unsealed[nplain++] = s->v.o;
                 }
             }
             if (hh > h)
@@ -1871,16 +1874,18 @@ fast_entry(gmp_pkstream *P, const unsigned char *p, const unsigned char *end, si
             }
             c++;
         }
-        if (kv[i].type >= GMP_PK_LIST && !kv[i].v.o->sealed)
-            kv[i].v.o->sealed = 1;
     }
-    /* sealed now: neither its height nor its role changes again (a slot emptied by its last
-     * fetch is left as it is) */
-    for (unsigned i = 0; i < nplain; i++)
+    /* stored: sealed (those their slots know as such are; the object is not read: a consumer on
+     * another thread writes its tag), and then neither their height nor their role changes
+     * again (a slot emptied by its last fetch is left as it is) */
+    for (unsigned i = 0; i < nplain; i++) {
+        if (!unsealed[i]->sealed)
+            unsealed[i]->sealed = 1;
         if (plain[i]->type >= GMP_PK_LIST) {
             plain[i]->height = plain[i]->v.o->height;
             plain[i]->plain = 1;
         }
+    }
     if (key < (uint64_t)P->nwords * 64) {
         uint64_t bit = (uint64_t)1 << (key & 63);
         if (!(P->defined[key >> 6] & bit)) {
