@@ -7,7 +7,12 @@
  * a stack of values split by MARKs; values are reference counted (stack slots, container items,
  * memo slots each hold one); the memo keeps only the indices the scan saw fetched, in a dense
  * array addressed through a rank over a bitmap of those indices, and drops each after its last
- * fetch. Streamed lists hand over their items and keep only their count. */
+ * fetch. Streamed lists hand over their items and keep only their count.
+ *
+ * Also (docs/pickle.md): one pass instead of two for small inputs, or a sparse one for large
+ * ones; trace entries read flat, without a dict (fast_entry); items handed over in batches
+ * (submit), read by the consumer on a worker thread with gmp_pkstream_async, which also reads a
+ * file ahead on a thread of its own (ra_*). */
 #include "gmp_pickle_stream.h"
 
 #include <errno.h>
