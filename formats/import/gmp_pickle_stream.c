@@ -380,6 +380,31 @@ static void slot_unref(gmp_pkstream *P, const mslot *m)
 
 /* ---- input ---- */
 
+/* Puts what is left of the window (have bytes at p) at the start of P->buf, grown first (doubling)
+ * to hold at least need bytes. */
+static int buf_keep(gmp_pkstream *P, size_t need, size_t have)
+{
+    if (need > P->bufcap) {
+        size_t nc = P->bufcap;
+        while (nc < need)
+            nc *= 2;
+        if (charge(P, nc - P->bufcap) < 0)
+            return -1;
+        unsigned char *nb = malloc(nc);
+        if (!nb) {
+            uncharge(P, nc - P->bufcap);
+            return fail(P, GMP_ERR_NOMEM, "out of memory");
+        }
+        memcpy(nb, P->p, have);
+        free(P->buf);
+        P->buf = nb;
+        P->bufcap = nc;
+    } else if (have && P->p != P->buf) {
+        memmove(P->buf, P->p, have);
+    }
+    return 0;
+}
+
 /* ---- read-ahead ----
  *
  * With gmp_pkstream_async, the parse's pass over a file reads it through RA_N chunks of INBUF
@@ -539,24 +564,8 @@ static int ra_fill(gmp_pkstream *P, size_t k, uint64_t off)
         return (size_t)(P->end - P->p) >= k ? 0 : -1;
     }
     /* gathered in P->buf: what is left, then whole chunks */
-    size_t cap = P->bufcap;
-    while (cap < k + INBUF)
-        cap *= 2;
-    if (cap != P->bufcap) {
-        if (charge(P, cap - P->bufcap) < 0)
-            return -1;
-        unsigned char *nb = malloc(cap);
-        if (!nb) {
-            uncharge(P, cap - P->bufcap);
-            return fail(P, GMP_ERR_NOMEM, "out of memory");
-        }
-        memcpy(nb, P->p, have);
-        free(P->buf);
-        P->buf = nb;
-        P->bufcap = cap;
-    } else if (P->p != P->buf) {
-        memmove(P->buf, P->p, have);
-    }
+    if (buf_keep(P, k + INBUF, have) < 0)
+        return -1;
     ra_give(P, P->ra_cur);
     P->ra_cur = NULL;
     size_t n = have;
@@ -591,24 +600,8 @@ static int fill_slow(gmp_pkstream *P, size_t k)
     if (P->ra_up)
         return ra_fill(P, k, off);
     size_t have = (size_t)(P->end - P->p);
-    if (k > P->bufcap) {
-        size_t nc = P->bufcap;
-        while (nc < k)
-            nc *= 2;
-        if (charge(P, nc - P->bufcap) < 0)
-            return -1;
-        unsigned char *nb = malloc(nc);
-        if (!nb) {
-            uncharge(P, nc - P->bufcap);
-            return fail(P, GMP_ERR_NOMEM, "out of memory");
-        }
-        memcpy(nb, P->p, have);
-        free(P->buf);
-        P->buf = nb;
-        P->bufcap = nc;
-    } else if (have) {
-        memmove(P->buf, P->p, have);
-    }
+    if (buf_keep(P, k, have) < 0)
+        return -1;
     P->start = P->p = P->buf;
     P->end = P->buf + have;
     P->base = off;
