@@ -1743,6 +1743,12 @@ static gmp_err import_read(imp *I, int fd, const void *data, size_t n, char *msg
      * file, whichever is more; a snapshot that fetches
      * anything else fails that run, and is read again in two passes, as above. */
     int one = size <= ONE_PASS_MAX ? 1 : 2;
+    /* Under a limit on data or address space the reader stays on this thread: the limit counts the
+     * threads' stacks, the read-ahead's buffers and a second malloc arena (cli_inputs_bad reads
+     * a 53 MB snapshot under an RLIMIT_DATA of 2/3 of it). */
+    struct rlimit rl;
+    int rlimited = (getrlimit(RLIMIT_DATA, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY) ||
+                   (getrlimit(RLIMIT_AS, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY);
     gmp_err e;
     char perr[512];
     for (;;) {
@@ -1751,7 +1757,7 @@ static gmp_err import_read(imp *I, int fd, const void *data, size_t n, char *msg
             nomem(I);
             goto out;
         }
-        if (size > ONE_PASS_MAX)
+        if (size > ONE_PASS_MAX && !rlimited)
             gmp_pkstream_async(ps); /* on_item on a second thread (it husks, reads tags first) */
         if (one == 1) {
             gmp_pkstream_one_pass(ps);

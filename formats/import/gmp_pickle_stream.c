@@ -1281,7 +1281,7 @@ __attribute__((noinline)) static int attach_all(gmp_pkstream *P, gmp_pkobj *pare
         gmp_pkobj *c = child->v.o;
         if (c == parent)
             return fail(P, GMP_ERR_FORMAT, "a %s contains itself", tname(child));
-        if (c->type >= GMP_PK_LIST)
+        if (c->type >= GMP_PK_LIST && !c->sealed)
             c->sealed = 1;
         h = c->height + 1;
         if (c->role && c->role != R_ROOT) {
@@ -1337,7 +1337,7 @@ static inline int attach(gmp_pkstream *P, gmp_pkobj *parent, const gmp_pkv *chil
                 return attach_all(P, parent, child, key, index);
             parent->height = h;
         }
-        if (c)
+        if (c && !c->sealed) /* once sealed, never written: a worker may be reading it */
             c->sealed = 1;
         return 0;
     }
