@@ -27,24 +27,18 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <sys/mman.h>
-#include <sys/resource.h>
 #include <unistd.h>
 #if defined(__GLIBC__)
 #include <malloc.h>
 #endif
+
+#include "gmp_rlimit.h"
 
 #define STEP ((size_t)16 << 20) /* below MMAP_MIN: taken from brk */
 #define STEPS 4                 /* RESERVE = 64 MiB of address space */
 #define RESERVE (STEP * STEPS)
 #define MMAP_MIN ((size_t)32 << 20) /* glibc's largest mmap threshold (64-bit) */
 #define HUGE ((uintptr_t)2 << 20)
-
-int gmp_cli_memory_limited(void)
-{
-    struct rlimit rl;
-    return (getrlimit(RLIMIT_DATA, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY) ||
-           (getrlimit(RLIMIT_AS, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY);
-}
 
 void gmp_cli_heap_setup(void)
 {
@@ -56,7 +50,7 @@ void gmp_cli_heap_setup(void)
      * touched or not, and so does heap kept by the trim threshold), nothing is changed: the
      * memory a command may use is what the limit says (cli_inputs_bad reads a 53 MB snapshot
      * under an RLIMIT_DATA of 2/3 of it). */
-    if (gmp_cli_memory_limited())
+    if (gmp_memory_limited())
         return;
     if (!mallopt(M_MMAP_THRESHOLD, (int)MMAP_MIN) || !mallopt(M_TRIM_THRESHOLD, (int)RESERVE * 2))
         return;

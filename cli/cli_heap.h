@@ -6,8 +6,5 @@
 /* Once, at the start of a command that reads recordings; never fails (does what the C library and
  * the kernel allow, else nothing). */
 void gmp_cli_heap_setup(void);
-/* Non-zero when RLIMIT_DATA or RLIMIT_AS limits this process (they count reserved heap and every
- * thread's stack): commands then take the ways that hold the least memory at once. */
-int gmp_cli_memory_limited(void);
 
 #endif

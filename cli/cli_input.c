@@ -14,10 +14,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "cli_heap.h"
 #include "gmp_import_nsys.h"
 #include "gmp_import_torch.h"
 #include "gmp_merge_torch.h"
+#include "gmp_rlimit.h"
 #include "gmp_tq.h"
 
 /* ---- kinds and their importers ---- */
@@ -318,7 +318,7 @@ static gmp_err open_streamed(gmp_cli_input *in, const char *path, char *msg, siz
      * importer's tables while the reader's grow), the trace is written whole, then read: the
      * least memory at once (cli_inputs_bad reads a 53 MB snapshot under an RLIMIT_DATA of 2/3 of
      * it). The caller then takes the usual way. */
-    if (gmp_cli_memory_limited())
+    if (gmp_memory_limited())
         return GMP_ERR_UNSUPPORTED;
     gmp_tq *q = gmp_tq_new(STREAM_QUEUE_BYTES);
     if (!q) {
@@ -400,7 +400,7 @@ gmp_err gmp_cli_input_open_flags(gmp_cli_input *in, const char *path, unsigned f
         merge_torch(in, path);
         return GMP_OK;
     }
-    /* streamed from STREAM_MIN_BYTES on: below, the thread and the pipe cost more than the
+    /* streamed from STREAM_MIN_BYTES on: below, the thread and the queue cost more than the
      * overlap saves (real 3.2 MB snapshot: 16.4 -> 19.4 ms CPU streamed; 7 MB even; 27 MB
      * 0.17 -> 0.14 s wall, alternated with `perf stat -r 10`) */
     if ((flags & GMP_CLI_INPUT_STREAM) && in->kind == GMP_CLI_INPUT_TORCH &&

@@ -34,6 +34,7 @@
 #include "gmp_hash.h"
 #include "gmp_pickle.h"
 #include "gmp_pickle_stream.h"
+#include "gmp_rlimit.h"
 #include "gmp_trace.h"
 #include "gmp_tq.h"
 #include "gmp_writer.h"
@@ -1746,9 +1747,7 @@ static gmp_err import_read(imp *I, int fd, const void *data, size_t n, char *msg
     /* Under a limit on data or address space the reader stays on this thread: the limit counts the
      * threads' stacks, the read-ahead's buffers and a second malloc arena (cli_inputs_bad reads
      * a 53 MB snapshot under an RLIMIT_DATA of 2/3 of it). */
-    struct rlimit rl;
-    int rlimited = (getrlimit(RLIMIT_DATA, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY) ||
-                   (getrlimit(RLIMIT_AS, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY);
+    int rlimited = gmp_memory_limited();
     gmp_err e;
     char perr[512];
     for (;;) {

@@ -660,6 +660,22 @@ static uint64_t le(const unsigned char *b, size_t n)
     return v;
 }
 
+/* A LONG1 of n <= 8 bytes at b, as gmp_pickle_decode_long: its value in *u; 1 when it is >= 2^63
+ * (then held as unsigned), else 0. */
+static inline unsigned long1_short(const unsigned char *b, size_t n, uint64_t *u)
+{
+    *u = 0;
+    if (!n)
+        return 0;
+    *u = le(b, n);
+    if (b[n - 1] & 0x80) {
+        if (n < 8)
+            *u |= ~(uint64_t)0 << (8 * n);
+        return 0;
+    }
+    return *u > (uint64_t)INT64_MAX;
+}
+
 static uint64_t left_in_input(const gmp_pkstream *P)
 {
     return P->size - offset(P);
@@ -1369,32 +1385,19 @@ static int modifiable(gmp_pkstream *P, const gmp_pkobj *c)
 
 #define BATCH_ITEMS 512 /* a batch is handed over once it holds this many (or at the end) */
 
-static int batch_room(gmp_pkstream *P, pk_batch *b, size_t items, size_t pairs)
+/* Room for one more item in b (its pairs and records grow in flat_room). */
+static int batch_room(gmp_pkstream *P, pk_batch *b)
 {
-    if (b->n + items > b->cap) {
-        size_t nc = b->cap ? b->cap : 256;
-        while (nc < b->n + items)
-            nc *= 2;
-        if (charge(P, (nc - b->cap) * sizeof *b->it) < 0)
-            return -1;
-        pk_item *it = realloc(b->it, nc * sizeof *it);
-        if (!it)
-            return fail(P, GMP_ERR_NOMEM, "out of memory");
-        b->it = it;
-        b->cap = nc;
-    }
-    if (b->pn + pairs > b->pcap) {
-        size_t nc = b->pcap ? b->pcap : 4096;
-        while (nc < b->pn + pairs)
-            nc *= 2;
-        if (charge(P, (nc - b->pcap) * sizeof *b->pairs) < 0)
-            return -1;
-        gmp_pkv *q = realloc(b->pairs, nc * sizeof *q);
-        if (!q)
-            return fail(P, GMP_ERR_NOMEM, "out of memory");
-        b->pairs = q;
-        b->pcap = nc;
-    }
+    if (b->n < b->cap)
+        return 0;
+    size_t nc = b->cap ? 2 * b->cap : 256;
+    if (charge(P, (nc - b->cap) * sizeof *b->it) < 0)
+        return -1;
+    pk_item *it = realloc(b->it, nc * sizeof *it);
+    if (!it)
+        return fail(P, GMP_ERR_NOMEM, "out of memory");
+    b->it = it;
+    b->cap = nc;
     return 0;
 }
 
@@ -1590,7 +1593,7 @@ static int hand(gmp_pkstream *P, gmp_pkobj *list, gmp_pkv *item)
         unref(P, item);
         return fail(P, GMP_ERR_LIMIT, "container with more than %u entries", (unsigned)MAX_ITEMS);
     }
-    if (batch_room(P, P->fill, 1, 0) < 0) {
+    if (batch_room(P, P->fill) < 0) {
         unref(P, item);
         return -1;
     }
@@ -1789,15 +1792,7 @@ fast_entry(gmp_pkstream *P, const unsigned char *p, const unsigned char *end, si
             if (len > 8)
                 return NULL;
             NEED(2 + len);
-            if (len) {
-                u = le(q + 2, len);
-                if (q[1 + len] & 0x80) {
-                    if (len < 8)
-                        u |= ~(uint64_t)0 << (8 * len);
-                } else if (u > (uint64_t)INT64_MAX) {
-                    big = 1;
-                }
-            }
+            big = long1_short(q + 2, len, &u);
             q += 2 + len;
             break;
         }
@@ -1926,7 +1921,7 @@ static int hand_flat(gmp_pkstream *P, gmp_pkobj *list, uint64_t idx)
     int joins =
         x && x->flat && x->off + x->n == idx && x->kind == kind && x->index == list->role_index;
     if (rc == 0 && !joins && b->n == b->cap)
-        rc = batch_room(P, b, 1, 0);
+        rc = batch_room(P, b);
     if (rc < 0) {
         for (uint64_t m = r->owned; m; m &= m - 1)
             unref(P, &b->pairs[r->off + (unsigned)__builtin_ctzll(m)]);
@@ -2608,16 +2603,8 @@ static inline __attribute__((always_inline)) void parse_body(gmp_pkstream *P, in
                 size_t n = p[1];
                 if (n > 8 || (size_t)(end - p) < 2 + n)
                     goto slow;
-                vt = GMP_PK_INT, vu = 0;
-                if (n) {
-                    vu = le(p + 2, n);
-                    if (p[1 + n] & 0x80) {
-                        if (n < 8)
-                            vu |= ~(uint64_t)0 << (8 * n);
-                    } else if (vu > (uint64_t)INT64_MAX) {
-                        vb = 1;
-                    }
-                }
+                vt = GMP_PK_INT;
+                vb = long1_short(p + 2, n, &vu);
                 p += 2 + n;
                 goto push_v;
             }

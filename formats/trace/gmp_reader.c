@@ -1018,19 +1018,32 @@ gmp_err gmp_reader_open(gmp_reader **out, const char *path, const gmp_reader_opt
     return finish_open(out, r);
 }
 
-gmp_err gmp_reader_open_mem(gmp_reader **out, const void *data, size_t n,
-                            const gmp_reader_opts *opts)
+/* The start of gmp_reader_open_mem and _queue: the arguments checked (ok), a new reader; NULL with
+ * *e and the open error set when not. */
+static gmp_reader *open_begin(gmp_reader **out, int ok, const char *fn, const gmp_reader_opts *opts,
+                              gmp_err *e)
 {
-    if (!out || (!data && n)) {
-        snprintf(open_err, sizeof open_err, "gmp_reader_open_mem: invalid argument");
-        return GMP_ERR_ARG;
+    if (!out || !ok) {
+        snprintf(open_err, sizeof open_err, "%s: invalid argument", fn);
+        *e = GMP_ERR_ARG;
+        return NULL;
     }
     *out = NULL;
     gmp_reader *r = reader_new(opts);
     if (!r) {
         snprintf(open_err, sizeof open_err, "out of memory opening a trace");
-        return GMP_ERR_NOMEM;
+        *e = GMP_ERR_NOMEM;
     }
+    return r;
+}
+
+gmp_err gmp_reader_open_mem(gmp_reader **out, const void *data, size_t n,
+                            const gmp_reader_opts *opts)
+{
+    gmp_err e;
+    gmp_reader *r = open_begin(out, data || !n, "gmp_reader_open_mem", opts, &e);
+    if (!r)
+        return e;
     static const uint8_t none[1];
     r->in = n ? data : none;
     r->ilen = n;
@@ -1041,16 +1054,10 @@ gmp_err gmp_reader_open_mem(gmp_reader **out, const void *data, size_t n,
 
 gmp_err gmp_reader_open_queue(gmp_reader **out, gmp_tq *q, const gmp_reader_opts *opts)
 {
-    if (!out || !q) {
-        snprintf(open_err, sizeof open_err, "gmp_reader_open_queue: invalid argument");
-        return GMP_ERR_ARG;
-    }
-    *out = NULL;
-    gmp_reader *r = reader_new(opts);
-    if (!r) {
-        snprintf(open_err, sizeof open_err, "out of memory opening a trace");
-        return GMP_ERR_NOMEM;
-    }
+    gmp_err e;
+    gmp_reader *r = open_begin(out, q != NULL, "gmp_reader_open_queue", opts, &e);
+    if (!r)
+        return e;
     gmp_tq_ref(q);
     r->q = q;
     return finish_open(out, r);
