@@ -1901,6 +1901,24 @@ fast_entry(gmp_pkstream *P, const unsigned char *p, const unsigned char *end, si
     return q;
 }
 
+/* fast_entry out of the parse loop: inlined there, its counters lived on the stack (the loop
+ * holds too many values for the registers); a call per entry costs less than those spills. */
+__attribute__((noinline)) static const unsigned char *
+fast_entry_sw(gmp_pkstream *P, const unsigned char *p, const unsigned char *end, size_t sn)
+{
+    return fast_entry(P, p, end, sn, 0);
+}
+
+#if GMP_PK_POPCNT_DISPATCH
+__attribute__((noinline, target("popcnt"))) static const unsigned char *
+fast_entry_hw(gmp_pkstream *P, const unsigned char *p, const unsigned char *end, size_t sn)
+{
+    return fast_entry(P, p, end, sn, 1);
+}
+#else
+#define fast_entry_hw fast_entry_sw
+#endif
+
 /* hand, for the record of a placeholder (in the batch already): it joins the run of records
  * handed over just before it, or starts one. */
 static int hand_flat(gmp_pkstream *P, gmp_pkobj *list, uint64_t idx)
@@ -2631,7 +2649,8 @@ static inline __attribute__((always_inline)) void parse_body(gmp_pkstream *P, in
             case ']':
             case '}': {
                 if (*p == '}' && P->flat_ok && P->mn) {
-                    const unsigned char *np = fast_entry(P, p, end, sn, hw);
+                    const unsigned char *np =
+                        hw ? fast_entry_hw(P, p, end, sn) : fast_entry_sw(P, p, end, sn);
                     if (np) {
                         p = np;
                         sn++;
