@@ -490,7 +490,10 @@ def main():
             t = Term("%s view --follow %s" % (gmp, trace))
             t.wait("waiting for")
             env = dict(os.environ, **sim_env())
-            run = subprocess.Popen([gmp, "run", "-q", "-o", trace, "--", sys.argv[6], "14",
+            # 24 steps of 250 ms: the viewer re-reads at most every 500 ms (more when its last
+            # index took long: under ASan on a loaded CI machine it redrew about every 1.2 s, and
+            # 14 steps showed only two values once)
+            run = subprocess.Popen([gmp, "run", "-q", "-o", trace, "--", sys.argv[6], "24",
                                     "250"], env=env, stdout=subprocess.DEVNULL,
                                    stderr=subprocess.DEVNULL)
             samples = []
