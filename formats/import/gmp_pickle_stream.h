@@ -44,16 +44,16 @@ typedef struct gmp_pkv {
     } v;
 } gmp_pkv;
 
-/* A string or a container. Read-only for consumers, except tag. */
+/* A string or a container. Read-only for consumers, except tag. Its reference count is not
+ * here but in the header of the reader's slab that holds it (gmp_pickle_stream.c: refs_of). */
 struct gmp_pkobj {
     uint8_t type;
     uint8_t sealed; /* a container stored in another one: never changed again */
     uint8_t role;   /* internal: streaming */
     uint8_t flags;  /* internal */
-    uint32_t refs;
-    uint32_t n;   /* STR/BYTES: bytes; LIST/TUPLE: items (a streamed list: items passed on); DICT:
-                     pairs (keys as set: a key set twice appears twice, the last one counts) */
-    uint32_t cap; /* internal */
+    uint32_t n;     /* STR/BYTES: bytes; LIST/TUPLE: items (a streamed list: items passed on); DICT:
+                       pairs (keys as set: a key set twice appears twice, the last one counts) */
+    uint32_t cap;   /* internal */
     uint32_t height;
     uint32_t role_index; /* internal */
     uint64_t tag;        /* the consumer's: 0 until it sets one (for example what it made of it) */
