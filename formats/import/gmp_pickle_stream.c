@@ -241,21 +241,21 @@ static void xfree(gmp_pkstream *P, void *p, size_t n)
 /* The objects and small arrays of the free lists are carved from slabs of SLAB bytes, unmapped
  * together with the reader: no free() a value (the free lists never gave memory back anyway;
  * memory is still counted a value at a time). Slabs are SLAB-aligned, mapped SLAB_GROUP at a
- * time (an anonymous mapping: pages count when touched, and nothing is left over around an
- * aligned allocation of the heap, whose huge pages made such leftovers cost 6 MB of RSS at
- * N=100). The first 4 KiB of a slab hold, for each 64-byte unit of the slab, the reference count
- * of the object that starts there (refs_of); a group's first slab keeps the link to the next
- * group in its first units, where no value starts. Every value carved here is a multiple of 64
- * bytes (an object, or an array of 4-64 values), so one starts per unit at most.
- * Why the counts are not in the objects: the parse changes a count at every memo fetch of a
- * string or a frames list and at every release, while a consumer on another thread
- * (gmp_pkstream_async) reads those objects (their lengths, items and tags). In the object's cache
- * line, the two cores took the line from each other at every entry (false sharing): at N=100
+ * time: 2 MiB, 2 MiB-aligned, in a huge page (the values are reached at random: with 4 KiB pages
+ * `report` N=100 took 5% longer); aligned_alloc from the CLI's huge-page heap instead left
+ * pieces around each slab that cost 3-6 MB of RSS at N=100. The first 4 KiB of a slab hold, for
+ * each 64-byte unit of the slab, the reference count of the object that starts there (refs_of); a
+ * group's first slab keeps the link to the next group in its first units, where no value starts.
+ * Every value carved here is a multiple of 64 bytes (an object, or an array of 4-64 values), so one
+ * starts per unit at most. Why the counts are not in the objects: the parse changes a count at
+ * every memo fetch of a string or a frames list and at every release, while a consumer on another
+ * thread (gmp_pkstream_async) reads those objects (their lengths, items and tags). In the object's
+ * cache line, the two cores took the line from each other at every entry (false sharing): at N=100
  * 35-42% of the importer's on_item samples were on a key string's tag, a third of the parse
  * loop's on the fetches' increments and half of obj_free's on its decrements. Here the counts
  * share lines only with other counts, which only the parse reads and writes. */
 #define SLAB ((size_t)64 << 10)
-#define SLAB_GROUP 16
+#define SLAB_GROUP 32
 #define SLAB_HEAD (SLAB / 64 * sizeof(uint32_t))
 _Static_assert(sizeof(gmp_pkobj) == 64 && (4 * sizeof(gmp_pkv)) % 64 == 0,
                "every slab value is a multiple of 64 bytes");
@@ -274,14 +274,15 @@ static void *slab_get(gmp_pkstream *P, size_t size)
         if (!P->group_left) {
             size_t len = SLAB_GROUP * SLAB;
             char *m =
-                mmap(NULL, len + SLAB, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+                mmap(NULL, 2 * len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
             if (m == MAP_FAILED)
                 return NULL;
-            size_t lead = (size_t)(-(uintptr_t)m & (SLAB - 1));
+            size_t lead = (size_t)(-(uintptr_t)m & (len - 1));
             if (lead)
                 munmap(m, lead);
-            munmap(m + lead + len, SLAB - lead);
+            munmap(m + lead + len, len - lead);
             char *g = m + lead;
+            madvise(g, len, MADV_HUGEPAGE);
             *(void **)g = P->slabs;
             P->slabs = g;
             P->group_at = g;
