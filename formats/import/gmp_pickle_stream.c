@@ -259,7 +259,6 @@ static void xfree(gmp_pkstream *P, void *p, size_t n)
 #define SLAB_HEAD (SLAB / 64 * sizeof(uint32_t))
 _Static_assert(sizeof(gmp_pkobj) == 64 && (4 * sizeof(gmp_pkv)) % 64 == 0,
                "every slab value is a multiple of 64 bytes");
-_Static_assert(SLAB_HEAD >= sizeof(void *) + 2 * sizeof(uint32_t), "the link fits the header");
 
 /* The reference count of o, an object carved from a slab. */
 static inline uint32_t *refs_of(const gmp_pkobj *o)
