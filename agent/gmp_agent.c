@@ -1,8 +1,9 @@
 /* gpumemprof agent: the injection library (libgpumemprof_agent.so) the CUDA driver loads through
  * CUDA_INJECTION64_PATH and NVTX through NVTX_INJECTION64_PATH. It is the only code of gpumemprof
- * that runs inside the user's process, so it obeys DESIGN.md decision 3: it never exits, aborts or
- * prints to stdout; every failure becomes one stderr line and a disabled feature; its memory is
- * bounded (the writer's buffers); I/O happens on the writer's thread.
+ * that runs inside the user's process, so it never harms its host (docs/architecture.md,
+ * Decisions): it never exits, aborts or prints to stdout; every failure becomes one stderr line and
+ * a disabled feature; its memory is bounded (the writer's buffers); I/O happens on the writer's
+ * thread.
  *
  * Life cycle: the first of InitializeInjection (cuInit) and InitializeInjectionNvtx2 (first NVTX
  * call) starts the agent: options, trace file, writer, collectors; the other, arriving meanwhile
@@ -38,7 +39,8 @@
 
 #define EXPORT __attribute__((visibility("default")))
 
-/* The entry points the CUDA driver and NVTX look up with dlsym (see DESIGN.md). */
+/* The entry points the CUDA driver and NVTX look up with dlsym: they must keep default visibility,
+ * or the driver skips the library without a word. */
 EXPORT int InitializeInjection(void);
 EXPORT int InitializeInjectionNvtx2(void *getExportTable);
 EXPORT int InitializeInjectionNvtxExtension(void *moduleInfo);
