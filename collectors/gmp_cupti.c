@@ -2231,8 +2231,6 @@ static void *try_open(const char *path)
     return h;
 }
 
-static char cupti_source[4200]; /* the CUPTI loaded and why: "PATH (reason)" */
-
 /* The major version of a loaded CUDA runtime, from its file name (libcudart.so.12 or the real
  * file libcudart.so.12.4.127); 0 when unknown. */
 static int runtime_major(const char *path)
@@ -2275,8 +2273,6 @@ static void *load_cupti(const char *explicit_path, char *why, size_t whylen)
                      dlerror());
             return NULL;
         }
-        snprintf(cupti_source, sizeof cupti_source, "%s (--cupti / GPUMEMPROF_CUPTI)",
-                 explicit_path);
         char now[4096];
         if (have_loaded && gmp_loaded_object("libcupti.so", now, sizeof now) &&
             strcmp(now, loaded) == 0 && strcmp(loaded, explicit_path) != 0 && S && S->log) {
@@ -2291,11 +2287,8 @@ static void *load_cupti(const char *explicit_path, char *why, size_t whylen)
     /* 1. the CUPTI the process already loaded (its own profiler, a wheel's kineto): reused */
     if (have_loaded) {
         void *h = dlopen(loaded, RTLD_NOW | RTLD_NOLOAD);
-        if (h) {
-            snprintf(cupti_source, sizeof cupti_source, "%s (already loaded by the program)",
-                     loaded);
+        if (h)
             return h;
-        }
     }
     /* 2. beside the loaded CUDA runtime, of its major version: the runtime's directory (a
      * toolkit's lib64, torch/lib of wheels that bundle it), the pip wheels' layout
@@ -2324,12 +2317,8 @@ static void *load_cupti(const char *explicit_path, char *why, size_t whylen)
                          (int)(n - 6), rt, major);
             for (size_t i = 0; i < nc; i++) {
                 void *h = try_open(cand[i]);
-                if (h) {
-                    snprintf(cupti_source, sizeof cupti_source,
-                             "%.4100s (beside the program's CUDA runtime, major %d)", cand[i],
-                             major);
+                if (h)
                     return h;
-                }
             }
         }
     }
@@ -2346,10 +2335,8 @@ static void *load_cupti(const char *explicit_path, char *why, size_t whylen)
         if (gmp_driver_dir(dir, sizeof dir) == 0) {
             snprintf(path, sizeof path, "%.4000s/%s", dir, soname);
             void *h = try_open(path);
-            if (h) {
-                snprintf(cupti_source, sizeof cupti_source, "%s (next to the CUDA driver)", path);
+            if (h)
                 return h;
-            }
         }
         const char *homes[] = {getenv("CUDA_HOME"), getenv("CUDA_PATH")};
         for (size_t i = 0; i < 2; i++) {
@@ -2359,11 +2346,8 @@ static void *load_cupti(const char *explicit_path, char *why, size_t whylen)
             for (size_t j = 0; j < 3; j++) {
                 snprintf(path, sizeof path, "%.3000s/%s/%s", homes[i], subs[j], soname);
                 void *h = try_open(path);
-                if (h) {
-                    snprintf(cupti_source, sizeof cupti_source, "%s (%s)", path,
-                             i ? "CUDA_PATH" : "CUDA_HOME");
+                if (h)
                     return h;
-                }
             }
         }
         const char *places[] = {"", "/usr/local/cuda/lib64/", "/usr/local/cuda/extras/CUPTI/lib64/",
@@ -2371,18 +2355,13 @@ static void *load_cupti(const char *explicit_path, char *why, size_t whylen)
         for (size_t i = 0; i < sizeof places / sizeof places[0]; i++) {
             snprintf(path, sizeof path, "%s%s", places[i], soname);
             void *h = try_open(path);
-            if (h) {
-                snprintf(cupti_source, sizeof cupti_source, "%s (%s)", path,
-                         i ? "a toolkit's usual place" : "the library search path");
+            if (h)
                 return h;
-            }
         }
     }
     void *h = try_open("libcupti.so");
-    if (h) {
-        snprintf(cupti_source, sizeof cupti_source, "libcupti.so (the library search path)");
+    if (h)
         return h;
-    }
     if (major > 0 && major != CUPTI_API_VERSION / 10000)
         snprintf(why, whylen,
                  "cannot profile: libcupti.so.%d (for the program's CUDA %d runtime %s) not "
@@ -2396,11 +2375,6 @@ static void *load_cupti(const char *explicit_path, char *why, size_t whylen)
                  "in CUDA_HOME, on the library path and in /usr/local/cuda; use --cupti PATH)",
                  CUPTI_SONAME);
     return NULL;
-}
-
-const char *gmp_cupti_source(void)
-{
-    return cupti_source;
 }
 
 static void flusher_start(unsigned ms);
@@ -2746,9 +2720,4 @@ void gmp_cupti_stop(void)
         C.ActivityDisable(CUPTI_ACTIVITY_KIND_MEMORY2);
         C.ActivityDisable(CUPTI_ACTIVITY_KIND_MEMORY_POOL);
     }
-}
-
-unsigned gmp_cupti_runtime_version(void)
-{
-    return runtime_version;
 }
