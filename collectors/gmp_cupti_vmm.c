@@ -6,6 +6,7 @@
 
 #include "gmp_alert.h"
 #include "gmp_handles.h"
+#include "gmp_hash.h"
 #include "gmp_nvtx.h"
 #include "gmp_stack.h"
 
@@ -293,7 +294,7 @@ static gmp_handles array_maps; /* key of a tile or mip tail -> handle; under vmm
 
 static uint64_t array_map_key(const CUarrayMapInfo *mi)
 {
-    uint64_t h = 1469598103934665603ull;
+    uint64_t h = GMP_FNV1A_OFFSET;
     const uint64_t parts[3] = {
         (uint64_t)(uintptr_t)(mi->resourceType == CU_RESOURCE_TYPE_MIPMAPPED_ARRAY
                                   ? (void *)mi->resource.mipmap
@@ -303,9 +304,9 @@ static uint64_t array_map_key(const CUarrayMapInfo *mi)
     memcpy(subres, &mi->subresource,
            sizeof mi->subresource < sizeof subres ? sizeof mi->subresource : sizeof subres);
     for (int i = 0; i < 3; i++)
-        h = (h ^ parts[i]) * 1099511628211ull;
+        h = gmp_fnv1a_word(h, parts[i]);
     for (int i = 0; i < 4; i++)
-        h = (h ^ subres[i]) * 1099511628211ull;
+        h = gmp_fnv1a_word(h, subres[i]);
     return h ? h : 1;
 }
 

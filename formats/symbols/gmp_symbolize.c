@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "gmp_dwarf_lines.h"
+#include "gmp_hash.h"
 #include "gmp_map.h"
 
 /* C++ names are demangled by the C++ runtime's demangler (libstdc++'s __cxa_demangle, a C symbol
@@ -80,12 +81,7 @@ typedef struct strpool {
 
 static uint64_t hash_str(const char *s, size_t n)
 {
-    uint64_t h = 1469598103934665603ull;
-    for (size_t i = 0; i < n; i++) {
-        h ^= (uint8_t)s[i];
-        h *= 1099511628211ull;
-    }
-    return h;
+    return gmp_fnv1a(GMP_FNV1A_OFFSET, s, n);
 }
 
 static const char *pool_str(strpool *p, const char *s)
