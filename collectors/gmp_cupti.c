@@ -6,8 +6,9 @@
  *   output parameters are valid at CUPTI_API_EXIT. correlationData is shared by the enter and exit
  *   callbacks of one call.
  * - Whether driver callbacks fire for the driver calls the runtime makes internally is not
- *   documented: we count a call once either way, by ignoring driver memory callbacks
- *   while the same thread is inside a runtime memory API.
+ *   documented: we count a call once either way, by ignoring driver memory callbacks while the
+ *   same thread is inside a runtime memory API (docs/architecture.md, Decisions, "Counting a
+ *   user's call once").
  * - MEMORY2 records carry the kinds callbacks cannot see (DEVICE_STATIC, MANAGED_STATIC) and pool
  *   sizes in memoryPoolConfig; everything else they report was already recorded from callbacks
  *   ("reconciled" by kind: API memory comes from callbacks only, so nothing is counted twice).
@@ -134,7 +135,8 @@ static api_desc apis[] = {
     DRV(cuArray3DCreate_v2, "cuArray3DCreate", OP_ALLOC, GMP_MEM_ARRAY),
     DRV(cuArrayDestroy, "cuArrayDestroy", OP_FREE, GMP_MEM_ARRAY),
     /* the entries above are the original memory APIs (see gmp_cupti_start) */
-    /* mipmapped arrays, sparse mappings, multicast, memory of other processes (gmp_cupti_vmm.c) */
+    /* mipmapped arrays, sparse mappings, multicast, imported memory (docs/collectors.md, points 6
+     * and 7; gmp_cupti_vmm.c) */
     RT(cudaMallocMipmappedArray_v5000, "cudaMallocMipmappedArray", OP_ALLOC, GMP_MEM_ARRAY),
     RT(cudaFreeMipmappedArray_v5000, "cudaFreeMipmappedArray", OP_FREE, GMP_MEM_ARRAY),
     DRV(cuMipmappedArrayCreate, "cuMipmappedArrayCreate", OP_ALLOC, GMP_MEM_ARRAY),
@@ -158,7 +160,8 @@ static api_desc apis[] = {
        "cudaExternalMemoryGetMappedMipmappedArray", OP_IMPORT_ADDR, GMP_MEM_ARRAY),
     DRV(cuExternalMemoryGetMappedMipmappedArray, "cuExternalMemoryGetMappedMipmappedArray",
         OP_IMPORT_ADDR, GMP_MEM_ARRAY),
-    /* CUDA graphs (gmp_cupti_graphs.c; the event calls are enabled only while a capture runs) */
+    /* CUDA graphs (docs/collectors.md, point 4; gmp_cupti_graphs.c): the event calls are enabled
+     * only while a capture runs */
     RT(cudaStreamBeginCapture_v10000, "cudaStreamBeginCapture", OP_CAPTURE_BEGIN, 0),
     RT(cudaStreamBeginCapture_ptsz_v10000, "cudaStreamBeginCapture", OP_CAPTURE_BEGIN, 0),
     RT(cudaStreamBeginCaptureToGraph_v12030, "cudaStreamBeginCaptureToGraph", OP_CAPTURE_BEGIN, 0),

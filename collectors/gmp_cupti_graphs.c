@@ -6,7 +6,7 @@
 #include "gmp_driver.h"
 #include "gmp_handles.h"
 
-/* ---- CUDA graphs ----
+/* ---- CUDA graphs (docs/collectors.md, point 4) ----
  * Stream capture: between cudaStreamBeginCapture and cudaStreamEndCapture, work issued to the
  * capturing stream is not executed but recorded into a graph (cuda_runtime_api.h
  * cudaStreamBeginCapture); a cudaMallocAsync or cudaFreeAsync there adds a memory node

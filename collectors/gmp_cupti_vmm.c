@@ -198,7 +198,7 @@ void gmp_cupti_vmm_unmap(gmp_wthread *t, api_desc *a, const CUpti_CallbackData *
     }
 }
 
-/* ---- memory this process did not allocate ----
+/* ---- memory this process did not allocate (docs/collectors.md, point 7) ----
  * IPC (cudaIpcOpenMemHandle: closed by cudaIpcCloseMemHandle), pool pointer imports
  * (cuMemPoolImportPointer: "freed with cuMemFree or cuMemFreeAsync"), external memory
  * (cuExternalMemoryGetMappedBuffer: "must be freed using cuMemFree"; mapped mipmapped arrays: with
@@ -285,11 +285,11 @@ uint64_t gmp_cupti_import_address(const api_desc *a, const void *p)
     }
 }
 
-/* cuMemMapArrayAsync: VMM memory mapped into (or unmapped from) tiles and mip
- * tails of sparse arrays keeps its handle alive like a cuMemMap does (cuda.h cuMemRelease: "all
- * outstanding mappings"). Each mapping is keyed by what it maps into (array, subresource, device
- * mask); an UNMAP finds the handle there and may free it (at the call's exit: the operation is
- * stream-ordered and the callback sees only its success). */
+/* cuMemMapArrayAsync (docs/collectors.md, point 6): VMM memory mapped into (or unmapped from) tiles
+ * and mip tails of sparse arrays keeps its handle alive like a cuMemMap does (cuda.h cuMemRelease:
+ * "all outstanding mappings"). Each mapping is keyed by what it maps into (array, subresource,
+ * device mask); an UNMAP finds the handle there and may free it (at the call's exit: the operation
+ * is stream-ordered and the callback sees only its success). */
 static gmp_handles array_maps; /* key of a tile or mip tail -> handle; under vmm_lock */
 
 static uint64_t array_map_key(const CUarrayMapInfo *mi)

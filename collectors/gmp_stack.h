@@ -2,7 +2,7 @@
  *
  * The agent records stacks as raw return addresses interned as a trie (STACK records) plus the map
  * of loaded objects (MODULE records: path, load bias, mapped range, GNU build-id); symbolization
- * happens offline (formats/symbols/gmp_symbolize). See docs/stacks.md.
+ * happens offline (formats/symbols/gmp_symbolize). See DESIGN.md decision 5 and docs/stacks.md.
  *
  * Capture: libunwind's unw_backtrace (libunwind.so.8, loaded with dlopen so that the agent has no
  * link-time dependency and exports nothing of it), glibc's backtrace() (libgcc's unwinder), or a
