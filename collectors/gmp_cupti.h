@@ -29,14 +29,4 @@ void gmp_cupti_flush(void);
 /* Flushes, then stops recording: later callbacks record nothing. Idempotent. */
 void gmp_cupti_stop(void);
 
-/* The CUPTI loaded and why it was chosen, "PATH (reason)"; "" before gmp_cupti_start or when none
- * loaded. The order: an explicit path; a CUPTI the process had already loaded (reused: never two
- * CUPTIs); libcupti.so.MAJOR beside the process's CUDA runtime of that major (its directory, the
- * pip wheels' nvidia/cuda_cupti/lib and torch/lib, a toolkit's extras/CUPTI/lib64); a toolkit's
- * (next to libcuda, CUDA_HOME, CUDA_PATH, the library path, /usr/local/cuda). */
-const char *gmp_cupti_source(void);
-
-/* Version of the CUPTI loaded (cuptiGetVersion), 0 when none. */
-unsigned gmp_cupti_runtime_version(void);
-
 #endif

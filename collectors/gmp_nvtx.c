@@ -25,6 +25,8 @@
 #include <nvtx3/nvToolsExt.h>
 #include <nvtx3/nvToolsExtMem.h>
 
+#include "gmp_hash.h"
+
 /* ------------------------------------------------------------------------------------------- */
 /* Global state                                                                                 */
 
@@ -213,11 +215,7 @@ static size_t g_rmap_cap;
 
 static uint64_t hash_text(const char *s, size_t n, uint32_t tag)
 {
-    uint64_t h = 1469598103934665603ull ^ tag;
-    for (size_t i = 0; i < n; i++) {
-        h ^= (unsigned char)s[i];
-        h *= 1099511628211ull;
-    }
+    uint64_t h = gmp_fnv1a(GMP_FNV1A_OFFSET ^ tag, s, n);
     return h ^ (h >> 29);
 }
 

@@ -52,8 +52,6 @@ static atomic_uint n_excluded;
 static gmp_stack_hook hook_fn;
 static void *hook_ctx;
 
-static atomic_uint_fast64_t st_misses, st_modules, st_rescans, st_truncated;
-
 typedef struct tc_entry {
     uint64_t hash;
     uint64_t *pcs;
@@ -71,27 +69,6 @@ static _Thread_local struct {
     const uint64_t *raw; /* the raw frames of the call the hook runs in (gmp_stack_refresh) */
     unsigned nraw;
 } tl;
-
-const char *gmp_unwind_name(gmp_unwind u)
-{
-    switch (u) {
-    case GMP_UNWIND_LIBUNWIND: return "libunwind";
-    case GMP_UNWIND_GLIBC: return "glibc";
-    case GMP_UNWIND_FP: return "fp";
-    }
-    return "?";
-}
-
-int gmp_unwind_parse(const char *s)
-{
-    if (!s || !*s || !strcmp(s, "libunwind"))
-        return GMP_UNWIND_LIBUNWIND;
-    if (!strcmp(s, "glibc"))
-        return GMP_UNWIND_GLIBC;
-    if (!strcmp(s, "fp"))
-        return GMP_UNWIND_FP;
-    return -1;
-}
 
 /* ---------- module map ---------- */
 
@@ -228,8 +205,7 @@ static void emit_module(const module *m)
     r.u.module.lo = m->lo;
     r.u.module.size = m->hi - m->lo;
     r.u.module.build_id = (gmp_str){(const char *)m->build_id, m->build_id_len};
-    if (gmp_writer_define(S->w, &r) == GMP_OK)
-        atomic_fetch_add_explicit(&st_modules, 1, memory_order_relaxed);
+    gmp_writer_define(S->w, &r);
 }
 
 /* Reads the module map; records the objects not seen before. modlock held. */
@@ -267,7 +243,6 @@ static void rescan_locked(void)
     mods = c.t;
     last_adds = c.adds;
     last_subs = c.subs;
-    atomic_fetch_add_explicit(&st_rescans, 1, memory_order_relaxed);
 }
 
 static int known_locked(uint64_t pc)
@@ -390,18 +365,6 @@ static unsigned filter(const uint64_t *raw, unsigned nraw, uint64_t *out, unsign
     return n;
 }
 
-unsigned gmp_stack_capture(uint64_t *pcs, unsigned max)
-{
-    uintptr_t ra = (uintptr_t)__builtin_return_address(0);
-    if (max > GMP_STACK_MAX_DEPTH)
-        max = GMP_STACK_MAX_DEPTH;
-    uint64_t raw[RAW_MAX];
-    unsigned nraw = capture_raw(raw, max + RAW_SLACK, ra);
-    unsigned n = filter(raw, nraw, pcs, max);
-    __asm__ volatile("" ::: "memory");
-    return n;
-}
-
 /* ---------- interning ---------- */
 
 static uint64_t hash_pcs(const uint64_t *pcs, unsigned n)
@@ -468,7 +431,6 @@ uint32_t gmp_stack_intern_native(gmp_writer *w, uint32_t parent, const uint64_t 
     if (e && e->id && e->hash == h && e->n == n && !memcmp(e->pcs, pcs, n * sizeof *pcs))
         return e->id;
     uint32_t id = intern_nodes(w, 0, pcs, n);
-    atomic_fetch_add_explicit(&st_misses, 1, memory_order_relaxed);
     if (id && e) {
         if (e->cap < n) {
             uint64_t *np = realloc(e->pcs, n * sizeof *np);
@@ -523,8 +485,6 @@ uint32_t gmp_stack_current(void)
     check_modules(raw, nraw);
     if (atomic_load_explicit(&n_excluded, memory_order_acquire) != before)
         n = filter(raw, nraw, pcs, O.depth);
-    if (nraw == O.depth + RAW_SLACK && n == O.depth)
-        atomic_fetch_add_explicit(&st_truncated, 1, memory_order_relaxed);
     return gmp_stack_intern_native(w, 0, pcs, n);
 }
 
@@ -601,12 +561,4 @@ unsigned gmp_stack_refresh(uint64_t *pcs, unsigned max)
         max = GMP_STACK_MAX_DEPTH;
     check_modules(tl.raw, tl.nraw);
     return filter(tl.raw, tl.nraw, pcs, max);
-}
-
-void gmp_stack_get_stats(gmp_stack_stats *out)
-{
-    out->misses = atomic_load(&st_misses);
-    out->modules = atomic_load(&st_modules);
-    out->rescans = atomic_load(&st_rescans);
-    out->truncated = atomic_load(&st_truncated);
 }

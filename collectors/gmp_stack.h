@@ -57,15 +57,7 @@ uint32_t gmp_stack_current(void);
 /* Stops recording stacks (gmp_stack_current returns 0 from then on). */
 void gmp_stack_stop(void);
 
-/* Name of an unwinder ("libunwind", "glibc", "fp"); parses one (-1 when unknown). */
-const char *gmp_unwind_name(gmp_unwind u);
-int gmp_unwind_parse(const char *s);
-
 /* ---- lower level: for tests, benchmarks and other stack kinds ---- */
-
-/* Captures the caller's native frames (innermost first; the agent's and the CUDA libraries'
- * frames dropped, at most max) with the unwinder in use. Returns the number of frames. */
-unsigned gmp_stack_capture(uint64_t *pcs, unsigned max);
 
 /* Interns native frames pcs[0..n) (innermost first) on top of parent (0: a root), through the
  * per-thread cache when parent is 0. Returns the id of the innermost node, 0 on failure. */
@@ -87,14 +79,5 @@ void gmp_stack_set_hook(gmp_stack_hook fn, void *ctx);
  * (records the objects loaded since the last scan) and filters them again into pcs (a library
  * loaded since may be a CUDA library whose frames go). Returns the number of frames. */
 unsigned gmp_stack_refresh(uint64_t *pcs, unsigned max);
-
-/* Counters, for tests and benchmarks. */
-typedef struct gmp_stack_stats {
-    uint64_t misses;    /* stacks interned node by node (not found in the thread's cache) */
-    uint64_t modules;   /* MODULE records written */
-    uint64_t rescans;   /* module map reads */
-    uint64_t truncated; /* stacks cut at the depth */
-} gmp_stack_stats;
-void gmp_stack_get_stats(gmp_stack_stats *out);
 
 #endif

@@ -8,6 +8,7 @@
 #include <strings.h>
 
 #include "gmp_frames.h"
+#include "gmp_hash.h"
 #include "gmp_symbolize.h"
 #include "gmp_units.h"
 
@@ -335,11 +336,7 @@ void gmp_tui_tree_set_model(gmp_tui_tree *t, const gmp_tui_model *m)
 
 static uint64_t hash_label(uint64_t h, const char *s)
 {
-    h ^= 0x9e3779b97f4a7c15ULL;
-    for (; *s; s++) {
-        h ^= (unsigned char)*s;
-        h *= 0x100000001b3ULL;
-    }
+    h = gmp_fnv1a(h ^ 0x9e3779b97f4a7c15ULL, s, strlen(s));
     return h * 0xff51afd7ed558ccdULL + 1;
 }
 

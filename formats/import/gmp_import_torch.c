@@ -32,6 +32,8 @@
 #include <unistd.h>
 
 #include "gmp_hash.h"
+#include "gmp_import_strings.h"
+#include "gmp_kmap.h"
 #include "gmp_pickle.h"
 #include "gmp_pickle_stream.h"
 #include "gmp_rlimit.h"
@@ -57,105 +59,6 @@
 #define IMPORT_STREAMED (1u << 30) /* write_trace's flags: into a pipe (gmp_import_torch_start) */
 #define TRACE_BASE 1000000ull      /* trace time of the state before the window (1 ms) */
 #define CUDA_ERROR_MEMORY_ALLOCATION 2 /* cudaErrorMemoryAllocation */
-
-/* ---- a map of 64-bit keys to non-zero values (0: an empty slot) ---- */
-
-/* Open addressing with linear probing, one array of slots (a lookup touches one cache line). It
- * places keys exactly as gmp_omap does (the same hash, first size 64, doubling past a load of 3/4,
- * moved in slot order), so a walk of the slots visits the keys in the same order as before: the
- * pre-window blocks found by pre_from_first_frees are written in that order. */
-typedef struct kslot {
-    uint64_t key, val;
-} kslot;
-
-typedef struct kmap {
-    kslot *s;
-    size_t cap, n;
-} kmap;
-
-static inline size_t kmap_hash(uint64_t k)
-{
-    k ^= k >> 33;
-    k *= 0xff51afd7ed558ccdULL;
-    k ^= k >> 33;
-    return (size_t)k;
-}
-
-static const kslot *kmap_get(const kmap *m, uint64_t key)
-{
-    if (!m->cap)
-        return NULL;
-    size_t mask = m->cap - 1;
-    for (size_t i = kmap_hash(key) & mask;; i = (i + 1) & mask) {
-        const kslot *e = &m->s[i];
-        if (!e->val)
-            return NULL;
-        if (e->key == key)
-            return e;
-    }
-}
-
-/* Starts loading the first slot of key (a map much larger than the caches misses on most
- * lookups; the entry's other fields are read meanwhile). */
-static inline void kmap_prefetch(const kmap *m, uint64_t key)
-{
-    if (m->cap) {
-        /* through a volatile: GCC 12 at -O2 drops this prefetch when the address is hashed */
-        const kslot *volatile slot = &m->s[kmap_hash(key) & (m->cap - 1)];
-        __builtin_prefetch(slot);
-    }
-}
-
-static int kmap_grow(kmap *m)
-{
-    size_t nc = m->cap ? m->cap * 2 : 64;
-    kslot *ns = calloc(nc, sizeof *ns);
-    if (!ns)
-        return -1;
-    for (size_t i = 0; i < m->cap; i++) {
-        if (!m->s[i].val)
-            continue;
-        size_t j = kmap_hash(m->s[i].key) & (nc - 1);
-        while (ns[j].val)
-            j = (j + 1) & (nc - 1);
-        ns[j] = m->s[i];
-    }
-    free(m->s);
-    m->s = ns;
-    m->cap = nc;
-    return 0;
-}
-
-/* The slot of key; when absent, inserted with val (non-zero) and *fresh set. NULL: out of memory.
- */
-static kslot *kmap_put(kmap *m, uint64_t key, uint64_t val, int *fresh)
-{
-    *fresh = 0;
-    size_t mask = m->cap - 1, i = 0;
-    if (m->cap) {
-        for (i = kmap_hash(key) & mask; m->s[i].val; i = (i + 1) & mask)
-            if (m->s[i].key == key)
-                return &m->s[i];
-    }
-    if ((m->n + 1) * 4 > m->cap * 3) {
-        if (kmap_grow(m) < 0)
-            return NULL;
-        mask = m->cap - 1;
-        for (i = kmap_hash(key) & mask; m->s[i].val;)
-            i = (i + 1) & mask;
-    }
-    m->s[i].key = key;
-    m->s[i].val = val;
-    m->n++;
-    *fresh = 1;
-    return &m->s[i];
-}
-
-static void kmap_free(kmap *m)
-{
-    free(m->s);
-    memset(m, 0, sizeof *m);
-}
 
 /* ---- state ---- */
 
@@ -252,16 +155,7 @@ typedef struct final_item {
     int32_t dev;
 } final_item;
 
-/* String and frame tables (what frames lists are made of), filled while reading. */
-typedef struct strtab {
-    char **s;
-    uint32_t *len, *wid; /* wid: the writer's id + 1, once defined */
-    uint64_t *hash;      /* of the bytes (gmp_hash_bytes) */
-    size_t n, cap;
-    uint32_t *slot; /* by content: index + 1 (0: empty); hcap slots */
-    size_t hcap;
-} strtab;
-
+/* The frame table (what frames lists are made of), filled while reading. */
 typedef struct frame {
     uint32_t file, fn, line;         /* strings: index + 1 (0: "") */
     uint32_t last_parent, last_node; /* the trie's last step through this frame (a cache) */
@@ -280,7 +174,7 @@ typedef struct imp {
     pre_block *pre_segs, *pre_blks;
     size_t npre_segs, npre_blks, cap_pre_segs, cap_pre_blks;
     int32_t *pre_seg_dev, *pre_blk_dev;
-    strtab strs;
+    gmp_import_strtab strs; /* the strings of the frames */
     frame *frames;
     size_t nframes, cap_frames;
     uint32_t *fslot; /* frames by content (file, fn, line): index + 1 (0: empty); fcap slots */
@@ -503,76 +397,13 @@ static int first_event(imp *I, int32_t d, int seg, uint64_t addr, unsigned type,
 
 /* ---- frames: strings, frames and a trie of them, cached on the pickle's objects ---- */
 
-/* Doubles a table of slots (index + 1) whose entries' hashes are hash_of(ctx, index); -1 when out
- * of memory. */
-static int slots_grow(uint32_t **slot, size_t *cap, size_t n, uint64_t (*hash_of)(imp *, size_t),
-                      imp *I)
-{
-    size_t nc = *cap ? *cap * 2 : 1024;
-    uint32_t *ns = calloc(nc, sizeof *ns);
-    if (!ns)
-        return -1;
-    for (size_t i = 0; i < n; i++) {
-        size_t j = hash_of(I, i) & (nc - 1);
-        while (ns[j])
-            j = (j + 1) & (nc - 1);
-        ns[j] = (uint32_t)i + 1;
-    }
-    free(*slot);
-    *slot = ns;
-    *cap = nc;
-    return 0;
-}
-
-static uint64_t str_hash_at(imp *I, size_t i)
-{
-    return I->strs.hash[i];
-}
-
-/* The index + 1 of the string bytes[0..n) in the table, added when new: equal bytes get one index
- * (strings are deduplicated by content, so that equal frames are one frame and the trie's nodes
- * are the writer's stack nodes one for one: stack_of defines them without a lookup). 0: out of
- * memory. */
+/* The index + 1 of the string bytes[0..n) in I->strs (gmp_import_strings.c); 0: out of memory. */
 static uint32_t str_intern(imp *I, const char *bytes, uint32_t n)
 {
-    strtab *t = &I->strs;
-    if ((t->n + 1) * 2 > t->hcap && slots_grow(&t->slot, &t->hcap, t->n, str_hash_at, I) < 0)
-        return nomem(I), 0;
-    uint64_t h = gmp_hash_bytes(0, bytes, n);
-    size_t j = h & (t->hcap - 1);
-    for (uint32_t x; (x = t->slot[j]) != 0; j = (j + 1) & (t->hcap - 1))
-        if (t->hash[x - 1] == h && t->len[x - 1] == n && memcmp(t->s[x - 1], bytes, n) == 0)
-            return x;
-    if (t->n == t->cap) {
-        size_t nc = t->cap ? t->cap * 2 : 1024;
-        char **ns = realloc(t->s, nc * sizeof *ns);
-        if (ns)
-            t->s = ns;
-        uint32_t *nl = realloc(t->len, nc * sizeof *nl);
-        if (nl)
-            t->len = nl;
-        uint32_t *nw = realloc(t->wid, nc * sizeof *nw);
-        if (nw)
-            t->wid = nw;
-        uint64_t *nh = realloc(t->hash, nc * sizeof *nh);
-        if (nh)
-            t->hash = nh;
-        if (!ns || !nl || !nw || !nh || t->n >= UINT32_MAX - 1)
-            return nomem(I), 0;
-        t->cap = nc;
-    }
-    char *c = malloc((size_t)n + 1);
-    if (!c)
-        return nomem(I), 0;
-    memcpy(c, bytes, n);
-    c[n] = 0;
-    t->s[t->n] = c;
-    t->len[t->n] = n;
-    t->wid[t->n] = 0;
-    t->hash[t->n] = h;
-    t->n++;
-    t->slot[j] = (uint32_t)t->n;
-    return (uint32_t)t->n;
+    uint32_t x = gmp_import_str_intern(&I->strs, bytes, n);
+    if (!x)
+        nomem(I);
+    return x;
 }
 
 /* The string of a STR or BYTES value as an index + 1 in the table (0: not a string: ""). The
@@ -600,8 +431,9 @@ static uint64_t frame_hash(uint32_t file, uint32_t fn, uint32_t line)
     return h;
 }
 
-static uint64_t frame_hash_at(imp *I, size_t i)
+static uint64_t frame_hash_at(void *ctx, size_t i)
 {
+    imp *I = ctx;
     const frame *f = &I->frames[i];
     return frame_hash(f->file, f->fn, f->line);
 }
@@ -630,7 +462,7 @@ static uint32_t frame_of(imp *I, const gmp_pkv *f)
         return 0;
     /* frames by content: dicts with the same file, function and line are one frame */
     if ((I->nframes + 1) * 2 > I->fcap &&
-        slots_grow(&I->fslot, &I->fcap, I->nframes, frame_hash_at, I) < 0)
+        gmp_import_slots_grow(&I->fslot, &I->fcap, I->nframes, frame_hash_at, I) < 0)
         return nomem(I), 0;
     size_t j = frame_hash(file, fn, (uint32_t)line) & (I->fcap - 1);
     for (uint32_t x; (x = I->fslot[j]) != 0; j = (j + 1) & (I->fcap - 1)) {
@@ -1188,7 +1020,7 @@ static uint32_t wstr(imp *I, uint32_t s)
 {
     if (!s)
         return gmp_writer_string(I->w, "", 0);
-    strtab *t = &I->strs;
+    gmp_import_strtab *t = &I->strs;
     if (!t->wid[s - 1])
         t->wid[s - 1] = gmp_writer_string(I->w, t->s[s - 1], t->len[s - 1]) + 1u;
     return t->wid[s - 1] - 1;

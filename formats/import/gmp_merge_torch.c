@@ -502,6 +502,217 @@ static void free_idmap(idmap *im)
     gmp_omap_free(&im->range);
 }
 
+/* Pass 1 over the snapshot: its segments (the pools' RESERVED records with an address) and the span
+ * of its allocations' times. 0, or -1 with M's error set. */
+static int snap_pass1(mrg *M, gmp_reader *rs, span *ss)
+{
+    const gmp_rec *rec;
+    uint64_t expandable = 0;
+    int k;
+    while ((k = next(M, rs, &rec, "the snapshot")) > 0) {
+        if (!gmp_rec_is_event(rec->type))
+            continue;
+        if (rec->type == GMP_REC_ALLOC || rec->type == GMP_REC_FREE)
+            span_add(ss, rec->time_ns);
+        if (rec->type == GMP_REC_POOL && rec->u.pool.op == GMP_POOL_RESERVED) {
+            if (rec->u.pool.pool >= NOT_ADDRESS) {
+                M->st.other_pools++;
+                expandable += (rec->u.pool.pool & 0xf000000000000000ull) == EXPANDABLE;
+                continue;
+            }
+            if (!seg_of(M, rec->u.pool.pool))
+                M->st.snap_segments++;
+            if (add_seg(M, rec->u.pool.pool, rec->u.pool.value, rec->u.pool.device) < 0)
+                return -1;
+        }
+    }
+    if (k < 0)
+        return -1;
+    if (M->nsegs == 0) {
+        if (expandable)
+            failf(M, GMP_ERR_UNSUPPORTED,
+                  "the snapshot's segments are expandable (expandable_segments:True), which "
+                  "are not merged yet (the trace has them as cuMemCreate/cuMemMap)");
+        else
+            failf(M, GMP_ERR_FORMAT, "the snapshot has no segment with an address to match");
+        return -1;
+    }
+    return 0;
+}
+
+/* Pass 1 over the trace: which of its allocations are the snapshot's segments (same device,
+ * address and size), and the span of its events' times. 0, or -1 with M's error set. */
+static int trace_pass1(mrg *M, gmp_reader *rt, span *ts)
+{
+    const gmp_rec *rec;
+    int k;
+    while ((k = next(M, rt, &rec, "the trace")) > 0) {
+        if (!gmp_rec_is_event(rec->type) || rec->type == GMP_REC_END)
+            continue;
+        span_add(ts, rec->time_ns);
+        seg *s;
+        if (rec->type == GMP_REC_ALLOC && (s = segment_alloc(M, &rec->u.mem)) && !s->matched) {
+            s->matched = 1;
+            s->t_alloc = rec->time_ns;
+        }
+    }
+    if (k < 0)
+        return -1;
+    for (size_t i = 0; i < M->nsegs; i++)
+        M->st.matched_segments += M->segs[i].matched != 0;
+    M->st.unmatched_segments = M->nsegs - M->st.matched_segments;
+    if (!(M->byaddr = calloc(M->nsegs, sizeof *M->byaddr))) {
+        failf(M, GMP_ERR_NOMEM, "out of memory");
+        return -1;
+    }
+    for (size_t i = 0; i < M->nsegs; i++)
+        if (M->segs[i].matched)
+            M->byaddr[M->nbyaddr++] = &M->segs[i];
+    qsort(M->byaddr, M->nbyaddr, sizeof *M->byaddr, cmp_seg);
+    if (M->st.matched_segments == 0) {
+        failf(M, GMP_ERR_FORMAT,
+              "none of the snapshot's %zu segments is an allocation of the trace (same device, "
+              "address and size): a snapshot of another process?",
+              M->nsegs);
+        return -1;
+    }
+    return 0;
+}
+
+/* The offset that puts the snapshot's times on the trace's clock (snapshot time + offset = trace
+ * time, through the wall clock of both headers), checked against the two spans of times. 0, or
+ * -1 with M's error set. */
+static int align_clocks(mrg *M, const gmp_rec_header *sh, const gmp_rec_header *th, const span *ss,
+                        const span *ts, int64_t *offset)
+{
+    __int128 off =
+        (__int128)sh->start_wall_ns - sh->start_trace_ns - th->start_wall_ns + th->start_trace_ns;
+    if (off > INT64_MAX / 2 || off < -(INT64_MAX / 2)) {
+        failf(M, GMP_ERR_FORMAT, "the snapshot's clock is decades away from the trace's");
+        return -1;
+    }
+    *offset = (int64_t)off;
+    M->st.offset_ns = *offset;
+    if (ss->any && ts->any) {
+        __int128 a = (__int128)ss->first + *offset, b = (__int128)ss->last + *offset;
+        if (a < (__int128)ts->first - SLACK_NS || b > (__int128)ts->last + SLACK_NS) {
+            failf(M, GMP_ERR_FORMAT,
+                  "the snapshot's times (%.3f s to %.3f s on the trace's clock) are not within "
+                  "the trace's (%.3f s to %.3f s): another run?",
+                  (double)a / 1e9, (double)b / 1e9, (double)ts->first / 1e9,
+                  (double)ts->last / 1e9);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* Pass 2: the merged trace, written to out_fd (*out_fd is -1 once the writer owns it): the trace's
+ * records and the snapshot's blocks in time order, then the notices that say what was not merged.
+ * M's error says how it went. */
+static void merge_pass2(mrg *M, gmp_reader *rt, gmp_reader *rs, int *out_fd, int64_t offset,
+                        uint64_t s_t0, const char *snap_name)
+{
+    char text[1024];
+    {
+        gmp_rec_header h = *gmp_reader_header(rt);
+        gmp_writer_opts wo;
+        gmp_writer_opts_default(&wo);
+        wo.threaded = 0;
+        wo.level = 1;
+        gmp_err e = gmp_writer_open(&M->w, *out_fd, &wo, &h);
+        *out_fd = -1;
+        if (e != GMP_OK) {
+            failf(M, e, "cannot start the merged trace: %s", gmp_err_str(e));
+            return;
+        }
+    }
+    {
+        gmp_rec thr = {.type = GMP_REC_THREAD};
+        thr.u.thread.tid = TORCH_TID;
+        thr.u.thread.name.ptr = "PyTorch memory history";
+        thr.u.thread.name.len = (uint32_t)strlen(thr.u.thread.name.ptr);
+        gmp_writer_define(M->w, &thr);
+    }
+    const gmp_rec *et = NULL, *es = NULL;
+    int kt = next_event(M, rt, &et, 1, "the trace");
+    int ks = next_event(M, rs, &es, 0, "the snapshot");
+    int said = 0;
+    while (M->err == GMP_OK && kt >= 0 && ks >= 0 && (kt > 0 || ks > 0 || M->npend)) {
+        /* the earliest of: the trace's next event, the snapshot's next, the first queued block
+         * (ties: the trace first, then queued blocks) */
+        uint64_t st_t = 0;
+        if (ks > 0) {
+            __int128 v = (__int128)es->time_ns + offset;
+            st_t = v < 1 ? 1 : (uint64_t)v;
+        }
+        int which = 0; /* 0: trace, 1: queued block, 2: snapshot */
+        uint64_t best = kt > 0 ? et->time_ns : UINT64_MAX;
+        if (M->npend && (kt == 0 || M->pend[0].t < best))
+            which = 1, best = M->pend[0].t;
+        if (ks > 0 && ((kt == 0 && !M->npend) || st_t < best))
+            which = 2, best = st_t;
+        if (!said) { /* the notice first, at the first event's time */
+            snprintf(text, sizeof text,
+                     "merged with PyTorch's memory history %s: %" PRIu64
+                     " of the trace's allocations are its segments (reserved memory of the "
+                     "caching allocator), its blocks (tensors) are allocations inside them",
+                     snap_name, M->st.matched_segments);
+            emit_notice(M, TORCH_TID, GMP_NOTICE_INFO, text, best);
+            said = 1;
+        }
+        if (which == 0) {
+            put_trace(M, rt, et);
+            kt = next_event(M, rt, &et, 1, "the trace");
+        } else if (which == 1) {
+            pend_pop(M);
+        } else {
+            if (es->type == GMP_REC_ALLOC && es->time_ns == s_t0)
+                M->st.pre_blocks++;
+            put_snap(M, rs, es, st_t);
+            ks = next_event(M, rs, &es, 0, "the snapshot");
+        }
+    }
+    if (M->err != GMP_OK)
+        return;
+    if (M->st.unmatched_segments || M->st.other_pools) {
+        snprintf(text, sizeof text,
+                 PREFIX "%" PRIu64 " of its segments are not allocations of the trace%s: their "
+                        "blocks are shown, their reserved memory is the trace's own records",
+                 M->st.unmatched_segments,
+                 M->st.other_pools ? " (and expandable or pre-window segments)" : "");
+        emit_notice(M, TORCH_TID, GMP_NOTICE_WARNING, text, M->last_t);
+    }
+    if (M->st.pre_blocks) {
+        snprintf(text, sizeof text,
+                 PREFIX "%" PRIu64 " blocks existed before its history window: shown from the "
+                        "window's start",
+                 M->st.pre_blocks);
+        emit_notice(M, TORCH_TID, GMP_NOTICE_INFO, text, M->last_t);
+    }
+    if (M->st.ooms_dropped) {
+        snprintf(text, sizeof text,
+                 PREFIX "%" PRIu64 " out-of-memory entries not merged (the trace records CUDA's)",
+                 M->st.ooms_dropped);
+        emit_notice(M, TORCH_TID, GMP_NOTICE_INFO, text, M->last_t);
+    }
+    {
+        char line[512];
+        if (!gmp_reader_completeness(rt, line, sizeof line)) {
+            snprintf(text, sizeof text, "the trace merged is incomplete: %s", line);
+            emit_notice(M, TORCH_TID, GMP_NOTICE_WARNING, text, M->last_t);
+        }
+    }
+    if (M->err == GMP_OK) {
+        gmp_writer_sync(M->w, M->last_t);
+        gmp_writer_stats ws;
+        gmp_err e = gmp_writer_close(M->w, &ws);
+        M->w = NULL;
+        if (e != GMP_OK)
+            failf(M, e, "the merged trace could not be written");
+    }
+}
+
 gmp_err gmp_merge_torch(const char *trace_path, const char *snap_trace_path, const char *snap_name,
                         int out_fd, gmp_merge_torch_stats *stats, char *msg, size_t msglen)
 {
@@ -512,15 +723,12 @@ gmp_err gmp_merge_torch(const char *trace_path, const char *snap_trace_path, con
     if (msg && msglen)
         msg[0] = 0;
     gmp_reader *rt = NULL, *rs = NULL;
-    const gmp_rec *rec;
     span ts = {0}, ss = {0};
     int64_t offset = 0;
-    uint64_t s_t0 = 0, expandable = 0;
-    char text[1024];
+    uint64_t s_t0 = 0;
     if (!snap_name)
         snap_name = "the snapshot";
 
-    /* pass 1: the snapshot's segments and times */
     if (open_reader(&M, &rs, snap_trace_path, "the snapshot") != GMP_OK)
         goto out;
     const gmp_rec_header *sh = gmp_reader_header(rs);
@@ -530,37 +738,8 @@ gmp_err gmp_merge_torch(const char *trace_path, const char *snap_trace_path, con
               "the snapshot has no times (no time_us): it cannot be put on the trace's timeline");
         goto out;
     }
-    int k;
-    while ((k = next(&M, rs, &rec, "the snapshot")) > 0) {
-        if (!gmp_rec_is_event(rec->type))
-            continue;
-        if (rec->type == GMP_REC_ALLOC || rec->type == GMP_REC_FREE)
-            span_add(&ss, rec->time_ns);
-        if (rec->type == GMP_REC_POOL && rec->u.pool.op == GMP_POOL_RESERVED) {
-            if (rec->u.pool.pool >= NOT_ADDRESS) {
-                M.st.other_pools++;
-                expandable += (rec->u.pool.pool & 0xf000000000000000ull) == EXPANDABLE;
-                continue;
-            }
-            if (!seg_of(&M, rec->u.pool.pool))
-                M.st.snap_segments++;
-            if (add_seg(&M, rec->u.pool.pool, rec->u.pool.value, rec->u.pool.device) < 0)
-                goto out;
-        }
-    }
-    if (k < 0)
+    if (snap_pass1(&M, rs, &ss) < 0)
         goto out;
-    if (M.nsegs == 0) {
-        if (expandable)
-            failf(&M, GMP_ERR_UNSUPPORTED,
-                  "the snapshot's segments are expandable (expandable_segments:True), which "
-                  "are not merged yet (the trace has them as cuMemCreate/cuMemMap)");
-        else
-            failf(&M, GMP_ERR_FORMAT, "the snapshot has no segment with an address to match");
-        goto out;
-    }
-
-    /* pass 1: the trace's allocations that are segments, and its times */
     if (open_reader(&M, &rt, trace_path, "the trace") != GMP_OK)
         goto out;
     const gmp_rec_header *th = gmp_reader_header(rt);
@@ -568,162 +747,16 @@ gmp_err gmp_merge_torch(const char *trace_path, const char *snap_trace_path, con
         failf(&M, GMP_ERR_FORMAT, "the trace has no wall-clock time in its header");
         goto out;
     }
-    while ((k = next(&M, rt, &rec, "the trace")) > 0) {
-        if (!gmp_rec_is_event(rec->type) || rec->type == GMP_REC_END)
-            continue;
-        span_add(&ts, rec->time_ns);
-        seg *s;
-        if (rec->type == GMP_REC_ALLOC && (s = segment_alloc(&M, &rec->u.mem)) && !s->matched) {
-            s->matched = 1;
-            s->t_alloc = rec->time_ns;
-        }
-    }
-    if (k < 0)
+    if (trace_pass1(&M, rt, &ts) < 0 || align_clocks(&M, sh, th, &ss, &ts, &offset) < 0)
         goto out;
-    for (size_t i = 0; i < M.nsegs; i++)
-        M.st.matched_segments += M.segs[i].matched != 0;
-    M.st.unmatched_segments = M.nsegs - M.st.matched_segments;
-    if (!(M.byaddr = calloc(M.nsegs, sizeof *M.byaddr))) {
-        failf(&M, GMP_ERR_NOMEM, "out of memory");
-        goto out;
-    }
-    for (size_t i = 0; i < M.nsegs; i++)
-        if (M.segs[i].matched)
-            M.byaddr[M.nbyaddr++] = &M.segs[i];
-    qsort(M.byaddr, M.nbyaddr, sizeof *M.byaddr, cmp_seg);
-    if (M.st.matched_segments == 0) {
-        failf(&M, GMP_ERR_FORMAT,
-              "none of the snapshot's %zu segments is an allocation of the trace (same device, "
-              "address and size): a snapshot of another process?",
-              M.nsegs);
-        goto out;
-    }
-    /* snapshot time + offset = trace time, through the wall clock */
-    {
-        __int128 off = (__int128)sh->start_wall_ns - sh->start_trace_ns - th->start_wall_ns +
-                       th->start_trace_ns;
-        if (off > INT64_MAX / 2 || off < -(INT64_MAX / 2)) {
-            failf(&M, GMP_ERR_FORMAT, "the snapshot's clock is decades away from the trace's");
-            goto out;
-        }
-        offset = (int64_t)off;
-        M.st.offset_ns = offset;
-    }
-    if (ss.any && ts.any) {
-        __int128 a = (__int128)ss.first + offset, b = (__int128)ss.last + offset;
-        if (a < (__int128)ts.first - SLACK_NS || b > (__int128)ts.last + SLACK_NS) {
-            failf(&M, GMP_ERR_FORMAT,
-                  "the snapshot's times (%.3f s to %.3f s on the trace's clock) are not within "
-                  "the trace's (%.3f s to %.3f s): another run?",
-                  (double)a / 1e9, (double)b / 1e9, (double)ts.first / 1e9, (double)ts.last / 1e9);
-            goto out;
-        }
-    }
     gmp_reader_close(rt);
     gmp_reader_close(rs);
     rt = rs = NULL;
 
-    /* pass 2: the merge */
     if (open_reader(&M, &rt, trace_path, "the trace") != GMP_OK ||
         open_reader(&M, &rs, snap_trace_path, "the snapshot") != GMP_OK)
         goto out;
-    {
-        gmp_rec_header h = *gmp_reader_header(rt);
-        gmp_writer_opts wo;
-        gmp_writer_opts_default(&wo);
-        wo.threaded = 0;
-        wo.level = 1;
-        gmp_err e = gmp_writer_open(&M.w, out_fd, &wo, &h);
-        out_fd = -1;
-        if (e != GMP_OK) {
-            failf(&M, e, "cannot start the merged trace: %s", gmp_err_str(e));
-            goto out;
-        }
-    }
-    {
-        gmp_rec thr = {.type = GMP_REC_THREAD};
-        thr.u.thread.tid = TORCH_TID;
-        thr.u.thread.name.ptr = "PyTorch memory history";
-        thr.u.thread.name.len = (uint32_t)strlen(thr.u.thread.name.ptr);
-        gmp_writer_define(M.w, &thr);
-    }
-    const gmp_rec *et = NULL, *es = NULL;
-    int kt = next_event(&M, rt, &et, 1, "the trace");
-    int ks = next_event(&M, rs, &es, 0, "the snapshot");
-    int said = 0;
-    while (M.err == GMP_OK && kt >= 0 && ks >= 0 && (kt > 0 || ks > 0 || M.npend)) {
-        /* the earliest of: the trace's next event, the snapshot's next, the first queued block
-         * (ties: the trace first, then queued blocks) */
-        uint64_t st_t = 0;
-        if (ks > 0) {
-            __int128 v = (__int128)es->time_ns + offset;
-            st_t = v < 1 ? 1 : (uint64_t)v;
-        }
-        int which = 0; /* 0: trace, 1: queued block, 2: snapshot */
-        uint64_t best = kt > 0 ? et->time_ns : UINT64_MAX;
-        if (M.npend && (kt == 0 || M.pend[0].t < best))
-            which = 1, best = M.pend[0].t;
-        if (ks > 0 && ((kt == 0 && !M.npend) || st_t < best))
-            which = 2, best = st_t;
-        if (!said) { /* the notice first, at the first event's time */
-            snprintf(text, sizeof text,
-                     "merged with PyTorch's memory history %s: %" PRIu64
-                     " of the trace's allocations are its segments (reserved memory of the "
-                     "caching allocator), its blocks (tensors) are allocations inside them",
-                     snap_name, M.st.matched_segments);
-            emit_notice(&M, TORCH_TID, GMP_NOTICE_INFO, text, best);
-            said = 1;
-        }
-        if (which == 0) {
-            put_trace(&M, rt, et);
-            kt = next_event(&M, rt, &et, 1, "the trace");
-        } else if (which == 1) {
-            pend_pop(&M);
-        } else {
-            if (es->type == GMP_REC_ALLOC && es->time_ns == s_t0)
-                M.st.pre_blocks++;
-            put_snap(&M, rs, es, st_t);
-            ks = next_event(&M, rs, &es, 0, "the snapshot");
-        }
-    }
-    if (M.err != GMP_OK)
-        goto out;
-    if (M.st.unmatched_segments || M.st.other_pools) {
-        snprintf(text, sizeof text,
-                 PREFIX "%" PRIu64 " of its segments are not allocations of the trace%s: their "
-                        "blocks are shown, their reserved memory is the trace's own records",
-                 M.st.unmatched_segments,
-                 M.st.other_pools ? " (and expandable or pre-window segments)" : "");
-        emit_notice(&M, TORCH_TID, GMP_NOTICE_WARNING, text, M.last_t);
-    }
-    if (M.st.pre_blocks) {
-        snprintf(text, sizeof text,
-                 PREFIX "%" PRIu64 " blocks existed before its history window: shown from the "
-                        "window's start",
-                 M.st.pre_blocks);
-        emit_notice(&M, TORCH_TID, GMP_NOTICE_INFO, text, M.last_t);
-    }
-    if (M.st.ooms_dropped) {
-        snprintf(text, sizeof text,
-                 PREFIX "%" PRIu64 " out-of-memory entries not merged (the trace records CUDA's)",
-                 M.st.ooms_dropped);
-        emit_notice(&M, TORCH_TID, GMP_NOTICE_INFO, text, M.last_t);
-    }
-    {
-        char line[512];
-        if (!gmp_reader_completeness(rt, line, sizeof line)) {
-            snprintf(text, sizeof text, "the trace merged is incomplete: %s", line);
-            emit_notice(&M, TORCH_TID, GMP_NOTICE_WARNING, text, M.last_t);
-        }
-    }
-    if (M.err == GMP_OK) {
-        gmp_writer_sync(M.w, M.last_t);
-        gmp_writer_stats ws;
-        gmp_err e = gmp_writer_close(M.w, &ws);
-        M.w = NULL;
-        if (e != GMP_OK)
-            failf(&M, e, "the merged trace could not be written");
-    }
+    merge_pass2(&M, rt, rs, &out_fd, offset, s_t0, snap_name);
 out:
     if (M.w)
         gmp_writer_close(M.w, NULL);

@@ -5,7 +5,7 @@
  *    depth-first order (each scope knows where its subtree ends and its parent), plus an index of
  *    the outermost functions' ranges sorted by address;
  *  - the line table rows of every compilation unit, sorted by address (the line programs are read
- *    by this file, not by libdwarf: see read_line_table);
+ *    by gmp_dwarf_lines.c, not by libdwarf);
  *  - the ELF function symbols, sorted by address.
  * An address then costs a few binary searches and a walk down one function's scope subtree. */
 #include "gmp_symbolize.h"
@@ -22,6 +22,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "gmp_dwarf_lines.h"
+#include "gmp_hash.h"
 #include "gmp_map.h"
 
 /* C++ names are demangled by the C++ runtime's demangler (libstdc++'s __cxa_demangle, a C symbol
@@ -79,12 +81,7 @@ typedef struct strpool {
 
 static uint64_t hash_str(const char *s, size_t n)
 {
-    uint64_t h = 1469598103934665603ull;
-    for (size_t i = 0; i < n; i++) {
-        h ^= (uint8_t)s[i];
-        h *= 1099511628211ull;
-    }
-    return h;
+    return gmp_fnv1a(GMP_FNV1A_OFFSET, s, n);
 }
 
 static const char *pool_str(strpool *p, const char *s)
@@ -656,26 +653,19 @@ static int find_debug_file(gmp_symbolizer *s, const image *im, Elf *e, const uin
 
 /* ---------- DWARF ---------- */
 
-/* An ELF section's bytes (decompressed when it was compressed); n = 0 when absent. */
-typedef struct sect {
-    const uint8_t *p;
-    size_t n;
-} sect;
+typedef gmp_dwarf_sect sect;
 
 typedef struct dwctx {
     image *im;
     Dwarf_Debug dbg;
     vec scopes, ranges, rows;
-    /* the compilation unit's file table: read by this file's own line-table reader (ftab, file
-     * numbers from fbase: 0 for DWARF 5, else 1), else libdwarf's (files, file_base) */
-    const char **ftab;
-    size_t nftab, capftab;
-    int fbase;
-    int own_lines; /* 1: this unit's rows and files come from read_line_table */
+    /* the compilation unit's file table: read by our own line-table reader (lines:
+     * gmp_dwarf_lines.c), else libdwarf's (files, file_base) */
+    gmp_dwarf_lines lines;
+    int own_lines; /* 1: this unit's rows and files come from gmp_dwarf_lines_read */
     char **files;
     Dwarf_Signed nfiles;
     int file_base; /* 0 for DWARF 5 line tables (0-based file numbers), else 1 */
-    sect debug_line, debug_line_str, debug_str;
     Dwarf_Half version;
     Dwarf_Addr cu_base;
     /* names of abstract origins, by DIE offset */
@@ -692,11 +682,8 @@ static void dw_err(dwctx *c, Dwarf_Error err)
 
 static const char *file_name(dwctx *c, Dwarf_Unsigned no)
 {
-    if (c->own_lines) {
-        if (no < (Dwarf_Unsigned)c->fbase || no - (Dwarf_Unsigned)c->fbase >= c->nftab)
-            return NULL;
-        return c->ftab[no - (Dwarf_Unsigned)c->fbase];
-    }
+    if (c->own_lines)
+        return gmp_dwarf_lines_file(&c->lines, no);
     if (!c->files)
         return NULL;
     if (no < (Dwarf_Unsigned)c->file_base)
@@ -1086,228 +1073,10 @@ static void load_lines(dwctx *c, Dwarf_Die cu)
     dwarf_srclines_dealloc_b(lctx);
 }
 
-/* ---------- line tables (our own reader) ----------
- *
- * The line programs of .debug_line are read here rather than through libdwarf: libdwarf 20210528
- * (Debian 12) starts every DWARF 5 sequence with the file register at 0, where DWARF 5 (section
- * 6.2.2, table 6.4) says 1, as in DWARF 2-4. Rows before a sequence's first DW_LNS_set_file then
- * name file 0, which is the primary source file (what gcc lists as both 0 and 1, but not always:
- * a header whose function comes first in the assembly is gcc's file 1) or nvcc's temporary
- * tmpxft_*.cudafe1.cpp (file 0, where file 1 is the .cu file that #line directives name). Later
- * libdwarf releases start at 1. File names are built as llvm-symbolizer builds them (an absolute
- * name as it is; else the directory entry, after the compilation directory when that entry is
- * relative; DWARF 5's directory 0 is the compilation directory itself). Every offset and length is
- * checked against the section: a bad table is dropped (libdwarf's rows are used instead). */
-
-typedef struct lcur {
-    const uint8_t *p, *end;
-    int bad;
-} lcur;
-
-static uint64_t lc_fixed(lcur *c, unsigned n)
+/* gmp_dwarf_lines' row and file name: into c->rows and the image's strings. */
+static int add_row(void *ctx, uint64_t addr, const char *file, uint64_t line, int end)
 {
-    if (c->bad || (size_t)(c->end - c->p) < n) {
-        c->bad = 1;
-        return 0;
-    }
-    uint64_t v = 0;
-    for (unsigned i = 0; i < n; i++)
-        v |= (uint64_t)c->p[i] << (8 * i); /* little-endian (x86-64, aarch64) */
-    c->p += n;
-    return v;
-}
-
-static uint64_t lc_uleb(lcur *c)
-{
-    uint64_t v = 0;
-    for (unsigned sh = 0; !c->bad; sh += 7) {
-        if (c->p >= c->end) {
-            c->bad = 1;
-            break;
-        }
-        uint8_t b = *c->p++;
-        if (sh < 64)
-            v |= (uint64_t)(b & 0x7f) << sh;
-        if (!(b & 0x80))
-            return v;
-    }
-    return 0;
-}
-
-static int64_t lc_sleb(lcur *c)
-{
-    uint64_t v = 0;
-    unsigned sh = 0;
-    uint8_t b = 0;
-    do {
-        if (c->bad || c->p >= c->end) {
-            c->bad = 1;
-            return 0;
-        }
-        b = *c->p++;
-        if (sh < 64)
-            v |= (uint64_t)(b & 0x7f) << sh;
-        sh += 7;
-    } while (b & 0x80);
-    if (sh < 64 && (b & 0x40))
-        v |= ~(uint64_t)0 << sh;
-    return (int64_t)v;
-}
-
-static const char *lc_cstr(lcur *c)
-{
-    if (c->bad)
-        return NULL;
-    const uint8_t *z = memchr(c->p, 0, (size_t)(c->end - c->p));
-    if (!z) {
-        c->bad = 1;
-        return NULL;
-    }
-    const char *r = (const char *)c->p;
-    c->p = z + 1;
-    return r;
-}
-
-static void lc_skip(lcur *c, uint64_t n)
-{
-    if (c->bad || (uint64_t)(c->end - c->p) < n)
-        c->bad = 1;
-    else
-        c->p += n;
-}
-
-/* A NUL-terminated string at off in a string section; NULL when out of bounds. */
-static const char *sect_str(const sect *s, uint64_t off)
-{
-    if (!s->p || off >= s->n || !memchr(s->p + off, 0, s->n - (size_t)off))
-        return NULL;
-    return (const char *)s->p + off;
-}
-
-/* One attribute value of a DWARF 5 directory or file entry: a string (*str) or a number (*num).
- * Returns 0, or -1 for a form not allowed here (or not supported: DW_FORM_strx needs the unit's
- * string offsets). */
-static int lc_form(dwctx *c, lcur *cur, uint64_t form, int off64, const char **str, uint64_t *num)
-{
-    *str = NULL;
-    *num = 0;
-    switch (form) {
-    case DW_FORM_string: *str = lc_cstr(cur); return 0;
-    case DW_FORM_line_strp:
-        *str = sect_str(&c->debug_line_str, lc_fixed(cur, off64 ? 8 : 4));
-        return 0;
-    case DW_FORM_strp: *str = sect_str(&c->debug_str, lc_fixed(cur, off64 ? 8 : 4)); return 0;
-    case DW_FORM_udata: *num = lc_uleb(cur); return 0;
-    case DW_FORM_data1: *num = lc_fixed(cur, 1); return 0;
-    case DW_FORM_data2: *num = lc_fixed(cur, 2); return 0;
-    case DW_FORM_data4: *num = lc_fixed(cur, 4); return 0;
-    case DW_FORM_data8: *num = lc_fixed(cur, 8); return 0;
-    case DW_FORM_data16: lc_skip(cur, 16); return 0;
-    case DW_FORM_block: lc_skip(cur, lc_uleb(cur)); return 0;
-    case DW_FORM_block1: lc_skip(cur, lc_fixed(cur, 1)); return 0;
-    default: return -1;
-    }
-}
-
-static int is_abs(const char *p)
-{
-    return p && p[0] == '/';
-}
-
-/* dir + "/" + name, skipping empty parts (as llvm's sys::path::append) */
-static void path_append(char *buf, size_t n, const char *part)
-{
-    if (!part || !*part)
-        return;
-    size_t k = strlen(buf);
-    if (k && buf[k - 1] != '/' && k + 1 < n)
-        buf[k++] = '/', buf[k] = 0;
-    snprintf(buf + k, n - k, "%s", part);
-}
-
-static int ftab_push(dwctx *c, const char *name)
-{
-    if (c->nftab == c->capftab) {
-        size_t nc = c->capftab ? c->capftab * 2 : 64;
-        const char **nt = realloc(c->ftab, nc * sizeof *nt);
-        if (!nt)
-            return -1;
-        c->ftab = nt;
-        c->capftab = nc;
-    }
-    c->ftab[c->nftab++] = name;
-    return 0;
-}
-
-/* The file entry's full name, as llvm-symbolizer shows it, interned. */
-static const char *full_name(dwctx *c, int version, const char *name, uint64_t dir,
-                             const char **dirs, size_t ndirs, const char *comp_dir)
-{
-    if (!name)
-        return NULL;
-    if (is_abs(name))
-        return pool_str(&c->im->strs, name);
-    const char *inc = NULL;
-    if (version >= 5) {
-        if (dir < ndirs)
-            inc = dirs[dir];
-    } else if (dir > 0 && dir <= ndirs) {
-        inc = dirs[dir - 1];
-    }
-    char buf[4096];
-    buf[0] = 0;
-    if ((version < 5 || dir != 0) && comp_dir && !is_abs(inc))
-        path_append(buf, sizeof buf, comp_dir);
-    path_append(buf, sizeof buf, inc);
-    path_append(buf, sizeof buf, name);
-    return pool_str(&c->im->strs, buf);
-}
-
-/* DWARF 5 directory or file entries: count entries of the formats at cur. Directories: names into
- * dirs; files: full names into c->ftab. */
-static int lc_entries(dwctx *c, lcur *cur, int off64, int files, const char ***dirs, size_t *ndirs,
-                      const char *comp_dir)
-{
-    uint64_t fmt[2][16];
-    unsigned nfmt = (unsigned)lc_fixed(cur, 1);
-    if (nfmt > 16)
-        return -1;
-    for (unsigned i = 0; i < nfmt; i++) {
-        fmt[0][i] = lc_uleb(cur);
-        fmt[1][i] = lc_uleb(cur);
-    }
-    uint64_t count = lc_uleb(cur);
-    if (cur->bad || count > (uint64_t)(cur->end - cur->p)) /* each entry takes a byte at least */
-        return -1;
-    if (!files) {
-        *dirs = calloc(count ? count : 1, sizeof **dirs);
-        if (!*dirs)
-            return -1;
-        *ndirs = (size_t)count;
-    }
-    for (uint64_t e = 0; e < count && !cur->bad; e++) {
-        const char *name = NULL;
-        uint64_t dir = 0;
-        for (unsigned i = 0; i < nfmt; i++) {
-            const char *str;
-            uint64_t num;
-            if (lc_form(c, cur, fmt[1][i], off64, &str, &num) != 0)
-                return -1;
-            if (fmt[0][i] == DW_LNCT_path)
-                name = str;
-            else if (fmt[0][i] == DW_LNCT_directory_index)
-                dir = num;
-        }
-        if (!files)
-            (*dirs)[e] = name;
-        else if (ftab_push(c, full_name(c, 5, name, dir, *dirs, *ndirs, comp_dir)) != 0)
-            return -1;
-    }
-    return cur->bad ? -1 : 0;
-}
-
-static int push_row(dwctx *c, uint64_t addr, uint64_t file, uint64_t line, int end)
-{
+    dwctx *c = ctx;
     lrow *r = vec_push(&c->rows);
     if (!r)
         return -1;
@@ -1315,157 +1084,14 @@ static int push_row(dwctx *c, uint64_t addr, uint64_t file, uint64_t line, int e
     r->line = line > UINT32_MAX ? 0 : (uint32_t)line;
     r->end = end ? 1 : 0;
     r->seq = (uint32_t)c->rows.n;
-    r->file = end ? NULL : file_name(c, file);
+    r->file = file;
     return 0;
 }
 
-/* Reads the line program at off of .debug_line: c->ftab and rows. Returns 0, or -1 (nothing
- * added) when the table cannot be read. */
-static int read_line_table(dwctx *c, uint64_t off, const char *comp_dir)
+static const char *intern_name(void *ctx, const char *name)
 {
-    const sect *s = &c->debug_line;
-    if (!s->p || off >= s->n)
-        return -1;
-    size_t rows0 = c->rows.n;
-    const char **dirs = NULL;
-    size_t ndirs = 0;
-    c->nftab = 0;
-    lcur cur = {s->p + off, s->p + s->n, 0};
-    uint64_t len = lc_fixed(&cur, 4);
-    int off64 = 0;
-    if (len == 0xffffffffu) {
-        len = lc_fixed(&cur, 8);
-        off64 = 1;
-    }
-    if (cur.bad || len > (uint64_t)(cur.end - cur.p))
-        return -1;
-    cur.end = cur.p + len; /* this unit's table */
-    int version = (int)lc_fixed(&cur, 2);
-    if (version < 2 || version > 5)
-        return -1;
-    unsigned asz = 8;
-    if (version >= 5) {
-        asz = (unsigned)lc_fixed(&cur, 1);
-        lc_fixed(&cur, 1); /* segment selector size */
-    }
-    uint64_t hlen = lc_fixed(&cur, off64 ? 8 : 4);
-    if (cur.bad || hlen > (uint64_t)(cur.end - cur.p))
-        return -1;
-    const uint8_t *prog = cur.p + hlen;
-    unsigned min_inst = (unsigned)lc_fixed(&cur, 1);
-    if (version >= 4)
-        lc_fixed(&cur, 1); /* maximum operations per instruction (VLIW: not supported) */
-    int default_stmt = (int)lc_fixed(&cur, 1);
-    (void)default_stmt;
-    int line_base = (int8_t)lc_fixed(&cur, 1);
-    unsigned line_range = (unsigned)lc_fixed(&cur, 1);
-    unsigned opcode_base = (unsigned)lc_fixed(&cur, 1);
-    if (cur.bad || line_range == 0 || opcode_base == 0 || (asz != 4 && asz != 8))
-        return -1;
-    uint8_t oplen[256] = {0};
-    for (unsigned i = 1; i < opcode_base; i++)
-        oplen[i] = (uint8_t)lc_fixed(&cur, 1);
-    int rc = 0;
-    if (version >= 5) {
-        c->fbase = 0;
-        if (lc_entries(c, &cur, off64, 0, &dirs, &ndirs, comp_dir) != 0 ||
-            lc_entries(c, &cur, off64, 1, &dirs, &ndirs, comp_dir) != 0)
-            rc = -1;
-    } else {
-        c->fbase = 1;
-        vec dv = {.elem = sizeof(const char *)};
-        for (;;) {
-            const char *d = lc_cstr(&cur);
-            if (!d || !*d)
-                break;
-            const char **slot = vec_push(&dv);
-            if (!slot) {
-                cur.bad = 1;
-                break;
-            }
-            *slot = d;
-        }
-        dirs = dv.p;
-        ndirs = dv.n;
-        for (;;) {
-            const char *name = lc_cstr(&cur);
-            if (!name || !*name)
-                break;
-            uint64_t dir = lc_uleb(&cur);
-            lc_uleb(&cur); /* modification time */
-            lc_uleb(&cur); /* length */
-            if (cur.bad ||
-                ftab_push(c, full_name(c, version, name, dir, dirs, ndirs, comp_dir)) != 0) {
-                rc = -1;
-                break;
-            }
-        }
-        if (cur.bad)
-            rc = -1;
-    }
-    free(dirs);
-    if (rc != 0 || prog > cur.end) {
-        c->nftab = 0;
-        return -1;
-    }
-    /* the line number program */
-    cur.p = prog;
-    uint64_t addr = 0, file = 1, line = 1;
-    while (cur.p < cur.end && !cur.bad) {
-        unsigned op = *cur.p++;
-        if (op >= opcode_base) { /* special opcode */
-            unsigned adj = op - opcode_base;
-            addr += (uint64_t)(adj / line_range) * min_inst;
-            line += (uint64_t)(int64_t)(line_base + (int)(adj % line_range));
-            if (push_row(c, addr, file, line, 0) != 0)
-                cur.bad = 1;
-            continue;
-        }
-        switch (op) {
-        case 0: { /* extended */
-            uint64_t n = lc_uleb(&cur);
-            if (cur.bad || n == 0 || n > (uint64_t)(cur.end - cur.p)) {
-                cur.bad = 1;
-                break;
-            }
-            const uint8_t *next = cur.p + n;
-            unsigned sub = *cur.p++;
-            if (sub == DW_LNE_end_sequence) {
-                if (push_row(c, addr, file, line, 1) != 0)
-                    cur.bad = 1;
-                addr = 0;
-                file = 1;
-                line = 1;
-            } else if (sub == DW_LNE_set_address) {
-                if (n - 1 == 4 || n - 1 == 8)
-                    addr = lc_fixed(&cur, (unsigned)(n - 1));
-            }
-            cur.p = next; /* define_file, set_discriminator, vendor opcodes: skipped */
-            break;
-        }
-        case DW_LNS_copy:
-            if (push_row(c, addr, file, line, 0) != 0)
-                cur.bad = 1;
-            break;
-        case DW_LNS_advance_pc: addr += lc_uleb(&cur) * min_inst; break;
-        case DW_LNS_advance_line: line += (uint64_t)lc_sleb(&cur); break;
-        case DW_LNS_set_file: file = lc_uleb(&cur); break;
-        case DW_LNS_const_add_pc:
-            addr += (uint64_t)((255 - opcode_base) / line_range) * min_inst;
-            break;
-        case DW_LNS_fixed_advance_pc: addr += lc_fixed(&cur, 2); break;
-        default: /* set_column, negate_stmt, ..., unknown: skip their operands */
-            for (unsigned i = 0; i < oplen[op] && !cur.bad; i++)
-                lc_uleb(&cur);
-            break;
-        }
-    }
-    if (cur.bad) {
-        c->rows.n = rows0;
-        c->nftab = 0;
-        return -1;
-    }
-    return 0;
+    dwctx *c = ctx;
+    return pool_str(&c->im->strs, name);
 }
 
 static int row_cmp(const void *a, const void *b)
@@ -1548,9 +1174,12 @@ static const char *comp_dir(dwctx *c, Dwarf_Die cu)
 static void load_dwarf(gmp_symbolizer *s, image *im, int fd, Elf *e)
 {
     dwctx c = {.im = im};
-    c.debug_line = get_sect(e, ".debug_line");
-    c.debug_line_str = get_sect(e, ".debug_line_str");
-    c.debug_str = get_sect(e, ".debug_str");
+    c.lines.debug_line = get_sect(e, ".debug_line");
+    c.lines.debug_line_str = get_sect(e, ".debug_line_str");
+    c.lines.debug_str = get_sect(e, ".debug_str");
+    c.lines.row = add_row;
+    c.lines.intern = intern_name;
+    c.lines.ctx = &c;
     c.scopes.elem = sizeof(scope);
     c.ranges.elem = sizeof(range);
     c.rows.elem = sizeof(lrow);
@@ -1588,11 +1217,15 @@ static void load_dwarf(gmp_symbolizer *s, image *im, int fd, Elf *e)
         }
         c.files = NULL;
         c.nfiles = 0;
-        c.nftab = 0;
+        c.lines.nftab = 0;
         uint64_t loff = 0;
-        c.own_lines = 1; /* (rows name their files through file_name while they are read) */
-        if (!stmt_list(&c, cu, &loff) || read_line_table(&c, loff, comp_dir(&c, cu)) != 0)
+        size_t rows0 = c.rows.n;
+        c.own_lines = 1;
+        if (!stmt_list(&c, cu, &loff) ||
+            gmp_dwarf_lines_read(&c.lines, loff, comp_dir(&c, cu)) != 0) {
+            c.rows.n = rows0; /* the rows of a table that could not be read */
             c.own_lines = 0;
+        }
         if (!c.own_lines) { /* libdwarf's file table and rows for this unit */
             err = NULL;
             if (dwarf_srcfiles(cu, &c.files, &c.nfiles, &err) != DW_DLV_OK) {
@@ -1621,7 +1254,7 @@ static void load_dwarf(gmp_symbolizer *s, image *im, int fd, Elf *e)
         dwarf_dealloc_error(NULL, err);
     free(c.nkeys);
     free(c.nvals);
-    free(c.ftab);
+    gmp_dwarf_lines_free(&c.lines);
     /* the index of outermost functions */
     scope *sc = c.scopes.p;
     range *rg = c.ranges.p;

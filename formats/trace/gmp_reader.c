@@ -14,7 +14,9 @@
  * it hands the slots over (package) instead of returning them, and the reader returns them from
  * there (ra_next). Definitions come back through the same queue and are defined again in this
  * reader, so that its lookups answer exactly as without read-ahead. At the end (or at close) the
- * decoder's state comes back into the reader (decoder_join). Memory: up to three windows.
+ * decoder's state comes back into the reader (decoder_join). Memory: up to three windows. The
+ * reader's side of this is gmp_reader_ra.c, reached through r->ra_ops (set by
+ * gmp_reader_readahead); the state both files read is in gmp_reader_impl.h.
  *
  * Over a queue (gmp_reader_open_queue, gmp_tq.h), frames come from a writer of this process as the
  * record bytes it staged, without zstd framing: the rest is the same. */
@@ -32,8 +34,7 @@
 #include <zstd_errors.h>
 
 #include "gmp_codec.h"
-#include "gmp_readahead.h"
-#include "gmp_tq.h"
+#include "gmp_reader_impl.h"
 
 #define DEFAULT_WINDOW ((size_t)4 << 20)
 #define READ_CHUNK ((size_t)1 << 20)
@@ -43,24 +44,11 @@
 #define BLOCK_MAX ((size_t)128 << 10)
 /* Bytes after each decompressed frame that may be read (as zeros) by fast_u's 8-byte loads. */
 #define FBUF_PAD 16
-/* How far ahead of the event returned the reorder window's slots are prefetched (farther than
- * callers look ahead with gmp_reader_peek_mem). */
-#define SLOT_AHEAD 24
 /* The largest compressed size of a frame that decompresses to at most GMP_MAX_FRAME_BYTES. */
 #define MAX_FRAME_CSIZE (ZSTD_COMPRESSBOUND(GMP_MAX_FRAME_BYTES) + 64)
 #define ARENA_BLOCK ((size_t)64 << 10)
 
 /* ---- arena: stable storage for definitions, freed at close ---- */
-
-typedef struct arena_blk {
-    struct arena_blk *next;
-    size_t used, cap;
-    _Alignas(16) unsigned char data[];
-} arena_blk;
-
-typedef struct arena {
-    arena_blk *head;
-} arena;
 
 static void *arena_alloc(arena *a, size_t n)
 {
@@ -104,19 +92,6 @@ static int arena_str(arena *a, gmp_str *s)
 }
 
 /* ---- id tables: id -> definition, dense for ids near the count, hashed beyond ---- */
-
-typedef struct hslot {
-    uint32_t key, val; /* val 0: empty */
-} hslot;
-
-typedef struct deftab {
-    uint32_t *dense; /* dense[id] = index + 1, 0 when undefined */
-    size_t dense_cap;
-    hslot *hash;
-    size_t hcap, hcount;
-    void **items; /* definition order */
-    size_t n, cap;
-} deftab;
 
 static inline size_t hash_u32(uint32_t k, size_t mask)
 {
@@ -208,122 +183,7 @@ static int deftab_add(deftab *t, uint32_t id, void *item)
     return 0;
 }
 
-static void deftab_free(deftab *t)
-{
-    free(t->dense);
-    free(t->hash);
-    free(t->items);
-}
-
-/* ---- the reorder window ---- */
-
-typedef union ev_payload {
-    gmp_rec_range_ev rev;
-    gmp_rec_mem mem;
-    gmp_rec_oom oom;
-    gmp_rec_pool pool;
-    gmp_rec_sample sample;
-    gmp_rec_resource resource;
-    gmp_rec_alert alert;
-    gmp_rec_notice notice; /* the message is a malloc'd copy owned by the slot */
-    gmp_rec_lost lost;
-    gmp_rec_end end;
-} ev_payload;
-
-typedef struct wslot {
-    uint64_t time;
-    uint32_t tid, type;
-    ev_payload u;
-} wslot;
-
-typedef struct wkey {
-    uint64_t time;
-    uint64_t slot;
-} wkey;
-
-/* ---- the reader ---- */
-
-struct gmp_reader {
-    int file_order;
-    size_t max_window;
-
-    /* input: bytes in[ipos..ilen) are buffered; in_off is the file offset of in[ipos] */
-    int fd; /* -1 over memory */
-    const uint8_t *in;
-    uint8_t *ibuf; /* file mode: owned buffer (in == ibuf) */
-    size_t icap, ipos, ilen;
-    uint64_t in_off;
-    int in_eof;
-    gmp_tq *q; /* frames from a writer of this process instead (gmp_reader_open_queue) */
-
-    ZSTD_DCtx *dctx;
-    uint8_t *fbuf; /* the current frame, decompressed */
-    size_t fcap, flen, fpos;
-    uint64_t frame_off; /* file offset of the current frame */
-    uint64_t good_end;  /* file offset just after the last whole frame */
-    int in_buffer;      /* a BUFFER record was read in this frame */
-    uint32_t cur_tid;
-    uint64_t prev_ns;
-    int eof;      /* no more frames */
-    int draining; /* an error is pending: the window is being returned first */
-    int header_pending;
-
-    gmp_err err;
-    char msg[512];
-
-    arena ar;
-    gmp_rec_header header;
-    deftab strings, stacks, ranges, modules, devices, threads;
-
-    /* window */
-    wslot *slots; /* appended in file order; type 0 once returned */
-    size_t slots_n, slots_cap;
-    uint32_t *remap; /* scratch for compacting slots (remap_cap entries) */
-    size_t remap_cap;
-    wkey *keys, *tmp;
-    size_t keys_n, keys_cap, sorted_n;
-    size_t rel_pos, rel_n; /* keys[rel_pos..rel_n) are being returned */
-    uint64_t watermark;    /* the latest time returned in order */
-    char *notice_out;      /* message of the NOTICE returned last (freed at the next call) */
-
-    /* counts for completeness (file order; frozen at END) */
-    uint64_t ev_read, allocs_read, frees_read;
-    uint64_t end_ev, end_allocs, end_frees, end_lost;
-    uint64_t lost_by_reason[6];
-
-    uint8_t cls[256]; /* CLS_* of each type byte */
-    gmp_reader_stats stats;
-    gmp_rec dec; /* the record being decoded */
-    gmp_rec out; /* the record returned */
-
-    /* read-ahead (gmp_reader_readahead): while ra runs, a decoder of its own (a copy of this
-     * reader that took over the input, the frame and the window) reads in another thread; this
-     * reader keeps the definitions returned so far, for the lookups, and its arena */
-    gmp_ra *ra;
-    size_t ra_batch;     /* wanted: records per chunk; 0: off */
-    gmp_ra_window *rwin; /* the window being returned (this reader's side) */
-    size_t rwin_pos;     /* its next event */
-    gmp_ra *pkg_ra;      /* the decoder's side: where released windows go */
-};
-
 static _Thread_local char open_err[512];
-
-static void ra_end(gmp_reader *r);
-
-/* Record classes by type byte. */
-enum { CLS_UNKNOWN = 0, CLS_UNKNOWN_EVENT, CLS_DEF, CLS_FRAMING, CLS_EVENT };
-
-static gmp_err fail(gmp_reader *r, gmp_err e, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static gmp_err fail(gmp_reader *r, gmp_err e, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(r->msg, sizeof r->msg, fmt, ap);
-    va_end(ap);
-    r->err = e;
-    return e;
-}
 
 /* An error inside a record of the current frame, with both offsets. */
 static gmp_err fail_rec(gmp_reader *r, size_t rec_off, const char *fmt, ...)
@@ -338,11 +198,6 @@ static gmp_err fail_rec(gmp_reader *r, size_t rec_off, const char *fmt, ...)
     return fail(r, GMP_ERR_FORMAT,
                 "corrupt trace: record at offset %zu of the frame at byte %llu: %s", rec_off,
                 (unsigned long long)r->frame_off, what);
-}
-
-static gmp_err nomem(gmp_reader *r)
-{
-    return fail(r, GMP_ERR_NOMEM, "out of memory reading the trace");
 }
 
 /* ---- input ---- */
@@ -1068,7 +923,7 @@ void gmp_reader_close(gmp_reader *r)
     if (!r)
         return;
     if (r->ra)
-        ra_end(r);
+        r->ra_ops->end(r);
     if (r->q) {
         gmp_tq_close_read(r->q);
         gmp_tq_unref(r->q);
@@ -1227,16 +1082,6 @@ static void verify_fast(const uint8_t *src, size_t n, const gmp_rec *d, uint64_t
 }
 #endif
 
-static inline void emit(gmp_reader *r, const wslot *s)
-{
-    r->out.type = s->type;
-    r->out.time_ns = s->time;
-    r->out.tid = s->tid;
-    memcpy(&r->out.u, &s->u, sizeof s->u);
-    if (s->type == GMP_REC_NOTICE)
-        r->notice_out = (char *)s->u.notice.message.ptr;
-}
-
 static inline void emit_slot(gmp_reader *r, uint64_t slot)
 {
     emit(r, &r->slots[slot]);
@@ -1245,7 +1090,70 @@ static inline void emit_slot(gmp_reader *r, uint64_t slot)
 
 /* With read-ahead, in the decoder: hands the released part of the window over (gmp_readahead.h):
  * the slot array goes with it, the events kept for later move to another array. */
-static gmp_err package(gmp_reader *r) __attribute__((noinline)); /* out of next_inner's loop */
+__attribute__((noinline)) /* out of next_inner's loop */
+static gmp_err
+package(gmp_reader *r)
+{
+    size_t first = r->rel_pos, n = r->rel_n - r->rel_pos;
+    gmp_ra_window *w = gmp_ra_window_get(r->pkg_ra);
+    if (!w)
+        return fail(r, GMP_ERR_ARG, "reading stopped"); /* the reader is being closed */
+    if (w->order_cap < n) {
+        uint32_t *no = realloc(w->order, n * sizeof *no);
+        if (!no) {
+            gmp_ra_window_done(r->pkg_ra, w);
+            return nomem(r);
+        }
+        w->order = no;
+        w->order_cap = n;
+    }
+    for (size_t i = 0; i < n; i++)
+        w->order[i] = (uint32_t)r->keys[first + i].slot;
+    /* the decoder goes on with the window's old array, made at least as large as the one given */
+    wslot *full = r->slots, *spare = w->slots;
+    size_t full_cap = r->slots_cap, spare_cap = w->slots_cap;
+    if (spare_cap < full_cap) {
+        free(spare);
+        w->slots = NULL;
+        w->slots_cap = 0;
+        spare = malloc(full_cap * sizeof *spare);
+        if (!spare) {
+            gmp_ra_window_done(r->pkg_ra, w);
+            return nomem(r);
+        }
+        spare_cap = full_cap;
+    }
+    if (r->remap_cap < spare_cap) {
+        uint32_t *nm = realloc(r->remap, spare_cap * sizeof *nm);
+        if (!nm) {
+            w->slots = spare;
+            w->slots_cap = spare_cap;
+            gmp_ra_window_done(r->pkg_ra, w);
+            return nomem(r);
+        }
+        r->remap = nm;
+        r->remap_cap = spare_cap;
+    }
+    size_t kept = r->keys_n - r->rel_n;
+    for (size_t j = 0; j < kept; j++) {
+        wkey *k = &r->keys[r->rel_n + j];
+        spare[j] = full[k->slot]; /* a NOTICE's message goes with its slot */
+        k->slot = j;
+    }
+    r->slots = spare;
+    r->slots_cap = spare_cap;
+    r->slots_n = kept;
+    w->slots = full;
+    w->slots_cap = full_cap;
+    w->n = n;
+    w->bytes = full_cap * sizeof *full + w->order_cap * sizeof *w->order;
+    r->watermark = r->keys[r->rel_n - 1].time;
+    r->stats.events += n;
+    r->rel_pos = r->rel_n;
+    gmp_ra_progress p = {r->stats.bytes_read, r->stats.frames, r->stats.events};
+    gmp_ra_window_put(r->pkg_ra, w, &p);
+    return GMP_OK;
+}
 
 static gmp_err next_inner(gmp_reader *r, const gmp_rec **rec)
 {
@@ -1474,313 +1382,11 @@ const gmp_rec_mem *gmp_reader_peek_mem(const gmp_reader *r, size_t ahead)
     return type == GMP_REC_ALLOC || type == GMP_REC_FREE ? p : NULL;
 }
 
-/* ---- read-ahead ---- */
+/* ---- next (the read-ahead's side is gmp_reader_ra.c) ---- */
 
-static int deftab_clone(deftab *dst, const deftab *src)
+gmp_err gmp_reader_define_decoded(gmp_reader *r)
 {
-    *dst = *src;
-    dst->dense = NULL;
-    dst->hash = NULL;
-    dst->items = NULL;
-    if ((src->dense_cap && !(dst->dense = malloc(src->dense_cap * sizeof *dst->dense))) ||
-        (src->hcap && !(dst->hash = malloc(src->hcap * sizeof *dst->hash))) ||
-        (src->cap && !(dst->items = malloc(src->cap * sizeof *dst->items)))) {
-        deftab_free(dst);
-        return -1;
-    }
-    if (src->dense_cap)
-        memcpy(dst->dense, src->dense, src->dense_cap * sizeof *dst->dense);
-    if (src->hcap)
-        memcpy(dst->hash, src->hash, src->hcap * sizeof *dst->hash);
-    if (src->n)
-        memcpy(dst->items, src->items, src->n * sizeof *dst->items);
-    return 0;
-}
-
-#define NDEFTABS 6
-static void deftabs_of(gmp_reader *r, deftab *t[NDEFTABS])
-{
-    t[0] = &r->strings;
-    t[1] = &r->stacks;
-    t[2] = &r->ranges;
-    t[3] = &r->modules;
-    t[4] = &r->devices;
-    t[5] = &r->threads;
-}
-
-/* A decoder for the read-ahead thread: a copy of r that takes over the input, the zstd context,
- * the frame and the reorder window, with copies of the definition tables (their items, in r's
- * arena, are shared: they never change) and an arena of its own. NULL when out of memory. */
-static gmp_reader *decoder_fork(gmp_reader *r)
-{
-    gmp_reader *d = malloc(sizeof *d);
-    if (!d)
-        return NULL;
-    *d = *r;
-    memset(&d->ar, 0, sizeof d->ar);
-    deftab *dt[NDEFTABS], *rt[NDEFTABS];
-    deftabs_of(d, dt);
-    deftabs_of(r, rt);
-    for (int i = 0; i < NDEFTABS; i++) {
-        if (deftab_clone(dt[i], rt[i]) < 0) {
-            while (i-- > 0)
-                deftab_free(dt[i]);
-            free(d);
-            return NULL;
-        }
-    }
-    d->ra = NULL;
-    d->ra_batch = 0;
-    d->rwin = NULL;
-    d->pkg_ra = NULL;
-    d->notice_out = NULL;
-    r->fd = -1;
-    r->q = NULL;
-    r->ibuf = NULL;
-    r->fbuf = NULL;
-    r->dctx = NULL;
-    r->slots = NULL;
-    r->remap = NULL;
-    r->remap_cap = 0;
-    r->keys = NULL;
-    r->tmp = NULL;
-    r->slots_n = r->slots_cap = r->keys_n = r->keys_cap = r->sorted_n = 0;
-    r->rel_pos = r->rel_n = 0;
-    return d;
-}
-
-/* The decoder's state back into r, which keeps its own definitions and header; d's arena joins
- * r's; d is freed. */
-static void decoder_join(gmp_reader *r, gmp_reader *d)
-{
-    arena ar = r->ar;
-    if (d->ar.head) {
-        arena_blk *t = d->ar.head;
-        while (t->next)
-            t = t->next;
-        t->next = ar.head;
-        ar.head = d->ar.head;
-    }
-    deftab keep[NDEFTABS], *rt[NDEFTABS], *dt[NDEFTABS];
-    deftabs_of(r, rt);
-    deftabs_of(d, dt);
-    for (int i = 0; i < NDEFTABS; i++) {
-        keep[i] = *rt[i];
-        deftab_free(dt[i]);
-    }
-    gmp_rec_header h = r->header;
-    size_t batch = r->ra_batch;
-    *r = *d;
-    free(d);
-    r->ar = ar;
-    r->header = h;
-    for (int i = 0; i < NDEFTABS; i++)
-        *rt[i] = keep[i];
-    r->ra = NULL;
-    r->ra_batch = batch;
-    r->pkg_ra = NULL;
-    r->rwin = NULL;
-}
-
-static gmp_err package(gmp_reader *r)
-{
-    size_t first = r->rel_pos, n = r->rel_n - r->rel_pos;
-    gmp_ra_window *w = gmp_ra_window_get(r->pkg_ra);
-    if (!w)
-        return fail(r, GMP_ERR_ARG, "reading stopped"); /* the reader is being closed */
-    if (w->order_cap < n) {
-        uint32_t *no = realloc(w->order, n * sizeof *no);
-        if (!no) {
-            gmp_ra_window_done(r->pkg_ra, w);
-            return nomem(r);
-        }
-        w->order = no;
-        w->order_cap = n;
-    }
-    for (size_t i = 0; i < n; i++)
-        w->order[i] = (uint32_t)r->keys[first + i].slot;
-    /* the decoder goes on with the window's old array, made at least as large as the one given */
-    wslot *full = r->slots, *spare = w->slots;
-    size_t full_cap = r->slots_cap, spare_cap = w->slots_cap;
-    if (spare_cap < full_cap) {
-        free(spare);
-        w->slots = NULL;
-        w->slots_cap = 0;
-        spare = malloc(full_cap * sizeof *spare);
-        if (!spare) {
-            gmp_ra_window_done(r->pkg_ra, w);
-            return nomem(r);
-        }
-        spare_cap = full_cap;
-    }
-    if (r->remap_cap < spare_cap) {
-        uint32_t *nm = realloc(r->remap, spare_cap * sizeof *nm);
-        if (!nm) {
-            w->slots = spare;
-            w->slots_cap = spare_cap;
-            gmp_ra_window_done(r->pkg_ra, w);
-            return nomem(r);
-        }
-        r->remap = nm;
-        r->remap_cap = spare_cap;
-    }
-    size_t kept = r->keys_n - r->rel_n;
-    for (size_t j = 0; j < kept; j++) {
-        wkey *k = &r->keys[r->rel_n + j];
-        spare[j] = full[k->slot]; /* a NOTICE's message goes with its slot */
-        k->slot = j;
-    }
-    r->slots = spare;
-    r->slots_cap = spare_cap;
-    r->slots_n = kept;
-    w->slots = full;
-    w->slots_cap = full_cap;
-    w->n = n;
-    w->bytes = full_cap * sizeof *full + w->order_cap * sizeof *w->order;
-    r->watermark = r->keys[r->rel_n - 1].time;
-    r->stats.events += n;
-    r->rel_pos = r->rel_n;
-    gmp_ra_progress p = {r->stats.bytes_read, r->stats.frames, r->stats.events};
-    gmp_ra_window_put(r->pkg_ra, w, &p);
-    return GMP_OK;
-}
-
-/* Frees the NOTICE messages of a window's events from index `from` on (events not returned). */
-static void window_free_from(gmp_ra_window *w, size_t from)
-{
-    const wslot *slots = w->slots;
-    for (size_t i = from; i < w->n; i++)
-        if (slots[w->order[i]].type == GMP_REC_NOTICE)
-            free((char *)slots[w->order[i]].u.notice.message.ptr);
-    w->n = 0;
-}
-
-static void drop_window(gmp_ra_window *w)
-{
-    window_free_from(w, 0);
-}
-
-/* The decoder's functions as the read-ahead calls them (gmp_ra_source). */
-static gmp_err ra_src_next(void *dec, const gmp_rec **rec)
-{
-    return gmp_reader_next(dec, rec);
-}
-
-static void ra_src_progress(void *dec, gmp_ra_progress *p)
-{
-    const gmp_reader_stats *st = gmp_reader_get_stats(dec);
-    p->bytes_read = st->bytes_read;
-    p->frames = st->frames;
-    p->events = st->events;
-}
-
-/* (the read-ahead's functions are kept out of gmp_reader_next, which stays small without it) */
-__attribute__((noinline)) static void ra_begin(gmp_reader *r)
-{
-    if (r->header_pending || r->err)
-        return;
-    if (r->notice_out) {
-        free(r->notice_out);
-        r->notice_out = NULL;
-    }
-    size_t batch = r->ra_batch;
-    r->ra_batch = 0; /* from here on, or on in the calling thread if this fails */
-    gmp_reader *d = decoder_fork(r);
-    if (!d)
-        return;
-    gmp_ra *ra = gmp_ra_new(&(gmp_ra_source){d, ra_src_next, ra_src_progress}, batch);
-    if (!ra) {
-        decoder_join(r, d);
-        return;
-    }
-    d->pkg_ra = ra;
-    if (gmp_ra_run(ra) < 0) {
-        decoder_join(r, gmp_ra_finish(ra, NULL));
-        return;
-    }
-    r->ra = ra;
-}
-
-/* Ends the read-ahead: the thread stops, its decoder's state comes back. */
-static void ra_end(gmp_reader *r)
-{
-    free(r->notice_out); /* a NOTICE returned last (from a window): this is the next call */
-    r->notice_out = NULL;
-    if (r->rwin) {
-        window_free_from(r->rwin, r->rwin_pos);
-        gmp_ra_window_done(r->ra, r->rwin);
-        r->rwin = NULL;
-    }
-    decoder_join(r, gmp_ra_finish(r->ra, drop_window));
-}
-
-__attribute__((noinline)) static gmp_err ra_next(gmp_reader *r, const gmp_rec **rec)
-{
-    if (r->notice_out) {
-        free(r->notice_out);
-        r->notice_out = NULL;
-    }
-    for (;;) {
-        gmp_ra_window *w = r->rwin;
-        if (w) {
-            size_t i = r->rwin_pos;
-            if (i < w->n) {
-                const wslot *slots = w->slots;
-                if (i + SLOT_AHEAD < w->n) { /* as in next_inner */
-                    const char *ps = (const char *)&slots[w->order[i + SLOT_AHEAD]];
-                    __builtin_prefetch(ps);
-                    __builtin_prefetch(ps + sizeof(wslot) - 1);
-                }
-                r->rwin_pos = i + 1;
-                emit(r, &slots[w->order[i]]);
-                *rec = &r->out;
-                return GMP_OK;
-            }
-            gmp_ra_window_done(r->ra, w);
-            r->rwin = NULL;
-        }
-        gmp_ra_item it;
-        gmp_ra_next(r->ra, &it);
-        r->stats.bytes_read = it.prog.bytes_read;
-        r->stats.frames = it.prog.frames;
-        r->stats.events = it.prog.events;
-        if (it.status != GMP_OK) {
-            ra_end(r); /* the decoder's err, message and stats are r's now */
-            if (it.status < 0 && !r->err)
-                nomem(r); /* the thread could not copy a record */
-            return it.status;
-        }
-        if (it.win) {
-            r->rwin = it.win;
-            r->rwin_pos = 0;
-            continue;
-        }
-        const gmp_rec *x = it.rec;
-        if (r->cls[x->type] != CLS_DEF) {
-            *rec = x;
-            return GMP_OK;
-        }
-        /* a definition (validated by the decoder): visible to the lookups from now on, as
-         * without read-ahead */
-        r->dec = *x;
-        gmp_err e = define(r, 0);
-        if (e) {
-            ra_end(r);
-            return nomem(r);
-        }
-        r->out = r->dec;
-        *rec = &r->out;
-        return GMP_OK;
-    }
-}
-
-gmp_err gmp_reader_readahead(gmp_reader *r, size_t batch)
-{
-    if (!r || batch > GMP_READER_READAHEAD_MAX)
-        return GMP_ERR_ARG;
-    if (!r->ra && (batch || !r->ra_batch)) /* 0 keeps a size asked for before */
-        r->ra_batch = batch ? batch : GMP_READER_READAHEAD_DEFAULT;
-    return GMP_OK;
+    return define(r, 0);
 }
 
 gmp_err gmp_reader_next(gmp_reader *r, const gmp_rec **rec)
@@ -1788,9 +1394,10 @@ gmp_err gmp_reader_next(gmp_reader *r, const gmp_rec **rec)
     if (!r || !rec)
         return GMP_ERR_ARG;
     if (r->ra_batch && !r->ra)
-        ra_begin(r);
+        r->ra_ops->begin(r);
     if (r->ra) {
-        /* the next event of the window being returned, as ra_next would (inline: every record) */
+        /* the next event of the window being returned, as ra_ops->next would (inline: every
+         * record) */
         gmp_ra_window *w = r->rwin;
         if (w && r->rwin_pos < w->n && !r->notice_out) {
             const wslot *ws = w->slots;
@@ -1804,7 +1411,7 @@ gmp_err gmp_reader_next(gmp_reader *r, const gmp_rec **rec)
             *rec = &r->out;
             return GMP_OK;
         }
-        return ra_next(r, rec);
+        return r->ra_ops->next(r, rec);
     }
     gmp_err e = next_inner(r, rec);
     if (e < 0 && !r->draining && !r->file_order && r->keys_n) {
