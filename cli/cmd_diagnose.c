@@ -881,16 +881,12 @@ int gmp_cmd_diagnose(const gmp_cli_cmd_info *cmd, int argc, char **argv)
          "most bytes taken into the bundle in all (default 256M)", 0},
         {NULL, 0, GMP_CLI_FLAG, NULL, NULL, NULL, 0},
     };
-    int rc = gmp_cli_parse(cmd, opts, argc, argv, &npos);
-    if (rc == GMP_CLI_PARSE_HELP) {
-        print_help(cmd, opts);
+    int rc = gmp_cli_parse_or_help(cmd, opts, print_help, argc, argv, &npos);
+    if (rc == GMP_CLI_GO && npos > MAX_INPUTS)
+        rc = gmp_cli_usage_error(cmd, "more than %d FILEs", MAX_INPUTS);
+    if (rc != GMP_CLI_GO) {
         free(args);
-        return 0;
-    }
-    if (rc != GMP_CLI_PARSE_OK || npos > MAX_INPUTS) {
-        free(args);
-        return rc != GMP_CLI_PARSE_OK ? 2
-                                      : gmp_cli_usage_error(cmd, "more than %d FILEs", MAX_INPUTS);
+        return rc;
     }
     if (out && (!*out || strcmp(out, "-") == 0)) {
         free(args);

@@ -49,13 +49,9 @@ int gmp_cmd_diff(const gmp_cli_cmd_info *cmd, int argc, char **argv)
         {"output", 'o', GMP_CLI_STRING, &out_path, "FILE", "write to FILE instead of stdout", 0},
         {NULL, 0, GMP_CLI_FLAG, NULL, NULL, NULL, 0},
     };
-    int rc = gmp_cli_parse(cmd, opts, argc, argv, &npos);
-    if (rc == GMP_CLI_PARSE_HELP) {
-        print_help(cmd, opts);
-        return 0;
-    }
-    if (rc != GMP_CLI_PARSE_OK)
-        return 2;
+    int rc = gmp_cli_parse_or_help(cmd, opts, print_help, argc, argv, &npos);
+    if (rc != GMP_CLI_GO)
+        return rc;
     gmp_render_fn render = gmp_render_by_name(format);
     if (!render)
         return gmp_cli_usage_error(cmd, "--format: '%s' is not text, markdown, html or json",

@@ -94,13 +94,9 @@ int gmp_cmd_report(const gmp_cli_cmd_info *cmd, int argc, char **argv)
          "separate debug files (default /usr/lib/debug)", 0},
         {NULL, 0, GMP_CLI_FLAG, NULL, NULL, NULL, 0},
     };
-    int rc = gmp_cli_parse(cmd, opts, argc, argv, &npos);
-    if (rc == GMP_CLI_PARSE_HELP) {
-        print_help(cmd, opts);
-        return 0;
-    }
-    if (rc != GMP_CLI_PARSE_OK)
-        return 2;
+    int rc = gmp_cli_parse_or_help(cmd, opts, print_help, argc, argv, &npos);
+    if (rc != GMP_CLI_GO)
+        return rc;
     if (!format && out_path && strcmp(out_path, "-") != 0)
         format = gmp_report_format_for_path(out_path);
     if (!format)

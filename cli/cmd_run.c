@@ -127,6 +127,17 @@ static int valid_pattern(const char *pat)
     return 1;
 }
 
+static void print_help(const gmp_cli_cmd_info *cmd, const gmp_cli_opt *opts)
+{
+    gmp_cli_print_usage(stdout, cmd);
+    printf("\n%s.\n\nRuns COMMAND with the gpumemprof agent injected into every process that "
+           "uses CUDA, writes\none trace per process, and prints a summary on stderr when the "
+           "command ends. Exits with\nthe command's exit status (128+N when signal N ended "
+           "it).\n\n",
+           cmd->summary);
+    gmp_cli_print_options(stdout, opts);
+}
+
 int gmp_cmd_run(const gmp_cli_cmd_info *cmd, int argc, char **argv)
 {
     const char *output = "gpumemprof.%p.zst";
@@ -207,19 +218,9 @@ int gmp_cmd_run(const gmp_cli_cmd_info *cmd, int argc, char **argv)
         }
     }
     int npos = 0;
-    int prc = gmp_cli_parse(cmd, opts, split, argv, &npos);
-    if (prc == GMP_CLI_PARSE_HELP) {
-        gmp_cli_print_usage(stdout, cmd);
-        printf("\n%s.\n\nRuns COMMAND with the gpumemprof agent injected into every process that "
-               "uses CUDA, writes\none trace per process, and prints a summary on stderr when the "
-               "command ends. Exits with\nthe command's exit status (128+N when signal N ended "
-               "it).\n\n",
-               cmd->summary);
-        gmp_cli_print_options(stdout, opts);
-        return 0;
-    }
-    if (prc != GMP_CLI_PARSE_OK)
-        return 2;
+    int prc = gmp_cli_parse_or_help(cmd, opts, print_help, split, argv, &npos);
+    if (prc != GMP_CLI_GO)
+        return prc;
     if (npos > 0)
         return gmp_cli_usage_error(cmd, "%s: unexpected argument before the command", argv[1]);
     if (cmd_start >= argc)
