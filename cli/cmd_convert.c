@@ -5,12 +5,10 @@
  * per trace. Everything that can fail early fails before any work: the traces are opened and their
  * headers checked, then every output file is opened for writing. See docs/convert.md. */
 #include <errno.h>
-#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "cli_cmds.h"
