@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "gmp_run_defaults.h"
+
 /* A value as shown in a message: at most 64 bytes, control characters as '?', so that the message
  * stays one line whatever the environment holds. */
 static const char *shown(const char *s, char buf[68])
@@ -104,14 +106,14 @@ static int env_str(const char *name, char *dst, size_t n, char *err, size_t errl
 int gmp_agent_opts_read(gmp_agent_opts *o, char *err, size_t errlen)
 {
     memset(o, 0, sizeof *o);
-    strcpy(o->output, "gpumemprof.%p.zst");
-    o->stack_depth = 64;
-    o->sample_ms = 50;
-    o->buffer_bytes = 64u << 20;
-    o->flush_ms = 200;
+    strcpy(o->output, GMP_RUN_OUTPUT);
+    o->stack_depth = GMP_RUN_STACK_DEPTH;
+    o->sample_ms = GMP_RUN_SAMPLE_MS;
+    o->buffer_bytes = GMP_RUN_BUFFER_BYTES;
+    o->flush_ms = GMP_RUN_FLUSH_MS;
     o->nvtx = 1;
     o->activity = 1;
-    o->activity_bytes = 32u << 20;
+    o->activity_bytes = GMP_RUN_ACTIVITY_BYTES;
     uint64_t v;
     if (env_str("GPUMEMPROF_OUTPUT", o->output, sizeof o->output, err, errlen) < 0)
         return -1;
@@ -158,19 +160,22 @@ int gmp_agent_opts_read(gmp_agent_opts *o, char *err, size_t errlen)
         }
     }
     v = o->stack_depth;
-    if (env_num("GPUMEMPROF_STACK_DEPTH", 1, 256, &v, err, errlen) < 0)
+    if (env_num("GPUMEMPROF_STACK_DEPTH", GMP_RUN_STACK_DEPTH_MIN, GMP_RUN_STACK_DEPTH_MAX, &v, err,
+                errlen) < 0)
         return -1;
     o->stack_depth = (unsigned)v;
     v = o->sample_ms;
-    if (env_num("GPUMEMPROF_SAMPLE_INTERVAL_MS", 0, 3600000, &v, err, errlen) < 0)
+    if (env_num("GPUMEMPROF_SAMPLE_INTERVAL_MS", 0, GMP_RUN_SAMPLE_MS_MAX, &v, err, errlen) < 0)
         return -1;
     o->sample_ms = (unsigned)v;
     v = o->buffer_bytes;
-    if (env_num("GPUMEMPROF_BUFFER_SIZE", 1u << 20, 4ull << 30, &v, err, errlen) < 0)
+    if (env_num("GPUMEMPROF_BUFFER_SIZE", GMP_RUN_BUFFER_BYTES_MIN, GMP_RUN_BUFFER_BYTES_MAX, &v,
+                err, errlen) < 0)
         return -1;
     o->buffer_bytes = v;
     v = o->flush_ms;
-    if (env_num("GPUMEMPROF_FLUSH_INTERVAL_MS", 1, 60000, &v, err, errlen) < 0)
+    if (env_num("GPUMEMPROF_FLUSH_INTERVAL_MS", GMP_RUN_FLUSH_MS_MIN, GMP_RUN_FLUSH_MS_MAX, &v, err,
+                errlen) < 0)
         return -1;
     o->flush_ms = (unsigned)v;
     if (env_str("GPUMEMPROF_CUPTI", o->cupti, sizeof o->cupti, err, errlen) < 0)
@@ -182,7 +187,8 @@ int gmp_agent_opts_read(gmp_agent_opts *o, char *err, size_t errlen)
     if (env_bool("GPUMEMPROF_QUIET", &o->quiet, err, errlen) < 0)
         return -1;
     v = o->activity_bytes;
-    if (env_num("GPUMEMPROF_ACTIVITY_BUFFER", 1u << 20, 1u << 30, &v, err, errlen) < 0)
+    if (env_num("GPUMEMPROF_ACTIVITY_BUFFER", GMP_RUN_ACTIVITY_BYTES_MIN,
+                GMP_RUN_ACTIVITY_BYTES_MAX, &v, err, errlen) < 0)
         return -1;
     o->activity_bytes = v;
     const char *al = getenv("GPUMEMPROF_ALERT_THRESHOLD");

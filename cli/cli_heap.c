@@ -1,9 +1,8 @@
 /* cli_heap: the gpumemprof program's heap in large pages.
  *
- * Reading a recording builds many small tables that live until the command ends: on the real
- * 3.2 MB PyTorch snapshot, `report` touched ~8 MB of fresh heap in ~2,100 page faults, about a
- * quarter of its CPU time in the kernel. With transparent huge pages for the heap the kernel maps
- * it 2 MiB at a time instead of 4 KiB (docs/performance.md has the figures).
+ * Reading a recording builds many small tables that live until the command ends, so the heap
+ * grows page by page and each fresh 4 KiB page costs a fault. With transparent huge pages for the
+ * heap the kernel maps it 2 MiB at a time instead (docs/performance.md has the figures).
  *
  * How: glibc's malloc takes the heap from brk for requests below its mmap threshold. We reserve
  * RESERVE bytes of heap up front (STEPS mallocs, then their frees: address space only, nothing is
@@ -14,11 +13,11 @@
  * starts at 128 KiB and would send the readers' 1 MiB buffers and zstd's contexts to mmap, which
  * unmaps them on free: faulted again on the next use). Memory above the reserve grows as before.
  *
- * What it costs: a page is 2 MiB, resident whole when partly used (peak RSS on the real
- * snapshot 9.1 -> 12.3 MiB); nothing else is changed: the same allocations, in the same
- * order. Every thread allocates from this one heap (M_ARENA_MAX 1): memory one thread frees is
- * reused by the next that allocates. Not done for `run`, whose process waits on the profiled
- * program, nor under a limit on data or address space (see gmp_cli_heap_setup). */
+ * What it costs: a page is 2 MiB, resident whole when partly used (so peak RSS is higher by up to a
+ * page per region); nothing else is changed: the same allocations, in the same order. Every thread
+ * allocates from this one heap (M_ARENA_MAX 1): memory one thread frees is reused by the next that
+ * allocates. Not done for `run`, whose process waits on the profiled program, nor under a limit on
+ * data or address space (see gmp_cli_heap_setup). */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE /* MADV_HUGEPAGE */
 #endif
@@ -48,8 +47,8 @@ void gmp_cli_heap_setup(void)
         return;
     /* Under a limit on address space or data (RLIMIT_AS, RLIMIT_DATA: they count the reserve,
      * touched or not, and so does heap kept by the trim threshold), nothing is changed: the
-     * memory a command may use is what the limit says (cli_inputs_bad reads a 53 MB snapshot
-     * under an RLIMIT_DATA of 2/3 of it). */
+     * memory a command may use is what the limit says (the test cli_inputs_bad reads a snapshot
+     * under an RLIMIT_DATA smaller than the file). */
     if (gmp_memory_limited())
         return;
     if (!mallopt(M_MMAP_THRESHOLD, (int)MMAP_MIN) || !mallopt(M_TRIM_THRESHOLD, (int)RESERVE * 2))
@@ -57,7 +56,7 @@ void gmp_cli_heap_setup(void)
 #ifdef M_ARENA_MAX
     /* One arena for every thread: the tables a helper thread builds (the snapshot importer's, on
      * the pickle reader's worker) are freed into the heap the main thread allocates from next,
-     * instead of a second arena of their own (N=100 snapshot report: peak RSS 66.7 -> 53 MiB). */
+     * instead of a second arena of their own that would add its peak to the main one's. */
     (void)mallopt(M_ARENA_MAX, 1);
 #endif
     void *q[STEPS];

@@ -304,20 +304,20 @@ static int open_shared(gmp_cli_input *in, const char *path)
 
 #define STREAM_MIN_BYTES ((uint64_t)8 << 20) /* GMP_CLI_INPUT_STREAM: smaller files are not */
 
-/* The bytes of frames the queue of a streamed import holds at most (as the pipe it replaced): the
- * writer waits beyond (N=100's frames: ~0.2 MB each, 8192 events). */
+/* The bytes of frames the queue of a streamed import holds at most: the writer waits beyond, so
+ * the trace in flight never takes more memory than this (a frame of 8192 events fits several
+ * times). */
 #define STREAM_QUEUE_BYTES ((size_t)1 << 20)
 
 /* GMP_CLI_INPUT_STREAM for a snapshot: read here, written into a queue by the importer's thread
  * (gmp_tq.h: the frames' record bytes as they are staged, with no zstd framing, checksums or
- * copies through a pipe: N=100's report, 20-30 ms of CPU less than through a pipe, and one
- * thread less: the writer's helper for the checksums and writes). */
+ * copies through a pipe, and no helper thread for the checksums and writes). */
 static gmp_err open_streamed(gmp_cli_input *in, const char *path, char *msg, size_t msglen)
 {
     /* Under a limit on data or address space (which counts every thread's stack, and the
      * importer's tables while the reader's grow), the trace is written whole, then read: the
-     * least memory at once (cli_inputs_bad reads a 53 MB snapshot under an RLIMIT_DATA of 2/3 of
-     * it). The caller then takes the usual way. */
+     * least memory at once (the test cli_inputs_bad reads a snapshot under an RLIMIT_DATA smaller
+     * than the file). The caller then takes the usual way. */
     if (gmp_memory_limited())
         return GMP_ERR_UNSUPPORTED;
     gmp_tq *q = gmp_tq_new(STREAM_QUEUE_BYTES);
@@ -400,9 +400,8 @@ gmp_err gmp_cli_input_open_flags(gmp_cli_input *in, const char *path, unsigned f
         merge_torch(in, path);
         return GMP_OK;
     }
-    /* streamed from STREAM_MIN_BYTES on: below, the thread and the queue cost more than the
-     * overlap saves (real 3.2 MB snapshot: 16.4 -> 19.4 ms CPU streamed; 7 MB even; 27 MB
-     * 0.17 -> 0.14 s wall, alternated with `perf stat -r 10`) */
+    /* streamed from STREAM_MIN_BYTES on: below, the thread and the queue cost more CPU than the
+     * overlap of writing and reading saves */
     if ((flags & GMP_CLI_INPUT_STREAM) && in->kind == GMP_CLI_INPUT_TORCH &&
         in->file_bytes >= STREAM_MIN_BYTES) {
         gmp_err se = open_streamed(in, path, msg, msglen);

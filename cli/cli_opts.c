@@ -272,3 +272,14 @@ int gmp_cli_parse(const gmp_cli_cmd_info *cmd, const gmp_cli_opt *opts, int argc
     *npos = np;
     return GMP_CLI_PARSE_OK;
 }
+
+int gmp_cli_parse_or_help(const gmp_cli_cmd_info *cmd, const gmp_cli_opt *opts,
+                          gmp_cli_help_fn help, int argc, char **argv, int *npos)
+{
+    int rc = gmp_cli_parse(cmd, opts, argc, argv, npos);
+    if (rc == GMP_CLI_PARSE_HELP) {
+        help(cmd, opts);
+        return 0;
+    }
+    return rc == GMP_CLI_PARSE_OK ? GMP_CLI_GO : 2;
+}

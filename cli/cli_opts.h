@@ -53,6 +53,18 @@ enum {
 int gmp_cli_parse(const gmp_cli_cmd_info *cmd, const gmp_cli_opt *opts, int argc, char **argv,
                   int *npos);
 
+/* A command's --help: usage, description and options, on stdout. */
+typedef void (*gmp_cli_help_fn)(const gmp_cli_cmd_info *cmd, const gmp_cli_opt *opts);
+
+/* gmp_cli_parse_or_help's "go on": not an exit status. */
+#define GMP_CLI_GO (-1)
+
+/* What every command does first: gmp_cli_parse, then on --help help(cmd, opts) and exit 0, on bad
+ * arguments exit 2 (the message is printed). Returns GMP_CLI_GO when the command goes on (*npos
+ * positionals at argv[1..]), else the exit status. */
+int gmp_cli_parse_or_help(const gmp_cli_cmd_info *cmd, const gmp_cli_opt *opts,
+                          gmp_cli_help_fn help, int argc, char **argv, int *npos);
+
 /* Prints "gpumemprof CMD: " + message + newline, then the usage line, on stderr. Returns 2. */
 int gmp_cli_usage_error(const gmp_cli_cmd_info *cmd, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));

@@ -859,6 +859,109 @@ static int write_output(const bundle *B, const gmp_strbuf *manifest, const char 
     return 0;
 }
 
+/* version.txt, command-line.txt, environment.txt, info.txt and info.json. */
+static void add_texts(bundle *B, int argc, char **redacted, char **env)
+{
+    gmp_strbuf t = {0};
+    make_version(&t);
+    add_text(B, "version.txt", "gpumemprof's version, libzstd's, the system (uname)", &t);
+    t.n = 0;
+    make_cmdline(&t, argc, redacted);
+    add_text(B, "command-line.txt", "this command (secrets redacted) and its working directory",
+             &t);
+    t.n = 0;
+    make_environment(&t, env, &B->red);
+    add_text(B, "environment.txt", "the environment, sorted (secrets redacted)", &t);
+    for (int json = 0; json < 2; json++) {
+        t.n = 0;
+        int irc = capture_fd(1, &t, run_info, &json);
+        char what[128];
+        snprintf(what, sizeof what, "gpumemprof info%s (exit status %d)", json ? " --json" : "",
+                 irc);
+        add_text(B, json ? "info.json" : "info.txt", what, &t);
+    }
+    free(t.p);
+}
+
+/* Recording idx (from 1): its reports and the file itself, or why it could not be read. Returns
+ * the warnings printed (0 or 1). */
+static int add_recording(bundle *B, input *x, size_t idx, const char *tmpdir)
+{
+    struct stat sb;
+    int st = x->path ? stat(x->path, &sb) : -1;
+    if (!x->path)
+        snprintf(x->error, sizeof x->error, "out of memory");
+    else if (st != 0)
+        snprintf(x->error, sizeof x->error, "%s", strerror(errno));
+    else if (!S_ISREG(sb.st_mode))
+        snprintf(x->error, sizeof x->error, "not a regular file");
+    if (x->error[0]) {
+        fprintf(stderr, "gpumemprof diagnose: warning: %s: %s (listed in the manifest)\n", x->shown,
+                x->error);
+        return 1;
+    }
+    x->size = (uint64_t)sb.st_size;
+    /* read through cli_input, by content, like report: a snapshot or an export is imported
+     * once here, and both reports read that import; one that cannot be opened is still
+     * reported on, so that report-messages.txt says why */
+    gmp_cli_input ci;
+    char cmsg[512];
+    int opened = gmp_cli_input_open(&ci, x->path, cmsg, sizeof cmsg) == GMP_OK;
+    if (opened) {
+        x->kind = gmp_cli_input_kind_name(ci.kind);
+        gmp_cli_input_share(&ci);
+    }
+    add_reports(B, x, idx, tmpdir);
+    if (opened) {
+        gmp_cli_input_unshare(&ci);
+        gmp_cli_input_close(&ci);
+    }
+    if (x->report_failed) {
+        fprintf(stderr,
+                "gpumemprof diagnose: warning: %s: gpumemprof report failed on it (its "
+                "messages are in the bundle)\n",
+                x->shown);
+    }
+    char base[96], name[128], what[640];
+    member_base(x->shown, base, sizeof base);
+    snprintf(name, sizeof name, "recording-%zu/%s", idx, base);
+    snprintf(what, sizeof what, "recording %zu, %s", idx, x->shown);
+    member *m = add_member(B, name, what);
+    if (m) {
+        m->file = strdup(x->path);
+        m->size = x->size;
+        m->mtime = (uint64_t)(sb.st_mtime > 0 ? sb.st_mtime : 0);
+        if (!m->file)
+            snprintf(m->left, sizeof m->left, "out of memory");
+    }
+    return x->report_failed ? 1 : 0;
+}
+
+/* The manifest on stdout (--list), or the bundle written to out (else default_out). Returns the
+ * exit status. */
+static int deliver(const bundle *B, const gmp_strbuf *manifest, int list, const char *out,
+                   const char *default_out, size_t nin, int warnings)
+{
+    int status = 0;
+    if (manifest->oom) {
+        fprintf(stderr, "gpumemprof diagnose: out of memory\n");
+        status = 1;
+    } else if (list) {
+        fwrite(manifest->p, 1, manifest->n, stdout);
+        if (fflush(stdout) != 0) {
+            fprintf(stderr, "gpumemprof diagnose: cannot write the output\n");
+            status = 1;
+        }
+    } else {
+        const char *path = out ? out : default_out;
+        status = write_output(B, manifest, path, out != NULL);
+        if (status == 0)
+            fprintf(stderr, "gpumemprof diagnose: wrote %s (%zu recording(s)%s)\n", path, nin,
+                    warnings ? ", with warnings: see MANIFEST.txt" : "");
+    }
+    return status;
+}
+
 int gmp_cmd_diagnose(const gmp_cli_cmd_info *cmd, int argc, char **argv)
 {
     /* what the command line and the environment were, before anything changes them */
@@ -881,16 +984,12 @@ int gmp_cmd_diagnose(const gmp_cli_cmd_info *cmd, int argc, char **argv)
          "most bytes taken into the bundle in all (default 256M)", 0},
         {NULL, 0, GMP_CLI_FLAG, NULL, NULL, NULL, 0},
     };
-    int rc = gmp_cli_parse(cmd, opts, argc, argv, &npos);
-    if (rc == GMP_CLI_PARSE_HELP) {
-        print_help(cmd, opts);
+    int rc = gmp_cli_parse_or_help(cmd, opts, print_help, argc, argv, &npos);
+    if (rc == GMP_CLI_GO && npos > MAX_INPUTS)
+        rc = gmp_cli_usage_error(cmd, "more than %d FILEs", MAX_INPUTS);
+    if (rc != GMP_CLI_GO) {
         free(args);
-        return 0;
-    }
-    if (rc != GMP_CLI_PARSE_OK || npos > MAX_INPUTS) {
-        free(args);
-        return rc != GMP_CLI_PARSE_OK ? 2
-                                      : gmp_cli_usage_error(cmd, "more than %d FILEs", MAX_INPUTS);
+        return rc;
     }
     if (out && (!*out || strcmp(out, "-") == 0)) {
         free(args);
@@ -945,85 +1044,18 @@ int gmp_cmd_diagnose(const gmp_cli_cmd_info *cmd, int argc, char **argv)
         return 1;
     }
 
-    /* the text members */
-    gmp_strbuf t = {0};
-    make_version(&t);
-    add_text(&B, "version.txt", "gpumemprof's version, libzstd's, the system (uname)", &t);
-    t.n = 0;
-    make_cmdline(&t, argc, redacted);
-    add_text(&B, "command-line.txt", "this command (secrets redacted) and its working directory",
-             &t);
-    t.n = 0;
-    make_environment(&t, env, &B.red);
-    add_text(&B, "environment.txt", "the environment, sorted (secrets redacted)", &t);
-    for (int json = 0; json < 2; json++) {
-        t.n = 0;
-        int irc = capture_fd(1, &t, run_info, &json);
-        char what[128];
-        snprintf(what, sizeof what, "gpumemprof info%s (exit status %d)", json ? " --json" : "",
-                 irc);
-        add_text(&B, json ? "info.json" : "info.txt", what, &t);
-    }
-    free(t.p);
+    add_texts(&B, argc, redacted, env);
 
     /* the recordings and their reports */
     int warnings = 0;
     for (size_t i = 0; i < nin; i++) {
-        input *x = &in[i];
         /* shown as on the redacted command line (the same pointer, moved by the parser) */
+        input *x = &in[i];
         snprintf(x->shown, sizeof x->shown, "%s", x->path ? x->path : "");
         for (int k = 0; npos && k < argc; k++)
             if (args[k] == argv[1 + i])
                 snprintf(x->shown, sizeof x->shown, "%s", redacted[k]);
-        struct stat sb;
-        int st = x->path ? stat(x->path, &sb) : -1;
-        if (!x->path)
-            snprintf(x->error, sizeof x->error, "out of memory");
-        else if (st != 0)
-            snprintf(x->error, sizeof x->error, "%s", strerror(errno));
-        else if (!S_ISREG(sb.st_mode))
-            snprintf(x->error, sizeof x->error, "not a regular file");
-        if (x->error[0]) {
-            fprintf(stderr, "gpumemprof diagnose: warning: %s: %s (listed in the manifest)\n",
-                    x->shown, x->error);
-            warnings++;
-            continue;
-        }
-        x->size = (uint64_t)sb.st_size;
-        /* read through cli_input, by content, like report: a snapshot or an export is imported
-         * once here, and both reports read that import; one that cannot be opened is still
-         * reported on, so that report-messages.txt says why */
-        gmp_cli_input ci;
-        char cmsg[512];
-        int opened = gmp_cli_input_open(&ci, x->path, cmsg, sizeof cmsg) == GMP_OK;
-        if (opened) {
-            x->kind = gmp_cli_input_kind_name(ci.kind);
-            gmp_cli_input_share(&ci);
-        }
-        add_reports(&B, x, i + 1, tmpdir);
-        if (opened) {
-            gmp_cli_input_unshare(&ci);
-            gmp_cli_input_close(&ci);
-        }
-        if (x->report_failed) {
-            fprintf(stderr,
-                    "gpumemprof diagnose: warning: %s: gpumemprof report failed on it (its "
-                    "messages are in the bundle)\n",
-                    x->shown);
-            warnings++;
-        }
-        char base[96], name[128], what[640];
-        member_base(x->shown, base, sizeof base);
-        snprintf(name, sizeof name, "recording-%zu/%s", i + 1, base);
-        snprintf(what, sizeof what, "recording %zu, %s", i + 1, x->shown);
-        member *m = add_member(&B, name, what);
-        if (m) {
-            m->file = strdup(x->path);
-            m->size = x->size;
-            m->mtime = (uint64_t)(sb.st_mtime > 0 ? sb.st_mtime : 0);
-            if (!m->file)
-                snprintf(m->left, sizeof m->left, "out of memory");
-        }
+        warnings += add_recording(&B, x, i + 1, tmpdir);
     }
     apply_bounds(&B);
 
@@ -1032,23 +1064,7 @@ int gmp_cmd_diagnose(const gmp_cli_cmd_info *cmd, int argc, char **argv)
     redact_urls(&manifest, raw.p, raw.n); /* the names in it are already redacted: a safety net */
     free(raw.p);
     free(notes.p);
-    int status = 0;
-    if (manifest.oom) {
-        fprintf(stderr, "gpumemprof diagnose: out of memory\n");
-        status = 1;
-    } else if (list) {
-        fwrite(manifest.p, 1, manifest.n, stdout);
-        if (fflush(stdout) != 0) {
-            fprintf(stderr, "gpumemprof diagnose: cannot write the output\n");
-            status = 1;
-        }
-    } else {
-        const char *path = out ? out : default_out;
-        status = write_output(&B, &manifest, path, out != NULL);
-        if (status == 0)
-            fprintf(stderr, "gpumemprof diagnose: wrote %s (%zu recording(s)%s)\n", path, nin,
-                    warnings ? ", with warnings: see MANIFEST.txt" : "");
-    }
+    int status = deliver(&B, &manifest, list, out, default_out, nin, warnings);
     free(manifest.p);
     free_all(&B, in, nin, env, tmpdir);
     free_strings(redacted);

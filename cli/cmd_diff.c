@@ -1,10 +1,9 @@
 /* gpumemprof diff: compares two traces, A (before) and B (after): per device the peak of allocated
  * memory, what was live at the peak by range and by stack, and leaks, side by side with the change
- * B - A, biggest changes first. Each trace is replayed once (formats/replay/gmp_diff.h); the
- * comparison is a report document (formats/report/gmp_report_diff.h) written by the renderer of
- * --format (gmp_render.h). This file only parses options, runs the comparison and renders it. See
- * docs/diff.md.
- */
+ * B - A, biggest changes first. Each trace is replayed once (cli_replay.h) into a profile
+ * (formats/replay/gmp_diff.h); the comparison is a report document
+ * (formats/report/gmp_report_diff.h) written by the renderer of --format (gmp_render.h). This file
+ * only parses options, runs the comparison and renders it. See docs/diff.md. */
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
@@ -12,6 +11,7 @@
 #include "cli_cmds.h"
 #include "cli_input.h"
 #include "cli_opts.h"
+#include "cli_replay.h"
 #include "gmp_diff.h"
 #include "gmp_render.h"
 #include "gmp_report_diff.h"
@@ -37,6 +37,15 @@ static void print_help(const gmp_cli_cmd_info *cmd, const gmp_cli_opt *opts)
            DEFAULT_TOP_TEXT);
 }
 
+/* The profile of trace t, once replayed: P[t->index]. */
+static gmp_err keep_profile(void *ctx, gmp_cli_trace *t, char *msg, size_t msglen)
+{
+    gmp_diff_profile **P = ctx;
+    (void)msg;
+    (void)msglen;
+    return gmp_diff_profile_from_replay(&P[t->index], t->replay, t->reader, t->path);
+}
+
 int gmp_cmd_diff(const gmp_cli_cmd_info *cmd, int argc, char **argv)
 {
     const char *format = "text", *out_path = NULL;
@@ -49,13 +58,9 @@ int gmp_cmd_diff(const gmp_cli_cmd_info *cmd, int argc, char **argv)
         {"output", 'o', GMP_CLI_STRING, &out_path, "FILE", "write to FILE instead of stdout", 0},
         {NULL, 0, GMP_CLI_FLAG, NULL, NULL, NULL, 0},
     };
-    int rc = gmp_cli_parse(cmd, opts, argc, argv, &npos);
-    if (rc == GMP_CLI_PARSE_HELP) {
-        print_help(cmd, opts);
-        return 0;
-    }
-    if (rc != GMP_CLI_PARSE_OK)
-        return 2;
+    int rc = gmp_cli_parse_or_help(cmd, opts, print_help, argc, argv, &npos);
+    if (rc != GMP_CLI_GO)
+        return rc;
     gmp_render_fn render = gmp_render_by_name(format);
     if (!render)
         return gmp_cli_usage_error(cmd, "--format: '%s' is not text, markdown, html or json",
@@ -68,23 +73,14 @@ int gmp_cmd_diff(const gmp_cli_cmd_info *cmd, int argc, char **argv)
     if (npos > 2)
         return gmp_cli_usage_error(cmd, "%s: unexpected argument (two recordings only)", argv[3]);
 
+    /* one recording at a time: an imported one is gone before the next is imported */
     gmp_diff_profile *P[2] = {NULL, NULL};
-    char msg[1024];
-    for (int i = 0; i < 2; i++) {
-        /* one recording at a time: an imported one is gone before the next is imported */
-        gmp_cli_input in;
-        gmp_reader *r = NULL;
-        gmp_err e = gmp_cli_input_open(&in, argv[1 + i], msg, sizeof msg);
-        if (e == GMP_OK)
-            e = gmp_cli_input_reader(&in, &r, NULL, msg, sizeof msg);
-        if (e == GMP_OK)
-            e = gmp_diff_profile_load_reader(&P[i], r, argv[1 + i], msg, sizeof msg);
-        gmp_cli_input_close(&in);
-        if (e != GMP_OK) {
-            fprintf(stderr, "gpumemprof diff: %s: %s\n", argv[1 + i], msg);
-            gmp_diff_profile_free(P[0]);
-            return 1;
-        }
+    gmp_cli_replay_spec spec = {
+        .cmd = cmd->name, .one_at_a_time = 1, .ctx = P, .replayed = keep_profile};
+    if (gmp_cli_replay_all(argv + 1, 2, &spec) != 0) {
+        gmp_diff_profile_free(P[0]);
+        gmp_diff_profile_free(P[1]);
+        return 1;
     }
     gmp_diff *D = NULL;
     if (gmp_diff_compute(&D, P[0], P[1]) != GMP_OK) {

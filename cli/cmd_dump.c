@@ -498,13 +498,9 @@ int gmp_cmd_dump(const gmp_cli_cmd_info *cmd, int argc, char **argv)
          "file order, framing records (buffer, sync) and unknown types included", 0},
         {NULL, 0, GMP_CLI_FLAG, NULL, NULL, NULL, 0},
     };
-    int rc = gmp_cli_parse(cmd, opts, argc, argv, &npos);
-    if (rc == GMP_CLI_PARSE_HELP) {
-        print_help(cmd, opts);
-        return 0;
-    }
-    if (rc != GMP_CLI_PARSE_OK)
-        return 2;
+    int rc = gmp_cli_parse_or_help(cmd, opts, print_help, argc, argv, &npos);
+    if (rc != GMP_CLI_GO)
+        return rc;
     if (npos == 0)
         return gmp_cli_usage_error(cmd, "missing FILE");
     if (npos > 1)

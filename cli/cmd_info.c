@@ -576,6 +576,24 @@ static void write_json(const info *I)
     printf("]\n}\n");
 }
 
+static void print_help(const gmp_cli_cmd_info *cmd, const gmp_cli_opt *opts)
+{
+    gmp_cli_print_usage(stdout, cmd);
+    printf("\n%s.\n\n"
+           "Loads (never links) the CUDA driver, runtime, CUPTI, NVML and the gpumemprof\n"
+           "agent, and reports their versions, the devices and their memory, and whether\n"
+           "profiling can work here; when it cannot, the reasons.\n\n"
+           "With FILEs: what each recording is (kind, process, devices, time span, events,\n"
+           "whether it is complete), from its header and one pass over its records (no\n"
+           "replay), and nothing about this machine.\n" GMP_CLI_INPUT_HELP "\n",
+           cmd->summary);
+    gmp_cli_print_options(stdout, opts);
+    printf("\nExit status: 0 when profiling can work on this machine, 1 when it cannot,\n"
+           "2 for bad arguments. With FILEs: 0 when every file was read (an incomplete\n"
+           "one too: its completeness line says what is missing), 1 when one could not\n"
+           "be. See docs/info.md.\n");
+}
+
 int gmp_cmd_info(const gmp_cli_cmd_info *cmd, int argc, char **argv)
 {
     int json = 0, npos = 0;
@@ -583,26 +601,9 @@ int gmp_cmd_info(const gmp_cli_cmd_info *cmd, int argc, char **argv)
         {"json", 0, GMP_CLI_FLAG, &json, NULL, "print JSON instead of text", 0},
         {NULL, 0, GMP_CLI_FLAG, NULL, NULL, NULL, 0},
     };
-    int rc = gmp_cli_parse(cmd, opts, argc, argv, &npos);
-    if (rc == GMP_CLI_PARSE_HELP) {
-        gmp_cli_print_usage(stdout, cmd);
-        printf("\n%s.\n\n"
-               "Loads (never links) the CUDA driver, runtime, CUPTI, NVML and the gpumemprof\n"
-               "agent, and reports their versions, the devices and their memory, and whether\n"
-               "profiling can work here; when it cannot, the reasons.\n\n"
-               "With FILEs: what each recording is (kind, process, devices, time span, events,\n"
-               "whether it is complete), from its header and one pass over its records (no\n"
-               "replay), and nothing about this machine.\n" GMP_CLI_INPUT_HELP "\n",
-               cmd->summary);
-        gmp_cli_print_options(stdout, opts);
-        printf("\nExit status: 0 when profiling can work on this machine, 1 when it cannot,\n"
-               "2 for bad arguments. With FILEs: 0 when every file was read (an incomplete\n"
-               "one too: its completeness line says what is missing), 1 when one could not\n"
-               "be. See docs/info.md.\n");
-        return 0;
-    }
-    if (rc != GMP_CLI_PARSE_OK)
-        return 2;
+    int rc = gmp_cli_parse_or_help(cmd, opts, print_help, argc, argv, &npos);
+    if (rc != GMP_CLI_GO)
+        return rc;
     if (npos)
         return gmp_cli_info_files(cmd, json, argv + 1, (size_t)npos);
     info *I = calloc(1, sizeof *I);

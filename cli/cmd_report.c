@@ -17,7 +17,7 @@
 #include "cli_cmds.h"
 #include "cli_input.h"
 #include "cli_opts.h"
-#include "cli_progress.h"
+#include "cli_replay.h"
 #include "cli_report_sym.h"
 #include "gmp_export.h"
 #include "gmp_output.h"
@@ -65,6 +65,146 @@ static void print_help(const gmp_cli_cmd_info *cmd, const gmp_cli_opt *opts)
            DEFAULT_TOP);
 }
 
+/* One report being made: the options, then what open_outputs opened. */
+typedef struct report_run {
+    const char *out_path, *debug_dir;
+    gmp_report_writer writer;
+    gmp_report_view view;
+    gmp_report_opts ropts;
+    int color; /* -1: when the output is a terminal */
+    int interactive;
+    int64_t device; /* INT64_MIN: all */
+    FILE *f;
+    gmp_report_doc *doc;
+    /* HTML (not --static): the HTML view as a fragment, into memory, from the same replay
+     * passes */
+    char *vbuf;
+    size_t vlen;
+    FILE *vf;
+    gmp_output_ctx *vctx;
+    gmp_cli_symctx sym;
+    char vtitle[512]; /* the traces' base names, as convert's title: the same page */
+} report_run;
+
+static int open_outputs(void *ctx, gmp_cli_trace *tr, size_t ntr)
+{
+    report_run *R = ctx;
+    R->f = stdout;
+    if (R->out_path && strcmp(R->out_path, "-") != 0) {
+        R->f = fopen(R->out_path, "w");
+        if (!R->f) {
+            fprintf(stderr, "gpumemprof report: %s: %s\n", R->out_path, strerror(errno));
+            return 1;
+        }
+    }
+    int color = R->color;
+    if (color < 0) {
+        const char *term = getenv("TERM");
+        color = R->writer == gmp_report_write_text && isatty(fileno(R->f)) && !getenv("NO_COLOR") &&
+                !(term && strcmp(term, "dumb") == 0);
+    }
+    R->view.color = color && R->writer == gmp_report_write_text;
+    gmp_cli_report_symbolizer_install(R->debug_dir);
+    gmp_err e = gmp_report_doc_new(&R->doc, &R->ropts);
+    if (e != GMP_OK) {
+        fprintf(stderr, "gpumemprof report: %s\n", gmp_err_str(e));
+        return 1;
+    }
+    for (size_t i = 0, tl = 0; i < ntr && tl + 1 < sizeof R->vtitle; i++) {
+        const char *b = strrchr(tr[i].path, '/');
+        int k = snprintf(R->vtitle + tl, sizeof R->vtitle - tl, "%s%s", i ? " " : "",
+                         b ? b + 1 : tr[i].path);
+        if (k < 0)
+            break;
+        tl = (size_t)k >= sizeof R->vtitle - tl ? sizeof R->vtitle - 1 : tl + (size_t)k;
+    }
+    if (R->interactive) {
+        gmp_output_opts oo = {.exporter = "gpumemprof " GMP_VERSION_STRING,
+                              .title = R->vtitle,
+                              .ntraces = ntr,
+                              .symbolize = gmp_cli_symbolize_frame,
+                              .symbolize_ctx = &R->sym,
+                              .all_frames = R->view.all_frames};
+        R->vf = open_memstream(&R->vbuf, &R->vlen);
+        e = R->vf ? gmp_out_htmlview_fragment.start(&R->vctx, R->vf, NULL, &oo) : GMP_ERR_NOMEM;
+        if (e != GMP_OK) {
+            fprintf(stderr, "gpumemprof report: %s\n", gmp_err_str(e));
+            return 1;
+        }
+    }
+    return 0;
+}
+
+static gmp_err attach(void *ctx, gmp_cli_trace *t)
+{
+    report_run *R = ctx;
+    gmp_err e = gmp_report_doc_add(R->doc, t->replay, t->path, t->label);
+    if (e == GMP_OK && R->vctx) {
+        gmp_output_trace ot = {.path = t->path,
+                               .index = t->index,
+                               .header = t->header,
+                               .pid = t->header->pid,
+                               .label = t->label,
+                               .t0_ns = t->header->start_trace_ns};
+        e = gmp_out_htmlview_fragment.add_trace(R->vctx, t->replay, &ot);
+    }
+    return e;
+}
+
+static gmp_err replayed(void *ctx, gmp_cli_trace *t, char *msg, size_t msglen)
+{
+    const report_run *R = ctx;
+    (void)msg;
+    (void)msglen;
+    if (R->device != INT64_MIN && !gmp_replay_device_find(t->replay, (int32_t)R->device))
+        fprintf(stderr, "gpumemprof report: warning: %s: no device %" PRId64 " in the trace\n",
+                t->path, R->device);
+    return GMP_OK;
+}
+
+/* Writes the report (the inputs are closed), or leaves nothing behind after a failure. */
+static int finish(void *ctx, int status)
+{
+    report_run *R = ctx;
+    if (R->vctx && status) {
+        gmp_out_htmlview_fragment.discard(R->vctx);
+    } else if (R->vctx) {
+        gmp_output_result res;
+        memset(&res, 0, sizeof res);
+        if (gmp_out_htmlview_fragment.finish(R->vctx, &res) != GMP_OK) {
+            fprintf(stderr, "gpumemprof report: %s\n", res.error);
+            status = 1;
+        }
+    }
+    gmp_cli_symctx_reset(&R->sym);
+    if (R->vf && fclose(R->vf) != 0 && !status) {
+        fprintf(stderr, "gpumemprof report: %s\n", gmp_err_str(GMP_ERR_NOMEM));
+        status = 1;
+    }
+    if (status) {
+        free(R->vbuf);
+        gmp_report_doc_free(R->doc);
+        if (R->f && R->f != stdout) {
+            fclose(R->f);
+            unlink(R->out_path);
+        }
+        return 1;
+    }
+    gmp_err e = R->vbuf ? gmp_report_write_html_timeline(R->doc, R->f, &R->view, R->vbuf)
+                        : R->writer(R->doc, R->f, &R->view);
+    gmp_report_doc_free(R->doc);
+    free(R->vbuf);
+    if (e != GMP_OK || fflush(R->f) != 0 || ferror(R->f)) {
+        fprintf(stderr, "gpumemprof report: cannot write the output\n");
+        status = 1;
+    }
+    if (R->f != stdout && fclose(R->f) != 0 && !status) {
+        fprintf(stderr, "gpumemprof report: %s: cannot be written\n", R->out_path);
+        status = 1;
+    }
+    return status;
+}
+
 int gmp_cmd_report(const gmp_cli_cmd_info *cmd, int argc, char **argv)
 {
     const char *format = NULL, *out_path = NULL, *debug_dir = NULL, *by_s = NULL, *sort_s = NULL;
@@ -94,13 +234,9 @@ int gmp_cmd_report(const gmp_cli_cmd_info *cmd, int argc, char **argv)
          "separate debug files (default /usr/lib/debug)", 0},
         {NULL, 0, GMP_CLI_FLAG, NULL, NULL, NULL, 0},
     };
-    int rc = gmp_cli_parse(cmd, opts, argc, argv, &npos);
-    if (rc == GMP_CLI_PARSE_HELP) {
-        print_help(cmd, opts);
-        return 0;
-    }
-    if (rc != GMP_CLI_PARSE_OK)
-        return 2;
+    int rc = gmp_cli_parse_or_help(cmd, opts, print_help, argc, argv, &npos);
+    if (rc != GMP_CLI_GO)
+        return rc;
     if (!format && out_path && strcmp(out_path, "-") != 0)
         format = gmp_report_format_for_path(out_path);
     if (!format)
@@ -145,197 +281,33 @@ int gmp_cmd_report(const gmp_cli_cmd_info *cmd, int argc, char **argv)
         return gmp_cli_usage_error(cmd, "missing TRACE");
     view.top = top >= 0 ? (size_t)top : json ? 0 : DEFAULT_TOP;
     view.device = device;
-    size_t ntr = (size_t)npos;
-
-    /* Every recording opened (snapshots and exports imported, headers checked) and the output
-     * opened before any work. */
-    gmp_cli_input *in = NULL;
-    /* one snapshot's trace is written by a thread while the replay reads it (GMP_CLI_INPUT_STREAM:
-     * each input is read once, to the end, by one reader); not with several inputs, which are
-     * all read before the first is replayed: each would hold its importer's ops meanwhile (N=100:
-     * ~21 MB, against 6 MB for its compressed temporary trace) */
-    if (gmp_cli_inputs_open_flags(cmd->name, argv + 1, ntr, ntr == 1 ? GMP_CLI_INPUT_STREAM : 0,
-                                  &in))
-        return 1;
-    gmp_reader **rd = calloc(ntr, sizeof *rd);
-    if (!rd) {
-        fprintf(stderr, "gpumemprof report: %s\n", gmp_err_str(GMP_ERR_NOMEM));
-        gmp_cli_inputs_close(in, ntr);
-        return 1;
-    }
-    gmp_cli_progress pg;
-    gmp_cli_progress_start(&pg, "report", 0, 0);
-    for (size_t i = 0; i < ntr; i++) {
-        char m[512];
-        gmp_err e = gmp_cli_input_reader(&in[i], &rd[i], NULL, m, sizeof m);
-        if (e != GMP_OK) {
-            fprintf(stderr, "gpumemprof report: %s: %s\n", argv[1 + i], m);
-            for (size_t k = 0; k < i; k++)
-                gmp_reader_close(rd[k]);
-            free(rd);
-            gmp_cli_inputs_close(in, ntr);
-            return 1;
-        }
-        pg.total_bytes += in[i].trace_bytes;
-    }
-    FILE *f = stdout;
-    if (out_path && strcmp(out_path, "-") != 0) {
-        f = fopen(out_path, "w");
-        if (!f) {
-            fprintf(stderr, "gpumemprof report: %s: %s\n", out_path, strerror(errno));
-            for (size_t k = 0; k < ntr; k++)
-                gmp_reader_close(rd[k]);
-            free(rd);
-            gmp_cli_inputs_close(in, ntr);
-            return 1;
-        }
-    }
-    if (color < 0) {
-        const char *term = getenv("TERM");
-        color = writer == gmp_report_write_text && isatty(fileno(f)) && !getenv("NO_COLOR") &&
-                !(term && strcmp(term, "dumb") == 0);
-    }
-    view.color = color && writer == gmp_report_write_text;
     view.all_frames = all_frames;
-    gmp_cli_report_symbolizer_install(debug_dir);
 
-    {
-        uint64_t total = pg.total_bytes;
-        gmp_cli_progress_start(&pg, "report", !no_progress, ntr);
-        pg.total_bytes = total;
-    }
-    gmp_report_doc *doc = NULL;
-    gmp_report_opts ropts;
-    memset(&ropts, 0, sizeof ropts);
+    report_run R;
+    memset(&R, 0, sizeof R);
+    R.out_path = out_path;
+    R.debug_dir = debug_dir;
+    R.writer = writer;
+    R.view = view;
+    R.color = color;
+    R.interactive = interactive;
+    R.device = device;
     if (temp_us > 0)
-        ropts.analysis.temp_ns = (uint64_t)temp_us * 1000u;
-    gmp_err e = gmp_report_doc_new(&doc, &ropts);
-    int status = e != GMP_OK;
-    if (status)
-        fprintf(stderr, "gpumemprof report: %s\n", gmp_err_str(e));
-    /* HTML (not --static): the HTML view as a fragment, into memory, from the same replay passes */
-    char *vbuf = NULL;
-    size_t vlen = 0;
-    FILE *vf = NULL;
-    gmp_output_ctx *vctx = NULL;
-    gmp_cli_symctx sym = {NULL, NULL, debug_dir, 0};
-    char vtitle[512] = ""; /* the traces' base names, as convert's title: the same page */
-    for (size_t i = 0, tl = 0; i < ntr && tl + 1 < sizeof vtitle; i++) {
-        const char *b = strrchr(argv[1 + i], '/');
-        int k = snprintf(vtitle + tl, sizeof vtitle - tl, "%s%s", i ? " " : "",
-                         b ? b + 1 : argv[1 + i]);
-        if (k < 0)
-            break;
-        tl = (size_t)k >= sizeof vtitle - tl ? sizeof vtitle - 1 : tl + (size_t)k;
-    }
-    if (!status && interactive) {
-        gmp_output_opts oo = {.exporter = "gpumemprof " GMP_VERSION_STRING,
-                              .title = vtitle,
-                              .ntraces = ntr,
-                              .symbolize = gmp_cli_symbolize_frame,
-                              .symbolize_ctx = &sym,
-                              .all_frames = all_frames};
-        vf = open_memstream(&vbuf, &vlen);
-        e = vf ? gmp_out_htmlview_fragment.start(&vctx, vf, NULL, &oo) : GMP_ERR_NOMEM;
-        if (e != GMP_OK) {
-            fprintf(stderr, "gpumemprof report: %s\n", gmp_err_str(e));
-            status = 1;
-        }
-    }
-    for (size_t i = 0; i < ntr && !status; i++) {
-        const char *path = argv[1 + i];
-        char label[128] = "";
-        const gmp_rec_header *h = gmp_reader_header(rd[i]);
-        if (ntr > 1 && h && h->rank >= 0)
-            snprintf(label, sizeof label, "rank %" PRId64 ", pid %" PRIu32, h->rank, h->pid);
-        else if (ntr > 1 && h)
-            snprintf(label, sizeof label, "pid %" PRIu32, h->pid);
-        else if (ntr > 1)
-            snprintf(label, sizeof label, "trace %zu", i + 1);
-        gmp_replay *rp = NULL;
-        e = gmp_replay_new(&rp, rd[i], NULL);
-        if (e == GMP_OK)
-            e = gmp_report_doc_add(doc, rp, path, label);
-        if (e == GMP_OK && vctx) {
-            gmp_output_trace ot = {.path = path,
-                                   .index = i,
-                                   .header = h,
-                                   .pid = h ? h->pid : 0,
-                                   .label = label,
-                                   .t0_ns = h ? h->start_trace_ns : 0};
-            e = gmp_out_htmlview_fragment.add_trace(vctx, rp, &ot);
-        }
-        if (e == GMP_OK && pg.enabled) {
-            pg.index = i;
-            pg.r = rd[i];
-            e = gmp_replay_add(rp, &gmp_cli_progress_ops, &pg);
-        }
-        if (e == GMP_OK)
-            e = gmp_replay_run(rp);
-        gmp_cli_progress_clear(&pg);
-        if (e != GMP_OK) {
-            const char *m = rp ? gmp_replay_error(rp) : "";
-            fprintf(stderr, "gpumemprof report: %s: %s\n", path, m && *m ? m : gmp_err_str(e));
-            status = 1;
-        } else {
-            const gmp_replay_summary *s = gmp_replay_get_summary(rp);
-            if (device != INT64_MIN && !gmp_replay_device_find(rp, (int32_t)device))
-                fprintf(stderr,
-                        "gpumemprof report: warning: %s: no device %" PRId64 " in the trace\n",
-                        path, device);
-            if (!s->complete)
-                fprintf(stderr, "gpumemprof report: warning: %s: %s\n", path, s->completeness);
-        }
-        pg.done_bytes += gmp_reader_get_stats(rd[i])->file_bytes;
-        gmp_replay_free(rp);
-        gmp_reader_close(rd[i]);
-        rd[i] = NULL;
-        if (!status) { /* a streamed import: the writing's outcome (it has written the end) */
-            char m[512];
-            if (gmp_cli_input_finish(&in[i], m, sizeof m) != GMP_OK) {
-                fprintf(stderr, "gpumemprof report: %s: %s\n", path, m);
-                status = 1;
-            }
-        }
-    }
-    for (size_t k = 0; k < ntr; k++)
-        gmp_reader_close(rd[k]);
-    free(rd);
-    gmp_cli_inputs_close(in, ntr);
-    if (vctx && status) {
-        gmp_out_htmlview_fragment.discard(vctx);
-    } else if (vctx) {
-        gmp_output_result res;
-        memset(&res, 0, sizeof res);
-        if (gmp_out_htmlview_fragment.finish(vctx, &res) != GMP_OK) {
-            fprintf(stderr, "gpumemprof report: %s\n", res.error);
-            status = 1;
-        }
-    }
-    gmp_cli_symctx_reset(&sym);
-    if (vf && fclose(vf) != 0 && !status) {
-        fprintf(stderr, "gpumemprof report: %s\n", gmp_err_str(GMP_ERR_NOMEM));
-        status = 1;
-    }
-    if (status) {
-        free(vbuf);
-        gmp_report_doc_free(doc);
-        if (f != stdout) {
-            fclose(f);
-            unlink(out_path);
-        }
-        return 1;
-    }
-    e = vbuf ? gmp_report_write_html_timeline(doc, f, &view, vbuf) : writer(doc, f, &view);
-    gmp_report_doc_free(doc);
-    free(vbuf);
-    if (e != GMP_OK || fflush(f) != 0 || ferror(f)) {
-        fprintf(stderr, "gpumemprof report: cannot write the output\n");
-        status = 1;
-    }
-    if (f != stdout && fclose(f) != 0 && !status) {
-        fprintf(stderr, "gpumemprof report: %s: cannot be written\n", out_path);
-        status = 1;
-    }
-    return status;
+        R.ropts.analysis.temp_ns = (uint64_t)temp_us * 1000u;
+    R.sym.debug_dir = debug_dir;
+    gmp_cli_replay_spec spec = {
+        .cmd = cmd->name,
+        /* one snapshot's trace is written by a thread while the replay reads it (each input is
+         * read once, to the end, by one reader); not with several inputs, which are all opened
+         * before the first is replayed: each would hold its importer's state meanwhile */
+        .open_flags = npos == 1 ? GMP_CLI_INPUT_STREAM : 0,
+        .progress = !no_progress,
+        .warn_incomplete = 1,
+        .ctx = &R,
+        .open_outputs = open_outputs,
+        .attach = attach,
+        .replayed = replayed,
+        .finish = finish,
+    };
+    return gmp_cli_replay_all(argv + 1, (size_t)npos, &spec);
 }

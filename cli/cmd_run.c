@@ -2,7 +2,8 @@
  * and NVTX_INJECTION64_PATH at the agent, passes the options as GPUMEMPROF_* variables, runs the
  * command, forwards SIGINT/SIGTERM/SIGHUP/SIGQUIT sent to gpumemprof, and exits with the command's
  * status (128+N when signal N ended it). Then it finds every trace the run wrote (one per process
- * that initialized CUDA) and prints a summary of each on stderr.
+ * that initialized CUDA) and prints a summary of each on stderr. One function per phase:
+ * run_parse_opts, run_build_env, run_child, run_summarize.
  *
  * For Python programs: --layers puts the agent's sitecustomize (python/ beside the agent) first on
  * PYTHONPATH (it runs any sitecustomize found after it, then hooks torch.nn modules into ranges);
@@ -27,6 +28,7 @@
 #include "cli_opts.h"
 #include "cli_paths.h"
 #include "cli_summary.h"
+#include "gmp_run_defaults.h"
 
 static volatile sig_atomic_t child_pid;
 
@@ -127,56 +129,86 @@ static int valid_pattern(const char *pat)
     return 1;
 }
 
-int gmp_cmd_run(const gmp_cli_cmd_info *cmd, int argc, char **argv)
+static void print_help(const gmp_cli_cmd_info *cmd, const gmp_cli_opt *opts)
 {
-    const char *output = "gpumemprof.%p.zst";
-    const char *stacks = "auto";
-    const char *torch_alloc = NULL;
-    int layers = 0, torch_history = 0;
-    const char *unwind = "libunwind";
-    const char *cupti = NULL;
-    const char *alert = NULL;
-    int force = 0, quiet = 0, no_nvtx = 0, no_activity = 0, view = 0;
-    int64_t depth = 64;
-    uint64_t sample_ns = 50000000ull, flush_ns = 200000000ull, buffer = 64ull << 20;
-    const uint64_t ms = 1000000ull;
+    gmp_cli_print_usage(stdout, cmd);
+    printf("\n%s.\n\nRuns COMMAND with the gpumemprof agent injected into every process that "
+           "uses CUDA, writes\none trace per process, and prints a summary on stderr when the "
+           "command ends. Exits with\nthe command's exit status (128+N when signal N ended "
+           "it).\n\n",
+           cmd->summary);
+    gmp_cli_print_options(stdout, opts);
+}
+
+#define STR_(x) #x
+#define STR(x) STR_(x)
+#define MS 1000000ull /* ns */
+
+/* What run was asked, its options checked. */
+typedef struct run_opts {
+    const char *output, *stacks, *torch_alloc, *unwind, *cupti, *alert;
+    int layers, torch_history, force, quiet, no_nvtx, no_activity, view;
+    int64_t depth;
+    uint64_t sample_ns, flush_ns, buffer;
+    char **command;            /* the program and its arguments (NULL-terminated) */
+    char pattern[4096];        /* --output, absolute (run_build_env) */
+    struct timespec t0;        /* the run's start, one second early (run_child) */
+    gmp_cli_run_view *view_ui; /* --view (cmd_view.c) */
+} run_opts;
+
+/* The options, up to the program's name, checked. Returns GMP_CLI_GO or the exit status. */
+static int run_parse_opts(const gmp_cli_cmd_info *cmd, int argc, char **argv, run_opts *o)
+{
+    o->output = GMP_RUN_OUTPUT;
+    o->stacks = "auto";
+    o->unwind = "libunwind";
+    o->depth = GMP_RUN_STACK_DEPTH;
+    o->sample_ns = GMP_RUN_SAMPLE_MS * MS;
+    o->flush_ns = GMP_RUN_FLUSH_MS * MS;
+    o->buffer = GMP_RUN_BUFFER_BYTES;
     gmp_cli_opt opts[] = {
-        {"output", 'o', GMP_CLI_STRING, &output, "PATH",
-         "trace file; %p pid, %h host, %r rank, %n counter (default gpumemprof.%p.zst)", 0},
-        {"force", 0, GMP_CLI_FLAG, &force, NULL, "overwrite existing trace files", 0},
-        {"quiet", 'q', GMP_CLI_FLAG, &quiet, NULL, "no summary; the agent reports errors only", 0},
-        {"stacks", 0, GMP_CLI_STRING, &stacks, "KIND",
+        {"output", 'o', GMP_CLI_STRING, &o->output, "PATH",
+         "trace file; %p pid, %h host, %r rank, %n counter (default " GMP_RUN_OUTPUT ")", 0},
+        {"force", 0, GMP_CLI_FLAG, &o->force, NULL, "overwrite existing trace files", 0},
+        {"quiet", 'q', GMP_CLI_FLAG, &o->quiet, NULL, "no summary; the agent reports errors only",
+         0},
+        {"stacks", 0, GMP_CLI_STRING, &o->stacks, "KIND",
          "call stacks at each allocation: auto (default: native, with Python frames "
          "spliced in when the program runs CPython), native, python, all or none",
          0},
-        {"stack-unwind", 0, GMP_CLI_STRING, &unwind, "HOW",
+        {"stack-unwind", 0, GMP_CLI_STRING, &o->unwind, "HOW",
          "native unwinder: libunwind (default), glibc or fp (frame pointers)", 0},
-        {"stack-depth", 0, GMP_CLI_INT, &depth, "N", "deepest stack recorded, 1-256 (default 64)",
+        {"stack-depth", 0, GMP_CLI_INT, &o->depth, "N",
+         "deepest stack recorded, " STR(GMP_RUN_STACK_DEPTH_MIN) "-" STR(
+             GMP_RUN_STACK_DEPTH_MAX) " (default " STR(GMP_RUN_STACK_DEPTH) ")",
          0},
-        {"sample-interval", 0, GMP_CLI_DURATION, &sample_ns, "MS",
-         "device memory sample period in ms, 0 disables (default 50)", 1000000},
-        {"buffer-size", 0, GMP_CLI_SIZE, &buffer, "SIZE",
+        {"sample-interval", 0, GMP_CLI_DURATION, &o->sample_ns, "MS",
+         "device memory sample period in ms, 0 disables (default " STR(GMP_RUN_SAMPLE_MS) ")", MS},
+        {"buffer-size", 0, GMP_CLI_SIZE, &o->buffer, "SIZE",
          "memory for trace buffers, 1M-4G (default 64M)", 0},
-        {"flush-interval", 0, GMP_CLI_DURATION, &flush_ns, "MS",
-         "write buffered events at least this often, 1-60000 ms (default 200)", 1000000},
-        {"cupti", 0, GMP_CLI_STRING, &cupti, "PATH", "libcupti to use instead of the one found", 0},
-        {"no-nvtx", 0, GMP_CLI_FLAG, &no_nvtx, NULL, "do not record NVTX ranges", 0},
-        {"layers", 0, GMP_CLI_FLAG, &layers, NULL,
+        {"flush-interval", 0, GMP_CLI_DURATION, &o->flush_ns, "MS",
+         "write buffered events at least this often, " STR(GMP_RUN_FLUSH_MS_MIN) "-" STR(
+             GMP_RUN_FLUSH_MS_MAX) " ms (default " STR(GMP_RUN_FLUSH_MS) ")",
+         MS},
+        {"cupti", 0, GMP_CLI_STRING, &o->cupti, "PATH", "libcupti to use instead of the one found",
+         0},
+        {"no-nvtx", 0, GMP_CLI_FLAG, &o->no_nvtx, NULL, "do not record NVTX ranges", 0},
+        {"layers", 0, GMP_CLI_FLAG, &o->layers, NULL,
          "PyTorch: a range per nn.Module call (forward and backward), named by its qualified name",
          0},
-        {"torch-history", 0, GMP_CLI_FLAG, &torch_history, NULL,
+        {"torch-history", 0, GMP_CLI_FLAG, &o->torch_history, NULL,
          "PyTorch 2.1+: record its own memory history (tensors, stacks) and dump it beside the "
          "trace (TRACE.torch.pickle) at exit, SIGTERM and out of memory",
          0},
-        {"torch-alloc", 0, GMP_CLI_STRING, &torch_alloc, "BACKEND",
+        {"torch-alloc", 0, GMP_CLI_STRING, &o->torch_alloc, "BACKEND",
          "PyTorch's CUDA allocator: async (cudaMallocAsync: every tensor visible) or native "
          "(the caching allocator: segments only)",
          0},
-        {"alert-threshold", 0, GMP_CLI_STRING, &alert, "BYTES|PCT%",
+        {"alert-threshold", 0, GMP_CLI_STRING, &o->alert, "BYTES|PCT%",
          "say once on stderr (and in the trace) when a device's allocated memory reaches this", 0},
-        {"no-activity", 0, GMP_CLI_FLAG, &no_activity, NULL,
+        {"no-activity", 0, GMP_CLI_FLAG, &o->no_activity, NULL,
          "do not enable CUPTI activity records (static memory, pool sizes)", 0},
-        {"view", 0, GMP_CLI_FLAG, &view, NULL,
+        {"view", 0, GMP_CLI_FLAG, &o->view, NULL,
          "watch the run in gpumemprof view (the program's output goes to a log file)", 0},
         {NULL, 0, 0, NULL, NULL, NULL, 0},
     };
@@ -197,54 +229,51 @@ int gmp_cmd_run(const gmp_cli_cmd_info *cmd, int argc, char **argv)
         }
         if (strchr(a, '='))
             continue;
-        for (const gmp_cli_opt *o = opts; o->name; o++) {
-            int takes = o->kind != GMP_CLI_FLAG;
-            if (takes && ((a[1] == '-' && strcmp(a + 2, o->name) == 0) ||
-                          (a[1] != '-' && a[1] == o->short_name && a[2] == 0))) {
+        for (const gmp_cli_opt *c = opts; c->name; c++) {
+            int takes = c->kind != GMP_CLI_FLAG;
+            if (takes && ((a[1] == '-' && strcmp(a + 2, c->name) == 0) ||
+                          (a[1] != '-' && a[1] == c->short_name && a[2] == 0))) {
                 i++;
                 break;
             }
         }
     }
     int npos = 0;
-    int prc = gmp_cli_parse(cmd, opts, split, argv, &npos);
-    if (prc == GMP_CLI_PARSE_HELP) {
-        gmp_cli_print_usage(stdout, cmd);
-        printf("\n%s.\n\nRuns COMMAND with the gpumemprof agent injected into every process that "
-               "uses CUDA, writes\none trace per process, and prints a summary on stderr when the "
-               "command ends. Exits with\nthe command's exit status (128+N when signal N ended "
-               "it).\n\n",
-               cmd->summary);
-        gmp_cli_print_options(stdout, opts);
-        return 0;
-    }
-    if (prc != GMP_CLI_PARSE_OK)
-        return 2;
+    int prc = gmp_cli_parse_or_help(cmd, opts, print_help, split, argv, &npos);
+    if (prc != GMP_CLI_GO)
+        return prc;
     if (npos > 0)
         return gmp_cli_usage_error(cmd, "%s: unexpected argument before the command", argv[1]);
     if (cmd_start >= argc)
         return gmp_cli_usage_error(cmd, "no command to run");
-    if (!*output || !valid_pattern(output))
-        return gmp_cli_usage_error(cmd, "--output %s: use %%p, %%h, %%r, %%n or %%%% only", output);
+    o->command = argv + cmd_start;
+    const char *stacks = o->stacks, *unwind = o->unwind, *alert = o->alert;
+    if (!*o->output || !valid_pattern(o->output))
+        return gmp_cli_usage_error(cmd, "--output %s: use %%p, %%h, %%r, %%n or %%%% only",
+                                   o->output);
     if (strcmp(stacks, "none") != 0 && strcmp(stacks, "native") != 0 &&
         strcmp(stacks, "python") != 0 && strcmp(stacks, "all") != 0 && strcmp(stacks, "auto") != 0)
         return gmp_cli_usage_error(cmd, "--stacks %s: expected auto, native, python, all or none",
                                    stacks);
-    if (torch_alloc && strcmp(torch_alloc, "async") != 0 && strcmp(torch_alloc, "native") != 0)
-        return gmp_cli_usage_error(cmd, "--torch-alloc %s: expected async or native", torch_alloc);
-    if (layers && no_nvtx)
+    if (o->torch_alloc && strcmp(o->torch_alloc, "async") != 0 &&
+        strcmp(o->torch_alloc, "native") != 0)
+        return gmp_cli_usage_error(cmd, "--torch-alloc %s: expected async or native",
+                                   o->torch_alloc);
+    if (o->layers && o->no_nvtx)
         return gmp_cli_usage_error(cmd, "--layers records ranges: it cannot go with --no-nvtx");
     if (strcmp(unwind, "libunwind") != 0 && strcmp(unwind, "glibc") != 0 &&
         strcmp(unwind, "fp") != 0)
         return gmp_cli_usage_error(cmd, "--stack-unwind %s: expected libunwind, glibc or fp",
                                    unwind);
-    if (depth < 1 || depth > 256)
-        return gmp_cli_usage_error(cmd, "--stack-depth %lld: expected 1 to 256", (long long)depth);
-    if (sample_ns > 3600000ull * ms || (sample_ns && sample_ns < ms))
+    if (o->depth < GMP_RUN_STACK_DEPTH_MIN || o->depth > GMP_RUN_STACK_DEPTH_MAX)
+        return gmp_cli_usage_error(cmd, "--stack-depth %lld: expected %d to %d",
+                                   (long long)o->depth, GMP_RUN_STACK_DEPTH_MIN,
+                                   GMP_RUN_STACK_DEPTH_MAX);
+    if (o->sample_ns > GMP_RUN_SAMPLE_MS_MAX * MS || (o->sample_ns && o->sample_ns < MS))
         return gmp_cli_usage_error(cmd, "--sample-interval: expected 0 or 1 ms to 1 hour");
-    if (flush_ns < ms || flush_ns > 60000ull * ms)
+    if (o->flush_ns < GMP_RUN_FLUSH_MS_MIN * MS || o->flush_ns > GMP_RUN_FLUSH_MS_MAX * MS)
         return gmp_cli_usage_error(cmd, "--flush-interval: expected 1 ms to 60 s");
-    if (buffer < (1ull << 20) || buffer > (4ull << 30))
+    if (o->buffer < GMP_RUN_BUFFER_BYTES_MIN || o->buffer > GMP_RUN_BUFFER_BYTES_MAX)
         return gmp_cli_usage_error(cmd, "--buffer-size: expected 1M to 4G");
     if (alert) {
         size_t al = strlen(alert);
@@ -266,9 +295,85 @@ int gmp_cmd_run(const gmp_cli_cmd_info *cmd, int argc, char **argv)
                                        "percentage of device memory (90%%)",
                                        alert);
     }
-    if (cupti && access(cupti, R_OK) != 0)
-        return gmp_cli_usage_error(cmd, "--cupti %s: %s", cupti, strerror(errno));
+    if (o->cupti && access(o->cupti, R_OK) != 0)
+        return gmp_cli_usage_error(cmd, "--cupti %s: %s", o->cupti, strerror(errno));
+    return GMP_CLI_GO;
+}
 
+/* python/sitecustomize.py beside the agent, first on PYTHONPATH (--layers, --torch-history). */
+static int python_env(const run_opts *o, const char *agent)
+{
+    char dir[4200];
+    const char *slash = strrchr(agent, '/');
+    int dl = slash ? (int)(slash - agent) : 1;
+    snprintf(dir, sizeof dir, "%.*s/python", dl, slash ? agent : ".");
+    char site[4300];
+    snprintf(site, sizeof site, "%s/sitecustomize.py", dir);
+    if (access(site, R_OK) != 0) {
+        fprintf(stderr, "gpumemprof run: --%s: %s is missing; reinstall gpumemprof\n",
+                o->layers ? "layers" : "torch-history", site);
+        return 1;
+    }
+    const char *pp = getenv("PYTHONPATH");
+    size_t cap = strlen(dir) + (pp ? strlen(pp) : 0) + 2;
+    char *v = malloc(cap);
+    if (!v)
+        return 1;
+    if (pp && *pp)
+        snprintf(v, cap, "%s:%s", dir, pp);
+    else
+        snprintf(v, cap, "%s", dir);
+    setenv("PYTHONPATH", v, 1);
+    free(v);
+    if (o->layers)
+        setenv("GPUMEMPROF_LAYERS", "1", 1);
+    if (o->torch_history)
+        setenv("GPUMEMPROF_TORCH_HISTORY", "1", 1);
+    return 0;
+}
+
+/* o->pattern: --output made absolute, so that processes that change directory still write beside
+ * each other. A fixed name (no %p, %n or %r) that exists is refused now rather than in the
+ * agent. Returns GMP_CLI_GO or the exit status. */
+static int output_pattern(const gmp_cli_cmd_info *cmd, run_opts *o)
+{
+    char *pattern = o->pattern;
+    if (o->output[0] == '/') {
+        snprintf(pattern, sizeof o->pattern, "%s", o->output);
+    } else {
+        char cwd[2048];
+        if (!getcwd(cwd, sizeof cwd)) {
+            fprintf(stderr, "gpumemprof run: cannot read the current directory: %s\n",
+                    strerror(errno));
+            return 1;
+        }
+        if ((size_t)snprintf(pattern, sizeof o->pattern, "%s/%s", cwd, o->output) >=
+            sizeof o->pattern)
+            return gmp_cli_usage_error(cmd, "--output: path too long");
+    }
+    if (!o->force && !strstr(pattern, "%p") && !strstr(pattern, "%n") && !strstr(pattern, "%r")) {
+        struct stat st;
+        char fixed[4096];
+        size_t n = 0;
+        for (const char *p = pattern; *p && n + 1 < sizeof fixed; p++) {
+            if (p[0] == '%' && p[1] == '%')
+                p++;
+            fixed[n++] = *p;
+        }
+        fixed[n] = 0;
+        if (!strstr(pattern, "%h") && lstat(fixed, &st) == 0) {
+            fprintf(stderr, "gpumemprof run: %s exists; use --force to overwrite it\n", fixed);
+            return 1;
+        }
+    }
+    return GMP_CLI_GO;
+}
+
+/* The program's environment: the agent injected (CUDA_INJECTION64_PATH, NVTX_INJECTION64_PATH),
+ * the options as GPUMEMPROF_* variables, PyTorch's settings; the output pattern checked. Returns
+ * GMP_CLI_GO or the exit status. */
+static int run_build_env(const gmp_cli_cmd_info *cmd, run_opts *o)
+{
     char agent[4096];
     if (gmp_cli_agent_path(agent, sizeof agent) != GMP_OK) {
         fprintf(stderr,
@@ -277,111 +382,63 @@ int gmp_cmd_run(const gmp_cli_cmd_info *cmd, int argc, char **argv)
                 agent);
         return 1;
     }
-    if (layers || torch_history) {
-        /* python/sitecustomize.py beside the agent, first on PYTHONPATH */
-        char dir[4200];
-        const char *slash = strrchr(agent, '/');
-        int dl = slash ? (int)(slash - agent) : 1;
-        snprintf(dir, sizeof dir, "%.*s/python", dl, slash ? agent : ".");
-        char site[4300];
-        snprintf(site, sizeof site, "%s/sitecustomize.py", dir);
-        if (access(site, R_OK) != 0) {
-            fprintf(stderr, "gpumemprof run: --%s: %s is missing; reinstall gpumemprof\n",
-                    layers ? "layers" : "torch-history", site);
-            return 1;
-        }
-        const char *pp = getenv("PYTHONPATH");
-        size_t cap = strlen(dir) + (pp ? strlen(pp) : 0) + 2;
-        char *v = malloc(cap);
-        if (!v)
-            return 1;
-        if (pp && *pp)
-            snprintf(v, cap, "%s:%s", dir, pp);
-        else
-            snprintf(v, cap, "%s", dir);
-        setenv("PYTHONPATH", v, 1);
-        free(v);
-        if (layers)
-            setenv("GPUMEMPROF_LAYERS", "1", 1);
-        if (torch_history)
-            setenv("GPUMEMPROF_TORCH_HISTORY", "1", 1);
-    }
-    if (torch_alloc) {
-        const char *b = strcmp(torch_alloc, "async") == 0 ? "cudaMallocAsync" : "native";
+    if ((o->layers || o->torch_history) && python_env(o, agent) != 0)
+        return 1;
+    if (o->torch_alloc) {
+        const char *b = strcmp(o->torch_alloc, "async") == 0 ? "cudaMallocAsync" : "native";
         if (merge_alloc_conf("PYTORCH_CUDA_ALLOC_CONF", b) != 0 ||
             (getenv("PYTORCH_ALLOC_CONF") && merge_alloc_conf("PYTORCH_ALLOC_CONF", b) != 0)) {
             fprintf(stderr, "gpumemprof run: out of memory\n");
             return 1;
         }
     }
-    /* an absolute pattern: processes that change directory still write beside each other */
-    char pattern[4096];
-    if (output[0] == '/') {
-        snprintf(pattern, sizeof pattern, "%s", output);
-    } else {
-        char cwd[2048];
-        if (!getcwd(cwd, sizeof cwd)) {
-            fprintf(stderr, "gpumemprof run: cannot read the current directory: %s\n",
-                    strerror(errno));
-            return 1;
-        }
-        if ((size_t)snprintf(pattern, sizeof pattern, "%s/%s", cwd, output) >= sizeof pattern)
-            return gmp_cli_usage_error(cmd, "--output: path too long");
-    }
-    /* a fixed name (no %p/%n) that exists: refuse now rather than in the agent */
-    if (!force && !strstr(pattern, "%p") && !strstr(pattern, "%n") && !strstr(pattern, "%r")) {
-        struct stat st;
-        char fixed[4096];
-        size_t o = 0;
-        for (const char *p = pattern; *p && o + 1 < sizeof fixed; p++) {
-            if (p[0] == '%' && p[1] == '%')
-                p++;
-            fixed[o++] = *p;
-        }
-        fixed[o] = 0;
-        if (!strstr(pattern, "%h") && lstat(fixed, &st) == 0) {
-            fprintf(stderr, "gpumemprof run: %s exists; use --force to overwrite it\n", fixed);
-            return 1;
-        }
-    }
+    int rc = output_pattern(cmd, o);
+    if (rc != GMP_CLI_GO)
+        return rc;
     const char *prev = getenv("CUDA_INJECTION64_PATH");
     if (prev && *prev && strcmp(prev, agent) != 0)
         fprintf(stderr, "gpumemprof run: replacing CUDA_INJECTION64_PATH=%s\n", prev);
     setenv("CUDA_INJECTION64_PATH", agent, 1);
-    if (!no_nvtx)
+    if (!o->no_nvtx)
         setenv("NVTX_INJECTION64_PATH", agent, 1);
-    setenv("GPUMEMPROF_OUTPUT", pattern, 1);
-    setenv("GPUMEMPROF_FORCE", force ? "1" : "0", 1);
-    setenv("GPUMEMPROF_STACKS", stacks, 1);
-    setenv_u("GPUMEMPROF_STACK_DEPTH", (unsigned long long)depth);
-    setenv("GPUMEMPROF_STACK_UNWIND", unwind, 1);
-    setenv_u("GPUMEMPROF_SAMPLE_INTERVAL_MS", sample_ns / ms);
-    setenv_u("GPUMEMPROF_BUFFER_SIZE", buffer);
-    setenv_u("GPUMEMPROF_FLUSH_INTERVAL_MS", flush_ns / ms);
-    if (cupti)
-        setenv("GPUMEMPROF_CUPTI", cupti, 1);
+    setenv("GPUMEMPROF_OUTPUT", o->pattern, 1);
+    setenv("GPUMEMPROF_FORCE", o->force ? "1" : "0", 1);
+    setenv("GPUMEMPROF_STACKS", o->stacks, 1);
+    setenv_u("GPUMEMPROF_STACK_DEPTH", (unsigned long long)o->depth);
+    setenv("GPUMEMPROF_STACK_UNWIND", o->unwind, 1);
+    setenv_u("GPUMEMPROF_SAMPLE_INTERVAL_MS", o->sample_ns / MS);
+    setenv_u("GPUMEMPROF_BUFFER_SIZE", o->buffer);
+    setenv_u("GPUMEMPROF_FLUSH_INTERVAL_MS", o->flush_ns / MS);
+    if (o->cupti)
+        setenv("GPUMEMPROF_CUPTI", o->cupti, 1);
     else
         unsetenv("GPUMEMPROF_CUPTI");
-    setenv("GPUMEMPROF_NVTX", no_nvtx ? "0" : "1", 1);
-    setenv("GPUMEMPROF_ACTIVITY", no_activity ? "0" : "1", 1);
-    setenv("GPUMEMPROF_QUIET", quiet ? "1" : "0", 1);
-    if (alert) {
+    setenv("GPUMEMPROF_NVTX", o->no_nvtx ? "0" : "1", 1);
+    setenv("GPUMEMPROF_ACTIVITY", o->no_activity ? "0" : "1", 1);
+    setenv("GPUMEMPROF_QUIET", o->quiet ? "1" : "0", 1);
+    if (o->alert) {
         /* the agent parses sizes in whole units: pass bytes (or the percentage) */
-        size_t al = strlen(alert);
-        if (alert[al - 1] == '%') {
-            setenv("GPUMEMPROF_ALERT_THRESHOLD", alert, 1);
+        size_t al = strlen(o->alert);
+        if (o->alert[al - 1] == '%') {
+            setenv("GPUMEMPROF_ALERT_THRESHOLD", o->alert, 1);
         } else {
             uint64_t v = 0;
-            gmp_cli_parse_size(alert, &v);
+            gmp_cli_parse_size(o->alert, &v);
             setenv_u("GPUMEMPROF_ALERT_THRESHOLD", v);
         }
     } else {
         unsetenv("GPUMEMPROF_ALERT_THRESHOLD");
     }
+    return GMP_CLI_GO;
+}
 
-    struct timespec t0;
-    clock_gettime(CLOCK_REALTIME, &t0);
-    t0.tv_sec -= 1; /* file systems with coarse timestamps */
+/* Starts the program (and --view's viewer), forwards the signals sent to gpumemprof while it runs,
+ * and waits for its end. Returns GMP_CLI_GO with its wait status in *status, or the exit status
+ * when it could not be started. */
+static int run_child(run_opts *o, int *status)
+{
+    clock_gettime(CLOCK_REALTIME, &o->t0);
+    o->t0.tv_sec -= 1; /* file systems with coarse timestamps */
 
     struct sigaction sa, old[5];
     memset(&sa, 0, sizeof sa);
@@ -392,11 +449,10 @@ int gmp_cmd_run(const gmp_cli_cmd_info *cmd, int argc, char **argv)
     for (int i = 0; i < 5; i++)
         sigaction(sigs[i], &sa, &old[i]);
 
-    gmp_cli_run_view *rv = NULL; /* --view: cmd_view.c */
-    if (view) {
+    if (o->view) {
         char vpat[8192];
-        if (glob_pattern(pattern, vpat, sizeof vpat) != 0 ||
-            !(rv = gmp_cli_run_view_new(vpat, (long long)t0.tv_sec))) {
+        if (glob_pattern(o->pattern, vpat, sizeof vpat) != 0 ||
+            !(o->view_ui = gmp_cli_run_view_new(vpat, (long long)o->t0.tv_sec))) {
             fprintf(stderr, "gpumemprof run: --view: cannot start the viewer\n");
             return 1;
         }
@@ -404,58 +460,78 @@ int gmp_cmd_run(const gmp_cli_cmd_info *cmd, int argc, char **argv)
     fflush(NULL);
     pid_t pid = fork();
     if (pid < 0) {
-        fprintf(stderr, "gpumemprof run: cannot start %s: %s\n", argv[cmd_start], strerror(errno));
+        fprintf(stderr, "gpumemprof run: cannot start %s: %s\n", o->command[0], strerror(errno));
         return 1;
     }
     if (pid == 0) {
         for (int i = 0; i < 5; i++)
             sigaction(sigs[i], &old[i], NULL);
-        if (rv)
-            gmp_cli_run_view_child(rv);
-        execvp(argv[cmd_start], argv + cmd_start);
+        if (o->view_ui)
+            gmp_cli_run_view_child(o->view_ui);
+        execvp(o->command[0], o->command);
         int e = errno;
-        fprintf(stderr, "gpumemprof run: cannot run %s: %s\n", argv[cmd_start], strerror(e));
+        fprintf(stderr, "gpumemprof run: cannot run %s: %s\n", o->command[0], strerror(e));
         _exit(e == ENOENT ? 127 : 126);
     }
     child_pid = pid;
-    int status = 0, reaped = rv ? gmp_cli_run_view_wait(rv, (int)pid, &status) : 0;
-    while (!reaped && waitpid(pid, &status, 0) < 0) {
+    *status = 0;
+    int reaped = o->view_ui ? gmp_cli_run_view_wait(o->view_ui, (int)pid, status) : 0;
+    while (!reaped && waitpid(pid, status, 0) < 0) {
         if (errno != EINTR) {
-            status = 1 << 8;
+            *status = 1 << 8;
             break;
         }
     }
     child_pid = 0;
     for (int i = 0; i < 5; i++)
         sigaction(sigs[i], &old[i], NULL);
-    int rc = WIFEXITED(status) ? WEXITSTATUS(status)
-                               : (WIFSIGNALED(status) ? 128 + WTERMSIG(status) : 1);
+    return GMP_CLI_GO;
+}
 
-    /* the traces this run wrote */
+/* The program's end, then the traces this run wrote (the pattern's files written since its start)
+ * with a summary of each, on stderr (not with --quiet). */
+static void run_summarize(run_opts *o, int status)
+{
     char gpat[8192];
     glob_t g;
     memset(&g, 0, sizeof g);
     size_t ntraces = 0;
     char **traces = NULL;
-    if (glob_pattern(pattern, gpat, sizeof gpat) == 0 && glob(gpat, 0, NULL, &g) == 0) {
+    if (glob_pattern(o->pattern, gpat, sizeof gpat) == 0 && glob(gpat, 0, NULL, &g) == 0) {
         traces = calloc(g.gl_pathc + 1, sizeof *traces);
         for (size_t i = 0; traces && i < g.gl_pathc; i++) {
             struct stat st;
             if (lstat(g.gl_pathv[i], &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != getuid())
                 continue;
-            if (st.st_mtim.tv_sec < t0.tv_sec)
+            if (st.st_mtim.tv_sec < o->t0.tv_sec)
                 continue;
             traces[ntraces++] = g.gl_pathv[i];
         }
     }
-    if (!quiet) {
+    if (!o->quiet) {
         if (WIFSIGNALED(status))
-            fprintf(stderr, "gpumemprof: %s was ended by signal %d (%s)\n", argv[cmd_start],
+            fprintf(stderr, "gpumemprof: %s was ended by signal %d (%s)\n", o->command[0],
                     WTERMSIG(status), strsignal(WTERMSIG(status)));
         gmp_cli_print_run_summary(stderr, (const char *const *)traces, ntraces);
     }
     globfree(&g);
     free(traces);
-    gmp_cli_run_view_free(rv);
-    return rc;
+    gmp_cli_run_view_free(o->view_ui);
+}
+
+int gmp_cmd_run(const gmp_cli_cmd_info *cmd, int argc, char **argv)
+{
+    run_opts o;
+    memset(&o, 0, sizeof o);
+    int rc = run_parse_opts(cmd, argc, argv, &o);
+    if (rc == GMP_CLI_GO)
+        rc = run_build_env(cmd, &o);
+    int status = 0;
+    if (rc == GMP_CLI_GO)
+        rc = run_child(&o, &status);
+    if (rc != GMP_CLI_GO)
+        return rc;
+    run_summarize(&o, status);
+    return WIFEXITED(status) ? WEXITSTATUS(status)
+                             : (WIFSIGNALED(status) ? 128 + WTERMSIG(status) : 1);
 }

@@ -48,13 +48,9 @@ int gmp_cmd_view(const gmp_cli_cmd_info *cmd, int argc, char **argv)
         {"color", 0, GMP_CLI_STRING, &color_s, "WHEN", "colours: auto, always, never", 0},
         {NULL, 0, GMP_CLI_FLAG, NULL, NULL, NULL, 0},
     };
-    int rc = gmp_cli_parse(cmd, opts, argc, argv, &npos);
-    if (rc == GMP_CLI_PARSE_HELP) {
-        print_help(cmd, opts);
-        return 0;
-    }
-    if (rc != GMP_CLI_PARSE_OK)
-        return 2;
+    int rc = gmp_cli_parse_or_help(cmd, opts, print_help, argc, argv, &npos);
+    if (rc != GMP_CLI_GO)
+        return rc;
     int color;
     if (strcmp(color_s, "always") == 0)
         color = 1;

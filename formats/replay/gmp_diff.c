@@ -247,39 +247,11 @@ static gmp_err collect(gmp_diff_profile *p, gmp_replay *rp, gmp_reader *r)
     return GMP_OK;
 }
 
-gmp_err gmp_diff_profile_load(gmp_diff_profile **out, const char *path, char *msg, size_t msglen)
+gmp_err gmp_diff_profile_from_replay(gmp_diff_profile **out, gmp_replay *rp, gmp_reader *r,
+                                     const char *name)
 {
     *out = NULL;
-    if (msg && msglen)
-        msg[0] = 0;
-    gmp_reader *r = NULL;
-    gmp_err e = gmp_reader_open(&r, path, NULL);
-    if (e != GMP_OK) {
-        const char *m = gmp_reader_open_error();
-        snprintf(msg, msglen, "%s", m && *m ? m : gmp_err_str(e));
-        return e;
-    }
-    return gmp_diff_profile_load_reader(out, r, path, msg, msglen);
-}
-
-gmp_err gmp_diff_profile_load_reader(gmp_diff_profile **out, gmp_reader *r, const char *name,
-                                     char *msg, size_t msglen)
-{
-    *out = NULL;
-    if (msg && msglen)
-        msg[0] = 0;
     const char *path = name ? name : "";
-    gmp_replay *rp = NULL;
-    gmp_err e = gmp_replay_new(&rp, r, NULL);
-    if (e == GMP_OK)
-        e = gmp_replay_run(rp);
-    if (e != GMP_OK) {
-        const char *m = rp ? gmp_replay_error(rp) : "";
-        snprintf(msg, msglen, "%s", m && *m ? m : gmp_err_str(e));
-        gmp_replay_free(rp);
-        gmp_reader_close(r);
-        return e;
-    }
     gmp_diff_profile *p = calloc(1, sizeof *p);
     if (p) {
         p->path = dup_n(path, strlen(path));
@@ -287,11 +259,8 @@ gmp_err gmp_diff_profile_load_reader(gmp_diff_profile **out, gmp_reader *r, cons
         p->complete = s->complete;
         snprintf(p->completeness, sizeof p->completeness, "%s", s->completeness);
     }
-    e = p && p->path ? collect(p, rp, r) : GMP_ERR_NOMEM;
-    gmp_replay_free(rp);
-    gmp_reader_close(r);
+    gmp_err e = p && p->path ? collect(p, rp, r) : GMP_ERR_NOMEM;
     if (e != GMP_OK) {
-        snprintf(msg, msglen, "%s", gmp_err_str(e));
         gmp_diff_profile_free(p);
         return e;
     }

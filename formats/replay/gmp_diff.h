@@ -15,6 +15,7 @@
 
 #include "gmp_error.h"
 #include "gmp_reader.h"
+#include "gmp_replay.h"
 
 /* The tables a profile keeps and a diff compares. */
 typedef enum gmp_diff_table {
@@ -51,14 +52,11 @@ typedef struct gmp_diff_profile {
     char completeness[256]; /* its completeness line */
 } gmp_diff_profile;
 
-/* Replays the trace at path once and keeps its profile. On failure returns the error and writes
- * one line into msg. */
-gmp_err gmp_diff_profile_load(gmp_diff_profile **out, const char *path, char *msg, size_t msglen);
-/* The same from a trace already open (read from its first record; closed here in every case): name
- * is what the profile calls it (its path field), for a trace read from somewhere else than the
- * file the user named (an imported recording). */
-gmp_err gmp_diff_profile_load_reader(gmp_diff_profile **out, gmp_reader *r, const char *name,
-                                     char *msg, size_t msglen);
+/* The profile of a trace whose replay rp (over r) has run to its end (the caller runs it, other
+ * consumers may be attached); rp and r stay the caller's. name is what the profile calls the trace
+ * (its path field): the file the user named, even when an imported trace was read. */
+gmp_err gmp_diff_profile_from_replay(gmp_diff_profile **out, gmp_replay *rp, gmp_reader *r,
+                                     const char *name);
 void gmp_diff_profile_free(gmp_diff_profile *p);
 
 /* One row of a compared table: the same key in A and B (zeros where it is absent). */

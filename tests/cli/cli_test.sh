@@ -303,6 +303,22 @@ install)
             fail "the agent is built but not installed in lib/gpumemprof"
     fi
     ;;
+replay_pipe)
+    # report and convert read a trace from a pipe (one reader per input, from its header to the
+    # end of its replay: nothing is read twice) as they read the file
+    gen t.zst --steps 4
+    run 0 "$GMP" report --format json t.zst
+    mv out report.file
+    run 0 bash -c 'cat t.zst | "$0" report --format json /dev/stdin' "$GMP"
+    sed 's#/dev/stdin#t.zst#' out >report.pipe
+    cmp -s report.file report.pipe || fail "report from a pipe differs from report of the file"
+    run 0 "$GMP" convert t.zst --chrome file.json --speedscope file.ss.json
+    run 0 bash -c 'cat t.zst | "$0" convert /dev/stdin --chrome pipe.json --speedscope pipe.ss.json' "$GMP"
+    for f in json ss.json; do # the names differ: the title is the base name, the path as given
+        sed 's#/dev/stdin#t.zst#g; s#"stdin"#"t.zst"#g' pipe.$f >pipe.$f.norm
+        cmp -s file.$f pipe.$f.norm || fail "convert from a pipe differs from the file's ($f)"
+    done
+    ;;
 *)
     fail "unknown case"
     ;;

@@ -185,6 +185,39 @@ static void test_parse_errors(void **state)
     assert_int_equal(parse(&v, 3, e7, &np), GMP_CLI_PARSE_USAGE);
 }
 
+static int help_calls;
+static void count_help(const gmp_cli_cmd_info *cmd, const gmp_cli_opt *opts)
+{
+    assert_string_equal(cmd->name, "test");
+    assert_string_equal(opts[0].name, "flag");
+    help_calls++;
+}
+
+/* gmp_cli_parse_or_help: go on (GMP_CLI_GO), or the exit status: 0 after the help (called once),
+ * 2 after a usage error (the help not called). */
+static void test_parse_or_help(void **state)
+{
+    (void)state;
+    static const gmp_cli_cmd_info cmd = {"test", "[--flag] ARGS", "a test command"};
+    int flag = 0, np = -1;
+    const gmp_cli_opt opts[] = {
+        {"flag", 'f', GMP_CLI_FLAG, &flag, NULL, "a flag", 0},
+        {NULL, 0, GMP_CLI_FLAG, NULL, NULL, NULL, 0},
+    };
+    help_calls = 0;
+    char *ok[] = {"test", "x", "-f", NULL};
+    assert_int_equal(gmp_cli_parse_or_help(&cmd, opts, count_help, 3, ok, &np), GMP_CLI_GO);
+    assert_int_equal(np, 1);
+    assert_int_equal(flag, 1);
+    assert_int_equal(help_calls, 0);
+    char *help[] = {"test", "--help", NULL};
+    assert_int_equal(gmp_cli_parse_or_help(&cmd, opts, count_help, 2, help, &np), 0);
+    assert_int_equal(help_calls, 1);
+    char *bad[] = {"test", "--bogus", NULL};
+    assert_int_equal(gmp_cli_parse_or_help(&cmd, opts, count_help, 2, bad, &np), 2);
+    assert_int_equal(help_calls, 1);
+}
+
 static void test_usage_message(void **state)
 {
     (void)state;
@@ -211,9 +244,10 @@ static void test_usage_message(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_sizes),        cmocka_unit_test(test_durations),
-        cmocka_unit_test(test_ints),         cmocka_unit_test(test_parse),
-        cmocka_unit_test(test_parse_errors), cmocka_unit_test(test_usage_message),
+        cmocka_unit_test(test_sizes),         cmocka_unit_test(test_durations),
+        cmocka_unit_test(test_ints),          cmocka_unit_test(test_parse),
+        cmocka_unit_test(test_parse_errors),  cmocka_unit_test(test_usage_message),
+        cmocka_unit_test(test_parse_or_help),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
