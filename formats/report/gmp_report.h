@@ -339,15 +339,6 @@ gmp_err gmp_report_write_html_timeline(const gmp_report_doc *doc, FILE *f, const
                                        const char *timeline_html);
 gmp_err gmp_report_write_json(const gmp_report_doc *doc, FILE *f, const gmp_report_view *v);
 
-/* convert --report FILE.html: `view` (an output writing markup, the HTML view's fragment) runs on
- * the same traces into memory and is placed as the report's timeline (gmp_out_report.c). Nothing
- * for a report that is not HTML. Call after gmp_out_report's start, before any trace. */
-struct gmp_output;
-struct gmp_output_ctx;
-struct gmp_output_opts;
-gmp_err gmp_out_report_set_view(struct gmp_output_ctx *c, const struct gmp_output *view,
-                                const struct gmp_output_opts *opts);
-
 typedef gmp_err (*gmp_report_writer)(const gmp_report_doc *, FILE *, const gmp_report_view *);
 /* "text", "markdown" (or "md"), "html", "json"; NULL when unknown. */
 gmp_report_writer gmp_report_writer_by_name(const char *name);
