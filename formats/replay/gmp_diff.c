@@ -247,21 +247,6 @@ static gmp_err collect(gmp_diff_profile *p, gmp_replay *rp, gmp_reader *r)
     return GMP_OK;
 }
 
-gmp_err gmp_diff_profile_load(gmp_diff_profile **out, const char *path, char *msg, size_t msglen)
-{
-    *out = NULL;
-    if (msg && msglen)
-        msg[0] = 0;
-    gmp_reader *r = NULL;
-    gmp_err e = gmp_reader_open(&r, path, NULL);
-    if (e != GMP_OK) {
-        const char *m = gmp_reader_open_error();
-        snprintf(msg, msglen, "%s", m && *m ? m : gmp_err_str(e));
-        return e;
-    }
-    return gmp_diff_profile_load_reader(out, r, path, msg, msglen);
-}
-
 gmp_err gmp_diff_profile_load_reader(gmp_diff_profile **out, gmp_reader *r, const char *name,
                                      char *msg, size_t msglen)
 {

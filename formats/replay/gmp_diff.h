@@ -51,12 +51,10 @@ typedef struct gmp_diff_profile {
     char completeness[256]; /* its completeness line */
 } gmp_diff_profile;
 
-/* Replays the trace at path once and keeps its profile. On failure returns the error and writes
- * one line into msg. */
-gmp_err gmp_diff_profile_load(gmp_diff_profile **out, const char *path, char *msg, size_t msglen);
-/* The same from a trace already open (read from its first record; closed here in every case): name
- * is what the profile calls it (its path field), for a trace read from somewhere else than the
- * file the user named (an imported recording). */
+/* Replays a trace already open (read from its first record; closed here in every case) once and
+ * keeps its profile. name is what the profile calls it (its path field): the file the user named,
+ * or what stands for it when the trace was read from somewhere else (an imported recording). On
+ * failure returns the error and writes one line into msg. */
 gmp_err gmp_diff_profile_load_reader(gmp_diff_profile **out, gmp_reader *r, const char *name,
                                      char *msg, size_t msglen);
 void gmp_diff_profile_free(gmp_diff_profile *p);
