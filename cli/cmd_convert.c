@@ -16,6 +16,7 @@
 #include "cli_opts.h"
 #include "cli_replay.h"
 #include "gmp_export.h"
+#include "gmp_out_report.h"
 #include "gmp_report.h"
 #include "gmp_output.h"
 #include "gmp_reader.h"

@@ -877,11 +877,6 @@ uint64_t gmp_tui_model_t1(const gmp_tui_model *m)
     return m->t1;
 }
 
-uint64_t gmp_tui_model_bucket_ns(const gmp_tui_model *m)
-{
-    return m->bucket_ns;
-}
-
 size_t gmp_tui_model_ndevs(const gmp_tui_model *m)
 {
     return m->ndevs;

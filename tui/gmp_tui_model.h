@@ -92,7 +92,6 @@ gmp_replay *gmp_tui_model_replay(const gmp_tui_model *m);
 uint64_t gmp_tui_model_events(const gmp_tui_model *m); /* logged events */
 uint64_t gmp_tui_model_t0(const gmp_tui_model *m);     /* time of the first event */
 uint64_t gmp_tui_model_t1(const gmp_tui_model *m);     /* time of the last event */
-uint64_t gmp_tui_model_bucket_ns(const gmp_tui_model *m);
 
 /* Devices with memory to show (real devices, and the host when it has device-kind memory), by
  * id. */

@@ -1,12 +1,16 @@
-/* gmp_export: the outputs of formats/export that formats/replay/gmp_output.h does not declare
- * (each is a `const gmp_output`, listed in cli/cmd_convert.c's table). */
+/* gmp_export: the outputs of formats/export, each a `const gmp_output` (the interface of
+ * formats/replay/gmp_output.h) defined in its own gmp_out_NAME.c and listed in cli/cmd_convert.c's
+ * table. The report's outputs are in formats/report/gmp_out_report.h. */
 #ifndef GMP_EXPORT_H
 #define GMP_EXPORT_H
 
 #include "gmp_output.h"
 
-extern const gmp_output gmp_out_pprof;    /* gmp_out_pprof.c: gzip-compressed profile.proto */
-extern const gmp_output gmp_out_htmlview; /* gmp_out_htmlview.c: the offline HTML view */
+extern const gmp_output gmp_out_speedscope; /* gmp_out_speedscope.c: speedscope JSON */
+extern const gmp_output gmp_out_chrome;     /* gmp_out_chrome.c: Chrome trace / Perfetto JSON */
+extern const gmp_output gmp_out_pytorch;    /* gmp_out_pytorch.c: a PyTorch snapshot pickle */
+extern const gmp_output gmp_out_pprof;      /* gmp_out_pprof.c: gzip-compressed profile.proto */
+extern const gmp_output gmp_out_htmlview;   /* gmp_out_htmlview.c: the offline HTML view */
 /* gmp_out_htmlview.c: the same view as a <div id="gmp-view"> for the HTML report (no <html>) */
 extern const gmp_output gmp_out_htmlview_fragment;
 

@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "gmp_export.h"
 #include "gmp_frames.h"
 #include "gmp_output.h"
 #include "gmp_reader.h"

@@ -28,6 +28,7 @@
 #include "gmp_escape.h"
 #include "gmp_export.h"
 #include "gmp_frames.h"
+#include "gmp_intern.h"
 #include "gmp_output.h"
 #include "gmp_reader.h"
 
@@ -66,94 +67,6 @@ static void pb_bytes(gmp_obuf *b, uint32_t field, const char *p, size_t n)
     gmp_obuf_add(b, p ? p : "", n);
 }
 
-/* ---- interning: strings, functions and locations by their bytes ---- */
-
-typedef struct itab {
-    gmp_obuf data;   /* the entries back to back */
-    uint64_t *ent;   /* entry i: offset (low 40 bits), length (high 24 bits) */
-    uint32_t n, cap; /* entries */
-    uint32_t *slot;  /* hash table: entry + 1 */
-    size_t nslot;
-    int oom;
-} itab;
-
-static uint64_t fnv(const char *s, size_t n)
-{
-    uint64_t h = 1469598103934665603ULL;
-    for (size_t i = 0; i < n; i++)
-        h = (h ^ (unsigned char)s[i]) * 1099511628211ULL;
-    return h;
-}
-
-static const char *it_get(const itab *t, uint32_t i, size_t *n)
-{
-    *n = (size_t)(t->ent[i] >> 40);
-    return t->data.p + (t->ent[i] & ((1ULL << 40) - 1));
-}
-
-/* The index of s[0..n) in t, added when new; UINT32_MAX when out of memory. Entries longer than
- * 16 MiB are cut (a string from a trace is at most 64 KiB). */
-static uint32_t it_intern(itab *t, const char *s, size_t n)
-{
-    if (n >= (1u << 24))
-        n = (1u << 24) - 1;
-    if (t->oom)
-        return UINT32_MAX;
-    if ((size_t)(t->n + 1) * 2 > t->nslot) {
-        size_t nc = t->nslot ? t->nslot * 2 : 1024;
-        uint32_t *ns = calloc(nc, sizeof *ns);
-        if (!ns) {
-            t->oom = 1;
-            return UINT32_MAX;
-        }
-        for (uint32_t i = 0; i < t->n; i++) {
-            size_t l;
-            const char *p = it_get(t, i, &l);
-            size_t k = fnv(p, l) & (nc - 1);
-            while (ns[k])
-                k = (k + 1) & (nc - 1);
-            ns[k] = i + 1;
-        }
-        free(t->slot);
-        t->slot = ns;
-        t->nslot = nc;
-    }
-    size_t mask = t->nslot - 1, k = fnv(s, n) & mask;
-    for (; t->slot[k]; k = (k + 1) & mask) {
-        size_t l;
-        const char *p = it_get(t, t->slot[k] - 1, &l);
-        if (l == n && (n == 0 || memcmp(p, s, n) == 0))
-            return t->slot[k] - 1;
-    }
-    if (t->n == t->cap) {
-        uint32_t nc = t->cap ? t->cap * 2 : 256;
-        uint64_t *ne = realloc(t->ent, nc * sizeof *ne);
-        if (!ne) {
-            t->oom = 1;
-            return UINT32_MAX;
-        }
-        t->ent = ne;
-        t->cap = nc;
-    }
-    size_t off = t->data.len;
-    gmp_obuf_add(&t->data, s, n);
-    if (t->data.oom) {
-        t->oom = 1;
-        return UINT32_MAX;
-    }
-    t->ent[t->n] = ((uint64_t)n << 40) | off;
-    t->slot[k] = t->n + 1;
-    return t->n++;
-}
-
-static void it_free(itab *t)
-{
-    gmp_obuf_free(&t->data);
-    free(t->ent);
-    free(t->slot);
-    memset(t, 0, sizeof *t);
-}
-
 /* ---- the output ---- */
 
 typedef struct ptrace {
@@ -168,10 +81,10 @@ typedef struct ptrace {
 struct gmp_output_ctx {
     FILE *out;
     gmp_output_opts o;
-    itab strs;      /* string_table (index 0 is "") */
-    itab funcs;     /* a Function's fields without id: (name, filename) */
-    itab locs;      /* a Location's fields without id: address and lines */
-    gmp_obuf samps; /* the Sample messages, each with its field key */
+    gmp_intern strs;  /* string_table (index 0 is "") */
+    gmp_intern funcs; /* a Function's fields without id: (name, filename) */
+    gmp_intern locs;  /* a Location's fields without id: address and lines */
+    gmp_obuf samps;   /* the Sample messages, each with its field key */
     gmp_obuf tmp, tmp2;
     uint64_t time_nanos, duration_nanos;
     int oom;
@@ -195,13 +108,13 @@ static uint32_t str_idx(gmp_output_ctx *c, const char *s, size_t n)
                 gmp_obuf_add(&u, two, 2);
             }
         }
-        uint32_t i = u.oom ? UINT32_MAX : it_intern(&c->strs, u.p ? u.p : "", u.len);
+        uint32_t i = u.oom ? UINT32_MAX : gmp_intern_add(&c->strs, u.p ? u.p : "", u.len);
         gmp_obuf_free(&u);
         if (i == UINT32_MAX)
             c->oom = 1;
         return i;
     }
-    uint32_t i = it_intern(&c->strs, s ? s : "", s ? n : 0);
+    uint32_t i = gmp_intern_add(&c->strs, s ? s : "", s ? n : 0);
     if (i == UINT32_MAX)
         c->oom = 1;
     return i;
@@ -229,7 +142,7 @@ static uint32_t func_id(gmp_output_ctx *c, const char *name, size_t nn, const ch
         if (!(v >> 7))
             break;
     }
-    uint32_t i = it_intern(&c->funcs, key, k);
+    uint32_t i = gmp_intern_add(&c->funcs, key, k);
     if (i == UINT32_MAX) {
         c->oom = 1;
         return 0;
@@ -359,7 +272,7 @@ static uint64_t stack_loc(gmp_output_ctx *c, ptrace *t, uint32_t node)
         c->oom = 1;
     if (c->oom)
         return 0;
-    uint32_t i = it_intern(&c->locs, lb->p, lb->len);
+    uint32_t i = gmp_intern_add(&c->locs, lb->p, lb->len);
     if (i == UINT32_MAX) {
         c->oom = 1;
         return 0;
@@ -547,9 +460,9 @@ static void ctx_free(gmp_output_ctx *c)
     if (!c)
         return;
     trace_free(c->t);
-    it_free(&c->strs);
-    it_free(&c->funcs);
-    it_free(&c->locs);
+    gmp_intern_free(&c->strs);
+    gmp_intern_free(&c->funcs);
+    gmp_intern_free(&c->locs);
     gmp_obuf_free(&c->samps);
     gmp_obuf_free(&c->tmp);
     gmp_obuf_free(&c->tmp2);
@@ -643,17 +556,18 @@ static gmp_err pp_finish(gmp_output_ctx *c, gmp_output_result *res)
     value_type(c, &msg, 1, "alloc_objects", "count");
     gmp_obuf_add(&msg, c->samps.p, c->samps.len);
     gmp_obuf *m = &c->tmp;
-    for (uint32_t i = 0; i < c->locs.n; i++) { /* Location: id, then its fields */
+    for (uint32_t i = 0; i < gmp_intern_count(&c->locs); i++) { /* Location: id, then its fields */
         size_t l;
-        const char *p = it_get(&c->locs, i, &l);
+        const char *p = gmp_intern_get(&c->locs, i, &l);
         m->len = 0;
         pb_u64(m, 1, (uint64_t)i + 1);
         gmp_obuf_add(m, p, l);
         pb_bytes(&msg, 4, m->p, m->len);
     }
-    for (uint32_t i = 0; i < c->funcs.n; i++) { /* Function: id, name, system_name, filename */
+    for (uint32_t i = 0; i < gmp_intern_count(&c->funcs);
+         i++) { /* Function: id, name, system_name, filename */
         size_t l;
-        const char *p = it_get(&c->funcs, i, &l);
+        const char *p = gmp_intern_get(&c->funcs, i, &l);
         /* the key is two varints: name and filename */
         uint64_t v[2] = {0, 0};
         size_t k = 0;
@@ -690,9 +604,9 @@ static gmp_err pp_finish(gmp_output_ctx *c, gmp_output_result *res)
     pb_varint(p2, note);
     pb_bytes(&msg, 13, p2->p, p2->len);
     pb_u64(&msg, 14, inuse);
-    for (uint32_t i = 0; i < c->strs.n; i++) { /* string_table, "" first */
+    for (uint32_t i = 0; i < gmp_intern_count(&c->strs); i++) { /* string_table, "" first */
         size_t l;
-        const char *p = it_get(&c->strs, i, &l);
+        const char *p = gmp_intern_get(&c->strs, i, &l);
         pb_bytes(&msg, 6, p, l);
     }
     gmp_err e = GMP_OK;

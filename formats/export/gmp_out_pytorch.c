@@ -25,6 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "gmp_export.h"
 #include "gmp_escape.h"
 #include "gmp_output.h"
 #include "gmp_torch_layout.h"

@@ -21,7 +21,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "gmp_export.h"
 #include "gmp_frames.h"
+#include "gmp_intern.h"
 #include "gmp_output.h"
 #include "gmp_reader.h"
 
@@ -68,11 +70,7 @@ struct gmp_output_ctx {
     gmp_jw w;
     gmp_output_opts o;
     size_t nprof;
-    gmp_obuf frames; /* the frames' JSON objects, back to back */
-    uint64_t *foff;  /* frame i: offset in frames (low 40 bits) and length (high 24 bits) */
-    uint32_t nframes, capframes;
-    uint32_t *ftab; /* intern table: frame index + 1 */
-    size_t ftabcap;
+    gmp_intern frames; /* the frames' JSON objects: frame i is string i */
     FILE *spool;
     int64_t spool_end;
     strace *t;
@@ -80,67 +78,8 @@ struct gmp_output_ctx {
 
 /* ---- frames ---- */
 
-static uint64_t fnv(const char *s, size_t n)
-{
-    uint64_t h = 1469598103934665603ULL;
-    for (size_t i = 0; i < n; i++)
-        h = (h ^ (unsigned char)s[i]) * 1099511628211ULL;
-    return h;
-}
-
-static const char *frame_text(const gmp_output_ctx *c, uint32_t i, size_t *n)
-{
-    *n = (size_t)(c->foff[i] >> 40);
-    return c->frames.p + (c->foff[i] & ((1ULL << 40) - 1));
-}
-
-/* Interns the frame object JSON j[0..n); returns its index, or UINT32_MAX when out of memory. */
-static uint32_t frame_intern(gmp_output_ctx *c, const char *j, size_t n)
-{
-    if (n >= (1u << 24))
-        n = 0; /* cannot happen: names are at most 64 KiB */
-    if ((size_t)(c->nframes + 1) * 2 > c->ftabcap) {
-        size_t nc = c->ftabcap ? c->ftabcap * 2 : 1024;
-        uint32_t *nt = calloc(nc, sizeof *nt);
-        if (!nt)
-            return UINT32_MAX;
-        for (uint32_t i = 0; i < c->nframes; i++) {
-            size_t l;
-            const char *p = frame_text(c, i, &l);
-            size_t k = fnv(p, l) & (nc - 1);
-            while (nt[k])
-                k = (k + 1) & (nc - 1);
-            nt[k] = i + 1;
-        }
-        free(c->ftab);
-        c->ftab = nt;
-        c->ftabcap = nc;
-    }
-    size_t mask = c->ftabcap - 1, k = fnv(j, n) & mask;
-    for (; c->ftab[k]; k = (k + 1) & mask) {
-        size_t l;
-        const char *p = frame_text(c, c->ftab[k] - 1, &l);
-        if (l == n && memcmp(p, j, n) == 0)
-            return c->ftab[k] - 1;
-    }
-    if (c->nframes == c->capframes) {
-        uint32_t nc = c->capframes ? c->capframes * 2 : 256;
-        uint64_t *no = realloc(c->foff, nc * sizeof *no);
-        if (!no)
-            return UINT32_MAX;
-        c->foff = no;
-        c->capframes = nc;
-    }
-    size_t off = c->frames.len;
-    gmp_obuf_add(&c->frames, j, n);
-    if (c->frames.oom)
-        return UINT32_MAX;
-    c->foff[c->nframes] = ((uint64_t)n << 40) | off;
-    c->ftab[k] = c->nframes + 1;
-    return c->nframes++;
-}
-
-/* Frame of a JSON name built in t->tmp plus optional file/line. */
+/* Frame of a JSON name built in t->tmp plus optional file/line: its index (equal frame objects
+ * share one), or UINT32_MAX when out of memory. */
 static uint32_t frame_make(gmp_output_ctx *c, strace *t, const char *name, size_t n,
                            const char *file, size_t fn, uint32_t line)
 {
@@ -157,7 +96,7 @@ static uint32_t frame_make(gmp_output_ctx *c, strace *t, const char *name, size_
     gmp_obuf_add(b, "}", 1);
     if (b->oom)
         return UINT32_MAX;
-    return frame_intern(c, b->p, b->len);
+    return gmp_intern_add(&c->frames, b->p, b->len);
 }
 
 /* The frame of one range node (its own name). */
@@ -712,9 +651,7 @@ static void ss_discard(gmp_output_ctx *c)
     trace_free(c->t);
     if (c->spool)
         fclose(c->spool);
-    gmp_obuf_free(&c->frames);
-    free(c->foff);
-    free(c->ftab);
+    gmp_intern_free(&c->frames);
     gmp_jw_free(&c->w);
     free(c);
 }
@@ -728,9 +665,9 @@ static gmp_err ss_finish(gmp_output_ctx *c, gmp_output_result *res)
                       "\"unit\":\"nanoseconds\",\"startValue\":0,\"endValue\":0,\"events\":[]}");
     }
     gmp_jw_lit(w, "\n],\n\"shared\":{\"frames\":[");
-    for (uint32_t i = 0; i < c->nframes; i++) {
+    for (uint32_t i = 0; i < gmp_intern_count(&c->frames); i++) {
         size_t n;
-        const char *p = frame_text(c, i, &n);
+        const char *p = gmp_intern_get(&c->frames, i, &n);
         gmp_jw_cstr_raw(w, i ? ",\n" : "\n");
         gmp_jw_raw(w, p, n);
     }

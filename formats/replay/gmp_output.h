@@ -2,7 +2,7 @@
  * Chrome trace, reports, PyTorch snapshot, ...), and small helpers they share.
  *
  * One output writes one file. The converter replays each trace once (formats/replay/gmp_replay.h)
- * and every output registers its callbacks on that one pass (DESIGN.md decision 7):
+ * and every output registers its callbacks on that one pass:
  *
  *     start(&ctx, out, path, opts)           once, before any trace: may write a prologue
  *     add_trace(ctx, rp, trace)              per trace, before gmp_replay_run(rp): registers the
@@ -16,8 +16,10 @@
  * distinct ranges and stacks, never with the length of a trace. Every string from a trace is
  * untrusted bytes: write it with gmp_jw_str (JSON) or gmp_escape.h.
  *
- * Adding a format: implement a `const gmp_output`, declare it below, and add one line to the table
- * in cli/cmd_convert.c. */
+ * Adding a format: implement a `const gmp_output` in formats/export/gmp_out_NAME.c, declare it in
+ * formats/export/gmp_export.h (the report's outputs: formats/report/gmp_out_report.h), and add one
+ * line to the table in cli/cmd_convert.c. This header declares the interface only: a lower layer
+ * does not name what the layers above it define. */
 #ifndef GMP_OUTPUT_H
 #define GMP_OUTPUT_H
 
@@ -90,13 +92,6 @@ typedef struct gmp_output {
     /* frees ctx after a failed replay or another output's failure; ctx may be NULL */
     void (*discard)(gmp_output_ctx *ctx);
 } gmp_output;
-
-/* The formats (one file each: formats/export/gmp_out_NAME.c). */
-extern const gmp_output gmp_out_speedscope;
-extern const gmp_output gmp_out_chrome;
-extern const gmp_output gmp_out_pytorch;
-extern const gmp_output gmp_out_report;      /* text, Markdown or HTML by extension */
-extern const gmp_output gmp_out_report_json; /* the JSON report */
 
 /* ---- helpers for outputs ---- */
 

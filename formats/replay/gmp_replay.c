@@ -3,10 +3,11 @@
  * Data structures (all open addressing, linear probing, backward-shift deletion, power-of-two
  * capacity, grown at 3/4 load): one live-allocation table per address space (ordinary memory, VMM
  * physical handles, VMM mappings, VA reservations, NVTX regions: the same address can be live in
- * several at once), the site table, pools, threads, and START/END handles. The live set at the peak
- * is kept per site with an epoch stamp: each device counts its new peaks (epoch); a site remembers
- * its live bytes as of the last peak the first time it changes after that peak, so the value at
- * the final peak is known at the end without any copy at peak time and without a log. */
+ * several at once), the site table; pools, threads and START/END handles are gmp_omap maps
+ * (formats/base) from their key to their entry's index in an array of their own. The live set at
+ * the peak is kept per site with an epoch stamp: each device counts its new peaks (epoch); a site
+ * remembers its live bytes as of the last peak the first time it changes after that peak, so the
+ * value at the final peak is known at the end without any copy at peak time and without a log. */
 #include <inttypes.h>
 #include <sched.h>
 #include <stdarg.h>
@@ -18,6 +19,7 @@
 #include "gmp_array.h"
 #include "gmp_frames.h"
 #include "gmp_livetab.h"
+#include "gmp_map.h"
 #include "gmp_replay.h"
 
 #define MAX_OUTPUTS 16
@@ -28,109 +30,6 @@
 #define FREED_CACHE 16384 /* recently freed addresses kept for double-free detection */
 
 enum { SP_MEM, SP_VMM_PHYS, SP_VMM_MAP, SP_VA, SP_REGION, NSPACE };
-
-/* ---- generic open-addressing map: entries begin with a uint64_t key ---- */
-
-typedef struct omap {
-    unsigned char *ent; /* cap entries of esz bytes; entry byte uoff is its "used" flag */
-    size_t cap, n, esz, uoff;
-} omap;
-
-#define USED(m, i) ((m)->ent[(i) * (m)->esz + (m)->uoff])
-
-static inline size_t hash64(uint64_t k)
-{
-    k ^= k >> 33;
-    k *= 0xff51afd7ed558ccdULL;
-    k ^= k >> 33;
-    return (size_t)k;
-}
-
-static inline uint64_t ent_key(const omap *m, size_t i)
-{
-    uint64_t k;
-    memcpy(&k, m->ent + i * m->esz, sizeof k);
-    return k;
-}
-
-static void *omap_find(const omap *m, uint64_t key)
-{
-    if (!m->cap)
-        return NULL;
-    size_t mask = m->cap - 1;
-    for (size_t i = hash64(key) & mask; USED(m, i); i = (i + 1) & mask)
-        if (ent_key(m, i) == key)
-            return m->ent + i * m->esz;
-    return NULL;
-}
-
-static int omap_grow(omap *m)
-{
-    size_t ncap = m->cap ? m->cap * 2 : 64;
-    unsigned char *ne = calloc(ncap, m->esz);
-    if (!ne)
-        return -1;
-    for (size_t i = 0; i < m->cap; i++) {
-        if (!USED(m, i))
-            continue;
-        size_t j = hash64(ent_key(m, i)) & (ncap - 1);
-        while (ne[j * m->esz + m->uoff])
-            j = (j + 1) & (ncap - 1);
-        memcpy(ne + j * m->esz, m->ent + i * m->esz, m->esz);
-    }
-    free(m->ent);
-    m->ent = ne;
-    m->cap = ncap;
-    return 0;
-}
-
-/* Finds key or inserts a zeroed entry with it (*fresh = 1). NULL when out of memory. The pointer
- * is valid until the next insertion or deletion. */
-static void *omap_put(omap *m, uint64_t key, int *fresh)
-{
-    *fresh = 0;
-    if ((m->n + 1) * 4 > m->cap * 3 && omap_grow(m) < 0)
-        return NULL;
-    size_t mask = m->cap - 1, i = hash64(key) & mask;
-    for (; USED(m, i); i = (i + 1) & mask)
-        if (ent_key(m, i) == key)
-            return m->ent + i * m->esz;
-    m->n++;
-    unsigned char *e = m->ent + i * m->esz;
-    memset(e, 0, m->esz);
-    memcpy(e, &key, sizeof key);
-    e[m->uoff] = 1;
-    *fresh = 1;
-    return e;
-}
-
-static void omap_del(omap *m, void *entp)
-{
-    size_t mask = m->cap - 1;
-    size_t i = (size_t)((unsigned char *)entp - m->ent) / m->esz;
-    size_t j = i;
-    for (;;) {
-        j = (j + 1) & mask;
-        if (!USED(m, j))
-            break;
-        size_t k = hash64(ent_key(m, j)) & mask;
-        /* move j into the hole at i unless its home k lies cyclically in (i, j] */
-        int stay = i <= j ? (i < k && k <= j) : (i < k || k <= j);
-        if (stay)
-            continue;
-        memcpy(m->ent + i * m->esz, m->ent + j * m->esz, m->esz);
-        i = j;
-    }
-    USED(m, i) = 0;
-    m->n--;
-}
-
-static void omap_free(omap *m)
-{
-    free(m->ent);
-    m->ent = NULL;
-    m->cap = m->n = 0;
-}
 
 /* ---- state ---- */
 
@@ -151,19 +50,12 @@ typedef struct dev_int {
     uint64_t pool_reported; /* sum of the pools' last reported reserved sizes */
 } dev_int;
 
-typedef struct pool_ent { /* 24 bytes: a snapshot has a pool per segment (N=100: 101,000) */
+typedef struct pool_ent { /* by gmp_replay_pool_number: a snapshot has a pool per segment */
     uint64_t key;         /* pool handle */
     uint64_t reported;
-    int32_t dev;    /* the device's id (dev_get) */
-    uint8_t num[3]; /* gmp_replay_pool_number, little-endian (POOL_NUMS at most) */
-    uint8_t used;
+    int32_t dev; /* the device's id (dev_get) */
 } pool_ent;
 #define POOL_NUMS ((uint32_t)1 << 24) /* pools alive at once (a 4 GiB table before that) */
-
-static inline uint32_t pool_num(const pool_ent *pe)
-{
-    return (uint32_t)pe->num[0] | (uint32_t)pe->num[1] << 8 | (uint32_t)pe->num[2] << 16;
-}
 
 typedef struct open_range {
     uint32_t range;
@@ -171,23 +63,14 @@ typedef struct open_range {
 } open_range;
 
 typedef struct thread_ent {
-    uint64_t key; /* tid */
     open_range *st;
     uint32_t depth, cap;
-    uint8_t used;
 } thread_ent;
 
 typedef struct handle_ent {
-    uint64_t key; /* nvtxRangeId_t */
     uint64_t begin;
     uint32_t range, tid;
-    uint8_t used;
 } handle_ent;
-
-typedef struct pyframe_ent {
-    uint64_t key; /* function string id << 32 | file string id */
-    uint8_t facts, used;
-} pyframe_ent;
 
 typedef struct freed_ent {
     uint64_t key;
@@ -265,9 +148,18 @@ struct gmp_replay {
     pf_hint pf[PF_RING]; /* see prefetch_live */
     uint64_t pf_seq;
     uint64_t pool_ahead, pool_ahead_seq; /* gmp_replay_pool_ahead: the pool seen at pf_seq */
-    omap pools, threads, handles;
+    gmp_omap pools;                      /* pool handle -> its number + 1 (its entry in pool_tab) */
+    pool_ent *pool_tab;                  /* by pool number */
+    size_t cap_pool_tab;
     pool_ent *last_pool; /* the pool of the last POOL record (NULL after a removal): on_pool is
                             the only place that adds or removes pools */
+    gmp_omap threads;    /* tid -> index + 1 in thread_tab */
+    thread_ent *thread_tab;
+    size_t nthread_tab, cap_thread_tab;
+    gmp_omap handles; /* START/END handle -> index + 1 in handle_tab */
+    handle_ent *handle_tab;
+    uint32_t *handle_free; /* indexes of handle_tab free again */
+    size_t nhandle_tab, cap_handle_tab, nhandle_free, cap_handle_free;
     uint32_t *pool_free; /* numbers of destroyed pools, for the next new ones */
     size_t npool_free, cap_pool_free;
     uint32_t pool_nums;    /* numbers given so far (the next new one when none is free) */
@@ -292,7 +184,7 @@ struct gmp_replay {
      * their module) */
     uint32_t *nodecat;
     size_t nodecat_cap, nodecat_mods;
-    omap pyframes; /* pyframe_ent: the facts of a Python frame by its string ids */
+    gmp_omap pyframes; /* function string id << 32 | file string id -> the frame's facts + 1 */
 };
 
 /* ---- errors ---- */
@@ -328,14 +220,6 @@ gmp_err gmp_replay_new(gmp_replay **out, gmp_reader *r, const gmp_replay_opts *o
         rp->o.max_ooms = 1024;
     if (!rp->o.max_notices)
         rp->o.max_notices = 64;
-    rp->pools.esz = sizeof(pool_ent);
-    rp->pools.uoff = offsetof(pool_ent, used);
-    rp->threads.esz = sizeof(thread_ent);
-    rp->threads.uoff = offsetof(thread_ent, used);
-    rp->handles.esz = sizeof(handle_ent);
-    rp->handles.uoff = offsetof(handle_ent, used);
-    rp->pyframes.esz = sizeof(pyframe_ent);
-    rp->pyframes.uoff = offsetof(pyframe_ent, used);
     rp->freed = calloc(FREED_CACHE, sizeof *rp->freed);
     rp->last_site = SIZE_MAX;
     rp->fmemo = gmp_frame_memo_new(); /* NULL: classified every time */
@@ -358,14 +242,16 @@ void gmp_replay_free(gmp_replay *rp)
     free(rp->sitemap);
     for (int i = 0; i < NSPACE; i++)
         gmp_livetab_free(&rp->live[i]);
-    omap_free(&rp->pools);
+    gmp_omap_free(&rp->pools);
+    free(rp->pool_tab);
     free(rp->pool_free);
-    for (size_t i = 0; i < rp->threads.cap; i++) {
-        if (USED(&rp->threads, i))
-            free(((thread_ent *)(void *)(rp->threads.ent + i * rp->threads.esz))->st);
-    }
-    omap_free(&rp->threads);
-    omap_free(&rp->handles);
+    for (size_t i = 0; i < rp->nthread_tab; i++)
+        free(rp->thread_tab[i].st);
+    free(rp->thread_tab);
+    gmp_omap_free(&rp->threads);
+    gmp_omap_free(&rp->handles);
+    free(rp->handle_tab);
+    free(rp->handle_free);
     free(rp->freed);
     free(rp->ooms);
     for (size_t i = 0; i < rp->nnotices; i++)
@@ -374,7 +260,7 @@ void gmp_replay_free(gmp_replay *rp)
     free(rp->scratch);
     gmp_frame_memo_free(rp->fmemo);
     free(rp->nodecat);
-    omap_free(&rp->pyframes);
+    gmp_omap_free(&rp->pyframes);
     free(rp);
 }
 
@@ -685,7 +571,7 @@ static void live_remove(gmp_replay *rp, int space, live_ent *e, uint64_t t, int 
 
 static inline size_t freed_slot(int space, uint64_t key)
 {
-    return hash64(key ^ ((uint64_t)space << 56)) & (FREED_CACHE - 1);
+    return gmp_omap_hash(key ^ ((uint64_t)space << 56)) & (FREED_CACHE - 1);
 }
 
 static inline void freed_remember(gmp_replay *rp, int space, uint64_t key)
@@ -966,28 +852,36 @@ static gmp_err on_pool(gmp_replay *rp, const gmp_rec *rec)
     int fresh = 0;
     pool_ent *pe = rp->last_pool; /* a pool's records mostly follow each other */
     if (!pe || pe->key != p->pool) {
-        pe = omap_put(&rp->pools, p->pool, &fresh);
-        if (!pe)
+        uint64_t *v = gmp_omap_put(&rp->pools, p->pool, &fresh);
+        if (!v)
             return nomem(rp);
+        if (fresh) {
+            uint32_t n;
+            if (rp->npool_free)
+                n = rp->pool_free[--rp->npool_free];
+            else if (rp->pool_nums < POOL_NUMS &&
+                     gmp_array_cover((void **)&rp->pool_tab, &rp->cap_pool_tab, rp->pool_nums,
+                                     sizeof *rp->pool_tab) == 0)
+                n = rp->pool_nums++;
+            else if (rp->pool_nums < POOL_NUMS) {
+                gmp_omap_del(&rp->pools, p->pool);
+                return nomem(rp);
+            } else
+                return gmp_replay_fail(rp, GMP_ERR_LIMIT, "more than %" PRIu32 " pools at once",
+                                       POOL_NUMS);
+            *v = (uint64_t)n + 1;
+            pe = &rp->pool_tab[n];
+            pe->key = p->pool;
+            pe->reported = 0;
+            pe->dev = d->pub.id;
+        } else
+            pe = &rp->pool_tab[*v - 1];
     }
-    rp->last_pool = pe; /* valid until the next insertion or removal, made here only */
+    rp->last_pool = pe; /* valid until the next new pool or removal, made here only */
     rp->cur_pool_fresh = fresh;
-    if (fresh) {
-        pe->dev = d->pub.id;
-        uint32_t n;
-        if (rp->npool_free)
-            n = rp->pool_free[--rp->npool_free];
-        else if (rp->pool_nums < POOL_NUMS)
-            n = rp->pool_nums++;
-        else
-            return gmp_replay_fail(rp, GMP_ERR_LIMIT, "more than %" PRIu32 " pools at once",
-                                   POOL_NUMS);
-        pe->num[0] = (uint8_t)n;
-        pe->num[1] = (uint8_t)(n >> 8);
-        pe->num[2] = (uint8_t)(n >> 16);
-    } else if (pe->dev != d->pub.id && !(d = dev_get(rp, pe->dev)))
-        return nomem(rp);            /* a pool belongs to the device it was first seen on */
-    rp->cur_pool_num = pool_num(pe); /* (pe is gone after a DESTROY) */
+    if (!fresh && pe->dev != d->pub.id && !(d = dev_get(rp, pe->dev)))
+        return nomem(rp); /* a pool belongs to the device it was first seen on */
+    rp->cur_pool_num = (uint32_t)(pe - rp->pool_tab); /* (pe is gone after a DESTROY) */
     switch (p->op) {
     case GMP_POOL_RESERVED:
         d->pool_reported = d->pool_reported - pe->reported + p->value;
@@ -1002,9 +896,9 @@ static gmp_err on_pool(gmp_replay *rp, const gmp_rec *rec)
             rp->pool_free = nf;
             rp->cap_pool_free = nc;
         }
-        rp->pool_free[rp->npool_free++] = pool_num(pe);
+        rp->pool_free[rp->npool_free++] = rp->cur_pool_num;
         d->pool_reported -= pe->reported;
-        omap_del(&rp->pools, pe);
+        gmp_omap_del(&rp->pools, p->pool);
         rp->last_pool = NULL;
         break;
     default: break;
@@ -1123,10 +1017,29 @@ static gmp_err on_oom(gmp_replay *rp, const gmp_rec *rec)
     return GMP_OK;
 }
 
+/* The thread's entry, added when new; NULL when out of memory. Valid until the next new thread. */
 static thread_ent *thread_get(gmp_replay *rp, uint32_t tid)
 {
     int fresh;
-    return omap_put(&rp->threads, tid, &fresh);
+    uint64_t *v = gmp_omap_put(&rp->threads, tid, &fresh);
+    if (!v)
+        return NULL;
+    if (fresh) {
+        if (gmp_array_cover((void **)&rp->thread_tab, &rp->cap_thread_tab, rp->nthread_tab,
+                            sizeof *rp->thread_tab) < 0) {
+            gmp_omap_del(&rp->threads, tid);
+            return NULL;
+        }
+        memset(&rp->thread_tab[rp->nthread_tab], 0, sizeof *rp->thread_tab);
+        *v = ++rp->nthread_tab;
+    }
+    return &rp->thread_tab[*v - 1];
+}
+
+static thread_ent *thread_find(gmp_replay *rp, uint32_t tid)
+{
+    uint64_t *v = gmp_omap_get(&rp->threads, tid);
+    return v ? &rp->thread_tab[*v - 1] : NULL;
 }
 
 static gmp_err on_range(gmp_replay *rp, const gmp_rec *rec)
@@ -1156,7 +1069,7 @@ static gmp_err on_range(gmp_replay *rp, const gmp_rec *rec)
         return GMP_OK;
     }
     case GMP_REC_RANGE_POP: {
-        thread_ent *t = omap_find(&rp->threads, rec->tid);
+        thread_ent *t = thread_find(rp, rec->tid);
         uint32_t k = t ? t->depth : 0;
         if (range) {
             while (k > 0 && t->st[k - 1].range != range)
@@ -1185,9 +1098,22 @@ static gmp_err on_range(gmp_replay *rp, const gmp_rec *rec)
     }
     case GMP_REC_RANGE_START: {
         int fresh;
-        handle_ent *h = omap_put(&rp->handles, rec->u.rev.handle, &fresh);
-        if (!h)
+        uint64_t *v = gmp_omap_put(&rp->handles, rec->u.rev.handle, &fresh);
+        if (!v)
             return nomem(rp);
+        if (fresh) { /* a free entry, else a new one */
+            if (rp->nhandle_free)
+                *v = (uint64_t)rp->handle_free[--rp->nhandle_free] + 1;
+            else if (rp->nhandle_tab < UINT32_MAX &&
+                     gmp_array_cover((void **)&rp->handle_tab, &rp->cap_handle_tab, rp->nhandle_tab,
+                                     sizeof *rp->handle_tab) == 0)
+                *v = ++rp->nhandle_tab;
+            else {
+                gmp_omap_del(&rp->handles, rec->u.rev.handle);
+                return nomem(rp);
+            }
+        }
+        handle_ent *h = &rp->handle_tab[*v - 1];
         h->range = range;
         h->begin = rec->time_ns;
         h->tid = rec->tid;
@@ -1197,15 +1123,25 @@ static gmp_err on_range(gmp_replay *rp, const gmp_rec *rec)
         return GMP_OK;
     }
     case GMP_REC_RANGE_END: {
-        handle_ent *h = omap_find(&rp->handles, rec->u.rev.handle);
-        if (!h) {
+        uint64_t *v = gmp_omap_get(&rp->handles, rec->u.rev.handle);
+        if (!v) {
             rp->sum.unmatched_ends++;
             return GMP_OK;
         }
+        uint32_t i = (uint32_t)(*v - 1);
+        if (rp->nhandle_free == rp->cap_handle_free) { /* its entry goes back for a new handle */
+            size_t nc = rp->cap_handle_free ? rp->cap_handle_free * 2 : 64;
+            uint32_t *nf = realloc(rp->handle_free, nc * sizeof *nf);
+            if (!nf)
+                return nomem(rp);
+            rp->handle_free = nf;
+            rp->cap_handle_free = nc;
+        }
+        rp->handle_free[rp->nhandle_free++] = i;
         ev.op = GMP_REPLAY_END;
-        ev.range = h->range;
-        ev.begin_ns = h->begin;
-        omap_del(&rp->handles, h);
+        ev.range = rp->handle_tab[i].range;
+        ev.begin_ns = rp->handle_tab[i].begin;
+        gmp_omap_del(&rp->handles, rec->u.rev.handle);
         DISPATCH(rp, range, &ev);
         return GMP_OK;
     }
@@ -1259,7 +1195,7 @@ static void finish(gmp_replay *rp)
 
 /* The live-table lookups of ALLOC and FREE miss the cache once the live set outgrows it (tens of
  * thousands of allocations): their keys are addresses, hashed. The reader has the next events
- * decoded already (gmp_reader_peek_mem), so the table is fetched ahead of use in two steps: the
+ * decoded already (gmp_reader_peek), so the table is fetched ahead of use in two steps: the
  * slot descriptors of the event PF_META events ahead, then, PF_ENT events ahead (when the
  * descriptors have arrived), its entry. The hash is computed once, at the first step, and kept in
  * a small ring under the number the event will have when the reader returns it; a mismatch (a
@@ -1281,15 +1217,12 @@ static inline void prefetch_live(gmp_replay *rp)
             rp->pf[(seq + PF_META) % PF_RING] = (pf_hint){seq + PF_META, h, sp};
         }
     } else if (type == GMP_REC_POOL && rp->pools.cap) {
-        /* a POOL record's pool: one entry (its used flag inside), fetched in one step; the
-         * table of a trace with many segments (a PyTorch snapshot: a pool per segment) is large */
+        /* a POOL record's pool: its slot in the map, fetched in one step; the table of a trace
+         * with many segments (a PyTorch snapshot: a pool per segment) is large */
         const gmp_rec_pool *pr = p;
         rp->pool_ahead = pr->pool;
         rp->pool_ahead_seq = seq;
-        const unsigned char *e =
-            rp->pools.ent + (hash64(pr->pool) & (rp->pools.cap - 1)) * rp->pools.esz;
-        __builtin_prefetch(e);
-        __builtin_prefetch(e + rp->pools.esz - 1);
+        gmp_omap_prefetch(&rp->pools, pr->pool);
     }
     const pf_hint *ph = &rp->pf[(seq + PF_ENT) % PF_RING];
     if (ph->seq == seq + PF_ENT)
@@ -1425,17 +1358,17 @@ static unsigned node_facts(gmp_replay *rp, const gmp_rec_stack *s)
     memset(&fi, 0, sizeof fi);
     if (s->kind == GMP_FRAME_PYTHON) {
         uint64_t key = (uint64_t)s->function << 32 | s->file;
-        pyframe_ent *e = omap_find(&rp->pyframes, key);
-        if (e)
-            return e->facts;
+        uint64_t *v = gmp_omap_get(&rp->pyframes, key);
+        if (v)
+            return (unsigned)(*v - 1);
         fi.function = gmp_reader_string(rp->r, s->function);
         fi.file = gmp_reader_string(rp->r, s->file);
         /* not through the memo of texts: the pair of string ids is the key already (the memo
          * would hash and copy the texts of each pair once more, for no hit) */
         unsigned f = gmp_frame_facts_memo(NULL, &fi);
         int fresh;
-        if ((e = omap_put(&rp->pyframes, key, &fresh)) != NULL) /* else: computed again */
-            e->facts = (uint8_t)f;
+        if ((v = gmp_omap_put(&rp->pyframes, key, &fresh)) != NULL) /* else: computed again */
+            *v = (uint64_t)f + 1;
         return f;
     }
     if (s->kind == GMP_FRAME_NATIVE) {

@@ -232,12 +232,6 @@ const char *gmp_replay_error(const gmp_replay *rp);
 gmp_err gmp_replay_fail(gmp_replay *rp, gmp_err e, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
-/* For outputs that keep state per pool in tables larger than the caches, during a callback: 1 and
- * the handle of a POOL record the replay will reach a few events later (*pool), when it has looked
- * ahead (it does while thousands of pools or live allocations are known), so that the output can
- * fetch its entry ahead of use; 0 otherwise. A hint: it never changes what the callbacks get. */
-int gmp_replay_pool_ahead(const gmp_replay *rp, uint64_t *pool);
-
 /* For outputs that keep state per pool, during a pool callback: a number for the POOL record's
  * pool, so that they keep it in an array rather than a map of their own (the replay has looked the
  * pool up already). Numbers are dense: below the most pools alive at once. A pool keeps its number
@@ -289,5 +283,14 @@ typedef struct gmp_replay_frame {
 /* Frames of a stack id, innermost first; writes at most max and returns the stack's depth. */
 size_t gmp_replay_stack_frames(const gmp_replay *rp, uint32_t stack, gmp_replay_frame *out,
                                size_t max);
+
+/* ---- for tests and benchmarks: no output of the product calls these ---- */
+
+/* For outputs that keep state per pool in tables larger than the caches, during a callback: 1 and
+ * the handle of a POOL record the replay will reach a few events later (*pool), when it has looked
+ * ahead (it does while thousands of pools or live allocations are known), so that the output can
+ * fetch its entry ahead of use; 0 otherwise. A hint: it never changes what the callbacks get.
+ * tests/replay/test_replay.c checks that the hint is right; no output uses it today. */
+int gmp_replay_pool_ahead(const gmp_replay *rp, uint64_t *pool);
 
 #endif

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "gmp_out_report.h"
 #include "gmp_output.h"
 #include "gmp_report.h"
 

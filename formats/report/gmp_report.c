@@ -1,7 +1,6 @@
 /* gmp_report: the report model (see gmp_report.h). The pass state (struct gmp_report_live) lives
  * only during the replay; gmp_report_trace holds the frozen result. */
 #include "gmp_array.h"
-#include "gmp_hash.h"
 #include "gmp_map.h"
 #include "gmp_report.h"
 
@@ -138,9 +137,8 @@ struct gmp_report_live {
     heapent *heap;
     size_t nheap, kheap;
     /* freeze */
-    gmp_omap strmap; /* content hash -> chain in the trace's strings (index + 1) */
     gmp_omap rangemap, apimap, stackmap;
-    size_t capstrs, capstacks;
+    size_t capstacks;
     char *buf;
     size_t bufcap;
     void *symstate; /* the symbolizer's, for this trace */
@@ -902,40 +900,15 @@ static gmp_err on_oom(void *ctx, gmp_replay *rp, const gmp_replay_oom *ev)
 
 /* ---- freeze: copy what the builder needs ---- */
 
-/* Index of a copy of s[0..n) in t->strs (equal strings share one index); UINT32_MAX when out of
- * memory (shown as ""). */
+/* Index of s[0..n) in t->strs (equal strings share one index); UINT32_MAX when out of memory
+ * (shown as ""; freeze then fails). A gmp_str read from t->strs is valid until the next intern. */
 static uint32_t intern(live *L, const char *s, size_t n)
 {
-    gmp_report_trace *t = L->t;
-    if (!n)
-        return 0;
-    uint64_t h = gmp_hash_bytes(0, s, n); /* only the map's probing depends on it */
-    for (uint64_t k = h;; k++) { /* probe by successive keys: collisions of content hashes */
-        int fresh;
-        uint64_t *v = gmp_omap_put(&L->strmap, k, &fresh);
-        if (!v)
-            return UINT32_MAX;
-        if (!fresh) {
-            gmp_str x = t->strs[*v];
-            if (x.len == n && memcmp(x.ptr, s, n) == 0)
-                return (uint32_t)*v;
-            continue;
-        }
-        if (!grow((void **)&t->strs, &L->capstrs, t->nstrs, sizeof *t->strs) || n > UINT32_MAX) {
-            *v = 0;
-            return UINT32_MAX;
-        }
-        char *p = malloc(n + 1);
-        if (!p) {
-            *v = 0;
-            return UINT32_MAX;
-        }
-        memcpy(p, s, n);
-        p[n] = 0;
-        t->strs[t->nstrs] = (gmp_str){p, (uint32_t)n};
-        *v = t->nstrs;
-        return (uint32_t)t->nstrs++;
+    if (n > UINT32_MAX) { /* gmp_str's length */
+        L->t->strs.oom = 1;
+        return UINT32_MAX;
     }
+    return gmp_intern_add(&L->t->strs, s, n);
 }
 
 static uint32_t intern_cstr(live *L, const char *s)
@@ -1417,12 +1390,8 @@ static gmp_err freeze(live *L)
     gmp_replay *rp = L->rp;
     gmp_err e;
     L->r = gmp_replay_reader(rp);
-    t->strs = calloc(64, sizeof *t->strs);
-    if (!t->strs)
+    if (intern(L, "", 0) != 0) /* index 0 is "" */
         return GMP_ERR_NOMEM;
-    L->capstrs = 64;
-    t->strs[0] = (gmp_str){"", 0};
-    t->nstrs = 1;
     t->path = intern_cstr(L, L->path);
     t->label = intern_cstr(L, L->label);
     const gmp_rec_header *h = gmp_reader_header(L->r);
@@ -1515,9 +1484,8 @@ static gmp_err freeze(live *L)
     gmp_analysis_resolver res = {L, ana_range, ana_api, ana_stack};
     if (!(t->analysis = gmp_analysis_finish(L->ana, &res)))
         return GMP_ERR_NOMEM;
-    for (size_t i = 0; i < t->nstrs; i++) /* out of memory while interning */
-        if (!t->strs[i].ptr)
-            return GMP_ERR_NOMEM;
+    if (t->strs.oom) /* out of memory while interning */
+        return GMP_ERR_NOMEM;
     return GMP_OK;
 }
 
@@ -1546,7 +1514,6 @@ static void live_free(live *L)
     gmp_analysis_free(L->ana);
     gmp_omap_free(&L->threads);
     gmp_omap_free(&L->stats);
-    gmp_omap_free(&L->strmap);
     gmp_omap_free(&L->rangemap);
     gmp_omap_free(&L->apimap);
     gmp_omap_free(&L->stackmap);
@@ -1628,9 +1595,7 @@ static void trace_free(gmp_report_trace *t)
     for (size_t i = 0; i < t->nstacks; i++)
         free(t->stacks[i].frames);
     free(t->stacks);
-    for (size_t i = 1; i < t->nstrs; i++)
-        free((char *)t->strs[i].ptr);
-    free(t->strs);
+    gmp_intern_free(&t->strs);
     free(t);
 }
 

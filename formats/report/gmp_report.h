@@ -28,6 +28,7 @@
 #include "gmp_analysis.h"
 #include "gmp_error.h"
 #include "gmp_frames.h"
+#include "gmp_intern.h"
 #include "gmp_reader.h"
 #include "gmp_replay.h"
 #include "gmp_trace.h"
@@ -200,9 +201,8 @@ typedef struct gmp_report_trace {
     gmp_report_notice *notices;
     size_t nstacks;
     gmp_report_stack *stacks;
-    size_t nstrs;
-    gmp_str *strs;
-    uint64_t bucket_ns;            /* timeline bucket width */
+    gmp_intern strs;    /* the trace's strings, each once: read them with gmp_report_str */
+    uint64_t bucket_ns; /* timeline bucket width */
     gmp_analysis_result *analysis; /* growth, temporaries, overhead (gmp_analysis.h); NULL none */
     struct gmp_report_live *live;  /* during the pass only */
 } gmp_report_trace;
@@ -256,9 +256,11 @@ gmp_err gmp_report_doc_add(gmp_report_doc *doc, gmp_replay *rp, const char *path
 
 static inline gmp_str gmp_report_str(const gmp_report_trace *t, uint32_t i)
 {
-    if (i >= t->nstrs || i == GMP_REPORT_ALL)
+    if (i >= gmp_intern_count(&t->strs)) /* GMP_REPORT_ALL too */
         return (gmp_str){"", 0};
-    return t->strs[i];
+    size_t n;
+    const char *p = gmp_intern_get(&t->strs, i, &n);
+    return (gmp_str){p, (uint32_t)n};
 }
 
 /* ---- views: what the report shows ---- */
@@ -338,15 +340,6 @@ gmp_err gmp_report_write_html(const gmp_report_doc *doc, FILE *f, const gmp_repo
 gmp_err gmp_report_write_html_timeline(const gmp_report_doc *doc, FILE *f, const gmp_report_view *v,
                                        const char *timeline_html);
 gmp_err gmp_report_write_json(const gmp_report_doc *doc, FILE *f, const gmp_report_view *v);
-
-/* convert --report FILE.html: `view` (an output writing markup, the HTML view's fragment) runs on
- * the same traces into memory and is placed as the report's timeline (gmp_out_report.c). Nothing
- * for a report that is not HTML. Call after gmp_out_report's start, before any trace. */
-struct gmp_output;
-struct gmp_output_ctx;
-struct gmp_output_opts;
-gmp_err gmp_out_report_set_view(struct gmp_output_ctx *c, const struct gmp_output *view,
-                                const struct gmp_output_opts *opts);
 
 typedef gmp_err (*gmp_report_writer)(const gmp_report_doc *, FILE *, const gmp_report_view *);
 /* "text", "markdown" (or "md"), "html", "json"; NULL when unknown. */

@@ -89,15 +89,12 @@ gmp_err gmp_reader_next(gmp_reader *r, const gmp_rec **rec);
 #define GMP_READER_READAHEAD_MAX ((size_t)1 << 20)
 gmp_err gmp_reader_readahead(gmp_reader *r, size_t batch);
 
-/* A look-ahead hint for callers that want to prefetch: the memory payload of the ALLOC or FREE
- * event `ahead` (>= 1) places after the record gmp_reader_next returned last, when that event is
- * already decoded and waiting in the reorder window (with read-ahead: `ahead` records after it,
- * within the batch being returned); NULL otherwise (not decoded yet, not an ALLOC/FREE, or file
- * order). The pointer is valid until the next call to gmp_reader_next. Reading it never changes
- * what gmp_reader_next returns. */
-const gmp_rec_mem *gmp_reader_peek_mem(const gmp_reader *r, size_t ahead);
-/* The same for any event: its type (0 when there is none to peek at, as for peek_mem) and its
- * payload (NULL then), so that a caller can prefetch for POOL records too. */
+/* A look-ahead hint for callers that want to prefetch: the event `ahead` (>= 1) places after the
+ * record gmp_reader_next returned last, when that event is already decoded and waiting in the
+ * reorder window (with read-ahead: `ahead` records after it, within the batch being returned): its
+ * type and its payload; 0 and NULL otherwise (not decoded yet, or file order). The pointer is
+ * valid until the next call to gmp_reader_next. Reading it never changes what gmp_reader_next
+ * returns. */
 const void *gmp_reader_peek(const gmp_reader *r, size_t ahead, unsigned *type);
 
 const gmp_reader_stats *gmp_reader_get_stats(const gmp_reader *r);
@@ -131,5 +128,11 @@ uint32_t gmp_reader_string_index(const gmp_reader *r, uint32_t id);
 /* The range path of a RANGE id, names joined with "/" ("train/step/forward"). Writes at most n
  * bytes including the NUL; returns the full length. "" for id 0. */
 size_t gmp_reader_range_path(const gmp_reader *r, uint32_t id, char *buf, size_t n);
+
+/* ---- for tests and benchmarks: the product does not call these ---- */
+
+/* gmp_reader_peek for ALLOC and FREE events only: their memory payload, NULL for any other event
+ * or none to peek at (tests/formats/test_reader.c checks the look-ahead with it). */
+const gmp_rec_mem *gmp_reader_peek_mem(const gmp_reader *r, size_t ahead);
 
 #endif

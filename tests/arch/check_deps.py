@@ -6,6 +6,8 @@ What it checks (docs/architecture.md says why):
   (ii)  no cycle among modules anywhere in the tree;
   (iii) no cycle among folders;
   (iv)  every folder that holds sources has a row in the table;
+  (v)   no header declares a function or variable that only folders its own may not use define
+        (declarations follow the layers, even where nothing below calls them);
   and that no folder named in a `forbid` line mentions the forbidden word in its code or strings.
 
 How: every .c, .h, .cc and .cu file of the tree (git ls-files, tracked or untracked but not ignored,
@@ -179,6 +181,7 @@ class SourceFile:
         self.defs = []  # (name, line, is_static) of functions and variables
         self.macros = []  # (name, line): function-like macros
         self.protos = set()  # names declared by a prototype at file scope
+        self.decls = {}  # name -> (line, 'function' or 'variable') of its first such declaration
         self.uses = []  # (name, line, kind): kind is 'call', 'ref' or 'top' (file scope name()
         self.words = []  # (word, line) of the code and its strings, for the forbid lines
         with open(os.path.join(root, path), encoding='utf-8', errors='replace') as f:
@@ -306,6 +309,7 @@ class SourceFile:
                         continue
                     if after in (';', ','):
                         self.protos.add(t)
+                        self.decls.setdefault(t, (line, 'function'))
                     # A name called at file scope is only a macro's (checked when resolving).
                     if prev not in ('.', '->'):
                         self.uses.append((t, line, 'top'))
@@ -331,6 +335,7 @@ class SourceFile:
             return
         if 'extern' in words:
             self.protos.add(name)
+            self.decls.setdefault(name, (decl[-1][1], 'variable'))
         else:
             self.defs.append((name, decl[-1][1], 'static' in words))
 
@@ -483,6 +488,25 @@ class Tree:
         return out
 
 
+    def declarations_up(self, layers):
+        """Findings for headers that declare what only a folder they may not use defines."""
+        out = []
+        for f in sorted(self.files.values(), key=lambda f: f.path):
+            if not f.is_header or layers.row(f.folder) is None:
+                continue
+            for name, (line, kind) in sorted(f.decls.items(), key=lambda d: d[1][0]):
+                owners = [(m, where) for m, where in sorted(self.defined.get(name, {}).items())
+                          if not self.files[where[0]].is_header]
+                if not owners or any(layers.allows(f.folder, self.module_folder[m])
+                                     for m, _ in owners):
+                    continue  # not ours (a system function), or defined where the header may go
+                where = owners[0][1]
+                out.append('%s:%d: declares %s%s, defined in %s: %s may not use %s' %
+                           (f.path, line, name, '()' if kind == 'function' else '', where[0],
+                            f.folder, self.module_folder[owners[0][0]]))
+        return out
+
+
 # --------------------------------------------------------------------------------------------
 # Graphs
 
@@ -592,6 +616,9 @@ def check(root, layers, show_modules=False):
             more = ' (and %d more in this file)' % (len(es) - 1) if len(es) > 1 else ''
             findings.append('%s:%d: %s -> %s is not an arrow of the layers (row %s): %s%s' %
                             (path, es[0][1], fa, fb, layers.row(fa), es[0][2], more))
+
+    # (v) declarations follow the layers
+    findings += tree.declarations_up(layers)
 
     # (ii) no cycle among modules
     succ = defaultdict(set)

@@ -54,12 +54,22 @@ class CheckDeps(unittest.TestCase):
         self.expect('up_call', 1, [
             'low/low.c:5: low -> high is not an arrow of the layers (row low): '
             'calls high_notify(), defined in high/high.c',
+            'low/low.h:4: declares high_notify(), defined in high/high.c: low may not use high',
             'module cycle: high/high -> low/low -> high/high',
             '  high/high.c:1: high/high -> low/low: #include "low.h"',
             '  low/low.c:5: low/low -> high/high: calls high_notify(), defined in high/high.c',
             'folder cycle: high -> low -> high',
             '  high/high.c:1: high -> low: #include "low.h"',
             '  low/low.c:5: low -> high: calls high_notify(), defined in high/high.c',
+        ])
+
+    def test_up_declaration(self):
+        # low.h declares a function and a variable that high/high.c defines; only app (which may
+        # use both) calls them, so no dependency goes up: the declarations alone are the finding.
+        # Its own function and a C library one (defined nowhere in the tree) are not.
+        self.expect('up_declaration', 1, [
+            'low/low.h:5: declares high_run(), defined in high/high.c: low may not use high',
+            'low/low.h:6: declares high_table, defined in high/high.c: low may not use high',
         ])
 
     def test_cycle_behind_shared_header(self):

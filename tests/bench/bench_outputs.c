@@ -13,6 +13,7 @@
 #include <time.h>
 
 #include "../replay/replay_tb.h"
+#include "gmp_export.h"
 #include "gmp_output.h"
 #include "gmp_reader.h"
 #include "gmp_replay.h"
