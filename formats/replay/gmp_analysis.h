@@ -1,5 +1,5 @@
-/* gmp_analysis: analyses of a trace computed in the one replay pass (DESIGN.md decision 7), for
- * the report (docs/report.md, "Analyses"):
+/* gmp_analysis: analyses of a trace computed in the one replay pass (docs/architecture.md,
+ * Decisions: "One replay, many outputs"), for the report (docs/report.md, "Analyses"):
  *
  *  - growth: the iterations of the program are found in the recording (the outermost range, or
  *    MARK name, that repeats: see gmp_analysis_iter); every allocation site's live bytes are

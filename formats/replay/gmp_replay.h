@@ -1,4 +1,5 @@
-/* gmp_replay: the single pass over a trace that every output shares (DESIGN.md decision 7).
+/* gmp_replay: the single pass over a trace that every output shares (docs/architecture.md,
+ * Decisions: "One replay, many outputs").
  *
  * The replay reads a trace once through gmp_reader (events in time order) and keeps, per device:
  * the live allocations, allocated and reserved bytes, their peaks and times, the live set at the

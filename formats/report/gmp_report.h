@@ -1,6 +1,7 @@
 /* gmp_report: the report model: what a report says about one or several traces, computed in the
- * one replay pass (DESIGN.md decision 7). The report builder (gmp_report_build.h) turns it into a
- * document (gmp_doc.h) that one renderer per format writes (gmp_render.h).
+ * one replay pass (docs/architecture.md, Decisions: "One replay, many outputs"). The report builder
+ * (gmp_report_build.h) turns it into a document (gmp_doc.h) that one renderer per format writes
+ * (gmp_render.h).
  *
  * A gmp_report_trace registers gmp_replay_ops on a replay (gmp_report_doc_add). During the pass it
  * keeps: per thread the open NVTX ranges (per-range statistics: time inside, bytes allocated and
