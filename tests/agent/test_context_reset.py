@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""What survives a context's destruction (issue 16, audit item 5; progs/context_reset.c):
+"""What survives a context's destruction (docs/collectors.md, point 5; progs/context_reset.c):
 cudaDeviceReset destroys the cudaMalloc allocation (an implicit free at the reset) but not the
 cudaMallocAsync allocation nor the cuMemCreate handle (cuda.h cuCtxDestroy: "will not destroy
 memory allocations by cuMemCreate(), cuMemAllocAsync() and cuMemAllocFromPoolAsync()";

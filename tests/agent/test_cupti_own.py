@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""The process's own CUPTI (issue 16, item 3; progs/cupti_own.c loads its CUDA runtime with dlopen,
-as ctypes and PyTorch do). Checked from the program's /proc/self/maps after its CUDA calls: exactly
+"""The process's own CUPTI (docs/collectors.md, "Which CUPTI"; progs/cupti_own.c loads its CUDA
+runtime with dlopen, as ctypes and PyTorch do). Checked from the program's /proc/self/maps after its CUDA calls: exactly
 one CUPTI is mapped, the expected one, and the allocation is in the trace.
 
  - plain: the simulated runtime and driver in one directory: the CUPTI beside the runtime.

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""CUDA graphs (issue 16, audit item 4; progs/graphs.c). cudaMallocAsync and cudaFreeAsync during
+"""CUDA graphs (docs/collectors.md, point 4; progs/graphs.c). cudaMallocAsync and cudaFreeAsync during
 stream capture (on the capturing stream and on a stream that joined the capture through an event)
 are not recorded at capture time: they only add memory nodes. The graph's memory is recorded when
 the graph runs:

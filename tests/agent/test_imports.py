@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""Mipmapped and sparse arrays, multicast objects (issue 16, audit item 6) and memory this process
-did not allocate (audit item 7), driver API (progs/imports.c). Checked from the trace:
+"""Mipmapped and sparse arrays, multicast objects (docs/collectors.md, point 6) and memory this process
+did not allocate (point 7), driver API (progs/imports.c). Checked from the trace:
  - mip: a mipmapped array is an array allocation of its levels' bytes (64x64 float4, 4 levels:
    16 x (4096 + 1024 + 256 + 64) = 87,040 B), freed by cuMipmappedArrayDestroy;
  - sparse: a sparse array holds no memory (size 0); a VMM handle mapped into it with
@@ -8,8 +8,8 @@ did not allocate (audit item 7), driver API (progs/imports.c). Checked from the 
  - mc: a multicast handle is never recorded (its memory is what is bound to it);
  - ipc, poolptr: an IPC-opened or pool-imported address is never recorded, nor its close/free;
  - shareable: an imported VMM handle is never recorded; the exported one is freed once.
-No unknown or double frees, nothing leaked. Parts the simulated driver cannot do yet print SKIP
-(the simulator issue adds them: mipmapped arrays, IPC, shareable handles, multicast)."""
+No unknown or double frees, nothing leaked. Parts the simulated driver cannot do print SKIP
+(it models mipmapped and sparse arrays, IPC, shareable handles and pool imports, not multicast)."""
 import json
 
 import agentlib as L

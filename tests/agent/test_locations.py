@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Where memory lives (issue 16, audit item 3; progs/locations.c, two simulated devices, device 0
+"""Where memory lives (docs/collectors.md, point 3; progs/locations.c, two simulated devices, device 0
 current): cudaMallocAsync on a stream of device 1 and cudaMallocFromPoolAsync from a device-1 pool
 are device 1's; a host pool's allocation is on device -1 (the report's Host), a managed pool's is
 kind managed, a host-located cuMemCreate is device -1; device 0 records none of them (its peak is 0).

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Failed pitched and 3D allocations and NVTX levels (issue 16, audit items 12 and 15;
+"""Failed pitched and 3D allocations and NVTX levels (docs/collectors.md, points 12 and 15;
 progs/oom_shapes.c, 1 GiB simulated device). Every OOM record of cudaMallocPitch, cudaMalloc3D and
 cuMemAllocPitch asks for the 2 GiB of the call's inputs, never a size computed from the decoy
 outputs the failed call did not write. NVTX push/pop return levels per domain (nvToolsExt.h:939,

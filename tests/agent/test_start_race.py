@@ -1,12 +1,12 @@
 #!/usr/bin/env python3
-"""The agent's start race (issue 16, audit item 1; progs/start_race.c): InitializeInjection and
+"""The agent's start race (docs/collectors.md, point 1; progs/start_race.c): InitializeInjection and
 InitializeInjectionNvtx2 arriving together from two threads. Thread a opens NVTX range "a" and
 allocates 1 MiB inside it; thread b allocates 2 MiB, then opens range "b"; both are released at
 once at the start of the process. Every run must record both allocations (a's with path "a") and
 both ranges, and end with a complete trace: the second thread waits for the first's start instead
 of returning with CUPTI unsubscribed or NVTX disabled; no run may hang (deadlock).
 
---runs N (default 200, the issue's figure; about 10 ms a run on the simulator, so CI runs all 200)
+--runs N (default 200; about 10 ms a run on the simulator, so CI runs all 200)
 runs; half of them with GPUMEMPROF_TEST_START_DELAY_US=2000, a pause inside the agent's start that
 makes the other thread arrive while the start is under way in every such run, half without (the
 natural race). Prints how many runs lost what (none may). The agent before the fix lost the

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """VMM physical memory is freed when its last mapping and last reference go, not at cuMemRelease
-(issue 16, audit item 2; cuda.h cuMemRelease and cuMemRetainAllocationHandle; progs/vmm_release.c).
+(docs/collectors.md, point 2; cuda.h cuMemRelease and cuMemRetainAllocationHandle; progs/vmm_release.c).
 Create + map 64 MiB, release the handle, cuMemAlloc 16 MiB: the report's device peak is 80 MiB
 (the agent before the fix said 64); the 64 MiB handle is freed once, by cuMemUnmap. NCCL's free
 path (retain, release, unmap, release) frees its handle once, at the last cuMemRelease: no double

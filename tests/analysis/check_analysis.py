@@ -127,7 +127,8 @@ def cli(gmp, tool, work):
     check("probable leak in step/opt on device 0: +1.00 MiB per iteration" in plain, "html leak")
     check("<h3>Growth over iterations</h3>" in html, "html growth heading")
 
-    # issue 18's training loop: one leak of 1 MiB per iteration beside state created on step 1
+    # docs/report.md, "Growth over iterations":
+    # a training loop: one leak of 1 MiB per iteration beside state created on step 1
     # (gradients, optimizer state): exactly one verdict, at the leaking range, at 1 MiB/iteration
     trace = os.path.join(work, "train.zst")
     run(tool, "write-train", trace)
@@ -175,9 +176,9 @@ OOM_SNAPSHOT = os.path.join(os.path.dirname(__file__), "..", "data", "torch-snap
 
 
 def oom(gmp, tool, work):
-    """Issue 18, item 4: OOMs explained. The real OOM snapshot: its one 'oom' trace entry read
-    independently with Python's own pickle module (the snapshot is plain dicts and lists), against
-    the report's verdict; and the simulated fragmentation OOM of test_analysis."""
+    """OOMs explained (docs/report.md, "Out of memory, why"). The real OOM snapshot: its one 'oom'
+    trace entry read independently with Python's own pickle module (the snapshot is plain dicts and
+    lists), against the report's verdict; and the simulated fragmentation OOM of test_analysis."""
     import pickle
     with open(OOM_SNAPSHOT, "rb") as f:
         snap = pickle.load(f)

@@ -305,7 +305,7 @@ static void test_leak(void **state)
     unlink(path);
 }
 
-/* The training loop of issue 18: "train" once around 12 iterations of train/step, each with
+/* A training loop: "train" once around 12 iterations of train/step, each with
  * forward, backward and optimizer inside. Weights (64 MiB) before; on step 1 only, gradients
  * (64 MiB, in backward) and optimizer state (128 MiB, in optimizer: as Adam creates exp_avg and
  * exp_avg_sq on its first step); every step a 4 MiB activation (forward, freed in backward), a
@@ -378,8 +378,9 @@ static void write_train(const char *path, int use_marks)
     tb_close(&b);
 }
 
-/* Issue 18's loop: exactly one verdict, at the leaking range, at its true rate; the one-time state
- * of step 1 (gradients, optimizer state) is no growth, the enclosing ranges get none. */
+/* The training loop (docs/report.md, "Growth over iterations"): exactly one verdict, at the leaking
+ * range, at its true rate; the one-time state of step 1 (gradients, optimizer state) is no growth,
+ * the enclosing ranges get none. */
 static void test_train(void **state)
 {
     char path[] = "/tmp/gmp_ana_train_XXXXXX";

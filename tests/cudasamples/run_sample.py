@@ -58,7 +58,7 @@ def counted(r):
     call's MEMORY2 activity record (flag activity) repeats its API record and is left out; graph
     memory (alloc and free nodes run by a launch) has no API record of its own: the agent writes
     the launch's MEMORY2 records with flags activity|async and the launch call as `api`
-    (docs/trace-format.md, docs/collectors.md audit point 4), and those are compared."""
+    (docs/trace-format.md, docs/collectors.md, point 4), and those are compared."""
     flags = r["flags"].split("|")
     if "activity" not in flags:
         return True

@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
-"""Ranks side by side (issue 18, item 5), on the simulated CUDA device: a four-rank job run under
-`gpumemprof run` (four processes of tests/agent's `basic` program with RANK=0..3, rank 2
-allocating four times as much), then `gpumemprof report` over the four traces: the summary names
-each rank, its peak against the median, what held most of it, and flags rank 2 (and only it) as
-heavy, in text and JSON.
+"""Ranks side by side (docs/report.md, "Several traces"), on the simulated CUDA device: a
+four-rank job run under `gpumemprof run` (four processes of tests/agent's `basic` program with
+RANK=0..3, rank 2 allocating four times as much), then `gpumemprof report` over the four traces:
+the summary names each rank, its peak against the median, what held most of it, and flags rank 2
+(and only it) as heavy, in text and JSON.
 
 check_ranks.py --gpumemprof BIN --agent LIB --simcuda DIR --progs DIR --tmp DIR (agentlib's
 options, tests/agent/agentlib.py)."""

@@ -322,7 +322,8 @@ def main():
             eq("multi schema", doc["schema"], "gpumemprof-report/3")
             eq("multi members", list(doc), ["schema", "summary", "median_peak_bytes", "heavy",
                                             "timelines", "processes"])
-            # issue 18, item 5: each process's peak against the median (200 MiB), what held
+            # docs/report.md, "Several traces":
+            # each process's peak against the median (200 MiB), what held
             # most of it, the heavy one (300 MiB > 1.5 x 200 MiB), the timelines on one axis
             eq("median", doc["median_peak_bytes"], 200 * MiB)
             eq("vs median", [round(s["vs_median_pct"], 1) for s in doc["summary"]],
@@ -365,7 +366,8 @@ def main():
             if "Across the 3 processes" not in t:
                 sys.exit("html: no summary")
         elif mode == "torch_stacks":
-            # issue 18, item 2: on every real snapshot of tests/data, the three largest stacks
+            # docs/stacks.md, "Frames from user code":
+            # on every real snapshot of tests/data, the three largest stacks
             # live at each device's peak start at a frame of user code (the recorder's, the
             # caching allocator's, ATen's and the interpreter's frames folded) and differ as
             # shown. User code, read by hand from the snapshots: a Python frame of the user's
@@ -432,7 +434,8 @@ def main():
                     if not inner or unwind != want_unwind:
                         sys.exit("%s: speedscope %s: innermost frames %r" % (snap, extra, inner))
         elif mode == "ends_early":
-            # issue 18, item 6: a recording that ends before the program (a PyTorch snapshot, a
+            # docs/report.md, "Sections and what the numbers mean", live at end of recording:
+            # a recording that ends before the program (a PyTorch snapshot, a
             # killed process's trace) reports what was live at its end as such, not as leaks;
             # without ranges, live at the peak is grouped by the innermost user frame
             snap = os.path.join(gdir, "..", "..", "data", "torch-snapshots",
@@ -485,7 +488,8 @@ def main():
             eq("exit: leaked", doc["devices"][0]["leaked_bytes"], 50 * MiB)
             eq("exit: by range", "live_at_peak_by_range" in doc["devices"][0], True)
         elif mode == "categories":
-            # issue 18, item 3: memory by category at the peak of the real train-step snapshot
+            # docs/report.md, "Memory by category":
+            # memory by category at the peak of the real train-step snapshot
             # adds up to its peak, and agrees with a reading of its frames by hand (the
             # breakdown by user frame, another path through the report): the optimizer's state
             # and temporaries are made in step() of the user's optimizers.py (lines 82, 84, 100),

@@ -132,9 +132,9 @@ static void noalloc(const char *out)
     tb_close(&b);
 }
 
-/* Stacks that would look alike in a table (issue 18: two different call sites never render the
- * same): A and B share their four innermost frames and differ in the fifth; C and D differ only
- * in an internal frame folded inside the same user frame. */
+/* Stacks that would look alike in a table (docs/stacks.md, "Frames from user code": two different
+ * call sites never render the same): A and B share their four innermost frames and differ in the
+ * fifth; C and D differ only in an internal frame folded inside the same user frame. */
 static void alike(const char *out)
 {
     tb b;

@@ -1,8 +1,9 @@
-/* What issue 15 item 2 models, checked against the headers' comments: events, stream priorities
- * and the per-thread default stream, device flags and an H100's properties, mapped host memory,
- * stream capture (no memory at capture), graph memory nodes and the graph memory pool (memory at
- * launch, kept until cudaDeviceGraphMemTrim), host pools, mipmapped arrays, IPC handles (not
- * openable in their own process), and cudaDeviceReset (pool memory survives, arrays do not).
+/* What the simulator models beyond allocations, checked against the headers' comments: events,
+ * stream priorities and the per-thread default stream, device flags and an H100's properties,
+ * mapped host memory, stream capture (no memory at capture), graph memory nodes and the graph
+ * memory pool (memory at launch, kept until cudaDeviceGraphMemTrim), host pools, mipmapped arrays,
+ * IPC handles (not openable in their own process), and cudaDeviceReset (pool memory survives,
+ * arrays do not).
  * The injection log (expected/c_model.txt) shows every call's callback and each MEMORY2 record. */
 #include <cuda.h>
 #include <cuda_runtime_api.h>

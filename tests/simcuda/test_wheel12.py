@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 """simcuda_agent_wheel12: the agent on the CUDA 12 personality's pip-wheel layout (README "CUDA 12
-personality"), in a PyTorch-like process (issue 15 item 4). Runs wheel12_prog.py with Debian's
-python3 under `gpumemprof run` (no LD_LIBRARY_PATH: the wheel's libraries find the simulated driver
-by their RUNPATH) and checks the program's output (versions 12.8), its exit status, and from the
-traces (`gpumemprof dump --json`, `report --format json`):
+personality"), in a PyTorch-like process (docs/simcuda.md, "A PyTorch-like process"). Runs
+wheel12_prog.py with Debian's python3 under `gpumemprof run` (no LD_LIBRARY_PATH: the wheel's
+libraries find the simulated driver by their RUNPATH) and checks the program's output (versions
+12.8), its exit status, and from the traces (`gpumemprof dump --json`, `report --format json`):
 - exactly one CUPTI mapped in each process, the wheel's libcupti.so.12 (which the program loads at
   import, before its first CUDA call);
 - its allocations, exact sizes: the caching allocator's 20 MiB segment, the one made through the

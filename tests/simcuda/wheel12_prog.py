@@ -8,7 +8,7 @@ allocates with it, and grows an expandable segment as PyTorch's caching allocato
 (cuMemAddressReserve, then per 2 MiB chunk cuMemCreate, cuMemMap, cuMemSetAccess; then unmaps,
 releases and frees the range), each driver function reached through cudaGetDriverEntryPoint.
 Every call goes through ctypes, which releases the GIL around it.
-Then item 4 of issue 15:
+Then what a PyTorch process adds (docs/simcuda.md, "A PyTorch-like process"):
 - a backward pass on a native worker thread (libsimcuda_pyworker.so's pthread, which never runs
   Python) allocating 5 and 7 MiB with cudaMalloc and freeing them while this thread waits;
 - a CUDA graph with a private pool: a pool made by cudaMemPoolCreate; a stream captures a 6 MiB

@@ -9,8 +9,9 @@ with -gdwarf-4 and -gdwarf-5, then asks both symbolizers about the same addresse
   - up to --sample instruction addresses spread evenly over .text.
 Where llvm-symbolizer names a function and a line, every frame (inlined ones first, then the
 function) must have the same function, file and line. Then a few known answers (the DWARF 5 cases
-of issue 16: a header's function first in its unit, nvcc's #line'd .cu file) are checked by name,
-so that an llvm-symbolizer that went wrong the same way would not pass either.
+of docs/stacks.md, "Symbolization (offline)", point 3: a header's function first in its unit,
+nvcc's #line'd .cu file) are checked by name, so that an llvm-symbolizer that went wrong the same
+way would not pass either.
 
   check_llvm_symbolizer.py --sym-dump BIN --src DIR --tmp DIR [--nvcc NVCC] [--extra BIN ...]
 """
@@ -160,10 +161,10 @@ def known(binary, function, want_file):
             failures.append(f"{binary}: {function}: {fr[-1]}, want {want_file}")
 
 
-# a header's function that comes first in its unit: gcc's DWARF 5 file 1 (issue 16)
+# a header's function that comes first in its unit: gcc's DWARF 5 file 1 (docs/stacks.md, point 3)
 known("gcc-dwarf5", "first_in_header", "first.h")
 known("gcc-dwarf4", "first_in_header", "first.h")
-# nvcc's host code: the .cu file its #line directives name, not tmpxft_*.cudafe1.cpp (issue 16)
+# nvcc's host code: the .cu file its #line directives name, not tmpxft_*.cudafe1.cpp (docs/stacks.md, point 3)
 for v in (4, 5):
     known(f"nvcc-dwarf{v}", "alloc_here", "callsite.cu")
     known(f"nvcc-dwarf{v}", "outer_alloc", "callsite.cu")

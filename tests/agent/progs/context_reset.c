@@ -1,5 +1,5 @@
-/* What survives a context's destruction (issue 16, audit item 5). cuda.h (cuCtxDestroy): it "will
- * not destroy memory allocations by cuMemCreate(), cuMemAllocAsync() and
+/* What survives a context's destruction (docs/collectors.md, point 5). cuda.h (cuCtxDestroy): it
+ * "will not destroy memory allocations by cuMemCreate(), cuMemAllocAsync() and
  * cuMemAllocFromPoolAsync()"; cuda_runtime_api.h (cudaDeviceReset): the same for cudaMallocAsync
  * and cudaMallocFromPoolAsync. Allocates 8 MiB with cudaMalloc (destroyed by the reset), 16 MiB
  * with cudaMallocAsync and a 4 MiB VMM handle (both survive), resets the device, then frees the

@@ -1,8 +1,8 @@
-/* The process's own CUPTI (issue 16, item 3): a program that loads its CUDA runtime with dlopen,
- * as Python's ctypes and PyTorch's wheels do, optionally after loading a CUPTI of its own (what
- * torch.profiler/kineto do before CUDA starts). Usage: cupti_own RUNTIME [CUPTI]. Allocates and
- * frees 1 MiB through the runtime, then prints every libcupti file mapped in the process
- * ("M /path", from /proc/self/maps, each once) and the allocation ("A p 0x.."). */
+/* The process's own CUPTI (docs/collectors.md, "Which CUPTI"): a program that loads its CUDA
+ * runtime with dlopen, as Python's ctypes and PyTorch's wheels do, optionally after loading a CUPTI
+ * of its own (what torch.profiler/kineto do before CUDA starts). Usage: cupti_own RUNTIME [CUPTI].
+ * Allocates and frees 1 MiB through the runtime, then prints every libcupti file mapped in the
+ * process ("M /path", from /proc/self/maps, each once) and the allocation ("A p 0x.."). */
 #include <dlfcn.h>
 #include <stdio.h>
 #include <string.h>

@@ -1,5 +1,5 @@
-/* CUDA graphs (issue 16, audit item 4). A stream captures a 32 MiB cudaMallocAsync (a memory node:
- * nothing allocated at capture time); a second stream joins the capture through an event and
+/* CUDA graphs (docs/collectors.md, point 4). A stream captures a 32 MiB cudaMallocAsync (a memory
+ * node: nothing allocated at capture time); a second stream joins the capture through an event and
  * captures an 8 MiB cudaMallocAsync and its cudaFreeAsync; the capture ends, the graph is
  * instantiated and launched, and after it completes the 32 MiB (allocated by the graph, not freed
  * in it) live until a cudaFreeAsync outside the graph. Before and after, a plain cudaMallocAsync of

@@ -1,4 +1,4 @@
-/* Memory kinds the agent must follow beyond plain allocations (issue 16, audit items 6 and 7),
+/* Memory kinds the agent must follow beyond plain allocations (docs/collectors.md, points 6 and 7),
  * driver API, every entry point looked up with dlsym so that the program runs on a driver (the
  * simulated one) that lacks some: a part whose entry point is missing or fails prints
  * "SKIP <part> <why>" and is left out.

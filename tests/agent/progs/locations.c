@@ -1,5 +1,5 @@
-/* Where memory lives (issue 16, audit item 3): memory of another device, of the host and managed
- * memory must not be counted as the current device's. Two devices (SIMCUDA_DEVICE_COUNT=2):
+/* Where memory lives (docs/collectors.md, point 3): memory of another device, of the host and
+ * managed memory must not be counted as the current device's. Two devices (SIMCUDA_DEVICE_COUNT=2):
  *  - "async1": cudaMallocAsync on a stream of device 1 while device 0 is current (cuda.h: from the
  *    current pool of the stream's device);
  *  - "pool1": cudaMallocFromPoolAsync from a pool created on device 1, device 0 current;

@@ -1,9 +1,9 @@
-/* Failed pitched and 3D allocations (issue 16, audit item 12): on a 1 GiB simulated device, 2 GiB
- * asked for through cudaMallocPitch, cudaMalloc3D and cuMemAllocPitch fail. Their outputs (pitch,
- * pointer) are filled with decoys before each call: an API does not write them when it fails, so
- * an OOM record computed from them would be wrong. test_oom_shapes.py expects every OOM to ask for
- * exactly 2 GiB (the inputs). Then nvtx depth per domain (audit item 15): pushes and pops in the
- * default domain and in a domain "d" print the levels NVTX returned ("L push 0" ...). */
+/* Failed pitched and 3D allocations (docs/collectors.md, point 12): on a 1 GiB simulated device,
+ * 2 GiB asked for through cudaMallocPitch, cudaMalloc3D and cuMemAllocPitch fail. Their outputs
+ * (pitch, pointer) are filled with decoys before each call: an API does not write them when it
+ * fails, so an OOM record computed from them would be wrong. test_oom_shapes.py expects every OOM
+ * to ask for exactly 2 GiB (the inputs). Then nvtx depth per domain (point 15): pushes and pops in
+ * the default domain and in a domain "d" print the levels NVTX returned ("L push 0" ...). */
 #include <cuda.h>
 #include <cuda_runtime_api.h>
 #include <nvtx3/nvToolsExt.h>

@@ -1,5 +1,5 @@
-/* The agent's start race (issue 16, audit item 1): two threads released at once at the very start
- * of the process, before any CUDA or NVTX call. Thread "a" opens an NVTX range and allocates
+/* The agent's start race (docs/collectors.md, point 1): two threads released at once at the very
+ * start of the process, before any CUDA or NVTX call. Thread "a" opens an NVTX range and allocates
  * inside it (the CUDA initialization, InitializeInjection, arrives from inside an NVTX range);
  * thread "b" allocates first and then opens a range (InitializeInjectionNvtx2 may arrive while
  * the CUDA one is starting the agent on the other thread). Prints both addresses;

@@ -1,11 +1,11 @@
-/* VMM memory lives until its last mapping and last reference go (issue 16, audit item 2; cuda.h
- * cuMemRelease, cuMemRetainAllocationHandle). Part 1: create + map 64 MiB, release the handle while
- * it is mapped, then cuMemAlloc 16 MiB: 80 MiB are in use at that moment; the unmap frees the 64.
- * Part 2, NCCL's free path (ncclCuMemFree: retain the handle from the address, release it, unmap,
- * release again, free the address range) on a 4 MiB handle: one free, at the last release. Part 2
- * needs cuMemRetainAllocationHandle from the driver; without it (or when it fails) the program
- * prints "SKIP retain" and leaves part 2 out of the checks. Prints the handles ("A h1 0x..", "A h2
- * 0x..") and the allocation ("A d 0x.."). */
+/* VMM memory lives until its last mapping and last reference go (docs/collectors.md, point 2;
+ * cuda.h cuMemRelease, cuMemRetainAllocationHandle). Part 1: create + map 64 MiB, release the
+ * handle while it is mapped, then cuMemAlloc 16 MiB: 80 MiB are in use at that moment; the unmap
+ * frees the 64. Part 2, NCCL's free path (ncclCuMemFree: retain the handle from the address,
+ * release it, unmap, release again, free the address range) on a 4 MiB handle: one free, at the
+ * last release. Part 2 needs cuMemRetainAllocationHandle from the driver; without it (or when it
+ * fails) the program prints "SKIP retain" and leaves part 2 out of the checks. Prints the handles
+ * ("A h1 0x..", "A h2 0x..") and the allocation ("A d 0x.."). */
 #include <cuda.h>
 #include <dlfcn.h>
 #include <string.h>
