@@ -1146,21 +1146,14 @@ static inline uint32_t popcount64(uint64_t x)
     return (uint32_t)((x * 0x0101010101010101ull) >> 56);
 }
 
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__POPCNT__)
-#define GMP_PK_POPCNT_DISPATCH 1
-#else
-#define GMP_PK_POPCNT_DISPATCH 0
-#endif
-
-/* popcount64 where hw is 0; the compiler's where it is 1 (then the caller is compiled for a CPU
- * with POPCNT, or the target has one: see parse). */
-static inline __attribute__((always_inline)) uint32_t rank_pop(uint64_t x, int hw)
+/* The bits set in x: the instruction where the build may assume it, else popcount64. */
+static inline uint32_t rank_pop(uint64_t x)
 {
-#if GMP_PK_POPCNT_DISPATCH || defined(__POPCNT__) || !defined(__x86_64__)
-    if (hw)
-        return (uint32_t)__builtin_popcountll(x);
-#endif
+#if defined(__POPCNT__) || !defined(__x86_64__)
+    return (uint32_t)__builtin_popcountll(x);
+#else
     return popcount64(x);
+#endif
 }
 
 /* The slot of index k, or -1 when k is never fetched. */
@@ -1745,9 +1738,11 @@ static void flat_done(gmp_pkstream *P)
 /* At p, '}' (EMPTY_DICT) with sn values on the stack: when it begins a trace entry that can be
  * read flat (the top MARK is on a device's streamed list, and the dict is as said above), reads
  * it, pushes its placeholder at stack[sn] and returns where the input goes on; else NULL, with
- * nothing changed. Every check comes before the first change. */
-static inline __attribute__((always_inline)) const unsigned char *
-fast_entry(gmp_pkstream *P, const unsigned char *p, const unsigned char *end, size_t sn, int hw)
+ * nothing changed. Every check comes before the first change. Out of the parse loop (noinline):
+ * inlined there, its counters would live on the stack (the loop holds too many values for the
+ * registers). */
+__attribute__((noinline)) static const unsigned char *
+fast_entry(gmp_pkstream *P, const unsigned char *p, const unsigned char *end, size_t sn)
 {
     size_t m = P->marks[P->mn - 1];
     if (m == 0 || m > sn || sn == P->scap)
@@ -1767,7 +1762,7 @@ fast_entry(gmp_pkstream *P, const unsigned char *p, const unsigned char *end, si
     if (key < (uint64_t)P->nwords * 64) {
         const mword *w = &P->mw[key >> 6];
         uint64_t bit = (uint64_t)1 << (key & 63);
-        if ((w->bits & bit) && P->slots[w->rank + rank_pop(w->bits & (bit - 1), hw)].left)
+        if ((w->bits & bit) && P->slots[w->rank + rank_pop(w->bits & (bit - 1))].left)
             return NULL;
     } else if (P->sparse) {
         return NULL; /* the memo grows there: sparse_put */
@@ -1852,7 +1847,7 @@ fast_entry(gmp_pkstream *P, const unsigned char *p, const unsigned char *end, si
             uint64_t bit = (uint64_t)1 << (k & 63);
             if (!(w->bits & bit))
                 return NULL;
-            mslot *s = &P->slots[w->rank + rank_pop(w->bits & (bit - 1), hw)];
+            mslot *s = &P->slots[w->rank + rank_pop(w->bits & (bit - 1))];
             if (!s->left || s->type == GMP_PK_NONE)
                 return NULL;
             if (!(n & 1) && s->type != GMP_PK_STR)
@@ -1938,24 +1933,6 @@ fast_entry(gmp_pkstream *P, const unsigned char *p, const unsigned char *end, si
     P->flat_top = sn + 1;
     return q;
 }
-
-/* fast_entry out of the parse loop: inlined there, its counters lived on the stack (the loop
- * holds too many values for the registers); a call per entry costs less than those spills. */
-__attribute__((noinline)) static const unsigned char *
-fast_entry_sw(gmp_pkstream *P, const unsigned char *p, const unsigned char *end, size_t sn)
-{
-    return fast_entry(P, p, end, sn, 0);
-}
-
-#if GMP_PK_POPCNT_DISPATCH
-__attribute__((noinline, target("popcnt"))) static const unsigned char *
-fast_entry_hw(gmp_pkstream *P, const unsigned char *p, const unsigned char *end, size_t sn)
-{
-    return fast_entry(P, p, end, sn, 1);
-}
-#else
-#define fast_entry_hw fast_entry_sw
-#endif
 
 /* hand, for the record of a placeholder (in the batch already): it joins the run of records
  * handed over just before it, or starts one. */
@@ -2580,7 +2557,7 @@ static int step(gmp_pkstream *P)
  * ones, the end of the window, anything that would fail) goes through step() from the opcode's
  * first byte, which then does all the checks and says what is wrong. Where a helper can fail
  * (memory, a limit, the streaming rules), op_off is set first. */
-static inline __attribute__((always_inline)) void parse_body(gmp_pkstream *P, int hw)
+__attribute__((noinline)) static void parse(gmp_pkstream *P)
 {
     if (step(P) < 0 || P->done)
         return;
@@ -2619,7 +2596,7 @@ static inline __attribute__((always_inline)) void parse_body(gmp_pkstream *P, in
                     }
                     const mword *w = &P->mw[key >> 6];
                     if (w->bits & bit) {
-                        mslot *m = &P->slots[w->rank + rank_pop(w->bits & (bit - 1), hw)];
+                        mslot *m = &P->slots[w->rank + rank_pop(w->bits & (bit - 1))];
                         if (m->left) {
                             const gmp_pkv *top = &stk[sn - 1];
                             ref(top);
@@ -2687,8 +2664,7 @@ static inline __attribute__((always_inline)) void parse_body(gmp_pkstream *P, in
             case ']':
             case '}': {
                 if (*p == '}' && P->flat_ok && P->mn) {
-                    const unsigned char *np =
-                        hw ? fast_entry_hw(P, p, end, sn) : fast_entry_sw(P, p, end, sn);
+                    const unsigned char *np = fast_entry(P, p, end, sn);
                     if (np) {
                         p = np;
                         sn++;
@@ -2743,7 +2719,7 @@ static inline __attribute__((always_inline)) void parse_body(gmp_pkstream *P, in
                 uint64_t bit = (uint64_t)1 << (key & 63);
                 if (!(w->bits & bit))
                     goto slow;
-                mslot *m = &P->slots[w->rank + rank_pop(w->bits & (bit - 1), hw)];
+                mslot *m = &P->slots[w->rank + rank_pop(w->bits & (bit - 1))];
                 if (!m->left || m->type == GMP_PK_NONE) /* one pass: never defined, or dropped */
                     goto slow;
                 vt = m->type, vb = m->big, vu = m->v.u;
@@ -2776,31 +2752,6 @@ static inline __attribute__((always_inline)) void parse_body(gmp_pkstream *P, in
     }
 #undef SYNC_OUT
 #undef SYNC_IN
-}
-
-/* The parse loop, twice on x86-64 builds that may not assume the POPCNT instruction (the memo's
- * rank counts bits at every fetch): one with it, chosen when the CPU has it, one without. */
-__attribute__((noinline)) static void parse_sw(gmp_pkstream *P)
-{
-    parse_body(P, 0);
-}
-
-#if GMP_PK_POPCNT_DISPATCH
-__attribute__((noinline, target("popcnt"))) static void parse_hw(gmp_pkstream *P)
-{
-    parse_body(P, 1);
-}
-#endif
-
-static void parse(gmp_pkstream *P)
-{
-#if GMP_PK_POPCNT_DISPATCH
-    if (__builtin_cpu_supports("popcnt")) {
-        parse_hw(P);
-        return;
-    }
-#endif
-    parse_sw(P);
 }
 
 /* After STOP: the root must be the value predicted, every streamed list where it was predicted;
