@@ -21,7 +21,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -134,9 +133,9 @@ struct gmp_pkstream {
     size_t mn, mcap;
     /* values */
     freelist objs, arrs[5]; /* arrays of 4, 8, 16, 32, 64 values */
-    void *slabs;            /* the mappings the free lists carve from (see slab_get) */
-    char *slab_at, *group_at;
-    size_t slab_left, group_left;
+    void *slabs;            /* the slabs the free lists carve from (see slab_get) */
+    char *slab_at;
+    size_t slab_left;
     size_t mem, peak;
     gmp_pkobj *root; /* the claimed root (a reference is held) */
     size_t roles_pending;
@@ -238,58 +237,24 @@ static void xfree(gmp_pkstream *P, void *p, size_t n)
     }
 }
 
-/* The objects and small arrays of the free lists are carved from slabs of SLAB bytes, unmapped
- * together with the reader: no free() a value (the free lists never gave memory back anyway;
- * memory is still counted a value at a time). Slabs are SLAB-aligned, mapped SLAB_GROUP at a
- * time: 2 MiB, 2 MiB-aligned, in a huge page (the values are reached at random: with 4 KiB pages
- * `report` N=100 took 5% longer); aligned_alloc from the CLI's huge-page heap instead left
- * pieces around each slab that cost 3-6 MB of RSS at N=100. The first 4 KiB of a slab hold, for
- * each 64-byte unit of the slab, the reference count of the object that starts there (refs_of); a
- * group's first slab keeps the link to the next group in its first units, where no value starts.
- * Every value carved here is a multiple of 64 bytes (an object, or an array of 4-64 values), so one
- * starts per unit at most. Why the counts are not in the objects: the parse changes a count at
- * every memo fetch of a string or a frames list and at every release, while a consumer on another
- * thread (gmp_pkstream_async) reads those objects (their lengths, items and tags). In the object's
- * cache line, the two cores took the line from each other at every entry (false sharing): at N=100
- * 35-42% of the importer's on_item samples were on a key string's tag, a third of the parse
- * loop's on the fetches' increments and half of obj_free's on its decrements. Here the counts
- * share lines only with other counts, which only the parse reads and writes. */
+/* The objects and small arrays of the free lists are carved from slabs of SLAB bytes, freed
+ * together with the reader: no free() per value (the free lists never give memory back; memory
+ * is still counted a value at a time). A slab's first SLAB_HEAD bytes link it to the next one;
+ * every value carved is a multiple of 64 bytes from a 64-byte aligned start, so none straddles a
+ * cache line it does not need. */
 #define SLAB ((size_t)64 << 10)
-#define SLAB_GROUP 32
-#define SLAB_HEAD (SLAB / 64 * sizeof(uint32_t))
+#define SLAB_HEAD ((size_t)64)
 _Static_assert(sizeof(gmp_pkobj) == 64 && (4 * sizeof(gmp_pkv)) % 64 == 0,
                "every slab value is a multiple of 64 bytes");
-
-/* The reference count of o, an object carved from a slab. */
-static inline uint32_t *refs_of(const gmp_pkobj *o)
-{
-    uintptr_t a = (uintptr_t)o;
-    return (uint32_t *)(a & ~(uintptr_t)(SLAB - 1)) + ((a & (SLAB - 1)) >> 6);
-}
 
 static void *slab_get(gmp_pkstream *P, size_t size)
 {
     if (P->slab_left < size) {
-        if (!P->group_left) {
-            size_t len = SLAB_GROUP * SLAB;
-            char *m =
-                mmap(NULL, 2 * len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-            if (m == MAP_FAILED)
-                return NULL;
-            size_t lead = (size_t)(-(uintptr_t)m & (len - 1));
-            if (lead)
-                munmap(m, lead);
-            munmap(m + lead + len, len - lead);
-            char *g = m + lead;
-            madvise(g, len, MADV_HUGEPAGE);
-            *(void **)g = P->slabs;
-            P->slabs = g;
-            P->group_at = g;
-            P->group_left = SLAB_GROUP;
-        }
-        char *s = P->group_at;
-        P->group_at += SLAB;
-        P->group_left--;
+        char *s = aligned_alloc(64, SLAB);
+        if (!s)
+            return NULL;
+        *(void **)s = P->slabs;
+        P->slabs = s;
         P->slab_at = s + SLAB_HEAD;
         P->slab_left = SLAB - SLAB_HEAD;
     }
@@ -327,7 +292,7 @@ static void slabs_free(gmp_pkstream *P)
 {
     while (P->slabs) {
         void *n = *(void **)P->slabs;
-        munmap(P->slabs, SLAB_GROUP * SLAB);
+        free(P->slabs);
         P->slabs = n;
     }
 }
@@ -369,7 +334,7 @@ static gmp_pkobj *obj_new(gmp_pkstream *P, uint8_t type)
         return NULL;
     memset(o, 0, sizeof *o);
     o->type = type;
-    *refs_of(o) = 1;
+    o->refs = 1;
     return o;
 }
 
@@ -402,18 +367,18 @@ static int is_obj(const gmp_pkv *v)
 static void ref(const gmp_pkv *v)
 {
     if (is_obj(v))
-        (*refs_of(v->v.o))++;
+        v->v.o->refs++;
 }
 
 static void unref(gmp_pkstream *P, const gmp_pkv *v)
 {
-    if (is_obj(v) && --*refs_of(v->v.o) == 0)
+    if (is_obj(v) && --v->v.o->refs == 0)
         obj_free(P, v->v.o);
 }
 
 static void slot_unref(gmp_pkstream *P, const mslot *m)
 {
-    if (m->type >= GMP_PK_STR && --*refs_of(m->v.o) == 0)
+    if (m->type >= GMP_PK_STR && --m->v.o->refs == 0)
         obj_free(P, m->v.o);
 }
 
@@ -1258,7 +1223,7 @@ static void predict(gmp_pkstream *P, gmp_pkobj *o)
     if (j == 0 && P->mn == 0) {
         if (!P->root) {
             o->role = R_ROOT;
-            (*refs_of(o))++;
+            o->refs++;
             P->root = o;
         }
         return;
@@ -1307,7 +1272,7 @@ static void predict(gmp_pkstream *P, gmp_pkobj *o)
     o->pred_parent = parent;
     o->role_index = (uint32_t)index;
     if (key) {
-        (*refs_of(key))++;
+        key->refs++;
         o->pred_key = key;
     }
     P->roles_pending++;
@@ -1896,7 +1861,7 @@ fast_entry(gmp_pkstream *P, const unsigned char *p, const unsigned char *end, si
             } else {
                 counted[c]->left--;
                 if (kv[i].type >= GMP_PK_STR)
-                    (*refs_of(kv[i].v.o))++;
+                    kv[i].v.o->refs++;
             }
             c++;
         }
@@ -2511,7 +2476,7 @@ static int step(gmp_pkstream *P)
         }
         if (P->sn == 0 && P->mn == 0 && !P->root) {
             c->role = R_ROOT;
-            (*refs_of(c))++;
+            c->refs++;
             P->root = c;
         }
         return push(P, v);
@@ -2726,7 +2691,7 @@ __attribute__((noinline)) static void parse(gmp_pkstream *P)
                 if (m->left != KEEP && --m->left == 0)
                     m->type = GMP_PK_NONE; /* the last fetch: the memo's reference moves */
                 else if (vt >= GMP_PK_STR)
-                    (*refs_of(m->v.o))++;
+                    m->v.o->refs++;
                 pkv_put(&stk[sn++], vt, vb, vu);
                 continue;
             }

@@ -44,8 +44,7 @@ typedef struct gmp_pkv {
     } v;
 } gmp_pkv;
 
-/* A string or a container. Read-only for consumers, except tag. Its reference count is not
- * here but in the header of the reader's slab that holds it (gmp_pickle_stream.c: refs_of). */
+/* A string or a container. Read-only for consumers, except tag. */
 struct gmp_pkobj {
     uint8_t type;
     uint8_t sealed; /* a container stored in another one: never changed again */
@@ -58,6 +57,7 @@ struct gmp_pkobj {
     uint32_t role_index; /* internal */
     uint64_t tag;        /* the consumer's: 0 until it sets one (for example what it made of it) */
     uint32_t memo_key1;  /* internal: one pass, the memo index + 1 it was first stored at */
+    uint32_t refs;       /* internal: references held (stack, containers, memo, batches) */
     gmp_pkobj *pred_parent; /* internal */
     gmp_pkobj *pred_key;    /* internal */
     union {
