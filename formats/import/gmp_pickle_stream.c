@@ -9,10 +9,10 @@
  * array addressed through a rank over a bitmap of those indices, and drops each after its last
  * fetch. Streamed lists hand over their items and keep only their count.
  *
- * Also (docs/pickle.md): one pass instead of two for small inputs, or a sparse one for large
- * ones; trace entries read flat, without a dict (fast_entry); items handed over in batches
- * (submit), read by the consumer on a worker thread with gmp_pkstream_async, which also reads a
- * file ahead on a thread of its own (ra_*). */
+ * Also (docs/pickle.md): one pass instead of two, keeping in the memo only what a snapshot fetches
+ * again (gmp_pkstream_one_pass); trace entries read flat, without a dict (fast_entry); items handed
+ * over in batches (submit), read by the consumer on a worker thread with gmp_pkstream_async, which
+ * also reads a file ahead on a thread of its own (ra_*). */
 #include "gmp_pickle_stream.h"
 
 #include <errno.h>
@@ -39,7 +39,7 @@ enum { R_NONE = 0, R_ROOT, R_SEGS, R_TRACES, R_DEV, R_FLAT /* batch_read's dict 
 #define F_ATTACHED 1u /* a role object stored where it was predicted */
 #define F_SEGS_SET 2u /* root: list_key set */
 #define F_TRACES_SET 4u
-#define F_KEEP 16u /* sparse one pass: a container the memo keeps (set by predict) */
+#define F_KEEP 16u /* one pass: a container the memo keeps (set by predict) */
 /* GMP_PKOBJ_HUSKED (8): the items were released (gmp_pkstream_husk) */
 
 typedef struct freelist {
@@ -141,14 +141,13 @@ struct gmp_pkstream {
     size_t roles_pending;
     gmp_pkv result;
     int done, consumer_stop;
-    int one_pass; /* gmp_pkstream_one_pass: no first pass, every index kept (see memo_one) */
-    int sparse;   /* gmp_pkstream_one_pass_sparse: one pass keeping only a guess (see sparse_put) */
+    int sparse;  /* gmp_pkstream_one_pass: no first pass, the memo keeps a guess (sparse_put) */
+    int no_flat; /* gmp_pkstream_no_flat: fast_entry never runs */
     const char *keep_key;
     size_t budget;     /* sparse: most bytes held */
     size_t slots_cap;  /* sparse: slots allocated (nslots in use, in index order) */
     size_t rank_words; /* sparse: words of mw whose rank is set */
     /* flat entries (fast_entry): trace entries read without a dict, until their list takes them */
-    int flat_ok; /* fast_entry may run (two passes, or a sparse pass) */
     /* their keys and values are written into the batch being filled (fill->pairs), where they
      * stay when handed over */
     size_t nflat;       /* placeholders on the stack */
@@ -1008,38 +1007,7 @@ static int words_grow(gmp_pkstream *P, size_t nw)
     return 0;
 }
 
-/* One pass (gmp_pkstream_one_pass): no counts; the memo has a slot for every index below
- * nwords * 64 (all bits set: the rank of index k is k), each kept for ever (KEEP) once defined,
- * except a value the consumer was handed as a streamed item, which is dropped after its callback
- * (CPython's pickler never fetches one: a fetch of it fails, and so does the run, which the caller
- * then repeats in two passes). Grown by doubling for larger indices, up to a bound that the
- * indices defined so far justify (else the run fails the same way). */
-static int memo_one_grow(gmp_pkstream *P, uint64_t key)
-{
-    size_t nw = words_for(P, key);
-    if (key > 4 * (uint64_t)P->ndefined + 65536)
-        return fail(P, GMP_ERR_LIMIT, "memo index %llu far past those defined (one pass)",
-                    (unsigned long long)key);
-    if (charge(P, (nw - P->nwords) * 64 * sizeof(mslot)) < 0 || words_grow(P, nw) < 0)
-        return -1;
-    mslot *sl = realloc(P->slots, nw * 64 * sizeof *sl);
-    if (!sl)
-        return fail(P, GMP_ERR_NOMEM, "out of memory");
-    P->slots = sl;
-    for (size_t w = P->nwords; w < nw; w++) {
-        P->mw[w].bits = ~(uint64_t)0;
-        P->mw[w].rank = (uint64_t)w * 64;
-        P->defined[w] = 0;
-    }
-    memset(P->slots + P->nslots, 0, (nw * 64 - P->nslots) * sizeof *P->slots);
-    for (size_t i = P->nslots; i < nw * 64; i++)
-        P->slots[i].left = KEEP;
-    P->nwords = nw;
-    P->nslots = nw * 64;
-    return 0;
-}
-
-/* Sparse one pass (gmp_pkstream_one_pass_sparse): the memo keeps, of what is memoized, only the
+/* One pass (gmp_pkstream_one_pass): the memo keeps, of what is memoized, only the
  * strings and the containers guessed to be fetched again (F_KEEP: stored under keep_key, the
  * "frames" lists of a snapshot, and their items), kept for ever; the rest is only counted as
  * defined, so a fetch of it fails, and so does the run (the caller reads it again in two passes).
@@ -1064,7 +1032,7 @@ static inline int sparse_keeps(const gmp_pkv *v)
     return v->type == GMP_PK_STR || (v->type >= GMP_PK_LIST && (v->v.o->flags & F_KEEP));
 }
 
-/* memo_put in a sparse one pass: top (the stack's top) memoized at key. */
+/* memo_put in one pass: top (the stack's top) memoized at key. */
 static int sparse_put(gmp_pkstream *P, uint64_t key)
 {
     if (key != P->ndefined)
@@ -1594,14 +1562,6 @@ static int hand(gmp_pkstream *P, gmp_pkobj *list, gmp_pkv *item)
         return -1;
     }
     list->n++;
-    if (P->one_pass && item->type >= GMP_PK_STR && item->v.o->memo_key1) {
-        mslot *m = &P->slots[item->v.o->memo_key1 - 1];
-        if (m->type >= GMP_PK_STR && m->v.o == item->v.o) {
-            slot_unref(P, m);
-            m->type = GMP_PK_NONE;
-            m->left = 0; /* a fetch of it fails (see memo_one_grow) */
-        }
-    }
     pk_item *x = &P->fill->it[P->fill->n++];
     memset(x, 0, sizeof *x);
     x->v = *item; /* its reference moves into the batch */
@@ -2254,8 +2214,6 @@ static int memo_put(gmp_pkstream *P, uint64_t key)
                     P->lim.max_memo);
     if (P->sparse)
         return sparse_put(P, key);
-    if (P->one_pass && key >= (uint64_t)P->nwords * 64 && memo_one_grow(P, key) < 0)
-        return -1;
     if (key < (uint64_t)P->nwords * 64) {
         uint64_t bit = (uint64_t)1 << (key & 63);
         if (!(P->defined[key >> 6] & bit)) {
@@ -2276,8 +2234,6 @@ static int memo_put(gmp_pkstream *P, uint64_t key)
     m->big = top->big;
     m->plain = 0;
     m->v.u = top->v.u;
-    if (P->one_pass && top->type >= GMP_PK_STR && !top->v.o->memo_key1)
-        top->v.o->memo_key1 = (uint32_t)key + 1;
     return 0;
 }
 
@@ -2570,12 +2526,8 @@ __attribute__((noinline)) static void parse(gmp_pkstream *P)
                             m->big = top->big;
                             m->plain = 0;
                             m->v.u = top->v.u;
-                            if (P->one_pass && top->type >= GMP_PK_STR && !top->v.o->memo_key1)
-                                top->v.o->memo_key1 = (uint32_t)key + 1;
                         }
                     }
-                } else if (P->one_pass) {
-                    goto slow; /* the memo grows there */
                 } else {
                     P->ndefined++; /* never fetched: only its count matters */
                 }
@@ -2628,7 +2580,7 @@ __attribute__((noinline)) static void parse(gmp_pkstream *P)
             }
             case ']':
             case '}': {
-                if (*p == '}' && P->flat_ok && P->mn) {
+                if (*p == '}' && P->mn && !P->no_flat) {
                     const unsigned char *np = fast_entry(P, p, end, sn);
                     if (np) {
                         p = np;
@@ -2685,7 +2637,7 @@ __attribute__((noinline)) static void parse(gmp_pkstream *P)
                 if (!(w->bits & bit))
                     goto slow;
                 mslot *m = &P->slots[w->rank + rank_pop(w->bits & (bit - 1))];
-                if (!m->left || m->type == GMP_PK_NONE) /* one pass: never defined, or dropped */
+                if (!m->left || m->type == GMP_PK_NONE) /* one pass: not kept */
                     goto slow;
                 vt = m->type, vb = m->big, vu = m->v.u;
                 if (m->left != KEEP && --m->left == 0)
@@ -2832,8 +2784,6 @@ static gmp_err run(gmp_pkstream *P, char *err, size_t errlen)
     input_reset(P);
     if (P->sparse) {
         sparse_grow(P, 0);
-    } else if (P->one_pass) {
-        memo_one_grow(P, 0);
     } else {
         scan(P);
         if (P->code == GMP_OK)
@@ -2841,7 +2791,6 @@ static gmp_err run(gmp_pkstream *P, char *err, size_t errlen)
     }
     double t1 = now_s();
     input_reset(P);
-    P->flat_ok = !P->one_pass || P->sparse;
     P->fill = &P->bat[0];
     if (P->async && P->code == GMP_OK) {
         pthread_attr_t a;
@@ -2953,16 +2902,10 @@ void gmp_pkstream_async(gmp_pkstream *P)
         P->async = 1;
 }
 
-void gmp_pkstream_one_pass(gmp_pkstream *P)
-{
-    if (P)
-        P->one_pass = 1;
-}
-
-void gmp_pkstream_one_pass_sparse(gmp_pkstream *P, const char *keep_key, size_t budget)
+void gmp_pkstream_one_pass(gmp_pkstream *P, const char *keep_key, size_t budget)
 {
     if (P) {
-        P->one_pass = P->sparse = 1;
+        P->sparse = 1;
         P->keep_key = keep_key;
         P->budget = budget;
     }
@@ -2991,6 +2934,12 @@ void gmp_pkstream_times(const gmp_pkstream *P, double *scan_s, double *parse_s)
         *parse_s = P ? P->parse_s : 0;
 }
 
+void gmp_pkstream_no_flat(gmp_pkstream *P)
+{
+    if (P)
+        P->no_flat = 1;
+}
+
 size_t gmp_pkstream_flat_entries(const gmp_pkstream *P)
 {
     return P ? P->nflat_total : 0;
@@ -3003,11 +2952,6 @@ void gmp_pkstream_free(gmp_pkstream *P)
     unref(P, &P->result);
     drop_from(P, 0);
     for (size_t i = 0; i < P->nslots; i++) {
-        if (P->one_pass && !P->sparse && !(i & 63) &&
-            !P->defined[i >> 6]) { /* one pass: slot i is index i */
-            i += 63;
-            continue;
-        }
         slot_unref(P, &P->slots[i]);
     }
     if (P->root) {

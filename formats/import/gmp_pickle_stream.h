@@ -56,7 +56,6 @@ struct gmp_pkobj {
     uint32_t height;
     uint32_t role_index; /* internal */
     uint64_t tag;        /* the consumer's: 0 until it sets one (for example what it made of it) */
-    uint32_t memo_key1;  /* internal: one pass, the memo index + 1 it was first stored at */
     uint32_t refs;       /* internal: references held (stack, containers, memo, batches) */
     gmp_pkobj *pred_parent; /* internal */
     gmp_pkobj *pred_key;    /* internal */
@@ -93,20 +92,13 @@ gmp_err gmp_pkstream_run_mem(gmp_pkstream *ps, const void *data, size_t n, char 
  * in its flags, so a later fetch finds the tag, never a changed value. For the consumer's item
  * callback only. */
 void gmp_pkstream_husk(gmp_pkstream *ps, gmp_pkobj *o);
-/* Before a run: read the input once, without the first pass that counts the memo's fetches:
- * every memoized value is kept to the end, except the streamed items, dropped after their
- * callback. Faster for small inputs, at the cost of memory; a pickle that fetches a streamed item
- * again, or whose memo indices run far past those defined, fails (any failure of such a run may be
- * one of these: the caller runs it again in two passes, with a new gmp_pkstream, for the real
- * outcome). */
-void gmp_pkstream_one_pass(gmp_pkstream *ps);
-/* Before a run: one pass that keeps, of the memoized values, only strings and the containers
- * stored under keep_key ("frames": a snapshot's frames lists) and their items, which is what a
- * PyTorch snapshot fetches again; the rest is not kept, so a fetch of it fails the run, as does
- * holding more than budget bytes or memo indices out of order (any failure may be one of these:
- * the caller runs it again in two passes, with a new gmp_pkstream, for the real outcome). For
- * large inputs: no first pass, and memory like the two passes'. */
-void gmp_pkstream_one_pass_sparse(gmp_pkstream *ps, const char *keep_key, size_t budget);
+/* Before a run: one pass instead of two (no first pass counting the memo's fetches), which keeps,
+ * of the memoized values, only strings and the containers stored under keep_key ("frames": a
+ * snapshot's frames lists) and their items, which is what a PyTorch snapshot fetches again; the
+ * rest is not kept, so a fetch of it fails the run, as does holding more than budget bytes or memo
+ * indices out of order (any failure may be one of these: the caller runs it again in two passes,
+ * with a new gmp_pkstream, for the real outcome). Memory like the two passes'. */
+void gmp_pkstream_one_pass(gmp_pkstream *ps, const char *keep_key, size_t budget);
 /* Before a run: the consumer's item callback runs on a second thread, while the parse goes on
  * (docs/pickle.md): the items come in the same order, a batch of them at a time, up to four
  * batches behind the parse. The callback may read the values it is given and what they refer to,
@@ -128,6 +120,9 @@ void gmp_pkstream_times(const gmp_pkstream *ps, double *scan_s, double *parse_s)
 /* Trace entries of the last run read flat: straight from the input into a record of their pairs,
  * made a dict only for the consumer's call (docs/pickle.md): for tests and benchmarks. */
 size_t gmp_pkstream_flat_entries(const gmp_pkstream *ps);
+/* Before a run: every trace entry built as a dict, none read flat: the reference the tests
+ * compare the flat entries with. */
+void gmp_pkstream_no_flat(gmp_pkstream *ps);
 void gmp_pkstream_free(gmp_pkstream *ps);
 
 /* Accessors over values (NULL-safe). */
