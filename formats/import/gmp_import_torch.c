@@ -49,7 +49,7 @@
 #define FILLER_ADDR 0xf000000000000000ull /* + device: pre-window bytes with no address */
 #define FILLER_POOL 0xd000000000000000ull /* + device: pre-window segments with no address */
 #define SYNC_EVERY 8192
-#define ASYNC_MIN ((uint64_t)8 << 20) /* larger snapshots: the reader's worker and read-ahead */
+#define READ_AHEAD_MIN ((uint64_t)8 << 20) /* larger snapshots: the reader's read-ahead thread */
 #define ONE_PASS_BUDGET_MIN                                                                        \
     ((uint64_t)16 << 20)              /* the one pass holds at most this, or a sixteenth of the    \
                                          file when more */
@@ -1753,8 +1753,8 @@ static gmp_err import_read(imp *I, int fd, const void *data, size_t n, char *msg
             nomem(I);
             goto out;
         }
-        if (size > ASYNC_MIN && !rlimited)
-            gmp_pkstream_async(ps); /* on_item on a second thread (it husks, reads tags first) */
+        if (size > READ_AHEAD_MIN && !rlimited)
+            gmp_pkstream_read_ahead(ps);
         if (one) {
             uint64_t budget = size / 16 > ONE_PASS_BUDGET_MIN ? size / 16 : ONE_PASS_BUDGET_MIN;
             gmp_pkstream_one_pass(ps, "frames",

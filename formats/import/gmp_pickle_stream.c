@@ -11,8 +11,8 @@
  *
  * Also (docs/pickle.md): one pass instead of two, keeping in the memo only what a snapshot fetches
  * again (gmp_pkstream_one_pass); trace entries read flat, without a dict (fast_entry); items handed
- * over in batches (submit), read by the consumer on a worker thread with gmp_pkstream_async, which
- * also reads a file ahead on a thread of its own (ra_*). */
+ * over in batches (submit); a file read ahead on a thread of its own (gmp_pkstream_read_ahead:
+ * ra_*). */
 #include "gmp_pickle_stream.h"
 
 #include <errno.h>
@@ -92,11 +92,8 @@ typedef struct pk_batch {
     gmp_pkobj **husks; /* husks the consumer asked for while the batch was read */
     size_t hn, hcap;
     int failed; /* the consumer stopped at an item: msg says why */
-    int state;  /* with a worker: 0 being filled or free, 1 handed over, 2 read (under mu) */
     char msg[512];
 } pk_batch;
-
-#define NBATCH 4 /* batches in the ring: the parse may run up to 3 ahead of the worker */
 
 /* A chunk of the input read ahead: file bytes [index * INBUF, + len) at mem + RA_HEAD. */
 typedef struct ra_chunk {
@@ -153,18 +150,12 @@ struct gmp_pkstream {
     size_t nflat;       /* placeholders on the stack */
     size_t nflat_total; /* records made (gmp_pkstream_flat_entries) */
     size_t flat_top;    /* while nflat: the stack index above the highest placeholder */
-    /* items handed over in batches; with gmp_pkstream_async, read by the consumer on a worker
-     * thread, in the order of a ring of batches */
-    pk_batch bat[NBATCH];
-    pk_batch *fill;      /* the batch being filled (the calling thread's): bat[fi] */
-    pk_batch *cur;       /* the batch whose items the consumer is reading (husks go there) */
-    unsigned fi, ri, wi; /* being filled; the oldest not released; the worker's next */
-    int async, worker_up, quit;
-    int wstop; /* the worker's: a batch's consumer stopped, the batches after it are not read */
-    pthread_t worker;
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-    /* read-ahead (gmp_pkstream_async, a file: the parse's pass) */
+    /* items handed over in a batch, read by the consumer once the APPENDS is done */
+    pk_batch bat;
+    pk_batch *fill; /* the batch being filled: &bat */
+    pk_batch *cur;  /* the batch whose items the consumer is reading (husks go there) */
+    /* read-ahead (gmp_pkstream_read_ahead, a file: the parse's pass) */
+    int read_ahead;
     int ra_up, ra_quit;
     ra_chunk ra[RA_N];
     uint64_t ra_next; /* the chunk the window takes next */
@@ -410,7 +401,7 @@ static int buf_keep(gmp_pkstream *P, size_t need, size_t have)
 
 /* ---- read-ahead ----
  *
- * With gmp_pkstream_async, the parse's pass over a file reads it through RA_N chunks of INBUF
+ * With gmp_pkstream_read_ahead, the parse's pass over a file reads it through RA_N chunks of INBUF
  * bytes that a thread of its own fills in order (pread), so that the copies from the page cache
  * leave the parse's thread. The window is a chunk: what is left of the one before (at most
  * RA_HEAD bytes) is copied just before it; an opcode longer than that is gathered in P->buf from
@@ -1318,7 +1309,7 @@ static inline int attach(gmp_pkstream *P, gmp_pkobj *parent, const gmp_pkv *chil
                 return attach_all(P, parent, child, key, index);
             parent->height = h;
         }
-        if (c && !c->sealed) /* once sealed, never written: a worker may be reading it */
+        if (c && !c->sealed) /* once sealed, never written */
             c->sealed = 1;
         return 0;
     }
@@ -1341,14 +1332,9 @@ static int modifiable(gmp_pkstream *P, const gmp_pkobj *c)
  * put in a batch, which the consumer reads (batch_read) once the APPENDS is done (submit); its
  * values are released after (batch_release), on the calling thread, with the husks the consumer
  * asked for meanwhile. So the consumer sees the same items in the same order as if each were
- * handed over when stored. With gmp_pkstream_async, a worker thread reads each batch while the
- * parse goes on, one batch at a time: everything a batch refers to holds a reference until it is
- * released, the consumer only reads values (and their tags, which the parse never reads), and
- * nothing is freed but on the calling thread. A consumer that stops is seen at the next batch
- * handed over, or at the end of the run, and its message wins over any error of the parse after
- * the item it stopped at (the parse would not have got there). */
-
-#define BATCH_ITEMS 512 /* a batch is handed over once it holds this many (or at the end) */
+ * handed over when stored: everything a batch refers to holds a reference until it is released.
+ * A consumer that stops stops the parse; its message wins over any error of the parse after the
+ * item it stopped at (the parse would not have got there). */
 
 /* Room for one more item in b (its pairs and records grow in flat_room). */
 static int batch_room(gmp_pkstream *P, pk_batch *b)
@@ -1442,107 +1428,25 @@ static int batch_outcome(gmp_pkstream *P, pk_batch *b)
     return -1;
 }
 
-static void *worker_main(void *arg)
-{
-    gmp_pkstream *P = arg;
-    pthread_mutex_lock(&P->mu);
-    for (;;) {
-        pk_batch *b = &P->bat[P->wi];
-        while (!P->quit && b->state != 1)
-            pthread_cond_wait(&P->cv, &P->mu);
-        if (b->state != 1)
-            break; /* quit, and nothing left to read */
-        pthread_mutex_unlock(&P->mu);
-        if (!P->wstop) {
-            batch_read(P, b);
-            P->wstop = b->failed;
-        }
-        pthread_mutex_lock(&P->mu);
-        b->state = 2;
-        P->wi = (P->wi + 1) % NBATCH;
-        pthread_cond_broadcast(&P->cv);
-    }
-    pthread_mutex_unlock(&P->mu);
-    return NULL;
-}
-
-/* Releases, oldest first, the batches the worker has read (0, or -1 when a consumer stopped). */
-static int reap(gmp_pkstream *P)
-{
-    int rc = 0;
-    pthread_mutex_lock(&P->mu);
-    for (;;) {
-        pk_batch *b = &P->bat[P->ri];
-        if (b->state != 2)
-            break;
-        pthread_mutex_unlock(&P->mu);
-        batch_release(P, b);
-        if (batch_outcome(P, b) < 0)
-            rc = -1;
-        pthread_mutex_lock(&P->mu);
-        b->state = 0;
-        P->ri = (P->ri + 1) % NBATCH;
-    }
-    pthread_mutex_unlock(&P->mu);
-    return rc;
-}
-
-/* Waits until the worker has read every batch handed over, and releases them. */
-static int collect(gmp_pkstream *P)
-{
-    if (!P->worker_up)
-        return 0;
-    pthread_mutex_lock(&P->mu);
-    for (unsigned i = 0; i < NBATCH; i++)
-        while (P->bat[i].state == 1)
-            pthread_cond_wait(&P->cv, &P->mu);
-    pthread_mutex_unlock(&P->mu);
-    return reap(P);
-}
-
-/* Hands the batch being filled to the consumer: read at once (released after), or queued for the
- * worker, the next batch of the ring then being filled once the worker is done with it (released
- * then). -1 when the consumer stopped. */
+/* Hands the batch being filled to the consumer, then releases it. -1 when the consumer stopped. */
 static int submit(gmp_pkstream *P)
 {
     pk_batch *b = P->fill;
     if (!b->n)
         return 0;
-    if (!P->worker_up) {
-        batch_read(P, b);
-        batch_release(P, b);
-        return batch_outcome(P, b);
-    }
-    pthread_mutex_lock(&P->mu);
-    b->state = 1;
-    pthread_cond_broadcast(&P->cv);
-    P->fi = (P->fi + 1) % NBATCH;
-    P->fill = &P->bat[P->fi];
-    while (P->fill->state == 1)
-        pthread_cond_wait(&P->cv, &P->mu);
-    pthread_mutex_unlock(&P->mu);
-    return reap(P);
+    batch_read(P, b);
+    batch_release(P, b);
+    return batch_outcome(P, b);
 }
 
 /* At the end of a run, or when it fails: every item stored so far is read (the consumer's stop
- * winning over the run's failure), and the worker ends. */
+ * winning over the run's failure). */
 static void flat_drop(gmp_pkstream *P);
 
 static void flush(gmp_pkstream *P)
 {
     flat_drop(P);
     submit(P);
-    collect(P); /* after a stop, the batches handed over after it are released unread */
-    if (P->worker_up) {
-        pthread_mutex_lock(&P->mu);
-        P->quit = 1;
-        pthread_cond_broadcast(&P->cv);
-        pthread_mutex_unlock(&P->mu);
-        pthread_join(P->worker, NULL);
-        pthread_mutex_destroy(&P->mu);
-        pthread_cond_destroy(&P->cv);
-        P->worker_up = 0;
-    }
     batch_release(P, P->fill); /* what a stop left unread */
 }
 
@@ -2038,9 +1942,7 @@ static int append_items(gmp_pkstream *P, gmp_pkobj *c, size_t first)
         }
         P->sn = first;
         /* not while placeholders wait on the stack: their pairs are in this batch */
-        return P->nflat || (P->worker_up && P->fill->n < BATCH_ITEMS && P->fill->rn < BATCH_ITEMS)
-                   ? 0
-                   : submit(P);
+        return P->nflat ? 0 : submit(P);
     }
     if (reserve(P, c, n) < 0)
         return -1;
@@ -2791,25 +2693,8 @@ static gmp_err run(gmp_pkstream *P, char *err, size_t errlen)
     }
     double t1 = now_s();
     input_reset(P);
-    P->fill = &P->bat[0];
-    if (P->async && P->code == GMP_OK) {
-        pthread_attr_t a;
-        int ok = pthread_attr_init(&a) == 0;
-        if (ok) {
-            (void)pthread_attr_setstacksize(&a, (size_t)256 << 10); /* the consumer's calls */
-            if (pthread_mutex_init(&P->mu, NULL) == 0) {
-                if (pthread_cond_init(&P->cv, NULL) == 0) {
-                    P->worker_up = pthread_create(&P->worker, &a, worker_main, P) == 0;
-                    if (!P->worker_up)
-                        pthread_cond_destroy(&P->cv);
-                }
-                if (!P->worker_up)
-                    pthread_mutex_destroy(&P->mu); /* then the calling thread reads the items */
-            }
-            pthread_attr_destroy(&a);
-        }
-    }
-    if (P->async && P->code == GMP_OK)
+    P->fill = &P->bat;
+    if (P->read_ahead && P->code == GMP_OK)
         (void)ra_start(P);
     if (P->code == GMP_OK)
         parse(P);
@@ -2872,8 +2757,9 @@ static void husk_now(gmp_pkstream *P, gmp_pkobj *o)
     o->flags |= GMP_PKOBJ_HUSKED;
 }
 
-/* While a batch is read (on the worker, or not), husks wait for its release: only the calling
- * thread frees. A husk that cannot be recorded (out of memory) is dropped: it only saves memory. */
+/* While a batch is read, husks wait for its release (a later item of the batch may refer to the
+ * same container: it finds it whole, with its tag). A husk that cannot be recorded (out of memory)
+ * is dropped: it only saves memory. */
 void gmp_pkstream_husk(gmp_pkstream *P, gmp_pkobj *o)
 {
     if (!P || !o)
@@ -2883,8 +2769,6 @@ void gmp_pkstream_husk(gmp_pkstream *P, gmp_pkobj *o)
         husk_now(P, o);
         return;
     }
-    /* nothing of o is read here: the calling thread may be releasing its items (an earlier
-     * husk of it) meanwhile; husk_now checks it then */
     if (b->hn == b->hcap) {
         size_t nc = b->hcap ? 2 * b->hcap : 64;
         gmp_pkobj **h = realloc(b->husks, nc * sizeof *h);
@@ -2896,10 +2780,10 @@ void gmp_pkstream_husk(gmp_pkstream *P, gmp_pkobj *o)
     b->husks[b->hn++] = o;
 }
 
-void gmp_pkstream_async(gmp_pkstream *P)
+void gmp_pkstream_read_ahead(gmp_pkstream *P)
 {
     if (P)
-        P->async = 1;
+        P->read_ahead = 1;
 }
 
 void gmp_pkstream_one_pass(gmp_pkstream *P, const char *keep_key, size_t budget)
@@ -2958,12 +2842,10 @@ void gmp_pkstream_free(gmp_pkstream *P)
         gmp_pkv r = {.type = P->root->type, .v.o = P->root};
         unref(P, &r);
     }
-    for (int i = 0; i < NBATCH; i++) {
-        free(P->bat[i].it);
-        free(P->bat[i].pairs);
-        free(P->bat[i].recs);
-        free(P->bat[i].husks);
-    }
+    free(P->bat.it);
+    free(P->bat.pairs);
+    free(P->bat.recs);
+    free(P->bat.husks);
     free(P->stack);
     free(P->marks);
     free(P->cnt);

@@ -99,15 +99,9 @@ void gmp_pkstream_husk(gmp_pkstream *ps, gmp_pkobj *o);
  * indices out of order (any failure may be one of these: the caller runs it again in two passes,
  * with a new gmp_pkstream, for the real outcome). Memory like the two passes'. */
 void gmp_pkstream_one_pass(gmp_pkstream *ps, const char *keep_key, size_t budget);
-/* Before a run: the consumer's item callback runs on a second thread, while the parse goes on
- * (docs/pickle.md): the items come in the same order, a batch of them at a time, up to four
- * batches behind the parse. The callback may read the values it is given and what they refer to,
- * set tags and call gmp_pkstream_husk (done after the batch: the items of a container it husked
- * may go while later batches are read, so a later call reads only its tag), and nothing else of
- * the reader's. A consumer that stops is reported as without it. The worker's stack is 256 KiB.
- * When no thread can be started, the items are read on the calling thread. A file (run_fd) is
- * also read ahead by a thread of its own, in chunks of 1 MiB. */
-void gmp_pkstream_async(gmp_pkstream *ps);
+/* Before a run: a file (run_fd) is read ahead by a thread of its own, in chunks of 1 MiB, while
+ * the parse goes on. When no thread can be started, the file is read on the calling thread. */
+void gmp_pkstream_read_ahead(gmp_pkstream *ps);
 /* Non-zero when the parse stopped because the consumer said so. */
 int gmp_pkstream_stopped_by_consumer(const gmp_pkstream *ps);
 const gmp_pkv *gmp_pkstream_root(const gmp_pkstream *ps);

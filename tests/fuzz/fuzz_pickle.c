@@ -5,10 +5,10 @@
  * Each input is parsed with small limits (so that the fuzzer reaches the limit paths) and with the
  * default ones; the resulting value graph is walked through every accessor (bounded: shared values
  * may be visited many times). The streaming reader runs with small and default limits too (and
- * once with its consumer on a worker thread, which must give the same outcome), its
- * consumer walking each item handed over, releasing the items of some containers (husk) and, on
- * a byte of the input, stopping the parse; then the same bytes are imported as a snapshot into a
- * trace written to /dev/null. */
+ * without flat entries, and in one pass, which must give the same outcome), its consumer walking
+ * each item handed over, releasing the items of some containers (husk) and, on a byte of the input,
+ * stopping the parse; then the same bytes are imported as a snapshot into a trace written to
+ * /dev/null. */
 #include <fcntl.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -85,8 +85,8 @@ static void parse(const uint8_t *data, size_t size, const gmp_pickle_limits *lim
     }
 }
 
-/* tagged: containers with a tag are not entered (a consumer on gmp_pkstream_async's worker
- * reads only the tag of what it husked) */
+/* tagged: containers with a tag are not entered (a consumer reads only the tag of what it
+ * husked) */
 static size_t walk_pkv_ex(const gmp_pkv *v, size_t budget, int tagged)
 {
     size_t used = 1;
@@ -128,7 +128,7 @@ static size_t walk_pkv(const gmp_pkv *v, size_t budget)
 typedef struct sctx {
     gmp_pkstream *ps;
     size_t items, stop_at;
-    int async; /* gmp_pkstream_async */
+    int tagged; /* tag what is husked, and walk no tagged container */
 } sctx;
 
 static int on_item(void *ctx, int kind, uint32_t index, const gmp_pkv *item, char *err,
@@ -137,12 +137,12 @@ static int on_item(void *ctx, int kind, uint32_t index, const gmp_pkv *item, cha
     sctx *c = ctx;
     (void)kind;
     (void)index;
-    walk_pkv_ex(item, 2000, c->async);
+    walk_pkv_ex(item, 2000, c->tagged);
     /* release the items of a container inside it, as the importer does with frames lists */
     if (item->type == GMP_PK_DICT && item->v.o->n) {
         const gmp_pkv *val = &item->v.o->d.items[1];
         if (val->type >= GMP_PK_LIST) {
-            if (c->async)
+            if (c->tagged)
                 val->v.o->tag = 1;
             gmp_pkstream_husk(c->ps, val->v.o);
         }
@@ -156,8 +156,8 @@ static int on_item(void *ctx, int kind, uint32_t index, const gmp_pkv *item, cha
 
 /* One streaming read (one = 0: two passes; 1: two passes without flat entries,
  * gmp_pkstream_no_flat; 2: in one pass, gmp_pkstream_one_pass keeping "frames" lists; 3: two
- * passes with the consumer on a worker thread, gmp_pkstream_async): GMP_OK or its error, and the
- * items handed over. */
+ * passes, the consumer tagging what it husks and walking no tagged container): GMP_OK or its
+ * error, and the items handed over. */
 static gmp_err stream(const uint8_t *data, size_t size, const gmp_pickle_limits *lim, int one,
                       size_t *items)
 {
@@ -171,8 +171,6 @@ static gmp_err stream(const uint8_t *data, size_t size, const gmp_pickle_limits 
         gmp_pkstream_no_flat(c.ps);
     else if (one == 2)
         gmp_pkstream_one_pass(c.ps, "frames", 64u << 20);
-    else if (one == 3)
-        gmp_pkstream_async(c.ps);
     char err[256];
     gmp_err e = gmp_pkstream_run_mem(c.ps, data, size, err, sizeof err);
     if (e == GMP_OK)
@@ -205,7 +203,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
      * failed one-pass read in two passes, never the other way round) */
     if (stream(data, size, &lim, 2, &n1) == GMP_OK && (two != GMP_OK || n1 != n2))
         __builtin_trap();
-    /* the consumer on a worker thread: the same outcome and items */
+    /* a consumer that reads only the tag of what it husked: the same outcome and items */
     if (stream(data, size, &lim, 3, &n1) != two || n1 != n2)
         __builtin_trap();
     stream(data, size, &small, 2, &n1);

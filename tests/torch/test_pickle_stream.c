@@ -105,7 +105,6 @@ typedef struct rec {
     int noflat;         /* gmp_pkstream_no_flat */
     const char *sparse; /* gmp_pkstream_one_pass with this keep_key */
     size_t budget;      /* its budget (0: 1 GiB) */
-    int async;          /* gmp_pkstream_async */
     pthread_t caller;   /* the thread that runs the parse */
     size_t elsewhere;   /* items handed over on another thread */
 } rec;
@@ -116,8 +115,8 @@ static int on_item(void *ctx, int kind, uint32_t index, const gmp_pkv *item, cha
     rec *r = ctx;
     if (!pthread_equal(pthread_self(), r->caller))
         r->elsewhere++;
-    /* husked lists are not read again (with gmp_pkstream_async their items go while later
-     * batches are read): no digest then */
+    /* husked lists are not read again (their items go once the batch is released): no digest
+     * then */
     if (kind == GMP_PKS_LIST) {
         r->seg_digest = mix(r->seg_digest, r->husk ? 0 : dig_pkv(item));
         r->segs++;
@@ -149,8 +148,6 @@ static gmp_err stream(const void *p, size_t n, rec *r, const gmp_pickle_limits *
         gmp_pkstream_no_flat(r->ps);
     if (r->sparse)
         gmp_pkstream_one_pass(r->ps, r->sparse, r->budget ? r->budget : (size_t)1 << 30);
-    if (r->async)
-        gmp_pkstream_async(r->ps);
     r->caller = pthread_self();
     gmp_err e = gmp_pkstream_run_mem(r->ps, p, n, err, errlen);
     return e;
@@ -222,19 +219,17 @@ static void test_real_equal_tree(void **state)
         assert_int_equal(h.ents, want.ents);
         gmp_pkstream_free(h.ps);
         /* in two passes without flat entries, and in one pass (strings and "frames" lists
-         * kept, nothing else), the consumer on the calling thread or on a worker: the same
-         * items, husked or not, and far less held than the tree */
-        for (int k = 0; k < 8; k++) {
-            int sparse = (k >> 1) & 1, hk = k & 1, as = k >> 2;
+         * kept, nothing else): the same items, husked or not, and far less held than the tree */
+        for (int k = 0; k < 4; k++) {
+            int sparse = (k >> 1) & 1, hk = k & 1;
             rec o = {0};
             o.noflat = !sparse;
             o.sparse = sparse ? "frames" : NULL;
             o.husk = hk;
-            o.async = as; /* on a worker thread (mode 2): the same items in the same order */
             assert_int_equal(stream(b, n, &o, NULL, err, sizeof err), GMP_OK);
             assert_int_equal(o.segs, want.segs);
             assert_int_equal(o.ents, want.ents);
-            assert_int_equal(o.elsewhere, as ? o.segs + o.ents : 0);
+            assert_int_equal(o.elsewhere, 0); /* on the calling thread */
             if (!hk) {
                 assert_true(o.seg_digest == want.seg_digest);
                 assert_true(o.ent_digest == want.ent_digest);
@@ -463,8 +458,7 @@ typedef struct outcome {
     size_t flat;
 } outcome;
 
-/* mode 0: two passes, never flat, 1: two passes, 2: one pass keeping "frames"; 3, 4: 1, 2 with
- * the consumer on a worker thread */
+/* mode 0: two passes, never flat, 1: two passes, 2: one pass keeping "frames" */
 static outcome flat_run(const char *b, size_t len, int mode, const gmp_pickle_limits *lim,
                         size_t stop_at, int husk)
 {
@@ -472,8 +466,7 @@ static outcome flat_run(const char *b, size_t len, int mode, const gmp_pickle_li
     memset(&o, 0, sizeof o);
     rec r = {0};
     r.noflat = mode == 0;
-    r.sparse = mode == 2 || mode == 4 ? "frames" : NULL;
-    r.async = mode >= 3;
+    r.sparse = mode == 2 ? "frames" : NULL;
     r.stop_at = stop_at;
     r.husk = husk;
     o.e = stream(b, len, &r, lim, o.err, sizeof o.err);
@@ -484,7 +477,7 @@ static outcome flat_run(const char *b, size_t len, int mode, const gmp_pickle_li
     return o;
 }
 
-/* The same outcome (code, message, entries handed over and their digest) in the five modes,
+/* The same outcome (code, message, entries handed over and their digest) in the three modes,
  * whatever comes between the entries and their APPENDS (but a sparse pass's refusal of a fetch it
  * did not keep, after which the importer reads the file again in two passes); returns the
  * two-pass run's. */
@@ -494,9 +487,9 @@ static outcome flat_same(const char *b, size_t len, const gmp_pickle_limits *lim
     outcome ref = flat_run(b, len, 0, lim, stop_at, husk);
     assert_int_equal(ref.flat, 0);
     outcome two = {0};
-    for (int mode = 1; mode <= 4; mode++) {
+    for (int mode = 1; mode <= 2; mode++) {
         outcome o = flat_run(b, len, mode, lim, stop_at, husk);
-        if ((mode == 2 || mode == 4) && o.e != GMP_OK && strstr(o.err, "not defined"))
+        if (mode == 2 && o.e != GMP_OK && strstr(o.err, "not defined"))
             continue; /* a fetch of what a sparse pass does not keep: read again in two passes */
         if (o.e != ref.e || strcmp(o.err, ref.err) != 0 || o.ents != ref.ents ||
             (!husk && o.digest != ref.digest))

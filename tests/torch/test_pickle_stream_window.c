@@ -7,8 +7,8 @@
  * 1 MiB), so that its ends fall inside every kind of opcode of the real snapshots
  * (tests/data/torch-snapshots), and checks that a file gives the same items (digests), or the
  * same error, as the same bytes in memory: whole, cut at many places, and with a byte changed;
- * also read ahead by a thread in chunks of the window's size (gmp_pkstream_async), where what is
- * left of a chunk is 64 bytes at most before it and a longer opcode is gathered from chunks. */
+ * also read ahead by a thread in chunks of the window's size (gmp_pkstream_read_ahead), where what
+ * is left of a chunk is 64 bytes at most before it and a longer opcode is gathered from chunks. */
 #define GMP_PKSTREAM_INBUF 4097u
 #include "gmp_pickle_stream.c"
 
@@ -67,8 +67,8 @@ static gmp_err run_one(const unsigned char *b, size_t n, int fd, int async, rec 
     gmp_pkstream_cb cb = {"segments", "device_traces", on_item, r};
     r->ps = gmp_pkstream_new(NULL, &cb);
     assert_non_null(r->ps);
-    if (async) /* the consumer on a worker, the file read ahead in chunks of the window's size */
-        gmp_pkstream_async(r->ps);
+    if (async) /* the file read ahead in chunks of the window's size */
+        gmp_pkstream_read_ahead(r->ps);
     if (fd < 0)
         return gmp_pkstream_run_mem(r->ps, b, n, err, errlen);
     assert_int_equal(ftruncate(fd, 0), 0);
