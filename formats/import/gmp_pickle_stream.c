@@ -724,218 +724,59 @@ static int skip_len(gmp_pkstream *P, size_t w)
     return 0;
 }
 
-/* One opcode of the scan, from P->p, refilling the window as needed: -1 to stop. */
+/* One opcode of the scan, from P->p, refilling the window as needed: -1 to stop (at STOP, or at
+ * the first fault, which the parse then reports). Arguments are skipped as the table of opcodes
+ * says; the memo's opcodes are counted. */
 static int scan_step(gmp_pkstream *P, uint64_t *ndef, int first)
 {
-    {
-        if (fill(P, 1) < 0)
+    if (fill(P, 1) < 0)
+        return -1;
+    unsigned op = *P->p++;
+    const gmp_pickle_opinfo *in = &gmp_pickle_ops[op];
+    if ((first && op != PK_PROTO) || in->verdict != GMP_PKOP_ACCEPTED || op == PK_STOP)
+        return -1; /* refused or unknown: the parse says which */
+    size_t w = in->width;
+    if (in->counted) {
+        if (op == PK_LONG4 && (fill(P, 4) < 0 || (P->p[3] & 0x80)))
             return -1;
-        unsigned op = *P->p++;
-        if (first && op != 0x80)
-            return -1;
-        size_t w = 0;
-        uint64_t key;
-        uint8_t *c = NULL;
-        switch (op) {
-        case '.': return -1;
-        case '(':
-        case '0':
-        case '1':
-        case '2':
-        case 'N':
-        case 0x88:
-        case 0x89:
-        case ']':
-        case '}':
-        case ')':
-        case 'a':
-        case 'e':
-        case 'l':
-        case 't':
-        case 0x85:
-        case 0x86:
-        case 0x87:
-        case 'd':
-        case 's':
-        case 'u': return 0;
-        case 0x80: w = 1; break;
-        case 0x95:
-            if (fill(P, 8) < 0 || le(P->p, 8) > left_in_input(P) - 8)
-                return -1;
-            P->p += 8;
-            return 0;
-        case 'J': w = 4; break;
-        case 'K': w = 1; break;
-        case 'M': w = 2; break;
-        case 'G': w = 8; break;
-        case 0x8a:
-        case 0x8c:
-        case 'C':
-            if (skip_len(P, 1) < 0)
-                return -1;
-            return 0;
-        case 0x8b:
-            if (fill(P, 4) < 0 || (P->p[3] & 0x80))
-                return -1;
-            if (skip_len(P, 4) < 0)
-                return -1;
-            return 0;
-        case 'X':
-        case 'B':
-            if (skip_len(P, 4) < 0)
-                return -1;
-            return 0;
-        case 0x8d:
-        case 0x8e:
-            if (skip_len(P, 8) < 0)
-                return -1;
-            return 0;
-        case 0x94: /* MEMOIZE */
-        case 'q':
-        case 'r':
-            if (op == 0x94) {
-                key = *ndef;
-            } else {
-                w = op == 'q' ? 1 : 4;
-                if (fill(P, w) < 0)
-                    return -1;
-                key = le(P->p, w);
-                P->p += w;
-            }
-            if (cnt_at(P, key, &c) < 0)
-                return -1;
-            if (!(*c & 0x80)) {
-                *c |= 0x80;
-                (*ndef)++;
-            }
-            return 0;
-        case 'h':
-        case 'j':
-            w = op == 'h' ? 1 : 4;
-            if (fill(P, w) < 0)
-                return -1;
-            key = le(P->p, w);
-            P->p += w;
-            if (key >= P->cnt_len || !(P->cnt[key] & 0x80))
-                return -1;
-            if ((P->cnt[key] & KEEP) != KEEP)
-                P->cnt[key]++;
-            return 0;
-        default: return -1; /* refused or unknown: the parse says which */
-        }
-        if (fill(P, w) < 0)
-            return -1;
-        P->p += w;
+        return skip_len(P, w);
     }
-    return 0;
+    if (fill(P, w) < 0)
+        return -1;
+    uint64_t key = le(P->p, w);
+    P->p += w;
+    uint8_t *c = NULL;
+    switch (op) {
+    case PK_FRAME: return key > left_in_input(P) ? -1 : 0;
+    case PK_MEMOIZE:
+        key = *ndef;
+        /* fall through */
+    case PK_BINPUT:
+    case PK_LONG_BINPUT:
+        if (cnt_at(P, key, &c) < 0)
+            return -1;
+        if (!(*c & 0x80)) {
+            *c |= 0x80;
+            (*ndef)++;
+        }
+        return 0;
+    case PK_BINGET:
+    case PK_LONG_BINGET:
+        if (key >= P->cnt_len || !(P->cnt[key] & 0x80))
+            return -1; /* not defined: the parse says so */
+        if ((P->cnt[key] & KEEP) != KEEP)
+            P->cnt[key]++;
+        return 0;
+    default: return 0;
+    }
 }
 
-/* The scan loop: the opcodes of snapshots are skipped in place while the window holds all their
- * bytes; the others, and the end of the window, go through scan_step. */
-__attribute__((noinline)) static void scan(gmp_pkstream *P)
+/* Pass 1: the fetches of each memo index counted, up to STOP or the first fault. */
+static void scan(gmp_pkstream *P)
 {
     uint64_t ndef = 0;
-    if (scan_step(P, &ndef, 1) < 0)
-        return;
-    for (;;) {
-        const unsigned char *p = P->p, *end = P->end;
-        uint8_t *cnt = P->cnt;
-        size_t cnt_len = P->cnt_len, cnt_cap = P->cnt_cap;
-        while (end - p >= 9) {
-            uint64_t key;
-            size_t n;
-            /* the fetches first: most of a snapshot's opcodes (this alone takes a third off the
-             * pass on the real train-step snapshot, against a jump through the switch's table) */
-            if (*p == 'j') {
-                key = le(p + 1, 4);
-                p += 5;
-                goto get;
-            }
-            if (*p == 'h') {
-                key = p[1];
-                p += 2;
-                goto get;
-            }
-            switch (*p) {
-            case '(':
-            case '0':
-            case '1':
-            case '2':
-            case 'N':
-            case 0x88:
-            case 0x89:
-            case ']':
-            case '}':
-            case ')':
-            case 'a':
-            case 'e':
-            case 'l':
-            case 't':
-            case 0x85:
-            case 0x86:
-            case 0x87:
-            case 'd':
-            case 's':
-            case 'u': p++; continue;
-            case 'K': p += 2; continue;
-            case 'M': p += 3; continue;
-            case 'J': p += 5; continue;
-            case 'G': p += 9; continue;
-            case 0x8a:
-            case 0x8c:
-            case 'C':
-                n = (size_t)p[1] + 2;
-                if ((size_t)(end - p) < n)
-                    goto slow;
-                p += n;
-                continue;
-            case 'X':
-            case 'B':
-                n = (size_t)le(p + 1, 4) + 5;
-                if ((size_t)(end - p) < n)
-                    goto slow;
-                p += n;
-                continue;
-            case 0x94:
-                if (ndef >= cnt_cap || ndef >= P->lim.max_memo)
-                    goto slow;
-                if (ndef >= cnt_len) {
-                    memset(cnt + cnt_len, 0, (size_t)ndef + 1 - cnt_len);
-                    cnt_len = (size_t)ndef + 1;
-                }
-                if (!(cnt[ndef] & 0x80)) {
-                    cnt[ndef] |= 0x80;
-                    ndef++;
-                }
-                p++;
-                continue;
-            case 'h':
-                key = p[1];
-                p += 2;
-                goto get;
-            case 'j':
-                key = le(p + 1, 4);
-                p += 5;
-                goto get;
-            default: goto slow;
-            }
-        get:
-            if (key >= cnt_len || !(cnt[key] & 0x80))
-                goto stop; /* not defined: the parse says so */
-            if ((cnt[key] & KEEP) != KEEP)
-                cnt[key]++;
-            continue;
-        }
-    slow:
-        P->p = p;
-        P->cnt_len = cnt_len;
-        if (scan_step(P, &ndef, 0) < 0)
-            return;
-        continue;
-    stop:
-        P->cnt_len = cnt_len;
-        return;
-    }
+    for (int first = 1; scan_step(P, &ndef, first) == 0; first = 0)
+        ;
 }
 
 /* The memo of the parse: a dense slot per fetched index. */
@@ -1581,7 +1422,7 @@ fast_entry(gmp_pkstream *P, const unsigned char *p, const unsigned char *end, si
         (lv->v.o->flags & F_KEEP))
         return NULL;
     const unsigned char *q = p + 1;
-    if (end - q < 2 || q[0] != 0x94 || q[1] != '(')
+    if (end - q < 2 || q[0] != PK_MEMOIZE || q[1] != PK_MARK)
         return NULL;
     q += 2;
     /* the dict's MEMOIZE: only when the memo does not keep it (it is fetched again: a dict) */
@@ -1609,7 +1450,7 @@ fast_entry(gmp_pkstream *P, const unsigned char *p, const unsigned char *end, si
     for (;;) {
         if (q == end)
             return NULL;
-        if (*q == 'u') {
+        if (*q == PK_SETITEMS) {
             if (n & 1)
                 return NULL;
             q++;
@@ -1625,30 +1466,30 @@ fast_entry(gmp_pkstream *P, const unsigned char *p, const unsigned char *end, si
     if (room < (x))                                                                                \
     return NULL
         switch (*q) {
-        case 'h':
+        case PK_BINGET:
             NEED(2);
             k = q[1], q += 2;
             goto get;
-        case 'j':
+        case PK_LONG_BINGET:
             NEED(5);
             k = le(q + 1, 4), q += 5;
             goto get;
-        case 'K':
+        case PK_BININT1:
             NEED(2);
             u = q[1], q += 2;
             break;
-        case 'M':
+        case PK_BININT2:
             NEED(3);
             u = le(q + 1, 2), q += 3;
             break;
-        case 'J':
+        case PK_BININT:
             NEED(5);
             u = (uint64_t)(int64_t)(int32_t)(uint32_t)le(q + 1, 4), q += 5;
             break;
-        case 'N': t = GMP_PK_NONE, q++; break;
-        case 0x88:
-        case 0x89: t = GMP_PK_BOOL, u = *q == 0x88, q++; break;
-        case 0x8a: {
+        case PK_NONE: t = GMP_PK_NONE, q++; break;
+        case PK_NEWTRUE:
+        case PK_NEWFALSE: t = GMP_PK_BOOL, u = *q == PK_NEWTRUE, q++; break;
+        case PK_LONG1: {
             NEED(2);
             size_t len = q[1];
             if (len > 8)
@@ -1866,33 +1707,33 @@ static int flat_predicts(const gmp_pkstream *P, size_t j)
 static int flat_neutral(const gmp_pkstream *P, unsigned op)
 {
     switch (op) {
-    case 0x95:
-    case '(':
-    case 'h':
-    case 'j':
-    case 'N':
-    case 0x88:
-    case 0x89:
-    case 'J':
-    case 'K':
-    case 'M':
-    case 0x8a:
-    case 0x8b:
-    case 'G':
-    case 0x8c:
-    case 'X':
-    case 0x8d:
-    case 'C':
-    case 'B':
-    case 0x8e: return 1;
-    case 0x94:
-    case 'q':
-    case 'r': return P->sn > P->flat_top;
-    case ']':
-    case '}':
-    case ')': return flat_predicts(P, P->sn);
-    case 'u': return P->mn && P->marks[P->mn - 1] > P->flat_top;
-    case 'e': {
+    case PK_FRAME:
+    case PK_MARK:
+    case PK_BINGET:
+    case PK_LONG_BINGET:
+    case PK_NONE:
+    case PK_NEWTRUE:
+    case PK_NEWFALSE:
+    case PK_BININT:
+    case PK_BININT1:
+    case PK_BININT2:
+    case PK_LONG1:
+    case PK_LONG4:
+    case PK_BINFLOAT:
+    case PK_SHORT_BINUNICODE:
+    case PK_BINUNICODE:
+    case PK_BINUNICODE8:
+    case PK_SHORT_BINBYTES:
+    case PK_BINBYTES:
+    case PK_BINBYTES8: return 1;
+    case PK_MEMOIZE:
+    case PK_BINPUT:
+    case PK_LONG_BINPUT: return P->sn > P->flat_top;
+    case PK_EMPTY_LIST:
+    case PK_EMPTY_DICT:
+    case PK_EMPTY_TUPLE: return flat_predicts(P, P->sn);
+    case PK_SETITEMS: return P->mn && P->marks[P->mn - 1] > P->flat_top;
+    case PK_APPENDS: {
         size_t m = P->mn ? P->marks[P->mn - 1] : 0;
         return m >= 1 && m <= P->sn && P->stack[m - 1].type == GMP_PK_LIST &&
                streams(P->stack[m - 1].v.o);
@@ -2170,10 +2011,10 @@ static int step(gmp_pkstream *P)
     gmp_pkobj *c;
     if (P->nflat && !flat_neutral(P, op) && materialize(P) < 0)
         return -1;
-    if (P->op_off == 0 && op != 0x80)
+    if (P->op_off == 0 && op != PK_PROTO)
         return fail(P, GMP_ERR_FORMAT, "not a pickle of protocol 2 or later (no PROTO opcode)");
     switch (op) {
-    case 0x80:
+    case PK_PROTO:
         if (take(P, 1, &b) < 0)
             return -1;
         if (P->op_off != 0)
@@ -2181,20 +2022,20 @@ static int step(gmp_pkstream *P)
         if (b[0] < 2 || b[0] > 5)
             return fail(P, GMP_ERR_FORMAT, "pickle protocol %u not accepted (2 to 5)", b[0]);
         return 0;
-    case 0x95:
+    case PK_FRAME:
         if (take(P, 8, &b) < 0)
             return -1;
         if (le(b, 8) > left_in_input(P))
             return fail(P, GMP_ERR_TRUNCATED, "frame runs past the end of the input");
         return 0;
-    case '.':
+    case PK_STOP:
         if (P->mn)
             return fail(P, GMP_ERR_FORMAT, "STOP with an open MARK");
         if (P->sn != 1)
             return fail(P, GMP_ERR_FORMAT, "STOP with %zu values on the stack (1 expected)", P->sn);
         P->done = 1;
         return 0;
-    case '(':
+    case PK_MARK:
         if (P->mn == P->mcap) {
             size_t nc = P->mcap ? P->mcap * 2 : 64;
             if (charge(P, (nc - P->mcap) * sizeof *P->marks) < 0)
@@ -2207,43 +2048,45 @@ static int step(gmp_pkstream *P)
         }
         P->marks[P->mn++] = P->sn;
         return 0;
-    case '0':
+    case PK_POP:
         if (P->sn > mark_base(P)) {
             unref(P, &P->stack[--P->sn]);
             return 0;
         }
         return pop_mark(P, &first);
-    case '1':
+    case PK_POP_MARK:
         if (pop_mark(P, &first) < 0)
             return -1;
         drop_from(P, first);
         return 0;
-    case '2':
+    case PK_DUP:
         if (P->sn <= mark_base(P))
             return fail(P, GMP_ERR_FORMAT, "stack underflow");
         v = P->stack[P->sn - 1];
         ref(&v);
         return push(P, v);
-    case 'N': v = (gmp_pkv){.type = GMP_PK_NONE}; return push(P, v);
-    case 0x88:
-    case 0x89: v = (gmp_pkv){.type = GMP_PK_BOOL, .v.i = op == 0x88}; return push(P, v);
-    case 'J':
+    case PK_NONE: v = (gmp_pkv){.type = GMP_PK_NONE}; return push(P, v);
+    case PK_NEWTRUE:
+    case PK_NEWFALSE:
+        v = (gmp_pkv){.type = GMP_PK_BOOL, .v.i = op == PK_NEWTRUE};
+        return push(P, v);
+    case PK_BININT:
         if (take(P, 4, &b) < 0)
             return -1;
         return push_int(P, (int64_t)(int32_t)(uint32_t)le(b, 4));
-    case 'K':
+    case PK_BININT1:
         if (take(P, 1, &b) < 0)
             return -1;
         return push_int(P, b[0]);
-    case 'M':
+    case PK_BININT2:
         if (take(P, 2, &b) < 0)
             return -1;
         return push_int(P, (int64_t)le(b, 2));
-    case 0x8a:
+    case PK_LONG1:
         if (take_len(P, 1, &len) < 0 || take(P, len, &b) < 0)
             return -1;
         return push_long(P, b, len);
-    case 0x8b:
+    case PK_LONG4:
         if (take(P, 4, &b) < 0)
             return -1;
         if (b[3] & 0x80)
@@ -2252,7 +2095,7 @@ static int step(gmp_pkstream *P)
         if (take_len(P, 4, &len) < 0 || take(P, len, &b) < 0)
             return -1;
         return push_long(P, b, len);
-    case 'G': {
+    case PK_BINFLOAT: {
         if (take(P, 8, &b) < 0)
             return -1;
         uint64_t u = 0;
@@ -2262,22 +2105,24 @@ static int step(gmp_pkstream *P)
         memcpy(&v.v.f, &u, sizeof u);
         return push(P, v);
     }
-    case 0x8c:
-    case 'X':
-    case 0x8d:
-        if (take_len(P, op == 0x8c ? 1 : op == 'X' ? 4 : 8, &len) < 0)
+    case PK_SHORT_BINUNICODE:
+    case PK_BINUNICODE:
+    case PK_BINUNICODE8:
+        if (take_len(P, gmp_pickle_ops[op].width, &len) < 0)
             return -1;
         return push_bytes(P, GMP_PK_STR, len);
-    case 'C':
-    case 'B':
-    case 0x8e:
-        if (take_len(P, op == 'C' ? 1 : op == 'B' ? 4 : 8, &len) < 0)
+    case PK_SHORT_BINBYTES:
+    case PK_BINBYTES:
+    case PK_BINBYTES8:
+        if (take_len(P, gmp_pickle_ops[op].width, &len) < 0)
             return -1;
         return push_bytes(P, GMP_PK_BYTES, len);
-    case ']':
-    case '}':
-    case ')': {
-        uint8_t t = op == ']' ? GMP_PK_LIST : op == '}' ? GMP_PK_DICT : GMP_PK_TUPLE;
+    case PK_EMPTY_LIST:
+    case PK_EMPTY_DICT:
+    case PK_EMPTY_TUPLE: {
+        uint8_t t = op == PK_EMPTY_LIST   ? GMP_PK_LIST
+                    : op == PK_EMPTY_DICT ? GMP_PK_DICT
+                                          : GMP_PK_TUPLE;
         if (!(c = obj_new(P, t)))
             return -1;
         if (t != GMP_PK_TUPLE)
@@ -2285,7 +2130,7 @@ static int step(gmp_pkstream *P)
         v = (gmp_pkv){.type = t, .v.o = c};
         return push(P, v);
     }
-    case 'a':
+    case PK_APPEND:
         if (P->sn < mark_base(P) + 2)
             return fail(P, GMP_ERR_FORMAT, "stack underflow");
         v = P->stack[P->sn - 2];
@@ -2294,7 +2139,7 @@ static int step(gmp_pkstream *P)
         if (modifiable(P, v.v.o) < 0)
             return -1;
         return append_items(P, v.v.o, P->sn - 1);
-    case 'e':
+    case PK_APPENDS:
         if (pop_mark(P, &first) < 0)
             return -1;
         if (first <= mark_base(P) || first == 0) {
@@ -2307,19 +2152,19 @@ static int step(gmp_pkstream *P)
         if (modifiable(P, v.v.o) < 0)
             return -1;
         return append_items(P, v.v.o, first);
-    case 'l':
-    case 't':
+    case PK_LIST:
+    case PK_TUPLE:
         if (pop_mark(P, &first) < 0)
             return -1;
-        return build_seq(P, op == 'l' ? GMP_PK_LIST : GMP_PK_TUPLE, first);
-    case 0x85:
-    case 0x86:
-    case 0x87:
-        len = op - 0x84u;
+        return build_seq(P, op == PK_LIST ? GMP_PK_LIST : GMP_PK_TUPLE, first);
+    case PK_TUPLE1:
+    case PK_TUPLE2:
+    case PK_TUPLE3:
+        len = op - PK_TUPLE1 + 1u;
         if (P->sn < mark_base(P) + len)
             return fail(P, GMP_ERR_FORMAT, "stack underflow");
         return build_seq(P, GMP_PK_TUPLE, P->sn - len);
-    case 'd': {
+    case PK_DICT: {
         if (pop_mark(P, &first) < 0)
             return -1;
         if ((P->sn - first) % 2)
@@ -2339,7 +2184,7 @@ static int step(gmp_pkstream *P)
         }
         return push(P, v);
     }
-    case 's':
+    case PK_SETITEM:
         if (P->sn < mark_base(P) + 3)
             return fail(P, GMP_ERR_FORMAT, "stack underflow");
         v = P->stack[P->sn - 3];
@@ -2348,7 +2193,7 @@ static int step(gmp_pkstream *P)
         if (modifiable(P, v.v.o) < 0)
             return -1;
         return set_items(P, v.v.o, P->sn - 2);
-    case 'u':
+    case PK_SETITEMS:
         if (pop_mark(P, &first) < 0)
             return -1;
         if (first <= mark_base(P) || first == 0) {
@@ -2361,11 +2206,11 @@ static int step(gmp_pkstream *P)
         if (modifiable(P, v.v.o) < 0)
             return -1;
         return set_items(P, v.v.o, first);
-    case 0x94: return memo_put(P, P->ndefined);
-    case 'q': return take(P, 1, &b) < 0 ? -1 : memo_put(P, b[0]);
-    case 'r': return take(P, 4, &b) < 0 ? -1 : memo_put(P, le(b, 4));
-    case 'h': return take(P, 1, &b) < 0 ? -1 : memo_get(P, b[0]);
-    case 'j': return take(P, 4, &b) < 0 ? -1 : memo_get(P, le(b, 4));
+    case PK_MEMOIZE: return memo_put(P, P->ndefined);
+    case PK_BINPUT: return take(P, 1, &b) < 0 ? -1 : memo_put(P, b[0]);
+    case PK_LONG_BINPUT: return take(P, 4, &b) < 0 ? -1 : memo_put(P, le(b, 4));
+    case PK_BINGET: return take(P, 1, &b) < 0 ? -1 : memo_get(P, b[0]);
+    case PK_LONG_BINGET: return take(P, 4, &b) < 0 ? -1 : memo_get(P, le(b, 4));
     default: {
         const char *why, *name = gmp_pickle_refused_name(op, &why);
         if (name)
@@ -2396,15 +2241,15 @@ __attribute__((noinline)) static void parse(gmp_pkstream *P)
             uint64_t key, vu;
             unsigned vt, vb = 0;
             switch (*p) {
-            case 'h':
+            case PK_BINGET:
                 key = p[1];
                 p += 2;
                 goto get;
-            case 'j':
+            case PK_LONG_BINGET:
                 key = le(p + 1, 4);
                 p += 5;
                 goto get;
-            case 0x94: {
+            case PK_MEMOIZE: {
                 key = P->ndefined;
                 if (sn <= (P->mn ? P->marks[P->mn - 1] : 0) || key >= P->lim.max_memo ||
                     (P->nflat && sn <= P->flat_top))
@@ -2436,21 +2281,21 @@ __attribute__((noinline)) static void parse(gmp_pkstream *P)
                 p++;
                 continue;
             }
-            case '(':
+            case PK_MARK:
                 if (P->mn == P->mcap)
                     goto slow;
                 P->marks[P->mn++] = sn;
                 p++;
                 continue;
-            case 'K': vt = GMP_PK_INT, vu = p[1], p += 2; goto push_v;
-            case 'M': vt = GMP_PK_INT, vu = le(p + 1, 2), p += 3; goto push_v;
-            case 'J':
+            case PK_BININT1: vt = GMP_PK_INT, vu = p[1], p += 2; goto push_v;
+            case PK_BININT2: vt = GMP_PK_INT, vu = le(p + 1, 2), p += 3; goto push_v;
+            case PK_BININT:
                 vt = GMP_PK_INT, vu = (uint64_t)(int64_t)(int32_t)(uint32_t)le(p + 1, 4), p += 5;
                 goto push_v;
-            case 'N': vt = GMP_PK_NONE, vu = 0, p++; goto push_v;
-            case 0x88:
-            case 0x89: vt = GMP_PK_BOOL, vu = *p == 0x88, p++; goto push_v;
-            case 0x8a: {
+            case PK_NONE: vt = GMP_PK_NONE, vu = 0, p++; goto push_v;
+            case PK_NEWTRUE:
+            case PK_NEWFALSE: vt = GMP_PK_BOOL, vu = *p == PK_NEWTRUE, p++; goto push_v;
+            case PK_LONG1: {
                 /* as gmp_pickle_decode_long, for up to 8 bytes (longer ones: step) */
                 size_t n = p[1];
                 if (n > 8 || (size_t)(end - p) < 2 + n)
@@ -2460,7 +2305,7 @@ __attribute__((noinline)) static void parse(gmp_pkstream *P)
                 p += 2 + n;
                 goto push_v;
             }
-            case 0x8c: {
+            case PK_SHORT_BINUNICODE: {
                 size_t n = p[1];
                 if ((size_t)(end - p) < 2 + n || sn == scap)
                     goto slow;
@@ -2480,9 +2325,9 @@ __attribute__((noinline)) static void parse(gmp_pkstream *P)
                 p += 2 + n;
                 continue;
             }
-            case ']':
-            case '}': {
-                if (*p == '}' && P->mn && !P->no_flat) {
+            case PK_EMPTY_LIST:
+            case PK_EMPTY_DICT: {
+                if (*p == PK_EMPTY_DICT && P->mn && !P->no_flat) {
                     const unsigned char *np = fast_entry(P, p, end, sn);
                     if (np) {
                         p = np;
@@ -2492,7 +2337,7 @@ __attribute__((noinline)) static void parse(gmp_pkstream *P)
                 }
                 if (sn == scap || (P->nflat && !flat_predicts(P, sn)))
                     goto slow;
-                uint8_t t = *p == ']' ? GMP_PK_LIST : GMP_PK_DICT;
+                uint8_t t = *p == PK_EMPTY_LIST ? GMP_PK_LIST : GMP_PK_DICT;
                 P->op_off = (size_t)(P->base + (uint64_t)(op - P->start));
                 gmp_pkobj *c = obj_new(P, t);
                 if (!c)
@@ -2503,8 +2348,8 @@ __attribute__((noinline)) static void parse(gmp_pkstream *P)
                 p++;
                 continue;
             }
-            case 'u':
-            case 'e': {
+            case PK_SETITEMS:
+            case PK_APPENDS: {
                 if (!P->mn)
                     goto slow;
                 size_t first = P->marks[P->mn - 1];
@@ -2512,14 +2357,15 @@ __attribute__((noinline)) static void parse(gmp_pkstream *P)
                 if (first <= below || first == 0)
                     goto slow;
                 gmp_pkv *c = &stk[first - 1];
-                if (c->type != (*p == 'u' ? GMP_PK_DICT : GMP_PK_LIST) || c->v.o->sealed)
+                if (c->type != (*p == PK_SETITEMS ? GMP_PK_DICT : GMP_PK_LIST) || c->v.o->sealed)
                     goto slow;
-                if (P->nflat && first <= P->flat_top && (*p == 'u' || !streams(c->v.o)))
+                if (P->nflat && first <= P->flat_top && (*p == PK_SETITEMS || !streams(c->v.o)))
                     goto slow; /* step makes the dicts first */
                 P->mn--;
                 P->op_off = (size_t)(P->base + (uint64_t)(op - P->start));
                 SYNC_OUT();
-                int rc = *p == 'u' ? set_items(P, c->v.o, first) : append_items(P, c->v.o, first);
+                int rc = *p == PK_SETITEMS ? set_items(P, c->v.o, first)
+                                           : append_items(P, c->v.o, first);
                 SYNC_IN();
                 if (rc < 0)
                     goto bail;

@@ -17,7 +17,7 @@
 #include <unistd.h>
 
 #include "gmp_import_torch.h"
-#include "gmp_pickle.h"
+#include "pickle_tree.h"
 #include "gmp_pickle_stream.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);

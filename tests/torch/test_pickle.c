@@ -12,7 +12,7 @@
 
 #include <cmocka.h>
 
-#include "gmp_pickle.h"
+#include "pickle_tree.h"
 
 /* pickle.dumps({segments: [...], device_traces: [[...]], x: [None, True, False, 1.5, -1, 255,
  * 65535, -2**31, 2**31, 2**63, 2**64-1, -2**63, b'by\0tes', 'été']}, protocol=4) */

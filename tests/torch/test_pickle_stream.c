@@ -16,7 +16,7 @@
 
 #include <cmocka.h>
 
-#include "gmp_pickle.h"
+#include "pickle_tree.h"
 #include "gmp_pickle_stream.h"
 
 #ifndef GMP_TORCH_DATA
