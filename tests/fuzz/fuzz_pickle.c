@@ -4,7 +4,8 @@
  *
  * Each input is parsed with small limits (so that the fuzzer reaches the limit paths) and with the
  * default ones; the resulting value graph is walked through every accessor (bounded: shared values
- * may be visited many times). The streaming reader runs with small and default limits too (and
+ * may be visited many times); the streaming reader must agree with it on what it accepts (but
+ * for its own rules and limits). The streaming reader runs with small and default limits too (and
  * without flat entries, and in one pass, which must give the same outcome), its consumer walking
  * each item handed over, releasing the items of some containers (husk) and, on a byte of the input,
  * stopping the parse; then the same bytes are imported as a snapshot into a trace written to
@@ -71,7 +72,7 @@ static size_t walk(const gmp_pickle_value *v, size_t budget)
     return used;
 }
 
-static void parse(const uint8_t *data, size_t size, const gmp_pickle_limits *lim)
+static gmp_err parse(const uint8_t *data, size_t size, const gmp_pickle_limits *lim)
 {
     gmp_pickle_value *root = NULL;
     char err[256];
@@ -83,6 +84,41 @@ static void parse(const uint8_t *data, size_t size, const gmp_pickle_limits *lim
         volatile size_t n = strlen(err);
         (void)n;
     }
+    return e;
+}
+
+/* Non-zero when the streaming reader's refusal (e, err) of what the tree reader accepts is one
+ * of its own rules (docs/pickle.md) or a limit (the two readers hold different things). */
+static int stream_rule(gmp_err e, const char *err)
+{
+    static const char *const rules[] = {
+        "changed after it was stored",
+        "elsewhere than its place",
+        "not part of the result",
+        "first value of the pickle is stored",
+        "is set twice",
+        "not its first value",
+    };
+    if (e == GMP_ERR_LIMIT || e == GMP_ERR_NOMEM)
+        return 1;
+    for (size_t i = 0; i < sizeof rules / sizeof rules[0]; i++)
+        if (strstr(err, rules[i]))
+            return 1;
+    return 0;
+}
+
+/* The streaming reader in two passes without a consumer: GMP_OK or its error, its message in
+ * err. */
+static gmp_err stream_plain(const uint8_t *data, size_t size, const gmp_pickle_limits *lim,
+                            char *err, size_t errlen)
+{
+    gmp_pkstream_cb cb = {"segments", "device_traces", NULL, NULL};
+    gmp_pkstream *ps = gmp_pkstream_new(lim, &cb);
+    if (!ps)
+        return GMP_ERR_NOMEM;
+    gmp_err e = gmp_pkstream_run_mem(ps, data, size, err, errlen);
+    gmp_pkstream_free(ps);
+    return e;
 }
 
 /* tagged: containers with a tag are not entered (a consumer reads only the tag of what it
@@ -191,7 +227,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     gmp_pickle_limits lim;
     gmp_pickle_limits_default(&lim);
     lim.max_memory = 256u << 20; /* under the fuzzer's RSS limit */
-    parse(data, size, &lim);
+    gmp_err tree = parse(data, size, &lim);
+    /* the two readers agree on what they accept: the product's reader accepts only what the
+     * tree accepts (unless the tree ran out of room), and refuses what it accepts only by its
+     * own rules or limits */
+    char serr[256];
+    gmp_err plain = stream_plain(data, size, &lim, serr, sizeof serr);
+    if (plain == GMP_OK && tree != GMP_OK && tree != GMP_ERR_LIMIT && tree != GMP_ERR_NOMEM)
+        __builtin_trap();
+    if (tree == GMP_OK && plain != GMP_OK && !stream_rule(plain, serr))
+        __builtin_trap();
     size_t n1, n2;
     stream(data, size, &small, 0, &n1);
     stream(data, size, &small, 1, &n1);
