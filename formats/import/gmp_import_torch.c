@@ -49,7 +49,6 @@
 #define FILLER_ADDR 0xf000000000000000ull /* + device: pre-window bytes with no address */
 #define FILLER_POOL 0xd000000000000000ull /* + device: pre-window segments with no address */
 #define SYNC_EVERY 8192
-#define READ_AHEAD_MIN ((uint64_t)8 << 20) /* larger snapshots: the reader's read-ahead thread */
 #define ONE_PASS_BUDGET_MIN                                                                        \
     ((uint64_t)16 << 20)              /* the one pass holds at most this, or a sixteenth of the    \
                                          file when more */
@@ -1741,10 +1740,6 @@ static gmp_err import_read(imp *I, int fd, const void *data, size_t n, char *msg
      * fails it) is taken from a second run in two passes, from scratch, so outcomes and messages
      * are the two-pass reader's. */
     int one = 1;
-    /* Under a limit on data or address space the reader stays on this thread: the limit counts the
-     * threads' stacks, the read-ahead's buffers and a second malloc arena (cli_inputs_bad reads
-     * a 53 MB snapshot under an RLIMIT_DATA of 2/3 of it). */
-    int rlimited = gmp_memory_limited();
     gmp_err e;
     char perr[512];
     for (;;) {
@@ -1753,8 +1748,6 @@ static gmp_err import_read(imp *I, int fd, const void *data, size_t n, char *msg
             nomem(I);
             goto out;
         }
-        if (size > READ_AHEAD_MIN && !rlimited)
-            gmp_pkstream_read_ahead(ps);
         if (one) {
             uint64_t budget = size / 16 > ONE_PASS_BUDGET_MIN ? size / 16 : ONE_PASS_BUDGET_MIN;
             gmp_pkstream_one_pass(ps, "frames",

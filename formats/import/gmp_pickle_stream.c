@@ -11,12 +11,10 @@
  *
  * Also (docs/pickle.md): one pass instead of two, keeping in the memo only what a snapshot fetches
  * again (gmp_pkstream_one_pass); trace entries read flat, without a dict (fast_entry); items handed
- * over in batches (submit); a file read ahead on a thread of its own (gmp_pkstream_read_ahead:
- * ra_*). */
+ * over in batches (submit). */
 #include "gmp_pickle_stream.h"
 
 #include <errno.h>
-#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,11 +27,7 @@
 #define GMP_PKSTREAM_INBUF (1u << 20)
 #endif
 #define INBUF GMP_PKSTREAM_INBUF
-#define RA_N 4 /* read-ahead: chunks of INBUF bytes read by a thread of their own */
-#define RA_HEAD                                                                                    \
-    (INBUF >= (1u << 20) ? (64u << 10) : 64u) /* room before a chunk for what is left              \
-                                               */
-#define KEEP 0x7f                             /* a fetch count that is never decremented */
+#define KEEP 0x7f /* a fetch count that is never decremented */
 
 enum { R_NONE = 0, R_ROOT, R_SEGS, R_TRACES, R_DEV, R_FLAT /* batch_read's dict */ };
 #define F_ATTACHED 1u /* a role object stored where it was predicted */
@@ -95,13 +89,6 @@ typedef struct pk_batch {
     char msg[512];
 } pk_batch;
 
-/* A chunk of the input read ahead: file bytes [index * INBUF, + len) at mem + RA_HEAD. */
-typedef struct ra_chunk {
-    unsigned char *mem;
-    size_t len;
-    int full, err;
-} ra_chunk;
-
 struct gmp_pkstream {
     gmp_pickle_limits lim;
     gmp_pkstream_cb cb;
@@ -154,16 +141,6 @@ struct gmp_pkstream {
     pk_batch bat;
     pk_batch *fill; /* the batch being filled: &bat */
     pk_batch *cur;  /* the batch whose items the consumer is reading (husks go there) */
-    /* read-ahead (gmp_pkstream_read_ahead, a file: the parse's pass) */
-    int read_ahead;
-    int ra_up, ra_quit;
-    ra_chunk ra[RA_N];
-    uint64_t ra_next; /* the chunk the window takes next */
-    uint64_t ra_stop; /* the reader made chunks [0, ra_stop) and stopped (UINT64_MAX: not yet) */
-    ra_chunk *ra_cur; /* the chunk the window is in (NULL: P->buf) */
-    pthread_t ra_thread;
-    pthread_mutex_t ra_mu;
-    pthread_cond_t ra_cv;
     double scan_s, parse_s;
     /* errors */
     char *err;
@@ -399,189 +376,6 @@ static int buf_keep(gmp_pkstream *P, size_t need, size_t have)
     return 0;
 }
 
-/* ---- read-ahead ----
- *
- * With gmp_pkstream_read_ahead, the parse's pass over a file reads it through RA_N chunks of INBUF
- * bytes that a thread of its own fills in order (pread), so that the copies from the page cache
- * leave the parse's thread. The window is a chunk: what is left of the one before (at most
- * RA_HEAD bytes) is copied just before it; an opcode longer than that is gathered in P->buf from
- * whole chunks. A chunk is given back when the window leaves it. The reader stops at the end of
- * the file, at a short read (a file that shrank: the parse then finds it truncated) or an error
- * (reported where the parse needs those bytes). */
-
-static void *ra_main(void *arg)
-{
-    gmp_pkstream *P = arg;
-    for (uint64_t c = 0;; c++) {
-        ra_chunk *b = &P->ra[c % RA_N];
-        pthread_mutex_lock(&P->ra_mu);
-        while (!P->ra_quit && b->full)
-            pthread_cond_wait(&P->ra_cv, &P->ra_mu);
-        int quit = P->ra_quit;
-        pthread_mutex_unlock(&P->ra_mu);
-        if (quit)
-            break;
-        size_t got = 0;
-        int err = 0;
-        uint64_t off = c * (uint64_t)INBUF;
-        while (got < INBUF && off + got < P->size) {
-            size_t want = INBUF - got;
-            if (want > P->size - (off + got))
-                want = (size_t)(P->size - (off + got));
-            ssize_t r = pread(P->fd, b->mem + RA_HEAD + got, want, (off_t)(off + got));
-            if (r < 0 && errno == EINTR)
-                continue;
-            if (r <= 0) {
-                err = r < 0 ? errno : 0;
-                break;
-            }
-            got += (size_t)r;
-        }
-        int last = err || got < INBUF || off + got >= P->size;
-        pthread_mutex_lock(&P->ra_mu);
-        b->len = got;
-        b->err = err;
-        b->full = 1;
-        if (last)
-            P->ra_stop = c + 1;
-        pthread_cond_broadcast(&P->ra_cv);
-        pthread_mutex_unlock(&P->ra_mu);
-        if (last)
-            break;
-    }
-    return NULL;
-}
-
-/* Starts the read-ahead from the file's start (0; -1 and nothing changed when it cannot). */
-static int ra_start(gmp_pkstream *P)
-{
-    size_t need = RA_N * (RA_HEAD + (size_t)INBUF);
-    if (P->fd < 0 || P->size <= INBUF || need > P->lim.max_memory ||
-        P->mem > P->lim.max_memory - need)
-        return -1;
-    P->mem += need;
-    if (P->mem > P->peak)
-        P->peak = P->mem;
-    memset(P->ra, 0, sizeof P->ra);
-    for (int i = 0; i < RA_N; i++)
-        if (!(P->ra[i].mem = malloc(RA_HEAD + (size_t)INBUF)))
-            goto undo;
-    P->ra_next = 0;
-    P->ra_stop = UINT64_MAX;
-    P->ra_cur = NULL;
-    P->ra_quit = 0;
-    if (pthread_mutex_init(&P->ra_mu, NULL) != 0)
-        goto undo;
-    if (pthread_cond_init(&P->ra_cv, NULL) != 0) {
-        pthread_mutex_destroy(&P->ra_mu);
-        goto undo;
-    }
-    pthread_attr_t a;
-    if (pthread_attr_init(&a) == 0) {
-        (void)pthread_attr_setstacksize(&a, (size_t)64 << 10);
-        P->ra_up = pthread_create(&P->ra_thread, &a, ra_main, P) == 0;
-        pthread_attr_destroy(&a);
-    }
-    if (P->ra_up)
-        return 0;
-    pthread_cond_destroy(&P->ra_cv);
-    pthread_mutex_destroy(&P->ra_mu);
-undo:
-    for (int i = 0; i < RA_N; i++)
-        free(P->ra[i].mem);
-    memset(P->ra, 0, sizeof P->ra);
-    uncharge(P, need);
-    return -1;
-}
-
-static void ra_end(gmp_pkstream *P)
-{
-    if (!P->ra_up)
-        return;
-    pthread_mutex_lock(&P->ra_mu);
-    P->ra_quit = 1;
-    pthread_cond_broadcast(&P->ra_cv);
-    pthread_mutex_unlock(&P->ra_mu);
-    pthread_join(P->ra_thread, NULL);
-    pthread_cond_destroy(&P->ra_cv);
-    pthread_mutex_destroy(&P->ra_mu);
-    for (int i = 0; i < RA_N; i++)
-        free(P->ra[i].mem);
-    memset(P->ra, 0, sizeof P->ra);
-    uncharge(P, RA_N * (RA_HEAD + (size_t)INBUF));
-    P->ra_up = 0;
-    P->ra_cur = NULL;
-}
-
-/* The next chunk, once read (NULL: there is none, the reader stopped before it). */
-static ra_chunk *ra_take(gmp_pkstream *P)
-{
-    ra_chunk *b = &P->ra[P->ra_next % RA_N];
-    pthread_mutex_lock(&P->ra_mu);
-    while (!b->full && P->ra_next < P->ra_stop)
-        pthread_cond_wait(&P->ra_cv, &P->ra_mu);
-    int have = b->full;
-    pthread_mutex_unlock(&P->ra_mu);
-    if (!have)
-        return NULL;
-    P->ra_next++;
-    return b;
-}
-
-/* Gives a chunk back to the reader, which fills it again. */
-static void ra_give(gmp_pkstream *P, ra_chunk *b)
-{
-    if (!b)
-        return;
-    pthread_mutex_lock(&P->ra_mu);
-    b->full = 0;
-    pthread_cond_broadcast(&P->ra_cv);
-    pthread_mutex_unlock(&P->ra_mu);
-}
-
-/* fill_slow with the read-ahead: the window ends where the next chunk begins. */
-static int ra_fill(gmp_pkstream *P, size_t k, uint64_t off)
-{
-    size_t have = (size_t)(P->end - P->p);
-    if (have <= RA_HEAD && k <= have + (size_t)INBUF) {
-        ra_chunk *b = ra_take(P);
-        if (!b)
-            return -1;
-        if (b->err)
-            return fail(P, GMP_ERR_IO, "cannot read the input: %s", strerror(b->err));
-        memcpy(b->mem + RA_HEAD - have, P->p, have); /* then the chunk it was in goes back */
-        ra_give(P, P->ra_cur);
-        P->ra_cur = b;
-        P->start = P->p = b->mem + RA_HEAD - have;
-        P->end = b->mem + RA_HEAD + b->len;
-        P->base = off;
-        return (size_t)(P->end - P->p) >= k ? 0 : -1;
-    }
-    /* gathered in P->buf: what is left, then whole chunks */
-    if (buf_keep(P, k + INBUF, have) < 0)
-        return -1;
-    ra_give(P, P->ra_cur);
-    P->ra_cur = NULL;
-    size_t n = have;
-    while (n < k) {
-        ra_chunk *b = ra_take(P);
-        if (!b)
-            return -1;
-        if (b->err)
-            return fail(P, GMP_ERR_IO, "cannot read the input: %s", strerror(b->err));
-        size_t len = b->len;
-        memcpy(P->buf + n, b->mem + RA_HEAD, len);
-        n += len;
-        ra_give(P, b); /* refilled from now on */
-        if (len < INBUF)
-            break;
-    }
-    P->start = P->p = P->buf;
-    P->end = P->buf + n;
-    P->base = off;
-    return n >= k ? 0 : -1;
-}
-
 /* Makes at least k bytes available at p; -1 (truncated, or an I/O error) when the input has
  * fewer. */
 static int fill_slow(gmp_pkstream *P, size_t k)
@@ -591,8 +385,6 @@ static int fill_slow(gmp_pkstream *P, size_t k)
     uint64_t off = P->base + (uint64_t)(P->p - P->start);
     if (k > P->size - off)
         return -1;
-    if (P->ra_up)
-        return ra_fill(P, k, off);
     size_t have = (size_t)(P->end - P->p);
     if (buf_keep(P, k, have) < 0)
         return -1;
@@ -2540,11 +2332,8 @@ static gmp_err run(gmp_pkstream *P, char *err, size_t errlen)
     double t1 = now_s();
     input_reset(P);
     P->fill = &P->bat;
-    if (P->read_ahead && P->code == GMP_OK)
-        (void)ra_start(P);
     if (P->code == GMP_OK)
         parse(P);
-    ra_end(P);
     flush(P);
     if (P->code == GMP_OK && P->done && finish(P) == 0) {
         P->result = P->stack[0];
@@ -2624,12 +2413,6 @@ void gmp_pkstream_husk(gmp_pkstream *P, gmp_pkobj *o)
         b->hcap = nc;
     }
     b->husks[b->hn++] = o;
-}
-
-void gmp_pkstream_read_ahead(gmp_pkstream *P)
-{
-    if (P)
-        P->read_ahead = 1;
 }
 
 void gmp_pkstream_one_pass(gmp_pkstream *P, const char *keep_key, size_t budget)

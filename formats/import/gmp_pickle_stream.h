@@ -99,9 +99,6 @@ void gmp_pkstream_husk(gmp_pkstream *ps, gmp_pkobj *o);
  * indices out of order (any failure may be one of these: the caller runs it again in two passes,
  * with a new gmp_pkstream, for the real outcome). Memory like the two passes'. */
 void gmp_pkstream_one_pass(gmp_pkstream *ps, const char *keep_key, size_t budget);
-/* Before a run: a file (run_fd) is read ahead by a thread of its own, in chunks of 1 MiB, while
- * the parse goes on. When no thread can be started, the file is read on the calling thread. */
-void gmp_pkstream_read_ahead(gmp_pkstream *ps);
 /* Non-zero when the parse stopped because the consumer said so. */
 int gmp_pkstream_stopped_by_consumer(const gmp_pkstream *ps);
 const gmp_pkv *gmp_pkstream_root(const gmp_pkstream *ps);
