@@ -8,7 +8,13 @@
  * (tests/data/torch-snapshots), and checks that a file gives the same items (digests), or the
  * same error, as the same bytes in memory: whole, cut at many places, and with a byte changed. */
 #define GMP_PKSTREAM_INBUF 4097u
+/* the reader's files, built here with that window */
 #include "gmp_pickle_stream.c"
+#include "gmp_pkstream_flat.c"
+#include "gmp_pkstream_hand.c"
+#include "gmp_pkstream_input.c"
+#include "gmp_pkstream_mem.c"
+#include "gmp_pkstream_memo.c"
 
 #include <setjmp.h>
 #include <stdarg.h>
