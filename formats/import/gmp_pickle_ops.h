@@ -1,5 +1,5 @@
 /* gmp_pickle_ops: the pickle opcodes, named once (CPython's names, Lib/pickletools.py) for the
- * pickle readers: the streaming one (gmp_pickle_stream.c) and the whole-tree oracle of the tests.
+ * pickle readers: the streaming one (gmp_pickle_stream.h) and the whole-tree oracle of the tests.
  * For each opcode a table says what its argument is and whether it is accepted; the decoders
  * that both readers share are here too. Accepted: the opcodes of plain data in protocols 2 to 5
  * (docs/pickle.md). Refused, with a message that names the opcode: every opcode that would look

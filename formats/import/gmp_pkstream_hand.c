@@ -115,34 +115,8 @@ int gmp_pks_submit(gmp_pkstream *P)
 
 void gmp_pks_flush(gmp_pkstream *P)
 {
-    gmp_pks_flat_drop(P);
     gmp_pks_submit(P);
     batch_release(P, P->fill); /* what a stop left unread */
-}
-
-/* Stores a streamed item in its list (checked as any store) and puts it in the batch. */
-int gmp_pks_hand(gmp_pkstream *P, gmp_pkobj *list, gmp_pkv *item)
-{
-    if (attach(P, list, item, NULL, list->n) < 0) {
-        unref(P, item);
-        return -1;
-    }
-    if (list->n >= MAX_ITEMS) {
-        unref(P, item);
-        return gmp_pks_fail(P, GMP_ERR_LIMIT, "container with more than %u entries",
-                            (unsigned)MAX_ITEMS);
-    }
-    if (gmp_pks_batch_room(P, P->fill) < 0) {
-        unref(P, item);
-        return -1;
-    }
-    list->n++;
-    pk_item *x = &P->fill->it[P->fill->n++];
-    memset(x, 0, sizeof *x);
-    x->v = *item; /* its reference moves into the batch */
-    x->kind = list->role == R_DEV ? GMP_PKS_LISTS : GMP_PKS_LIST;
-    x->index = list->role_index;
-    return 0;
 }
 
 void gmp_pks_husk_now(gmp_pkstream *P, gmp_pkobj *o)

@@ -3,10 +3,11 @@
  * handed over, the helpers every part inlines (memory charged, references, the input window,
  * the stack, the memo's rank) and the functions one part calls in another (gmp_pks_*).
  *
- * The parts: gmp_pkstream_mem.c (memory bound, slabs, free lists, errors), gmp_pkstream_input.c
- * (the window over a file or memory), gmp_pkstream_memo.c (the scan pass and the memo),
- * gmp_pkstream_hand.c (items handed over to the consumer), gmp_pkstream_flat.c (trace entries
- * read flat) and gmp_pickle_stream.c (the opcode interpreter and the API). */
+ * The parts, each calling only those listed after it: gmp_pkstream_parse.c (the opcode
+ * interpreter and the API), gmp_pkstream_flat.c (trace entries read flat), gmp_pkstream_hand.c
+ * (items handed over to the consumer), gmp_pkstream_memo.c (the scan pass and the memo),
+ * gmp_pkstream_impl.c (what the helpers here call: memory, errors, the input window's refill,
+ * the stack's and containers' growth, the checks of a store). */
 #ifndef GMP_PKSTREAM_IMPL_H
 #define GMP_PKSTREAM_IMPL_H
 
@@ -147,7 +148,7 @@ struct gmp_pkstream {
     gmp_err code;
 };
 
-/* memory, errors (gmp_pkstream_mem.c) */
+/* gmp_pkstream_impl.c: memory, errors, the input window, the stack, containers, stores */
 __attribute__((format(printf, 3, 4))) int gmp_pks_fail(gmp_pkstream *P, gmp_err code,
                                                        const char *fmt, ...);
 void *gmp_pks_xalloc(gmp_pkstream *P, size_t n);
@@ -159,26 +160,28 @@ gmp_pkv *gmp_pks_arr_alloc(gmp_pkstream *P, size_t cap);
 void gmp_pks_arr_free(gmp_pkstream *P, gmp_pkv *a, size_t cap);
 gmp_pkobj *gmp_pks_obj_new(gmp_pkstream *P, uint8_t type);
 void gmp_pks_obj_free(gmp_pkstream *P, gmp_pkobj *o);
-
-/* the input window (gmp_pkstream_input.c) */
 int gmp_pks_fill_slow(gmp_pkstream *P, size_t k);
 void gmp_pks_input_reset(gmp_pkstream *P);
+int gmp_pks_push_slow(gmp_pkstream *P, gmp_pkv v);
+__attribute__((noinline)) int gmp_pks_attach_all(gmp_pkstream *P, gmp_pkobj *parent,
+                                                 const gmp_pkv *child, const gmp_pkv *key,
+                                                 size_t index);
+int gmp_pks_reserve(gmp_pkstream *P, gmp_pkobj *c, size_t add);
 
-/* the memo and the scan pass (gmp_pkstream_memo.c) */
+/* gmp_pkstream_memo.c: the scan pass and the memo */
 void gmp_pks_scan(gmp_pkstream *P);
 int gmp_pks_memo_prepare(gmp_pkstream *P);
 int gmp_pks_sparse_grow(gmp_pkstream *P, uint64_t key);
 int gmp_pks_memo_put(gmp_pkstream *P, uint64_t key);
 int gmp_pks_memo_get(gmp_pkstream *P, uint64_t key);
 
-/* handing items over (gmp_pkstream_hand.c) */
+/* gmp_pkstream_hand.c: items handed over */
 int gmp_pks_batch_room(gmp_pkstream *P, pk_batch *b);
 int gmp_pks_submit(gmp_pkstream *P);
 void gmp_pks_flush(gmp_pkstream *P);
-int gmp_pks_hand(gmp_pkstream *P, gmp_pkobj *list, gmp_pkv *item);
 void gmp_pks_husk_now(gmp_pkstream *P, gmp_pkobj *o);
 
-/* flat entries (gmp_pkstream_flat.c) */
+/* gmp_pkstream_flat.c: trace entries read flat */
 __attribute__((noinline)) const unsigned char *
 gmp_pks_fast_entry(gmp_pkstream *P, const unsigned char *p, const unsigned char *end, size_t sn);
 int gmp_pks_hand_flat(gmp_pkstream *P, gmp_pkobj *list, uint64_t idx);
@@ -186,13 +189,6 @@ int gmp_pks_materialize(gmp_pkstream *P);
 int gmp_pks_flat_predicts(const gmp_pkstream *P, size_t j);
 int gmp_pks_flat_neutral(const gmp_pkstream *P, unsigned op);
 void gmp_pks_flat_drop(gmp_pkstream *P);
-
-/* the interpreter (gmp_pickle_stream.c) */
-int gmp_pks_push_slow(gmp_pkstream *P, gmp_pkv v);
-__attribute__((noinline)) int gmp_pks_attach_all(gmp_pkstream *P, gmp_pkobj *parent,
-                                                 const gmp_pkv *child, const gmp_pkv *key,
-                                                 size_t index);
-int gmp_pks_reserve(gmp_pkstream *P, gmp_pkobj *c, size_t add);
 
 static inline int charge(gmp_pkstream *P, size_t add)
 {

@@ -1,4 +1,4 @@
-/* bench_pickle_stream: how fast the streaming pickle reader (formats/import/gmp_pickle_stream.c)
+/* bench_pickle_stream: how fast the streaming pickle reader (formats/import/gmp_pickle_stream.h)
  * reads a PyTorch memory snapshot, without the importer: its two passes timed apart.
  *
  *     bench_pickle_stream FILE.pickle [RUNS] [sparse]

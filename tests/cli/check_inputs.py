@@ -247,7 +247,7 @@ def case_bad():
         check(not os.path.exists(out), "import left %s behind" % out)
         print("ok %s: %s" % (name, msgs[0]))
     # a snapshot larger than the memory the process may use (RLIMIT_DATA here) is read all the
-    # same: the import streams it (formats/import/gmp_pickle_stream.c); a limit too small even for
+    # same: the import streams it (formats/import/gmp_pickle_stream.h); a limit too small even for
     # that gives one line (not under a sanitizer, which needs its own memory)
     with open(GMP, "rb") as f:
         exe = f.read()

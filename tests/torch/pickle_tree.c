@@ -1,5 +1,5 @@
 /* pickle_tree: the tests' whole-tree pickle reader, the oracle the streaming reader of the product
- * (formats/import/gmp_pickle_stream.c) is checked against. See pickle_tree.h and docs/pickle.md.
+ * (formats/import/gmp_pickle_stream.h) is checked against. See pickle_tree.h and docs/pickle.md.
  *
  * The parse follows CPython's Unpickler (Lib/pickle.py) for the opcodes it accepts: a value stack
  * split by MARKs, and a memo indexed by integers. Values live in an arena freed at once; containers

@@ -1,4 +1,4 @@
-/* test_pickle_stream_window: the streaming pickle reader (formats/import/gmp_pickle_stream.c)
+/* test_pickle_stream_window: the streaming pickle reader (formats/import/gmp_pkstream_*.c)
  * reading a file through a small window, against the same bytes in memory.
  *
  * A file is read through a window that is refilled whenever an opcode does not fit in what is
@@ -9,12 +9,11 @@
  * same error, as the same bytes in memory: whole, cut at many places, and with a byte changed. */
 #define GMP_PKSTREAM_INBUF 4097u
 /* the reader's files, built here with that window */
-#include "gmp_pickle_stream.c"
 #include "gmp_pkstream_flat.c"
 #include "gmp_pkstream_hand.c"
-#include "gmp_pkstream_input.c"
-#include "gmp_pkstream_mem.c"
+#include "gmp_pkstream_impl.c"
 #include "gmp_pkstream_memo.c"
+#include "gmp_pkstream_parse.c"
 
 #include <setjmp.h>
 #include <stdarg.h>

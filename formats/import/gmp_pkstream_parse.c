@@ -1,5 +1,6 @@
-/* gmp_pickle_stream: the streaming pickle reader's opcode interpreter and API. See
- * gmp_pickle_stream.h and docs/pickle.md; its parts are listed in gmp_pkstream_impl.h.
+/* gmp_pkstream_parse: the streaming pickle reader's opcode interpreter and its API
+ * (gmp_pickle_stream.h). See docs/pickle.md; the reader's parts are listed in
+ * gmp_pkstream_impl.h.
  *
  * The parse follows CPython's Unpickler for the opcodes gmp_pickle_ops.h accepts: a stack of
  * values split by MARKs; values are reference counted (stack slots, container items, memo slots
@@ -8,26 +9,6 @@
  * hands everything else to step(). Streamed lists hand over their items and keep only their
  * count. */
 #include "gmp_pkstream_impl.h"
-
-int gmp_pks_push_slow(gmp_pkstream *P, gmp_pkv v)
-{
-    {
-        size_t nc = P->scap ? P->scap * 2 : 64;
-        if (charge(P, (nc - P->scap) * sizeof *P->stack) < 0) {
-            unref(P, &v);
-            return -1;
-        }
-        gmp_pkv *n = realloc(P->stack, nc * sizeof *n);
-        if (!n) {
-            unref(P, &v);
-            return gmp_pks_fail(P, GMP_ERR_NOMEM, "out of memory");
-        }
-        P->stack = n;
-        P->scap = nc;
-    }
-    P->stack[P->sn++] = v;
-    return 0;
-}
 
 static int pop_mark(gmp_pkstream *P, size_t *first)
 {
@@ -99,57 +80,6 @@ static void predict(gmp_pkstream *P, gmp_pkobj *o)
     P->roles_pending++;
 }
 
-/* Checks that child (a value about to be stored in parent, under key or at index) may be: it is
- * sealed, the nesting bound holds, and a streamed list goes where it was predicted. */
-__attribute__((noinline)) int gmp_pks_attach_all(gmp_pkstream *P, gmp_pkobj *parent,
-                                                 const gmp_pkv *child, const gmp_pkv *key,
-                                                 size_t index)
-{
-    uint32_t h = 1;
-    if (is_obj(child)) {
-        gmp_pkobj *c = child->v.o;
-        if (c == parent)
-            return gmp_pks_fail(P, GMP_ERR_FORMAT, "a %s contains itself", tname(child));
-        if (c->type >= GMP_PK_LIST && !c->sealed)
-            c->sealed = 1;
-        h = c->height + 1;
-        if (c->role && c->role != R_ROOT) {
-            int ok = !(c->flags & F_ATTACHED) && c->pred_parent == parent;
-            if (ok && c->pred_key)
-                ok = key && is_obj(key) && key->v.o->type == GMP_PK_STR &&
-                     key->v.o->n == c->pred_key->n &&
-                     memcmp(key->v.o->d.s, c->pred_key->d.s, c->pred_key->n) == 0;
-            else if (ok)
-                ok = !key && index == c->role_index;
-            if (!ok)
-                return gmp_pks_fail(
-                    P, GMP_ERR_FORMAT,
-                    "a list whose items were read as they came is stored elsewhere than "
-                    "its place in the stack said (a pickle shaped unlike a snapshot)");
-            c->flags |= F_ATTACHED;
-            P->roles_pending--;
-        } else if (c->role == R_ROOT) {
-            return gmp_pks_fail(P, GMP_ERR_FORMAT,
-                                "the first value of the pickle is stored in another");
-        }
-    }
-    if (h > parent->height) {
-        parent->height = h;
-        if (h > P->lim.max_depth)
-            return gmp_pks_fail(P, GMP_ERR_LIMIT, "containers nested deeper than %zu",
-                                P->lim.max_depth);
-    }
-    if (parent->role == R_ROOT && parent->type == GMP_PK_DICT && key && is_obj(key)) {
-        unsigned f = P->cb.list_key && str_eq_obj(key->v.o, P->cb.list_key)     ? F_SEGS_SET
-                     : P->cb.lists_key && str_eq_obj(key->v.o, P->cb.lists_key) ? F_TRACES_SET
-                                                                                : 0;
-        if (f && (parent->flags & f))
-            return gmp_pks_fail(P, GMP_ERR_FORMAT, "the key '%s' is set twice", key->v.o->d.s);
-        parent->flags |= (uint8_t)f;
-    }
-    return 0;
-}
-
 static int modifiable(gmp_pkstream *P, const gmp_pkobj *c)
 {
     if (c->sealed)
@@ -161,28 +91,28 @@ static int modifiable(gmp_pkstream *P, const gmp_pkobj *c)
     return 0;
 }
 
-int gmp_pks_reserve(gmp_pkstream *P, gmp_pkobj *c, size_t add)
+/* Stores a streamed item in its list (checked as any store) and puts it in the batch. */
+static int hand(gmp_pkstream *P, gmp_pkobj *list, gmp_pkv *item)
 {
-    size_t per = c->type == GMP_PK_DICT ? 2 : 1;
-    if (add > MAX_ITEMS || c->n + add > MAX_ITEMS)
+    if (attach(P, list, item, NULL, list->n) < 0) {
+        unref(P, item);
+        return -1;
+    }
+    if (list->n >= MAX_ITEMS) {
+        unref(P, item);
         return gmp_pks_fail(P, GMP_ERR_LIMIT, "container with more than %u entries",
                             (unsigned)MAX_ITEMS);
-    size_t need = c->n + add;
-    if (need <= c->cap)
-        return 0;
-    size_t nc = c->cap ? c->cap : 4;
-    while (nc < need)
-        nc *= 2;
-    if (nc > MAX_ITEMS)
-        nc = MAX_ITEMS;
-    gmp_pkv *ni = gmp_pks_arr_alloc(P, nc * per);
-    if (!ni)
+    }
+    if (gmp_pks_batch_room(P, P->fill) < 0) {
+        unref(P, item);
         return -1;
-    if (c->n)
-        memcpy(ni, c->d.items, (size_t)c->n * per * sizeof *ni);
-    gmp_pks_arr_free(P, c->d.items, (size_t)c->cap * per);
-    c->d.items = ni;
-    c->cap = (uint32_t)nc;
+    }
+    list->n++;
+    pk_item *x = &P->fill->it[P->fill->n++];
+    memset(x, 0, sizeof *x);
+    x->v = *item; /* its reference moves into the batch */
+    x->kind = list->role == R_DEV ? GMP_PKS_LISTS : GMP_PKS_LIST;
+    x->index = list->role_index;
     return 0;
 }
 
@@ -206,7 +136,7 @@ static int append_items(gmp_pkstream *P, gmp_pkobj *c, size_t first)
             }
             gmp_pkv it = P->stack[i];
             pkv_put(&P->stack[i], GMP_PK_NONE, 0, 0);
-            if (is_flat(&it) ? gmp_pks_hand_flat(P, c, it.v.u) < 0 : gmp_pks_hand(P, c, &it) < 0)
+            if (is_flat(&it) ? gmp_pks_hand_flat(P, c, it.v.u) < 0 : hand(P, c, &it) < 0)
                 return -1;
         }
         P->sn = first;
@@ -928,6 +858,7 @@ static gmp_err run(gmp_pkstream *P, char *err, size_t errlen)
     P->fill = &P->bat;
     if (P->code == GMP_OK)
         parse(P);
+    gmp_pks_flat_drop(P); /* the records never handed over */
     gmp_pks_flush(P);
     if (P->code == GMP_OK && P->done && finish(P) == 0) {
         P->result = P->stack[0];
@@ -1042,96 +973,4 @@ void gmp_pkstream_free(gmp_pkstream *P)
     free(P->buf);
     gmp_pks_slabs_free(P);
     free(P);
-}
-
-/* ---- accessors ---- */
-
-const char *gmp_pkv_type_name(const gmp_pkv *v)
-{
-    switch (v ? v->type : GMP_PK_NONE) {
-    case GMP_PK_NONE: return "None";
-    case GMP_PK_BOOL: return "bool";
-    case GMP_PK_INT: return "int";
-    case GMP_PK_FLOAT: return "float";
-    case GMP_PK_STR: return "str";
-    case GMP_PK_BYTES: return "bytes";
-    case GMP_PK_LIST: return "list";
-    case GMP_PK_TUPLE: return "tuple";
-    case GMP_PK_DICT: return "dict";
-    }
-    return "?";
-}
-
-const gmp_pkv *gmp_pkv_dict_get(const gmp_pkv *d, const char *key)
-{
-    if (!d || d->type != GMP_PK_DICT || !key)
-        return NULL;
-    size_t kl = strlen(key);
-    const gmp_pkobj *o = d->v.o;
-    const gmp_pkv *r = NULL;
-    for (uint32_t i = 0; i < o->n; i++) {
-        const gmp_pkv *k = &o->d.items[2 * (size_t)i];
-        if (k->type == GMP_PK_STR && k->v.o->n == kl && memcmp(k->v.o->d.s, key, kl) == 0)
-            r = &o->d.items[2 * (size_t)i + 1];
-    }
-    return r;
-}
-
-const gmp_pkv *gmp_pkv_item(const gmp_pkv *v, size_t i)
-{
-    if (!v || (v->type != GMP_PK_LIST && v->type != GMP_PK_TUPLE) || streams(v->v.o) ||
-        i >= v->v.o->n)
-        return NULL;
-    return &v->v.o->d.items[i];
-}
-
-size_t gmp_pkv_len(const gmp_pkv *v)
-{
-    if (!v || (v->type != GMP_PK_LIST && v->type != GMP_PK_TUPLE && v->type != GMP_PK_DICT))
-        return 0;
-    return v->v.o->n;
-}
-
-int gmp_pkv_get_u64(const gmp_pkv *v, uint64_t *out)
-{
-    if (!v || (v->type != GMP_PK_INT && v->type != GMP_PK_BOOL))
-        return -1;
-    if (v->big) {
-        *out = v->v.u;
-        return 0;
-    }
-    if (v->v.i < 0)
-        return -1;
-    *out = (uint64_t)v->v.i;
-    return 0;
-}
-
-int gmp_pkv_get_i64(const gmp_pkv *v, int64_t *out)
-{
-    if (!v || (v->type != GMP_PK_INT && v->type != GMP_PK_BOOL) || v->big)
-        return -1;
-    *out = v->v.i;
-    return 0;
-}
-
-int gmp_pkv_get_bool(const gmp_pkv *v, int *out)
-{
-    if (!v || v->type != GMP_PK_BOOL)
-        return -1;
-    *out = v->v.i != 0;
-    return 0;
-}
-
-const char *gmp_pkv_str(const gmp_pkv *v, size_t *len)
-{
-    if (!v || v->type != GMP_PK_STR)
-        return NULL;
-    if (len)
-        *len = v->v.o->n;
-    return v->v.o->d.s;
-}
-
-int gmp_pkv_str_eq(const gmp_pkv *v, const char *s)
-{
-    return v && v->type == GMP_PK_STR && str_eq_obj(v->v.o, s);
 }
