@@ -1,6 +1,7 @@
 /* gmp_pickle_stream: a streaming reader of Python pickles of plain data, for PyTorch memory
- * snapshots of any size (torch.cuda.memory._dump_snapshot). It accepts and refuses exactly the
- * opcodes gmp_pickle does (docs/pickle.md): it never executes anything.
+ * snapshots of any size (torch.cuda.memory._dump_snapshot). It accepts and refuses the opcodes
+ * that gmp_pickle_ops.h says (docs/pickle.md): it never executes anything. Its parts are listed
+ * in gmp_pkstream_impl.h.
  *
  * Instead of building the whole object tree it hands the consumer, one by one, the items of the
  * big lists as each one is complete, and then forgets them:
