@@ -48,22 +48,15 @@ typedef struct gmp_pkv {
 /* A string or a container. Read-only for consumers, except tag. */
 struct gmp_pkobj {
     uint8_t type;
-    uint8_t sealed; /* a container stored in another one: never changed again */
-    uint8_t role;   /* internal: streaming */
-    uint8_t flags;  /* internal */
-    uint32_t n;     /* STR/BYTES: bytes; LIST/TUPLE: items (a streamed list: items passed on); DICT:
-                       pairs (keys as set: a key set twice appears twice, the last one counts) */
-    uint32_t cap;   /* internal */
-    uint32_t height;
-    uint32_t role_index; /* internal */
-    uint64_t tag;        /* the consumer's: 0 until it sets one (for example what it made of it) */
-    uint32_t refs;       /* internal: references held (stack, containers, memo, batches) */
-    gmp_pkobj *pred_parent; /* internal */
-    gmp_pkobj *pred_key;    /* internal */
+    uint8_t flags; /* GMP_PKOBJ_HUSKED; the other bits are the reader's */
+    uint32_t n;    /* STR/BYTES: bytes; LIST/TUPLE: items (a streamed list: items passed on); DICT:
+                      pairs (keys as set: a key set twice appears twice, the last one counts) */
+    uint64_t tag;  /* the consumer's: 0 until it sets one (for example what it made of it) */
     union {
         char *s;        /* STR/BYTES: NUL-terminated */
         gmp_pkv *items; /* LIST/TUPLE: n items; DICT: key0, value0, key1, value1, ... */
     } d;
+    _Alignas(8) unsigned char reader_[40]; /* the reader's own (gmp_pkstream_impl.h: pkx) */
 };
 
 enum { GMP_PKS_LIST = 0, GMP_PKS_LISTS = 1 };

@@ -70,7 +70,7 @@ gmp_pks_fast_entry(gmp_pkstream *P, const unsigned char *p, const unsigned char 
     if (m == 0 || m > sn || sn == P->scap)
         return NULL;
     const gmp_pkv *lv = &P->stack[m - 1];
-    if (lv->type != GMP_PK_LIST || lv->v.o->role != R_DEV || lv->v.o->sealed ||
+    if (lv->type != GMP_PK_LIST || px(lv->v.o)->role != R_DEV || px(lv->v.o)->sealed ||
         (lv->v.o->flags & F_KEEP))
         return NULL;
     const unsigned char *q = p + 1;
@@ -188,9 +188,9 @@ gmp_pks_fast_entry(gmp_pkstream *P, const unsigned char *p, const unsigned char 
                 if (s->plain) {
                     hh = s->height + 1;
                 } else {
-                    if (s->v.o->role)
+                    if (px(s->v.o)->role)
                         return NULL;
-                    hh = s->v.o->height + 1;
+                    hh = px(s->v.o)->height + 1;
                     if (nplain == 4)
                         return NULL;
                     plain[nplain] = s;
@@ -218,7 +218,7 @@ gmp_pks_fast_entry(gmp_pkstream *P, const unsigned char *p, const unsigned char 
             } else {
                 counted[c]->left--;
                 if (kv[i].type >= GMP_PK_STR)
-                    kv[i].v.o->refs++;
+                    px(kv[i].v.o)->refs++;
             }
             c++;
         }
@@ -227,10 +227,10 @@ gmp_pks_fast_entry(gmp_pkstream *P, const unsigned char *p, const unsigned char 
      * another thread writes its tag), and then neither their height nor their role changes
      * again (a slot emptied by its last fetch is left as it is) */
     for (unsigned i = 0; i < nplain; i++) {
-        if (!unsealed[i]->sealed)
-            unsealed[i]->sealed = 1;
+        if (!px(unsealed[i])->sealed)
+            px(unsealed[i])->sealed = 1;
         if (plain[i]->type >= GMP_PK_LIST) {
-            plain[i]->height = plain[i]->v.o->height;
+            plain[i]->height = px(plain[i]->v.o)->height;
             plain[i]->plain = 1;
         }
     }
@@ -264,8 +264,8 @@ int gmp_pks_hand_flat(gmp_pkstream *P, gmp_pkobj *list, uint64_t idx)
     flat_rec *r = &b->recs[idx];
     int rc = 0;
     uint32_t h = r->height + 1;
-    if (h > list->height) {
-        list->height = h;
+    if (h > px(list)->height) {
+        px(list)->height = h;
         if (h > P->lim.max_depth)
             rc = gmp_pks_fail(P, GMP_ERR_LIMIT, "containers nested deeper than %zu",
                               P->lim.max_depth);
@@ -273,10 +273,10 @@ int gmp_pks_hand_flat(gmp_pkstream *P, gmp_pkobj *list, uint64_t idx)
     if (rc == 0 && list->n >= MAX_ITEMS)
         rc = gmp_pks_fail(P, GMP_ERR_LIMIT, "container with more than %u entries",
                           (unsigned)MAX_ITEMS);
-    uint8_t kind = list->role == R_DEV ? GMP_PKS_LISTS : GMP_PKS_LIST;
+    uint8_t kind = px(list)->role == R_DEV ? GMP_PKS_LISTS : GMP_PKS_LIST;
     pk_item *x = b->n ? &b->it[b->n - 1] : NULL;
     int joins =
-        x && x->flat && x->off + x->n == idx && x->kind == kind && x->index == list->role_index;
+        x && x->flat && x->off + x->n == idx && x->kind == kind && x->index == px(list)->role_index;
     if (rc == 0 && !joins && b->n == b->cap)
         rc = gmp_pks_batch_room(P, b);
     if (rc < 0) {
@@ -295,7 +295,7 @@ int gmp_pks_hand_flat(gmp_pkstream *P, gmp_pkobj *list, uint64_t idx)
         x->off = (uint32_t)idx;
         x->n = 1;
         x->kind = kind;
-        x->index = list->role_index;
+        x->index = px(list)->role_index;
     }
     flat_done(P); /* the references move to the item */
     return 0;
@@ -321,7 +321,7 @@ int gmp_pks_materialize(gmp_pkstream *P)
             if (!(r->owned >> j & 1))
                 ref(&o->d.items[j]);
         o->n = r->n;
-        o->height = r->height;
+        px(o)->height = r->height;
         pkv_put_obj(&P->stack[i], GMP_PK_DICT, o);
         flat_done(P);
     }

@@ -40,8 +40,8 @@ static void batch_read(gmp_pkstream *P, pk_batch *b)
         gmp_pkobj o;
         memset(&o, 0, sizeof o);
         o.type = GMP_PK_DICT;
-        o.sealed = 1;
-        o.role = R_FLAT;
+        px(&o)->sealed = 1;
+        px(&o)->role = R_FLAT;
         gmp_pkv item = {.type = GMP_PK_DICT, .v.o = &o};
         for (uint32_t k = 0; k < x->n; k++) {
             const flat_rec *r = &b->recs[x->off + k];
@@ -52,8 +52,8 @@ static void batch_read(gmp_pkstream *P, pk_batch *b)
                 __builtin_prefetch(ahead + 128);
                 __builtin_prefetch(ahead + 192);
             }
-            o.n = o.cap = r->n;
-            o.height = r->height;
+            o.n = px(&o)->cap = r->n;
+            px(&o)->height = r->height;
             o.d.items = b->pairs + r->off;
             o.tag = 0;
             b->msg[0] = 0;
@@ -121,14 +121,14 @@ void gmp_pks_flush(gmp_pkstream *P)
 
 void gmp_pks_husk_now(gmp_pkstream *P, gmp_pkobj *o)
 {
-    if (!o || o->type < GMP_PK_LIST || !o->d.items || o->role)
+    if (!o || o->type < GMP_PK_LIST || !o->d.items || px(o)->role)
         return;
     size_t k = o->type == GMP_PK_DICT ? 2 * (size_t)o->n : o->n;
     for (size_t i = 0; i < k; i++)
         unref(P, &o->d.items[i]);
-    gmp_pks_arr_free(P, o->d.items, o->type == GMP_PK_DICT ? 2 * (size_t)o->cap : o->cap);
+    gmp_pks_arr_free(P, o->d.items, o->type == GMP_PK_DICT ? 2 * (size_t)px(o)->cap : px(o)->cap);
     o->d.items = NULL;
-    o->n = o->cap = 0;
+    o->n = px(o)->cap = 0;
     o->flags |= GMP_PKOBJ_HUSKED;
 }
 

@@ -143,7 +143,7 @@ gmp_pkobj *gmp_pks_obj_new(gmp_pkstream *P, uint8_t type)
         return NULL;
     memset(o, 0, sizeof *o);
     o->type = type;
-    o->refs = 1;
+    px(o)->refs = 1;
     return o;
 }
 
@@ -157,10 +157,11 @@ void gmp_pks_obj_free(gmp_pkstream *P, gmp_pkobj *o)
             k = 0;
         for (size_t i = 0; i < k; i++)
             unref(P, &o->d.items[i]);
-        gmp_pks_arr_free(P, o->d.items, o->type == GMP_PK_DICT ? 2 * (size_t)o->cap : o->cap);
+        gmp_pks_arr_free(P, o->d.items,
+                         o->type == GMP_PK_DICT ? 2 * (size_t)px(o)->cap : px(o)->cap);
     }
-    if (o->pred_key) {
-        gmp_pkv kv = {.type = GMP_PK_STR, .v.o = o->pred_key};
+    if (px(o)->pred_key) {
+        gmp_pkv kv = {.type = GMP_PK_STR, .v.o = px(o)->pred_key};
         unref(P, &kv);
     }
     gmp_pks_fl_put(P, &P->objs, o, sizeof *o);
@@ -268,17 +269,17 @@ __attribute__((noinline)) int gmp_pks_attach_all(gmp_pkstream *P, gmp_pkobj *par
         gmp_pkobj *c = child->v.o;
         if (c == parent)
             return gmp_pks_fail(P, GMP_ERR_FORMAT, "a %s contains itself", tname(child));
-        if (c->type >= GMP_PK_LIST && !c->sealed)
-            c->sealed = 1;
-        h = c->height + 1;
-        if (c->role && c->role != R_ROOT) {
-            int ok = !(c->flags & F_ATTACHED) && c->pred_parent == parent;
-            if (ok && c->pred_key)
+        if (c->type >= GMP_PK_LIST && !px(c)->sealed)
+            px(c)->sealed = 1;
+        h = px(c)->height + 1;
+        if (px(c)->role && px(c)->role != R_ROOT) {
+            int ok = !(c->flags & F_ATTACHED) && px(c)->pred_parent == parent;
+            if (ok && px(c)->pred_key)
                 ok = key && is_obj(key) && key->v.o->type == GMP_PK_STR &&
-                     key->v.o->n == c->pred_key->n &&
-                     memcmp(key->v.o->d.s, c->pred_key->d.s, c->pred_key->n) == 0;
+                     key->v.o->n == px(c)->pred_key->n &&
+                     memcmp(key->v.o->d.s, px(c)->pred_key->d.s, px(c)->pred_key->n) == 0;
             else if (ok)
-                ok = !key && index == c->role_index;
+                ok = !key && index == px(c)->role_index;
             if (!ok)
                 return gmp_pks_fail(
                     P, GMP_ERR_FORMAT,
@@ -286,18 +287,18 @@ __attribute__((noinline)) int gmp_pks_attach_all(gmp_pkstream *P, gmp_pkobj *par
                     "its place in the stack said (a pickle shaped unlike a snapshot)");
             c->flags |= F_ATTACHED;
             P->roles_pending--;
-        } else if (c->role == R_ROOT) {
+        } else if (px(c)->role == R_ROOT) {
             return gmp_pks_fail(P, GMP_ERR_FORMAT,
                                 "the first value of the pickle is stored in another");
         }
     }
-    if (h > parent->height) {
-        parent->height = h;
+    if (h > px(parent)->height) {
+        px(parent)->height = h;
         if (h > P->lim.max_depth)
             return gmp_pks_fail(P, GMP_ERR_LIMIT, "containers nested deeper than %zu",
                                 P->lim.max_depth);
     }
-    if (parent->role == R_ROOT && parent->type == GMP_PK_DICT && key && is_obj(key)) {
+    if (px(parent)->role == R_ROOT && parent->type == GMP_PK_DICT && key && is_obj(key)) {
         unsigned f = P->cb.list_key && str_eq_obj(key->v.o, P->cb.list_key)     ? F_SEGS_SET
                      : P->cb.lists_key && str_eq_obj(key->v.o, P->cb.lists_key) ? F_TRACES_SET
                                                                                 : 0;
@@ -315,9 +316,9 @@ int gmp_pks_reserve(gmp_pkstream *P, gmp_pkobj *c, size_t add)
         return gmp_pks_fail(P, GMP_ERR_LIMIT, "container with more than %u entries",
                             (unsigned)MAX_ITEMS);
     size_t need = c->n + add;
-    if (need <= c->cap)
+    if (need <= px(c)->cap)
         return 0;
-    size_t nc = c->cap ? c->cap : 4;
+    size_t nc = px(c)->cap ? px(c)->cap : 4;
     while (nc < need)
         nc *= 2;
     if (nc > MAX_ITEMS)
@@ -327,9 +328,9 @@ int gmp_pks_reserve(gmp_pkstream *P, gmp_pkobj *c, size_t add)
         return -1;
     if (c->n)
         memcpy(ni, c->d.items, (size_t)c->n * per * sizeof *ni);
-    gmp_pks_arr_free(P, c->d.items, (size_t)c->cap * per);
+    gmp_pks_arr_free(P, c->d.items, (size_t)px(c)->cap * per);
     c->d.items = ni;
-    c->cap = (uint32_t)nc;
+    px(c)->cap = (uint32_t)nc;
     return 0;
 }
 

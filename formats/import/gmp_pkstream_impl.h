@@ -36,6 +36,24 @@ enum { R_NONE = 0, R_ROOT, R_SEGS, R_TRACES, R_DEV, R_FLAT /* batch_read's dict 
 #define F_KEEP 16u /* one pass: a container the memo keeps (set by predict) */
 /* GMP_PKOBJ_HUSKED (8): the items were released (gmp_pkstream_husk) */
 
+/* The reader's own fields of an object: gmp_pkobj's reader_ bytes, reached through px(). */
+typedef struct pkx {
+    uint8_t sealed; /* a container stored in another one: never changed again */
+    uint8_t role;   /* R_*: its place as predicted when it was made */
+    uint32_t cap;   /* LIST/TUPLE: items allocated; DICT: pairs */
+    uint32_t height;
+    uint32_t role_index;    /* with role R_DEV: the device list's index */
+    uint32_t refs;          /* references held (stack, containers, memo, batches) */
+    gmp_pkobj *pred_parent; /* with a role: the container it must be stored in */
+    gmp_pkobj *pred_key;    /* and the key (a string, a reference held), or NULL: an item */
+} pkx;
+_Static_assert(sizeof(pkx) <= sizeof(((gmp_pkobj *)0)->reader_), "pkx fits in reader_");
+
+static inline pkx *px(const gmp_pkobj *o)
+{
+    return (pkx *)(void *)(uintptr_t)o->reader_;
+}
+
 typedef struct freelist {
     void *head;
 } freelist;
@@ -214,18 +232,18 @@ static inline int is_obj(const gmp_pkv *v)
 static inline void ref(const gmp_pkv *v)
 {
     if (is_obj(v))
-        v->v.o->refs++;
+        px(v->v.o)->refs++;
 }
 
 static inline void unref(gmp_pkstream *P, const gmp_pkv *v)
 {
-    if (is_obj(v) && --v->v.o->refs == 0)
+    if (is_obj(v) && --px(v->v.o)->refs == 0)
         gmp_pks_obj_free(P, v->v.o);
 }
 
 static inline void slot_unref(gmp_pkstream *P, const mslot *m)
 {
-    if (m->type >= GMP_PK_STR && --m->v.o->refs == 0)
+    if (m->type >= GMP_PK_STR && --px(m->v.o)->refs == 0)
         gmp_pks_obj_free(P, m->v.o);
 }
 
@@ -370,7 +388,8 @@ static inline int str_eq_obj(const gmp_pkobj *o, const char *s)
 
 static inline int streams(const gmp_pkobj *c)
 {
-    return c->role == R_SEGS || c->role == R_DEV || (c->role == R_ROOT && c->type == GMP_PK_LIST);
+    return px(c)->role == R_SEGS || px(c)->role == R_DEV ||
+           (px(c)->role == R_ROOT && c->type == GMP_PK_LIST);
 }
 
 /* attach, for what nearly every store is: into a container that is not the root, of a scalar or
@@ -378,22 +397,22 @@ static inline int streams(const gmp_pkobj *c)
 static inline int attach(gmp_pkstream *P, gmp_pkobj *parent, const gmp_pkv *child,
                          const gmp_pkv *key, size_t index)
 {
-    if (parent->role != R_ROOT) {
+    if (px(parent)->role != R_ROOT) {
         gmp_pkobj *c = NULL;
         uint32_t h = 1;
         if (child->type >= GMP_PK_LIST) { /* a string has no role and no height: not read */
             c = child->v.o;
-            if (c == parent || c->role)
+            if (c == parent || px(c)->role)
                 return gmp_pks_attach_all(P, parent, child, key, index);
-            h = c->height + 1;
+            h = px(c)->height + 1;
         }
-        if (h > parent->height) {
+        if (h > px(parent)->height) {
             if (h > P->lim.max_depth)
                 return gmp_pks_attach_all(P, parent, child, key, index);
-            parent->height = h;
+            px(parent)->height = h;
         }
-        if (c && !c->sealed) /* once sealed, never written */
-            c->sealed = 1;
+        if (c && !px(c)->sealed) /* once sealed, never written */
+            px(c)->sealed = 1;
         return 0;
     }
     return gmp_pks_attach_all(P, parent, child, key, index);

@@ -24,8 +24,8 @@ static void predict(gmp_pkstream *P, gmp_pkobj *o)
     size_t j = P->sn;
     if (j == 0 && P->mn == 0) {
         if (!P->root) {
-            o->role = R_ROOT;
-            o->refs++;
+            px(o)->role = R_ROOT;
+            px(o)->refs++;
             P->root = o;
         }
         return;
@@ -60,29 +60,29 @@ static void predict(gmp_pkstream *P, gmp_pkobj *o)
                       (!key && parent->type == GMP_PK_LIST && (parent->flags & F_KEEP))))
         o->flags |= F_KEEP; /* stored under keep_key, or an item of such a list */
     uint8_t role = R_NONE;
-    if (parent->role == R_ROOT && parent->type == GMP_PK_DICT && key) {
+    if (px(parent)->role == R_ROOT && parent->type == GMP_PK_DICT && key) {
         if (P->cb.list_key && str_eq_obj(key, P->cb.list_key))
             role = R_SEGS;
         else if (P->cb.lists_key && str_eq_obj(key, P->cb.lists_key))
             role = R_TRACES;
-    } else if (parent->role == R_TRACES && !key && index <= UINT32_MAX) {
+    } else if (px(parent)->role == R_TRACES && !key && index <= UINT32_MAX) {
         role = R_DEV;
     }
     if (role == R_NONE)
         return;
-    o->role = role;
-    o->pred_parent = parent;
-    o->role_index = (uint32_t)index;
+    px(o)->role = role;
+    px(o)->pred_parent = parent;
+    px(o)->role_index = (uint32_t)index;
     if (key) {
-        key->refs++;
-        o->pred_key = key;
+        px(key)->refs++;
+        px(o)->pred_key = key;
     }
     P->roles_pending++;
 }
 
 static int modifiable(gmp_pkstream *P, const gmp_pkobj *c)
 {
-    if (c->sealed)
+    if (px(c)->sealed)
         return gmp_pks_fail(
             P, GMP_ERR_FORMAT,
             "a %s is changed after it was stored in another container (not accepted: "
@@ -111,8 +111,8 @@ static int hand(gmp_pkstream *P, gmp_pkobj *list, gmp_pkv *item)
     pk_item *x = &P->fill->it[P->fill->n++];
     memset(x, 0, sizeof *x);
     x->v = *item; /* its reference moves into the batch */
-    x->kind = list->role == R_DEV ? GMP_PKS_LISTS : GMP_PKS_LIST;
-    x->index = list->role_index;
+    x->kind = px(list)->role == R_DEV ? GMP_PKS_LISTS : GMP_PKS_LIST;
+    x->index = px(list)->role_index;
     return 0;
 }
 
@@ -130,7 +130,7 @@ static int append_items(gmp_pkstream *P, gmp_pkobj *c, size_t first)
                 P->stack[i + 4].v.o->d.items) {
                 const gmp_pkobj *o = P->stack[i + 4].v.o;
                 const char *d = (const char *)o->d.items;
-                size_t bytes = 2 * (size_t)o->cap * sizeof(gmp_pkv);
+                size_t bytes = 2 * (size_t)px(o)->cap * sizeof(gmp_pkv);
                 for (size_t k = 0; k < bytes && k < 256; k += 64)
                     __builtin_prefetch(d + k);
             }
@@ -492,8 +492,8 @@ static int step(gmp_pkstream *P)
             return -1;
         }
         if (P->sn == 0 && P->mn == 0 && !P->root) {
-            c->role = R_ROOT;
-            c->refs++;
+            px(c)->role = R_ROOT;
+            px(c)->refs++;
             P->root = c;
         }
         return push(P, v);
@@ -671,7 +671,8 @@ __attribute__((noinline)) static void parse(gmp_pkstream *P)
                 if (first <= below || first == 0)
                     goto slow;
                 gmp_pkv *c = &stk[first - 1];
-                if (c->type != (*p == PK_SETITEMS ? GMP_PK_DICT : GMP_PK_LIST) || c->v.o->sealed)
+                if (c->type != (*p == PK_SETITEMS ? GMP_PK_DICT : GMP_PK_LIST) ||
+                    px(c->v.o)->sealed)
                     goto slow;
                 if (P->nflat && first <= P->flat_top && (*p == PK_SETITEMS || !streams(c->v.o)))
                     goto slow; /* step makes the dicts first */
@@ -705,7 +706,7 @@ __attribute__((noinline)) static void parse(gmp_pkstream *P)
                 if (m->left != KEEP && --m->left == 0)
                     m->type = GMP_PK_NONE; /* the last fetch: the memo's reference moves */
                 else if (vt >= GMP_PK_STR)
-                    m->v.o->refs++;
+                    px(m->v.o)->refs++;
                 pkv_put(&stk[sn++], vt, vb, vu);
                 continue;
             }
@@ -775,7 +776,8 @@ static int finish(gmp_pkstream *P)
                     P->cb.item(P->cb.ctx, GMP_PKS_LIST, 0, &l->d.items[j], msg, sizeof msg) != 0)
                     goto stopped;
             }
-        } else if (P->cb.lists_key && str_eq_obj(k->v.o, P->cb.lists_key) && l->role != R_TRACES) {
+        } else if (P->cb.lists_key && str_eq_obj(k->v.o, P->cb.lists_key) &&
+                   px(l)->role != R_TRACES) {
             for (uint32_t d = 0; d < l->n; d++) {
                 gmp_pkv *dl = &l->d.items[d];
                 if (dl->type != GMP_PK_LIST || streams(dl->v.o))
@@ -791,7 +793,7 @@ static int finish(gmp_pkstream *P)
     }
     for (uint32_t i = 0; i < r->n; i++) {
         gmp_pkv *k = &r->d.items[2 * (size_t)i], *val = &r->d.items[2 * (size_t)i + 1];
-        if (!is_obj(k) || val->type != GMP_PK_LIST || val->v.o->role != R_TRACES)
+        if (!is_obj(k) || val->type != GMP_PK_LIST || px(val->v.o)->role != R_TRACES)
             continue;
         for (uint32_t d = 0; d < val->v.o->n; d++) {
             gmp_pkv *dl = &val->v.o->d.items[d];
