@@ -98,9 +98,8 @@ int gmp_pkstream_stopped_by_consumer(const gmp_pkstream *ps);
 const gmp_pkv *gmp_pkstream_root(const gmp_pkstream *ps);
 /* Bytes held at most by values, memo and parser stacks during the parse. */
 size_t gmp_pkstream_peak_memory(const gmp_pkstream *ps);
-/* CPU seconds (of the calling thread) the last run spent in its first pass (scan; in one pass,
- * only setting up the memo) and in its second (parse, the consumer's callbacks included unless
- * they ran on gmp_pkstream_async's worker): for benchmarks. */
+/* CPU seconds the last run spent in its first pass (scan; in one pass, only setting up the memo)
+ * and in its second (parse, the consumer's callbacks included): for benchmarks. */
 void gmp_pkstream_times(const gmp_pkstream *ps, double *scan_s, double *parse_s);
 /* Trace entries of the last run read flat: straight from the input into a record of their pairs,
  * made a dict only for the consumer's call (docs/pickle.md): for tests and benchmarks. */
