@@ -9,11 +9,10 @@
  *
  * Prints figures (`name: value unit`, the median of RUNS, default 5), asserts nothing: the CPU
  * time of the calling thread in each pass (a busy machine disturbs it less) and the wall time of
- * a run (what counts when the reader uses a second thread: docs/pickle.md). The
- * consumer here does what the importer does with the values, cheaply: it looks at each item's
- * values once, caches a mark on every container it has seen (tag) and releases the items of the
- * lists the memo keeps (gmp_pkstream_husk), so the reader's memory behaves as under the importer.
- */
+ * a run. The consumer here does what the importer does with the values, cheaply: it looks at each
+ * item's values once, caches a mark on every container it has seen (tag) and releases the items of
+ * the lists the memo keeps (gmp_pkstream_husk), so the reader's memory behaves as under the
+ * importer. */
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
