@@ -113,47 +113,14 @@ gmp_pks_fast_entry(gmp_pkstream *P, const unsigned char *p, const unsigned char 
         gmp_pkv *d = &kv[n];
         uint64_t k, u = 0;
         unsigned t = GMP_PK_INT, big = 0;
-        size_t room = (size_t)(end - q);
-#define NEED(x)                                                                                    \
-    if (room < (x))                                                                                \
-    return NULL
-        switch (*q) {
-        case PK_BINGET:
-            NEED(2);
-            k = q[1], q += 2;
+        size_t len = op_get(q, end, &k);
+        if (len) {
+            q += len;
             goto get;
-        case PK_LONG_BINGET:
-            NEED(5);
-            k = le(q + 1, 4), q += 5;
-            goto get;
-        case PK_BININT1:
-            NEED(2);
-            u = q[1], q += 2;
-            break;
-        case PK_BININT2:
-            NEED(3);
-            u = le(q + 1, 2), q += 3;
-            break;
-        case PK_BININT:
-            NEED(5);
-            u = (uint64_t)(int64_t)(int32_t)(uint32_t)le(q + 1, 4), q += 5;
-            break;
-        case PK_NONE: t = GMP_PK_NONE, q++; break;
-        case PK_NEWTRUE:
-        case PK_NEWFALSE: t = GMP_PK_BOOL, u = *q == PK_NEWTRUE, q++; break;
-        case PK_LONG1: {
-            NEED(2);
-            size_t len = q[1];
-            if (len > 8)
-                return NULL;
-            NEED(2 + len);
-            big = long1_short(q + 2, len, &u);
-            q += 2 + len;
-            break;
         }
-        default: return NULL;
-        }
-#undef NEED
+        if (!(len = op_scalar(q, end, &t, &big, &u)))
+            return NULL;
+        q += len;
         if (!(n & 1))
             return NULL; /* a key that is not a string */
         pkv_put(d, t, big, u);

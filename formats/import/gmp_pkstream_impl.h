@@ -293,6 +293,51 @@ static inline unsigned long1_short(const unsigned char *b, size_t n, uint64_t *u
     return *u > (uint64_t)INT64_MAX;
 }
 
+/* The opcode at p, when it is one of the scalars a trace entry's values are made of (NONE,
+ * NEWTRUE, NEWFALSE, BININT, BININT1, BININT2, a LONG1 of up to 8 bytes) and all its bytes lie
+ * before end: its length, its value in *type, *big and *u; else 0. Shared by the fast paths
+ * (parse, fast_entry); step decodes the same opcodes with every check. */
+static inline size_t op_scalar(const unsigned char *p, const unsigned char *end, unsigned *type,
+                               unsigned *big, uint64_t *u)
+{
+    size_t room = (size_t)(end - p), w;
+    *big = 0;
+    switch (*p) {
+    case PK_NONE: *type = GMP_PK_NONE, *u = 0; return 1;
+    case PK_NEWTRUE:
+    case PK_NEWFALSE: *type = GMP_PK_BOOL, *u = *p == PK_NEWTRUE; return 1;
+    case PK_BININT:
+        if (room < 5)
+            return 0;
+        *type = GMP_PK_INT, *u = (uint64_t)(int64_t)(int32_t)(uint32_t)le(p + 1, 4);
+        return 5;
+    case PK_BININT1:
+    case PK_BININT2:
+        w = gmp_pickle_ops[*p].width;
+        if (room < 1 + w)
+            return 0;
+        *type = GMP_PK_INT, *u = le(p + 1, w);
+        return 1 + w;
+    case PK_LONG1:
+        if (room < 2 || p[1] > 8 || room < 2u + p[1])
+            return 0;
+        *type = GMP_PK_INT, *big = long1_short(p + 2, p[1], u);
+        return 2u + p[1];
+    default: return 0;
+    }
+}
+
+/* The opcode at p, when it is a memo fetch (BINGET, LONG_BINGET) with all its bytes before end:
+ * its length, the memo index in *key; else 0. */
+static inline size_t op_get(const unsigned char *p, const unsigned char *end, uint64_t *key)
+{
+    size_t w = *p == PK_BINGET ? 1 : *p == PK_LONG_BINGET ? 4 : 0;
+    if (!w || (size_t)(end - p) < 1 + w)
+        return 0;
+    *key = le(p + 1, w);
+    return 1 + w;
+}
+
 static inline uint64_t left_in_input(const gmp_pkstream *P)
 {
     return P->size - offset(P);

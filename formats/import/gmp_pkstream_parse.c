@@ -556,12 +556,8 @@ __attribute__((noinline)) static void parse(gmp_pkstream *P)
             unsigned vt, vb = 0;
             switch (*p) {
             case PK_BINGET:
-                key = p[1];
-                p += 2;
-                goto get;
             case PK_LONG_BINGET:
-                key = le(p + 1, 4);
-                p += 5;
+                p += op_get(p, end, &key); /* the window holds 9 bytes: never 0 */
                 goto get;
             case PK_MEMOIZE: {
                 key = P->ndefined;
@@ -601,22 +597,17 @@ __attribute__((noinline)) static void parse(gmp_pkstream *P)
                 P->marks[P->mn++] = sn;
                 p++;
                 continue;
-            case PK_BININT1: vt = GMP_PK_INT, vu = p[1], p += 2; goto push_v;
-            case PK_BININT2: vt = GMP_PK_INT, vu = le(p + 1, 2), p += 3; goto push_v;
+            case PK_BININT1:
+            case PK_BININT2:
             case PK_BININT:
-                vt = GMP_PK_INT, vu = (uint64_t)(int64_t)(int32_t)(uint32_t)le(p + 1, 4), p += 5;
-                goto push_v;
-            case PK_NONE: vt = GMP_PK_NONE, vu = 0, p++; goto push_v;
+            case PK_NONE:
             case PK_NEWTRUE:
-            case PK_NEWFALSE: vt = GMP_PK_BOOL, vu = *p == PK_NEWTRUE, p++; goto push_v;
+            case PK_NEWFALSE:
             case PK_LONG1: {
-                /* as gmp_pickle_decode_long, for up to 8 bytes (longer ones: step) */
-                size_t n = p[1];
-                if (n > 8 || (size_t)(end - p) < 2 + n)
+                size_t len = op_scalar(p, end, &vt, &vb, &vu); /* LONG1 over 8 bytes: step */
+                if (!len)
                     goto slow;
-                vt = GMP_PK_INT;
-                vb = long1_short(p + 2, n, &vu);
-                p += 2 + n;
+                p += len;
                 goto push_v;
             }
             case PK_SHORT_BINUNICODE: {
