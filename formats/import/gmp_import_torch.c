@@ -51,10 +51,9 @@
 #define FILLER_ADDR 0xf000000000000000ull /* + device: pre-window bytes with no address */
 #define FILLER_POOL 0xd000000000000000ull /* + device: pre-window segments with no address */
 #define SYNC_EVERY 8192
-#define ONE_PASS_MAX ((uint64_t)8 << 20) /* snapshots read in one pass (import_any) */
-#define SPARSE_BUDGET_MIN                                                                          \
-    ((uint64_t)16 << 20)              /* larger: one sparse pass holds at most this, or            \
-                                         a sixteenth of the file when more */
+#define ONE_PASS_BUDGET_MIN                                                                        \
+    ((uint64_t)16 << 20)              /* the one pass holds at most this, or a sixteenth of the    \
+                                         file when more */
 #define STORE_MAX_EVENTS (256u << 10) /* a temporary trace of more events is compressed */
 #define IMPORT_STREAMED (1u << 30) /* write_trace's flags: into a pipe (gmp_import_torch_start) */
 #define TRACE_BASE 1000000ull      /* trace time of the state before the window (1 ms) */
@@ -1566,20 +1565,13 @@ static gmp_err import_read(imp *I, int fd, const void *data, size_t n, char *msg
         lim.max_memo = size > SIZE_MAX ? SIZE_MAX : (size_t)size;
     gmp_pkstream *ps = NULL;
     gmp_pkstream_cb cb = {"segments", "device_traces", on_item, I};
-    /* A small snapshot is read in one pass (gmp_pkstream_one_pass: no first pass counting the
-     * memo's fetches; what it keeps is bounded by the file). Any failure of that run is taken
-     * from a second run in two passes, from scratch, so outcomes and messages are the two-pass
-     * reader's (the one-pass run also fails on what only two passes accept). */
-    /* A larger one is read in one sparse pass (gmp_pkstream_one_pass_sparse): no first pass
-     * either, keeping of the memoized values only the strings and the frames lists and their
-     * frames (what a snapshot fetches again), within SPARSE_BUDGET_MIN or a sixteenth of the
-     * file, whichever is more; a snapshot that fetches
-     * anything else fails that run, and is read again in two passes, as above. */
-    int one = size <= ONE_PASS_MAX ? 1 : 2;
-    /* Under a limit on data or address space the reader stays on this thread: the limit counts the
-     * threads' stacks, the read-ahead's buffers and a second malloc arena (cli_inputs_bad reads
-     * a 53 MB snapshot under an RLIMIT_DATA of 2/3 of it). */
-    int rlimited = gmp_memory_limited();
+    /* The snapshot is read in one pass (gmp_pkstream_one_pass): no first pass counting the memo's
+     * fetches, keeping of the memoized values only the strings and the frames lists and their
+     * frames (what a snapshot fetches again), within ONE_PASS_BUDGET_MIN or a sixteenth of the
+     * file, whichever is more. Any failure of that run (a snapshot that fetches anything else
+     * fails it) is taken from a second run in two passes, from scratch, so outcomes and messages
+     * are the two-pass reader's. */
+    int one = 1;
     gmp_err e;
     char perr[512];
     for (;;) {
@@ -1588,14 +1580,10 @@ static gmp_err import_read(imp *I, int fd, const void *data, size_t n, char *msg
             nomem(I);
             goto out;
         }
-        if (size > ONE_PASS_MAX && !rlimited)
-            gmp_pkstream_async(ps); /* on_item on a second thread (it husks, reads tags first) */
-        if (one == 1) {
-            gmp_pkstream_one_pass(ps);
-        } else if (one == 2) {
-            uint64_t budget = size / 16 > SPARSE_BUDGET_MIN ? size / 16 : SPARSE_BUDGET_MIN;
-            gmp_pkstream_one_pass_sparse(ps, "frames",
-                                         budget < lim.max_memory ? (size_t)budget : lim.max_memory);
+        if (one) {
+            uint64_t budget = size / 16 > ONE_PASS_BUDGET_MIN ? size / 16 : ONE_PASS_BUDGET_MIN;
+            gmp_pkstream_one_pass(ps, "frames",
+                                  budget < lim.max_memory ? (size_t)budget : lim.max_memory);
         }
         e = fd >= 0 ? gmp_pkstream_run_fd(ps, fd, perr, sizeof perr)
                     : gmp_pkstream_run_mem(ps, data, n, perr, sizeof perr);

@@ -1,6 +1,7 @@
 /* gmp_pickle_stream: a streaming reader of Python pickles of plain data, for PyTorch memory
- * snapshots of any size (torch.cuda.memory._dump_snapshot). It accepts and refuses exactly the
- * opcodes gmp_pickle does (docs/pickle.md): it never executes anything.
+ * snapshots of any size (torch.cuda.memory._dump_snapshot). It accepts and refuses the opcodes
+ * that gmp_pickle_ops.h says (docs/pickle.md): it never executes anything. Its parts are listed
+ * in gmp_pkstream_impl.h.
  *
  * Instead of building the whole object tree it hands the consumer, one by one, the items of the
  * big lists as each one is complete, and then forgets them:
@@ -44,26 +45,18 @@ typedef struct gmp_pkv {
     } v;
 } gmp_pkv;
 
-/* A string or a container. Read-only for consumers, except tag. Its reference count is not
- * here but in the header of the reader's slab that holds it (gmp_pickle_stream.c: refs_of). */
+/* A string or a container. Read-only for consumers, except tag. */
 struct gmp_pkobj {
     uint8_t type;
-    uint8_t sealed; /* a container stored in another one: never changed again */
-    uint8_t role;   /* internal: streaming */
-    uint8_t flags;  /* internal */
-    uint32_t n;     /* STR/BYTES: bytes; LIST/TUPLE: items (a streamed list: items passed on); DICT:
-                       pairs (keys as set: a key set twice appears twice, the last one counts) */
-    uint32_t cap;   /* internal */
-    uint32_t height;
-    uint32_t role_index; /* internal */
-    uint64_t tag;        /* the consumer's: 0 until it sets one (for example what it made of it) */
-    uint32_t memo_key1;  /* internal: one pass, the memo index + 1 it was first stored at */
-    gmp_pkobj *pred_parent; /* internal */
-    gmp_pkobj *pred_key;    /* internal */
+    uint8_t flags; /* GMP_PKOBJ_HUSKED; the other bits are the reader's */
+    uint32_t n;    /* STR/BYTES: bytes; LIST/TUPLE: items (a streamed list: items passed on); DICT:
+                      pairs (keys as set: a key set twice appears twice, the last one counts) */
+    uint64_t tag;  /* the consumer's: 0 until it sets one (for example what it made of it) */
     union {
         char *s;        /* STR/BYTES: NUL-terminated */
         gmp_pkv *items; /* LIST/TUPLE: n items; DICT: key0, value0, key1, value1, ... */
     } d;
+    _Alignas(8) unsigned char reader_[40]; /* the reader's own (gmp_pkstream_impl.h: pkx) */
 };
 
 enum { GMP_PKS_LIST = 0, GMP_PKS_LISTS = 1 };
@@ -93,41 +86,27 @@ gmp_err gmp_pkstream_run_mem(gmp_pkstream *ps, const void *data, size_t n, char 
  * in its flags, so a later fetch finds the tag, never a changed value. For the consumer's item
  * callback only. */
 void gmp_pkstream_husk(gmp_pkstream *ps, gmp_pkobj *o);
-/* Before a run: read the input once, without the first pass that counts the memo's fetches:
- * every memoized value is kept to the end, except the streamed items, dropped after their
- * callback. Faster for small inputs, at the cost of memory; a pickle that fetches a streamed item
- * again, or whose memo indices run far past those defined, fails (any failure of such a run may be
- * one of these: the caller runs it again in two passes, with a new gmp_pkstream, for the real
- * outcome). */
-void gmp_pkstream_one_pass(gmp_pkstream *ps);
-/* Before a run: one pass that keeps, of the memoized values, only strings and the containers
- * stored under keep_key ("frames": a snapshot's frames lists) and their items, which is what a
- * PyTorch snapshot fetches again; the rest is not kept, so a fetch of it fails the run, as does
- * holding more than budget bytes or memo indices out of order (any failure may be one of these:
- * the caller runs it again in two passes, with a new gmp_pkstream, for the real outcome). For
- * large inputs: no first pass, and memory like the two passes'. */
-void gmp_pkstream_one_pass_sparse(gmp_pkstream *ps, const char *keep_key, size_t budget);
-/* Before a run: the consumer's item callback runs on a second thread, while the parse goes on
- * (docs/pickle.md): the items come in the same order, a batch of them at a time, up to four
- * batches behind the parse. The callback may read the values it is given and what they refer to,
- * set tags and call gmp_pkstream_husk (done after the batch: the items of a container it husked
- * may go while later batches are read, so a later call reads only its tag), and nothing else of
- * the reader's. A consumer that stops is reported as without it. The worker's stack is 256 KiB.
- * When no thread can be started, the items are read on the calling thread. A file (run_fd) is
- * also read ahead by a thread of its own, in chunks of 1 MiB. */
-void gmp_pkstream_async(gmp_pkstream *ps);
+/* Before a run: one pass instead of two (no first pass counting the memo's fetches), which keeps,
+ * of the memoized values, only strings and the containers stored under keep_key ("frames": a
+ * snapshot's frames lists) and their items, which is what a PyTorch snapshot fetches again; the
+ * rest is not kept, so a fetch of it fails the run, as does holding more than budget bytes or memo
+ * indices out of order (any failure may be one of these: the caller runs it again in two passes,
+ * with a new gmp_pkstream, for the real outcome). Memory like the two passes'. */
+void gmp_pkstream_one_pass(gmp_pkstream *ps, const char *keep_key, size_t budget);
 /* Non-zero when the parse stopped because the consumer said so. */
 int gmp_pkstream_stopped_by_consumer(const gmp_pkstream *ps);
 const gmp_pkv *gmp_pkstream_root(const gmp_pkstream *ps);
 /* Bytes held at most by values, memo and parser stacks during the parse. */
 size_t gmp_pkstream_peak_memory(const gmp_pkstream *ps);
-/* CPU seconds (of the calling thread) the last run spent in its first pass (scan; in one pass,
- * only setting up the memo) and in its second (parse, the consumer's callbacks included unless
- * they ran on gmp_pkstream_async's worker): for benchmarks. */
+/* CPU seconds the last run spent in its first pass (scan; in one pass, only setting up the memo)
+ * and in its second (parse, the consumer's callbacks included): for benchmarks. */
 void gmp_pkstream_times(const gmp_pkstream *ps, double *scan_s, double *parse_s);
 /* Trace entries of the last run read flat: straight from the input into a record of their pairs,
  * made a dict only for the consumer's call (docs/pickle.md): for tests and benchmarks. */
 size_t gmp_pkstream_flat_entries(const gmp_pkstream *ps);
+/* Before a run: every trace entry built as a dict, none read flat: the reference the tests
+ * compare the flat entries with. */
+void gmp_pkstream_no_flat(gmp_pkstream *ps);
 void gmp_pkstream_free(gmp_pkstream *ps);
 
 /* Accessors over values (NULL-safe). */

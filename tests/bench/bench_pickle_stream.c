@@ -1,19 +1,18 @@
-/* bench_pickle_stream: how fast the streaming pickle reader (formats/import/gmp_pickle_stream.c)
+/* bench_pickle_stream: how fast the streaming pickle reader (formats/import/gmp_pickle_stream.h)
  * reads a PyTorch memory snapshot, without the importer: its two passes timed apart.
  *
  *     bench_pickle_stream FILE.pickle [RUNS] [sparse]
  *
- * With "sparse": in one sparse pass (gmp_pkstream_one_pass_sparse, as the importer reads files
- * over 8 MiB) with a budget of 1 GiB, so that peak_held says what that pass holds (the importer
- * gives it max(16 MiB, file/16) and reads the file again in two passes past that).
+ * With "sparse": in one pass (gmp_pkstream_one_pass, as the importer reads snapshots) with a budget
+ * of 1 GiB, so that peak_held says what that pass holds (the importer gives it max(16 MiB, file/16)
+ * and reads the file again in two passes past that).
  *
  * Prints figures (`name: value unit`, the median of RUNS, default 5), asserts nothing: the CPU
  * time of the calling thread in each pass (a busy machine disturbs it less) and the wall time of
- * a run (what counts when the reader uses a second thread: docs/pickle.md). The
- * consumer here does what the importer does with the values, cheaply: it looks at each item's
- * values once, caches a mark on every container it has seen (tag) and releases the items of the
- * lists the memo keeps (gmp_pkstream_husk), so the reader's memory behaves as under the importer.
- */
+ * a run. The consumer here does what the importer does with the values, cheaply: it looks at each
+ * item's values once, caches a mark on every container it has seen (tag) and releases the items of
+ * the lists the memo keeps (gmp_pkstream_husk), so the reader's memory behaves as under the
+ * importer. */
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -105,7 +104,7 @@ int main(int argc, char **argv)
         lim.max_memo = (size_t)size + 16;
         c.ps = gmp_pkstream_new(&lim, &cb);
         if (argc > 3 && strcmp(argv[3], "sparse") == 0)
-            gmp_pkstream_one_pass_sparse(c.ps, "frames", (size_t)1 << 30);
+            gmp_pkstream_one_pass(c.ps, "frames", (size_t)1 << 30);
         char err[512];
         double w0 = now(CLOCK_MONOTONIC), t0 = now(CLOCK_THREAD_CPUTIME_ID);
         gmp_err e = gmp_pkstream_run_fd(c.ps, fd, err, sizeof err);

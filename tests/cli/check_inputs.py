@@ -247,7 +247,7 @@ def case_bad():
         check(not os.path.exists(out), "import left %s behind" % out)
         print("ok %s: %s" % (name, msgs[0]))
     # a snapshot larger than the memory the process may use (RLIMIT_DATA here) is read all the
-    # same: the import streams it (formats/import/gmp_pickle_stream.c); a limit too small even for
+    # same: the import streams it (formats/import/gmp_pickle_stream.h); a limit too small even for
     # that gives one line (not under a sanitizer, which needs its own memory)
     with open(GMP, "rb") as f:
         exe = f.read()
@@ -387,8 +387,8 @@ def case_stream():
             break
     check(seen == {"temporary"}, "report of two held %s (expected temporary traces)" % sorted(seen))
     print("ok big7.pickle (%d bytes) read as it is written, through memory" % os.path.getsize(big))
-    # The importer reads a large snapshot in one sparse pass that keeps, of what the pickle
-    # memoizes, only strings and frames lists (gmp_pkstream_one_pass_sparse); a snapshot that
+    # The importer reads a snapshot in one pass that keeps, of what the pickle memoizes, only
+    # strings and frames lists (gmp_pkstream_one_pass); a snapshot that
     # fetches anything else again is read again in two passes. Here every segment_pool_id is one
     # shared tuple per value (the pickle then fetches it from the memo): the same report as with
     # a tuple each.

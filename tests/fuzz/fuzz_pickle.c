@@ -4,11 +4,12 @@
  *
  * Each input is parsed with small limits (so that the fuzzer reaches the limit paths) and with the
  * default ones; the resulting value graph is walked through every accessor (bounded: shared values
- * may be visited many times). The streaming reader runs with small and default limits too (and
- * once with its consumer on a worker thread, which must give the same outcome), its
- * consumer walking each item handed over, releasing the items of some containers (husk) and, on
- * a byte of the input, stopping the parse; then the same bytes are imported as a snapshot into a
- * trace written to /dev/null. */
+ * may be visited many times); the streaming reader must agree with it on what it accepts (but
+ * for its own rules and limits). The streaming reader runs with small and default limits too (and
+ * without flat entries, and in one pass, which must give the same outcome), its consumer walking
+ * each item handed over, releasing the items of some containers (husk) and, on a byte of the input,
+ * stopping the parse; then the same bytes are imported as a snapshot into a trace written to
+ * /dev/null. */
 #include <fcntl.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -17,7 +18,7 @@
 #include <unistd.h>
 
 #include "gmp_import_torch.h"
-#include "gmp_pickle.h"
+#include "pickle_tree.h"
 #include "gmp_pickle_stream.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -71,7 +72,7 @@ static size_t walk(const gmp_pickle_value *v, size_t budget)
     return used;
 }
 
-static void parse(const uint8_t *data, size_t size, const gmp_pickle_limits *lim)
+static gmp_err parse(const uint8_t *data, size_t size, const gmp_pickle_limits *lim)
 {
     gmp_pickle_value *root = NULL;
     char err[256];
@@ -83,10 +84,45 @@ static void parse(const uint8_t *data, size_t size, const gmp_pickle_limits *lim
         volatile size_t n = strlen(err);
         (void)n;
     }
+    return e;
 }
 
-/* tagged: containers with a tag are not entered (a consumer on gmp_pkstream_async's worker
- * reads only the tag of what it husked) */
+/* Non-zero when the streaming reader's refusal (e, err) of what the tree reader accepts is one
+ * of its own rules (docs/pickle.md) or a limit (the two readers hold different things). */
+static int stream_rule(gmp_err e, const char *err)
+{
+    static const char *const rules[] = {
+        "changed after it was stored",
+        "elsewhere than its place",
+        "not part of the result",
+        "first value of the pickle is stored",
+        "is set twice",
+        "not its first value",
+    };
+    if (e == GMP_ERR_LIMIT || e == GMP_ERR_NOMEM)
+        return 1;
+    for (size_t i = 0; i < sizeof rules / sizeof rules[0]; i++)
+        if (strstr(err, rules[i]))
+            return 1;
+    return 0;
+}
+
+/* The streaming reader in two passes without a consumer: GMP_OK or its error, its message in
+ * err. */
+static gmp_err stream_plain(const uint8_t *data, size_t size, const gmp_pickle_limits *lim,
+                            char *err, size_t errlen)
+{
+    gmp_pkstream_cb cb = {"segments", "device_traces", NULL, NULL};
+    gmp_pkstream *ps = gmp_pkstream_new(lim, &cb);
+    if (!ps)
+        return GMP_ERR_NOMEM;
+    gmp_err e = gmp_pkstream_run_mem(ps, data, size, err, errlen);
+    gmp_pkstream_free(ps);
+    return e;
+}
+
+/* tagged: containers with a tag are not entered (a consumer reads only the tag of what it
+ * husked) */
 static size_t walk_pkv_ex(const gmp_pkv *v, size_t budget, int tagged)
 {
     size_t used = 1;
@@ -128,7 +164,7 @@ static size_t walk_pkv(const gmp_pkv *v, size_t budget)
 typedef struct sctx {
     gmp_pkstream *ps;
     size_t items, stop_at;
-    int async; /* gmp_pkstream_async */
+    int tagged; /* tag what is husked, and walk no tagged container */
 } sctx;
 
 static int on_item(void *ctx, int kind, uint32_t index, const gmp_pkv *item, char *err,
@@ -137,12 +173,12 @@ static int on_item(void *ctx, int kind, uint32_t index, const gmp_pkv *item, cha
     sctx *c = ctx;
     (void)kind;
     (void)index;
-    walk_pkv_ex(item, 2000, c->async);
+    walk_pkv_ex(item, 2000, c->tagged);
     /* release the items of a container inside it, as the importer does with frames lists */
     if (item->type == GMP_PK_DICT && item->v.o->n) {
         const gmp_pkv *val = &item->v.o->d.items[1];
         if (val->type >= GMP_PK_LIST) {
-            if (c->async)
+            if (c->tagged)
                 val->v.o->tag = 1;
             gmp_pkstream_husk(c->ps, val->v.o);
         }
@@ -154,9 +190,10 @@ static int on_item(void *ctx, int kind, uint32_t index, const gmp_pkv *item, cha
     return 0;
 }
 
-/* One streaming read (one = 1: in one pass, gmp_pkstream_one_pass; 2: in one sparse pass,
- * gmp_pkstream_one_pass_sparse keeping "frames" lists; 3: two passes with the consumer on a
- * worker thread, gmp_pkstream_async): GMP_OK or its error, and the items handed over. */
+/* One streaming read (one = 0: two passes; 1: two passes without flat entries,
+ * gmp_pkstream_no_flat; 2: in one pass, gmp_pkstream_one_pass keeping "frames" lists; 3: two
+ * passes, the consumer tagging what it husks and walking no tagged container): GMP_OK or its
+ * error, and the items handed over. */
 static gmp_err stream(const uint8_t *data, size_t size, const gmp_pickle_limits *lim, int one,
                       size_t *items)
 {
@@ -167,11 +204,9 @@ static gmp_err stream(const uint8_t *data, size_t size, const gmp_pickle_limits 
     if (!c.ps)
         return GMP_ERR_NOMEM;
     if (one == 1)
-        gmp_pkstream_one_pass(c.ps);
+        gmp_pkstream_no_flat(c.ps);
     else if (one == 2)
-        gmp_pkstream_one_pass_sparse(c.ps, "frames", 64u << 20);
-    else if (one == 3)
-        gmp_pkstream_async(c.ps);
+        gmp_pkstream_one_pass(c.ps, "frames", 64u << 20);
     char err[256];
     gmp_err e = gmp_pkstream_run_mem(c.ps, data, size, err, sizeof err);
     if (e == GMP_OK)
@@ -192,18 +227,28 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     gmp_pickle_limits lim;
     gmp_pickle_limits_default(&lim);
     lim.max_memory = 256u << 20; /* under the fuzzer's RSS limit */
-    parse(data, size, &lim);
+    gmp_err tree = parse(data, size, &lim);
+    /* the two readers agree on what they accept: the product's reader accepts only what the
+     * tree accepts (unless the tree ran out of room), and refuses what it accepts only by its
+     * own rules or limits */
+    char serr[256];
+    gmp_err plain = stream_plain(data, size, &lim, serr, sizeof serr);
+    if (plain == GMP_OK && tree != GMP_OK && tree != GMP_ERR_LIMIT && tree != GMP_ERR_NOMEM)
+        __builtin_trap();
+    if (tree == GMP_OK && plain != GMP_OK && !stream_rule(plain, serr))
+        __builtin_trap();
     size_t n1, n2;
     stream(data, size, &small, 0, &n1);
     stream(data, size, &small, 1, &n1);
     gmp_err two = stream(data, size, &lim, 0, &n2);
+    /* the trace entries read flat or as dicts: the same outcome and items */
+    if (stream(data, size, &lim, 1, &n1) != two || n1 != n2)
+        __builtin_trap();
     /* what one pass reads, two passes read the same (the importer relies on it: it repeats a
      * failed one-pass read in two passes, never the other way round) */
-    if (stream(data, size, &lim, 1, &n1) == GMP_OK && (two != GMP_OK || n1 != n2))
-        __builtin_trap();
     if (stream(data, size, &lim, 2, &n1) == GMP_OK && (two != GMP_OK || n1 != n2))
         __builtin_trap();
-    /* the consumer on a worker thread: the same outcome and items */
+    /* a consumer that reads only the tag of what it husked: the same outcome and items */
     if (stream(data, size, &lim, 3, &n1) != two || n1 != n2)
         __builtin_trap();
     stream(data, size, &small, 2, &n1);

@@ -64,7 +64,7 @@ def pickles():
         put("pickle", "plain-p%d.pickle" % proto, pickle.dumps(plain, protocol=proto))
     shared = [1, 2]
     put("pickle", "memo-shared.pickle", pickle.dumps({"a": shared, "b": shared, "c": [shared]}, 4))
-    # the streaming reader (gmp_pickle_stream.c): entries on three devices, device_traces before
+    # the streaming reader (gmp_pickle_stream.h): entries on three devices, device_traces before
     # segments, and a root built by DICT (its lists cannot be streamed: handed over at STOP)
     t = s["device_traces"][0]
     put("pickle", "stream-3dev.pickle",

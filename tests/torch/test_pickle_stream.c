@@ -16,7 +16,7 @@
 
 #include <cmocka.h>
 
-#include "gmp_pickle.h"
+#include "pickle_tree.h"
 #include "gmp_pickle_stream.h"
 
 #ifndef GMP_TORCH_DATA
@@ -102,10 +102,9 @@ typedef struct rec {
     uint32_t max_index;
     gmp_pkstream *ps;
     int husk;
-    int one;            /* gmp_pkstream_one_pass */
-    const char *sparse; /* gmp_pkstream_one_pass_sparse with this keep_key */
+    int noflat;         /* gmp_pkstream_no_flat */
+    const char *sparse; /* gmp_pkstream_one_pass with this keep_key */
     size_t budget;      /* its budget (0: 1 GiB) */
-    int async;          /* gmp_pkstream_async */
     pthread_t caller;   /* the thread that runs the parse */
     size_t elsewhere;   /* items handed over on another thread */
 } rec;
@@ -116,8 +115,8 @@ static int on_item(void *ctx, int kind, uint32_t index, const gmp_pkv *item, cha
     rec *r = ctx;
     if (!pthread_equal(pthread_self(), r->caller))
         r->elsewhere++;
-    /* husked lists are not read again (with gmp_pkstream_async their items go while later
-     * batches are read): no digest then */
+    /* husked lists are not read again (their items go once the batch is released): no digest
+     * then */
     if (kind == GMP_PKS_LIST) {
         r->seg_digest = mix(r->seg_digest, r->husk ? 0 : dig_pkv(item));
         r->segs++;
@@ -145,12 +144,10 @@ static gmp_err stream(const void *p, size_t n, rec *r, const gmp_pickle_limits *
     gmp_pkstream_cb cb = {"segments", "device_traces", on_item, r};
     r->ps = gmp_pkstream_new(lim, &cb);
     assert_non_null(r->ps);
-    if (r->one)
-        gmp_pkstream_one_pass(r->ps);
+    if (r->noflat)
+        gmp_pkstream_no_flat(r->ps);
     if (r->sparse)
-        gmp_pkstream_one_pass_sparse(r->ps, r->sparse, r->budget ? r->budget : (size_t)1 << 30);
-    if (r->async)
-        gmp_pkstream_async(r->ps);
+        gmp_pkstream_one_pass(r->ps, r->sparse, r->budget ? r->budget : (size_t)1 << 30);
     r->caller = pthread_self();
     gmp_err e = gmp_pkstream_run_mem(r->ps, p, n, err, errlen);
     return e;
@@ -221,20 +218,18 @@ static void test_real_equal_tree(void **state)
         assert_int_equal(stream(b, n, &h, NULL, err, sizeof err), GMP_OK);
         assert_int_equal(h.ents, want.ents);
         gmp_pkstream_free(h.ps);
-        /* in one pass (no count of the memo's fetches; mode 0), and in one sparse pass (strings
-         * and "frames" lists kept, nothing else; mode 1), the consumer on the calling thread or
-         * on a worker (mode 2): the same items, husked or not, and far less held than the tree */
-        for (int k = 0; k < 8; k++) {
-            int sparse = (k >> 1) & 1, hk = k & 1, as = k >> 2;
+        /* in two passes without flat entries, and in one pass (strings and "frames" lists
+         * kept, nothing else): the same items, husked or not, and far less held than the tree */
+        for (int k = 0; k < 4; k++) {
+            int sparse = (k >> 1) & 1, hk = k & 1;
             rec o = {0};
-            o.one = !sparse;
+            o.noflat = !sparse;
             o.sparse = sparse ? "frames" : NULL;
             o.husk = hk;
-            o.async = as; /* on a worker thread (mode 2): the same items in the same order */
             assert_int_equal(stream(b, n, &o, NULL, err, sizeof err), GMP_OK);
             assert_int_equal(o.segs, want.segs);
             assert_int_equal(o.ents, want.ents);
-            assert_int_equal(o.elsewhere, as ? o.segs + o.ents : 0);
+            assert_int_equal(o.elsewhere, 0); /* on the calling thread */
             if (!hk) {
                 assert_true(o.seg_digest == want.seg_digest);
                 assert_true(o.ent_digest == want.ent_digest);
@@ -280,12 +275,9 @@ static void test_truncations_and_stop(void **state)
     free(b);
 }
 
-static int one_pass; /* expect() in one pass */
-
 static void expect(const char *p, size_t n, gmp_err want, const char *what, size_t items)
 {
     rec r = {0};
-    r.one = one_pass;
     char err[256];
     gmp_err e = stream(p, n, &r, NULL, err, sizeof err);
     if (e != want || (what && !strstr(err, what)) || r.segs + r.ents != items)
@@ -343,51 +335,6 @@ static void test_rules(void **state)
     expect(P("\x80\x04\x8c\x05posix\x8c\x06system\x93."), GMP_ERR_FORMAT, "STACK_GLOBAL", 0);
 }
 
-/* One pass keeps every memoized value but the streamed items, dropped once handed over: the
- * same outcome as two passes on every rule above, and a failure (so that the importer runs the
- * two passes) only where a streamed item is fetched after it was handed over. */
-static void test_one_pass(void **state)
-{
-    one_pass = 1;
-    test_rules(state);
-    one_pass = 0;
-    /* {'device_traces': [[d, d]]}, d = {'a': 1} fetched after it was appended (handed over) */
-    static const char again[] = "\x80\x04}(\x8c\x0d"
-                                "device_traces](](}\x94(\x8c\x01"
-                                "aK\x01ueh\x00"
-                                "aeu.";
-    rec two = {0};
-    char err[256];
-    assert_int_equal(stream(again, sizeof again - 1, &two, NULL, err, sizeof err), GMP_OK);
-    assert_int_equal(two.ents, 2);
-    gmp_pkstream_free(two.ps);
-    rec one = {0};
-    one.one = 1;
-    assert_int_not_equal(stream(again, sizeof again - 1, &one, NULL, err, sizeof err), GMP_OK);
-    assert_int_equal(one.ents, 1);
-    gmp_pkstream_free(one.ps);
-    /* fetched before it was handed over (both in one APPENDS): one pass reads it */
-    static const char same[] = "\x80\x04}(\x8c\x0d"
-                               "device_traces](](}\x94(\x8c\x01"
-                               "aK\x01uh\x00"
-                               "eeu.";
-    rec o2 = {0};
-    o2.one = 1;
-    assert_int_equal(stream(same, sizeof same - 1, &o2, NULL, err, sizeof err), GMP_OK);
-    assert_int_equal(o2.ents, 2);
-    gmp_pkstream_free(o2.ps);
-    /* a memo index far past those defined: refused in one pass only */
-    static const char far[] = "\x80\x04}(\x8c\x0d"
-                              "device_traces]r\x00\x00\x10\x00u.";
-    rec f2 = {0};
-    assert_int_equal(stream(far, sizeof far - 1, &f2, NULL, err, sizeof err), GMP_OK);
-    gmp_pkstream_free(f2.ps);
-    rec f1 = {0};
-    f1.one = 1;
-    assert_int_not_equal(stream(far, sizeof far - 1, &f1, NULL, err, sizeof err), GMP_OK);
-    gmp_pkstream_free(f1.ps);
-}
-
 /* p[0..n) is read by two passes (items handed over) and refused by a sparse pass keeping
  * "frames" lists, with a message that says why. */
 static void two_only(const char *p, size_t n, size_t items, const char *why)
@@ -442,6 +389,16 @@ static void test_sparse(void **state)
     /* BINPUT out of order (index 5 first) */
     static const char order[] = "\x80\x02}q\x05(X\x08\x00\x00\x00segments]u.";
     two_only(order, sizeof order - 1, 0, "out of order");
+    /* a memo index far past those defined */
+    static const char far[] = "\x80\x04}(\x8c\x0d"
+                              "device_traces]r\x00\x00\x10\x00u.";
+    two_only(far, sizeof far - 1, 0, "out of order");
+    /* {'device_traces': [[d, d]]}, d = {'a': 1} fetched after it was appended (handed over) */
+    static const char again[] = "\x80\x04}(\x8c\x0d"
+                                "device_traces](](}\x94(\x8c\x01"
+                                "aK\x01ueh\x00"
+                                "aeu.";
+    two_only(again, sizeof again - 1, 2, "not defined");
     /* the budget: a real snapshot within 64 KiB fails, with the limit's code */
     size_t n;
     unsigned char *b = slurp("transformer-train-step-adamw.pickle", &n);
@@ -501,17 +458,15 @@ typedef struct outcome {
     size_t flat;
 } outcome;
 
-/* mode 0: one pass (never flat), 1: two passes, 2: sparse keeping "frames"; 3, 4: 1, 2 with the
- * consumer on a worker thread */
+/* mode 0: two passes, never flat, 1: two passes, 2: one pass keeping "frames" */
 static outcome flat_run(const char *b, size_t len, int mode, const gmp_pickle_limits *lim,
                         size_t stop_at, int husk)
 {
     outcome o;
     memset(&o, 0, sizeof o);
     rec r = {0};
-    r.one = mode == 0;
-    r.sparse = mode == 2 || mode == 4 ? "frames" : NULL;
-    r.async = mode >= 3;
+    r.noflat = mode == 0;
+    r.sparse = mode == 2 ? "frames" : NULL;
     r.stop_at = stop_at;
     r.husk = husk;
     o.e = stream(b, len, &r, lim, o.err, sizeof o.err);
@@ -522,7 +477,7 @@ static outcome flat_run(const char *b, size_t len, int mode, const gmp_pickle_li
     return o;
 }
 
-/* The same outcome (code, message, entries handed over and their digest) in the five modes,
+/* The same outcome (code, message, entries handed over and their digest) in the three modes,
  * whatever comes between the entries and their APPENDS (but a sparse pass's refusal of a fetch it
  * did not keep, after which the importer reads the file again in two passes); returns the
  * two-pass run's. */
@@ -532,9 +487,9 @@ static outcome flat_same(const char *b, size_t len, const gmp_pickle_limits *lim
     outcome ref = flat_run(b, len, 0, lim, stop_at, husk);
     assert_int_equal(ref.flat, 0);
     outcome two = {0};
-    for (int mode = 1; mode <= 4; mode++) {
+    for (int mode = 1; mode <= 2; mode++) {
         outcome o = flat_run(b, len, mode, lim, stop_at, husk);
-        if ((mode == 2 || mode == 4) && o.e != GMP_OK && strstr(o.err, "not defined"))
+        if (mode == 2 && o.e != GMP_OK && strstr(o.err, "not defined"))
             continue; /* a fetch of what a sparse pass does not keep: read again in two passes */
         if (o.e != ref.e || strcmp(o.err, ref.err) != 0 || o.ents != ref.ents ||
             (!husk && o.digest != ref.digest))
@@ -611,9 +566,11 @@ static void test_flat(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_real_equal_tree), cmocka_unit_test(test_truncations_and_stop),
-        cmocka_unit_test(test_rules),           cmocka_unit_test(test_one_pass),
-        cmocka_unit_test(test_sparse),          cmocka_unit_test(test_flat),
+        cmocka_unit_test(test_real_equal_tree),
+        cmocka_unit_test(test_truncations_and_stop),
+        cmocka_unit_test(test_rules),
+        cmocka_unit_test(test_sparse),
+        cmocka_unit_test(test_flat),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,16 +1,19 @@
-/* test_pickle_stream_window: the streaming pickle reader (formats/import/gmp_pickle_stream.c)
+/* test_pickle_stream_window: the streaming pickle reader (formats/import/gmp_pkstream_*.c)
  * reading a file through a small window, against the same bytes in memory.
  *
  * A file is read through a window that is refilled whenever an opcode does not fit in what is
- * left of it; the in-place loops of both passes stop short of its end and hand over to the
+ * left of it; the parse's in-place loop stops short of its end and hands over to the
  * opcode-by-opcode code. This test builds the reader with a window of 4097 bytes (instead of
  * 1 MiB), so that its ends fall inside every kind of opcode of the real snapshots
  * (tests/data/torch-snapshots), and checks that a file gives the same items (digests), or the
- * same error, as the same bytes in memory: whole, cut at many places, and with a byte changed;
- * also read ahead by a thread in chunks of the window's size (gmp_pkstream_async), where what is
- * left of a chunk is 64 bytes at most before it and a longer opcode is gathered from chunks. */
+ * same error, as the same bytes in memory: whole, cut at many places, and with a byte changed. */
 #define GMP_PKSTREAM_INBUF 4097u
-#include "gmp_pickle_stream.c"
+/* the reader's files, built here with that window */
+#include "gmp_pkstream_flat.c"
+#include "gmp_pkstream_hand.c"
+#include "gmp_pkstream_impl.c"
+#include "gmp_pkstream_memo.c"
+#include "gmp_pkstream_parse.c"
 
 #include <setjmp.h>
 #include <stdarg.h>
@@ -61,14 +64,11 @@ static int on_item(void *ctx, int kind, uint32_t index, const gmp_pkv *item, cha
     return 0;
 }
 
-static gmp_err run_one(const unsigned char *b, size_t n, int fd, int async, rec *r, char *err,
-                       size_t errlen)
+static gmp_err run_one(const unsigned char *b, size_t n, int fd, rec *r, char *err, size_t errlen)
 {
     gmp_pkstream_cb cb = {"segments", "device_traces", on_item, r};
     r->ps = gmp_pkstream_new(NULL, &cb);
     assert_non_null(r->ps);
-    if (async) /* the consumer on a worker, the file read ahead in chunks of the window's size */
-        gmp_pkstream_async(r->ps);
     if (fd < 0)
         return gmp_pkstream_run_mem(r->ps, b, n, err, errlen);
     assert_int_equal(ftruncate(fd, 0), 0);
@@ -80,17 +80,15 @@ static int same(const unsigned char *b, size_t n, int fd)
 {
     rec m = {0};
     char em[256];
-    gmp_err a = run_one(b, n, -1, 0, &m, em, sizeof em);
-    for (int async = 0; async <= 1; async++) {
-        rec f = {0};
-        char ef[256];
-        gmp_err c = run_one(b, n, fd, async, &f, ef, sizeof ef);
-        if (a != c || (a != GMP_OK && strcmp(em, ef) != 0) || m.items != f.items ||
-            m.digest != f.digest)
-            fail_msg("%zu bytes: memory %d (%s) %zu items, file%s %d (%s) %zu items", n, a, em,
-                     m.items, async ? " read ahead" : "", c, ef, f.items);
-        gmp_pkstream_free(f.ps);
-    }
+    gmp_err a = run_one(b, n, -1, &m, em, sizeof em);
+    rec f = {0};
+    char ef[256];
+    gmp_err c = run_one(b, n, fd, &f, ef, sizeof ef);
+    if (a != c || (a != GMP_OK && strcmp(em, ef) != 0) || m.items != f.items ||
+        m.digest != f.digest)
+        fail_msg("%zu bytes: memory %d (%s) %zu items, file %d (%s) %zu items", n, a, em, m.items,
+                 c, ef, f.items);
+    gmp_pkstream_free(f.ps);
     gmp_pkstream_free(m.ps);
     return a == GMP_OK;
 }
