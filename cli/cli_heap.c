@@ -54,9 +54,10 @@ void gmp_cli_heap_setup(void)
     if (!mallopt(M_MMAP_THRESHOLD, (int)MMAP_MIN) || !mallopt(M_TRIM_THRESHOLD, (int)RESERVE * 2))
         return;
 #ifdef M_ARENA_MAX
-    /* One arena for every thread: the tables a helper thread builds (the snapshot importer's, on
-     * the pickle reader's worker) are freed into the heap the main thread allocates from next,
-     * instead of a second arena of their own that would add its peak to the main one's. */
+    /* One arena for every thread: the tables a helper thread builds (the snapshot importer's, when
+     * a large snapshot is imported beside the replay) are freed into the heap the main thread
+     * allocates from next, instead of a second arena of their own that would add its peak to the
+     * main one's. */
     (void)mallopt(M_ARENA_MAX, 1);
 #endif
     void *q[STEPS];
