@@ -13,7 +13,7 @@ check_analysis.py golden_text|golden_md|golden_html|golden_json GPUMEMPROF TEST_
     `test_analysis write-analyses` (every analysis section: a probable leak with its site,
     temporaries, allocator overhead with a pool, an OOM of each verdict) and `write-steady` (no
     range grows). Run in WORKDIR on relative paths; JSON compared as parsed JSON.
-    GMP_REGEN_GOLDEN=1 rewrites the golden files.
+    GMP_REGEN=1 rewrites the golden files.
 """
 import json
 import os
@@ -247,9 +247,9 @@ def golden(gmp, tool, work, fmt):
                                                              p.stderr.decode()))
         path = os.path.join(GOLDEN, "%s.%s" % (fixture, ext))
         if fmt == "json":
-            gmp_golden.golden_json(path, p.stdout, "GMP_REGEN_GOLDEN")
+            gmp_golden.golden_json(path, p.stdout, "GMP_REGEN")
         else:
-            gmp_golden.golden_bytes(path, p.stdout, "GMP_REGEN_GOLDEN")
+            gmp_golden.golden_bytes(path, p.stdout, "GMP_REGEN")
 
 
 def main():

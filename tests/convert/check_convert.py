@@ -27,7 +27,7 @@ import gmp_golden  # noqa: E402
 
 GMP = GEN = DATA = WORK = None
 GOLDEN = None
-REGEN = os.environ.get("GMP_REGEN") == "1"
+REGEN = gmp_golden.regen_requested()
 VERSION_NORM = "gpumemprof VERSION"
 
 

@@ -12,7 +12,7 @@ golden_text, golden_top, golden_json, markdown
         the output (text; text with --top 1; JSON, compared as parsed JSON; Markdown) against
         golden/diff.*
         (run in WORK_DIR on a.zst and b.zst, so the paths it prints are those);
-        GMP_REGEN_GOLDEN=1 rewrites the golden files
+        GMP_REGEN=1 rewrites the golden files
 html    --format html: one well-formed page (html.parser: every element closed in order) holding
         every figure of the text output"""
 import html.parser
@@ -176,25 +176,25 @@ def golden_run(gmp, work, args):
 
 def case_golden_text(gmp, a, b, work):
     gmp_golden.golden_bytes(os.path.join(GOLDEN, "diff.txt"), golden_run(gmp, work, []),
-                            "GMP_REGEN_GOLDEN")
+                            "GMP_REGEN")
     print("ok")
 
 
 def case_golden_top(gmp, a, b, work):
     gmp_golden.golden_bytes(os.path.join(GOLDEN, "diff.top1.txt"),
-                            golden_run(gmp, work, ["--top", "1"]), "GMP_REGEN_GOLDEN")
+                            golden_run(gmp, work, ["--top", "1"]), "GMP_REGEN")
     print("ok")
 
 
 def case_golden_json(gmp, a, b, work):
     gmp_golden.golden_json(os.path.join(GOLDEN, "diff.json"),
-                           golden_run(gmp, work, ["--format", "json"]), "GMP_REGEN_GOLDEN")
+                           golden_run(gmp, work, ["--format", "json"]), "GMP_REGEN")
     print("ok")
 
 
 def case_golden_md(gmp, a, b, work):
     gmp_golden.golden_bytes(os.path.join(GOLDEN, "diff.md"),
-                            golden_run(gmp, work, ["--format", "markdown"]), "GMP_REGEN_GOLDEN")
+                            golden_run(gmp, work, ["--format", "markdown"]), "GMP_REGEN")
     print("ok")
 
 

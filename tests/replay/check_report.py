@@ -3,7 +3,7 @@
 
     check_report.py MODE GPUMEMPROF REPORT_TRACE GOLDEN_DIR
 
-MODE: json (every value checked exactly), text (golden file; GMP_REGEN_GOLDEN=1 rewrites it),
+MODE: json (every value checked exactly), text (golden file; GMP_REGEN=1 rewrites it),
 golden_json (--format json against golden/report.json, compared as parsed JSON), golden_color
 (--color always against golden/report.color.txt, byte for byte), truncated (a cut trace: report
 plus one warning line), corrupt (one message, exit 1), options (--top, --device, -o, bad
@@ -176,7 +176,7 @@ def main():
             out, err = run([gpumemprof, "report", "report.zst"], tmp)
             eq("stderr", err, "")
             path = os.path.join(golden, "report.txt")
-            if os.environ.get("GMP_REGEN_GOLDEN"):
+            if gmp_golden.regen_requested():
                 with open(path, "w") as f:
                     f.write(out)
             with open(path) as f:
@@ -189,14 +189,14 @@ def main():
             eq("exit status", p.returncode, 0)
             eq("stderr", p.stderr, b"")
             gmp_golden.golden_json(os.path.join(golden, "report.json"), p.stdout,
-                                   "GMP_REGEN_GOLDEN")
+                                   "GMP_REGEN")
         elif mode == "golden_color":
             p = subprocess.run([gpumemprof, "report", "report.zst", "--color", "always"], cwd=tmp,
                                capture_output=True)
             eq("exit status", p.returncode, 0)
             eq("stderr", p.stderr, b"")
             gmp_golden.golden_bytes(os.path.join(golden, "report.color.txt"), p.stdout,
-                                    "GMP_REGEN_GOLDEN")
+                                    "GMP_REGEN")
         elif mode == "truncated":
             data = open(os.path.join(tmp, "report.zst"), "rb").read()
             frames = zstd_frames(data)

@@ -4,7 +4,7 @@
     check_report_formats.py MODE GPUMEMPROF REPORT_TRACE REPORT_TRACES GOLDEN_DIR
 
 MODE: golden_md, golden_html (the fixture of tests/replay/report_trace against golden files;
-GMP_REGEN_GOLDEN=1 rewrites them), golden_multi_text, golden_multi_md, golden_multi_html,
+GMP_REGEN=1 rewrites them), golden_multi_text, golden_multi_md, golden_multi_html,
 golden_multi_json (three ranks, report_traces rank 0..2, in one report against golden/multi.*;
 the JSON compared as parsed JSON), ranges_json (exact per-range statistics of a crafted trace),
 html_hostile (hostile strings: no injected element, parsed with html.parser), md_hostile,
@@ -49,13 +49,13 @@ def eq(what, got, want):
 
 def golden(name, out, gdir):
     path = os.path.join(gdir, name)
-    if os.environ.get("GMP_REGEN_GOLDEN"):
+    if gmp_golden.regen_requested():
         with open(path, "wb") as f:
             f.write(out)
     with open(path, "rb") as f:
         want = f.read()
     if out != want:
-        sys.exit("output differs from %s (GMP_REGEN_GOLDEN=1 rewrites it):\n%s" %
+        sys.exit("output differs from %s (GMP_REGEN=1 rewrites it):\n%s" %
                  (path, out.decode(errors="replace")[:4000]))
 
 
@@ -235,7 +235,7 @@ def main():
                 out, err = run([gmp, "report"] + args, tmp)
                 eq("stderr", err, "")
             if fmt == "json":
-                gmp_golden.golden_json(os.path.join(gdir, "multi.json"), out, "GMP_REGEN_GOLDEN")
+                gmp_golden.golden_json(os.path.join(gdir, "multi.json"), out, "GMP_REGEN")
             else:
                 golden("multi." + ext, out, gdir)
         elif mode == "ranges_json":
