@@ -25,6 +25,7 @@ import sys
 sys.dont_write_bytecode = True  # nothing written into the source tree
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tools"))
 import gmp_golden  # noqa: E402
+import gmp_testlib  # noqa: E402
 
 MiB = 1 << 20
 SNAPSHOT = os.path.join(os.path.dirname(__file__), "..", "data", "torch-snapshots",
@@ -32,10 +33,7 @@ SNAPSHOT = os.path.join(os.path.dirname(__file__), "..", "data", "torch-snapshot
 
 
 def run(*args, ok=0):
-    p = subprocess.run(list(args), capture_output=True, text=True)
-    if p.returncode != ok:
-        sys.exit("%s: exit %d\n%s%s" % (" ".join(args), p.returncode, p.stdout, p.stderr))
-    return p.stdout
+    return gmp_testlib.run(list(args), expect=ok, text=True).stdout
 
 
 def check(cond, what):

@@ -27,15 +27,14 @@ import shutil
 import subprocess
 import sys
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tools"))
+import gmp_testlib  # noqa: E402
+
 SKIP = 77
 
 
 def run(cmd):
-    p = subprocess.run(cmd, capture_output=True)
-    if p.returncode != 0:
-        sys.exit("%s: exit %d\n%s" % (" ".join(cmd), p.returncode,
-                                     p.stderr.decode(errors="replace")))
-    return p.stdout
+    return gmp_testlib.run(cmd).stdout
 
 
 def main():

@@ -24,8 +24,10 @@ Exit 77 (skip) without node, or without pprof-format (scripts/install-deps.sh --
 import json
 import os
 import shutil
-import subprocess
 import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tools"))
+import gmp_testlib  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
@@ -34,10 +36,7 @@ DEVICE_KINDS = {"device", "async-pool", "vmm-physical", "array", "static"}
 
 
 def run(cmd):
-    p = subprocess.run(cmd, capture_output=True)
-    if p.returncode != 0:
-        sys.exit("%s: exit %d\n%s" % (" ".join(cmd), p.returncode, p.stderr.decode(errors="replace")))
-    return p.stdout
+    return gmp_testlib.run(cmd).stdout
 
 
 def frame_key(fr):

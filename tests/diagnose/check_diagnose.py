@@ -28,6 +28,9 @@ import sys
 import tempfile
 import time
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tools"))
+import gmp_testlib  # noqa: E402
+
 EPOCH = 1700000000  # SOURCE_DATE_EPOCH: 2023-11-14 22:13:20 UTC
 TOP = "gpumemprof-diagnose-20231114-221320"
 DEFAULT_OUT = TOP + ".tar.zst"
@@ -65,12 +68,7 @@ def env_with_secrets():
 
 
 def run(args, cwd, expect_rc=0, env=None):
-    p = subprocess.run(args, cwd=cwd, capture_output=True, env=env or env_with_secrets())
-    if expect_rc is not None and p.returncode != expect_rc:
-        fail("%s: exit %d, expected %d\nstdout:\n%s\nstderr:\n%s" %
-             (" ".join(args), p.returncode, expect_rc, p.stdout.decode(errors="replace"),
-              p.stderr.decode(errors="replace")))
-    return p
+    return gmp_testlib.run(args, expect=expect_rc, cwd=cwd, env=env or env_with_secrets())
 
 
 def tar_list(bundle, cwd):

@@ -25,6 +25,7 @@ import sys
 sys.dont_write_bytecode = True  # nothing written into the source tree
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tools"))
 import gmp_golden  # noqa: E402
+import gmp_testlib  # noqa: E402
 
 GOLDEN = os.path.join(os.path.dirname(os.path.abspath(__file__)), "golden")
 
@@ -42,11 +43,7 @@ def check(cond, msg):
 
 
 def run(gmp, args, expect=0):
-    p = subprocess.run([gmp] + args, capture_output=True, text=True)
-    if p.returncode != expect:
-        fail("%s: exit %d (expected %d)\n%s%s" % (" ".join(args), p.returncode, expect,
-                                                 p.stdout, p.stderr))
-    return p
+    return gmp_testlib.run([gmp] + args, expect=expect, text=True)
 
 
 def rows(j, table, dev, key="range"):

@@ -18,6 +18,7 @@ import tempfile
 sys.dont_write_bytecode = True  # nothing written into the source tree
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tools"))
 import gmp_golden  # noqa: E402
+import gmp_testlib  # noqa: E402
 
 MiB = 1 << 20
 GiB = 1 << 30
@@ -29,11 +30,7 @@ def ms(x):
 
 
 def run(args, cwd, expect_rc=0):
-    p = subprocess.run(args, cwd=cwd, capture_output=True)
-    if p.returncode != expect_rc:
-        sys.exit("%s: exit %d, expected %d\nstdout:\n%s\nstderr:\n%s" %
-                 (" ".join(args), p.returncode, expect_rc, p.stdout.decode(errors="replace"),
-                  p.stderr.decode(errors="replace")))
+    p = gmp_testlib.run(args, expect=expect_rc, cwd=cwd)
     return p.stdout.decode(), p.stderr.decode()
 
 
