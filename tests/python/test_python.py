@@ -46,6 +46,9 @@ import shutil
 import subprocess
 import sys
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tools"))
+import gmp_testlib  # noqa: E402
+
 ap = argparse.ArgumentParser()
 for a in ("gpumemprof", "simcuda", "progs", "src", "tmp"):
     ap.add_argument("--" + a, required=True)
@@ -110,20 +113,14 @@ def run(opts, prog, python=None, env=None, trace="t.zst", expect_ok=True, extra=
     cmd = [args.gpumemprof, "run", "-q", "-o", trace, "--force"] + opts + \
         ["--", python or args.python, os.path.join(args.src, "progs", prog), args.progs] + \
         list(extra)
-    p = subprocess.run(cmd, env=env or base_env(), capture_output=True, text=True, timeout=120)
-    if expect_ok and p.returncode != 0:
-        print(f"FAIL: {' '.join(cmd)}: exit {p.returncode}\n{p.stdout}{p.stderr}")
-        sys.exit(1)
+    p = gmp_testlib.run(cmd, expect=0 if expect_ok else None, env=env or base_env(), text=True,
+                        timeout=120)
     return p, trace
 
 
 def report(trace):
     cmd = [args.gpumemprof, "report", "--format", "json", trace]
-    r = subprocess.run(cmd, env=base_env(), capture_output=True, text=True, timeout=120)
-    if r.returncode != 0:
-        print(f"FAIL: {' '.join(cmd)}: exit {r.returncode}\n{r.stderr}")
-        sys.exit(1)
-    return json.loads(r.stdout)
+    return json.loads(gmp_testlib.run(cmd, env=base_env(), text=True, timeout=120).stdout)
 
 
 def stacks_by_size(doc):
