@@ -20,7 +20,9 @@ MODE: python     --stacks python: exact file:function:line frames, with the GIL 
                  stack with the GIL, is turned off: the next call without the GIL has no Python
                  frames and the end-of-trace notice counts it
       versions   `python`, `all` and (3.9+) `nogil` and `lines` checks on every CPython 3.8-3.13 found on this
-                 machine (pyenv's included; skips if none)
+                 machine (pyenv's included; skips if none); with --ends, only on the oldest and
+                 the newest found (a sanitizer build: the layouts' two ends, the plain build
+                 having checked every version)
       layers     --layers with torch (skipped when torch is absent): range names, nesting,
                  forward and backward, an allocation's path under the program's NVTX range
       site       --layers keeps an existing sitecustomize working; no hooks without --layers
@@ -55,6 +57,7 @@ for a in ("gpumemprof", "simcuda", "progs", "src", "tmp"):
 ap.add_argument("--preload", default="")
 ap.add_argument("--python", default="/usr/bin/python3")
 ap.add_argument("--wheel", default="", help="the simulator's CUDA 12 pip-wheel layout (torchhistory)")
+ap.add_argument("--ends", action="store_true", help="versions: the oldest and newest CPython only")
 ap.add_argument("mode")
 args = ap.parse_args()
 
@@ -586,6 +589,8 @@ elif args.mode == "versions":
     if not found:
         print("skip: no CPython 3.8-3.13 found")
         sys.exit(SKIP)
+    if args.ends:
+        found = {m: found[m] for m in (min(found), max(found))}
     print("interpreters: " + ", ".join(f"3.{m}={e}" for m, e in sorted(found.items())))
     for m, exe in sorted(found.items()):
         p, t = run(["--stacks", "python"], "py_alloc.py", python=exe, trace=f"py3{m}.zst")
