@@ -252,6 +252,7 @@ def golden(gmp, tool, work, fmt):
 
 def main():
     what, gmp, tool, work = sys.argv[1:5]
+    gmp = gmp_testlib.gpumemprof(gmp)
     shutil.rmtree(work, ignore_errors=True)
     os.makedirs(work)
     fmt = {"golden_text": "text", "golden_md": "markdown", "golden_html": "html",

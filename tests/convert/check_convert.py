@@ -686,6 +686,7 @@ def mode_memory():
 def main():
     global GMP, GEN, DATA, WORK, GOLDEN
     mode, GMP, GEN, DATA, WORK = sys.argv[1:6]
+    GMP = gmp_testlib.gpumemprof(GMP)
     GMP, GEN, DATA, WORK = (os.path.abspath(x) for x in (GMP, GEN, DATA, WORK))
     GOLDEN = os.path.join(os.path.dirname(DATA), "golden")
     shutil.rmtree(WORK, ignore_errors=True)

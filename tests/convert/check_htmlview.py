@@ -39,6 +39,7 @@ def run(cmd):
 
 def main():
     gmp, data, snaps, nsys, nodedeps, work = sys.argv[1:7]
+    gmp = gmp_testlib.gpumemprof(gmp)
     nodedeps = os.path.join(os.path.abspath(nodedeps), "node_modules")
     chromium = next((shutil.which(n) for n in ("chromium", "chromium-browser")
                      if shutil.which(n)), None)

@@ -157,6 +157,7 @@ def speedscope_check(pbs, nodedeps, viewer, work):
 
 def main():
     gmp, data, snaps, nsys, nodedeps, viewer, work = sys.argv[1:8]
+    gmp = gmp_testlib.gpumemprof(gmp)
     nodedeps = os.path.join(os.path.abspath(nodedeps), "node_modules")
     if not shutil.which("node"):
         print("SKIP: needs node (scripts/install-deps.sh --browser)")

@@ -22,7 +22,6 @@ auto       no FILE: the newest 4 gpumemprof.*.zst of the working directory, the 
 """
 import os
 import re
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -353,11 +352,8 @@ def main():
     cases = {k[5:]: v for k, v in globals().items() if k.startswith("case_")}
     if mode not in cases:
         sys.exit("unknown mode %s" % mode)
-    tmp = tempfile.mkdtemp(prefix="gmp-diagnose-")
-    try:
+    with gmp_testlib.tmpdir(prefix="gmp-diagnose-") as tmp:
         cases[mode](os.path.abspath(gmp), os.path.abspath(rt), tmp)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
     print("ok: diagnose %s" % mode)
 
 

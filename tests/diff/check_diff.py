@@ -235,6 +235,7 @@ def case_html(gmp, a, b, work):
 
 def main():
     case, gmp, gen, work = sys.argv[1:5]
+    gmp = gmp_testlib.gpumemprof(gmp)
     os.makedirs(work, exist_ok=True)
     a, b = os.path.join(work, "a.zst"), os.path.join(work, "b.zst")
     subprocess.run([gen, a, b], check=True)

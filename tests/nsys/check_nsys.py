@@ -376,6 +376,7 @@ def case_schema():
 def main():
     global GMP, DATA, WORK
     case, GMP, DATA, WORK = sys.argv[1:5]
+    GMP = gmp_testlib.gpumemprof(GMP)
     os.makedirs(WORK, exist_ok=True)
     {"real": case_real, "synthetic": case_synthetic, "schema": case_schema}[case]()
 

@@ -10,10 +10,8 @@ plus one warning line), corrupt (one message, exit 1), options (--top, --device,
 arguments)."""
 import json
 import os
-import shutil
 import subprocess
 import sys
-import tempfile
 
 sys.dont_write_bytecode = True  # nothing written into the source tree
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tools"))
@@ -162,8 +160,7 @@ def zstd_frames(data):
 
 def main():
     mode, gpumemprof, report_trace, golden = sys.argv[1:5]
-    tmp = tempfile.mkdtemp(prefix="gmp_report_")
-    try:
+    with gmp_testlib.tmpdir(prefix="gmp_report_") as tmp:
         run([report_trace, "report.zst"], tmp)
         if mode == "json":
             out, err = run([gpumemprof, "report", "report.zst", "--format", "json"], tmp)
@@ -256,8 +253,6 @@ def main():
                 sys.exit("--help: no usage line")
         else:
             sys.exit("unknown mode " + mode)
-    finally:
-        shutil.rmtree(tmp)
 
 
 if __name__ == "__main__":

@@ -16,9 +16,7 @@ import html.parser
 import json
 import os
 import re
-import shutil
 import sys
-import tempfile
 
 sys.dont_write_bytecode = True  # nothing written into the source tree
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tools"))
@@ -209,8 +207,7 @@ def check_ranges(doc):
 
 def main():
     mode, gmp, report_trace, traces, gdir = sys.argv[1:6]
-    tmp = tempfile.mkdtemp(prefix="gmp_report_fmt_")
-    try:
+    with gmp_testlib.tmpdir(prefix="gmp_report_fmt_") as tmp:
         run([report_trace, "report.zst"], tmp)
         if mode == "golden_md":
             out, err = run([gmp, "report", "report.zst", "--format", "markdown"], tmp)
@@ -613,8 +610,6 @@ def main():
                 run([gmp, "report", "report.zst"] + bad, tmp, 2)
         else:
             sys.exit("unknown mode " + mode)
-    finally:
-        shutil.rmtree(tmp)
 
 
 if __name__ == "__main__":
