@@ -120,6 +120,9 @@ def main():
                            capture_output=True)
         if p.returncode != 2 or opt.encode() not in p.stderr:
             sys.exit("report %s (text): exit %d, %r" % (opt, p.returncode, p.stderr[-200:]))
+    if gmp_testlib.no_browser():
+        print("ok: %d pages written; chromium left out (GMP_TEST_NO_BROWSER)" % len(spec))
+        return 0
     spec_file = os.path.join(work, "spec.json")
     with open(spec_file, "w") as f:
         json.dump(spec, f)

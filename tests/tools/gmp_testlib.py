@@ -16,6 +16,10 @@ tmpdir(base=None, prefix="gmp-test-")
     a context manager: a new empty directory (inside base when given, created if missing),
     removed when the block ends, kept when the block fails or GMP_KEEP_TMP=1 (its path is
     printed then).
+no_browser()
+    GMP_TEST_NO_BROWSER=1 is set (a sanitizer build's ctest sets it): a check that renders the
+    CLI's output in chromium runs the CLI as usual and leaves the browser part out (a sanitizer
+    sees nothing of the browser; the plain build runs it).
 gpumemprof(path=None)
     the CLI to test: path when given, else $GMP_GPUMEMPROF, else build/bin/gpumemprof of this
     checkout; fails when it is not an executable file.
@@ -86,3 +90,7 @@ def gpumemprof(path=None):
     if not (os.path.isfile(p) and os.access(p, os.X_OK)):
         fail("no gpumemprof at %s (build it, or give its path)" % p)
     return os.path.abspath(p)
+
+
+def no_browser():
+    return os.environ.get("GMP_TEST_NO_BROWSER", "") not in ("", "0")
