@@ -10,6 +10,9 @@ run(cmd, expect=0, cwd=None, env=None, timeout=None, text=False, stdin=None, inp
     command, both statuses and the tail of both outputs. text=True decodes the outputs as UTF-8,
     strictly (output that is not UTF-8 raises UnicodeDecodeError: the test fails). Exit statuses
     are the subprocess module's: -N means killed by signal N.
+outputs(cmd, env=None, cwd=None, timeout=None, stdin=subprocess.DEVNULL, preexec_fn=None)
+    runs cmd and returns (exit status, stdout, stderr), the outputs as text (undecodable bytes
+    replaced): for checks that judge the status themselves (a signal, an expected failure).
 fail(msg)
     prints "FAIL: msg" to stderr and exits 1 (ctest: failed).
 tmpdir(base=None, prefix="gmp-test-")
@@ -61,6 +64,13 @@ def run(cmd, expect=0, cwd=None, env=None, timeout=None, text=False, stdin=None,
         fail("%s: exit %d, expected %d\nstdout:\n%s\nstderr:\n%s" %
              (" ".join(cmd), p.returncode, expect, _show(p.stdout), _show(p.stderr)))
     return p
+
+
+def outputs(cmd, env=None, cwd=None, timeout=None, stdin=subprocess.DEVNULL, preexec_fn=None):
+    p = subprocess.run([str(c) for c in cmd], env=env, cwd=cwd, timeout=timeout, stdin=stdin,
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, preexec_fn=preexec_fn)
+    return (p.returncode, p.stdout.decode("utf-8", "replace"),
+            p.stderr.decode("utf-8", "replace"))
 
 
 @contextlib.contextmanager
