@@ -14,6 +14,9 @@ import sys
 import tempfile
 import time
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tools"))
+import gmp_testlib  # noqa: E402
+
 FAILS = []
 
 
@@ -75,9 +78,7 @@ def env_with(c, preload=False, **kv):
 
 def run(cmd, env, cwd=None, timeout=60, stdin=subprocess.DEVNULL):
     """Runs cmd; returns (rc, stdout, stderr) as text."""
-    p = subprocess.run(cmd, env=env, cwd=cwd, timeout=timeout, stdin=stdin,
-                       stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    return p.returncode, p.stdout.decode("utf-8", "replace"), p.stderr.decode("utf-8", "replace")
+    return gmp_testlib.outputs(cmd, env, cwd, timeout, stdin)
 
 
 def gmp_run(c, opts, cmd, env=None, cwd=None, timeout=60):

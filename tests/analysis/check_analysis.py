@@ -13,7 +13,7 @@ check_analysis.py golden_text|golden_md|golden_html|golden_json GPUMEMPROF TEST_
     `test_analysis write-analyses` (every analysis section: a probable leak with its site,
     temporaries, allocator overhead with a pool, an OOM of each verdict) and `write-steady` (no
     range grows). Run in WORKDIR on relative paths; JSON compared as parsed JSON.
-    GMP_REGEN_GOLDEN=1 rewrites the golden files.
+    GMP_REGEN=1 rewrites the golden files.
 """
 import json
 import os
@@ -25,6 +25,7 @@ import sys
 sys.dont_write_bytecode = True  # nothing written into the source tree
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tools"))
 import gmp_golden  # noqa: E402
+import gmp_testlib  # noqa: E402
 
 MiB = 1 << 20
 SNAPSHOT = os.path.join(os.path.dirname(__file__), "..", "data", "torch-snapshots",
@@ -32,10 +33,7 @@ SNAPSHOT = os.path.join(os.path.dirname(__file__), "..", "data", "torch-snapshot
 
 
 def run(*args, ok=0):
-    p = subprocess.run(list(args), capture_output=True, text=True)
-    if p.returncode != ok:
-        sys.exit("%s: exit %d\n%s%s" % (" ".join(args), p.returncode, p.stdout, p.stderr))
-    return p.stdout
+    return gmp_testlib.run(list(args), expect=ok, text=True).stdout
 
 
 def check(cond, what):
@@ -248,13 +246,14 @@ def golden(gmp, tool, work, fmt):
                                                              p.stderr.decode()))
         path = os.path.join(GOLDEN, "%s.%s" % (fixture, ext))
         if fmt == "json":
-            gmp_golden.golden_json(path, p.stdout, "GMP_REGEN_GOLDEN")
+            gmp_golden.golden_json(path, p.stdout, "GMP_REGEN")
         else:
-            gmp_golden.golden_bytes(path, p.stdout, "GMP_REGEN_GOLDEN")
+            gmp_golden.golden_bytes(path, p.stdout, "GMP_REGEN")
 
 
 def main():
     what, gmp, tool, work = sys.argv[1:5]
+    gmp = gmp_testlib.gpumemprof(gmp)
     shutil.rmtree(work, ignore_errors=True)
     os.makedirs(work)
     fmt = {"golden_text": "text", "golden_md": "markdown", "golden_html": "html",

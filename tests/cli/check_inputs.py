@@ -33,6 +33,9 @@ import subprocess
 import sys
 import time
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tools"))
+import gmp_testlib  # noqa: E402
+
 GMP = DATA = WORK = None
 
 
@@ -47,12 +50,7 @@ def check(cond, msg):
 
 
 def run(args, expect=0, env=None):
-    p = subprocess.run([GMP] + args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=WORK,
-                       env=env)
-    if expect is not None and p.returncode != expect:
-        fail("%s: exit %d (expected %d)\nstdout: %s\nstderr: %s" % (
-            " ".join(args), p.returncode, expect, p.stdout[-2000:], p.stderr.decode(errors="replace")))
-    return p
+    return gmp_testlib.run([GMP] + args, expect=expect, cwd=WORK, env=env)
 
 
 def same_as_imported(direct, imported, src, trace, what):

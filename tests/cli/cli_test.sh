@@ -50,7 +50,7 @@ normalize() {
 
 golden() { # golden NAME FILE: compare FILE (normalized) with golden/NAME, or rewrite it
     normalize <"$2" >"$2.norm"
-    if [[ "${GMP_REGEN:-}" == 1 ]]; then
+    if [[ -n "${GMP_REGEN:-}" && "$GMP_REGEN" != 0 ]]; then # as tests/tools/gmp_golden.py
         cp "$2.norm" "$GOLDEN/$1"
         echo "regenerated $GOLDEN/$1"
         return 0

@@ -18,16 +18,16 @@ import json
 import os
 import resource
 import shutil
-import subprocess
 import sys
 
 sys.dont_write_bytecode = True  # nothing written into the source tree
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tools"))
 import gmp_golden  # noqa: E402
+import gmp_testlib  # noqa: E402
 
 GMP = GEN = DATA = WORK = None
 GOLDEN = None
-REGEN = os.environ.get("GMP_REGEN") == "1"
+REGEN = gmp_golden.regen_requested()
 VERSION_NORM = "gpumemprof VERSION"
 
 
@@ -36,12 +36,7 @@ def fail(msg):
 
 
 def run(args, expect_rc=0, cwd=None, env=None):
-    p = subprocess.run(args, capture_output=True, cwd=cwd, env=env)
-    if expect_rc is not None and p.returncode != expect_rc:
-        fail("%s: exit %d, expected %d\nstdout:\n%s\nstderr:\n%s" %
-             (" ".join(args), p.returncode, expect_rc, p.stdout.decode(errors="replace")[-3000:],
-              p.stderr.decode(errors="replace")[-3000:]))
-    return p
+    return gmp_testlib.run(args, expect=expect_rc, cwd=cwd, env=env)
 
 
 def regen_traces():
@@ -691,6 +686,7 @@ def mode_memory():
 def main():
     global GMP, GEN, DATA, WORK, GOLDEN
     mode, GMP, GEN, DATA, WORK = sys.argv[1:6]
+    GMP = gmp_testlib.gpumemprof(GMP)
     GMP, GEN, DATA, WORK = (os.path.abspath(x) for x in (GMP, GEN, DATA, WORK))
     GOLDEN = os.path.join(os.path.dirname(DATA), "golden")
     shutil.rmtree(WORK, ignore_errors=True)

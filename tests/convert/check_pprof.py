@@ -24,8 +24,10 @@ Exit 77 (skip) without node, or without pprof-format (scripts/install-deps.sh --
 import json
 import os
 import shutil
-import subprocess
 import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tools"))
+import gmp_testlib  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
@@ -34,10 +36,7 @@ DEVICE_KINDS = {"device", "async-pool", "vmm-physical", "array", "static"}
 
 
 def run(cmd):
-    p = subprocess.run(cmd, capture_output=True)
-    if p.returncode != 0:
-        sys.exit("%s: exit %d\n%s" % (" ".join(cmd), p.returncode, p.stderr.decode(errors="replace")))
-    return p.stdout
+    return gmp_testlib.run(cmd).stdout
 
 
 def frame_key(fr):
@@ -118,6 +117,9 @@ def check(name, gmp, nodedeps, inputs, work):
 
 
 def speedscope_check(pbs, nodedeps, viewer, work):
+    if gmp_testlib.no_browser():
+        print("speedscope in chromium left out (GMP_TEST_NO_BROWSER)")
+        return True
     import speedscope_viewer as sv
     chromium = sv.find_chromium()
     if not chromium:
@@ -158,6 +160,7 @@ def speedscope_check(pbs, nodedeps, viewer, work):
 
 def main():
     gmp, data, snaps, nsys, nodedeps, viewer, work = sys.argv[1:8]
+    gmp = gmp_testlib.gpumemprof(gmp)
     nodedeps = os.path.join(os.path.abspath(nodedeps), "node_modules")
     if not shutil.which("node"):
         print("SKIP: needs node (scripts/install-deps.sh --browser)")

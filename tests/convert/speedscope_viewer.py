@@ -95,6 +95,9 @@ def check_imported(chromium, index_html, path, work):
 
 def main():
     gmp, data, viewer, work = sys.argv[1:5]
+    if os.environ.get("GMP_TEST_NO_BROWSER", "") not in ("", "0"):
+        print("SKIP: GMP_TEST_NO_BROWSER (convert_golden_speedscope checks the file itself)")
+        return SKIP
     chromium = find_chromium()
     if not chromium or not shutil.which("node"):
         print("SKIP: needs chromium and node (scripts/install-deps.sh --browser installs them)")

@@ -22,11 +22,13 @@ auto       no FILE: the newest 4 gpumemprof.*.zst of the working directory, the 
 """
 import os
 import re
-import shutil
 import subprocess
 import sys
 import tempfile
 import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tools"))
+import gmp_testlib  # noqa: E402
 
 EPOCH = 1700000000  # SOURCE_DATE_EPOCH: 2023-11-14 22:13:20 UTC
 TOP = "gpumemprof-diagnose-20231114-221320"
@@ -65,12 +67,7 @@ def env_with_secrets():
 
 
 def run(args, cwd, expect_rc=0, env=None):
-    p = subprocess.run(args, cwd=cwd, capture_output=True, env=env or env_with_secrets())
-    if expect_rc is not None and p.returncode != expect_rc:
-        fail("%s: exit %d, expected %d\nstdout:\n%s\nstderr:\n%s" %
-             (" ".join(args), p.returncode, expect_rc, p.stdout.decode(errors="replace"),
-              p.stderr.decode(errors="replace")))
-    return p
+    return gmp_testlib.run(args, expect=expect_rc, cwd=cwd, env=env or env_with_secrets())
 
 
 def tar_list(bundle, cwd):
@@ -355,11 +352,8 @@ def main():
     cases = {k[5:]: v for k, v in globals().items() if k.startswith("case_")}
     if mode not in cases:
         sys.exit("unknown mode %s" % mode)
-    tmp = tempfile.mkdtemp(prefix="gmp-diagnose-")
-    try:
+    with gmp_testlib.tmpdir(prefix="gmp-diagnose-") as tmp:
         cases[mode](os.path.abspath(gmp), os.path.abspath(rt), tmp)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
     print("ok: diagnose %s" % mode)
 
 

@@ -12,7 +12,7 @@ golden_text, golden_top, golden_json, markdown
         the output (text; text with --top 1; JSON, compared as parsed JSON; Markdown) against
         golden/diff.*
         (run in WORK_DIR on a.zst and b.zst, so the paths it prints are those);
-        GMP_REGEN_GOLDEN=1 rewrites the golden files
+        GMP_REGEN=1 rewrites the golden files
 html    --format html: one well-formed page (html.parser: every element closed in order) holding
         every figure of the text output"""
 import html.parser
@@ -25,6 +25,7 @@ import sys
 sys.dont_write_bytecode = True  # nothing written into the source tree
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tools"))
 import gmp_golden  # noqa: E402
+import gmp_testlib  # noqa: E402
 
 GOLDEN = os.path.join(os.path.dirname(os.path.abspath(__file__)), "golden")
 
@@ -42,11 +43,7 @@ def check(cond, msg):
 
 
 def run(gmp, args, expect=0):
-    p = subprocess.run([gmp] + args, capture_output=True, text=True)
-    if p.returncode != expect:
-        fail("%s: exit %d (expected %d)\n%s%s" % (" ".join(args), p.returncode, expect,
-                                                 p.stdout, p.stderr))
-    return p
+    return gmp_testlib.run([gmp] + args, expect=expect, text=True)
 
 
 def rows(j, table, dev, key="range"):
@@ -176,25 +173,25 @@ def golden_run(gmp, work, args):
 
 def case_golden_text(gmp, a, b, work):
     gmp_golden.golden_bytes(os.path.join(GOLDEN, "diff.txt"), golden_run(gmp, work, []),
-                            "GMP_REGEN_GOLDEN")
+                            "GMP_REGEN")
     print("ok")
 
 
 def case_golden_top(gmp, a, b, work):
     gmp_golden.golden_bytes(os.path.join(GOLDEN, "diff.top1.txt"),
-                            golden_run(gmp, work, ["--top", "1"]), "GMP_REGEN_GOLDEN")
+                            golden_run(gmp, work, ["--top", "1"]), "GMP_REGEN")
     print("ok")
 
 
 def case_golden_json(gmp, a, b, work):
     gmp_golden.golden_json(os.path.join(GOLDEN, "diff.json"),
-                           golden_run(gmp, work, ["--format", "json"]), "GMP_REGEN_GOLDEN")
+                           golden_run(gmp, work, ["--format", "json"]), "GMP_REGEN")
     print("ok")
 
 
 def case_golden_md(gmp, a, b, work):
     gmp_golden.golden_bytes(os.path.join(GOLDEN, "diff.md"),
-                            golden_run(gmp, work, ["--format", "markdown"]), "GMP_REGEN_GOLDEN")
+                            golden_run(gmp, work, ["--format", "markdown"]), "GMP_REGEN")
     print("ok")
 
 
@@ -238,6 +235,7 @@ def case_html(gmp, a, b, work):
 
 def main():
     case, gmp, gen, work = sys.argv[1:5]
+    gmp = gmp_testlib.gpumemprof(gmp)
     os.makedirs(work, exist_ok=True)
     a, b = os.path.join(work, "a.zst"), os.path.join(work, "b.zst")
     subprocess.run([gen, a, b], check=True)

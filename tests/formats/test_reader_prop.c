@@ -17,14 +17,26 @@
 #include "gmp_reader.h"
 #include "trace_build.h"
 
-/* Under ThreadSanitizer a fifth: each iteration starts reader threads, which TSan makes slow
- * (3000 took 112 s of the TSan stage's 120 s timeout on a quiet 2-core machine, and timed out in
- * the stage itself); the normal and ASan stages keep them all. */
+/* Streams per property: 3000 in a plain build, which checks every one of them. A sanitizer build
+ * looks for memory and thread errors on the same code paths, runs each stream several times slower
+ * (TSan most: every iteration starts reader threads) and has to fit its stage's timeout, so it runs
+ * the first 1000 (ASan) or 600 (TSan). GMP_PROP_ITERATIONS=N sets the count by hand (seeds past
+ * 3000 are streams no stage runs). */
+/* test_long_streams: events per stream, enough that the reorder window's storage is compacted and
+ * grown many times over; under TSan fewer (it checks the reader threads' hand-offs, which every
+ * window repeats, and each event costs it most) */
 #if defined(__SANITIZE_THREAD__)
-#define ITERATIONS 600
+#define DEFAULT_ITERATIONS 600
+#define LONG_STEPS 40000
+#elif defined(__SANITIZE_ADDRESS__)
+#define DEFAULT_ITERATIONS 1000
 #else
-#define ITERATIONS 3000
+#define DEFAULT_ITERATIONS 3000
 #endif
+#ifndef LONG_STEPS
+#define LONG_STEPS 150000
+#endif
+static uint64_t iterations = DEFAULT_ITERATIONS;
 
 typedef struct vec {
     gmp_rec *v;
@@ -474,7 +486,7 @@ static void check_readahead(gen *g, size_t window, int file_order)
 static void test_random_streams(void **state)
 {
     (void)state;
-    for (uint64_t it = 0; it < ITERATIONS; it++) {
+    for (uint64_t it = 0; it < iterations; it++) {
         gen g;
         generate(&g, 0x5eed0000 + it, 0, 0);
         /* file order: exactly what was written */
@@ -504,7 +516,7 @@ static void test_random_streams(void **state)
 static void test_random_streams_jitter(void **state)
 {
     (void)state;
-    for (uint64_t it = 0; it < ITERATIONS / 2; it++) {
+    for (uint64_t it = 0; it < iterations / 2; it++) {
         gen g;
         generate(&g, 0x71770000 + it, 1, 0);
         check_time_order(&g, 0, 0);
@@ -522,7 +534,7 @@ static void test_random_corrupt_records(void **state)
 {
     (void)state;
     int errors = 0, runs = 0;
-    for (uint64_t it = 0; it < ITERATIONS; it++) {
+    for (uint64_t it = 0; it < iterations; it++) {
         gen g;
         generate(&g, 0xbad00000 + it, (int)(it % 2), 1);
         for (int fo = 0; fo <= 1; fo++) {
@@ -558,7 +570,7 @@ static void test_random_corrupt_records(void **state)
 static void test_long_streams(void **state)
 {
     (void)state;
-    big_steps = 150000;
+    big_steps = LONG_STEPS;
     for (uint64_t it = 0; it < 4; it++) {
         gen g;
         generate(&g, 0x10000 + it, (int)(it % 2), 0);
@@ -579,6 +591,9 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_random_corrupt_records),
         cmocka_unit_test(test_long_streams),
     };
+    const char *n = getenv("GMP_PROP_ITERATIONS");
+    if (n && strtoull(n, NULL, 10) > 0)
+        iterations = strtoull(n, NULL, 10);
     if (argc > 1)
         cmocka_set_test_filter(argv[1]); /* one test: test_reader_prop NAME */
     return cmocka_run_group_tests(tests, NULL, NULL);

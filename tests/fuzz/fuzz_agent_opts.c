@@ -5,7 +5,11 @@
  * variables below (or the pattern counter for %n); the value is set as that variable (an
  * environment value cannot hold a NUL, so values end at one). Every run starts from an empty
  * GPUMEMPROF_* environment. A rejected value must come with a one-line message; an accepted one
- * must be within its documented bounds. */
+ * must be within its documented bounds.
+ *
+ * Values enter the environment through putenv on one buffer per variable, reused from run to run:
+ * glibc's setenv keeps every distinct value it was ever given (a caller may still hold the old
+ * string), so a setenv per run grows without bound and a run of hours ends out of memory. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -35,6 +39,29 @@ static const char *const vars[] = {
 };
 #define NVARS (sizeof vars / sizeof vars[0])
 
+/* "NAME=value" for each variable; grown as needed, never freed while the environment points in */
+static char *env_buf[NVARS];
+static size_t env_cap[NVARS];
+
+/* sets vars[i] to the n bytes of val (no NUL among them); 0, or -1 out of memory */
+static int set_var(size_t i, const char *val, size_t n)
+{
+    size_t name = strlen(vars[i]), need = name + 1 + n + 1;
+    unsetenv(vars[i]); /* the environment no longer points into env_buf[i] */
+    if (need > env_cap[i]) {
+        char *b = realloc(env_buf[i], need);
+        if (!b)
+            return -1;
+        env_buf[i] = b;
+        env_cap[i] = need;
+    }
+    memcpy(env_buf[i], vars[i], name);
+    env_buf[i][name] = '=';
+    memcpy(env_buf[i] + name + 1, val, n);
+    env_buf[i][name + 1 + n] = 0;
+    return putenv(env_buf[i]);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     for (size_t i = 0; i < NVARS; i++)
@@ -53,8 +80,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         p++; /* the NUL */
         if (sel % (NVARS + 1) == NVARS)
             counter = (unsigned)strtoul(val, NULL, 10);
-        else
-            setenv(vars[sel % (NVARS + 1)], val, 1);
+        else if (set_var(sel % (NVARS + 1), val, n) < 0) {
+            free(val);
+            return 0;
+        }
     }
     free(val);
     gmp_agent_opts o;

@@ -15,8 +15,10 @@ Only the Python standard library is used."""
 import json
 import os
 import sqlite3
-import subprocess
 import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tools"))
+import gmp_testlib  # noqa: E402
 
 GMP = DATA = WORK = None
 
@@ -32,11 +34,7 @@ def check(cond, msg):
 
 
 def run(args, expect=0):
-    p = subprocess.run([GMP] + args, capture_output=True, text=True)
-    if p.returncode != expect:
-        fail("%s: exit %d (expected %d)\nstdout: %s\nstderr: %s"
-             % (" ".join(args), p.returncode, expect, p.stdout, p.stderr))
-    return p
+    return gmp_testlib.run([GMP] + args, expect=expect, text=True)
 
 
 def import_(db, out):
@@ -378,6 +376,7 @@ def case_schema():
 def main():
     global GMP, DATA, WORK
     case, GMP, DATA, WORK = sys.argv[1:5]
+    GMP = gmp_testlib.gpumemprof(GMP)
     os.makedirs(WORK, exist_ok=True)
     {"real": case_real, "synthetic": case_synthetic, "schema": case_schema}[case]()
 

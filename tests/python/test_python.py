@@ -20,7 +20,9 @@ MODE: python     --stacks python: exact file:function:line frames, with the GIL 
                  stack with the GIL, is turned off: the next call without the GIL has no Python
                  frames and the end-of-trace notice counts it
       versions   `python`, `all` and (3.9+) `nogil` and `lines` checks on every CPython 3.8-3.13 found on this
-                 machine (pyenv's included; skips if none)
+                 machine (pyenv's included; skips if none); with --ends, only on the oldest and
+                 the newest found (a sanitizer build: the layouts' two ends, the plain build
+                 having checked every version)
       layers     --layers with torch (skipped when torch is absent): range names, nesting,
                  forward and backward, an allocation's path under the program's NVTX range
       site       --layers keeps an existing sitecustomize working; no hooks without --layers
@@ -46,12 +48,16 @@ import shutil
 import subprocess
 import sys
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tools"))
+import gmp_testlib  # noqa: E402
+
 ap = argparse.ArgumentParser()
 for a in ("gpumemprof", "simcuda", "progs", "src", "tmp"):
     ap.add_argument("--" + a, required=True)
 ap.add_argument("--preload", default="")
 ap.add_argument("--python", default="/usr/bin/python3")
 ap.add_argument("--wheel", default="", help="the simulator's CUDA 12 pip-wheel layout (torchhistory)")
+ap.add_argument("--ends", action="store_true", help="versions: the oldest and newest CPython only")
 ap.add_argument("mode")
 args = ap.parse_args()
 
@@ -110,20 +116,14 @@ def run(opts, prog, python=None, env=None, trace="t.zst", expect_ok=True, extra=
     cmd = [args.gpumemprof, "run", "-q", "-o", trace, "--force"] + opts + \
         ["--", python or args.python, os.path.join(args.src, "progs", prog), args.progs] + \
         list(extra)
-    p = subprocess.run(cmd, env=env or base_env(), capture_output=True, text=True, timeout=120)
-    if expect_ok and p.returncode != 0:
-        print(f"FAIL: {' '.join(cmd)}: exit {p.returncode}\n{p.stdout}{p.stderr}")
-        sys.exit(1)
+    p = gmp_testlib.run(cmd, expect=0 if expect_ok else None, env=env or base_env(), text=True,
+                        timeout=120)
     return p, trace
 
 
 def report(trace):
     cmd = [args.gpumemprof, "report", "--format", "json", trace]
-    r = subprocess.run(cmd, env=base_env(), capture_output=True, text=True, timeout=120)
-    if r.returncode != 0:
-        print(f"FAIL: {' '.join(cmd)}: exit {r.returncode}\n{r.stderr}")
-        sys.exit(1)
-    return json.loads(r.stdout)
+    return json.loads(gmp_testlib.run(cmd, env=base_env(), text=True, timeout=120).stdout)
 
 
 def stacks_by_size(doc):
@@ -589,6 +589,8 @@ elif args.mode == "versions":
     if not found:
         print("skip: no CPython 3.8-3.13 found")
         sys.exit(SKIP)
+    if args.ends:
+        found = {m: found[m] for m in (min(found), max(found))}
     print("interpreters: " + ", ".join(f"3.{m}={e}" for m, e in sorted(found.items())))
     for m, exe in sorted(found.items()):
         p, t = run(["--stacks", "python"], "py_alloc.py", python=exe, trace=f"py3{m}.zst")

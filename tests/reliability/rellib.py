@@ -14,6 +14,9 @@ import sys
 import tempfile
 import time
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tools"))
+import gmp_testlib  # noqa: E402
+
 FAILS = []
 
 
@@ -75,10 +78,7 @@ def direct_env(c, output, preload=False, **kv):
 
 def run(cmd, env, cwd=None, timeout=120, preexec_fn=None):
     """Runs cmd; returns (rc, stdout, stderr) as text (rc negative: killed by that signal)."""
-    p = subprocess.run(cmd, env=env, cwd=cwd, timeout=timeout, stdin=subprocess.DEVNULL,
-                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, preexec_fn=preexec_fn)
-    return (p.returncode, p.stdout.decode("utf-8", "replace"),
-            p.stderr.decode("utf-8", "replace"))
+    return gmp_testlib.outputs(cmd, env, cwd, timeout, preexec_fn=preexec_fn)
 
 
 class Proc:

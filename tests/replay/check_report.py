@@ -3,21 +3,20 @@
 
     check_report.py MODE GPUMEMPROF REPORT_TRACE GOLDEN_DIR
 
-MODE: json (every value checked exactly), text (golden file; GMP_REGEN_GOLDEN=1 rewrites it),
+MODE: json (every value checked exactly), text (golden file; GMP_REGEN=1 rewrites it),
 golden_json (--format json against golden/report.json, compared as parsed JSON), golden_color
 (--color always against golden/report.color.txt, byte for byte), truncated (a cut trace: report
 plus one warning line), corrupt (one message, exit 1), options (--top, --device, -o, bad
 arguments)."""
 import json
 import os
-import shutil
 import subprocess
 import sys
-import tempfile
 
 sys.dont_write_bytecode = True  # nothing written into the source tree
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tools"))
 import gmp_golden  # noqa: E402
+import gmp_testlib  # noqa: E402
 
 MiB = 1 << 20
 GiB = 1 << 30
@@ -29,11 +28,7 @@ def ms(x):
 
 
 def run(args, cwd, expect_rc=0):
-    p = subprocess.run(args, cwd=cwd, capture_output=True)
-    if p.returncode != expect_rc:
-        sys.exit("%s: exit %d, expected %d\nstdout:\n%s\nstderr:\n%s" %
-                 (" ".join(args), p.returncode, expect_rc, p.stdout.decode(errors="replace"),
-                  p.stderr.decode(errors="replace")))
+    p = gmp_testlib.run(args, expect=expect_rc, cwd=cwd)
     return p.stdout.decode(), p.stderr.decode()
 
 
@@ -165,8 +160,7 @@ def zstd_frames(data):
 
 def main():
     mode, gpumemprof, report_trace, golden = sys.argv[1:5]
-    tmp = tempfile.mkdtemp(prefix="gmp_report_")
-    try:
+    with gmp_testlib.tmpdir(prefix="gmp_report_") as tmp:
         run([report_trace, "report.zst"], tmp)
         if mode == "json":
             out, err = run([gpumemprof, "report", "report.zst", "--format", "json"], tmp)
@@ -176,7 +170,7 @@ def main():
             out, err = run([gpumemprof, "report", "report.zst"], tmp)
             eq("stderr", err, "")
             path = os.path.join(golden, "report.txt")
-            if os.environ.get("GMP_REGEN_GOLDEN"):
+            if gmp_golden.regen_requested():
                 with open(path, "w") as f:
                     f.write(out)
             with open(path) as f:
@@ -189,14 +183,14 @@ def main():
             eq("exit status", p.returncode, 0)
             eq("stderr", p.stderr, b"")
             gmp_golden.golden_json(os.path.join(golden, "report.json"), p.stdout,
-                                   "GMP_REGEN_GOLDEN")
+                                   "GMP_REGEN")
         elif mode == "golden_color":
             p = subprocess.run([gpumemprof, "report", "report.zst", "--color", "always"], cwd=tmp,
                                capture_output=True)
             eq("exit status", p.returncode, 0)
             eq("stderr", p.stderr, b"")
             gmp_golden.golden_bytes(os.path.join(golden, "report.color.txt"), p.stdout,
-                                    "GMP_REGEN_GOLDEN")
+                                    "GMP_REGEN")
         elif mode == "truncated":
             data = open(os.path.join(tmp, "report.zst"), "rb").read()
             frames = zstd_frames(data)
@@ -259,8 +253,6 @@ def main():
                 sys.exit("--help: no usage line")
         else:
             sys.exit("unknown mode " + mode)
-    finally:
-        shutil.rmtree(tmp)
 
 
 if __name__ == "__main__":

@@ -4,7 +4,7 @@ of doc_sample (every block kind, value type and flag, hostile strings).
 
     check_render.py MODE DOC_SAMPLE GOLDEN_DIR
 
-GMP_REGEN_GOLDEN=1 rewrites the golden files (review `git diff tests/report/golden`).
+GMP_REGEN=1 rewrites the golden files (review `git diff tests/report/golden`).
 
 MODE, one function each (MODES below):
   json_golden  `doc_sample json` against golden/doc_sample.json, as parsed JSON and as bytes
@@ -39,7 +39,7 @@ import gmp_golden  # noqa: E402
 
 MiB = 1 << 20
 T0 = 1000000000
-REGEN = "GMP_REGEN_GOLDEN"
+REGEN = "GMP_REGEN"
 
 
 def sample(doc_sample, fmt):

@@ -4,7 +4,7 @@
     check_report_formats.py MODE GPUMEMPROF REPORT_TRACE REPORT_TRACES GOLDEN_DIR
 
 MODE: golden_md, golden_html (the fixture of tests/replay/report_trace against golden files;
-GMP_REGEN_GOLDEN=1 rewrites them), golden_multi_text, golden_multi_md, golden_multi_html,
+GMP_REGEN=1 rewrites them), golden_multi_text, golden_multi_md, golden_multi_html,
 golden_multi_json (three ranks, report_traces rank 0..2, in one report against golden/multi.*;
 the JSON compared as parsed JSON), ranges_json (exact per-range statistics of a crafted trace),
 html_hostile (hostile strings: no injected element, parsed with html.parser), md_hostile,
@@ -16,14 +16,12 @@ import html.parser
 import json
 import os
 import re
-import shutil
-import subprocess
 import sys
-import tempfile
 
 sys.dont_write_bytecode = True  # nothing written into the source tree
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tools"))
 import gmp_golden  # noqa: E402
+import gmp_testlib  # noqa: E402
 
 MiB = 1 << 20
 T0 = 1000000000
@@ -34,11 +32,7 @@ def us(x):
 
 
 def run(args, cwd, expect_rc=0):
-    p = subprocess.run(args, cwd=cwd, capture_output=True)
-    if p.returncode != expect_rc:
-        sys.exit("%s: exit %d, expected %d\nstdout:\n%s\nstderr:\n%s" %
-                 (" ".join(args), p.returncode, expect_rc, p.stdout.decode(errors="replace"),
-                  p.stderr.decode(errors="replace")))
+    p = gmp_testlib.run(args, expect=expect_rc, cwd=cwd)
     return p.stdout, p.stderr.decode()
 
 
@@ -49,13 +43,13 @@ def eq(what, got, want):
 
 def golden(name, out, gdir):
     path = os.path.join(gdir, name)
-    if os.environ.get("GMP_REGEN_GOLDEN"):
+    if gmp_golden.regen_requested():
         with open(path, "wb") as f:
             f.write(out)
     with open(path, "rb") as f:
         want = f.read()
     if out != want:
-        sys.exit("output differs from %s (GMP_REGEN_GOLDEN=1 rewrites it):\n%s" %
+        sys.exit("output differs from %s (GMP_REGEN=1 rewrites it):\n%s" %
                  (path, out.decode(errors="replace")[:4000]))
 
 
@@ -213,8 +207,7 @@ def check_ranges(doc):
 
 def main():
     mode, gmp, report_trace, traces, gdir = sys.argv[1:6]
-    tmp = tempfile.mkdtemp(prefix="gmp_report_fmt_")
-    try:
+    with gmp_testlib.tmpdir(prefix="gmp_report_fmt_") as tmp:
         run([report_trace, "report.zst"], tmp)
         if mode == "golden_md":
             out, err = run([gmp, "report", "report.zst", "--format", "markdown"], tmp)
@@ -235,7 +228,7 @@ def main():
                 out, err = run([gmp, "report"] + args, tmp)
                 eq("stderr", err, "")
             if fmt == "json":
-                gmp_golden.golden_json(os.path.join(gdir, "multi.json"), out, "GMP_REGEN_GOLDEN")
+                gmp_golden.golden_json(os.path.join(gdir, "multi.json"), out, "GMP_REGEN")
             else:
                 golden("multi." + ext, out, gdir)
         elif mode == "ranges_json":
@@ -621,8 +614,6 @@ def main():
                 run([gmp, "report", "report.zst"] + bad, tmp, 2)
         else:
             sys.exit("unknown mode " + mode)
-    finally:
-        shutil.rmtree(tmp)
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 # Runs one simcuda test program on the simulated device and compares the injection log with the
 # expected file. Variables: PROG, LIBDIR, INJECT (may be empty), EXPECTED (may be empty), LOG,
-# PRELOAD (may be empty), ENVS ("K=V|K=V"). Set SIMCUDA_REGEN=1 in the environment to rewrite the
+# PRELOAD (may be empty), ENVS ("K=V|K=V"). Set GMP_REGEN=1 in the environment to rewrite the
 # expected file from the actual log instead of comparing.
 set(envargs --unset=CUDA_INJECTION64_PATH --unset=SIMTEST_LOG "LD_LIBRARY_PATH=${LIBDIR}")
 if(INJECT)
@@ -31,7 +31,7 @@ if(EXPECTED)
     message(FATAL_ERROR "no log written at ${LOG}")
   endif()
   file(READ "${LOG}" actual)
-  if("$ENV{SIMCUDA_REGEN}")
+  if("$ENV{GMP_REGEN}")
     file(WRITE "${EXPECTED}" "${actual}")
     message("regenerated ${EXPECTED}")
     return()

@@ -38,9 +38,11 @@ import argparse
 import collections
 import json
 import os
-import subprocess
 import sys
 import tempfile
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tools"))
+import gmp_testlib  # noqa: E402
 
 CASES = {
     # case: (program, env, API records expected complete?)
@@ -72,9 +74,7 @@ def check(cond, msg):
 
 
 def run(cmd, env, timeout=60):
-    p = subprocess.run(cmd, env=env, timeout=timeout, stdin=subprocess.DEVNULL,
-                       stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    return p.returncode, p.stdout.decode("utf-8", "replace"), p.stderr.decode("utf-8", "replace")
+    return gmp_testlib.outputs(cmd, env, timeout=timeout)
 
 
 def read_trace(gmp, env, trace):

@@ -3,7 +3,8 @@
 
 Builds the programs of tests/stacks/dwarf with gcc, g++, clang and nvcc (-cudart shared -g -O1), each
 with -gdwarf-4 and -gdwarf-5, then asks both symbolizers about the same addresses of every program
-(and of the --extra binaries: the stacks tests' programs and libraries, the CLI itself):
+(and of the --extra binaries that have a line table: the stacks tests' programs and libraries, the
+CLI itself; a build type without -g leaves the CLI out):
   - every call site: return address - 1, the address gmp_symbolize looks up for a recorded return
     address (sym_dump is given the return address itself);
   - up to --sample instruction addresses spread evenly over .text.
@@ -69,7 +70,24 @@ for v in (4, 5):
 for b in args.extra:
     if not os.path.isfile(b):
         sys.exit(f"check_llvm_symbolizer: {b} not found (not built?)")
-binaries += args.extra
+
+
+def has_line_table(path):
+    """The file has a .debug_line section (a build type without -g, e.g. Release, has none)."""
+    out = subprocess.run(["readelf", "-S", "-W", path], capture_output=True, text=True,
+                         check=True).stdout
+    return " .debug_line " in out
+
+
+# the programs built above always have line tables; an --extra binary is compared only when it has
+# one (the CLI and test_symbolize follow the build type), and is named when it is left out
+with_lines = [b for b in args.extra if has_line_table(b)]
+for b in args.extra:
+    if b not in with_lines:
+        print(f"{os.path.basename(b)}: no .debug_line (built without -g): not compared")
+if args.extra and not with_lines:  # test_symbolize and the stacks programs are built with -g
+    sys.exit("check_llvm_symbolizer: no --extra binary has a line table")
+binaries += with_lines
 
 
 def text_addresses(path):

@@ -11,16 +11,25 @@ golden_json(path, out, regen_var)   the output and the golden file must parse to
 out is the tool's output (bytes). When the environment variable regen_var is set (non-empty and
 not "0"; or regen=True/False given by the caller, which then decides), the golden file is first
 rewritten with out as it is: JSON goldens keep the tool's own layout. Review `git diff` after
-regenerating."""
+regenerating. Every test reads one variable, REGEN_VAR (GMP_REGEN); regen_requested() says whether
+it is set, for checks that write their expected files themselves."""
 import difflib
 import json
 import os
 import sys
 
 
+REGEN_VAR = "GMP_REGEN"
+
+
 def _env_set(var):
     v = os.environ.get(var, "")
     return v not in ("", "0")
+
+
+def regen_requested():
+    """GMP_REGEN is set (non-empty, not "0"): rewrite expected files instead of comparing."""
+    return _env_set(REGEN_VAR)
 
 
 def _write_if_regen(path, out, var, force):
