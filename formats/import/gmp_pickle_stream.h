@@ -75,8 +75,8 @@ typedef struct gmp_pkstream gmp_pkstream;
 /* lim may be NULL (defaults). NULL when out of memory. */
 gmp_pkstream *gmp_pkstream_new(const gmp_pickle_limits *lim, const gmp_pkstream_cb *cb);
 /* Parses the regular file open as fd (from its offset 0; read twice) or data[0..n). On success the
- * root is available until gmp_pkstream_free. Errors are those of gmp_pickle_load (GMP_ERR_FORMAT,
- * GMP_ERR_TRUNCATED, GMP_ERR_LIMIT, GMP_ERR_NOMEM, GMP_ERR_IO) with one line in err, "pickle:
+ * root is available until gmp_pkstream_free. Errors: GMP_ERR_FORMAT,
+ * GMP_ERR_TRUNCATED, GMP_ERR_LIMIT, GMP_ERR_NOMEM, GMP_ERR_IO, with one line in err: "pickle:
  * offset N: ..." for the pickle's own faults, the consumer's line when it stopped the parse. */
 gmp_err gmp_pkstream_run_fd(gmp_pkstream *ps, int fd, char *err, size_t errlen);
 gmp_err gmp_pkstream_run_mem(gmp_pkstream *ps, const void *data, size_t n, char *err,
