@@ -97,8 +97,9 @@ typedef struct chunk {
 /* Chunks are mappings of their own, not heap: one written into the trace is unmapped at once, so
  * the ops' memory leaves the process as the writing goes (from the heap it would stay, and a
  * report reading the trace as it is written, gmp_import_torch_start, would hold both the ops and
- * its own tables at their largest: N=100 peak RSS 56-64 MiB instead of ~50). 2 MiB-aligned with
- * MADV_HUGEPAGE, as the CLI's heap (cli/cli_heap.c), so that the kernel may map each at once. */
+ * its own tables at their largest: the peak would be the sum of the two, not the larger). 2
+ * MiB-aligned with MADV_HUGEPAGE, as the CLI's heap (cli/cli_heap.c), so that the kernel may map
+ * each at once. */
 static chunk *chunk_new(void)
 {
     size_t len = 2 * CHUNK_BYTES;
@@ -1330,26 +1331,23 @@ static void write_trace(imp *I, const char *source, int fd, gmp_tq *q, unsigned 
     wo.level = 3;
     /* compression (most of the writing) beside the encoding, on two helper threads, for a trace
      * of many frames (one every SYNC_EVERY events): for a few, starting the helpers costs more
-     * than it saves (real train-step snapshot, 3 frames: write phase 3.5 ms without, 4.0 with) */
+     * than it saves */
     uint64_t nev = I->npre_segs + I->npre_blks;
     for (size_t i = 0; i < I->ndevs_with_ops; i++)
         nev += I->dev[I->devs_with_ops[i]].nops;
     wo.compress_async = nev >= 8 * (uint64_t)SYNC_EVERY ? 2 : 0;
     /* A temporary trace (read back at once by this process, then thrown away) is written
      * stored: zstd frames of Raw blocks, which cost nothing to make or to read, where compressing
-     * at level 3 and decompressing cost more than the bytes saved (real train-step snapshot: 2.7 ms
-     * of 26.6 ms CPU; N=100: ~70 ms of 0.95 s wall even with the compression on helpers). The
-     * stored trace is ~6x larger (18.5 bytes an event on the train-step snapshots: N=100, 2 M
-     * events, 35 MiB instead of 6), and a memfd's bytes are memory, though not in the process's
-     * RSS: above STORE_MAX_EVENTS (~4.7 MiB stored) it is compressed as usual, so that a large
-     * snapshot does not hold its trace uncompressed in memory (N=100 then takes 0.02-0.05 s
-     * more, and 6 MiB of memfd instead of 35). Into a pipe (IMPORT_STREAMED: read as it is
-     * written, gmp_import_torch_start) it is always stored: the pipe holds at most its buffer. */
+     * and decompressing a trace read once cost more than the bytes saved. A stored trace is about
+     * 6 times larger, and a memfd's bytes are memory, though not in the process's RSS: above
+     * STORE_MAX_EVENTS (~4.7 MiB stored) it is compressed as usual, so that the memory a large
+     * snapshot's import holds stays a fraction of the file. Into a pipe (IMPORT_STREAMED: read as
+     * it is written, gmp_import_torch_start) it is always stored: the pipe holds at most its
+     * buffer. */
     if ((flags & GMP_IMPORT_TORCH_TEMPORARY) &&
         (nev <= STORE_MAX_EVENTS || (flags & IMPORT_STREAMED))) {
         wo.store = 1;
-        /* the checksums and writes of the frames (N=100: ~20 ms, most of it the memfd's pages)
-         * on one helper, beside the encoding */
+        /* the checksums and writes of the frames on one helper, beside the encoding */
         if (wo.compress_async)
             wo.compress_async = 1;
     }

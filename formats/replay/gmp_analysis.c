@@ -90,7 +90,7 @@ typedef struct slot {
 } slot;
 
 /* A reserved segment (a POOL record's pool), for the free blocks inside it at an OOM. */
-typedef struct pool { /* 24 bytes: a snapshot has a pool per segment (N=100: 101,000) */
+typedef struct pool { /* 24 bytes: a snapshot has a pool per segment (100,000 and more) */
     uint64_t handle;
     uint64_t size;
     int32_t device;
