@@ -24,8 +24,7 @@
 
 #define MAX_OUTPUTS 16
 /* Files up to this size (compressed) are read in the calling thread: a second thread, its
- * buffers and hand-overs cost more than the overlap gains (the real train-step snapshot's trace,
- * 100 KB: 10.8 -> 8.6 ms of CPU, 10.9 -> 10.0 ms wall). */
+ * buffers and hand-overs cost more than the overlap gains (docs/replay.md, "Two threads"). */
 #define READAHEAD_MIN_BYTES ((uint64_t)512 << 10)
 #define FREED_CACHE 16384 /* recently freed addresses kept for double-free detection */
 
