@@ -341,92 +341,217 @@ static int gen_cli(int argc, char **argv)
     return 0;
 }
 
-/* ---------- report fixture: the trace behind the report tests and docs/report.md ----------
+/* ---------- the step trace: the report fixture and the convert tests' basic and hostile ----------
  *
- * Two devices and two threads: nested NVTX ranges, native and Python stacks, a stream-ordered
- * pool, VMM, managed and pinned memory, a failed allocation with its OOM, a free of an unknown
- * address, a driver sample, a notice, and leaks. Times are ms after start_trace_ns (truncated, not
- * rounded: the goldens hold these nanoseconds). Each millisecond ends a frame, so a cut file loses
- * whole steps. */
+ * Two devices and two threads: nested ranges (train/step/forward|backward on thread 0, eval on
+ * thread 1), native and Python stacks, a stream-ordered pool, VMM, managed and pinned memory, a
+ * failed allocation with its OOM, a free of an unknown address, a driver sample, a notice, and
+ * leaks. Times are ms after start_trace_ns; each millisecond step ends a frame, so a cut file loses
+ * whole steps.
+ *
+ * The report fixture is this shape with the plain names. The convert variant (extras) adds thread
+ * names, a second Python frame, eval in its own domain, a start/end range, a mark, lost events and
+ * a range left open, and rounds its times to the nanosecond where the fixture truncates them
+ * (both tests' golden files hold these nanoseconds). */
 
 #define FIX_MS(x) (T0 + (uint64_t)((x)*1000000.0))
+#define CONV_MS(x) (T0 + (uint64_t)((x)*1000000.0 + 0.5))
+
+/* The names of the step trace (plain or hostile). */
+typedef struct names {
+    const char *s[16];
+    size_t n[16];
+} names;
+
+enum {
+    N_TRAIN,
+    N_STEP,
+    N_FWD,
+    N_BWD,
+    N_EVAL,
+    N_DOMAIN,
+    N_THREAD0,
+    N_THREAD1,
+    N_DEVICE,
+    N_API,
+    N_PYFILE,
+    N_PYFUNC,
+    N_MODULE,
+    N_NOTICE,
+    N_MARK,
+    N_LOAD
+};
+
+#define NM(i) nm->s[i], nm->n[i]
+
+static void plain_names(names *nm)
+{
+    static const char *const v[16] = {"train",
+                                      "step",
+                                      "forward",
+                                      "backward",
+                                      "eval",
+                                      "eval-domain",
+                                      "MainThread",
+                                      "loader",
+                                      "NVIDIA H100 80GB HBM3",
+                                      "cudaMalloc",
+                                      "train.py",
+                                      "model_forward",
+                                      "/opt/app/libtrain.so",
+                                      "stacks: native frames not symbolized",
+                                      "checkpoint",
+                                      "load_batch"};
+    for (int i = 0; i < 16; i++) {
+        nm->s[i] = v[i];
+        nm->n[i] = strlen(v[i]);
+    }
+}
+
+static void device_n(tb *b, uint32_t id, const char *name, size_t n, uint64_t total)
+{
+    gmp_rec d;
+    memset(&d, 0, sizeof d);
+    d.type = GMP_REC_DEVICE;
+    d.u.device.id = id;
+    d.u.device.name = gs_n(name, n);
+    d.u.device.total_bytes = total;
+    d.u.device.cc_major = 9;
+    tb_define(b, &d);
+}
+
+static void thread_name(tb *b, uint32_t tid, const char *name, size_t n)
+{
+    gmp_rec d;
+    memset(&d, 0, sizeof d);
+    d.type = GMP_REC_THREAD;
+    d.u.thread.tid = tid;
+    d.u.thread.name = gs_n(name, n);
+    tb_define(b, &d);
+}
+
+/* Writes the step trace into b (opened by the caller, whose header it keeps) and closes it. */
+static void write_step_trace(tb *b, const names *nm, int extras)
+{
+#define MS(x) (extras ? CONV_MS(x) : FIX_MS(x))
+    device_n(b, 0, NM(N_DEVICE), 80 * TB_GiB);
+    device_n(b, 1, S("NVIDIA H100 80GB HBM3"), 80 * TB_GiB);
+    if (extras) {
+        thread_name(b, b->tids[0], NM(N_THREAD0));
+        thread_name(b, b->tids[1], NM(N_THREAD1));
+    }
+    tb_module(b, 1, nm->s[N_MODULE], 0x7f0000000000ull, 0x7f0000001000ull, 0x200000);
+    uint32_t s_outer = gmp_writer_stack_native(b->w, 0, 0x7f0000012340ull);
+    uint32_t s_native = gmp_writer_stack_native(b->w, s_outer, 0x401000);
+    uint32_t s_py =
+        gmp_writer_stack_python(b->w, 0, tb_str_n(b, NM(N_PYFILE)), tb_str_n(b, NM(N_PYFUNC)), 42);
+    uint32_t s_py2 = s_py;
+    if (extras)
+        s_py2 = gmp_writer_stack_python(b->w, s_py, tb_str_n(b, S("model.py")),
+                                        tb_str_n(b, S("Linear.forward")), 7);
+    uint32_t m = tb_str_n(b, NM(N_API)), f = tb_str(b, "cudaFree");
+    uint32_t ma = tb_str(b, "cudaMallocAsync"), fa = tb_str(b, "cudaFreeAsync");
+    uint32_t mm = tb_str(b, "cudaMallocManaged"), mh = tb_str(b, "cudaMallocHost");
+    uint32_t res = tb_str(b, "cuMemAddressReserve"), cr = tb_str(b, "cuMemCreate");
+    uint32_t mp = tb_str(b, "cuMemMap"), um = tb_str(b, "cuMemUnmap");
+    uint32_t rl = tb_str(b, "cuMemRelease");
+    uint32_t n_train = tb_str_n(b, NM(N_TRAIN));
+    uint32_t r_train = gmp_writer_range(b->w, 0, 0, n_train);
+    uint32_t r_step = gmp_writer_range(b->w, r_train, 0, tb_str_n(b, NM(N_STEP)));
+    uint32_t r_fwd = gmp_writer_range(b->w, r_step, 0, tb_str_n(b, NM(N_FWD)));
+    uint32_t r_bwd = gmp_writer_range(b->w, r_step, 0, tb_str_n(b, NM(N_BWD)));
+    uint32_t dom = extras ? tb_str_n(b, NM(N_DOMAIN)) : 0;
+    uint32_t r_eval = gmp_writer_range(b->w, 0, dom, tb_str_n(b, NM(N_EVAL)));
+    uint32_t r_load = 0, r_mark = 0;
+    if (extras) {
+        r_load = gmp_writer_range(b->w, 0, 0, tb_str_n(b, NM(N_LOAD)));
+        r_mark = gmp_writer_range(b->w, 0, 0, tb_str_n(b, NM(N_MARK)));
+    }
+    if (!r_train || !r_step || !r_fwd || !r_bwd || !r_eval || (extras && (!r_load || !r_mark)))
+        tb_die("gmp_writer_range failed");
+    const uint64_t P = 0x5000, H = 0x21, VA = 0x7e0000000000ull;
+
+    tb_notice(b, 0, MS(0.5), GMP_NOTICE_INFO, NM(N_NOTICE));
+    tb_range_ev(b, 0, GMP_REC_RANGE_PUSH, MS(1), r_train, 0);
+    tb_range_ev(b, 0, GMP_REC_RANGE_PUSH, MS(2), r_step, 0);
+    if (extras)
+        tb_range_ev(b, 1, GMP_REC_RANGE_START, MS(2.5), r_load, 77);
+    tb_range_ev(b, 0, GMP_REC_RANGE_PUSH, MS(3), r_fwd, 0);
+    tb_range_ev(b, 1, GMP_REC_RANGE_PUSH, MS(3.5), r_eval, 0);
+    gmp_writer_flush(b->w, 0);
+    tb_alloc(b, 0, MS(4), 0, GMP_MEM_DEVICE, 0x7f1000000000ull, 1 * TB_GiB, m, r_fwd, s_native);
+    tb_alloc(b, 0, MS(5), 0, GMP_MEM_DEVICE, 0x7f1040000000ull, 512 * TB_MiB, m, r_fwd, s_py2);
+    tb_alloc(b, 1, MS(5.5), 1, GMP_MEM_VA_RESERVE, VA, 1 * TB_GiB, res, r_eval, 0);
+    tb_mem phys = {1, GMP_MEM_VMM_PHYSICAL, 0, cr, r_eval, 0, 0, 256 * TB_MiB, H, 0};
+    tb_memrec(b, 1, GMP_REC_ALLOC, MS(5.6), &phys);
+    tb_mem map = {1, GMP_MEM_VMM_MAPPING, 0, mp, r_eval, 0, VA, 256 * TB_MiB, H, 0};
+    tb_memrec(b, 1, GMP_REC_ALLOC, MS(5.7), &map);
+    if (extras)
+        tb_range_ev(b, 1, GMP_REC_MARK, MS(5.8), r_mark, 0);
+    gmp_writer_flush(b->w, 0);
+    tb_range_ev(b, 0, GMP_REC_RANGE_POP, MS(6), r_fwd, 0);
+    tb_range_ev(b, 0, GMP_REC_RANGE_PUSH, MS(6.2), r_bwd, 0);
+    tb_alloc(b, 1, MS(6.5), 1, GMP_MEM_DEVICE, 0x7e1000000000ull, 100 * TB_MiB, m, r_eval,
+             extras ? s_py : 0);
+    tb_alloc(b, 0, MS(7), 0, GMP_MEM_DEVICE, 0x7f1060000000ull, 256 * TB_MiB, m, r_bwd, 0);
+    tb_pool(b, 0, MS(8), 0, GMP_POOL_CREATE, P, 0);
+    tb_pool(b, 0, MS(8.1), 0, GMP_POOL_RESERVED, P, 128 * TB_MiB);
+    if (extras)
+        tb_range_ev(b, 1, GMP_REC_RANGE_END, MS(8.2), 0, 77);
+    gmp_writer_flush(b->w, 0);
+    tb_mem fv = {1, GMP_MEM_VMM_MAPPING, 0, um, 0, 0, VA, 256 * TB_MiB, H, 0};
+    tb_memrec(b, 1, GMP_REC_FREE, MS(8.5), &fv);
+    tb_mem fr = {1, GMP_MEM_VMM_PHYSICAL, 0, rl, 0, 0, 0, 0, H, 0};
+    tb_memrec(b, 1, GMP_REC_FREE, MS(8.6), &fr);
+    tb_mem aa = {0, GMP_MEM_ASYNC_POOL, GMP_MEMF_ASYNC, ma, r_bwd,
+                 0, 0x7f2000000000ull,  64 * TB_MiB,    P,  7};
+    tb_memrec(b, 0, GMP_REC_ALLOC, MS(9), &aa);
+    tb_range_ev(b, 1, GMP_REC_RANGE_POP, MS(9.5), r_eval, 0);
+    gmp_writer_flush(b->w, 0);
+    tb_free(b, 0, MS(10), 0, GMP_MEM_DEVICE, 0x7f1040000000ull, 0, f);
+    tb_mem af = {0, GMP_MEM_ASYNC_POOL, GMP_MEMF_ASYNC, fa, 0, 0, 0x7f2000000000ull, 0, P, 7};
+    tb_memrec(b, 0, GMP_REC_FREE, MS(11), &af);
+    tb_range_ev(b, 0, GMP_REC_RANGE_POP, MS(12), r_bwd, 0);
+    tb_range_ev(b, 0, GMP_REC_RANGE_POP, MS(12.1), r_step, 0);
+    gmp_writer_flush(b->w, 0);
+    tb_alloc(b, 0, MS(13), 0, GMP_MEM_MANAGED, 0x7f3000000000ull, 32 * TB_MiB, mm, r_train, 0);
+    tb_alloc(b, 0, MS(14), -1, GMP_MEM_PINNED_HOST, 0x600000, 16 * TB_MiB, mh, r_train, 0);
+    tb_mem failed = {0, GMP_MEM_DEVICE, GMP_MEMF_FAILED, m, r_train, s_native, 0, 8 * TB_GiB, 0, 0};
+    tb_memrec(b, 0, GMP_REC_ALLOC, MS(15), &failed);
+    tb_oom(b, 0, MS(15), 0, m, 8 * TB_GiB, r_train, s_native);
+    gmp_writer_flush(b->w, 0);
+    tb_free(b, 0, MS(16), 0, GMP_MEM_DEVICE, 0xdead00, 0, f);
+    tb_free(b, 0, MS(17), 0, GMP_MEM_DEVICE, 0x7f1060000000ull, 0, f);
+    tb_sample(b, 0, MS(18), 0, 78 * TB_GiB, 80 * TB_GiB, UINT64_MAX);
+    if (extras) {
+        gmp_rec lost;
+        memset(&lost, 0, sizeof lost);
+        lost.type = GMP_REC_LOST;
+        lost.time_ns = MS(18.2);
+        lost.u.lost.count = 3;
+        lost.u.lost.reason = GMP_LOST_BUFFER_FULL;
+        tb_event(b, 1, &lost);
+        tb_range_ev(b, 1, GMP_REC_RANGE_PUSH, MS(18.5), r_eval, 0); /* still open at the end */
+    }
+    tb_range_ev(b, 0, GMP_REC_RANGE_POP, MS(19), r_train, 0);
+    tb_close(b);
+#undef MS
+}
+
+/* ---------- report: the traces of the report tests ----------
+ *
+ * fixture: the step trace with the plain names, under tb_open's header (the report tests,
+ * tests/diagnose, docs/report.md). The others are crafted for tests/report; their times are
+ * microseconds after start_trace_ns (US(x)). */
 
 static void report_fixture(const char *out)
 {
     tb b;
+    names nm;
+    plain_names(&nm);
     tb_open(&b, out);
-    tb_device(&b, 0, "NVIDIA H100 80GB HBM3", 80 * TB_GiB);
-    tb_device(&b, 1, "NVIDIA H100 80GB HBM3", 80 * TB_GiB);
-    tb_module(&b, 1, "/opt/app/libtrain.so", 0x7f0000000000ull, 0x7f0000001000ull, 0x200000);
-    uint32_t s_outer = gmp_writer_stack_native(b.w, 0, 0x7f0000012340ull);
-    uint32_t s_native = gmp_writer_stack_native(b.w, s_outer, 0x401000);
-    uint32_t s_py =
-        gmp_writer_stack_python(b.w, 0, tb_str(&b, "train.py"), tb_str(&b, "model_forward"), 42);
-    uint32_t m = tb_str(&b, "cudaMalloc"), f = tb_str(&b, "cudaFree");
-    uint32_t ma = tb_str(&b, "cudaMallocAsync"), fa = tb_str(&b, "cudaFreeAsync");
-    uint32_t mm = tb_str(&b, "cudaMallocManaged"), mh = tb_str(&b, "cudaMallocHost");
-    uint32_t res = tb_str(&b, "cuMemAddressReserve"), cr = tb_str(&b, "cuMemCreate");
-    uint32_t mp = tb_str(&b, "cuMemMap"), um = tb_str(&b, "cuMemUnmap");
-    uint32_t rl = tb_str(&b, "cuMemRelease");
-    uint32_t r_train = tb_range(&b, "train"), r_step = tb_range(&b, "train/step");
-    uint32_t r_fwd = tb_range(&b, "train/step/forward");
-    uint32_t r_bwd = tb_range(&b, "train/step/backward");
-    uint32_t r_eval = tb_range(&b, "eval");
-    const uint64_t P = 0x5000, H = 0x21, VA = 0x7e0000000000ull;
-
-    tb_notice(&b, 0, FIX_MS(0.5), GMP_NOTICE_INFO, S("stacks: native frames not symbolized"));
-    tb_range_ev(&b, 0, GMP_REC_RANGE_PUSH, FIX_MS(1), r_train, 0);
-    tb_range_ev(&b, 0, GMP_REC_RANGE_PUSH, FIX_MS(2), r_step, 0);
-    tb_range_ev(&b, 0, GMP_REC_RANGE_PUSH, FIX_MS(3), r_fwd, 0);
-    tb_range_ev(&b, 1, GMP_REC_RANGE_PUSH, FIX_MS(3.5), r_eval, 0);
-    gmp_writer_flush(b.w, 0);
-    tb_alloc(&b, 0, FIX_MS(4), 0, GMP_MEM_DEVICE, 0x7f1000000000ull, 1 * TB_GiB, m, r_fwd,
-             s_native);
-    tb_alloc(&b, 0, FIX_MS(5), 0, GMP_MEM_DEVICE, 0x7f1040000000ull, 512 * TB_MiB, m, r_fwd, s_py);
-    tb_alloc(&b, 1, FIX_MS(5.5), 1, GMP_MEM_VA_RESERVE, VA, 1 * TB_GiB, res, r_eval, 0);
-    tb_mem phys = {1, GMP_MEM_VMM_PHYSICAL, 0, cr, r_eval, 0, 0, 256 * TB_MiB, H, 0};
-    tb_memrec(&b, 1, GMP_REC_ALLOC, FIX_MS(5.6), &phys);
-    tb_mem map = {1, GMP_MEM_VMM_MAPPING, 0, mp, r_eval, 0, VA, 256 * TB_MiB, H, 0};
-    tb_memrec(&b, 1, GMP_REC_ALLOC, FIX_MS(5.7), &map);
-    gmp_writer_flush(b.w, 0);
-    tb_range_ev(&b, 0, GMP_REC_RANGE_POP, FIX_MS(6), r_fwd, 0);
-    tb_range_ev(&b, 0, GMP_REC_RANGE_PUSH, FIX_MS(6.2), r_bwd, 0);
-    tb_alloc(&b, 1, FIX_MS(6.5), 1, GMP_MEM_DEVICE, 0x7e1000000000ull, 100 * TB_MiB, m, r_eval, 0);
-    tb_alloc(&b, 0, FIX_MS(7), 0, GMP_MEM_DEVICE, 0x7f1060000000ull, 256 * TB_MiB, m, r_bwd, 0);
-    tb_pool(&b, 0, FIX_MS(8), 0, GMP_POOL_CREATE, P, 0);
-    tb_pool(&b, 0, FIX_MS(8.1), 0, GMP_POOL_RESERVED, P, 128 * TB_MiB);
-    gmp_writer_flush(b.w, 0);
-    tb_mem fv = {1, GMP_MEM_VMM_MAPPING, 0, um, 0, 0, VA, 256 * TB_MiB, H, 0};
-    tb_memrec(&b, 1, GMP_REC_FREE, FIX_MS(8.5), &fv);
-    tb_mem fr = {1, GMP_MEM_VMM_PHYSICAL, 0, rl, 0, 0, 0, 0, H, 0};
-    tb_memrec(&b, 1, GMP_REC_FREE, FIX_MS(8.6), &fr);
-    tb_mem aa = {0, GMP_MEM_ASYNC_POOL, GMP_MEMF_ASYNC, ma, r_bwd,
-                 0, 0x7f2000000000ull,  64 * TB_MiB,    P,  7};
-    tb_memrec(&b, 0, GMP_REC_ALLOC, FIX_MS(9), &aa);
-    tb_range_ev(&b, 1, GMP_REC_RANGE_POP, FIX_MS(9.5), r_eval, 0);
-    gmp_writer_flush(b.w, 0);
-    tb_free(&b, 0, FIX_MS(10), 0, GMP_MEM_DEVICE, 0x7f1040000000ull, 0, f);
-    tb_mem af = {0, GMP_MEM_ASYNC_POOL, GMP_MEMF_ASYNC, fa, 0, 0, 0x7f2000000000ull, 0, P, 7};
-    tb_memrec(&b, 0, GMP_REC_FREE, FIX_MS(11), &af);
-    tb_range_ev(&b, 0, GMP_REC_RANGE_POP, FIX_MS(12), r_bwd, 0);
-    tb_range_ev(&b, 0, GMP_REC_RANGE_POP, FIX_MS(12.1), r_step, 0);
-    gmp_writer_flush(b.w, 0);
-    tb_alloc(&b, 0, FIX_MS(13), 0, GMP_MEM_MANAGED, 0x7f3000000000ull, 32 * TB_MiB, mm, r_train, 0);
-    tb_alloc(&b, 0, FIX_MS(14), -1, GMP_MEM_PINNED_HOST, 0x600000, 16 * TB_MiB, mh, r_train, 0);
-    tb_mem failed = {0, GMP_MEM_DEVICE, GMP_MEMF_FAILED, m, r_train, s_native, 0, 8 * TB_GiB, 0, 0};
-    tb_memrec(&b, 0, GMP_REC_ALLOC, FIX_MS(15), &failed);
-    tb_oom(&b, 0, FIX_MS(15), 0, m, 8 * TB_GiB, r_train, s_native);
-    gmp_writer_flush(b.w, 0);
-    tb_free(&b, 0, FIX_MS(16), 0, GMP_MEM_DEVICE, 0xdead00, 0, f);
-    tb_free(&b, 0, FIX_MS(17), 0, GMP_MEM_DEVICE, 0x7f1060000000ull, 0, f);
-    tb_sample(&b, 0, FIX_MS(18), 0, 78 * TB_GiB, 80 * TB_GiB, UINT64_MAX);
-    tb_range_ev(&b, 0, GMP_REC_RANGE_POP, FIX_MS(19), r_train, 0);
-    tb_close(&b);
+    write_step_trace(&b, &nm, 0);
 }
-
-/* ---------- report: the crafted traces of the report formats tests ----------
- *
- * Times are microseconds after start_trace_ns (US(x)). */
 
 #define US(x) (T0 + (uint64_t)((x)*1000.0))
 
@@ -556,9 +681,9 @@ static void report_alike(const char *out)
     uint32_t outer[2];
     for (int k = 0; k < 2; k++) {
         uint32_t s = gmp_writer_stack_python(b.w, 0, f, g, 5 + (uint32_t)k); /* the fifth */
-        static const char *const names[] = {"d", "c", "b", "a"};
+        static const char *const fns[] = {"d", "c", "b", "a"};
         for (int i = 0; i < 4; i++)
-            s = gmp_writer_stack_python(b.w, s, tb_str(&b, "m.py"), tb_str(&b, names[i]),
+            s = gmp_writer_stack_python(b.w, s, tb_str(&b, "m.py"), tb_str(&b, fns[i]),
                                         (uint32_t)(10 + i));
         outer[k] = s;
     }
@@ -577,9 +702,8 @@ static void report_alike(const char *out)
 
 /* ---------- convert: the traces of the convert tests and benchmark ----------
  *
- * Times are ms after start_trace_ns, rounded to the nanosecond (CONV_MS). */
-
-#define CONV_MS(x) (T0 + (uint64_t)((x)*1000000.0 + 0.5))
+ * basic and hostile are the step trace (above); the others' times are ms after start_trace_ns,
+ * rounded to the nanosecond (CONV_MS). */
 
 static void conv_open(tb *b, const char *path, uint32_t pid, int64_t rank, const char *host,
                       const char *cmdline, size_t cmdlen, uint64_t wall)
@@ -599,168 +723,18 @@ static void conv_open(tb *b, const char *path, uint32_t pid, int64_t rank, const
     tb_open_header(b, path, &h, NULL, TB_THREADS);
 }
 
-static void conv_thread_name(tb *b, uint32_t tid, const char *name, size_t n)
-{
-    gmp_rec d;
-    memset(&d, 0, sizeof d);
-    d.type = GMP_REC_THREAD;
-    d.u.thread.tid = tid;
-    d.u.thread.name = gs_n(name, n);
-    tb_define(b, &d);
-}
-
-static void conv_device_n(tb *b, uint32_t id, const char *name, size_t n, uint64_t total)
-{
-    gmp_rec d;
-    memset(&d, 0, sizeof d);
-    d.type = GMP_REC_DEVICE;
-    d.u.device.id = id;
-    d.u.device.name = gs_n(name, n);
-    d.u.device.total_bytes = total;
-    d.u.device.cc_major = 9;
-    tb_define(b, &d);
-}
-
-/* The shapes of the basic trace; names come from the caller (plain or hostile). */
-typedef struct names {
-    const char *s[16];
-    size_t n[16];
-} names;
-
-enum {
-    N_TRAIN,
-    N_STEP,
-    N_FWD,
-    N_BWD,
-    N_EVAL,
-    N_DOMAIN,
-    N_THREAD0,
-    N_THREAD1,
-    N_DEVICE,
-    N_API,
-    N_PYFILE,
-    N_PYFUNC,
-    N_MODULE,
-    N_NOTICE,
-    N_MARK,
-    N_LOAD
-};
-
-#define NM(i) nm->s[i], nm->n[i]
-
-/* Two devices, two named threads, nested ranges (one domain), a start/end range, a mark, native
- * and Python stacks, a pool, VMM, managed and pinned memory, an OOM, a sample, a notice, lost
- * events and leaks. */
-static void conv_write_basic(const char *out, const names *nm, const char *host, const char *cmd,
-                             size_t cmdlen)
-{
-    tb b;
-    conv_open(&b, out, 4242, -1, host, cmd, cmdlen, 1700000000000000000ull);
-    conv_device_n(&b, 0, NM(N_DEVICE), 80 * TB_GiB);
-    conv_device_n(&b, 1, S("NVIDIA H100 80GB HBM3"), 80 * TB_GiB);
-    conv_thread_name(&b, b.tids[0], NM(N_THREAD0));
-    conv_thread_name(&b, b.tids[1], NM(N_THREAD1));
-    tb_module(&b, 1, nm->s[N_MODULE], 0x7f0000000000ull, 0x7f0000001000ull, 0x200000);
-    uint32_t s_outer = gmp_writer_stack_native(b.w, 0, 0x7f0000012340ull);
-    uint32_t s_native = gmp_writer_stack_native(b.w, s_outer, 0x401000);
-    uint32_t s_py =
-        gmp_writer_stack_python(b.w, 0, tb_str_n(&b, NM(N_PYFILE)), tb_str_n(&b, NM(N_PYFUNC)), 42);
-    uint32_t s_py2 = gmp_writer_stack_python(b.w, s_py, tb_str_n(&b, S("model.py")),
-                                             tb_str_n(&b, S("Linear.forward")), 7);
-    uint32_t m = tb_str_n(&b, NM(N_API)), f = tb_str(&b, "cudaFree");
-    uint32_t ma = tb_str(&b, "cudaMallocAsync"), fa = tb_str(&b, "cudaFreeAsync");
-    uint32_t mm = tb_str(&b, "cudaMallocManaged"), mh = tb_str(&b, "cudaMallocHost");
-    uint32_t res = tb_str(&b, "cuMemAddressReserve"), cr = tb_str(&b, "cuMemCreate");
-    uint32_t mp = tb_str(&b, "cuMemMap"), um = tb_str(&b, "cuMemUnmap");
-    uint32_t rl = tb_str(&b, "cuMemRelease");
-    uint32_t n_train = tb_str_n(&b, NM(N_TRAIN));
-    uint32_t r_train = gmp_writer_range(b.w, 0, 0, n_train);
-    uint32_t r_step = gmp_writer_range(b.w, r_train, 0, tb_str_n(&b, NM(N_STEP)));
-    uint32_t r_fwd = gmp_writer_range(b.w, r_step, 0, tb_str_n(&b, NM(N_FWD)));
-    uint32_t r_bwd = gmp_writer_range(b.w, r_step, 0, tb_str_n(&b, NM(N_BWD)));
-    uint32_t dom = tb_str_n(&b, NM(N_DOMAIN));
-    uint32_t r_eval = gmp_writer_range(b.w, 0, dom, tb_str_n(&b, NM(N_EVAL)));
-    uint32_t r_load = gmp_writer_range(b.w, 0, 0, tb_str_n(&b, NM(N_LOAD)));
-    uint32_t r_mark = gmp_writer_range(b.w, 0, 0, tb_str_n(&b, NM(N_MARK)));
-    const uint64_t P = 0x5000, H = 0x21, VA = 0x7e0000000000ull;
-
-    tb_notice(&b, 0, CONV_MS(0.5), GMP_NOTICE_INFO, NM(N_NOTICE));
-    tb_range_ev(&b, 0, GMP_REC_RANGE_PUSH, CONV_MS(1), r_train, 0);
-    tb_range_ev(&b, 0, GMP_REC_RANGE_PUSH, CONV_MS(2), r_step, 0);
-    tb_range_ev(&b, 1, GMP_REC_RANGE_START, CONV_MS(2.5), r_load, 77);
-    tb_range_ev(&b, 0, GMP_REC_RANGE_PUSH, CONV_MS(3), r_fwd, 0);
-    tb_range_ev(&b, 1, GMP_REC_RANGE_PUSH, CONV_MS(3.5), r_eval, 0);
-    gmp_writer_flush(b.w, 0);
-    tb_alloc(&b, 0, CONV_MS(4), 0, GMP_MEM_DEVICE, 0x7f1000000000ull, 1 * TB_GiB, m, r_fwd,
-             s_native);
-    tb_alloc(&b, 0, CONV_MS(5), 0, GMP_MEM_DEVICE, 0x7f1040000000ull, 512 * TB_MiB, m, r_fwd,
-             s_py2);
-    tb_alloc(&b, 1, CONV_MS(5.5), 1, GMP_MEM_VA_RESERVE, VA, 1 * TB_GiB, res, r_eval, 0);
-    tb_mem phys = {1, GMP_MEM_VMM_PHYSICAL, 0, cr, r_eval, 0, 0, 256 * TB_MiB, H, 0};
-    tb_memrec(&b, 1, GMP_REC_ALLOC, CONV_MS(5.6), &phys);
-    tb_mem map = {1, GMP_MEM_VMM_MAPPING, 0, mp, r_eval, 0, VA, 256 * TB_MiB, H, 0};
-    tb_memrec(&b, 1, GMP_REC_ALLOC, CONV_MS(5.7), &map);
-    tb_range_ev(&b, 1, GMP_REC_MARK, CONV_MS(5.8), r_mark, 0);
-    gmp_writer_flush(b.w, 0);
-    tb_range_ev(&b, 0, GMP_REC_RANGE_POP, CONV_MS(6), r_fwd, 0);
-    tb_range_ev(&b, 0, GMP_REC_RANGE_PUSH, CONV_MS(6.2), r_bwd, 0);
-    tb_alloc(&b, 1, CONV_MS(6.5), 1, GMP_MEM_DEVICE, 0x7e1000000000ull, 100 * TB_MiB, m, r_eval,
-             s_py);
-    tb_alloc(&b, 0, CONV_MS(7), 0, GMP_MEM_DEVICE, 0x7f1060000000ull, 256 * TB_MiB, m, r_bwd, 0);
-    tb_pool(&b, 0, CONV_MS(8), 0, GMP_POOL_CREATE, P, 0);
-    tb_pool(&b, 0, CONV_MS(8.1), 0, GMP_POOL_RESERVED, P, 128 * TB_MiB);
-    tb_range_ev(&b, 1, GMP_REC_RANGE_END, CONV_MS(8.2), 0, 77);
-    gmp_writer_flush(b.w, 0);
-    tb_mem fv = {1, GMP_MEM_VMM_MAPPING, 0, um, 0, 0, VA, 256 * TB_MiB, H, 0};
-    tb_memrec(&b, 1, GMP_REC_FREE, CONV_MS(8.5), &fv);
-    tb_mem fr = {1, GMP_MEM_VMM_PHYSICAL, 0, rl, 0, 0, 0, 0, H, 0};
-    tb_memrec(&b, 1, GMP_REC_FREE, CONV_MS(8.6), &fr);
-    tb_mem aa = {0, GMP_MEM_ASYNC_POOL, GMP_MEMF_ASYNC, ma, r_bwd,
-                 0, 0x7f2000000000ull,  64 * TB_MiB,    P,  7};
-    tb_memrec(&b, 0, GMP_REC_ALLOC, CONV_MS(9), &aa);
-    tb_range_ev(&b, 1, GMP_REC_RANGE_POP, CONV_MS(9.5), r_eval, 0);
-    gmp_writer_flush(b.w, 0);
-    tb_free(&b, 0, CONV_MS(10), 0, GMP_MEM_DEVICE, 0x7f1040000000ull, 0, f);
-    tb_mem af = {0, GMP_MEM_ASYNC_POOL, GMP_MEMF_ASYNC, fa, 0, 0, 0x7f2000000000ull, 0, P, 7};
-    tb_memrec(&b, 0, GMP_REC_FREE, CONV_MS(11), &af);
-    tb_range_ev(&b, 0, GMP_REC_RANGE_POP, CONV_MS(12), r_bwd, 0);
-    tb_range_ev(&b, 0, GMP_REC_RANGE_POP, CONV_MS(12.1), r_step, 0);
-    gmp_writer_flush(b.w, 0);
-    tb_alloc(&b, 0, CONV_MS(13), 0, GMP_MEM_MANAGED, 0x7f3000000000ull, 32 * TB_MiB, mm, r_train,
-             0);
-    tb_alloc(&b, 0, CONV_MS(14), -1, GMP_MEM_PINNED_HOST, 0x600000, 16 * TB_MiB, mh, r_train, 0);
-    tb_mem failed = {0, GMP_MEM_DEVICE, GMP_MEMF_FAILED, m, r_train, s_native, 0, 8 * TB_GiB, 0, 0};
-    tb_memrec(&b, 0, GMP_REC_ALLOC, CONV_MS(15), &failed);
-    tb_oom(&b, 0, CONV_MS(15), 0, m, 8 * TB_GiB, r_train, s_native);
-    gmp_writer_flush(b.w, 0);
-    tb_free(&b, 0, CONV_MS(16), 0, GMP_MEM_DEVICE, 0xdead00, 0, f);
-    tb_free(&b, 0, CONV_MS(17), 0, GMP_MEM_DEVICE, 0x7f1060000000ull, 0, f);
-    tb_sample(&b, 0, CONV_MS(18), 0, 78 * TB_GiB, 80 * TB_GiB, UINT64_MAX);
-    gmp_rec lost;
-    memset(&lost, 0, sizeof lost);
-    lost.type = GMP_REC_LOST;
-    lost.time_ns = CONV_MS(18.2);
-    lost.u.lost.count = 3;
-    lost.u.lost.reason = GMP_LOST_BUFFER_FULL;
-    tb_event(&b, 1, &lost);
-    tb_range_ev(&b, 1, GMP_REC_RANGE_PUSH, CONV_MS(18.5), r_eval, 0); /* still open at the end */
-    tb_range_ev(&b, 0, GMP_REC_RANGE_POP, CONV_MS(19), r_train, 0);
-    tb_close(&b);
-}
-
+/* The step trace with thread names, lost events, a mark and more (see above). */
 static void conv_basic(const char *out)
 {
-    names nm = {{"train", "step", "forward", "backward", "eval", "eval-domain", "MainThread",
-                 "loader", "NVIDIA H100 80GB HBM3", "cudaMalloc", "train.py", "model_forward",
-                 "/opt/app/libtrain.so", "stacks: native frames not symbolized", "checkpoint",
-                 "load_batch"},
-                {0}};
-    for (int i = 0; i < 16; i++)
-        nm.n[i] = strlen(nm.s[i]);
-    conv_write_basic(out, &nm, "testhost", S("python\0train.py\0--epochs=1"));
+    tb b;
+    names nm;
+    plain_names(&nm);
+    conv_open(&b, out, 4242, -1, "testhost", S("python\0train.py\0--epochs=1"),
+              1700000000000000000ull);
+    write_step_trace(&b, &nm, 1);
 }
 
-/* The basic shapes with hostile strings everywhere (quotes, backslashes, <script>, newlines,
+/* The basic trace with hostile strings everywhere (quotes, backslashes, <script>, newlines,
  * control bytes, invalid UTF-8). */
 static void conv_hostile(const char *out)
 {
@@ -785,7 +759,10 @@ static void conv_hostile(const char *out)
         h.s[i] = v[i];
         h.n[i] = strlen(v[i]);
     }
-    conv_write_basic(out, &h, "host\"<x>\n\xff", S("py\"thon\0<script>\0\xff\xfe"));
+    tb b;
+    conv_open(&b, out, 4242, -1, "host\"<x>\n\xff", S("py\"thon\0<script>\0\xff\xfe"),
+              1700000000000000000ull);
+    write_step_trace(&b, &h, 1);
 }
 
 /* A small job rank (pid 5000 + R, started R ms after rank 0). */
