@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Scenario tests of the gpumemprof CLI: cli_test.sh CASE
-# Environment (set by tests/cli/CMakeLists.txt): GMP (the gpumemprof binary), GEN (gmp_gen_trace),
+# Environment (set by tests/cli/CMakeLists.txt): GMP (the gpumemprof binary), GEN (tests/tools/gen_traces),
 # PATHS_TOOL (test_cli_paths), GOLDEN (tests/cli/golden), WORK (scratch directory of this case),
 # BUILD_DIR, VERSION. GMP_REGEN=1 rewrites the golden files instead of comparing.
 set -euo pipefail
@@ -60,7 +60,7 @@ golden() { # golden NAME FILE: compare FILE (normalized) with golden/NAME, or re
         fail "output differs from $GOLDEN/$1 (if intended: GMP_REGEN=1 ctest -R cli_dump_golden)"
 }
 
-gen() { "$GEN" "$@" || fail "gmp_gen_trace $* failed"; }
+gen() { "$GEN" cli "$@" || fail "gen_traces cli $* failed"; }
 
 check_json_lines() { # every line of FILE is one JSON object; prints the summary object's fields
     python3 -c '

@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 """Tests of `gpumemprof convert` (python3 stdlib only).
 
-    check_convert.py MODE GPUMEMPROF GEN_CONVERT_TRACES DATA_DIR WORK_DIR
+    check_convert.py MODE GPUMEMPROF GEN_TRACES DATA_DIR WORK_DIR
 
-The traces in DATA_DIR were written by gen_convert_traces; goldens are in DATA_DIR/../golden.
+The traces in DATA_DIR were written by `gen_traces convert` (tests/tools); goldens are in DATA_DIR/../golden.
 GMP_REGEN=1 rewrites the traces and the golden files (review `git diff tests/convert`).
 
 Modes: golden_speedscope golden_chrome golden_torch golden_multi golden_pytorch (exact outputs;
@@ -43,7 +43,7 @@ def regen_traces():
     for kind, args in (("basic", ["basic"]), ("hostile", ["hostile"]), ("rank0", ["rank", "0"]),
                        ("rank1", ["rank", "1"]), ("empty", ["empty"])):
         tmp = os.path.join(WORK, kind + ".trace.tmp")
-        run([GEN] + args + [tmp])
+        run([GEN, "convert"] + args + [tmp])
         os.replace(tmp, os.path.join(DATA, kind + ".trace"))
 
 
@@ -612,7 +612,7 @@ def mode_multi():
 
 def mode_max_spans():
     big = out("big.trace")
-    run([GEN, "big", "20000", big])
+    run([GEN, "convert", "big", "20000", big])
     rep = json.loads(run([GMP, "report", "--format", "json", big]).stdout)
     p = run([GMP, "convert", big, "--chrome", out("c.json"), "--max-spans", "100"])
     doc = load(out("c.json"))
@@ -669,8 +669,8 @@ def max_rss_kib(args):
 
 def mode_memory():
     small, large = out("small.trace"), out("large.trace")
-    run([GEN, "big", "200000", small])
-    run([GEN, "big", "2000000", large])
+    run([GEN, "convert", "big", "200000", small])
+    run([GEN, "convert", "big", "2000000", large])
     env = os.environ.get("ASAN_OPTIONS", "")
     os.environ["ASAN_OPTIONS"] = (env + ":" if env else "") + "quarantine_size_mb=1"
     rs = max_rss_kib([GMP, "convert", small, "--speedscope", out("s1.json"), "--chrome",

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Tests of `gpumemprof diagnose` on the fixed trace of tests/replay/report_trace.c.
+"""Tests of `gpumemprof diagnose` on the fixed trace of `gen_traces report fixture` (tests/tools).
 
     check_diagnose.py MODE GPUMEMPROF REPORT_TRACE
 
@@ -119,8 +119,8 @@ def left_out(text):
     return m.group(1) if m else ""
 
 
-def setup(report_trace, tmp, name="gpumemprof.4242.zst"):
-    run([report_trace, name], tmp)
+def setup(gen, tmp, name="gpumemprof.4242.zst"):
+    run([gen, "report", "fixture", name], tmp)
     return name
 
 

@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
-"""Tests of `gpumemprof diff` on the two traces of diff_traces.c (tests/diff/CMakeLists.txt).
+"""Tests of `gpumemprof diff` on the two traces of `gen_traces diff` (tests/tools/gen_traces.c).
 
     check_diff.py CASE GPUMEMPROF DIFF_TRACES WORK_DIR
 
-json    every number of the JSON output against the sizes written by diff_traces.c
+json    every number of the JSON output against the sizes written by `gen_traces diff`
 text    the text output: devices side by side, tables ordered by the size of the change
 same    a trace against itself: every change is zero
 top     --top limits rows per device and table
@@ -238,7 +238,7 @@ def main():
     gmp = gmp_testlib.gpumemprof(gmp)
     os.makedirs(work, exist_ok=True)
     a, b = os.path.join(work, "a.zst"), os.path.join(work, "b.zst")
-    subprocess.run([gen, a, b], check=True)
+    subprocess.run([gen, "diff", a, b], check=True)
     {"json": case_json, "text": case_text, "same": case_same, "top": case_top,
      "errors": case_errors, "golden_text": case_golden_text, "golden_top": case_golden_top,
      "golden_json": case_golden_json, "markdown": case_golden_md,

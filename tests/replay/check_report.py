@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Tests of `gpumemprof report` on the fixed trace of report_trace.c.
+"""Tests of `gpumemprof report` on the fixed trace of `gen_traces report fixture` (tests/tools).
 
     check_report.py MODE GPUMEMPROF REPORT_TRACE GOLDEN_DIR
 
@@ -159,9 +159,9 @@ def zstd_frames(data):
 
 
 def main():
-    mode, gpumemprof, report_trace, golden = sys.argv[1:5]
+    mode, gpumemprof, gen, golden = sys.argv[1:5]
     with gmp_testlib.tmpdir(prefix="gmp_report_") as tmp:
-        run([report_trace, "report.zst"], tmp)
+        run([gen, "report", "fixture", "report.zst"], tmp)
         if mode == "json":
             out, err = run([gpumemprof, "report", "report.zst", "--format", "json"], tmp)
             eq("stderr", err, "")

@@ -30,10 +30,10 @@ static inline void tb_die(const char *what)
     exit(99);
 }
 
-/* Opens path (or a temporary file when path is NULL) for writing. */
-/* A trace at path (NULL: a temporary file) whose header has these options ("stacks=none" for
- * tb_open; "import=pytorch-snapshot" imitates an imported snapshot). */
-static inline void tb_open_opts(tb *b, const char *path, const char *options)
+/* Opens path (NULL: a temporary file) and starts a trace with header h, and nthreads writer
+ * threads (at most TB_THREADS) with these tids (NULL: 100, 101, ...). */
+static inline void tb_open_header(tb *b, const char *path, const gmp_rec_header *h,
+                                  const uint32_t *tids, int nthreads)
 {
     memset(b, 0, sizeof *b);
     int fd;
@@ -46,6 +46,25 @@ static inline void tb_open_opts(tb *b, const char *path, const char *options)
     }
     if (fd < 0)
         tb_die("cannot create the trace file");
+    gmp_writer_opts o;
+    gmp_writer_opts_default(&o);
+    o.threaded = 0;
+    if (gmp_writer_open(&b->w, fd, &o, h) != GMP_OK)
+        tb_die("gmp_writer_open failed");
+    if (nthreads > TB_THREADS)
+        tb_die("too many threads");
+    for (int i = 0; i < nthreads; i++) {
+        b->tids[i] = tids ? tids[i] : 100 + (uint32_t)i;
+        b->th[i] = gmp_writer_thread(b->w, b->tids[i]);
+        if (!b->th[i])
+            tb_die("gmp_writer_thread failed");
+    }
+}
+
+/* A trace at path (NULL: a temporary file) whose header has these options ("stacks=none" for
+ * tb_open; "import=pytorch-snapshot" imitates an imported snapshot). */
+static inline void tb_open_opts(tb *b, const char *path, const char *options)
+{
     gmp_rec_header h;
     memset(&h, 0, sizeof h);
     h.producer = (gmp_str){"replay-tests", 12};
@@ -58,17 +77,7 @@ static inline void tb_open_opts(tb *b, const char *path, const char *options)
     h.start_trace_ns = 1000000000ull;
     h.clock = (gmp_str){"CLOCK_MONOTONIC", 15};
     h.options = (gmp_str){options, (uint32_t)strlen(options)};
-    gmp_writer_opts o;
-    gmp_writer_opts_default(&o);
-    o.threaded = 0;
-    if (gmp_writer_open(&b->w, fd, &o, &h) != GMP_OK)
-        tb_die("gmp_writer_open failed");
-    for (int i = 0; i < TB_THREADS; i++) {
-        b->tids[i] = 100 + (uint32_t)i;
-        b->th[i] = gmp_writer_thread(b->w, b->tids[i]);
-        if (!b->th[i])
-            tb_die("gmp_writer_thread failed");
-    }
+    tb_open_header(b, path, &h, NULL, TB_THREADS);
 }
 
 static inline void tb_open(tb *b, const char *path)
@@ -76,12 +85,24 @@ static inline void tb_open(tb *b, const char *path)
     tb_open_opts(b, path, "stacks=none");
 }
 
-static inline uint32_t tb_str(tb *b, const char *s)
+/* The id of the n bytes at s (they may hold any byte, NUL included). */
+static inline uint32_t tb_str_n(tb *b, const char *s, size_t n)
 {
-    uint32_t id = gmp_writer_string(b->w, s, strlen(s));
+    uint32_t id = gmp_writer_string(b->w, s, n);
     if (!id)
         tb_die("gmp_writer_string failed");
     return id;
+}
+
+static inline uint32_t tb_str(tb *b, const char *s)
+{
+    return tb_str_n(b, s, strlen(s));
+}
+
+static inline void tb_define(tb *b, const gmp_rec *d)
+{
+    if (gmp_writer_define(b->w, d) != GMP_OK)
+        tb_die("gmp_writer_define failed");
 }
 
 /* The range path id of "a/b/c" (every node defined). "" gives 0. */
@@ -112,8 +133,7 @@ static inline void tb_device(tb *b, uint32_t id, const char *name, uint64_t tota
     d.u.device.name = (gmp_str){name, (uint32_t)strlen(name)};
     d.u.device.total_bytes = total;
     d.u.device.cc_major = 9;
-    if (gmp_writer_define(b->w, &d) != GMP_OK)
-        tb_die("gmp_writer_define failed");
+    tb_define(b, &d);
 }
 
 static inline void tb_module(tb *b, uint32_t id, const char *path, uint64_t base, uint64_t lo,
@@ -127,8 +147,7 @@ static inline void tb_module(tb *b, uint32_t id, const char *path, uint64_t base
     d.u.module.base = base;
     d.u.module.lo = lo;
     d.u.module.size = size;
-    if (gmp_writer_define(b->w, &d) != GMP_OK)
-        tb_die("gmp_writer_define failed");
+    tb_define(b, &d);
 }
 
 static inline void tb_event(tb *b, int th, gmp_rec *r)
@@ -234,6 +253,19 @@ static inline void tb_sample(tb *b, int th, uint64_t t, int32_t dev, uint64_t fr
     r.u.sample.free_bytes = free_bytes;
     r.u.sample.total_bytes = total;
     r.u.sample.process_used = process_used;
+    tb_event(b, th, &r);
+}
+
+/* A NOTICE of n bytes (any byte, NUL included). */
+static inline void tb_notice(tb *b, int th, uint64_t t, uint32_t severity, const char *msg,
+                             size_t n)
+{
+    gmp_rec r;
+    memset(&r, 0, sizeof r);
+    r.type = GMP_REC_NOTICE;
+    r.time_ns = t;
+    r.u.notice.severity = severity;
+    r.u.notice.message = (gmp_str){msg, (uint32_t)n};
     tb_event(b, th, &r);
 }
 

@@ -1,11 +1,11 @@
 #!/usr/bin/env python3
 """Tests of the report's formats (gpumemprof report --format text|markdown|html|json).
 
-    check_report_formats.py MODE GPUMEMPROF REPORT_TRACE REPORT_TRACES GOLDEN_DIR
+    check_report_formats.py MODE GPUMEMPROF GEN_TRACES GOLDEN_DIR
 
-MODE: golden_md, golden_html (the fixture of tests/replay/report_trace against golden files;
+MODE: golden_md, golden_html (the fixture, `gen_traces report fixture`, against golden files;
 GMP_REGEN=1 rewrites them), golden_multi_text, golden_multi_md, golden_multi_html,
-golden_multi_json (three ranks, report_traces rank 0..2, in one report against golden/multi.*;
+golden_multi_json (three ranks, `gen_traces report rank 0..2`, in one report against golden/multi.*;
 the JSON compared as parsed JSON), ranges_json (exact per-range statistics of a crafted trace),
 html_hostile (hostile strings: no injected element, parsed with html.parser), md_hostile,
 html_selfcontained (no network reference), convert (convert --report/--json),
@@ -206,9 +206,9 @@ def check_ranges(doc):
 
 
 def main():
-    mode, gmp, report_trace, traces, gdir = sys.argv[1:6]
+    mode, gmp, gen, gdir = sys.argv[1:5]
     with gmp_testlib.tmpdir(prefix="gmp_report_fmt_") as tmp:
-        run([report_trace, "report.zst"], tmp)
+        run([gen, "report", "fixture", "report.zst"], tmp)
         if mode == "golden_md":
             out, err = run([gmp, "report", "report.zst", "--format", "markdown"], tmp)
             eq("stderr", err, "")
@@ -220,7 +220,7 @@ def main():
             fmt, ext = {"text": ("text", "txt"), "md": ("markdown", "md"),
                         "html": ("html", "html"), "json": ("json", "json")}[mode[13:]]
             for r in (0, 1, 2):
-                run([traces, "rank", str(r), "r%d.zst" % r], tmp)
+                run([gen, "report", "rank", str(r), "r%d.zst" % r], tmp)
             args = ["--format", fmt, "r0.zst", "r1.zst", "r2.zst"]
             if fmt == "html":
                 out = static_and_default(gmp, args, tmp)
@@ -232,7 +232,7 @@ def main():
             else:
                 golden("multi." + ext, out, gdir)
         elif mode == "ranges_json":
-            run([traces, "ranges", "ranges.zst"], tmp)
+            run([gen, "report", "ranges", "ranges.zst"], tmp)
             out, _ = run([gmp, "report", "ranges.zst", "--format", "json"], tmp)
             doc = json.loads(out)
             check_ranges(doc)
@@ -255,7 +255,7 @@ def main():
                         "1"], tmp)
             eq("--sort time --top 1", [r["path"] for r in json.loads(o)["ranges"]], ["outer"])
         elif mode in ("html_hostile", "md_hostile", "html_selfcontained"):
-            run([traces, "hostile", "hostile.zst"], tmp)
+            run([gen, "report", "hostile", "hostile.zst"], tmp)
             if mode == "md_hostile":
                 out, _ = run([gmp, "report", "hostile.zst", "--format", "markdown"], tmp)
                 doc = out.decode("utf-8")
@@ -307,7 +307,7 @@ def main():
                     sys.exit("json ranges: %r" % paths)
         elif mode == "multi":
             for r in (0, 1, 2):
-                run([traces, "rank", str(r), "r%d.zst" % r], tmp)
+                run([gen, "report", "rank", str(r), "r%d.zst" % r], tmp)
             names = ["r0.zst", "r1.zst", "r2.zst"]
             out, _ = run([gmp, "report", "--format", "json"] + names, tmp)
             doc = json.loads(out)
@@ -329,7 +329,7 @@ def main():
                ["time_ns", "process_1", "process_2", "process_3"])
             eq("timelines maxima", [max(p[c] for p in doc["timelines"]["points"])
                                     for c in (1, 2, 3)], [100 * MiB, 200 * MiB, 300 * MiB])
-            run([traces, "rank", "5", "r5.zst"], tmp)
+            run([gen, "report", "rank", "5", "r5.zst"], tmp)
             out, _ = run([gmp, "report", "--format", "json"] + names + ["r5.zst"], tmp)
             doc5 = json.loads(out)
             eq("heavy with r5 (600 MiB vs a median of 250)",
@@ -461,8 +461,8 @@ def main():
                 if bad in t:
                     sys.exit("snapshot text: %r" % bad)
             # a killed process: the trace lost its end (the file cut inside its last frame)
-            run([traces, "killed", "k.zst"], tmp)
-            run([traces, "rank", "0", "r0.zst"], tmp)
+            run([gen, "report", "killed", "k.zst"], tmp)
+            run([gen, "report", "rank", "0", "r0.zst"], tmp)
             raw = open(os.path.join(tmp, "k.zst"), "rb").read()
             open(os.path.join(tmp, "cut.zst"), "wb").write(raw[:-8])
             out, err = run([gmp, "report", "cut.zst", "-f", "json"], tmp)
@@ -515,14 +515,14 @@ def main():
             if "Live at the peak, by category" not in t:
                 sys.exit("text: no categories table")
             # a CUDA trace without PyTorch's frames or phase ranges: nothing to say, no table
-            run([traces, "ranges", "ranges.zst"], tmp)
+            run([gen, "report", "ranges", "ranges.zst"], tmp)
             out, _ = run([gmp, "report", "ranges.zst", "-f", "json"], tmp)
             if any("live_at_peak_by_category" in d for d in json.loads(out)["devices"]):
                 sys.exit("categories table on a trace without PyTorch frames")
         elif mode == "alike":
             # two different call sites never render the same: stacks alike in their first four
             # items show a fifth; stacks alike even whole when folded are shown unfolded
-            run([traces, "alike", "alike.zst"], tmp)
+            run([gen, "report", "alike", "alike.zst"], tmp)
             for fmt in ("text", "markdown", "html"):
                 o, _ = run([gmp, "report", "alike.zst", "-f", fmt, "--by", "stack"], tmp)
                 t = o.decode()
@@ -537,7 +537,7 @@ def main():
         elif mode == "noalloc":
             # a trace without allocations: no peak and no time for it (it was "0 B at -1.000000
             # s", a time before the trace began), in every format
-            run([traces, "noalloc", "noalloc.zst"], tmp)
+            run([gen, "report", "noalloc", "noalloc.zst"], tmp)
             out, _ = run([gmp, "report", "noalloc.zst", "-f", "json"], tmp)
             doc = json.loads(out)
             eq("devices", [d["id"] for d in doc["devices"]], [0, 1])
@@ -573,8 +573,8 @@ def main():
                    want)
                 want, _ = run([gmp, "report", "report.zst", "--format", "json"], tmp)
                 eq("convert --json", open(os.path.join(tmp, "c.json"), "rb").read(), want)
-            run([traces, "rank", "0", "r0.zst"], tmp)
-            run([traces, "rank", "1", "r1.zst"], tmp)
+            run([gen, "report", "rank", "0", "r0.zst"], tmp)
+            run([gen, "report", "rank", "1", "r1.zst"], tmp)
             run([gmp, "convert", "r0.zst", "r1.zst", "--json", "m.json", "--report", "m.html"],
                 tmp)
             doc = json.load(open(os.path.join(tmp, "m.json")))

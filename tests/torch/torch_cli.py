@@ -7,7 +7,7 @@
       expandable segments, oom, free_requested and unknown actions; each checked against the
       independent replay of torch_replay.py. A snapshot that contradicts itself imports with a
       warning notice.
-  torch_cli.py generic GPUMEMPROF DATA_DIR WORK_DIR   (GEN: tests/tools/gmp_gen_trace)
+  torch_cli.py generic GPUMEMPROF DATA_DIR WORK_DIR   (GEN: tests/tools/gen_traces)
       a generated trace (cudaMalloc, stream-ordered pools with POOL records, VMM, host memory,
       OOM) converted with --pytorch-snapshot and imported again: the same peaks per device,
       and the snapshot's replay here agrees.
@@ -311,12 +311,12 @@ def cli(gmp, work):
 def generic(gmp, work):
     gen = os.environ.get("GEN")
     if not gen:
-        print("skipped: GEN (gmp_gen_trace) not set")
+        print("skipped: GEN (gen_traces) not set")
         return 77
     trace = os.path.join(work, "gen.zst")
     snap = os.path.join(work, "gen.pickle")
     again = os.path.join(work, "gen2.zst")
-    for cmd in ([gen, trace, "--complete"], [gmp, "convert", trace, "--pytorch-snapshot", snap],
+    for cmd in ([gen, "cli", trace, "--complete"], [gmp, "convert", trace, "--pytorch-snapshot", snap],
                 [gmp, "import", snap, "-o", again, "--quiet"]):
         r = run(cmd)
         if r.returncode != 0:

@@ -3,8 +3,8 @@
 shows) runs the viewer in a detached session of a given size; `send-keys` types, `capture-pane`
 reads the screen back. Each case is one ctest test:
 
-  test_view.py GPUMEMPROF GEN_TRACE CASE [SNAPSHOT]
-  test_view.py GPUMEMPROF GEN_TRACE CASE SIMCUDA_DIR TRAIN_SIM GROW_PROG [PRELOAD]
+  test_view.py GPUMEMPROF GEN_TRACES CASE [SNAPSHOT]
+  test_view.py GPUMEMPROF GEN_TRACES CASE SIMCUDA_DIR TRAIN_SIM GROW_PROG [PRELOAD]
 
 peak      opens at the first device's peak: the screen shows the peak bytes that
           `gpumemprof report --format json` gives, as allocated at the cursor and in the live tree
@@ -20,7 +20,7 @@ follow    --follow on a trace that grows (a copy written a prefix at a time, as 
 quit      q exits with status 0 and the terminal is back (the shell's screen, no viewer left);
           Ctrl-C exits by SIGINT (status 130) and restores it too
 color     colours on a terminal that has them; none under NO_COLOR (capture-pane -e)
-verdict   (test_view.py GPUMEMPROF GEN_TRACE verdict TEST_ANALYSIS) the leaking trace of
+verdict   (test_view.py GPUMEMPROF GEN_TRACES verdict TEST_ANALYSIS) the leaking trace of
           tests/analysis (`test_analysis write-leak`: 10 steps of 10 ms, each leaking 1 MiB in
           step/opt at +3 ms, so the leaked allocations are at +0.013 s .. +0.103 s, addresses
           0x200000000000 + i * 0x10000000): from Home, v lands at the first leaked allocation
@@ -180,7 +180,7 @@ def main():
     gmp, gen, case = sys.argv[1], sys.argv[2], sys.argv[3]
     tmp = tempfile.mkdtemp(prefix="gmpview")
     tr = os.path.join(tmp, "t.zst")
-    subprocess.run([gen, tr, "--complete", "--steps", "40"], check=True)
+    subprocess.run([gen, "cli", tr, "--complete", "--steps", "40"], check=True)
     t = None
     try:
         if case == "peak":
