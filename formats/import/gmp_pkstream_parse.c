@@ -307,6 +307,32 @@ static int push_bytes(gmp_pkstream *P, uint8_t t, size_t len)
     return push(P, v);
 }
 
+/* The container an APPEND/SETITEM (multi 0: its k - 1 operands on top of the stack) or an
+ * APPENDS/SETITEMS (multi 1: the operands above the last MARK) stores into, checked to be a
+ * modifiable value of type want; *first is the first operand's slot. op names the opcode and its
+ * preposition in the message ("APPEND to"). 0, or -1 after failing. */
+static int store_target(gmp_pkstream *P, int multi, size_t k, gmp_pickle_type want, const char *op,
+                        gmp_pkobj **c, size_t *first)
+{
+    if (!multi) {
+        if (P->sn < mark_base(P) + k)
+            return gmp_pks_fail(P, GMP_ERR_FORMAT, "stack underflow");
+        *first = P->sn - k + 1;
+    } else {
+        if (pop_mark(P, first) < 0)
+            return -1;
+        if (*first <= mark_base(P) || *first == 0) {
+            drop_from(P, *first);
+            return gmp_pks_fail(P, GMP_ERR_FORMAT, "stack underflow");
+        }
+    }
+    const gmp_pkv *v = &P->stack[*first - 1];
+    if (v->type != want)
+        return gmp_pks_fail(P, GMP_ERR_FORMAT, "%s a %s", op, tname(v));
+    *c = v->v.o;
+    return modifiable(P, *c);
+}
+
 static int step(gmp_pkstream *P)
 {
     P->op_off = offset(P);
@@ -445,27 +471,11 @@ static int step(gmp_pkstream *P)
         return push(P, v);
     }
     case PK_APPEND:
-        if (P->sn < mark_base(P) + 2)
-            return gmp_pks_fail(P, GMP_ERR_FORMAT, "stack underflow");
-        v = P->stack[P->sn - 2];
-        if (v.type != GMP_PK_LIST)
-            return gmp_pks_fail(P, GMP_ERR_FORMAT, "APPEND to a %s", tname(&v));
-        if (modifiable(P, v.v.o) < 0)
-            return -1;
-        return append_items(P, v.v.o, P->sn - 1);
     case PK_APPENDS:
-        if (pop_mark(P, &first) < 0)
+        if (store_target(P, op == PK_APPENDS, 2, GMP_PK_LIST,
+                         op == PK_APPENDS ? "APPENDS to" : "APPEND to", &c, &first) < 0)
             return -1;
-        if (first <= mark_base(P) || first == 0) {
-            drop_from(P, first);
-            return gmp_pks_fail(P, GMP_ERR_FORMAT, "stack underflow");
-        }
-        v = P->stack[first - 1];
-        if (v.type != GMP_PK_LIST)
-            return gmp_pks_fail(P, GMP_ERR_FORMAT, "APPENDS to a %s", tname(&v));
-        if (modifiable(P, v.v.o) < 0)
-            return -1;
-        return append_items(P, v.v.o, first);
+        return append_items(P, c, first);
     case PK_LIST:
     case PK_TUPLE:
         if (pop_mark(P, &first) < 0)
@@ -499,27 +509,11 @@ static int step(gmp_pkstream *P)
         return push(P, v);
     }
     case PK_SETITEM:
-        if (P->sn < mark_base(P) + 3)
-            return gmp_pks_fail(P, GMP_ERR_FORMAT, "stack underflow");
-        v = P->stack[P->sn - 3];
-        if (v.type != GMP_PK_DICT)
-            return gmp_pks_fail(P, GMP_ERR_FORMAT, "SETITEM on a %s", tname(&v));
-        if (modifiable(P, v.v.o) < 0)
-            return -1;
-        return set_items(P, v.v.o, P->sn - 2);
     case PK_SETITEMS:
-        if (pop_mark(P, &first) < 0)
+        if (store_target(P, op == PK_SETITEMS, 3, GMP_PK_DICT,
+                         op == PK_SETITEMS ? "SETITEMS on" : "SETITEM on", &c, &first) < 0)
             return -1;
-        if (first <= mark_base(P) || first == 0) {
-            drop_from(P, first);
-            return gmp_pks_fail(P, GMP_ERR_FORMAT, "stack underflow");
-        }
-        v = P->stack[first - 1];
-        if (v.type != GMP_PK_DICT)
-            return gmp_pks_fail(P, GMP_ERR_FORMAT, "SETITEMS on a %s", tname(&v));
-        if (modifiable(P, v.v.o) < 0)
-            return -1;
-        return set_items(P, v.v.o, first);
+        return set_items(P, c, first);
     case PK_MEMOIZE: return gmp_pks_memo_put(P, P->ndefined);
     case PK_BINPUT: return take(P, 1, &b) < 0 ? -1 : gmp_pks_memo_put(P, b[0]);
     case PK_LONG_BINPUT: return take(P, 4, &b) < 0 ? -1 : gmp_pks_memo_put(P, le(b, 4));
