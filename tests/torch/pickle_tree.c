@@ -964,3 +964,21 @@ const gmp_pickle_value *gmp_pickle_dict_get(const gmp_pickle_value *v, const cha
     }
     return NULL;
 }
+
+int gmp_pickle_stream_rule(gmp_err e, const char *err)
+{
+    static const char *const rules[] = {
+        "changed after it was stored",
+        "elsewhere than its place",
+        "not part of the result",
+        "first value of the pickle is stored",
+        "is set twice",
+        "not its first value",
+    };
+    if (e == GMP_ERR_LIMIT || e == GMP_ERR_NOMEM)
+        return 1;
+    for (size_t i = 0; i < sizeof rules / sizeof rules[0]; i++)
+        if (strstr(err, rules[i]))
+            return 1;
+    return 0;
+}

@@ -55,4 +55,9 @@ const gmp_pickle_value *gmp_pickle_dict_at(const gmp_pickle_value *v, size_t i,
 /* DICT: the value of string key; NULL when absent or v is not a dict. */
 const gmp_pickle_value *gmp_pickle_dict_get(const gmp_pickle_value *v, const char *key);
 
+/* Non-zero when the streaming reader's refusal (e, err) of what this reader accepts is one of the
+ * streaming reader's own rules (docs/pickle.md, "Complete when stored" and the predicted lists) or
+ * a limit (the two readers hold different things): the only disagreements the tests allow. */
+int gmp_pickle_stream_rule(gmp_err e, const char *err);
+
 #endif
