@@ -168,13 +168,23 @@ static void agent_stop(void)
     gmp_cupti_stop(); /* forced activity flush while we still record */
     gmp_pystack_stats ps;
     gmp_pystack_get_stats(&ps);
-    if (ps.no_gil && (opts.stacks & GMP_STACKS_PYTHON) && gmp_pystack_minor()) {
-        char m[300];
-        snprintf(m, sizeof m,
-                 "%llu calls from Python threads that did not hold the GIL have no Python frames "
-                 "(PyTorch operators and ctypes.CDLL functions release it; see docs/python.md)",
-                 (unsigned long long)ps.no_gil);
-        notice(GMP_NOTICE_INFO, m);
+    /* Python frames of threads without the GIL: one notice, with the reason when the reader is
+       off (version, build, layout check or its self-check), whether or not such calls came */
+    const char *pyoff = gmp_pystack_direct_off();
+    if ((opts.stacks & GMP_STACKS_PYTHON) && gmp_pystack_minor() && (pyoff || ps.no_gil)) {
+        char m[512];
+        if (pyoff)
+            snprintf(m, sizeof m,
+                     "Python frames of threads without the GIL are off (%s): %llu calls from such "
+                     "threads have native frames only (PyTorch operators and ctypes.CDLL "
+                     "functions release the GIL; see docs/python.md)",
+                     pyoff, (unsigned long long)ps.no_gil);
+        else
+            snprintf(m, sizeof m,
+                     "%llu calls from Python threads without the GIL during the interpreter's "
+                     "shutdown have native frames only",
+                     (unsigned long long)ps.no_gil);
+        notice(ps.no_gil ? GMP_NOTICE_WARNING : GMP_NOTICE_INFO, m);
     }
     gmp_pystack_stop();
     gmp_stack_stop();

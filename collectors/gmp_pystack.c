@@ -43,7 +43,7 @@ static struct {
     void (*err_fetch)(pyobj *, pyobj *, pyobj *);
     void (*err_restore)(pyobj, pyobj, pyobj);
     void (*err_clear)(void);
-    int (*gc_disable)(void); /* 3.10+ */
+    int (*gc_disable)(void); /* 3.11 only: see hook() */
     int (*gc_enable)(void);
     int (*finalizing)(void); /* _Py_IsFinalizing (3.9 - 3.12), Py_IsFinalizing (3.13) */
     pyobj none;
@@ -55,6 +55,10 @@ static struct {
  * out; turned off for good when the first stacks walked both ways with the GIL differ. */
 static atomic_int direct;
 static atomic_int verified; /* stacks walked both ways that agreed */
+/* Why the reader without the GIL is off (NULL: on, or no Python): the reason found at start
+ * (dwhy_buf), or the self-check's, set once by the thread whose check failed. */
+static char dwhy_buf[200];
+static _Atomic(const char *) direct_off;
 #define VERIFY_STACKS 8
 static int test_skew; /* GPUMEMPROF_TEST_PYFRAMES_SKEW: the direct reader's lines off by one */
 
@@ -200,8 +204,9 @@ int gmp_pystack_start(char *why, size_t whylen)
     LOAD(err_fetch, "PyErr_Fetch");
     LOAD(err_restore, "PyErr_Restore");
     LOAD(err_clear, "PyErr_Clear");
-    if (minor >= 11) {
+    if (minor >= 11)
         LOAD(frame_lasti, "PyFrame_GetLasti");
+    if (minor == 11) {
         LOAD(gc_disable, "PyGC_Disable");
         LOAD(gc_enable, "PyGC_Enable");
     }
@@ -233,7 +238,7 @@ int gmp_pystack_start(char *why, size_t whylen)
     NEED(err_fetch, "PyErr_Fetch");
     NEED(err_restore, "PyErr_Restore");
     NEED(err_clear, "PyErr_Clear");
-    if (minor >= 11) {
+    if (minor == 11) {
         NEED(gc_disable, "PyGC_Disable");
         NEED(gc_enable, "PyGC_Enable");
     }
@@ -262,15 +267,19 @@ int gmp_pystack_start(char *why, size_t whylen)
     atomic_store(&verified, 0);
     const char *skew = getenv("GPUMEMPROF_TEST_PYFRAMES_SKEW");
     test_skew = skew && *skew == '1';
-    if (minor >= 9 && !P.finalizing)
-        snprintf(dwhy, sizeof dwhy, "_Py_IsFinalizing not found");
+    if (minor < 9)
+        snprintf(dwhy, sizeof dwhy, "Python 3.%d: the reader needs 3.9 or later", minor);
+    else if (!P.finalizing)
+        snprintf(dwhy, sizeof dwhy, "Python 3.%d: _Py_IsFinalizing not found", minor);
+    snprintf(dwhy_buf, sizeof dwhy_buf, "%s", d ? "" : dwhy);
+    atomic_store(&direct_off, d ? NULL : dwhy_buf);
     atomic_fetch_add(&generation, 1);
     if (why) {
         if (d)
             snprintf(why, whylen, "Python 3.%d", minor);
         else
             snprintf(why, whylen, "Python 3.%d (threads without the GIL: no Python frames: %s)",
-                     minor, minor < 9 ? "Python 3.8" : dwhy);
+                     minor, dwhy);
     }
     atomic_store(&on, 1);
     gmp_stack_set_hook(hook, NULL);
@@ -280,6 +289,11 @@ int gmp_pystack_start(char *why, size_t whylen)
 int gmp_pystack_minor(void)
 {
     return P.minor;
+}
+
+const char *gmp_pystack_direct_off(void)
+{
+    return atomic_load(&direct_off);
 }
 
 /* ---------- the walk ---------- */
@@ -538,7 +552,9 @@ static __attribute__((noinline)) void verify_direct(pytls *t, gmp_writer *w, con
         atomic_fetch_add(&verified, 1);
     } else {
         atomic_store(&direct, 0);
-        atomic_fetch_add(&st_mismatch, 1);
+        if (atomic_fetch_add(&st_mismatch, 1) == 0)
+            atomic_store(&direct_off, "its self-check failed: a stack read without the GIL "
+                                      "differed from the same stack read through CPython's C API");
     }
 }
 
@@ -658,6 +674,15 @@ static uint32_t hook(void *ctx, gmp_writer *w, int kinds, const uint64_t *native
     if (gil) {
         pyobj et = NULL, ev = NULL, etb = NULL;
         P.err_fetch(&et, &ev, &etb); /* the program's pending exception, if any, is kept */
+        /* 3.11 materializes frame objects, and an allocation there may run a collection at once
+           (3.11 Modules/gcmodule.c _PyObject_GC_Link): finalizers inside a CUDA call. The GC is
+           held off around the walk, and turned back on only when it was on (PyGC_Disable
+           returns the previous state): the GIL is held, so no other thread can change it in
+           between. From 3.12 an allocation only schedules a collection for the evaluation
+           loop's next check (_Py_ScheduleGC, 3.12 Modules/gcmodule.c, 3.13+ Python/gc.c and
+           gc_free_threading.c), which the walk never reaches: the interpreter-wide switch is
+           not touched, so a gc.disable() of another thread (free-threaded builds run threads
+           side by side) is never undone. */
         int gc_was = P.gc_disable ? P.gc_disable() : 0;
         np = walk(t, w, mine, py, max);
         if (gc_was)

@@ -2,21 +2,23 @@
  *
  * The agent does not link against libpython: at start it looks up CPython's public C API with
  * dlsym (RTLD_DEFAULT, then the libpython object of the module map opened with RTLD_NOLOAD) and
- * reads the interpreter's version (Py_GetVersion). CPython 3.8 to 3.13 are handled; see
+ * reads the interpreter's version (Py_GetVersion). CPython 3.8 and later are handled; see
  * docs/python.md for what each version uses.
  *
  * Safety: on the allocating thread, while CPython is initialized and not finalizing. A thread
  * that holds the GIL is walked through the public C API (the pending exception, if any, is
- * saved and restored around the walk; errors the walk raises are cleared; the cyclic GC is held
- * off while 3.11+ materializes frame objects: no finalizer runs inside a CUDA call). A thread
+ * saved and restored around the walk; errors the walk raises are cleared; no finalizer runs inside
+ * a CUDA call: 3.11's cyclic GC is held off while frame objects are made, later versions only
+ * schedule collections for the evaluation loop). A thread
  * Python knows that released the GIL (ctypes.CDLL functions, PyTorch's operators, any
- * `Py_BEGIN_ALLOW_THREADS`) has its own frames read by gmp_pyframes (3.9 to 3.13) without the
+ * `Py_BEGIN_ALLOW_THREADS`) has its own frames read by gmp_pyframes (3.9 to 3.14) without the
  * GIL and without calling the interpreter: its thread state is PyGILState's thread-specific
  * value, and its frames cannot change until the thread is back from the CUDA call. A thread
  * Python does not know (a C thread) or a process without an interpreter gets native frames only.
  * Depth is bounded by the stack depth option. The first stacks of threads holding the GIL are
  * also read the direct way and compared: any difference turns the direct reader off for the
- * process (threads without the GIL then get native frames only).
+ * process (threads without the GIL then get native frames only; gmp_pystack_direct_off says
+ * why, the agent writes it once in the trace).
  *
  * Cost: a per-thread cache maps code objects to their (file, function) string ids (with the GIL:
  * strong references, so an address is never reused while cached; without it: no reference, the
@@ -48,6 +50,11 @@ void gmp_pystack_stop(void);
 
 /* CPython version found (3.x minor), 0 when none. */
 int gmp_pystack_minor(void);
+
+/* Why Python frames of threads without the GIL are off, in a few words: the reason found at start
+ * (version, build, layout check) or the self-check's (a stack read both ways differed); NULL when
+ * the reader is on or the process runs no CPython. */
+const char *gmp_pystack_direct_off(void);
 
 typedef struct gmp_pystack_stats {
     uint64_t python;   /* stacks with Python frames */

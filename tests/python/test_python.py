@@ -18,7 +18,12 @@ MODE: python     --stacks python: exact file:function:line frames, with the GIL 
                  dis.findlinestarts, co_filename, co_qualname; the decoders on random tables
       verify     (3.9+) the reader without the GIL, made to disagree with the C API on the first
                  stack with the GIL, is turned off: the next call without the GIL has no Python
-                 frames and the end-of-trace notice counts it
+                 frames; one notice in the trace, and the same line in run's summary, gives the
+                 reason (the self-check) and counts the call
+      offsets    pyenv's CPython 3.13 (skipped when absent): the offsets read from its
+                 _PyRuntime.debug_offsets equal the table of 3.13's headers (py_lines.c), and
+                 its frames without the GIL are right (nogil); pyenv's 3.8: the notice says why
+                 threads without the GIL have no Python frames (the version), once
       versions   `python`, `all` and (3.9+) `nogil` and `lines` checks on every CPython 3.8-3.13 found on this
                  machine (pyenv's included; skips if none); with --ends, only on the oldest and
                  the newest found (a sanitizer build: the layouts' two ends, the plain build
@@ -111,9 +116,9 @@ def base_env():
     return env
 
 
-def run(opts, prog, python=None, env=None, trace="t.zst", expect_ok=True, extra=()):
+def run(opts, prog, python=None, env=None, trace="t.zst", expect_ok=True, extra=(), quiet=True):
     trace = os.path.join(work, trace)
-    cmd = [args.gpumemprof, "run", "-q", "-o", trace, "--force"] + opts + \
+    cmd = [args.gpumemprof, "run"] + (["-q"] if quiet else []) + ["-o", trace, "--force"] + opts + \
         ["--", python or args.python, os.path.join(args.src, "progs", prog), args.progs] + \
         list(extra)
     p = gmp_testlib.run(cmd, expect=0 if expect_ok else None, env=env or base_env(), text=True,
@@ -298,6 +303,30 @@ def run_lines(label, exe):
         failures.append(f"{label}: {' '.join(cmd)}: exit {p.returncode}\n{p.stdout}{p.stderr}")
 
 
+def check_off_notice(label, trace, summary, reason, calls):
+    """One notice in the trace (and its line in run's summary) says why threads without the GIL
+    have no Python frames, and counts their calls."""
+    dump = subprocess.run([args.gpumemprof, "dump", trace], capture_output=True, text=True,
+                          env=base_env(), timeout=60).stdout
+    want = (f"Python frames of threads without the GIL are off ({reason}): {calls} calls from "
+            "such threads have native frames only")
+    check(f"{label}: the notice gives the reason and the count", want in dump, True)
+    check(f"{label}: one such notice",
+          dump.count("Python frames of threads without the GIL are off"), 1)
+    check(f"{label}: the summary shows it", want in summary, True)
+    check(f"{label}: the summary shows it once",
+          summary.count("Python frames of threads without the GIL are off"), 1)
+
+
+def pyenv_python(m):
+    """pyenv's CPython 3.<m> (~/.pyenv/versions/3.<m>.*), else python3.<m> on PATH; None."""
+    for exe in sorted(glob.glob(os.path.expanduser(f"~/.pyenv/versions/3.{m}.*/bin/python3"))):
+        if python_version(exe) == m:
+            return exe
+    exe = shutil.which(f"python3.{m}")
+    return exe if exe and python_version(exe) == m else None
+
+
 minor = python_version(args.python)
 if minor is None:
     print(f"skip: {args.python} does not run")
@@ -335,17 +364,35 @@ elif args.mode == "verify":
         sys.exit(SKIP)
     env = base_env()
     env["GPUMEMPROF_TEST_PYFRAMES_SKEW"] = "1"
-    p, t = run(["--stacks", "python"], "py_alloc.py", env=env)
+    p, t = run(["--stacks", "python"], "py_alloc.py", env=env, quiet=False)
     by = stacks_by_size(report(t))
     check("verify: 3 MiB (GIL held, C API) frames", py_frames(by.get(3 * MiB, [])),
           want_alloc(minor, "main3"))
     check("verify: 5 MiB (no GIL) after the disagreement: no Python frames",
           py_frames(by.get(5 * MiB, [])), [])
-    dump = subprocess.run([args.gpumemprof, "dump", t], capture_output=True, text=True,
-                          env=base_env(), timeout=60).stdout
-    check("verify: the notice counts the call without frames",
-          "1 calls from Python threads that did not hold the GIL have no Python frames" in dump,
-          True)
+    check_off_notice("verify", t, p.stderr, "its self-check failed: a stack read without the "
+                     "GIL differed from the same stack read through CPython's C API", 1)
+elif args.mode == "offsets":
+    py13, py8 = pyenv_python(13), pyenv_python(8)
+    if not py13 and not py8:
+        print("skip: neither CPython 3.13 nor 3.8 found (pyenv)")
+        sys.exit(SKIP)
+    if py13:
+        print(f"3.13: {py13}")
+        cmd = [py13, os.path.join(args.src, "progs", "py_lines.py"),
+               os.path.join(args.progs, "libpy_lines.so")]
+        q = subprocess.run(cmd, env=base_env(), capture_output=True, text=True, timeout=300)
+        check("3.13: py_lines ok", "py_lines: ok" in q.stdout, True)
+        check("3.13: the offsets read from _PyRuntime.debug_offsets equal the table's",
+              "py_lines: 3.13 debug offsets = table" in q.stdout, True)
+        if q.returncode != 0:
+            failures.append(f"3.13: {' '.join(cmd)}: exit {q.returncode}\n{q.stdout}{q.stderr}")
+        run_nogil("3.13 nogil", py13, 13, "313")
+    if py8:
+        print(f"3.8: {py8}")
+        p, t = run(["--stacks", "python"], "py_alloc.py", python=py8, trace="off38.zst",
+                   quiet=False)
+        check_off_notice("3.8", t, p.stderr, "Python 3.8: the reader needs 3.9 or later", 1)
 elif args.mode == "torchhistory":
     # the stand-in torch (progs/torchstub: PyTorch 2.1's history API written from its source)
     import pickle

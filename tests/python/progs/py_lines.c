@@ -1,9 +1,13 @@
 /* py_lines: collectors/gmp_pyframes' readers called from a Python process through ctypes
  * (tests/python, mode `lines`): each code object's line at every instruction offset and its
  * names, compared by py_lines.py with what the interpreter itself says (co_lines, co_positions,
- * dis.findlinestarts, co_filename, co_qualname); and the line-table decoders on random tables, in
- * buffers of their exact size (AddressSanitizer builds catch any read outside them). */
+ * dis.findlinestarts, co_filename, co_qualname); the line-table decoders on random tables, in
+ * buffers of their exact size (AddressSanitizer builds catch any read outside them); and, from
+ * 3.13, the offsets read from the interpreter's _PyRuntime.debug_offsets against the table
+ * printed from the same version's headers (layout_vs_table). */
+#include <stdio.h>
 #include <dlfcn.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,6 +18,7 @@ int lines_init(int minor);
 void lines_of(const void *code, const int *addrs, int *lines, int n);
 int names_of(const void *code, char *file, int filecap, char *name, int namecap);
 long fuzz_tables(int minor, unsigned seed, int iters);
+int layout_vs_table(int minor, char *out, int cap);
 
 static void *sym(const char *name)
 {
@@ -84,4 +89,48 @@ long fuzz_tables(int minor, unsigned seed, int iters)
         free(t);
     }
     return calls;
+}
+
+/* The layout in use (3.13+: read from _PyRuntime.debug_offsets by gmp_pyframes_init) against the
+ * table's for this minor version: the number of fields that differ (each "name got/want" in out),
+ * -1 when there is no table or no layout in use. */
+int layout_vs_table(int minor, char *out, int cap)
+{
+    gmp_pyframes_layout got, want;
+    if (!gmp_pyframes_layout_in_use(&got) || !gmp_pyframes_table_layout(minor, &want))
+        return -1;
+    static const struct {
+        const char *name;
+        size_t off;
+    } fields[] = {
+#define F(x) {#x, offsetof(gmp_pyframes_layout, x)}
+        F(minor),          F(ts_frame), F(cf_frame),
+        F(f_code),         F(f_back),   F(f_instr),
+        F(f_owner),        F(f_lasti),  F(f_lineno),
+        F(f_trace),        F(exec_tag), F(owner_skip),
+        F(co_filename),    F(co_name),  F(co_qualname),
+        F(co_firstlineno), F(co_table), F(co_firsttraceable),
+        F(co_code),        F(s_ascii),  F(s_compact),
+        F(s_state),        F(s_utf8),   F(s_length),
+        F(ob_type),        F(b_size),   F(b_sval),
+        F(table_kind),     F(bs_code),  F(bs_str),
+        F(bs_frame),
+#undef F
+    };
+    int diff = 0, k = 0;
+    if (cap > 0)
+        out[0] = 0;
+    for (size_t i = 0; i < sizeof fields / sizeof *fields; i++) {
+        int g, w;
+        memcpy(&g, (const char *)&got + fields[i].off, sizeof g);
+        memcpy(&w, (const char *)&want + fields[i].off, sizeof w);
+        if (g != w) {
+            diff++;
+            if (k >= 0 && k < cap)
+                k += snprintf(out + k, (size_t)(cap - k), "%s %d/%d ", fields[i].name, g, w);
+        }
+    }
+    if (sizeof fields / sizeof *fields * sizeof(int) != sizeof got)
+        return -1; /* a field of the layout is not compared */
+    return diff;
 }

@@ -5,7 +5,9 @@ Every code object of a few standard-library modules and of a synthetic source (n
 file name, 1-, 2- and 4-byte strings, lines past 100,000, lines that go backwards, generators,
 lambdas, comprehensions): the line at each instruction offset must be the one the interpreter
 gives (3.10+: co_lines(); 3.9: dis.findlinestarts), the file co_filename and the name co_qualname
-(3.11+) or co_name. Then the decoders on random tables. Prints `py_lines: ok N` or the mismatches.
+(3.11+) or co_name. Then the decoders on random tables. From 3.13, the offsets the reader took from
+the interpreter's _PyRuntime.debug_offsets must equal the table printed from the same version's
+headers (prints `py_lines: 3.13 debug offsets = table`). Prints `py_lines: ok N` or the mismatches.
 """
 import ctypes
 import dis
@@ -113,6 +115,17 @@ for co in codes():
 for seed in range(1, 9):
     if lib.fuzz_tables(minor, seed, 500) < 0:
         bad.append("random tables: a negative line (seed %d)" % seed)
+lib.layout_vs_table.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int]
+if minor >= 13:
+    diff = ctypes.create_string_buffer(2048)
+    nd = lib.layout_vs_table(minor, diff, 2048)
+    if nd == 0:
+        print("py_lines: 3.%d debug offsets = table" % minor)
+    elif nd > 0:
+        bad.append("3.%d: debug offsets differ from the table (got/want): %s"
+                   % (minor, diff.value.decode()))
+    else:
+        print("py_lines: 3.%d has no table to compare with" % minor)
 if bad:
     print("py_lines: FAIL\n  " + "\n  ".join(bad[:40]))
     sys.exit(1)
