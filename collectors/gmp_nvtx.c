@@ -7,6 +7,7 @@
  *     again when a new writer arrives);
  *   - per-thread state (TLS): the range stack and a small cache from (parent path, domain, name)
  *     to path node so that repeating the same push costs no string hash and no lock;
+ *   - range names bounded per trace (PyTorch's emit_nvtx names folded, a cap on distinct names);
  *   - the NVTX CORE / CORE2 implementations and the export-table filling;
  *   - the memory extension (regions table, ALLOC/FREE records) and its slot filling.
  * Thread safety: the hot path (push, pop, mark, start/end) touches only TLS and the writer's
@@ -17,6 +18,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <wchar.h>
@@ -393,6 +395,160 @@ static unsigned cache_slot(uintptr_t key, int kind, uint32_t parent, uint32_t do
     return (unsigned)(h >> 58) & (CACHE_SLOTS - 1);
 }
 
+/* ------------------------------------------------------------------------------------------- */
+/* Range names, bounded per trace                                                               */
+
+/* A program may name every push differently: PyTorch's torch.autograd.profiler.emit_nvtx() pushes
+ * "NAME, seq = N, op_id = M, sizes = [...]" per operator call (torch/csrc/profiler/util.cpp,
+ * getNvtxStr). Each new name would be a string and a range node in the writer's tables, for the
+ * life of the trace, under its lock. So: (1) a name in that form is recorded under NAME (the
+ * operator; its numbers and shapes are per call); (2) at most NAME_CAP distinct names per trace:
+ * past it, a new name gets its digits folded ("step 12345" -> "step #") within NAME_RESERVE more
+ * names, and past that the name OTHER_NAME. Counted, and said in one notice at shutdown. The set
+ * of names seen holds 64-bit hashes in a lock-free open-addressed table. */
+#define NAME_CAP 16384u
+#define NAME_RESERVE 4096u
+#define NAME_SLOTS 65536u /* power of two, above 2 * (NAME_CAP + NAME_RESERVE) */
+#define FOLD_BYTES 256u   /* a folded name is cut there (at a character boundary) */
+#define OTHER_NAME "(other NVTX names)"
+
+static _Atomic uint64_t g_names[NAME_SLOTS];
+static atomic_uint g_names_n;
+static atomic_ullong g_torch_named, g_folded, g_other;
+
+/* 1 when the name with hash h was seen in this trace or is added now (fewer than limit names) */
+static int names_admit(uint64_t h, unsigned limit)
+{
+    h |= 1; /* 0 marks an empty slot */
+    for (unsigned i = 0, j = (unsigned)(h >> 20); i < NAME_SLOTS; i++, j++) {
+        _Atomic uint64_t *slot = &g_names[j & (NAME_SLOTS - 1)];
+        uint64_t v = atomic_load_explicit(slot, memory_order_relaxed);
+        while (!v) {
+            if (atomic_load_explicit(&g_names_n, memory_order_relaxed) >= limit)
+                return 0;
+            if (atomic_compare_exchange_weak_explicit(slot, &v, h, memory_order_relaxed,
+                                                      memory_order_relaxed)) {
+                atomic_fetch_add_explicit(&g_names_n, 1, memory_order_relaxed);
+                return 1;
+            }
+        }
+        if (v == h)
+            return 1;
+    }
+    return 0;
+}
+
+static void names_reset(void)
+{
+    for (unsigned i = 0; i < NAME_SLOTS; i++)
+        atomic_store_explicit(&g_names[i], 0, memory_order_relaxed);
+    atomic_store(&g_names_n, 0);
+    atomic_store(&g_torch_named, 0);
+    atomic_store(&g_folded, 0);
+    atomic_store(&g_other, 0);
+}
+
+/* The length of NAME when text (n bytes) is "NAME, seq = N...", "NAME, op_id = N...",
+ * "NAME, sizes = [..." or "NAME, input_op_ids = [..." (getNvtxStr's parts, in that order); else n
+ */
+static size_t torch_name_len(const char *text, size_t n)
+{
+    static const struct {
+        const char *s;
+        size_t n;
+    } parts[] = {
+        {", seq = ", 8}, {", op_id = ", 10}, {", sizes = [", 11}, {", input_op_ids = [", 18}};
+    for (size_t i = 0; i + 2 < n; i++) {
+        if (text[i] != ',' || text[i + 1] != ' ')
+            continue;
+        for (size_t k = 0; k < sizeof parts / sizeof *parts; k++) {
+            size_t m = parts[k].n;
+            if (i + m < n && !memcmp(text + i, parts[k].s, m) &&
+                (parts[k].s[m - 1] == '[' || (text[i + m] >= '0' && text[i + m] <= '9') ||
+                 text[i + m] == '-'))
+                return i;
+        }
+        return n; /* the first ", " is not one of them: a name of the program's own */
+    }
+    return n;
+}
+
+/* text (n bytes) with every run of digits as '#', into out (FOLD_BYTES); its length. A copy cut
+ * short ends before the character the cut would split. */
+static size_t fold_digits(const char *text, size_t n, char *out)
+{
+    size_t k = 0, i = 0;
+    for (; i < n && k < FOLD_BYTES; i++) {
+        if (text[i] >= '0' && text[i] <= '9') {
+            if (!k || out[k - 1] != '#')
+                out[k++] = '#';
+        } else {
+            out[k++] = text[i];
+        }
+    }
+    if (i < n && k > 0) {
+        size_t j = k - 1;
+        while (j > 0 && ((unsigned char)out[j] & 0xC0) == 0x80)
+            j--;
+        unsigned char lead = (unsigned char)out[j];
+        size_t len = lead < 0x80 ? 1 : lead >= 0xF0 ? 4 : lead >= 0xE0 ? 3 : 2;
+        if (j + len > k)
+            k = j;
+    }
+    return k;
+}
+
+/* The name recorded for text (*n bytes): text itself, a prefix of it, out (a folded copy) or
+ * OTHER_NAME; *n gets its length. */
+static const char *bounded_name(const char *text, size_t *n, char *out)
+{
+    size_t len = torch_name_len(text, *n);
+    if (len < *n)
+        atomic_fetch_add_explicit(&g_torch_named, 1, memory_order_relaxed);
+    if (names_admit(gmp_hash_bytes(0, text, len), NAME_CAP)) {
+        *n = len;
+        return text;
+    }
+    size_t k = fold_digits(text, len, out);
+    if (names_admit(gmp_hash_bytes(0, out, k), NAME_CAP + NAME_RESERVE)) {
+        atomic_fetch_add_explicit(&g_folded, 1, memory_order_relaxed);
+        *n = k;
+        return out;
+    }
+    atomic_fetch_add_explicit(&g_other, 1, memory_order_relaxed);
+    *n = sizeof OTHER_NAME - 1;
+    return OTHER_NAME;
+}
+
+/* One notice saying what bounded_name changed, if anything. */
+static void names_notice(void)
+{
+    unsigned long long torch = atomic_load(&g_torch_named), folded = atomic_load(&g_folded),
+                       other = atomic_load(&g_other);
+    if (!torch && !folded && !other)
+        return;
+    char msg[640];
+    int k = snprintf(msg, sizeof msg, "NVTX range names bounded:");
+    if (torch && k > 0 && (size_t)k < sizeof msg)
+        k += snprintf(msg + k, sizeof msg - (size_t)k,
+                      " %llu names in PyTorch's emit_nvtx form (\"NAME, seq = N, op_id = M, "
+                      "sizes = [...]\") recorded as their operator's NAME%s",
+                      torch, folded || other ? ";" : "");
+    if ((folded || other) && k > 0 && (size_t)k < sizeof msg)
+        snprintf(msg + k, sizeof msg - (size_t)k,
+                 " past %u distinct names, %llu ranges with a new name recorded with its digits "
+                 "as '#' and %llu as \"" OTHER_NAME "\"",
+                 NAME_CAP, folded, other);
+    gmp_wthread *wt = g_sink.enter();
+    if (!wt)
+        return;
+    gmp_rec r = {.type = GMP_REC_NOTICE};
+    r.u.notice.severity = folded || other ? GMP_NOTICE_WARNING : GMP_NOTICE_INFO;
+    r.u.notice.message = (gmp_str){msg, (uint32_t)strnlen(msg, sizeof msg)};
+    gmp_wthread_event(wt, &r);
+    g_sink.leave();
+}
+
 /* Path node of (parent, domain, name); *name_out gets the name's string id. 0 on failure. Only
  * from inside sink->enter(). */
 static uint32_t node_for(nvtx_tls *t, uint32_t parent, uint32_t domain, const nvtx_msg *m,
@@ -421,10 +577,14 @@ static uint32_t node_for(nvtx_tls *t, uint32_t parent, uint32_t domain, const nv
     size_t len = 0;
     switch (m->kind) {
     case MSG_ASCII:
-    case MSG_WIDE:
+    case MSG_WIDE: {
         len = bounded_len(m->text);
-        name = gmp_writer_string(w, m->text, len);
+        char folded[FOLD_BYTES];
+        size_t n = len;
+        const char *text = bounded_name(m->text, &n, folded);
+        name = gmp_writer_string(w, text, n);
         break;
+    }
     case MSG_REG: {
         reg_entry *re = reg_lookup(m->key, REG_TAG_STRING);
         name = re ? reg_entry_sid(re) : 0;
@@ -1418,6 +1578,7 @@ int gmp_nvtx_init(const gmp_sink *sink)
     g_rt = NULL;
     g_rt_cap = g_rt_n = 0;
     pthread_mutex_unlock(&g_mem_lock);
+    names_reset(); /* the names of an earlier writer are not in the new one */
     atomic_store_explicit(&g_active, 1, memory_order_release);
     return 0;
 }
@@ -1432,5 +1593,7 @@ uint32_t gmp_nvtx_current_range(gmp_writer *w)
 
 void gmp_nvtx_shutdown(void)
 {
+    if (active())
+        names_notice();
     atomic_store_explicit(&g_active, 0, memory_order_release);
 }

@@ -120,9 +120,11 @@ int InitializeInjectionNvtxExtension(void *moduleInfo)
 
 void gmp_nvtx_shim_finish(void)
 {
-    if (atomic_exchange(&g_finished, 1) || !g_w)
+    if (atomic_load(&g_finished) || !g_w)
         return;
-    gmp_nvtx_shutdown();
+    gmp_nvtx_shutdown(); /* as the agent: while recording, so that its notice is written */
+    if (atomic_exchange(&g_finished, 1))
+        return;
     gmp_writer_finish(g_w, NULL); /* memory kept: other threads may still hold a gmp_wthread */
 }
 

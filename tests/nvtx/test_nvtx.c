@@ -3,13 +3,15 @@
  * NVTX calls through the real NVTX v3 headers, finishes the trace through the shim, decodes it
  * (zstd + gmp_decode) and checks the exact records.
  *
- * Usage: test_nvtx basic|threads|domains|mem|robust|two_loaders|declined */
+ * Usage: test_nvtx basic|threads|domains|mem|robust|two_loaders|declined|flood [N [USER]] */
 #include <dlfcn.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 #include <wchar.h>
@@ -861,8 +863,130 @@ static void scenario_declined(void)
     CHECK(nvtxDomainCreateA("d") == NULL);
 }
 
+/* ---- flood: a name per push (PyTorch's emit_nvtx), then more distinct names than the cap ---- */
+
+static long max_rss_kib(void)
+{
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return ru.ru_maxrss;
+}
+
+/* range nodes and strings defined in the trace (ntrace's arrays are indexed by id, with room) */
+static size_t defined_ranges(ntrace *t)
+{
+    size_t n = 0;
+    for (size_t i = 1; i < t->nranges; i++)
+        n += t->ranges[i].id == i;
+    return n;
+}
+
+static size_t defined_strings(ntrace *t)
+{
+    size_t n = 0;
+    for (size_t i = 1; i < t->nstrs; i++)
+        n += t->strs[i].ptr != NULL;
+    return n;
+}
+
+static size_t count_ranges_named(ntrace *t, const char *name)
+{
+    size_t n = 0;
+    for (size_t i = 1; i < t->nranges; i++)
+        n += t->ranges[i].name && !strcmp(ntrace_str(t, t->ranges[i].name), name);
+    return n;
+}
+
+/* N pushes named as torch.autograd.profiler.emit_nvtx() names them (getNvtxStr in
+ * torch/csrc/profiler/util.cpp: "NAME, seq = N, op_id = M, sizes = [...]", unique per call) over
+ * four operators, then USER distinct names of the program's own ("user i"), more than the 16384
+ * distinct names a trace keeps. Prints the figure (trace size, peak RSS growth, range nodes and
+ * strings defined), then checks that the trace stays bounded and says so once. */
+static void scenario_flood(long n, long user)
+{
+    setup(1);
+    static const char *const ops[] = {"aten::add", "aten::mm", "aten::relu", "aten::empty"};
+    nvtxRangePushA("warm-up"); /* NVTX loads the injection library at its first call */
+    nvtxRangePop();
+    long rss0 = max_rss_kib();
+    char name[256];
+    for (long i = 0; i < n; i++) {
+        snprintf(name, sizeof name, "%s, seq = %ld, op_id = %ld, sizes = [[%ld, 64], [64, 64]]",
+                 ops[i % 4], i / 2, i + 1, 1 + i % 512);
+        nvtxRangePushA(name);
+        nvtxRangePop();
+    }
+    for (long i = 0; i < user; i++) {
+        snprintf(name, sizeof name, "user %ld", i);
+        nvtxRangePushA(name);
+        nvtxRangePop();
+    }
+    long rss1 = max_rss_kib();
+    void (*fin)(void) = (void (*)(void))shim_sym("gmp_nvtx_shim_finish");
+    fin();
+    struct stat st;
+    CHECK(stat(g_trace, &st) == 0);
+    ntrace t;
+    ntrace_load(g_trace, &t);
+    unlink(g_trace);
+    printf("nvtx flood: %ld emit_nvtx pushes + %ld distinct names: trace %lld bytes, peak RSS "
+           "+%ld KiB, %zu range nodes, %zu strings\n",
+           n, user, (long long)st.st_size, rss1 - rss0, defined_ranges(&t), defined_strings(&t));
+    CHECK(t.has_end);
+    CHECK_EQ(t.lost, 0);
+    /* bounded: the four operators, 16384 names in all, then "user #" */
+    CHECK(defined_ranges(&t) <= 16384 + 8);
+    CHECK(defined_strings(&t) <= 16384 + 64);
+    if (n < 4 || user != 20000) { /* a figure for other counts: only the bounds checked */
+        ntrace_free(&t);
+        return;
+    }
+    CHECK_EQ(count_ranges_named(&t, "aten::mm"), 1);
+    CHECK_EQ(count_ranges_named(&t, "aten::mm, seq = 0, op_id = 2, sizes = [[2, 64], [64, 64]]"),
+             0);
+    CHECK_EQ(count_ranges_named(&t, "user 0"), 1);
+    CHECK_EQ(count_ranges_named(&t, "user #"), 1);
+    /* the last push of each kind, as recorded */
+    evlist l = thread_events(&t, my_tid());
+    CHECK(l.n >= 2 * (size_t)(n + user));
+    size_t last = l.n;
+    while (last > 0 && l.e[last - 1]->type != GMP_REC_RANGE_PUSH)
+        last--;
+    CHECK(last > 0);
+    CHECK_STR(describe(&t, l.e[last - 1]), "PUSH user #");
+    CHECK_STR(describe(&t, l.e[2 + 2 * (size_t)n - 2]), "PUSH aten::empty");
+    /* one notice, with the counts: 16384 names = 1 warm-up + 4 operators + 16379 user names */
+    size_t notices = 0;
+    char want[512];
+    snprintf(want, sizeof want,
+             "NVTX range names bounded: %ld names in PyTorch's emit_nvtx form (\"NAME, seq = N, "
+             "op_id = M, sizes = [...]\") recorded as their operator's NAME; past 16384 distinct "
+             "names, %ld ranges with a new name recorded with its digits as '#' and 0 as \"(other "
+             "NVTX names)\"",
+             n, user - (16384 - 5));
+    for (size_t i = 0; i < t.n; i++)
+        if (t.recs[i].type == GMP_REC_NOTICE) {
+            notices++;
+            const gmp_rec_notice *nt = &t.recs[i].u.notice;
+            CHECK_EQ(nt->severity, GMP_NOTICE_WARNING);
+            if (nt->message.len != strlen(want) || memcmp(nt->message.ptr, want, strlen(want))) {
+                fprintf(stderr, "notice \"%.*s\"\nwant   \"%s\"\n", (int)nt->message.len,
+                        nt->message.ptr, want);
+                exit(1);
+            }
+        }
+    CHECK_EQ(notices, 1);
+    free(l.e);
+    ntrace_free(&t);
+}
+
 int main(int argc, char **argv)
 {
+    if ((argc == 3 || argc == 4) && !strcmp(argv[1], "flood")) {
+        scenario_flood(atol(argv[2]), argc == 4 ? atol(argv[3]) : 20000);
+        fprintf(stderr, "nvtx flood: ok\n");
+        return 0;
+    }
     if (argc != 2) {
         fprintf(stderr, "usage: test_nvtx SCENARIO\n");
         return 2;
@@ -882,6 +1006,8 @@ int main(int argc, char **argv)
         scenario_two_loaders();
     else if (!strcmp(s, "declined"))
         scenario_declined();
+    else if (!strcmp(s, "flood"))
+        scenario_flood(100000, 20000);
     else {
         fprintf(stderr, "unknown scenario %s\n", s);
         return 2;
