@@ -130,22 +130,23 @@ typedef struct dbg313 {
     char cookie[8];
     uint64_t version, free_threaded;
     uint64_t runtime_state[3];      /* :67-71 */
-    uint64_t interpreter_state[13]; /* :73-88 */
-    dbg_thread thread_state;        /* :90-101 */
-    struct {                        /* :103-111 */
+    uint64_t interpreter_state[13]; /* :74-88 */
+    dbg_thread thread_state;        /* :91-101 */
+    struct {                        /* :104-111 */
         uint64_t size, previous, executable, instr_ptr, localsplus, owner;
     } interpreter_frame;
-    dbg_code code_object; /* :113-125 */
-    dbg_obj pyobject;     /* :127-131 */
-    dbg_type type_object; /* :133-139 */
+    dbg_code code_object; /* :114-125 */
+    dbg_obj pyobject;     /* :128-131 */
+    dbg_type type_object; /* :134-139 */
     uint64_t tuple_object[3], list_object[3], dict_object[3], float_object[2], long_object[3];
-    dbg_bytes bytes_object; /* :175-180 */
-    dbg_str unicode_object; /* :182-188 */
+    dbg_bytes bytes_object; /* :176-180 */
+    dbg_str unicode_object; /* :183-188 */
     uint64_t gc[2];
 } dbg313;
 
-/* CPython 3.14 (Include/internal/pycore_debug_offsets.h of the 3.14 branch at 3.14.0b4+, lines
- * 67-240: interpreter_state gained threads_main, code_object_generation and tlbc_generation;
+/* CPython 3.14 (Include/internal/pycore_debug_offsets.h of the 3.14 branch at 3.14.0b4+, read in
+ * johndoe6345789/typthon 71cf7bf, a fork of it that renames Py to Ty; lines 67-236:
+ * interpreter_state gained threads_main, code_object_generation and tlbc_generation;
  * interpreter_frame stackpointer and tlbc_index; code_object co_tlbc; set_object after
  * list_object; gen_object, llist_node and debugger_support at the end) */
 typedef struct dbg314 {

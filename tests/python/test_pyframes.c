@@ -7,7 +7,7 @@
  * str and bytes objects; gmp_pyframes_init gets its symbols from this test. The offsets are the
  * headers' (3.14 branch at 3.14.0b4+, read in a fork that renames Py to Ty: johndoe6345789/typthon;
  * python/cpython for 3.15-dev), computed by hand from the declarations cited at each use:
- *   Include/internal/pycore_debug_offsets.h:67-240     _Py_DebugOffsets (members, order)
+ *   Include/internal/pycore_debug_offsets.h:67-236     _Py_DebugOffsets (members, order)
  *   Include/internal/pycore_interpframe_structs.h:22-50 enum _frameowner, _PyInterpreterFrame
  *   Include/internal/pycore_stackref.h ("With GIL")    Py_TAG_BITS 3, Py_TAG_REFCNT 1, Py_INT_TAG 3
  *   Include/cpython/code.h (_PyCode_DEF)               PyCodeObject
@@ -88,7 +88,7 @@ static void m(uint64_t v)
     pos += 8;
 }
 
-/* 3.14 (pycore_debug_offsets.h:67-240). Values: a default 64-bit build. */
+/* 3.14 (pycore_debug_offsets.h:67-236). Values: a default 64-bit build. */
 static void write_debug_offsets_314(const char *cookie, uint64_t version, uint64_t free_threaded,
                                     uint64_t ob_type)
 {
