@@ -118,6 +118,7 @@ static size_t wide_to_utf8(const wchar_t *ws, char *out, size_t cap, int *cut)
 
 /* A name as NVTX passes it, made into UTF-8 bytes. */
 enum { MSG_NONE = 0, MSG_ASCII = 1, MSG_WIDE = 2, MSG_REG = 3 };
+#define MSG_RECORDED 4u /* a thread cache entry keyed by the name recorded (see node_for) */
 
 typedef struct nvtx_msg {
     int kind;
@@ -549,6 +550,37 @@ static void names_notice(void)
     g_sink.leave();
 }
 
+/* The path node of a name recorded other than the program wrote it (PyTorch's form cut to its
+ * operator, digits folded): through the thread's cache keyed by the recorded name, so that
+ * `emit_nvtx()`'s pushes, a new text each, take no lock once their operator is known. */
+static uint32_t node_recorded(nvtx_tls *t, uint32_t parent, uint32_t domain, const char *text,
+                              size_t n, uint32_t *name_out)
+{
+    uintptr_t key = (uintptr_t)gmp_hash_bytes(0, text, n);
+    nvtx_centry *e = &t->cache[cache_slot(key, (int)MSG_RECORDED, parent, domain)];
+    if (e->path && e->kind == MSG_RECORDED && e->key == key && e->parent == parent &&
+        e->domain == domain && e->len == n && !memcmp(e->text, text, n)) {
+        *name_out = e->name;
+        return e->path;
+    }
+    gmp_writer *w = cur_writer();
+    uint32_t name = gmp_writer_string(w, text, n);
+    uint32_t path = gmp_writer_range(w, parent, domain, name);
+    *name_out = name;
+    if (path) {
+        e->key = key;
+        e->kind = MSG_RECORDED;
+        e->parent = parent;
+        e->domain = domain;
+        e->path = path;
+        e->name = name;
+        e->len = (uint32_t)n;
+        memcpy(e->text, text, n);
+        e->text[n] = '\0';
+    }
+    return path;
+}
+
 /* Path node of (parent, domain, name); *name_out gets the name's string id. 0 on failure. Only
  * from inside sink->enter(). */
 static uint32_t node_for(nvtx_tls *t, uint32_t parent, uint32_t domain, const nvtx_msg *m,
@@ -582,6 +614,8 @@ static uint32_t node_for(nvtx_tls *t, uint32_t parent, uint32_t domain, const nv
         char folded[FOLD_BYTES];
         size_t n = len;
         const char *text = bounded_name(m->text, &n, folded);
+        if ((text != m->text || n != len) && n <= CACHE_TEXT)
+            return node_recorded(t, parent, domain, text, n, name_out);
         name = gmp_writer_string(w, text, n);
         break;
     }

@@ -13,6 +13,7 @@
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 #include <wchar.h>
 
@@ -910,12 +911,18 @@ static void scenario_flood(long n, long user)
     nvtxRangePop();
     long rss0 = max_rss_kib();
     char name[256];
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
     for (long i = 0; i < n; i++) {
         snprintf(name, sizeof name, "%s, seq = %ld, op_id = %ld, sizes = [[%ld, 64], [64, 64]]",
                  ops[i % 4], i / 2, i + 1, 1 + i % 512);
         nvtxRangePushA(name);
         nvtxRangePop();
     }
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    double ns =
+        n ? ((double)(t1.tv_sec - t0.tv_sec) * 1e9 + (double)(t1.tv_nsec - t0.tv_nsec)) / (double)n
+          : 0;
     for (long i = 0; i < user; i++) {
         snprintf(name, sizeof name, "user %ld", i);
         nvtxRangePushA(name);
@@ -929,9 +936,10 @@ static void scenario_flood(long n, long user)
     ntrace t;
     ntrace_load(g_trace, &t);
     unlink(g_trace);
-    printf("nvtx flood: %ld emit_nvtx pushes + %ld distinct names: trace %lld bytes, peak RSS "
-           "+%ld KiB, %zu range nodes, %zu strings\n",
-           n, user, (long long)st.st_size, rss1 - rss0, defined_ranges(&t), defined_strings(&t));
+    printf("nvtx flood: %ld emit_nvtx pushes (%.0f ns per push and pop) + %ld distinct names: "
+           "trace %lld bytes, peak RSS +%ld KiB, %zu range nodes, %zu strings\n",
+           n, ns, user, (long long)st.st_size, rss1 - rss0, defined_ranges(&t),
+           defined_strings(&t));
     CHECK(t.has_end);
     CHECK_EQ(t.lost, 0);
     /* bounded: the four operators, 16384 names in all, then "user #" */
