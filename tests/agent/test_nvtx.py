@@ -2,7 +2,10 @@
 """Nested NVTX ranges and domains (progs/nvtx_ranges.c): every allocation carries the range path of
 its own thread at the time of the call (train/step/forward, a domain range with a registered
 string, a start/end range that is not part of the stack, a second thread with its own stack);
-ranges appear as RANGE definitions (with their domain) and push/pop/start/end events."""
+ranges appear as RANGE definitions (with their domain) and push/pop/start/end events. Then a flood
+of names (`nvtx_ranges flood`: torch.autograd.profiler.emit_nvtx()'s name per operator call, then
+more distinct names than a trace keeps): the trace keeps the operator's name, a bounded number of
+ranges, and one notice, which run's summary shows."""
 import agentlib as L
 
 # label -> (path, thread: "main" or "worker", size)
@@ -60,7 +63,32 @@ def main():
     worker = [(r["type"], r.get("path")) for r in t.recs
               if r["type"].startswith("range_") and r["tid"] != pid]
     L.eq(worker, [("range_push", "loader"), ("range_pop", "loader")], "worker's range events")
+    flood(c)
     L.cleanup(c)
+
+
+def flood(c):
+    n = 50000
+    out = c.tmp + "/flood.zst"
+    rc, stdout, stderr = L.gmp_run(c, ["-o", out], [L.prog(c, "nvtx_ranges"), "flood", str(n)],
+                                   timeout=300)
+    L.eq(rc, 0, "flood: exit status (stderr: %s)" % stderr.strip())
+    vals = L.shown(stdout)
+    t = L.dump(c, out)
+    allocs = {int(r["address"], 16): r for r in t.of("alloc")}
+    L.eq(allocs.get(vals.get("op", -1), {}).get("path"), "aten::mm",
+         "flood: an emit_nvtx range is its operator's")
+    L.eq(allocs.get(vals.get("user", -1), {}).get("path"), "user #",
+         "flood: a name past the cap has its digits folded")
+    ranges = t.of("range")
+    L.check(len(ranges) <= 16384 + 8, "flood: %d RANGE definitions, at most 16392" % len(ranges))
+    want = ("NVTX range names bounded: %d names in PyTorch's emit_nvtx form" % n)
+    notes = [x for x in t.of("notice") if x["message"].startswith("NVTX range names bounded")]
+    L.eq(len(notes), 1, "flood: one notice")
+    L.check(notes and notes[0]["message"].startswith(want) and
+            "past 16384 distinct names, %d ranges with a new name" % (20000 - (16384 - 1)) in notes[0]["message"],
+            "flood: the notice counts (%s)" % (notes[0]["message"] if notes else None))
+    L.eq(stderr.count("NVTX range names bounded"), 1, "flood: run's summary shows it once")
     L.finish("nvtx")
 
 

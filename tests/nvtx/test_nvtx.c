@@ -945,6 +945,9 @@ static void scenario_flood(long n, long user)
     /* bounded: the four operators, 16384 names in all, then "user #" */
     CHECK(defined_ranges(&t) <= 16384 + 8);
     CHECK(defined_strings(&t) <= 16384 + 64);
+    /* and the process: 16,384 names at most (about 4.5 MiB here; without the bound, 100,000
+       emit_nvtx pushes alone grew it by about 24 MiB) */
+    CHECK(rss1 - rss0 < 12 * 1024);
     if (n < 4 || user != 20000) { /* a figure for other counts: only the bounds checked */
         ntrace_free(&t);
         return;
