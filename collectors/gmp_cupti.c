@@ -160,6 +160,21 @@ static api_desc apis[] = {
        "cudaExternalMemoryGetMappedMipmappedArray", OP_IMPORT_ADDR, GMP_MEM_ARRAY),
     DRV(cuExternalMemoryGetMappedMipmappedArray, "cuExternalMemoryGetMappedMipmappedArray",
         OP_IMPORT_ADDR, GMP_MEM_ARRAY),
+    /* pools the driver makes itself, never through cuMemPoolCreate: a device's default (and
+     * current) pool, and CUDA 13's default and current pools of a location and allocation type
+     * (cuda.h:13578-13647: pinned host, host NUMA and managed pools). Their handles are learnt
+     * when the program asks for them, which it must before allocating from them
+     * (docs/collectors.md, point 3; gmp_cupti_where.c) */
+    RT(cudaDeviceGetDefaultMemPool_v11020, "cudaDeviceGetDefaultMemPool", OP_POOL_LOCATE, 0),
+    RT(cudaDeviceGetMemPool_v11020, "cudaDeviceGetMemPool", OP_POOL_LOCATE, 0),
+    DRV(cuDeviceGetDefaultMemPool, "cuDeviceGetDefaultMemPool", OP_POOL_LOCATE, 0),
+    DRV(cuDeviceGetMemPool, "cuDeviceGetMemPool", OP_POOL_LOCATE, 0),
+    RT(cudaMemGetDefaultMemPool_v13000, "cudaMemGetDefaultMemPool", OP_POOL_LOCATE, 0),
+    RT(cudaMemGetMemPool_v13000, "cudaMemGetMemPool", OP_POOL_LOCATE, 0),
+    RT(cudaMemSetMemPool_v13000, "cudaMemSetMemPool", OP_POOL_LOCATE, 0),
+    DRV(cuMemGetDefaultMemPool, "cuMemGetDefaultMemPool", OP_POOL_LOCATE, 0),
+    DRV(cuMemGetMemPool, "cuMemGetMemPool", OP_POOL_LOCATE, 0),
+    DRV(cuMemSetMemPool, "cuMemSetMemPool", OP_POOL_LOCATE, 0),
     /* CUDA graphs (docs/collectors.md, point 4; gmp_cupti_graphs.c): the event calls are enabled
      * only while a capture runs */
     RT(cudaStreamBeginCapture_v10000, "cudaStreamBeginCapture", OP_CAPTURE_BEGIN, 0),
@@ -771,6 +786,107 @@ static void pool_event(gmp_wthread *t, api_desc *a, const CUpti_CallbackData *cd
     emit(t, &r);
 }
 
+/* A pool handed out by a successful OP_POOL_LOCATE call: its location and allocation type, as the
+ * call's arguments give them (cuda.h: cuDeviceGetDefaultMemPool and cuDeviceGetMemPool give a
+ * device's pinned pool; cuMemGetDefaultMemPool/cuMemGetMemPool return the pool of the location
+ * and type asked; cuMemSetMemPool's pool "must match" its location and type). The runtime's
+ * cudaMemLocation is the driver's CUmemLocation ({type, id}, same values). */
+_Static_assert(sizeof(struct cudaMemLocation) == sizeof(CUmemLocation) &&
+                   offsetof(struct cudaMemLocation, id) == offsetof(CUmemLocation, id),
+               "cudaMemLocation layout");
+static void pool_located(const api_desc *a, const void *p)
+{
+    const void *const *out = NULL; /* where the call wrote the pool */
+    const void *pool = NULL;
+    const CUmemLocation *loc = NULL;
+    int type = CU_MEM_ALLOCATION_TYPE_PINNED, dev = -1;
+    if (a->dom == CUPTI_CB_DOMAIN_RUNTIME_API) {
+        switch (a->cbid) {
+        case CUPTI_RUNTIME_TRACE_CBID_cudaDeviceGetDefaultMemPool_v11020:
+        case CUPTI_RUNTIME_TRACE_CBID_cudaDeviceGetMemPool_v11020: {
+            const cudaDeviceGetMemPool_v11020_params *q = p;
+            out = (const void *const *)q->memPool;
+            dev = q->device;
+            break;
+        }
+        case CUPTI_RUNTIME_TRACE_CBID_cudaMemGetDefaultMemPool_v13000:
+        case CUPTI_RUNTIME_TRACE_CBID_cudaMemGetMemPool_v13000: {
+            const cudaMemGetMemPool_v13000_params *q = p;
+            out = (const void *const *)q->memPool;
+            loc = (const CUmemLocation *)q->location;
+            type = (int)q->type;
+            break;
+        }
+        case CUPTI_RUNTIME_TRACE_CBID_cudaMemSetMemPool_v13000: {
+            const cudaMemSetMemPool_v13000_params *q = p;
+            pool = q->memPool;
+            loc = (const CUmemLocation *)q->location;
+            type = (int)q->type;
+            break;
+        }
+        default: return;
+        }
+    } else {
+        switch (a->cbid) {
+        case CUPTI_DRIVER_TRACE_CBID_cuDeviceGetDefaultMemPool: {
+            const cuDeviceGetDefaultMemPool_params *q = p;
+            out = (const void *const *)q->pool_out;
+            dev = q->dev;
+            break;
+        }
+        case CUPTI_DRIVER_TRACE_CBID_cuDeviceGetMemPool: {
+            const cuDeviceGetMemPool_params *q = p;
+            out = (const void *const *)q->pool;
+            dev = q->dev;
+            break;
+        }
+        case CUPTI_DRIVER_TRACE_CBID_cuMemGetDefaultMemPool:
+        case CUPTI_DRIVER_TRACE_CBID_cuMemGetMemPool: {
+            const cuMemGetMemPool_params *q = p;
+            out = (const void *const *)q->pool;
+            loc = q->location;
+            type = (int)q->type;
+            break;
+        }
+        case CUPTI_DRIVER_TRACE_CBID_cuMemSetMemPool: {
+            const cuMemSetMemPool_params *q = p;
+            pool = q->pool;
+            loc = q->location;
+            type = (int)q->type;
+            break;
+        }
+        default: return;
+        }
+    }
+    if (out)
+        pool = *out;
+    if (!pool)
+        return;
+    if (loc)
+        gmp_cupti_pool_created((uint64_t)(uintptr_t)pool, (int)loc->type, loc->id, type);
+    else
+        gmp_cupti_pool_created((uint64_t)(uintptr_t)pool, CU_MEM_LOCATION_TYPE_DEVICE, dev, type);
+}
+_Static_assert(offsetof(cudaDeviceGetDefaultMemPool_v11020_params, memPool) ==
+                       offsetof(cudaDeviceGetMemPool_v11020_params, memPool) &&
+                   offsetof(cudaDeviceGetDefaultMemPool_v11020_params, device) ==
+                       offsetof(cudaDeviceGetMemPool_v11020_params, device),
+               "layout");
+_Static_assert(offsetof(cudaMemGetDefaultMemPool_v13000_params, memPool) ==
+                       offsetof(cudaMemGetMemPool_v13000_params, memPool) &&
+                   offsetof(cudaMemGetDefaultMemPool_v13000_params, location) ==
+                       offsetof(cudaMemGetMemPool_v13000_params, location) &&
+                   offsetof(cudaMemGetDefaultMemPool_v13000_params, type) ==
+                       offsetof(cudaMemGetMemPool_v13000_params, type),
+               "layout");
+_Static_assert(offsetof(cuMemGetDefaultMemPool_params, pool_out) ==
+                       offsetof(cuMemGetMemPool_params, pool) &&
+                   offsetof(cuMemGetDefaultMemPool_params, location) ==
+                       offsetof(cuMemGetMemPool_params, location) &&
+                   offsetof(cuMemGetDefaultMemPool_params, type) ==
+                       offsetof(cuMemGetMemPool_params, type),
+               "layout");
+
 #define ENTER_MARK 0x676d70656e746572ull /* "gmpenter", xor the call's correlation id */
 
 /* Late injection: the driver calls InitializeInjection from inside the first CUDA call, on the
@@ -1019,6 +1135,9 @@ static void on_api(CUpti_CallbackDomain dom, CUpti_CallbackId cbid, const CUpti_
                 if (result != 0 && is_oom(dom, result))
                     record_oom(t, dev, r.u.mem.api, r.u.mem.size, result, r.u.mem.stack);
             }
+        } else if (a->op == OP_POOL_LOCATE) {
+            if (result == 0 && cd->functionParams)
+                pool_located(a, cd->functionParams);
         } else if (a->op == OP_VMM_RETAIN) {
             const cuMemRetainAllocationHandle_params *q = cd->functionParams;
             if (result == 0 && q->handle)
@@ -1144,6 +1263,15 @@ static void flush_tick(int kicked, unsigned interval_ms)
     }
 }
 
+/* The callback ids CUDA 13.0 added: the enums only append, and the first new ids are
+ * cudaMemPrefetchBatchAsync_v13000 (runtime) and cuMemPrefetchBatchAsync (driver). */
+static int since_cuda13(const api_desc *a)
+{
+    return a->dom == CUPTI_CB_DOMAIN_RUNTIME_API
+               ? a->cbid >= CUPTI_RUNTIME_TRACE_CBID_cudaMemPrefetchBatchAsync_v13000
+               : a->cbid >= CUPTI_DRIVER_TRACE_CBID_cuMemPrefetchBatchAsync;
+}
+
 #define SYM(field, name) (*(void **)&gmp_cupti_lib.field = dlsym(gmp_cupti_lib.lib, name))
 
 int gmp_cupti_start(const gmp_sink *sink, const gmp_cupti_opts *o, char *why, size_t whylen)
@@ -1207,6 +1335,7 @@ int gmp_cupti_start(const gmp_sink *sink, const gmp_cupti_opts *o, char *why, si
     }
     if (r != CUPTI_SUCCESS) {
         /* CUPTI prefixes the holder's own name with "CUPTI for " (cupti_callbacks.h) */
+        char hint[1400];
         const char *who = holder;
         if (!strncmp(who, "CUPTI for ", 10) && who[10])
             who += 10;
@@ -1215,6 +1344,9 @@ int gmp_cupti_start(const gmp_sink *sink, const gmp_cupti_opts *o, char *why, si
                      "cannot profile: CUPTI is already in use by %s (CUPTI allows one subscriber; "
                      "run without the other profiler)",
                      who[0] ? who : "another tool");
+        else if (gmp_cupti_driver_hint(ver, hint, sizeof hint))
+            snprintf(why, whylen, "cannot profile: cuptiSubscribe failed: %s; %s", result_str(r),
+                     hint);
         else
             snprintf(why, whylen, "cannot profile: cuptiSubscribe failed: %s", result_str(r));
         return -1;
@@ -1235,6 +1367,8 @@ int gmp_cupti_start(const gmp_sink *sink, const gmp_cupti_opts *o, char *why, si
     for (size_t i = 0; i < NAPIS && (!capture_first || i < capture_first); i++) {
         if (gmp_cupti_lib.EnableCallback(1, sub, apis[i].dom, apis[i].cbid) == CUPTI_SUCCESS)
             continue;
+        if (ver < 130000 && since_cuda13(&apis[i]))
+            continue; /* a CUDA 13 function: no CUPTI 12 knows it, nor does a 12 runtime have it */
         if (i < ncore)
             core_failed[apis[i].dom == CUPTI_CB_DOMAIN_DRIVER_API]++;
         else

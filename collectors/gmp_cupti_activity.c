@@ -56,9 +56,16 @@ static void on_memory2(gmp_wthread *t, const CUpti_ActivityMemory4 *m)
     if (m->memoryPoolConfig.memoryPoolType != CUPTI_ACTIVITY_MEMORY_POOL_TYPE_INVALID &&
         m->memoryPoolConfig.memoryPoolType == CUPTI_ACTIVITY_MEMORY_POOL_TYPE_LOCAL) {
         gmp_rec p = {.type = GMP_REC_POOL, .time_ns = ts};
+        /* where the pool's memory is, from the record's memory kind (a pinned host pool's
+         * allocations are PINNED memory, a managed pool's MANAGED: cupti_activity.h,
+         * CUpti_ActivityMemoryKind), learnt for its MEMORY_POOL records */
         int pdev = (int)m->deviceId;
         uint32_t pkind = 0;
-        gmp_cupti_pool_where(m->memoryPoolConfig.address, &pdev, &pkind); /* a host pool's: -1 */
+        if (m->memoryKind == CUPTI_ACTIVITY_MEMORY_KIND_PINNED)
+            pdev = -1;
+        else if (m->memoryKind == CUPTI_ACTIVITY_MEMORY_KIND_MANAGED)
+            pkind = GMP_MEM_MANAGED;
+        gmp_cupti_pool_base_seen(m->memoryPoolConfig.address, pdev, pkind == GMP_MEM_MANAGED);
         p.u.pool.device = pdev;
         p.u.pool.op = GMP_POOL_RESERVED;
         p.u.pool.pool = m->memoryPoolConfig.address;
@@ -127,7 +134,7 @@ static void on_memory_pool(gmp_wthread *t, const CUpti_ActivityMemoryPool3 *m)
     int32_t dev = (int32_t)m->deviceId;
     uint32_t kind = 0;
     int pdev = dev;
-    if (gmp_cupti_pool_where(m->address, &pdev, &kind)) {
+    if (gmp_cupti_pool_base_where(m->address, &pdev, &kind)) {
         if (kind == GMP_MEM_MANAGED)
             return;
         dev = pdev; /* a host pool's: -1 */

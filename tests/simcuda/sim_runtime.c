@@ -685,6 +685,48 @@ RT_API cudaError_t CUDARTAPI cudaDeviceSetMemPool(int device, cudaMemPool_t memP
     RT_RETURN(to_rt(cuDeviceSetMemPool(device, memPool)));
 }
 
+/* CUDA 13's pools by location (cuda_runtime_api.h:8102-8153): the driver's cuMemGetDefaultMemPool,
+ * cuMemGetMemPool and cuMemSetMemPool; struct cudaMemLocation and CUmemLocation have the same
+ * fields ({type, id}, driver_types.h / cuda.h) and the enums the same values. A CUDA 12 runtime
+ * (the CUDA 12 personality) has none of them: there the generated stubs answer, and the
+ * personality's driver does not export the driver functions (dated 13000 by cudaTypedefs.h). */
+#if SIMCUDA_RUNTIME_VERSION >= 13000
+_Static_assert(sizeof(struct cudaMemLocation) == sizeof(CUmemLocation) &&
+                   (int)cudaMemLocationTypeHostNuma == (int)CU_MEM_LOCATION_TYPE_HOST_NUMA &&
+                   (int)cudaMemAllocationTypeManaged == (int)CU_MEM_ALLOCATION_TYPE_MANAGED,
+               "cudaMemLocation layout");
+
+RT_API cudaError_t CUDARTAPI cudaMemGetDefaultMemPool(cudaMemPool_t *memPool,
+                                                      struct cudaMemLocation *location,
+                                                      enum cudaMemAllocationType type)
+{
+    RT_CALL(cudaMemGetDefaultMemPool, v13000, memPool, location, type);
+    RT_NEED_CTX();
+    RT_RETURN(to_rt(
+        cuMemGetDefaultMemPool(memPool, (CUmemLocation *)location, (CUmemAllocationType)type)));
+}
+
+RT_API cudaError_t CUDARTAPI cudaMemGetMemPool(cudaMemPool_t *memPool,
+                                               struct cudaMemLocation *location,
+                                               enum cudaMemAllocationType type)
+{
+    RT_CALL(cudaMemGetMemPool, v13000, memPool, location, type);
+    RT_NEED_CTX();
+    RT_RETURN(
+        to_rt(cuMemGetMemPool(memPool, (CUmemLocation *)location, (CUmemAllocationType)type)));
+}
+
+RT_API cudaError_t CUDARTAPI cudaMemSetMemPool(struct cudaMemLocation *location,
+                                               enum cudaMemAllocationType type,
+                                               cudaMemPool_t memPool)
+{
+    RT_CALL(cudaMemSetMemPool, v13000, location, type, memPool);
+    RT_NEED_CTX();
+    RT_RETURN(
+        to_rt(cuMemSetMemPool((CUmemLocation *)location, (CUmemAllocationType)type, memPool)));
+}
+#endif
+
 /* copies and sets (recorded; device contents are not simulated) */
 
 RT_API cudaError_t CUDARTAPI cudaMemcpy(void *dst, const void *src, size_t count,
