@@ -1307,6 +1307,55 @@ CUresult CUDAAPI cuCtxGetDevice(CUdevice *device)
     DRV_RETURN(CUDA_SUCCESS);
 }
 
+/* CUDA 13's explicit-context forms (cuda.h:6480-6499, 6630-6653): new functions with a context
+ * argument, exported beside the old cuCtxGetDevice/cuCtxSynchronize that binaries built before 13
+ * call (the driver keeps them: the CUDA 13 stub libcuda.so exports both, and cudaTypedefs.h keeps
+ * PFN_cuCtxGetDevice_v2000 beside PFN_cuCtxGetDevice_v13000). "If the specified context is NULL,
+ * the API will return the current context's device"; another value must be a context
+ * (CUDA_ERROR_INVALID_CONTEXT otherwise). The simulator recognizes a context without reading
+ * through the pointer (a caller that passes nothing there, as numba 0.56 does when it resolves
+ * cuCtxGetDevice to cuCtxGetDevice_v2, hands over whatever its register held): a primary context,
+ * the thread's current one or one on its stack; a created context current on another thread
+ * only is refused too (a simplification). */
+static CUcontext ctx_explicit(CUcontext c)
+{
+    if (!c)
+        return tl_ctx;
+    if (c == tl_ctx)
+        return c;
+    for (int i = 0; i < g_ndev; i++)
+        if (c == &g_dev[i].ctx)
+            return c;
+    for (int i = 0; i < tl_ctx_depth; i++)
+        if (c == tl_ctx_stack[i])
+            return c;
+    return NULL;
+}
+
+CUresult CUDAAPI cuCtxGetDevice_v2(CUdevice *device, CUcontext ctx)
+{
+    DRV_CALL(cuCtxGetDevice_v2, device, ctx);
+    REQUIRE_INIT();
+    if (!device)
+        DRV_RETURN(CUDA_ERROR_INVALID_VALUE);
+    CUcontext c = ctx_explicit(ctx);
+    if (!ctx_ok(c))
+        DRV_RETURN(CUDA_ERROR_INVALID_CONTEXT);
+    *device = c->device;
+    DRV_RETURN(CUDA_SUCCESS);
+}
+
+CUresult CUDAAPI cuCtxSynchronize_v2(CUcontext ctx)
+{
+    DRV_CALL(cuCtxSynchronize_v2, ctx);
+    REQUIRE_INIT();
+    CUcontext c = ctx_explicit(ctx);
+    if (!ctx_ok(c))
+        DRV_RETURN(CUDA_ERROR_INVALID_CONTEXT);
+    simcuda_sync_point(c);
+    DRV_RETURN(CUDA_SUCCESS);
+}
+
 CUresult CUDAAPI cuCtxSynchronize(void)
 {
     DRV_CALL0(cuCtxSynchronize);
