@@ -202,6 +202,10 @@ static api_desc apis[] = {
     DRV(cuGraphUpload_ptsz, "cuGraphUpload", OP_GRAPH_LAUNCH, 0),
     RT(cudaGraphAddMemAllocNode_v11040, "cudaGraphAddMemAllocNode", OP_GRAPH_MEMNODE, 0),
     DRV(cuGraphAddMemAllocNode, "cuGraphAddMemAllocNode", OP_GRAPH_MEMNODE, 0),
+    /* the generic node API: a memory node when its type is MEM_ALLOC (cuda.h:21479) */
+    RT(cudaGraphAddNode_v12030, "cudaGraphAddNode", OP_GRAPH_MEMNODE, 0),
+    DRV(cuGraphAddNode, "cuGraphAddNode", OP_GRAPH_MEMNODE, 0),
+    DRV(cuGraphAddNode_v2, "cuGraphAddNode", OP_GRAPH_MEMNODE, 0),
     /* from here on: enabled only while a capture runs (capture_first) */
     RT(cudaEventRecord_v3020, "cudaEventRecord", OP_EVENT_RECORD, 0),
     RT(cudaEventRecord_ptsz_v7000, "cudaEventRecord", OP_EVENT_RECORD, 0),
@@ -887,6 +891,17 @@ _Static_assert(offsetof(cuMemGetDefaultMemPool_params, pool_out) ==
                        offsetof(cuMemGetMemPool_params, type),
                "layout");
 
+/* The kinds of API memory whose allocations and frees MEMORY2 reports (cupti_activity.h,
+ * CUpti_ActivityMemoryKind: DEVICE, PINNED, MANAGED; pool allocations as DEVICE with their pool's
+ * configuration): what tells the agent whether its activity buffers still come back
+ * (gmp_cupti_activity.c). Arrays, host registrations and VMM are left out: whether CUPTI reports
+ * them is not documented. */
+static int memory2_reported(unsigned kind)
+{
+    return kind == GMP_MEM_DEVICE || kind == GMP_MEM_PINNED_HOST || kind == GMP_MEM_MANAGED ||
+           kind == GMP_MEM_ASYNC_POOL;
+}
+
 #define ENTER_MARK 0x676d70656e746572ull /* "gmpenter", xor the call's correlation id */
 
 /* Late injection: the driver calls InitializeInjection from inside the first CUDA call, on the
@@ -1022,13 +1037,26 @@ static void on_api(CUpti_CallbackDomain dom, CUpti_CallbackId cbid, const CUpti_
         return;
     }
     if (a->op == OP_GRAPH_MEMNODE) {
-        if (gmp_cupti_memory2_on) {
+        if (gmp_cupti_memory2_on || result != 0) {
             /* the launches' MEMORY2 records give this address its allocation */
-        } else if (result == 0 && rt) {
+        } else if (rt && a->cbid == CUPTI_RUNTIME_TRACE_CBID_cudaGraphAddNode_v12030) {
+            const cudaGraphAddNode_v12030_params *q = cd->functionParams;
+            if (q->nodeParams && q->nodeParams->type == cudaGraphNodeTypeMemAlloc)
+                gmp_cupti_imported_add((uint64_t)(uintptr_t)q->nodeParams->alloc.dptr);
+        } else if (rt) {
             const cudaGraphAddMemAllocNode_v11040_params *q = cd->functionParams;
             if (q->nodeParams)
                 gmp_cupti_imported_add((uint64_t)(uintptr_t)q->nodeParams->dptr);
-        } else if (result == 0) {
+        } else if (a->cbid == CUPTI_DRIVER_TRACE_CBID_cuGraphAddNode ||
+                   a->cbid == CUPTI_DRIVER_TRACE_CBID_cuGraphAddNode_v2) {
+            /* both ABIs end with the node's parameters (generated_cuda_meta.h) */
+            const CUgraphNodeParams *np =
+                a->cbid == CUPTI_DRIVER_TRACE_CBID_cuGraphAddNode
+                    ? ((const cuGraphAddNode_params *)cd->functionParams)->nodeParams
+                    : ((const cuGraphAddNode_v2_params *)cd->functionParams)->nodeParams;
+            if (np && np->type == CU_GRAPH_NODE_TYPE_MEM_ALLOC)
+                gmp_cupti_imported_add((uint64_t)np->alloc.dptr);
+        } else {
             const cuGraphAddMemAllocNode_params *q = cd->functionParams;
             if (q->nodeParams)
                 gmp_cupti_imported_add((uint64_t)q->nodeParams->dptr);
@@ -1073,6 +1101,8 @@ static void on_api(CUpti_CallbackDomain dom, CUpti_CallbackId cbid, const CUpti_
                 /* no stack: the question is where memory was allocated, and unwinding costs
                  * about a microsecond; a failed free (below) keeps its stack */
                 emit(t, &r);
+                if (gmp_cupti_memory2_on && memory2_reported(a->kind))
+                    gmp_cupti_activity_owed();
                 if (gmp_alert_on)
                     gmp_alert_free(&r.u.mem);
             }
@@ -1095,6 +1125,8 @@ static void on_api(CUpti_CallbackDomain dom, CUpti_CallbackId cbid, const CUpti_
             } else if (r.u.mem.address || r.u.mem.handle) {
                 r.u.mem.stack = gmp_stack_current();
                 emit(t, &r);
+                if (gmp_cupti_memory2_on && memory2_reported(a->kind))
+                    gmp_cupti_activity_unowed(); /* a failed free has no MEMORY2 record */
             }
         }
     } else {
@@ -1126,6 +1158,8 @@ static void on_api(CUpti_CallbackDomain dom, CUpti_CallbackId cbid, const CUpti_
                 }
                 if (gmp_alert_on && result == 0)
                     gmp_alert_alloc(t, &r.u.mem);
+                if (result == 0 && gmp_cupti_memory2_on && memory2_reported(a->kind))
+                    gmp_cupti_activity_owed();
                 if (!rt && result == 0)
                     tl.last_drv_addr = r.u.mem.address;
                 if (!rt && result == 0 && a->cbid == CUPTI_DRIVER_TRACE_CBID_cuMemCreate)
@@ -1461,6 +1495,37 @@ void gmp_cupti_flush(void)
         gmp_cupti_lib.ActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
 }
 
+/* After the forced flush: another CUPTI client (torch.profiler's Kineto) took the activity
+ * buffers (gmp_cupti_activity.c). Said once, on stderr and as a WARNING notice, with what stopped
+ * being recorded. */
+static void replaced_notice(void)
+{
+    uint64_t last = 0;
+    if (!activity_on || !gmp_cupti_memory2_on || !gmp_cupti_activity_replaced(&last))
+        return;
+    uint64_t now = gmp_clock_ns();
+    double ago = last && now > last ? (double)(now - last) / 1e9 : 0.0;
+    char msg[600];
+    snprintf(msg, sizeof msg,
+             "CUPTI activity records stopped reaching gpumemprof %.3f s before the end: another "
+             "CUPTI client in the program (torch.profiler / Kineto, or the program's own) "
+             "registered its activity buffers, and CUPTI keeps one pair per process, so the "
+             "MEMORY2 and MEMORY_POOL records went to it from then on; static __device__ memory, "
+             "pool sizes and graph memory are missing after that point (memory API calls are "
+             "still recorded from callbacks; run without the other profiler, or with "
+             "--no-activity to say so from the start)",
+             ago);
+    gmp_cupti_sink->log("%s", msg);
+    gmp_wthread *t = gmp_cupti_sink->enter();
+    if (t) {
+        gmp_rec n = {.type = GMP_REC_NOTICE};
+        n.u.notice.severity = GMP_NOTICE_WARNING;
+        n.u.notice.message = (gmp_str){msg, (uint32_t)strlen(msg)};
+        emit(t, &n);
+        gmp_cupti_sink->leave();
+    }
+}
+
 void gmp_cupti_stop(void)
 {
     if (!atomic_load(&active))
@@ -1471,6 +1536,7 @@ void gmp_cupti_stop(void)
     gmp_cupti_graph_mem_poll();
     gmp_cupti_measure_clock_offset();
     gmp_cupti_flush();
+    replaced_notice();
     gmp_cupti_describe_pending(); /* devices of the last activity records */
     gmp_cupti_graph_mem_poll(); /* again: the last MEMORY2 records may have raised the graph pools'
                                    floor */

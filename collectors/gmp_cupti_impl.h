@@ -205,6 +205,12 @@ void CUPTIAPI gmp_cupti_buf_requested(uint8_t **buffer, size_t *size, size_t *ma
 void CUPTIAPI gmp_cupti_buf_completed(CUcontext ctx, uint32_t stream, uint8_t *buffer, size_t size,
                                       size_t valid);
 int gmp_cupti_activity_layout_ok(uint32_t ver);
+/* An API memory call whose MEMORY2 record the agent's buffers should receive (see the file). */
+void gmp_cupti_activity_owed(void);
+void gmp_cupti_activity_unowed(void); /* that call failed after all (a free: counted at entry) */
+/* After the forced flush: 1 when such calls came after the agent's last buffer callback (another
+ * CUPTI client's buffer callbacks replaced the agent's), with that callback's trace time. */
+int gmp_cupti_activity_replaced(uint64_t *last_ns);
 void gmp_cupti_measure_clock_offset(void);
 
 #endif

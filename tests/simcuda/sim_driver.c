@@ -4204,6 +4204,46 @@ CUresult CUDAAPI cuGraphAddMemFreeNode(CUgraphNode *phGraphNode, CUgraph hGraph,
     DRV_RETURN(r);
 }
 
+/* The generic node API (cuda.h:21479, cuGraphAddNode, CUDA 12.3's ABI cuGraphAddNode_v2 that
+ * cuda.h's #define names): a node of any type from CUgraphNodeParams. The memory nodes are made as
+ * cuGraphAddMemAllocNode / cuGraphAddMemFreeNode make them, the alloc node's address written back
+ * to nodeParams->alloc.dptr ("out: address of the allocation returned by CUDA",
+ * CUDA_MEM_ALLOC_NODE_PARAMS_v2); edge data is not modelled (as for capture dependencies), and
+ * other node types are not either (CUDA_ERROR_NOT_SUPPORTED, the simulator's answer). */
+CUresult CUDAAPI cuGraphAddNode(CUgraphNode *phGraphNode, CUgraph hGraph,
+                                const CUgraphNode *dependencies,
+                                const CUgraphEdgeData *dependencyData, size_t numDependencies,
+                                CUgraphNodeParams *nodeParams)
+{
+    DRV_CALL(cuGraphAddNode_v2, phGraphNode, hGraph, dependencies, dependencyData, numDependencies,
+             nodeParams);
+    REQUIRE_INIT();
+    if (!phGraphNode || !nodeParams)
+        DRV_RETURN(CUDA_ERROR_INVALID_VALUE);
+    CUresult r;
+    if (nodeParams->type == CU_GRAPH_NODE_TYPE_MEM_ALLOC) {
+        const CUmemPoolProps *pp = &nodeParams->alloc.poolProps;
+        if (pp->allocType != CU_MEM_ALLOCATION_TYPE_PINNED ||
+            pp->location.type != CU_MEM_LOCATION_TYPE_DEVICE)
+            DRV_RETURN(CUDA_ERROR_INVALID_VALUE);
+        uint64_t addr = 0;
+        r = alloc_node_new(phGraphNode, hGraph, dependencies, numDependencies, pp->location.id,
+                           nodeParams->alloc.bytesize, &addr);
+        if (r == CUDA_SUCCESS)
+            nodeParams->alloc.dptr = (CUdeviceptr)addr;
+    } else if (nodeParams->type == CU_GRAPH_NODE_TYPE_MEM_FREE) {
+        if (!nodeParams->free.dptr)
+            DRV_RETURN(CUDA_ERROR_INVALID_VALUE);
+        r = node_new(phGraphNode, hGraph, dependencies, numDependencies,
+                     CU_GRAPH_NODE_TYPE_MEM_FREE);
+        if (r == CUDA_SUCCESS)
+            (*phGraphNode)->dptr = nodeParams->free.dptr;
+    } else {
+        r = CUDA_ERROR_NOT_SUPPORTED;
+    }
+    DRV_RETURN(r);
+}
+
 CUresult CUDAAPI cuGraphClone(CUgraph *phGraphClone, CUgraph originalGraph)
 {
     DRV_CALL(cuGraphClone, phGraphClone, originalGraph);

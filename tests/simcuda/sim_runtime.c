@@ -1676,6 +1676,42 @@ RT_API cudaError_t CUDARTAPI cudaGraphAddMemAllocNode(cudaGraphNode_t *pGraphNod
     RT_RETURN(to_rt(r));
 }
 
+/* cudaGraphAddNode (cuda_runtime_api.h:12908): the memory nodes over the driver's cuGraphAddNode
+ * (driver_types.h cudaMemAllocNodeParamsV2 / cudaMemFreeNodeParams have the driver's fields);
+ * other node types are not modelled. */
+RT_API cudaError_t CUDARTAPI cudaGraphAddNode(cudaGraphNode_t *pGraphNode, cudaGraph_t graph,
+                                              const cudaGraphNode_t *pDependencies,
+                                              const cudaGraphEdgeData *dependencyData,
+                                              size_t numDependencies,
+                                              struct cudaGraphNodeParams *nodeParams)
+{
+    RT_CALL(cudaGraphAddNode, v12030, pGraphNode, graph, pDependencies, dependencyData,
+            numDependencies, nodeParams);
+    RT_NEED_CTX();
+    if (!nodeParams)
+        RT_RETURN(cudaErrorInvalidValue);
+    CUgraphNodeParams p;
+    memset(&p, 0, sizeof(p));
+    if (nodeParams->type == cudaGraphNodeTypeMemAlloc) {
+        const struct cudaMemPoolProps *pp = &nodeParams->alloc.poolProps;
+        p.type = CU_GRAPH_NODE_TYPE_MEM_ALLOC;
+        p.alloc.poolProps.allocType = (CUmemAllocationType)pp->allocType;
+        p.alloc.poolProps.handleTypes = (CUmemAllocationHandleType)pp->handleTypes;
+        p.alloc.poolProps.location.type = (CUmemLocationType)pp->location.type;
+        p.alloc.poolProps.location.id = pp->location.id;
+        p.alloc.bytesize = nodeParams->alloc.bytesize;
+    } else if (nodeParams->type == cudaGraphNodeTypeMemFree) {
+        p.type = CU_GRAPH_NODE_TYPE_MEM_FREE;
+        p.free.dptr = (CUdeviceptr)(uintptr_t)nodeParams->free.dptr;
+    } else {
+        RT_RETURN(cudaErrorNotSupported);
+    }
+    CUresult r = cuGraphAddNode(pGraphNode, graph, pDependencies, NULL, numDependencies, &p);
+    if (r == CUDA_SUCCESS && p.type == CU_GRAPH_NODE_TYPE_MEM_ALLOC)
+        nodeParams->alloc.dptr = (void *)(uintptr_t)p.alloc.dptr;
+    RT_RETURN(to_rt(r));
+}
+
 RT_API cudaError_t CUDARTAPI cudaGraphAddMemFreeNode(cudaGraphNode_t *pGraphNode, cudaGraph_t graph,
                                                      const cudaGraphNode_t *pDependencies,
                                                      size_t numDependencies, void *dptr)
