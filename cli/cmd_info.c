@@ -501,9 +501,9 @@ static void probe(info *I)
                    "driver of its major version or later (cuptiSubscribe would fail with "
                    "CUPTI_ERROR_UNKNOWN); give a CUDA %d CUPTI to run with --cupti PATH (a CUDA "
                    "%d toolkit's libcupti.so.%d, or a Python environment's "
-                   "site-packages/nvidia/cuda_cupti/lib/libcupti.so.%d), or update the driver",
+                   "site-packages/nvidia/%s/libcupti.so.%d), or update the driver",
                    I->cupti.path, cupti_major(I->cupti_version), dm, I->driver_version % 1000 / 10,
-                   dm, dm, dm, dm);
+                   dm, dm, dm, dm >= 13 ? "cu13/lib" : "cuda_cupti/lib", dm);
     } else if (!I->cupti_compatible)
         reason(I,
                "CUPTI %s has API version %" PRIu32 "; the agent takes CUPTI 12.2 to 12.9 (20 to "

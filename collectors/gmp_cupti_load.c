@@ -199,8 +199,8 @@ int gmp_cupti_driver_hint(uint32_t ver, char *out, size_t n)
              "the CUPTI loaded (%.1000s, CUDA %u, API version %u) is newer than the CUDA driver "
              "(CUDA %d.%d), and a CUPTI needs a driver of its CUDA major version or later: give a "
              "CUDA %d CUPTI with --cupti PATH (a CUDA %d toolkit's libcupti.so.%d, or a Python "
-             "environment's site-packages/nvidia/cuda_cupti/lib/libcupti.so.%d), or update the "
-             "driver",
-             path[0] ? path : "?", major, (unsigned)ver, dm, drv % 1000 / 10, dm, dm, dm, dm);
+             "environment's site-packages/nvidia/%s/libcupti.so.%d), or update the driver",
+             path[0] ? path : "?", major, (unsigned)ver, dm, drv % 1000 / 10, dm, dm, dm,
+             dm >= 13 ? "cu13/lib" : "cuda_cupti/lib", dm);
     return 1;
 }
