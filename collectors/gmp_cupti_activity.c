@@ -24,7 +24,8 @@ unsigned gmp_cupti_api_version;
  * owed counts those calls since the agent's last buffer callback (requested or completed);
  * requesting a buffer, declining it included, or getting one back resets it. After the forced
  * flush at the stop, which hands every buffer CUPTI holds to the registered completion callback
- * (cupti_activity.h, cuptiActivityFlushAll: "CUPTI_ACTIVITY_FLAG_FLUSH_FORCED"), owed > 0 means
+ * before it returns (cupti_activity.h:7715, "a blocking call"; 7728-7732, the forced flush "returns
+ * all the activity buffers"), owed > 0 means
  * the records of those calls went to another client. */
 static atomic_uint_least64_t owed;
 static _Atomic uint64_t last_ours_ns; /* trace time of the agent's last buffer callback */
