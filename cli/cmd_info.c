@@ -271,11 +271,12 @@ static int str_ends(const char *s, size_t n, const char *suffix)
  * program itself loaded (only known inside the program: said in the text); libcupti.so.MAJOR
  * beside the CUDA runtime found above (its directory, the pip wheels' nvidia/cuda_cupti/lib and
  * torch/lib, extras/CUPTI/lib64); a toolkit's (next to the driver, CUDA_HOME / CUDA_PATH, the
- * library path, the usual install places), of the runtime's major first. */
+ * library path, the usual install places), of the runtime's major first (with no runtime found,
+ * of the driver's major first when it is older than the agent's). */
 static void probe_cupti(info *I)
 {
-    char cand[40][4096];
-    const char *why[40];
+    char cand[48][4096];
+    const char *why[48];
     int n = 0;
     const char *explicit_path = getenv("GPUMEMPROF_CUPTI");
     int major = 0;
@@ -315,8 +316,13 @@ static void probe_cupti(info *I)
             }
         }
         int built = GMP_CUPTI_API_VERSION >= 10000 ? GMP_CUPTI_API_VERSION / 10000 : 13;
-        int majors[2] = {major > 0 && major != built ? major : 0, built};
-        for (int mi = 0; mi < 2; mi++) {
+        /* no runtime found: the driver's major first when it is older than the agent's (the
+         * agent does so for a program that loads no runtime: collectors/gmp_cupti_load.c) */
+        int dmajor = !I->runtime.found && I->driver_version > 0 && I->driver_version / 1000 < built
+                         ? I->driver_version / 1000
+                         : 0;
+        int majors[3] = {major > 0 && major != built ? major : 0, dmajor, built};
+        for (int mi = 0; mi < 3; mi++) {
             if (!majors[mi])
                 continue;
             char so[32];

@@ -108,10 +108,20 @@ void *gmp_cupti_load(const char *explicit_path, const gmp_sink *sink, char *why,
         }
     }
     /* 3. a toolkit's: next to the driver, CUDA_HOME/CUDA_PATH, the library path, the usual
-     * places; of the runtime's major first when one is loaded */
-    int majors[2] = {major > 0 && major != CUPTI_API_VERSION / 10000 ? major : 0,
+     * places; of the runtime's major first when one is loaded. A program that loads no runtime
+     * (numba drives the driver API alone) gets a CUPTI of the driver's major first when the
+     * driver is older than the agent's major: a CUPTI needs a driver of its major or later
+     * (gmp_cupti_driver_hint), so the agent's own (13) cannot work with a 12.x driver. */
+    int dmajor = 0;
+    if (major <= 0) {
+        int (*get)(int *) = (int (*)(int *))gmp_driver_sym("cuDriverGetVersion");
+        int drv = 0;
+        if (get && get(&drv) == 0 && drv > 0 && drv / 1000 < CUPTI_API_VERSION / 10000)
+            dmajor = drv / 1000;
+    }
+    int majors[3] = {major > 0 && major != CUPTI_API_VERSION / 10000 ? major : 0, dmajor,
                      CUPTI_API_VERSION / 10000};
-    for (int mi = 0; mi < 2; mi++) {
+    for (int mi = 0; mi < 3; mi++) {
         if (!majors[mi])
             continue;
         char soname[32];
