@@ -78,13 +78,14 @@ typedef struct info {
     char cupti_why[128]; /* why this CUPTI: the rule of the agent's order that found it */
     uint32_t cupti_version;
     int cupti_compatible;
+    int cupti_driver_mismatch; /* newer than the driver: cannot work with it */
     lib nvml;
     char nvml_driver[96];
     lib agent;
     int agent_entry; /* InitializeInjection exported */
     char injection_env[4096];
     int possible;
-    char reasons[MAX_REASONS][512];
+    char reasons[MAX_REASONS][1024];
     int nreasons;
 } info;
 
@@ -199,20 +200,24 @@ static void *probe_driver(info *I)
     return h;
 }
 
-/* The directory of a Python environment's pip wheels of the CUDA runtime
- * ($VIRTUAL_ENV or $CONDA_PREFIX: lib/python3.N/site-packages/nvidia/cuda_runtime/lib), or 0. */
+/* The CUDA runtime of a Python environment's pip wheels ($VIRTUAL_ENV or $CONDA_PREFIX:
+ * lib/python3.N/site-packages/...), or 0. Two layouts: the CUDA 13 wheels put every library of the
+ * toolkit in one directory, nvidia/cu13/lib (NVIDIA's cuda-python, cuda_pathfinder
+ * supported_nvidia_libs.py: "cudart": ("nvidia/cu13/lib", "nvidia/cuda_runtime/lib")); the
+ * CUDA 12 wheels one directory per component, nvidia/cuda_runtime/lib beside
+ * nvidia/cuda_cupti/lib. */
 static int venv_runtime(char *out, size_t n)
 {
     const char *envs[] = {getenv("VIRTUAL_ENV"), getenv("CONDA_PREFIX")};
+    const char *dirs[] = {"cu13/lib", "cuda_runtime/lib", "cuda_runtime/lib"};
+    const int majors[] = {13, 13, 12};
     for (int i = 0; i < 2; i++) {
         if (!envs[i] || !*envs[i])
             continue;
         for (int minor = 20; minor >= 6; minor--) {
-            for (int major = 13; major >= 12; major--) {
-                snprintf(out, n,
-                         "%.3000s/lib/python3.%d/site-packages/nvidia/cuda_runtime/lib/"
-                         "libcudart.so.%d",
-                         envs[i], minor, major);
+            for (size_t k = 0; k < sizeof majors / sizeof majors[0]; k++) {
+                snprintf(out, n, "%.3000s/lib/python3.%d/site-packages/nvidia/%s/libcudart.so.%d",
+                         envs[i], minor, dirs[k], majors[k]);
                 void *h = dlopen(out, RTLD_LAZY | RTLD_LOCAL | RTLD_NOLOAD);
                 if (h || access(out, R_OK) == 0)
                     return 1;
@@ -266,11 +271,12 @@ static int str_ends(const char *s, size_t n, const char *suffix)
  * program itself loaded (only known inside the program: said in the text); libcupti.so.MAJOR
  * beside the CUDA runtime found above (its directory, the pip wheels' nvidia/cuda_cupti/lib and
  * torch/lib, extras/CUPTI/lib64); a toolkit's (next to the driver, CUDA_HOME / CUDA_PATH, the
- * library path, the usual install places), of the runtime's major first. */
+ * library path, the usual install places), of the runtime's major first (with no runtime found,
+ * of the driver's major first when it is older than the agent's). */
 static void probe_cupti(info *I)
 {
-    char cand[40][4096];
-    const char *why[40];
+    char cand[48][4096];
+    const char *why[48];
     int n = 0;
     const char *explicit_path = getenv("GPUMEMPROF_CUPTI");
     int major = 0;
@@ -289,7 +295,9 @@ static void probe_cupti(info *I)
         if (major > 0 && slash) {
             *slash = 0;
             size_t len = strlen(rt);
-            why[n] = "beside the CUDA runtime";
+            why[n] = str_ends(rt, len, "/nvidia/cu13/lib")
+                         ? "the CUDA runtime's pip wheel layout (nvidia/cu13/lib, beside it)"
+                         : "beside the CUDA runtime";
             snprintf(cand[n++], sizeof cand[0], "%.4000s/libcupti.so.%d", rt, major);
             if (str_ends(rt, len, "/nvidia/cuda_runtime/lib")) {
                 size_t root = len - strlen("/cuda_runtime/lib");
@@ -308,8 +316,13 @@ static void probe_cupti(info *I)
             }
         }
         int built = GMP_CUPTI_API_VERSION >= 10000 ? GMP_CUPTI_API_VERSION / 10000 : 13;
-        int majors[2] = {major > 0 && major != built ? major : 0, built};
-        for (int mi = 0; mi < 2; mi++) {
+        /* no runtime found: the driver's major first when it is older than the agent's (the
+         * agent does so for a program that loads no runtime: collectors/gmp_cupti_load.c) */
+        int dmajor = !I->runtime.found && I->driver_version > 0 && I->driver_version / 1000 < built
+                         ? I->driver_version / 1000
+                         : 0;
+        int majors[3] = {major > 0 && major != built ? major : 0, dmajor, built};
+        for (int mi = 0; mi < 3; mi++) {
             if (!majors[mi])
                 continue;
             char so[32];
@@ -359,6 +372,52 @@ static void probe_cupti(info *I)
                  "CUDA_HOME/CUDA_PATH, on the library path or in /usr/local/cuda",
                  major > 0 ? major : 13);
     I->cupti_compatible = I->cupti.found && gmp_cupti_version_ok(I->cupti_version);
+}
+
+/* The CUDA major version of a CUPTI API version (cupti_version.h: 19 is CUDA 12.0's, 20 to 28
+ * 12.2 to 12.9 Update 1's, 13 to 18 11.x's; from 13.0 on major * 10000 + minor * 100 + update);
+ * 0 when older or unknown. The agent reads it the same way (collectors/gmp_cupti_load.c). */
+static int cupti_major(uint32_t v)
+{
+    if (v >= 10000)
+        return (int)(v / 10000);
+    return v >= 19 ? 12 : v >= 13 ? 11 : 0;
+}
+
+/* A CUPTI of CUDA major version m where a user would have one (the file only: it is not loaded):
+ * a Python environment's wheels (both layouts, as venv_runtime), next to the driver, CUDA_HOME /
+ * CUDA_PATH, a toolkit's usual places, /usr/local/cuda-M.N for N from 9 down to 0. */
+static int cupti_of_major(const info *I, int m, char *out, size_t n)
+{
+    const char *envs[] = {getenv("VIRTUAL_ENV"), getenv("CONDA_PREFIX")};
+    for (int i = 0; i < 2; i++)
+        for (int minor = 20; minor >= 6 && envs[i] && *envs[i]; minor--) {
+            snprintf(out, n, "%.3000s/lib/python3.%d/site-packages/nvidia/%s/libcupti.so.%d",
+                     envs[i], minor, m >= 13 ? "cu13/lib" : "cuda_cupti/lib", m);
+            if (access(out, R_OK) == 0)
+                return 1;
+        }
+    if (I->driver.found && strchr(I->driver.path, '/')) {
+        const char *ds = strrchr(I->driver.path, '/');
+        snprintf(out, n, "%.*s/libcupti.so.%d", (int)(ds - I->driver.path), I->driver.path, m);
+        if (access(out, R_OK) == 0)
+            return 1;
+    }
+    const char *homes[] = {getenv("CUDA_HOME"), getenv("CUDA_PATH")};
+    const char *subs[] = {"lib64", "extras/CUPTI/lib64", "lib"};
+    for (int i = 0; i < 2; i++)
+        for (int j = 0; j < 3 && homes[i] && *homes[i]; j++) {
+            snprintf(out, n, "%.3000s/%s/libcupti.so.%d", homes[i], subs[j], m);
+            if (access(out, R_OK) == 0)
+                return 1;
+        }
+    for (int minor = 9; minor >= 0; minor--)
+        for (int j = 0; j < 2; j++) {
+            snprintf(out, n, "/usr/local/cuda-%d.%d/%s/libcupti.so.%d", m, minor, subs[j], m);
+            if (access(out, R_OK) == 0)
+                return 1;
+        }
+    return 0;
 }
 
 static void probe_nvml(info *I)
@@ -425,7 +484,33 @@ static void probe(info *I)
         reason(I, "CUPTI: %s", I->cupti.error);
     else if (GMP_CUPTI_API_VERSION == 0)
         reason(I, "this gpumemprof was built without the CUDA toolkit (no agent support)");
-    else if (!I->cupti_compatible)
+    else if (I->cupti_compatible && I->driver_version > 0 &&
+             cupti_major(I->cupti_version) > I->driver_version / 1000) {
+        /* CUDA's compatibility rules: a toolkit's components (CUPTI among them) need a driver of
+         * their major release or later (docs.nvidia.com/deploy/cuda-compatibility, "Minor Version
+         * Compatibility": 13.x needs >= 580, CUDA 13.0's driver); the real CUPTI 13.0 answers
+         * cuptiSubscribe with CUPTI_ERROR_UNKNOWN on a 12.8 driver */
+        int dm = I->driver_version / 1000;
+        char alt[4096];
+        I->cupti_compatible = 0;
+        I->cupti_driver_mismatch = 1;
+        if (cupti_of_major(I, dm, alt, sizeof alt))
+            reason(I,
+                   "CUPTI %s is CUDA %d's and the CUDA driver is CUDA %d.%d: a CUPTI needs a "
+                   "driver of its major version or later (cuptiSubscribe would fail with "
+                   "CUPTI_ERROR_UNKNOWN); a CUDA %d CUPTI is at %s: gpumemprof run --cupti %s",
+                   I->cupti.path, cupti_major(I->cupti_version), dm, I->driver_version % 1000 / 10,
+                   dm, alt, alt);
+        else
+            reason(I,
+                   "CUPTI %s is CUDA %d's and the CUDA driver is CUDA %d.%d: a CUPTI needs a "
+                   "driver of its major version or later (cuptiSubscribe would fail with "
+                   "CUPTI_ERROR_UNKNOWN); give a CUDA %d CUPTI to run with --cupti PATH (a CUDA "
+                   "%d toolkit's libcupti.so.%d, or a Python environment's "
+                   "site-packages/nvidia/%s/libcupti.so.%d), or update the driver",
+                   I->cupti.path, cupti_major(I->cupti_version), dm, I->driver_version % 1000 / 10,
+                   dm, dm, dm, dm >= 13 ? "cu13/lib" : "cuda_cupti/lib", dm);
+    } else if (!I->cupti_compatible)
         reason(I,
                "CUPTI %s has API version %" PRIu32 "; the agent takes CUPTI 12.2 to 12.9 (20 to "
                "28) and %d.x (built against %d)",
@@ -481,7 +566,10 @@ static void write_text(const info *I)
         printf("  CUPTI         built without the CUDA toolkit\n");
     if (I->cupti.found) {
         printf("                found %s, API version %" PRIu32 " (%s)\n", I->cupti.path,
-               I->cupti_version, I->cupti_compatible ? "compatible" : "not compatible");
+               I->cupti_version,
+               I->cupti_compatible        ? "compatible"
+               : I->cupti_driver_mismatch ? "newer than the driver: cannot work with it"
+                                          : "not compatible");
         printf("                chosen as: %s; a program that loaded its own CUPTI before CUDA\n"
                "                started gets that one instead (never a second CUPTI)\n",
                I->cupti_why);

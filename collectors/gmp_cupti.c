@@ -160,6 +160,21 @@ static api_desc apis[] = {
        "cudaExternalMemoryGetMappedMipmappedArray", OP_IMPORT_ADDR, GMP_MEM_ARRAY),
     DRV(cuExternalMemoryGetMappedMipmappedArray, "cuExternalMemoryGetMappedMipmappedArray",
         OP_IMPORT_ADDR, GMP_MEM_ARRAY),
+    /* pools the driver makes itself, never through cuMemPoolCreate: a device's default (and
+     * current) pool, and CUDA 13's default and current pools of a location and allocation type
+     * (cuda.h:13578-13647: pinned host, host NUMA and managed pools). Their handles are learnt
+     * when the program asks for them, which it must before allocating from them
+     * (docs/collectors.md, point 3; gmp_cupti_where.c) */
+    RT(cudaDeviceGetDefaultMemPool_v11020, "cudaDeviceGetDefaultMemPool", OP_POOL_LOCATE, 0),
+    RT(cudaDeviceGetMemPool_v11020, "cudaDeviceGetMemPool", OP_POOL_LOCATE, 0),
+    DRV(cuDeviceGetDefaultMemPool, "cuDeviceGetDefaultMemPool", OP_POOL_LOCATE, 0),
+    DRV(cuDeviceGetMemPool, "cuDeviceGetMemPool", OP_POOL_LOCATE, 0),
+    RT(cudaMemGetDefaultMemPool_v13000, "cudaMemGetDefaultMemPool", OP_POOL_LOCATE, 0),
+    RT(cudaMemGetMemPool_v13000, "cudaMemGetMemPool", OP_POOL_LOCATE, 0),
+    RT(cudaMemSetMemPool_v13000, "cudaMemSetMemPool", OP_POOL_LOCATE, 0),
+    DRV(cuMemGetDefaultMemPool, "cuMemGetDefaultMemPool", OP_POOL_LOCATE, 0),
+    DRV(cuMemGetMemPool, "cuMemGetMemPool", OP_POOL_LOCATE, 0),
+    DRV(cuMemSetMemPool, "cuMemSetMemPool", OP_POOL_LOCATE, 0),
     /* CUDA graphs (docs/collectors.md, point 4; gmp_cupti_graphs.c): the event calls are enabled
      * only while a capture runs */
     RT(cudaStreamBeginCapture_v10000, "cudaStreamBeginCapture", OP_CAPTURE_BEGIN, 0),
@@ -187,6 +202,10 @@ static api_desc apis[] = {
     DRV(cuGraphUpload_ptsz, "cuGraphUpload", OP_GRAPH_LAUNCH, 0),
     RT(cudaGraphAddMemAllocNode_v11040, "cudaGraphAddMemAllocNode", OP_GRAPH_MEMNODE, 0),
     DRV(cuGraphAddMemAllocNode, "cuGraphAddMemAllocNode", OP_GRAPH_MEMNODE, 0),
+    /* the generic node API: a memory node when its type is MEM_ALLOC (cuda.h:21479) */
+    RT(cudaGraphAddNode_v12030, "cudaGraphAddNode", OP_GRAPH_MEMNODE, 0),
+    DRV(cuGraphAddNode, "cuGraphAddNode", OP_GRAPH_MEMNODE, 0),
+    DRV(cuGraphAddNode_v2, "cuGraphAddNode", OP_GRAPH_MEMNODE, 0),
     /* from here on: enabled only while a capture runs (capture_first) */
     RT(cudaEventRecord_v3020, "cudaEventRecord", OP_EVENT_RECORD, 0),
     RT(cudaEventRecord_ptsz_v7000, "cudaEventRecord", OP_EVENT_RECORD, 0),
@@ -771,6 +790,118 @@ static void pool_event(gmp_wthread *t, api_desc *a, const CUpti_CallbackData *cd
     emit(t, &r);
 }
 
+/* A pool handed out by a successful OP_POOL_LOCATE call: its location and allocation type, as the
+ * call's arguments give them (cuda.h: cuDeviceGetDefaultMemPool and cuDeviceGetMemPool give a
+ * device's pinned pool; cuMemGetDefaultMemPool/cuMemGetMemPool return the pool of the location
+ * and type asked; cuMemSetMemPool's pool "must match" its location and type). The runtime's
+ * cudaMemLocation is the driver's CUmemLocation ({type, id}, same values). */
+_Static_assert(sizeof(struct cudaMemLocation) == sizeof(CUmemLocation) &&
+                   offsetof(struct cudaMemLocation, id) == offsetof(CUmemLocation, id),
+               "cudaMemLocation layout");
+static void pool_located(const api_desc *a, const void *p)
+{
+    const void *const *out = NULL; /* where the call wrote the pool */
+    const void *pool = NULL;
+    const CUmemLocation *loc = NULL;
+    int type = CU_MEM_ALLOCATION_TYPE_PINNED, dev = -1;
+    if (a->dom == CUPTI_CB_DOMAIN_RUNTIME_API) {
+        switch (a->cbid) {
+        case CUPTI_RUNTIME_TRACE_CBID_cudaDeviceGetDefaultMemPool_v11020:
+        case CUPTI_RUNTIME_TRACE_CBID_cudaDeviceGetMemPool_v11020: {
+            const cudaDeviceGetMemPool_v11020_params *q = p;
+            out = (const void *const *)q->memPool;
+            dev = q->device;
+            break;
+        }
+        case CUPTI_RUNTIME_TRACE_CBID_cudaMemGetDefaultMemPool_v13000:
+        case CUPTI_RUNTIME_TRACE_CBID_cudaMemGetMemPool_v13000: {
+            const cudaMemGetMemPool_v13000_params *q = p;
+            out = (const void *const *)q->memPool;
+            loc = (const CUmemLocation *)q->location;
+            type = (int)q->type;
+            break;
+        }
+        case CUPTI_RUNTIME_TRACE_CBID_cudaMemSetMemPool_v13000: {
+            const cudaMemSetMemPool_v13000_params *q = p;
+            pool = q->memPool;
+            loc = (const CUmemLocation *)q->location;
+            type = (int)q->type;
+            break;
+        }
+        default: return;
+        }
+    } else {
+        switch (a->cbid) {
+        case CUPTI_DRIVER_TRACE_CBID_cuDeviceGetDefaultMemPool: {
+            const cuDeviceGetDefaultMemPool_params *q = p;
+            out = (const void *const *)q->pool_out;
+            dev = q->dev;
+            break;
+        }
+        case CUPTI_DRIVER_TRACE_CBID_cuDeviceGetMemPool: {
+            const cuDeviceGetMemPool_params *q = p;
+            out = (const void *const *)q->pool;
+            dev = q->dev;
+            break;
+        }
+        case CUPTI_DRIVER_TRACE_CBID_cuMemGetDefaultMemPool:
+        case CUPTI_DRIVER_TRACE_CBID_cuMemGetMemPool: {
+            const cuMemGetMemPool_params *q = p;
+            out = (const void *const *)q->pool;
+            loc = q->location;
+            type = (int)q->type;
+            break;
+        }
+        case CUPTI_DRIVER_TRACE_CBID_cuMemSetMemPool: {
+            const cuMemSetMemPool_params *q = p;
+            pool = q->pool;
+            loc = q->location;
+            type = (int)q->type;
+            break;
+        }
+        default: return;
+        }
+    }
+    if (out)
+        pool = *out;
+    if (!pool)
+        return;
+    if (loc)
+        gmp_cupti_pool_created((uint64_t)(uintptr_t)pool, (int)loc->type, loc->id, type);
+    else
+        gmp_cupti_pool_created((uint64_t)(uintptr_t)pool, CU_MEM_LOCATION_TYPE_DEVICE, dev, type);
+}
+_Static_assert(offsetof(cudaDeviceGetDefaultMemPool_v11020_params, memPool) ==
+                       offsetof(cudaDeviceGetMemPool_v11020_params, memPool) &&
+                   offsetof(cudaDeviceGetDefaultMemPool_v11020_params, device) ==
+                       offsetof(cudaDeviceGetMemPool_v11020_params, device),
+               "layout");
+_Static_assert(offsetof(cudaMemGetDefaultMemPool_v13000_params, memPool) ==
+                       offsetof(cudaMemGetMemPool_v13000_params, memPool) &&
+                   offsetof(cudaMemGetDefaultMemPool_v13000_params, location) ==
+                       offsetof(cudaMemGetMemPool_v13000_params, location) &&
+                   offsetof(cudaMemGetDefaultMemPool_v13000_params, type) ==
+                       offsetof(cudaMemGetMemPool_v13000_params, type),
+               "layout");
+_Static_assert(offsetof(cuMemGetDefaultMemPool_params, pool_out) ==
+                       offsetof(cuMemGetMemPool_params, pool) &&
+                   offsetof(cuMemGetDefaultMemPool_params, location) ==
+                       offsetof(cuMemGetMemPool_params, location) &&
+                   offsetof(cuMemGetDefaultMemPool_params, type) ==
+                       offsetof(cuMemGetMemPool_params, type),
+               "layout");
+
+/* The kinds of API memory whose allocations and frees MEMORY2 reports (cupti_activity.h,
+ * CUpti_ActivityMemoryKind: DEVICE, PINNED, MANAGED; pool allocations as DEVICE with their pool's
+ * configuration): what tells the agent whether its activity buffers still come back
+ * (gmp_cupti_activity.c). Arrays, host registrations and VMM are left out: whether CUPTI reports
+ * them is not documented. */
+static int memory2_reported(unsigned kind)
+{
+    return kind == GMP_MEM_DEVICE || kind == GMP_MEM_PINNED_HOST || kind == GMP_MEM_MANAGED ||
+           kind == GMP_MEM_ASYNC_POOL;
+}
+
 #define ENTER_MARK 0x676d70656e746572ull /* "gmpenter", xor the call's correlation id */
 
 /* Late injection: the driver calls InitializeInjection from inside the first CUDA call, on the
@@ -906,13 +1037,26 @@ static void on_api(CUpti_CallbackDomain dom, CUpti_CallbackId cbid, const CUpti_
         return;
     }
     if (a->op == OP_GRAPH_MEMNODE) {
-        if (gmp_cupti_memory2_on) {
+        if (gmp_cupti_memory2_on || result != 0) {
             /* the launches' MEMORY2 records give this address its allocation */
-        } else if (result == 0 && rt) {
+        } else if (rt && a->cbid == CUPTI_RUNTIME_TRACE_CBID_cudaGraphAddNode_v12030) {
+            const cudaGraphAddNode_v12030_params *q = cd->functionParams;
+            if (q->nodeParams && q->nodeParams->type == cudaGraphNodeTypeMemAlloc)
+                gmp_cupti_imported_add((uint64_t)(uintptr_t)q->nodeParams->alloc.dptr);
+        } else if (rt) {
             const cudaGraphAddMemAllocNode_v11040_params *q = cd->functionParams;
             if (q->nodeParams)
                 gmp_cupti_imported_add((uint64_t)(uintptr_t)q->nodeParams->dptr);
-        } else if (result == 0) {
+        } else if (a->cbid == CUPTI_DRIVER_TRACE_CBID_cuGraphAddNode ||
+                   a->cbid == CUPTI_DRIVER_TRACE_CBID_cuGraphAddNode_v2) {
+            /* both ABIs end with the node's parameters (generated_cuda_meta.h) */
+            const CUgraphNodeParams *np =
+                a->cbid == CUPTI_DRIVER_TRACE_CBID_cuGraphAddNode
+                    ? ((const cuGraphAddNode_params *)cd->functionParams)->nodeParams
+                    : ((const cuGraphAddNode_v2_params *)cd->functionParams)->nodeParams;
+            if (np && np->type == CU_GRAPH_NODE_TYPE_MEM_ALLOC)
+                gmp_cupti_imported_add((uint64_t)np->alloc.dptr);
+        } else {
             const cuGraphAddMemAllocNode_params *q = cd->functionParams;
             if (q->nodeParams)
                 gmp_cupti_imported_add((uint64_t)q->nodeParams->dptr);
@@ -957,6 +1101,8 @@ static void on_api(CUpti_CallbackDomain dom, CUpti_CallbackId cbid, const CUpti_
                 /* no stack: the question is where memory was allocated, and unwinding costs
                  * about a microsecond; a failed free (below) keeps its stack */
                 emit(t, &r);
+                if (gmp_cupti_memory2_on && memory2_reported(a->kind))
+                    gmp_cupti_activity_owed();
                 if (gmp_alert_on)
                     gmp_alert_free(&r.u.mem);
             }
@@ -979,6 +1125,8 @@ static void on_api(CUpti_CallbackDomain dom, CUpti_CallbackId cbid, const CUpti_
             } else if (r.u.mem.address || r.u.mem.handle) {
                 r.u.mem.stack = gmp_stack_current();
                 emit(t, &r);
+                if (gmp_cupti_memory2_on && memory2_reported(a->kind))
+                    gmp_cupti_activity_unowed(); /* a failed free has no MEMORY2 record */
             }
         }
     } else {
@@ -1010,6 +1158,8 @@ static void on_api(CUpti_CallbackDomain dom, CUpti_CallbackId cbid, const CUpti_
                 }
                 if (gmp_alert_on && result == 0)
                     gmp_alert_alloc(t, &r.u.mem);
+                if (result == 0 && gmp_cupti_memory2_on && memory2_reported(a->kind))
+                    gmp_cupti_activity_owed();
                 if (!rt && result == 0)
                     tl.last_drv_addr = r.u.mem.address;
                 if (!rt && result == 0 && a->cbid == CUPTI_DRIVER_TRACE_CBID_cuMemCreate)
@@ -1019,6 +1169,9 @@ static void on_api(CUpti_CallbackDomain dom, CUpti_CallbackId cbid, const CUpti_
                 if (result != 0 && is_oom(dom, result))
                     record_oom(t, dev, r.u.mem.api, r.u.mem.size, result, r.u.mem.stack);
             }
+        } else if (a->op == OP_POOL_LOCATE) {
+            if (result == 0 && cd->functionParams)
+                pool_located(a, cd->functionParams);
         } else if (a->op == OP_VMM_RETAIN) {
             const cuMemRetainAllocationHandle_params *q = cd->functionParams;
             if (result == 0 && q->handle)
@@ -1144,6 +1297,15 @@ static void flush_tick(int kicked, unsigned interval_ms)
     }
 }
 
+/* The callback ids CUDA 13.0 added: the enums only append, and the first new ids are
+ * cudaMemPrefetchBatchAsync_v13000 (runtime) and cuMemPrefetchBatchAsync (driver). */
+static int since_cuda13(const api_desc *a)
+{
+    return a->dom == CUPTI_CB_DOMAIN_RUNTIME_API
+               ? a->cbid >= CUPTI_RUNTIME_TRACE_CBID_cudaMemPrefetchBatchAsync_v13000
+               : a->cbid >= CUPTI_DRIVER_TRACE_CBID_cuMemPrefetchBatchAsync;
+}
+
 #define SYM(field, name) (*(void **)&gmp_cupti_lib.field = dlsym(gmp_cupti_lib.lib, name))
 
 int gmp_cupti_start(const gmp_sink *sink, const gmp_cupti_opts *o, char *why, size_t whylen)
@@ -1207,6 +1369,7 @@ int gmp_cupti_start(const gmp_sink *sink, const gmp_cupti_opts *o, char *why, si
     }
     if (r != CUPTI_SUCCESS) {
         /* CUPTI prefixes the holder's own name with "CUPTI for " (cupti_callbacks.h) */
+        char hint[1400];
         const char *who = holder;
         if (!strncmp(who, "CUPTI for ", 10) && who[10])
             who += 10;
@@ -1215,6 +1378,9 @@ int gmp_cupti_start(const gmp_sink *sink, const gmp_cupti_opts *o, char *why, si
                      "cannot profile: CUPTI is already in use by %s (CUPTI allows one subscriber; "
                      "run without the other profiler)",
                      who[0] ? who : "another tool");
+        else if (gmp_cupti_driver_hint(ver, hint, sizeof hint))
+            snprintf(why, whylen, "cannot profile: cuptiSubscribe failed: %s; %s", result_str(r),
+                     hint);
         else
             snprintf(why, whylen, "cannot profile: cuptiSubscribe failed: %s", result_str(r));
         return -1;
@@ -1235,6 +1401,8 @@ int gmp_cupti_start(const gmp_sink *sink, const gmp_cupti_opts *o, char *why, si
     for (size_t i = 0; i < NAPIS && (!capture_first || i < capture_first); i++) {
         if (gmp_cupti_lib.EnableCallback(1, sub, apis[i].dom, apis[i].cbid) == CUPTI_SUCCESS)
             continue;
+        if (ver < 130000 && since_cuda13(&apis[i]))
+            continue; /* a CUDA 13 function: no CUPTI 12 knows it, nor does a 12 runtime have it */
         if (i < ncore)
             core_failed[apis[i].dom == CUPTI_CB_DOMAIN_DRIVER_API]++;
         else
@@ -1327,6 +1495,37 @@ void gmp_cupti_flush(void)
         gmp_cupti_lib.ActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
 }
 
+/* After the forced flush: another CUPTI client (torch.profiler's Kineto) took the activity
+ * buffers (gmp_cupti_activity.c). Said once, on stderr and as a WARNING notice, with what stopped
+ * being recorded. */
+static void replaced_notice(void)
+{
+    uint64_t last = 0;
+    if (!activity_on || !gmp_cupti_memory2_on || !gmp_cupti_activity_replaced(&last))
+        return;
+    uint64_t now = gmp_clock_ns();
+    double ago = last && now > last ? (double)(now - last) / 1e9 : 0.0;
+    char msg[600];
+    snprintf(msg, sizeof msg,
+             "CUPTI activity records stopped reaching gpumemprof %.3f s before the end: another "
+             "CUPTI client in the program (torch.profiler / Kineto, or the program's own) "
+             "registered its activity buffers, and CUPTI keeps one pair per process, so the "
+             "MEMORY2 and MEMORY_POOL records went to it from then on; static __device__ memory, "
+             "pool sizes and graph memory are missing after that point (memory API calls are "
+             "still recorded from callbacks; run without the other profiler, or with "
+             "--no-activity to say so from the start)",
+             ago);
+    gmp_cupti_sink->log("%s", msg);
+    gmp_wthread *t = gmp_cupti_sink->enter();
+    if (t) {
+        gmp_rec n = {.type = GMP_REC_NOTICE};
+        n.u.notice.severity = GMP_NOTICE_WARNING;
+        n.u.notice.message = (gmp_str){msg, (uint32_t)strlen(msg)};
+        emit(t, &n);
+        gmp_cupti_sink->leave();
+    }
+}
+
 void gmp_cupti_stop(void)
 {
     if (!atomic_load(&active))
@@ -1337,6 +1536,7 @@ void gmp_cupti_stop(void)
     gmp_cupti_graph_mem_poll();
     gmp_cupti_measure_clock_offset();
     gmp_cupti_flush();
+    replaced_notice();
     gmp_cupti_describe_pending(); /* devices of the last activity records */
     gmp_cupti_graph_mem_poll(); /* again: the last MEMORY2 records may have raised the graph pools'
                                    floor */

@@ -15,8 +15,51 @@ unsigned gmp_cupti_api_version;
 
 #define ACT_BUF_BYTES (1u << 20)
 
+/* Another CUPTI client in the program (torch.profiler's Kineto) may register its own activity
+ * buffer callbacks: CUPTI keeps one pair per process, the last registered (cupti_activity.h:
+ * cuptiActivityRegisterCallbacks, 7648-7669), so from then on every record of every kind enabled,
+ * the agent's MEMORY2 and MEMORY_POOL ones included, goes to that client's buffers. No CUPTI call
+ * says so. What the agent sees: its buffer callbacks are not called any more, although API memory
+ * calls that MEMORY2 reports (device, pinned, managed and pool allocations and frees) keep coming.
+ * owed counts those calls since the agent's last buffer callback (requested or completed);
+ * requesting a buffer, declining it included, or getting one back resets it. After the forced
+ * flush at the stop, which hands every buffer CUPTI holds to the registered completion callback
+ * before it returns (cupti_activity.h:7715, "a blocking call"; 7728-7732, the forced flush "returns
+ * all the activity buffers"), owed > 0 means
+ * the records of those calls went to another client. */
+static atomic_uint_least64_t owed;
+static _Atomic uint64_t last_ours_ns; /* trace time of the agent's last buffer callback */
+
+static void ours_called(void)
+{
+    atomic_store_explicit(&owed, 0, memory_order_relaxed);
+    atomic_store_explicit(&last_ours_ns, gmp_clock_ns(), memory_order_relaxed);
+}
+
+void gmp_cupti_activity_owed(void)
+{
+    atomic_fetch_add_explicit(&owed, 1, memory_order_relaxed);
+}
+
+void gmp_cupti_activity_unowed(void)
+{
+    uint_least64_t v = atomic_load_explicit(&owed, memory_order_relaxed);
+    while (v && !atomic_compare_exchange_weak_explicit(&owed, &v, v - 1, memory_order_relaxed,
+                                                       memory_order_relaxed)) {
+    }
+}
+
+int gmp_cupti_activity_replaced(uint64_t *last_ns)
+{
+    if (!atomic_load(&owed))
+        return 0;
+    *last_ns = atomic_load(&last_ours_ns);
+    return 1;
+}
+
 void CUPTIAPI gmp_cupti_buf_requested(uint8_t **buffer, size_t *size, size_t *max_records)
 {
+    ours_called();
     *max_records = 0;
     *buffer = NULL;
     *size = 0;
@@ -56,9 +99,16 @@ static void on_memory2(gmp_wthread *t, const CUpti_ActivityMemory4 *m)
     if (m->memoryPoolConfig.memoryPoolType != CUPTI_ACTIVITY_MEMORY_POOL_TYPE_INVALID &&
         m->memoryPoolConfig.memoryPoolType == CUPTI_ACTIVITY_MEMORY_POOL_TYPE_LOCAL) {
         gmp_rec p = {.type = GMP_REC_POOL, .time_ns = ts};
+        /* where the pool's memory is, from the record's memory kind (a pinned host pool's
+         * allocations are PINNED memory, a managed pool's MANAGED: cupti_activity.h,
+         * CUpti_ActivityMemoryKind), learnt for its MEMORY_POOL records */
         int pdev = (int)m->deviceId;
         uint32_t pkind = 0;
-        gmp_cupti_pool_where(m->memoryPoolConfig.address, &pdev, &pkind); /* a host pool's: -1 */
+        if (m->memoryKind == CUPTI_ACTIVITY_MEMORY_KIND_PINNED)
+            pdev = -1;
+        else if (m->memoryKind == CUPTI_ACTIVITY_MEMORY_KIND_MANAGED)
+            pkind = GMP_MEM_MANAGED;
+        gmp_cupti_pool_base_seen(m->memoryPoolConfig.address, pdev, pkind == GMP_MEM_MANAGED);
         p.u.pool.device = pdev;
         p.u.pool.op = GMP_POOL_RESERVED;
         p.u.pool.pool = m->memoryPoolConfig.address;
@@ -127,7 +177,7 @@ static void on_memory_pool(gmp_wthread *t, const CUpti_ActivityMemoryPool3 *m)
     int32_t dev = (int32_t)m->deviceId;
     uint32_t kind = 0;
     int pdev = dev;
-    if (gmp_cupti_pool_where(m->address, &pdev, &kind)) {
+    if (gmp_cupti_pool_base_where(m->address, &pdev, &kind)) {
         if (kind == GMP_MEM_MANAGED)
             return;
         dev = pdev; /* a host pool's: -1 */
@@ -144,6 +194,7 @@ void CUPTIAPI gmp_cupti_buf_completed(CUcontext ctx, uint32_t stream, uint8_t *b
                                       size_t valid)
 {
     (void)size;
+    ours_called();
     gmp_wthread *t = gmp_cupti_sink ? gmp_cupti_sink->enter() : NULL;
     if (t && buffer) {
         CUpti_Activity *rec = NULL;

@@ -64,6 +64,7 @@ enum op {
     OP_POOL_DESTROY,
     OP_POOL_TRIM,
     OP_POOL_ATTR,
+    OP_POOL_LOCATE,   /* a pool handed out by location (default and current pools): where it is */
     OP_VMM_RETAIN,    /* cuMemRetainAllocationHandle: one more reference to a handle */
     OP_VMM_IMPORT,    /* cuMemImportFromShareableHandle: a handle of memory another process owns */
     OP_VMM_MULTICAST, /* cuMulticastCreate: a handle that maps and releases like memory, is none */
@@ -136,6 +137,11 @@ _Static_assert(offsetof(cuStreamBeginCapture_v2_params, hStream) == 0, "layout")
 /* Loads the CUPTI of the process (see the file); NULL with why filled when none can be. The sink
  * logs a second CUPTI in the process. */
 void *gmp_cupti_load(const char *explicit_path, const gmp_sink *sink, char *why, size_t whylen);
+/* The CUDA major version of a CUPTI API version (cuptiGetVersion); 0 when unknown. */
+unsigned gmp_cupti_major(uint32_t ver);
+/* When the CUPTI loaded is of a later CUDA major version than the driver (which it cannot work
+ * with), what to do instead into out; returns 1 then, else 0. */
+int gmp_cupti_driver_hint(uint32_t ver, char *out, size_t n);
 
 /* ---- gmp_cupti_flush.c ---- */
 
@@ -156,6 +162,8 @@ void gmp_cupti_describe_pending(void);   /* writes the DEVICE records of the dev
 void gmp_cupti_pool_created(uint64_t pool, int loc_type, int loc_id, int alloc_type);
 void gmp_cupti_pool_gone(uint64_t pool);
 int gmp_cupti_pool_where(uint64_t pool, int *dev, uint32_t *kind);
+void gmp_cupti_pool_base_seen(uint64_t base, int dev, int managed);
+int gmp_cupti_pool_base_where(uint64_t base, int *dev, uint32_t *kind);
 void gmp_cupti_stream_seen(const void *stream, int dev, int gone);
 int gmp_cupti_stream_device(const void *stream, int cur);
 
@@ -197,6 +205,12 @@ void CUPTIAPI gmp_cupti_buf_requested(uint8_t **buffer, size_t *size, size_t *ma
 void CUPTIAPI gmp_cupti_buf_completed(CUcontext ctx, uint32_t stream, uint8_t *buffer, size_t size,
                                       size_t valid);
 int gmp_cupti_activity_layout_ok(uint32_t ver);
+/* An API memory call whose MEMORY2 record the agent's buffers should receive (see the file). */
+void gmp_cupti_activity_owed(void);
+void gmp_cupti_activity_unowed(void); /* that call failed after all (a free: counted at entry) */
+/* After the forced flush: 1 when such calls came after the agent's last buffer callback (another
+ * CUPTI client's buffer callbacks replaced the agent's), with that callback's trace time. */
+int gmp_cupti_activity_replaced(uint64_t *last_ns);
 void gmp_cupti_measure_clock_offset(void);
 
 #endif

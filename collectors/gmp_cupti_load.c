@@ -108,10 +108,20 @@ void *gmp_cupti_load(const char *explicit_path, const gmp_sink *sink, char *why,
         }
     }
     /* 3. a toolkit's: next to the driver, CUDA_HOME/CUDA_PATH, the library path, the usual
-     * places; of the runtime's major first when one is loaded */
-    int majors[2] = {major > 0 && major != CUPTI_API_VERSION / 10000 ? major : 0,
+     * places; of the runtime's major first when one is loaded. A program that loads no runtime
+     * (numba drives the driver API alone) gets a CUPTI of the driver's major first when the
+     * driver is older than the agent's major: a CUPTI needs a driver of its major or later
+     * (gmp_cupti_driver_hint), so the agent's own (13) cannot work with a 12.x driver. */
+    int dmajor = 0;
+    if (major <= 0) {
+        int (*get)(int *) = (int (*)(int *))gmp_driver_sym("cuDriverGetVersion");
+        int drv = 0;
+        if (get && get(&drv) == 0 && drv > 0 && drv / 1000 < CUPTI_API_VERSION / 10000)
+            dmajor = drv / 1000;
+    }
+    int majors[3] = {major > 0 && major != CUPTI_API_VERSION / 10000 ? major : 0, dmajor,
                      CUPTI_API_VERSION / 10000};
-    for (int mi = 0; mi < 2; mi++) {
+    for (int mi = 0; mi < 3; mi++) {
         if (!majors[mi])
             continue;
         char soname[32];
@@ -160,4 +170,47 @@ void *gmp_cupti_load(const char *explicit_path, const gmp_sink *sink, char *why,
                  "in CUDA_HOME, on the library path and in /usr/local/cuda; use --cupti PATH)",
                  CUPTI_SONAME);
     return NULL;
+}
+
+/* The CUDA major version of a CUPTI API version (cupti_version.h: 19 is CUDA 12.0's, 20 to 28 are
+ * 12.2 to 12.9 Update 1's, 13 to 18 are 11.x's; from CUDA 13.0 on major * 10000 + minor * 100 +
+ * update); 0 when older or unknown. */
+unsigned gmp_cupti_major(uint32_t ver)
+{
+    if (ver >= 10000)
+        return ver / 10000;
+    if (ver >= 19)
+        return 12;
+    if (ver >= 13)
+        return 11;
+    return 0;
+}
+
+/* CUDA's compatibility rules: a toolkit's components run on a driver of their major release or a
+ * later one (docs.nvidia.com/deploy/cuda-compatibility, "Minor Version Compatibility": CUDA 13.x
+ * needs a driver >= 580, which is CUDA 13.0's; 12.x needs >= 525), and CUPTI is one of them: the
+ * real CUPTI 13.0 answers cuptiSubscribe with CUPTI_ERROR_UNKNOWN on a 12.8 driver. When the CUPTI
+ * loaded (API version ver) is of a later major than the driver's (cuDriverGetVersion, asked only
+ * here, outside any callback), fills out with what to do instead and returns 1. */
+int gmp_cupti_driver_hint(uint32_t ver, char *out, size_t n)
+{
+    int (*get)(int *) = (int (*)(int *))gmp_driver_sym("cuDriverGetVersion");
+    int drv = 0;
+    unsigned major = gmp_cupti_major(ver);
+    if (!get || get(&drv) != 0 || drv <= 0 || !major || major <= (unsigned)drv / 1000)
+        return 0;
+    char path[4096] = "";
+    Dl_info di;
+    void *sym = gmp_cupti_lib.lib ? dlsym(gmp_cupti_lib.lib, "cuptiGetVersion") : NULL;
+    if (sym && dladdr(sym, &di) && di.dli_fname)
+        snprintf(path, sizeof path, "%s", di.dli_fname);
+    int dm = drv / 1000;
+    snprintf(out, n,
+             "the CUPTI loaded (%.1000s, CUDA %u, API version %u) is newer than the CUDA driver "
+             "(CUDA %d.%d), and a CUPTI needs a driver of its CUDA major version or later: give a "
+             "CUDA %d CUPTI with --cupti PATH (a CUDA %d toolkit's libcupti.so.%d, or a Python "
+             "environment's site-packages/nvidia/%s/libcupti.so.%d), or update the driver",
+             path[0] ? path : "?", major, (unsigned)ver, dm, drv % 1000 / 10, dm, dm, dm,
+             dm >= 13 ? "cu13/lib" : "cuda_cupti/lib", dm);
+    return 1;
 }

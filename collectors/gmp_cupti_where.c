@@ -133,13 +133,51 @@ void gmp_cupti_pool_gone(uint64_t pool)
     pthread_mutex_unlock(&gmp_cupti_loc_lock);
 }
 
-/* The device (and kind) of memory from a pool the agent saw created; 0 when unknown (a default
- * pool: on its device, which the caller already has). */
+/* The device (and kind) of memory from a pool the agent saw created or handed out (a default or
+ * current pool, OP_POOL_LOCATE); 0 when unknown (a pool the program got before CUDA started the
+ * agent cannot be: the agent starts in cuInit; the caller keeps the stream's device). */
 int gmp_cupti_pool_where(uint64_t pool, int *dev, uint32_t *kind)
 {
     int known = 0;
     pthread_mutex_lock(&gmp_cupti_loc_lock);
     const gmp_handle_ent *e = gmp_handles_get(&pools, pool);
+    if (e) {
+        known = 1;
+        *dev = e->device;
+        if (kind && (e->flags & GMP_HANDLE_MANAGED))
+            *kind = GMP_MEM_MANAGED;
+    }
+    pthread_mutex_unlock(&gmp_cupti_loc_lock);
+    return known;
+}
+
+/* Pools by base address, for activity records: MEMORY2's memoryPoolConfig.address and
+ * MEMORY_POOL's address are the pool's base address, not its handle (cupti_activity.h,
+ * CUpti_ActivityMemoryPoolConfig and CUpti_ActivityMemoryPool3), and a MEMORY_POOL record says
+ * nothing of a host location (deviceId is "the device where the memory pool is created"). A
+ * MEMORY2 record of an allocation from a pool says what memory the pool holds (memoryKind PINNED:
+ * host memory, MANAGED: managed, DEVICE: deviceId's), so each pool base is learnt there and the
+ * pool's later MEMORY_POOL records (trims) follow it. */
+static gmp_handles pool_bases; /* base address -> device (-1: not a device), GMP_HANDLE_MANAGED */
+
+void gmp_cupti_pool_base_seen(uint64_t base, int dev, int managed)
+{
+    if (!base)
+        return;
+    pthread_mutex_lock(&gmp_cupti_loc_lock);
+    gmp_handle_ent *e = gmp_handles_put(&pool_bases, base);
+    if (e) {
+        e->device = dev;
+        e->flags = managed ? GMP_HANDLE_MANAGED : 0;
+    }
+    pthread_mutex_unlock(&gmp_cupti_loc_lock);
+}
+
+int gmp_cupti_pool_base_where(uint64_t base, int *dev, uint32_t *kind)
+{
+    int known = 0;
+    pthread_mutex_lock(&gmp_cupti_loc_lock);
+    const gmp_handle_ent *e = gmp_handles_get(&pool_bases, base);
     if (e) {
         known = 1;
         *dev = e->device;

@@ -11,10 +11,19 @@ simcuda    on the simulated device (LD_LIBRARY_PATH=SIMCUDA_DIR, two devices of 
 no_agent   GPUMEMPROF_AGENT names a missing file: exit 1, the reason names the agent;
 bad_cupti  GPUMEMPROF_CUPTI names a missing file: exit 1, the reason names CUPTI;
 no_inject  CUDA_INJECTION64_PATH already set to a tool: info notes it and does not let the driver
-           inject it into its own process (the tool's log stays empty)."""
+           inject it into its own process (the tool's log stays empty);
+cupti_newer the CUDA 12 personality's 12.8 driver (SIMCUDA_DIR/cuda12/driver) with a CUPTI 13
+           (GPUMEMPROF_CUPTI = the simulated libcupti.so.13): exit 1, "profiling: not possible", the
+           reason says the CUPTI is newer than the driver and names the fix: the CUDA 12 CUPTI of a
+           Python environment ($VIRTUAL_ENV's nvidia/cuda_cupti/lib/libcupti.so.12, a copy of the
+           personality's) as `gpumemprof run --cupti PATH`, or, with none, what to look for;
+wheel13    a Python environment with CUDA 13's wheel layout (every library in
+           site-packages/nvidia/cu13/lib; copies of the simulated libcudart.so.13 and
+           libcupti.so.13): info finds that runtime and the CUPTI beside it, as the agent does."""
 import ctypes.util
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -143,11 +152,76 @@ def case_no_inject(gmp, simdir):
     print("ok")
 
 
+def wheel_dir(simdir):
+    w = os.path.join(simdir, "cuda12")
+    if not os.path.exists(os.path.join(w, "driver", "libcuda.so.1")):
+        print("SKIP: no CUDA 12 personality in " + w)
+        sys.exit(77)
+    return w
+
+
+def case_cupti_newer(gmp, simdir):
+    w = wheel_dir(simdir)
+    env = base_env()
+    env["LD_LIBRARY_PATH"] = os.path.join(w, "driver")
+    env["GPUMEMPROF_CUPTI"] = os.path.join(simdir, "libcupti.so.13")
+    for k in ("VIRTUAL_ENV", "CONDA_PREFIX", "CUDA_HOME", "CUDA_PATH"):
+        env.pop(k, None)
+    with tempfile.TemporaryDirectory() as d:
+        lib = os.path.join(d, "lib", "python3.11", "site-packages", "nvidia", "cuda_cupti", "lib")
+        os.makedirs(lib)
+        alt = os.path.join(lib, "libcupti.so.12")
+        shutil.copy(os.path.join(w, "site-packages", "nvidia", "cuda_cupti", "lib",
+                                 "libcupti.so.12"), alt)
+        env["VIRTUAL_ENV"] = d
+        j = info(gmp, env, json_out=True, expect=1)
+        check(j["driver"]["version"] == 12080, "driver %s" % j["driver"])
+        check(j["cupti"]["found"] and j["cupti"]["version"] == 130001 and
+              j["cupti"]["compatible"] is False, "cupti %s" % j["cupti"])
+        want = ("CUPTI %s is CUDA 13's and the CUDA driver is CUDA 12.8: a CUPTI needs a driver of "
+                "its major version or later (cuptiSubscribe would fail with CUPTI_ERROR_UNKNOWN); "
+                "a CUDA 12 CUPTI is at %s: gpumemprof run --cupti %s"
+                % (os.path.realpath(env["GPUMEMPROF_CUPTI"]), alt, alt))
+        check(j["reasons"] == [want], "reasons %s, want [%s]" % (j["reasons"], want))
+        out = info(gmp, env, expect=1)
+        check("API version 130001 (newer than the driver: cannot work with it)" in out, out)
+        check("profiling: not possible on this machine:\n  - " + want in out, out)
+    env.pop("VIRTUAL_ENV")
+    j = info(gmp, env, json_out=True, expect=1)
+    check(len(j["reasons"]) == 1 and
+          "give a CUDA 12 CUPTI to run with --cupti PATH (a CUDA 12 toolkit's libcupti.so.12, or "
+          "a Python environment's site-packages/nvidia/cuda_cupti/lib/libcupti.so.12), or update "
+          "the driver" in j["reasons"][0] or "a CUDA 12 CUPTI is at " in j["reasons"][0],
+          "reasons without an environment %s" % j["reasons"])
+    print("ok")
+
+
+def case_wheel13(gmp, simdir):
+    env = sim_env(simdir)
+    with tempfile.TemporaryDirectory() as d:
+        lib = os.path.join(d, "lib", "python3.12", "site-packages", "nvidia", "cu13", "lib")
+        os.makedirs(lib)
+        for f in ("libcudart.so.13", "libcupti.so.13"):
+            shutil.copy(os.path.join(simdir, f), os.path.join(lib, f))
+        env["VIRTUAL_ENV"] = d
+        j = info(gmp, env, json_out=True)
+        check(j["runtime"]["found"] and
+              j["runtime"]["path"] == os.path.join(os.path.realpath(lib), "libcudart.so.13"),
+              "runtime %s" % j["runtime"])
+        c = j["cupti"]
+        check(c["found"] and c["path"] == os.path.join(os.path.realpath(lib), "libcupti.so.13"),
+              "CUPTI of the wheels %s" % c)
+        check("nvidia/cu13/lib" in c["chosen_as"] and c["compatible"], "chosen as %s" % c)
+        check(j["profiling_possible"] is True, "reasons %s" % j["reasons"])
+    print("ok")
+
+
 def main():
     case, gmp = sys.argv[1], sys.argv[2]
     simdir = sys.argv[3] if len(sys.argv) > 3 else ""
     {"no_driver": case_no_driver, "simcuda": case_simcuda, "no_agent": case_no_agent,
-     "bad_cupti": case_bad_cupti, "no_inject": case_no_inject}[case](gmp, simdir)
+     "bad_cupti": case_bad_cupti, "no_inject": case_no_inject,
+     "cupti_newer": case_cupti_newer, "wheel13": case_wheel13}[case](gmp, simdir)
 
 
 if __name__ == "__main__":

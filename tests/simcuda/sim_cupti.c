@@ -84,6 +84,11 @@ enum {
 #define SIMCUDA_CUPTI_API_VERSION CUPTI_API_VERSION
 #endif
 
+/* the CUDA major version of this CUPTI: API versions count 1, 2, ... up to 12.x (26 is 12.8's,
+ * cupti_version.h) and are major * 10000 + ... from 13.0 on */
+#define SIMCUDA_CUPTI_MAJOR                                                                        \
+    (SIMCUDA_CUPTI_API_VERSION >= 10000 ? SIMCUDA_CUPTI_API_VERSION / 10000 : 12)
+
 static pthread_once_t g_cfg_once = PTHREAD_ONCE_INIT;
 static unsigned g_fail;
 static CUptiResult g_fail_result = CUPTI_ERROR_UNKNOWN;
@@ -241,6 +246,13 @@ static CUptiResult subscribe(CUpti_SubscriberHandle *subscriber, CUpti_CallbackF
         return ret(CUPTI_ERROR_INVALID_PARAMETER);
     if (failing(FAIL_SUBSCRIBE))
         return ret(g_fail_result);
+    /* A CUPTI needs a driver of its own CUDA major version or later (CUDA's compatibility rules:
+     * a 13.x toolkit's components need a 13.x driver, r580 or later; docs.nvidia.com/deploy/
+     * cuda-compatibility, "Minor Version Compatibility"). The real libcupti.so.13 (CUPTI 13.0.1)
+     * answers cuptiSubscribe with CUPTI_ERROR_UNKNOWN on the CUDA 12 personality's 12.8 driver;
+     * the simulated one does the same. */
+    if (SIMCUDA_CUPTI_MAJOR > simcuda_driver_version() / 1000)
+        return ret(CUPTI_ERROR_UNKNOWN);
     pthread_mutex_lock(&g_sub_mu);
     struct CUpti_Subscriber_st *cur = atomic_load(&g_sub);
     if (cur) {

@@ -702,6 +702,16 @@ static struct CUmemPoolHandle_st *default_pool_locked(int d)
     return dv->default_pool;
 }
 
+/* the pools of a location that is not DEVICE+PINNED (cuMemGetDefaultMemPool, below) */
+typedef struct loc_pools {
+    CUmemLocationType type;
+    int id; /* a device ordinal for DEVICE, the NUMA node for HOST_NUMA, else 0 */
+    CUmemAllocationType alloc;
+    struct CUmemPoolHandle_st *def, *cur;
+} loc_pools;
+static loc_pools g_locpools[SIMCUDA_MAX_DEVICES + 8];
+static int g_nlocpools;
+
 static int pool_valid(struct CUmemPoolHandle_st *p)
 {
     return p && p->magic == SIMCUDA_POOL_MAGIC;
@@ -895,6 +905,11 @@ CUresult CUDAAPI cuDriverGetVersion(int *driverVersion)
         DRV_RETURN(CUDA_ERROR_INVALID_VALUE);
     *driverVersion = SIMCUDA_DRIVER_VERSION;
     DRV_RETURN(CUDA_SUCCESS);
+}
+
+SIMCUDA_API int simcuda_driver_version(void)
+{
+    return SIMCUDA_DRIVER_VERSION;
 }
 
 static int valid_dev(CUdevice d)
@@ -1289,6 +1304,55 @@ CUresult CUDAAPI cuCtxGetDevice(CUdevice *device)
     if (!ctx_ok(tl_ctx))
         DRV_RETURN(CUDA_ERROR_INVALID_CONTEXT);
     *device = tl_ctx->device;
+    DRV_RETURN(CUDA_SUCCESS);
+}
+
+/* CUDA 13's explicit-context forms (cuda.h:6480-6499, 6630-6653): new functions with a context
+ * argument, exported beside the old cuCtxGetDevice/cuCtxSynchronize that binaries built before 13
+ * call (the driver keeps them: the CUDA 13 stub libcuda.so exports both, and cudaTypedefs.h keeps
+ * PFN_cuCtxGetDevice_v2000 beside PFN_cuCtxGetDevice_v13000). "If the specified context is NULL,
+ * the API will return the current context's device"; another value must be a context
+ * (CUDA_ERROR_INVALID_CONTEXT otherwise). The simulator recognizes a context without reading
+ * through the pointer (a caller that passes nothing there, as numba 0.56 does when it resolves
+ * cuCtxGetDevice to cuCtxGetDevice_v2, hands over whatever its register held): a primary context,
+ * the thread's current one or one on its stack; a created context current on another thread
+ * only is refused too (a simplification). */
+static CUcontext ctx_explicit(CUcontext c)
+{
+    if (!c)
+        return tl_ctx;
+    if (c == tl_ctx)
+        return c;
+    for (int i = 0; i < g_ndev; i++)
+        if (c == &g_dev[i].ctx)
+            return c;
+    for (int i = 0; i < tl_ctx_depth; i++)
+        if (c == tl_ctx_stack[i])
+            return c;
+    return NULL;
+}
+
+CUresult CUDAAPI cuCtxGetDevice_v2(CUdevice *device, CUcontext ctx)
+{
+    DRV_CALL(cuCtxGetDevice_v2, device, ctx);
+    REQUIRE_INIT();
+    if (!device)
+        DRV_RETURN(CUDA_ERROR_INVALID_VALUE);
+    CUcontext c = ctx_explicit(ctx);
+    if (!ctx_ok(c))
+        DRV_RETURN(CUDA_ERROR_INVALID_CONTEXT);
+    *device = c->device;
+    DRV_RETURN(CUDA_SUCCESS);
+}
+
+CUresult CUDAAPI cuCtxSynchronize_v2(CUcontext ctx)
+{
+    DRV_CALL(cuCtxSynchronize_v2, ctx);
+    REQUIRE_INIT();
+    CUcontext c = ctx_explicit(ctx);
+    if (!ctx_ok(c))
+        DRV_RETURN(CUDA_ERROR_INVALID_CONTEXT);
+    simcuda_sync_point(c);
     DRV_RETURN(CUDA_SUCCESS);
 }
 
@@ -2711,6 +2775,9 @@ CUresult CUDAAPI cuMemPoolDestroy(CUmemoryPool pool)
                 dv->pools[i] = NULL;
         if (dv->current_pool == pool)
             dv->current_pool = dv->default_pool;
+        for (int i = 0; i < g_nlocpools; i++) /* a location's current pool: its default again */
+            if (g_locpools[i].cur == pool)
+                g_locpools[i].cur = g_locpools[i].def;
         pool->magic = 0;
         while (pool->addrs.free) {
             freeblk *f = pool->addrs.free;
@@ -2840,6 +2907,144 @@ CUresult CUDAAPI cuDeviceSetMemPool(CUdevice dev, CUmemoryPool pool)
     g_dev[dev].current_pool = pool;
     pthread_mutex_unlock(&g_mu);
     DRV_RETURN(CUDA_SUCCESS);
+}
+
+/* CUDA 13's pools by location and allocation type (cuda.h:13578-13647, cuMemGetDefaultMemPool,
+ * cuMemGetMemPool, cuMemSetMemPool): besides a device's pinned pool (cuDeviceGetDefaultMemPool),
+ * every location has a default pool per allocation type: pinned memory on the host (HOST) or a
+ * host NUMA node (HOST_NUMA; the simulator has node 0 only, as cuMemPoolCreate), managed memory
+ * with a preferred location (DEVICE, HOST, HOST_NUMA) or none (NONE, managed only). Any other
+ * location type, or another allocation type, is CUDA_ERROR_INVALID_VALUE. The default pools are
+ * made on first use (never by cuMemPoolCreate: a tool sees no creation call) and cannot be
+ * destroyed; a location's current pool is its default until cuMemSetMemPool sets another "of the
+ * same location and allocation type", and goes back to the default when that pool is destroyed
+ * (cuMemPoolDestroy). DEVICE+PINNED is the device's pool of cuDeviceGetDefaultMemPool /
+ * cuDeviceSetMemPool ("the equivalent of calling cuDeviceSetMemPool"). Host and managed pools hand
+ * out real host memory, like created ones (pool_new_host_locked). */
+
+/* checks a location and allocation type as cuda.h lists them; the location's id normalized */
+static CUresult loc_check(const CUmemLocation *loc, CUmemAllocationType type, int *id)
+{
+    if (!loc || (type != CU_MEM_ALLOCATION_TYPE_PINNED && type != CU_MEM_ALLOCATION_TYPE_MANAGED))
+        return CUDA_ERROR_INVALID_VALUE;
+    *id = 0;
+    switch (loc->type) {
+    case CU_MEM_LOCATION_TYPE_DEVICE:
+        if (!valid_dev(loc->id))
+            return CUDA_ERROR_INVALID_DEVICE;
+        *id = loc->id;
+        return CUDA_SUCCESS;
+    case CU_MEM_LOCATION_TYPE_HOST: return CUDA_SUCCESS; /* "id is ignored" */
+    case CU_MEM_LOCATION_TYPE_HOST_NUMA:
+        return loc->id == 0 ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE; /* one NUMA node */
+    case CU_MEM_LOCATION_TYPE_NONE:
+        return type == CU_MEM_ALLOCATION_TYPE_MANAGED ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+    default: return CUDA_ERROR_INVALID_VALUE;
+    }
+}
+
+/* the entry of a location that is not DEVICE+PINNED, made with its default pool on first use */
+static loc_pools *loc_pools_locked(CUmemLocationType t, int id, CUmemAllocationType atype)
+{
+    for (int i = 0; i < g_nlocpools; i++)
+        if (g_locpools[i].type == t && g_locpools[i].id == id && g_locpools[i].alloc == atype)
+            return &g_locpools[i];
+    if (g_nlocpools >= (int)(sizeof g_locpools / sizeof g_locpools[0]))
+        return NULL;
+    /* kept in the list of the device it prefers (managed on a device), else device 0's */
+    struct CUmemPoolHandle_st *p =
+        pool_new_host_locked(t == CU_MEM_LOCATION_TYPE_DEVICE ? id : 0, 1, 1);
+    if (!p)
+        return NULL;
+    p->loc_type = t;
+    p->alloc_type = atype;
+    loc_pools *e = &g_locpools[g_nlocpools++];
+    e->type = t;
+    e->id = id;
+    e->alloc = atype;
+    e->def = e->cur = p;
+    return e;
+}
+
+static int loc_is_device_pinned(const CUmemLocation *loc, CUmemAllocationType type)
+{
+    return loc->type == CU_MEM_LOCATION_TYPE_DEVICE && type == CU_MEM_ALLOCATION_TYPE_PINNED;
+}
+
+CUresult CUDAAPI cuMemGetDefaultMemPool(CUmemoryPool *pool_out, CUmemLocation *location,
+                                        CUmemAllocationType type)
+{
+    DRV_CALL(cuMemGetDefaultMemPool, pool_out, location, type);
+    REQUIRE_INIT();
+    int id = 0;
+    CUresult r = pool_out ? loc_check(location, type, &id) : CUDA_ERROR_INVALID_VALUE;
+    if (r != CUDA_SUCCESS)
+        DRV_RETURN(r);
+    lock();
+    struct CUmemPoolHandle_st *p = NULL;
+    if (loc_is_device_pinned(location, type)) {
+        p = default_pool_locked(id);
+    } else {
+        loc_pools *e = loc_pools_locked(location->type, id, type);
+        p = e ? e->def : NULL;
+    }
+    unlock_and_emit();
+    if (!p)
+        DRV_RETURN(CUDA_ERROR_OUT_OF_MEMORY);
+    *pool_out = p;
+    DRV_RETURN(CUDA_SUCCESS);
+}
+
+CUresult CUDAAPI cuMemGetMemPool(CUmemoryPool *pool, CUmemLocation *location,
+                                 CUmemAllocationType type)
+{
+    DRV_CALL(cuMemGetMemPool, pool, location, type);
+    REQUIRE_INIT();
+    int id = 0;
+    CUresult r = pool ? loc_check(location, type, &id) : CUDA_ERROR_INVALID_VALUE;
+    if (r != CUDA_SUCCESS)
+        DRV_RETURN(r);
+    lock();
+    struct CUmemPoolHandle_st *p = NULL;
+    if (loc_is_device_pinned(location, type)) {
+        p = g_dev[id].current_pool ? g_dev[id].current_pool : default_pool_locked(id);
+    } else {
+        loc_pools *e = loc_pools_locked(location->type, id, type);
+        p = e ? e->cur : NULL;
+    }
+    unlock_and_emit();
+    if (!p)
+        DRV_RETURN(CUDA_ERROR_OUT_OF_MEMORY);
+    *pool = p;
+    DRV_RETURN(CUDA_SUCCESS);
+}
+
+CUresult CUDAAPI cuMemSetMemPool(CUmemLocation *location, CUmemAllocationType type,
+                                 CUmemoryPool pool)
+{
+    DRV_CALL(cuMemSetMemPool, location, type, pool);
+    REQUIRE_INIT();
+    int id = 0;
+    CUresult r = loc_check(location, type, &id);
+    if (r != CUDA_SUCCESS)
+        DRV_RETURN(r);
+    /* "The location and allocation type specified must match those of the pool" */
+    if (!pool_valid(pool) || pool->imported || pool->loc_type != location->type ||
+        pool->alloc_type != type ||
+        (location->type == CU_MEM_LOCATION_TYPE_DEVICE && pool->dev != id))
+        DRV_RETURN(CUDA_ERROR_INVALID_VALUE);
+    lock();
+    if (loc_is_device_pinned(location, type)) {
+        g_dev[id].current_pool = pool;
+    } else {
+        loc_pools *e = loc_pools_locked(location->type, id, type);
+        if (e)
+            e->cur = pool;
+        else
+            r = CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    unlock_and_emit();
+    DRV_RETURN(r);
 }
 
 /* ------------------------------------------------------------------------------------------ */
@@ -3996,6 +4201,46 @@ CUresult CUDAAPI cuGraphAddMemFreeNode(CUgraphNode *phGraphNode, CUgraph hGraph,
         node_new(phGraphNode, hGraph, dependencies, numDependencies, CU_GRAPH_NODE_TYPE_MEM_FREE);
     if (r == CUDA_SUCCESS)
         (*phGraphNode)->dptr = dptr;
+    DRV_RETURN(r);
+}
+
+/* The generic node API (cuda.h:21479, cuGraphAddNode, CUDA 12.3's ABI cuGraphAddNode_v2 that
+ * cuda.h's #define names): a node of any type from CUgraphNodeParams. The memory nodes are made as
+ * cuGraphAddMemAllocNode / cuGraphAddMemFreeNode make them, the alloc node's address written back
+ * to nodeParams->alloc.dptr ("out: address of the allocation returned by CUDA",
+ * CUDA_MEM_ALLOC_NODE_PARAMS_v2); edge data is not modelled (as for capture dependencies), and
+ * other node types are not either (CUDA_ERROR_NOT_SUPPORTED, the simulator's answer). */
+CUresult CUDAAPI cuGraphAddNode(CUgraphNode *phGraphNode, CUgraph hGraph,
+                                const CUgraphNode *dependencies,
+                                const CUgraphEdgeData *dependencyData, size_t numDependencies,
+                                CUgraphNodeParams *nodeParams)
+{
+    DRV_CALL(cuGraphAddNode_v2, phGraphNode, hGraph, dependencies, dependencyData, numDependencies,
+             nodeParams);
+    REQUIRE_INIT();
+    if (!phGraphNode || !nodeParams)
+        DRV_RETURN(CUDA_ERROR_INVALID_VALUE);
+    CUresult r;
+    if (nodeParams->type == CU_GRAPH_NODE_TYPE_MEM_ALLOC) {
+        const CUmemPoolProps *pp = &nodeParams->alloc.poolProps;
+        if (pp->allocType != CU_MEM_ALLOCATION_TYPE_PINNED ||
+            pp->location.type != CU_MEM_LOCATION_TYPE_DEVICE)
+            DRV_RETURN(CUDA_ERROR_INVALID_VALUE);
+        uint64_t addr = 0;
+        r = alloc_node_new(phGraphNode, hGraph, dependencies, numDependencies, pp->location.id,
+                           nodeParams->alloc.bytesize, &addr);
+        if (r == CUDA_SUCCESS)
+            nodeParams->alloc.dptr = (CUdeviceptr)addr;
+    } else if (nodeParams->type == CU_GRAPH_NODE_TYPE_MEM_FREE) {
+        if (!nodeParams->free.dptr)
+            DRV_RETURN(CUDA_ERROR_INVALID_VALUE);
+        r = node_new(phGraphNode, hGraph, dependencies, numDependencies,
+                     CU_GRAPH_NODE_TYPE_MEM_FREE);
+        if (r == CUDA_SUCCESS)
+            (*phGraphNode)->dptr = nodeParams->free.dptr;
+    } else {
+        r = CUDA_ERROR_NOT_SUPPORTED;
+    }
     DRV_RETURN(r);
 }
 

@@ -124,6 +124,9 @@ SIMCUDA_API int simcuda_late_injection(void);
 SIMCUDA_API void simcuda_ptds_apply(simcuda_call *call);
 /* The driver's one-time initialization (injection) without an API callback: the runtime's. */
 SIMCUDA_API void simcuda_driver_init(void);
+/* the driver's version (cuDriverGetVersion without a call, so without callbacks): CUPTI checks
+ * it when a tool subscribes (sim_cupti.c) */
+SIMCUDA_API int simcuda_driver_version(void);
 /* A runtime API call bracketed as sim_runtime.c brackets its own (initialization, callbacks, last
  * error), for sim_rt_entry.c and the generated stubs: `ret` points at the caller's cudaError_t. */
 SIMCUDA_HIDDEN void simcuda_rt_begin(simcuda_call *c, unsigned cbid, const char *name,

@@ -685,6 +685,48 @@ RT_API cudaError_t CUDARTAPI cudaDeviceSetMemPool(int device, cudaMemPool_t memP
     RT_RETURN(to_rt(cuDeviceSetMemPool(device, memPool)));
 }
 
+/* CUDA 13's pools by location (cuda_runtime_api.h:8102-8153): the driver's cuMemGetDefaultMemPool,
+ * cuMemGetMemPool and cuMemSetMemPool; struct cudaMemLocation and CUmemLocation have the same
+ * fields ({type, id}, driver_types.h / cuda.h) and the enums the same values. A CUDA 12 runtime
+ * (the CUDA 12 personality) has none of them: there the generated stubs answer, and the
+ * personality's driver does not export the driver functions (dated 13000 by cudaTypedefs.h). */
+#if SIMCUDA_RUNTIME_VERSION >= 13000
+_Static_assert(sizeof(struct cudaMemLocation) == sizeof(CUmemLocation) &&
+                   (int)cudaMemLocationTypeHostNuma == (int)CU_MEM_LOCATION_TYPE_HOST_NUMA &&
+                   (int)cudaMemAllocationTypeManaged == (int)CU_MEM_ALLOCATION_TYPE_MANAGED,
+               "cudaMemLocation layout");
+
+RT_API cudaError_t CUDARTAPI cudaMemGetDefaultMemPool(cudaMemPool_t *memPool,
+                                                      struct cudaMemLocation *location,
+                                                      enum cudaMemAllocationType type)
+{
+    RT_CALL(cudaMemGetDefaultMemPool, v13000, memPool, location, type);
+    RT_NEED_CTX();
+    RT_RETURN(to_rt(
+        cuMemGetDefaultMemPool(memPool, (CUmemLocation *)location, (CUmemAllocationType)type)));
+}
+
+RT_API cudaError_t CUDARTAPI cudaMemGetMemPool(cudaMemPool_t *memPool,
+                                               struct cudaMemLocation *location,
+                                               enum cudaMemAllocationType type)
+{
+    RT_CALL(cudaMemGetMemPool, v13000, memPool, location, type);
+    RT_NEED_CTX();
+    RT_RETURN(
+        to_rt(cuMemGetMemPool(memPool, (CUmemLocation *)location, (CUmemAllocationType)type)));
+}
+
+RT_API cudaError_t CUDARTAPI cudaMemSetMemPool(struct cudaMemLocation *location,
+                                               enum cudaMemAllocationType type,
+                                               cudaMemPool_t memPool)
+{
+    RT_CALL(cudaMemSetMemPool, v13000, location, type, memPool);
+    RT_NEED_CTX();
+    RT_RETURN(
+        to_rt(cuMemSetMemPool((CUmemLocation *)location, (CUmemAllocationType)type, memPool)));
+}
+#endif
+
 /* copies and sets (recorded; device contents are not simulated) */
 
 RT_API cudaError_t CUDARTAPI cudaMemcpy(void *dst, const void *src, size_t count,
@@ -1631,6 +1673,42 @@ RT_API cudaError_t CUDARTAPI cudaGraphAddMemAllocNode(cudaGraphNode_t *pGraphNod
     CUresult r = cuGraphAddMemAllocNode(pGraphNode, graph, pDependencies, numDependencies, &p);
     if (r == CUDA_SUCCESS)
         nodeParams->dptr = (void *)(uintptr_t)p.dptr;
+    RT_RETURN(to_rt(r));
+}
+
+/* cudaGraphAddNode (cuda_runtime_api.h:12908): the memory nodes over the driver's cuGraphAddNode
+ * (driver_types.h cudaMemAllocNodeParamsV2 / cudaMemFreeNodeParams have the driver's fields);
+ * other node types are not modelled. */
+RT_API cudaError_t CUDARTAPI cudaGraphAddNode(cudaGraphNode_t *pGraphNode, cudaGraph_t graph,
+                                              const cudaGraphNode_t *pDependencies,
+                                              const cudaGraphEdgeData *dependencyData,
+                                              size_t numDependencies,
+                                              struct cudaGraphNodeParams *nodeParams)
+{
+    RT_CALL(cudaGraphAddNode, v12030, pGraphNode, graph, pDependencies, dependencyData,
+            numDependencies, nodeParams);
+    RT_NEED_CTX();
+    if (!nodeParams)
+        RT_RETURN(cudaErrorInvalidValue);
+    CUgraphNodeParams p;
+    memset(&p, 0, sizeof(p));
+    if (nodeParams->type == cudaGraphNodeTypeMemAlloc) {
+        const struct cudaMemPoolProps *pp = &nodeParams->alloc.poolProps;
+        p.type = CU_GRAPH_NODE_TYPE_MEM_ALLOC;
+        p.alloc.poolProps.allocType = (CUmemAllocationType)pp->allocType;
+        p.alloc.poolProps.handleTypes = (CUmemAllocationHandleType)pp->handleTypes;
+        p.alloc.poolProps.location.type = (CUmemLocationType)pp->location.type;
+        p.alloc.poolProps.location.id = pp->location.id;
+        p.alloc.bytesize = nodeParams->alloc.bytesize;
+    } else if (nodeParams->type == cudaGraphNodeTypeMemFree) {
+        p.type = CU_GRAPH_NODE_TYPE_MEM_FREE;
+        p.free.dptr = (CUdeviceptr)(uintptr_t)nodeParams->free.dptr;
+    } else {
+        RT_RETURN(cudaErrorNotSupported);
+    }
+    CUresult r = cuGraphAddNode(pGraphNode, graph, pDependencies, NULL, numDependencies, &p);
+    if (r == CUDA_SUCCESS && p.type == CU_GRAPH_NODE_TYPE_MEM_ALLOC)
+        nodeParams->alloc.dptr = (void *)(uintptr_t)p.alloc.dptr;
     RT_RETURN(to_rt(r));
 }
 

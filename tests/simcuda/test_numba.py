@@ -11,17 +11,32 @@ cuMemAllocManaged, cuMemHostAlloc, cuMemHostRegister) and when its deallocation 
 (_PendingDeallocs: on clear(), or when an add makes it hold more than CUDA_DEALLOCS_COUNT = 10).
 Every allocation must be recorded with that size, with its Python stack (numba_prog.py calling
 numba's API function), and freed by the matching call at its address.
+Three more runs, each about a second:
+- without --cupti, a CUDA 12 toolkit's CUPTI in $CUDA_HOME/lib64 (a copy of the personality's):
+  for a program that loads no runtime the agent looks for a CUPTI of the driver's major (12) before
+  its own (13), and records every allocation as with --cupti;
+- the CUPTI of a later CUDA major than the driver (the simulated libcupti.so.13 given to the
+  12.8 driver): cuptiSubscribe fails with CUPTI_ERROR_UNKNOWN, as the real CUPTI 13 does there;
+  the agent's message says the CUPTI is newer than the driver and names the fix (--cupti with a
+  CUDA 12 CUPTI), and the program runs on unchanged;
+- numba 0.56 on the CUDA 13 personality's driver (--simcuda): it resolves cuCtxGetDevice to
+  CUDA 13's cuCtxGetDevice_v2(CUdevice *, CUcontext) and calls it with one argument, so the
+  driver reads an undefined context; the simulated driver answers CUDA_ERROR_INVALID_CONTEXT as
+  cuda.h says for a context that is none (a real 580 driver was reported to crash there), and
+  the program fails at its first context push (driver.py:498), under gpumemprof as without it.
 Skips (77) where python3-numba is not installed.
-Usage: test_numba.py --gpumemprof BIN --wheel DIR --python PY --tmp DIR [--preload LIB]"""
+Usage: test_numba.py --gpumemprof BIN --wheel DIR --simcuda DIR --python PY --tmp DIR
+                     [--preload LIB]"""
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
 
 ap = argparse.ArgumentParser()
-for opt in ("gpumemprof", "wheel", "python", "tmp"):
+for opt in ("gpumemprof", "wheel", "simcuda", "python", "tmp"):
     ap.add_argument("--" + opt, required=True)
 ap.add_argument("--preload", default="")
 a = ap.parse_args()
@@ -117,6 +132,53 @@ for r, fn in zip([r for r in api if r["type"] == "alloc"], want_api):
     got_api.append(fn if ok else "%s? %r" % (fn, frames[:6]))
 if got_api != want_api[:len(got_api)]:
     fails.append("Python stacks: %r" % [g for g in got_api if "?" in g])
+
+# the CUPTI of a later major than the driver: the agent says so and names the fix
+cupti13 = os.path.join(a.simcuda, "libcupti.so.13")
+trace13 = os.path.join(tmp, "n13.trace")
+p = subprocess.run([a.gpumemprof, "run", "--cupti", cupti13, "-o", trace13, "--"] + prog, env=env,
+                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=120)
+out13, err13 = p.stdout.decode(), p.stderr.decode()
+if p.returncode != 0 or [l for l in out13.splitlines() if not l.startswith("device bytes")] != want_out:
+    fails.append("newer CUPTI: the program did not run on: exit %d, stdout %r" % (p.returncode, out13))
+for said in ("cannot profile: cuptiSubscribe failed: CUPTI_ERROR_UNKNOWN; the CUPTI loaded (",
+             "CUDA 13, API version 130001) is newer than the CUDA driver (CUDA 12.8)",
+             "give a CUDA 12 CUPTI with --cupti PATH"):
+    if said not in err13:
+        fails.append("newer CUPTI: stderr lacks %r: %r" % (said, err13[-1200:]))
+
+# no --cupti: a CUDA 12 toolkit's CUPTI ($CUDA_HOME/lib64/libcupti.so.12, a copy of the
+# personality's) is taken before the agent's own major, for a program that loads no runtime
+home = os.path.join(tmp, "cuda12-home")
+os.makedirs(os.path.join(home, "lib64"), exist_ok=True)
+shutil.copy(cupti, os.path.join(home, "lib64", "libcupti.so.12"))
+envh = dict(env)
+envh["CUDA_HOME"] = home
+envh.pop("CUDA_PATH", None)
+traceh = os.path.join(tmp, "nh.trace")
+p = subprocess.run([a.gpumemprof, "run", "-q", "-o", traceh, "--"] + prog, env=envh,
+                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=120)
+dh = subprocess.run([a.gpumemprof, "dump", "--json", traceh], env=env, stdout=subprocess.PIPE,
+                    stderr=subprocess.PIPE, timeout=60)
+recsh = [json.loads(l) for l in dh.stdout.decode().splitlines() if l.strip()]
+allocsh = [(r["api"], r["kind"], r["size"]) for r in recsh if r.get("type") == "alloc"
+           and "activity" not in r.get("flags", "").split("|")]
+if p.returncode != 0 or "cannot profile" in p.stderr.decode() or allocsh != want:
+    fails.append("CUDA_HOME's CUPTI 12: exit %d, stderr %r, allocations %r"
+                 % (p.returncode, p.stderr.decode()[-600:], allocsh))
+
+# numba 0.56 on the CUDA 13 driver: cuCtxGetDevice resolved to cuCtxGetDevice_v2
+env13 = dict(env)
+env13["NUMBA_CUDA_DRIVER"] = os.path.join(a.simcuda, "libcuda.so.1")
+for label, cmd in (("alone", prog), ("under gpumemprof run",
+                                    [a.gpumemprof, "run", "-q", "-o",
+                                     os.path.join(tmp, "c13.trace"), "--"] + prog)):
+    p = subprocess.run(cmd, env=env13, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=120)
+    e = p.stderr.decode()
+    if p.returncode == 0 or "Call to cuCtxGetDevice results in CUDA_ERROR_INVALID_CONTEXT" not in e:
+        fails.append("numba on the CUDA 13 driver %s: exit %d, stderr %r"
+                     % (label, p.returncode, e[-600:]))
+
 for f in fails:
     print("FAIL: " + f)
 if fails:

@@ -5,7 +5,15 @@
  *  - "pool1": cudaMallocFromPoolAsync from a pool created on device 1, device 0 current;
  *  - "hostpool": from a pool whose location is the host (cuda.h cuMemPoolCreate);
  *  - "managedpool": from a managed pool (allocType managed, no location);
- *  - "hostvmm": cuMemCreate with a host location (a VMM handle, printed as its value).
+ *  - "hostvmm": cuMemCreate with a host location (a VMM handle, printed as its value);
+ *  - pools the driver makes itself, never created by the program (cuda.h:13578-13647, CUDA 13):
+ *    "defhost" from cudaMemGetDefaultMemPool(HOST, pinned), "defmanaged" from
+ *    cuMemGetDefaultMemPool(NONE, managed), "curnuma" from cudaMemGetMemPool(HOST_NUMA 0, pinned),
+ *    "setnuma" from cuMemGetMemPool after cuMemSetMemPool made a created HOST_NUMA pool current,
+ *    "dev1def" from device 1's default pool (cudaDeviceGetDefaultMemPool) and "dev1cur" from
+ *    cuMemGetMemPool(DEVICE 1, pinned), both on a stream of device 0 (cuda.h: "Use
+ *    cuMemAllocFromPoolAsync to specify asynchronous allocations from a device different than the
+ *    one the stream runs on"). These must succeed (the simulated CUDA 13 driver models them).
  * A part the driver refuses prints "SKIP <label> <error>" and is left out. Prints "A label 0x..".*/
 #include <cuda.h>
 #include <cuda_runtime_api.h>
@@ -34,6 +42,16 @@ static void from_pool(const char *label, struct cudaMemPoolProps *props, size_t 
         CHECK(cudaStreamSynchronize(s), cudaSuccess);
     }
     CHECK(cudaMemPoolDestroy(pool), cudaSuccess);
+}
+
+/* an allocation from a pool the program did not create, freed after the synchronization */
+static void alloc_from(const char *label, cudaMemPool_t pool, size_t size, cudaStream_t s)
+{
+    void *p = NULL;
+    CHECK(cudaMallocFromPoolAsync(&p, size, pool, s), cudaSuccess);
+    SHOWP(label, p);
+    CHECK(cudaFreeAsync(p, s), cudaSuccess);
+    CHECK(cudaStreamSynchronize(s), cudaSuccess);
 }
 
 int main(void)
@@ -82,6 +100,40 @@ int main(void)
         show("hostvmm", h);
         CHECK(cuMemRelease(h), CUDA_SUCCESS);
     }
+    /* CUDA 13's default and current pools by location */
+    struct cudaMemLocation loc = {cudaMemLocationTypeHost, 0};
+    cudaMemPool_t pool = NULL;
+    CHECK(cudaMemGetDefaultMemPool(&pool, &loc, cudaMemAllocationTypePinned), cudaSuccess);
+    alloc_from("defhost", pool, 12 * MIB, s0);
+    CUmemLocation cloc = {CU_MEM_LOCATION_TYPE_NONE, 0};
+    CUmemoryPool cpool = NULL;
+    CHECK(cuMemGetDefaultMemPool(&cpool, &cloc, CU_MEM_ALLOCATION_TYPE_MANAGED), CUDA_SUCCESS);
+    alloc_from("defmanaged", cpool, 14 * MIB, s0);
+    loc.type = cudaMemLocationTypeHostNuma;
+    CHECK(cudaMemGetMemPool(&pool, &loc, cudaMemAllocationTypePinned), cudaSuccess);
+    alloc_from("curnuma", pool, 16 * MIB, s0);
+    /* a created pool made current; the handle the agent learns from cuMemGetMemPool is the
+     * created one's (known already): the same answer */
+    memset(&props, 0, sizeof props);
+    props.allocType = cudaMemAllocationTypePinned;
+    props.location.type = cudaMemLocationTypeHostNuma;
+    cudaMemPool_t numa = NULL;
+    CHECK(cudaMemPoolCreate(&numa, &props), cudaSuccess);
+    cloc.type = CU_MEM_LOCATION_TYPE_HOST_NUMA;
+    CHECK(cuMemSetMemPool(&cloc, CU_MEM_ALLOCATION_TYPE_PINNED, numa), CUDA_SUCCESS);
+    CHECK(cuMemGetMemPool(&cpool, &cloc, CU_MEM_ALLOCATION_TYPE_PINNED), CUDA_SUCCESS);
+    EXPECT(cpool == numa);
+    alloc_from("setnuma", cpool, 22 * MIB, s0);
+    CHECK(cudaMemPoolDestroy(numa), cudaSuccess); /* the location's default is current again */
+    CHECK(cuMemGetMemPool(&cpool, &cloc, CU_MEM_ALLOCATION_TYPE_PINNED), CUDA_SUCCESS);
+    EXPECT(cpool != numa);
+    CHECK(cudaDeviceGetDefaultMemPool(&pool, 1), cudaSuccess);
+    alloc_from("dev1def", pool, 18 * MIB, s0);
+    cloc.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    cloc.id = 1;
+    CHECK(cuMemGetMemPool(&cpool, &cloc, CU_MEM_ALLOCATION_TYPE_PINNED), CUDA_SUCCESS);
+    alloc_from("dev1cur", cpool, 20 * MIB, s0);
+
     CHECK(cudaStreamDestroy(s0), cudaSuccess);
     CHECK(cudaStreamDestroy(s1), cudaSuccess);
     printf("locations: ok\n");
