@@ -44,8 +44,12 @@ typedef struct gmp_import_torch_stats {
     uint32_t devices;         /* devices with events or segments */
     int has_time;             /* time_us was present */
     int overflowed;           /* allocator_settings.trace_alloc_overflowed: entries are missing */
-    uint32_t overflowed_devices; /* which, when it was given per device (bit d: device d < 32) */
-    uint64_t trace_max_entries;  /* allocator_settings.trace_alloc_max_entries; 0: not given */
+    uint32_t overflowed_devices;  /* which, when it was given per device (bit d: device d < 32) */
+    uint64_t trace_max_entries;   /* allocator_settings.trace_alloc_max_entries; 0: not given */
+    uint64_t annotations;         /* external_annotations read (record_function START/END) */
+    uint64_t annotations_ignored; /* of another shape, or without their START */
+    uint64_t umeta_allocs;        /* alloc/oom entries with a user_metadata */
+    uint64_t cctx_allocs;         /* alloc/oom entries inside a compiled region */
 } gmp_import_torch_stats;
 
 /* Non-zero when head[0..n) begins a pickle of protocol 2 to 5 (0x80, then 2..5). */

@@ -449,6 +449,8 @@ static void put_snap(mrg *M, gmp_reader *r, const gmp_rec *in, uint64_t t)
     switch (in->type) {
     case GMP_REC_ALLOC:
     case GMP_REC_FREE:
+        if (in->u.mem.flags & GMP_MEMF_FAILED)
+            return; /* the snapshot's OOM (its failed request): not merged, as its OOMs */
         o.u.mem.api = map_string(M, im, r, in->u.mem.api);
         o.u.mem.stack = map_stack(M, im, r, in->u.mem.stack);
         o.u.mem.range = 0;
