@@ -1669,6 +1669,16 @@ static gmp_str cstr(const char *s)
     return r;
 }
 
+/* What became ranges, after prefix. */
+static void ranges_line(const gmp_import_torch_stats *st, const char *prefix, char *buf, size_t n)
+{
+    snprintf(buf, n,
+             "%s%" PRIu64 " record_function annotations (external_annotations, %" PRIu64
+             " ignored), %" PRIu64 " allocations with a user_metadata range path, %" PRIu64
+             " inside compiled regions (compile_context)",
+             prefix, st->annotations, st->annotations_ignored, st->umeta_allocs, st->cctx_allocs);
+}
+
 static void write_trace(imp *I, const char *source, int fd, gmp_tq *q, unsigned flags)
 {
     /* The trace clock starts at TRACE_BASE (the pre-window state), the first entry 1 us later;
@@ -1757,6 +1767,12 @@ static void write_trace(imp *I, const char *source, int fd, gmp_tq *q, unsigned 
                      " bytes), %" PRIu64 " blocks (%" PRIu64 " bytes)",
                      I->st.legacy ? " (legacy format: segments only)" : "", I->st.entries,
                      I->st.pre_segments, I->st.pre_reserved, I->st.pre_blocks, I->st.pre_allocated);
+            emit_notice(I, GMP_NOTICE_INFO, I->notice, I->last_t);
+        }
+        if (I->err == GMP_OK && (I->st.annotations || I->st.annotations_ignored ||
+                                 I->st.umeta_allocs || I->st.cctx_allocs)) {
+            ranges_line(&I->st, "ranges from the snapshot, on one thread per device: ", I->notice,
+                        sizeof I->notice);
             emit_notice(I, GMP_NOTICE_INFO, I->notice, I->last_t);
         }
         if (I->err == GMP_OK && I->st.overflowed) {
@@ -2130,6 +2146,10 @@ void gmp_import_torch_summary(const gmp_import_torch_stats *st, char *msg, size_
              st->overflowed ? "; incomplete: PyTorch's trace ring buffer overflowed, the "
                               "entries before the window are missing"
                             : "");
+    size_t n = strlen(msg);
+    if ((st->annotations || st->annotations_ignored || st->umeta_allocs || st->cctx_allocs) &&
+        n < msglen)
+        ranges_line(st, "; ranges: ", msg + n, msglen - n);
 }
 
 gmp_err gmp_import_torch_run(const char *in_path, int out_fd, unsigned flags, char *msg,

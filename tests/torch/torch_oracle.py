@@ -21,7 +21,8 @@ Written from PyTorch's definitions, not from the C importer:
   - `external_annotations` (memory_snapshot.cpp:446-455) are {name, stage START|END, device,
     time_us}: a START opens the range `name` on its device, the next END of that name closes it;
     the allocations inside it are the device's alloc entries whose time_us lies within
-    [START, END] (an END missing: the range runs to the end of the trace).
+    [START, END] (an END missing: the range runs to the end of the trace); an END without its
+    START, and an item of another shape, are no range.
 
 Usage:
   torch_oracle.py SNAPSHOT                        print what the replay gives (JSON)
@@ -84,6 +85,10 @@ def replay(snap):
     # record_function ranges: START and END paired by name on each device
     opened = {}
     closed = []
+    annotations = [a for a in annotations if isinstance(a, dict) and
+                   isinstance(a.get("name"), str) and a.get("stage") in ("START", "END") and
+                   type(a.get("device")) is int and a["device"] >= 0 and
+                   type(a.get("time_us")) is int]
     for a in sorted(annotations, key=lambda a: a["time_us"]):
         key = (a["device"], a["name"])
         if a["stage"] == "START":
