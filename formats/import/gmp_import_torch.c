@@ -1430,8 +1430,9 @@ static void ann_apply(imp *I, const ann *a, uint64_t t)
             emit_range(I, a->dev, GMP_REC_RANGE_PUSH, path, t);
         return;
     }
+    ctx_close(I, a->dev, t); /* explicitly: what is closed implicitly reads as a mismatch */
     uint32_t k = s->n;
-    while (k > 0 && (s->st[k - 1].ctx || s->st[k - 1].name != a->name))
+    while (k > 0 && s->st[k - 1].name != a->name)
         k--;
     if (!k) {
         I->st.annotations_ignored++;
