@@ -178,6 +178,14 @@ typedef struct ann {
     uint8_t start; /* 1 START, 0 END */
 } ann;
 
+/* A final segment of a pool other than the main one (segment_pool_id != (0, 0)). */
+typedef struct pseg {
+    int32_t dev;
+    uint32_t api; /* the writer's id + 1 of its blocks' API, once defined */
+    uint64_t addr, size;
+    int64_t a, b; /* the pool id */
+} pseg;
+
 /* While writing: one device's open ranges (its own thread, TID + device, so that each device's
  * START/END pairs nest by themselves). A context frame (ctx != 0) is only ever on top. */
 typedef struct wframe {
@@ -225,7 +233,9 @@ typedef struct imp {
     size_t nctxs, cap_ctxs;
     ann *anns;
     size_t nanns, cap_anns;
-    dstate *ds; /* GMP_TORCH_MAX_DEVICES, while writing */
+    dstate *ds;  /* GMP_TORCH_MAX_DEVICES, while writing */
+    pseg *psegs; /* sorted by device and address once read */
+    size_t npsegs, cap_psegs;
     uint32_t dom_ann, dom_meta, dom_cc;
     /* first events on their way to the devices' maps (see first_event) */
     struct fe_pending {
@@ -1025,11 +1035,13 @@ enum {
     S_STATE,
     S_FRAMES,
     S_REQUESTED,
-    S_HISTORY
+    S_HISTORY,
+    S_POOLID,
+    S_COUNT
 };
 static const char *const seg_key_names[] = {
-    NULL,     NULL,   "device", "address", "total_size",     "is_expandable",
-    "blocks", "size", "state",  "frames",  "requested_size", "history"};
+    NULL,   NULL,    "device", "address",        "total_size", "is_expandable",  "blocks",
+    "size", "state", "frames", "requested_size", "history",    "segment_pool_id"};
 enum { ST_OTHER = 1, ST_ALLOCATED, ST_PENDING_FREE };
 static const char *const state_names[] = {NULL, NULL, "active_allocated", "active_pending_free"};
 
@@ -1041,8 +1053,8 @@ static int read_block(imp *I, int32_t d, device *dv, const gmp_pkv *b, uint64_t 
                      "not a valid PyTorch memory snapshot: a block is a %s, expected a dict",
                      gmp_pkv_type_name(b)),
                -1;
-    const gmp_pkv *f[S_HISTORY + 1] = {0};
-    dict_fields(b, 48, seg_key_names, S_HISTORY + 1, f);
+    const gmp_pkv *f[S_COUNT] = {0};
+    dict_fields(b, 48, seg_key_names, S_COUNT, f);
     uint64_t size, addr = *offset, req;
     if (field_u64(I, f[S_SIZE], "size", 1, &size) < 0 || !size_ok(I, size))
         return -1;
@@ -1087,8 +1099,8 @@ static int read_segment(imp *I, const gmp_pkv *s)
                      "not a valid PyTorch memory snapshot: a segment is a %s, expected a dict",
                      gmp_pkv_type_name(s)),
                -1;
-    const gmp_pkv *f[S_HISTORY + 1] = {0};
-    dict_fields(s, 48, seg_key_names, S_HISTORY + 1, f);
+    const gmp_pkv *f[S_COUNT] = {0};
+    dict_fields(s, 48, seg_key_names, S_COUNT, f);
     uint64_t d, addr, size;
     if (field_u64(I, f[S_DEVICE], "device", 1, &d) < 0 ||
         field_u64(I, f[S_ADDRESS], "address", 1, &addr) < 0 ||
@@ -1107,6 +1119,19 @@ static int read_segment(imp *I, const gmp_pkv *s)
         if (add_checked(I, &dv->final_seg, size) < 0 ||
             push_final(I, 1, (int32_t)d, addr, size, 0) < 0)
             return -1;
+    }
+    /* segment_pool_id (memory_snapshot.cpp:348-350: the owner's MempoolId_t, (0, 0) for the
+     * main pool; a CUDA graph's private pool or a torch.cuda.MemPool otherwise): a segment of
+     * another pool labels the blocks inside it (their API) */
+    const gmp_pkv *pid = f[S_POOLID];
+    int64_t pa, pb;
+    if (pid && (pid->type == GMP_PK_TUPLE || pid->type == GMP_PK_LIST) && gmp_pkv_len(pid) == 2 &&
+        gmp_pkv_get_i64(gmp_pkv_item(pid, 0), &pa) == 0 &&
+        gmp_pkv_get_i64(gmp_pkv_item(pid, 1), &pb) == 0 && (pa || pb) && size &&
+        addr <= UINT64_MAX - size) {
+        if (grow_array(I, (void **)&I->psegs, &I->cap_psegs, I->npsegs + 1, sizeof *I->psegs) < 0)
+            return -1;
+        I->psegs[I->npsegs++] = (pseg){(int32_t)d, 0, addr, size, pa, pb};
     }
     const gmp_pkv *blocks = f[S_BLOCKS];
     if (blocks && blocks->type == GMP_PK_LIST && (blocks->v.o->flags & GMP_PKOBJ_HUSKED))
@@ -1297,6 +1322,47 @@ static void emit_notice(imp *I, uint32_t severity, const char *text, uint64_t t)
     emit(I, &r, t);
 }
 
+/* The API of a block allocated at addr on device d: "CUDACachingAllocator.malloc", or with the
+ * private pool of the final segment that holds it ("... (private pool 1,0)": a CUDA graph's pool
+ * or a torch.cuda.MemPool, told apart from the main pool in every table by API). Segments freed
+ * before the dump are not in the final list: their blocks are the main pool's. */
+static uint32_t block_api(imp *I, int32_t d, uint64_t addr)
+{
+    size_t lo = 0, hi = I->npsegs;
+    while (lo < hi) { /* the first segment above (d, addr) */
+        size_t mid = lo + (hi - lo) / 2;
+        const pseg *p = &I->psegs[mid];
+        if (p->dev < d || (p->dev == d && p->addr <= addr))
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    if (!lo)
+        return I->api_malloc;
+    pseg *p = &I->psegs[lo - 1];
+    if (p->dev != d || addr - p->addr >= p->size)
+        return I->api_malloc;
+    if (!p->api) {
+        char name[96];
+        int n = snprintf(name, sizeof name,
+                         "CUDACachingAllocator.malloc (private pool %" PRId64 ",%" PRId64 ")", p->a,
+                         p->b);
+        uint32_t id = gmp_writer_string(I->w, name, (size_t)n);
+        if (!id)
+            return I->api_malloc;
+        p->api = id + 1;
+    }
+    return p->api - 1;
+}
+
+static int cmp_pseg(const void *x, const void *y)
+{
+    const pseg *a = x, *b = y;
+    if (a->dev != b->dev)
+        return a->dev < b->dev ? -1 : 1;
+    return a->addr < b->addr ? -1 : a->addr > b->addr;
+}
+
 /* The state before the window, at time t0: the blocks first, then the segments. Until a device's
  * segments follow, the replay counts its pool blocks as reserved memory (reserved = max(reported,
  * allocated from pools)), so no instant of t0 shows segments without the blocks inside them:
@@ -1305,7 +1371,8 @@ static void emit_notice(imp *I, uint32_t severity, const char *text, uint64_t t)
 static void write_pre(imp *I, uint64_t t0)
 {
     for (size_t i = 0; i < I->npre_blks && I->err == GMP_OK; i++) {
-        emit_mem(I, GMP_REC_ALLOC, I->pre_blk_dev[i], I->api_malloc, I->pre_blks[i].addr,
+        emit_mem(I, GMP_REC_ALLOC, I->pre_blk_dev[i],
+                 block_api(I, I->pre_blk_dev[i], I->pre_blks[i].addr), I->pre_blks[i].addr,
                  I->pre_blks[i].size, 0, stack_of(I, I->pre_blks[i].node), 0, t0);
         I->st.pre_blocks++;
         I->st.pre_allocated += I->pre_blks[i].size;
@@ -1535,8 +1602,8 @@ static void write_op(imp *I, const op *o)
                   o->t);
         break;
     case OP_ALLOC:
-        emit_mem(I, GMP_REC_ALLOC, o->dev, I->api_malloc, o->addr, o->size, o->stream,
-                 stack_of(I, o->node), top_range(I, o->dev), o->t);
+        emit_mem(I, GMP_REC_ALLOC, o->dev, block_api(I, o->dev, o->addr), o->addr, o->size,
+                 o->stream, stack_of(I, o->node), top_range(I, o->dev), o->t);
         break;
     case OP_FREE:
         emit_mem(I, GMP_REC_FREE, o->dev, I->api_free, o->addr, o->size, o->stream,
@@ -1670,14 +1737,20 @@ static gmp_str cstr(const char *s)
     return r;
 }
 
-/* What became ranges, after prefix. */
+/* What became ranges, after prefix (the parts that are not zero). */
 static void ranges_line(const gmp_import_torch_stats *st, const char *prefix, char *buf, size_t n)
 {
-    snprintf(buf, n,
-             "%s%" PRIu64 " record_function annotations (external_annotations, %" PRIu64
-             " ignored), %" PRIu64 " allocations with a user_metadata range path, %" PRIu64
-             " inside compiled regions (compile_context)",
-             prefix, st->annotations, st->annotations_ignored, st->umeta_allocs, st->cctx_allocs);
+    char ign[48] = "", um[96] = "", cc[80] = "";
+    if (st->annotations_ignored)
+        snprintf(ign, sizeof ign, " (%" PRIu64 " ignored)", st->annotations_ignored);
+    if (st->umeta_allocs)
+        snprintf(um, sizeof um, ", %" PRIu64 " allocations with a user_metadata range path",
+                 st->umeta_allocs);
+    if (st->cctx_allocs)
+        snprintf(cc, sizeof cc, ", %" PRIu64 " inside compiled regions (compile_context)",
+                 st->cctx_allocs);
+    snprintf(buf, n, "%s%" PRIu64 " record_function annotations%s%s%s", prefix, st->annotations,
+             ign, um, cc);
 }
 
 static void write_trace(imp *I, const char *source, int fd, gmp_tq *q, unsigned flags)
@@ -1915,6 +1988,7 @@ static void imp_free(imp *I)
     free(I->ds);
     free(I->ctxs);
     free(I->anns);
+    free(I->psegs);
     free(I->devs_with_ops);
     free(I->pre_segs);
     free(I->pre_blks);
@@ -2059,6 +2133,7 @@ static gmp_err import_read(imp *I, int fd, const void *data, size_t n, char *msg
     }
     gmp_pkstream_free(ps);
     ps = I->ps = NULL;
+    qsort(I->psegs, I->npsegs, sizeof *I->psegs, cmp_pseg);
     if (fe_flush(I) < 0 || pre_from_final(I) < 0 || pre_from_first_frees(I, 1) < 0 ||
         pre_from_first_frees(I, 0) < 0)
         goto out;

@@ -775,6 +775,15 @@ static void merge_pass2(mrg *M, gmp_reader *rt, gmp_reader *rs, int *out_fd, int
     char text[1024];
     {
         gmp_rec_header h = *gmp_reader_header(rt);
+        /* the options say it is merged: readers name the figures (allocated: PyTorch's requested
+         * bytes, docs/report.md) */
+        char opts[1024];
+        int on = snprintf(opts, sizeof opts, "%.*s%smerged=pytorch-history", (int)h.options.len,
+                          h.options.ptr ? h.options.ptr : "", h.options.len ? " " : "");
+        if (on > 0 && (size_t)on < sizeof opts) {
+            h.options.ptr = opts;
+            h.options.len = (uint32_t)on;
+        }
         gmp_writer_opts wo;
         gmp_writer_opts_default(&wo);
         wo.threaded = 0;

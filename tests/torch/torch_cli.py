@@ -14,7 +14,9 @@
   torch_cli.py ranges GPUMEMPROF DATA_DIR WORK_DIR
       record_function annotations (nested, same name nested, per device, an END without its
       START, items of another shape), user_metadata and compile_context: each allocation's
-      range, the per-range table, the OOM's range, checked by hand and by torch_oracle.py.
+      range, the per-range table, the OOM's range, checked by hand and by torch_oracle.py; every
+      export has them, a repeated annotation is an iteration; a private pool's blocks (a segment's
+      segment_pool_id) are labelled by their API.
   torch_cli.py cli GPUMEMPROF DATA_DIR WORK_DIR
       bad inputs: a pickle with a global (refused, nothing executed), a pickle that is not a
       snapshot, a cut snapshot, an existing output without --force; --help names the format.
@@ -291,6 +293,24 @@ def ranges(gmp, work):
     if any("ghost" in r["path"] or r["path"] == "x" for r in rep["ranges"]):
         print(f"FAILED: an ignored annotation became a range: {table}")
         bad += 1
+    # a segment of a CUDA graph's private pool (segment_pool_id (1, 0)): its blocks' API says so
+    P = A + 4 * GiB
+    pool_snap = {"segments": [dict(seg(0, P, 8 * MiB, [blk(P, 3 * MiB, "active_allocated")]),
+                                   segment_pool_id=(1, 0)),
+                              seg(0, A, 8 * MiB, [blk(A, 5 * MiB, "active_allocated")])],
+                 "device_traces": [[entry("segment_alloc", P, 8 * MiB, T + 1),
+                                    entry("alloc", P, 3 * MiB, T + 2),
+                                    entry("segment_alloc", A, 8 * MiB, T + 3),
+                                    entry("alloc", A, 5 * MiB, T + 4)]]}
+    with open(os.path.join(work, "pool.pickle"), "wb") as f:
+        pickle.dump(pool_snap, f, protocol=4)
+    rep = json.loads(run([gmp, "report", os.path.join(work, "pool.pickle"), "--format",
+                          "json"]).stdout)
+    apis = sorted((a["bytes"] // MiB, a["api"]) for a in rep["largest_allocations"])
+    if apis != [(3, "CUDACachingAllocator.malloc (private pool 1,0)"),
+                (5, "CUDACachingAllocator.malloc")]:
+        print(f"FAILED: the private pool's blocks: {apis}")
+        bad += 1
     # every export has the ranges
     outs = {"--speedscope": "s.json", "--chrome": "c.json", "--html-view": "v.html",
             "--pprof": "p.pb.gz"}
@@ -321,8 +341,9 @@ def ranges(gmp, work):
         print(f"FAILED: iterations: {iters}")
         bad += 1
     r = run([gmp, "import", path, "-o", os.path.join(work, "ranges.zst"), "--force"])
-    if r.returncode != 0 or "ranges: 13 record_function annotations" not in r.stderr or \
-            "7 ignored" not in r.stderr:
+    if r.returncode != 0 or ("ranges: 13 record_function annotations (7 ignored), 3 allocations "
+                             "with a user_metadata range path, 1 inside compiled regions"
+                             not in r.stderr):
         print(f"FAILED: import's summary of the ranges: {r.returncode} {r.stderr.strip()}")
         bad += 1
     print("ranges: " + ("ok" if not bad else "FAILED"))
