@@ -1,7 +1,7 @@
 /* gmp_out_pytorch: `gpumemprof convert --pytorch-snapshot FILE`: a trace as a PyTorch CUDA memory
  * snapshot (the pickle torch.cuda.memory._dump_snapshot writes), which pytorch.org/memory_viz and
  * torch.cuda._memory_viz open: {segments: [...], device_traces: [[entry, ...] per device],
- * allocator_settings: {}, external_annotations: []}. The mapping (docs/import.md, "Export"):
+ * allocator_settings: {}, external_annotations: [...]}. The mapping (docs/import.md, "Export"):
  *
  *  - a block of a pool (kind async-pool: PyTorch's own blocks after an import, cudaMallocAsync
  *    otherwise) is alloc / free_requested + free_completed;
@@ -14,7 +14,10 @@
  *    report, are one expandable segment per device (segment_map / segment_unmap at its end;
  *    in the final segments, its blocks are in segments at their own addresses for memory_viz);
  *  - OOM records are oom entries; stacks are frames (innermost first; native frames as
- *    module+offset); time_us is the wall clock when the trace has one.
+ *    module+offset); time_us is the wall clock when the trace has one;
+ *  - a range pushed / popped (NVTX, --layers, an imported snapshot's record_function
+ *    annotations; not the ranges an import made of user_metadata or compile_context) is an
+ *    external_annotations START / END of its last name.
  * So the snapshot's reserved (its segments) and allocated (its active blocks) follow the replay's
  * reserved and allocated at every step, and importing it again gives the same peaks (tested).
  * Per-device entries are spooled to temporary files (memory grows with the live set and the
@@ -28,6 +31,7 @@
 #include "gmp_export.h"
 #include "gmp_escape.h"
 #include "gmp_output.h"
+#include "gmp_reader.h"
 #include "gmp_torch_layout.h"
 
 #define MAX_DEVICES GMP_TORCH_MAX_DEVICES
@@ -163,6 +167,9 @@ struct gmp_output_ctx {
     uint64_t wall_base; /* added to trace times for time_us; 0: trace time as is */
     int ended;
     FILE *segspool; /* the pickled segments list, written at the end of the replay */
+    FILE *annspool; /* external_annotations: pickled items (NULL until the first) */
+    uint64_t nann;
+    gmp_omap tid_dev; /* thread -> device + 1 of its last device allocation */
 };
 
 static gmp_err fail_nomem(gmp_output_ctx *c)
@@ -336,6 +343,13 @@ static gmp_err on_alloc(void *ctx, gmp_replay *rp, const gmp_replay_mem *ev)
     const gmp_rec_mem *m = &ev->rec->u.mem;
     uint64_t t = ev->rec->time_ns;
     gmp_err e = GMP_OK;
+    if (a->device >= 0 && a->device < MAX_DEVICES) {
+        int fresh;
+        uint64_t *dv = gmp_omap_put(&c->tid_dev, ev->rec->tid, &fresh);
+        if (!dv)
+            return fail_nomem(c);
+        *dv = (uint64_t)a->device + 1;
+    }
     if (a->kind == GMP_MEM_ASYNC_POOL) {
         e = sync_expandable(c, a->device, ev->dev, t, 2);
         if (e == GMP_OK)
@@ -479,7 +493,67 @@ static gmp_err on_end(void *ctx, gmp_replay *rp)
     return GMP_OK;
 }
 
+/* The range path's last name, and whether the path is one an import made of user_metadata or
+ * compile_context (those are the entries' own fields in PyTorch, not annotations). */
+static gmp_str range_leaf(gmp_replay *rp, uint32_t id, int *entry_field)
+{
+    gmp_reader *r = gmp_replay_reader(rp);
+    const gmp_rec_range *g = gmp_reader_range(r, id);
+    gmp_str none = {"", 0};
+    *entry_field = 0;
+    if (!g)
+        return none;
+    gmp_str dom = gmp_reader_string(r, g->domain);
+    *entry_field = dom.ptr && ((dom.len == strlen(GMP_TORCH_DOMAIN_METADATA) &&
+                                memcmp(dom.ptr, GMP_TORCH_DOMAIN_METADATA, dom.len) == 0) ||
+                               (dom.len == strlen(GMP_TORCH_DOMAIN_COMPILE) &&
+                                memcmp(dom.ptr, GMP_TORCH_DOMAIN_COMPILE, dom.len) == 0));
+    gmp_str n = gmp_reader_string(r, g->name);
+    return n.ptr ? n : none;
+}
+
+/* A range pushed or popped: an external_annotations item {name, stage START|END, device, time_us}
+ * (as memory_snapshot.cpp writes one; the device: that of the thread's last device allocation, 0
+ * before any), which memory_viz shows and the import reads back as ranges. */
+static gmp_err on_range(void *ctx, gmp_replay *rp, const gmp_replay_range *ev)
+{
+    gmp_output_ctx *c = ctx;
+    if (ev->op != GMP_REPLAY_PUSH && ev->op != GMP_REPLAY_POP)
+        return GMP_OK;
+    int field;
+    gmp_str name = range_leaf(rp, ev->range, &field);
+    if (field)
+        return GMP_OK;
+    if (!c->annspool) {
+        if (!(c->annspool = tmpfile()))
+            return gmp_replay_fail(rp, GMP_ERR_IO, "cannot write a temporary file");
+        pw w0 = {c->annspool, 0};
+        pw_op(&w0, '(');
+    }
+    uint64_t *dv = gmp_omap_get(&c->tid_dev, ev->tid);
+    pw w = {c->annspool, 0};
+    pw_op(&w, '}');
+    pw_op(&w, '(');
+    pw_key(&w, "name");
+    pw_str(&w, name.ptr, name.len);
+    pw_key(&w, "stage");
+    pw_cstr(&w, ev->op == GMP_REPLAY_PUSH ? "START" : "END");
+    pw_key(&w, "device");
+    pw_u64(&w, dv ? *dv - 1 : 0);
+    pw_key(&w, "time_us");
+    pw_u64(&w, time_us(c, ev->end_ns));
+    pw_op(&w, 'u');
+    if (++c->nann % BATCH == 0) {
+        pw_op(&w, 'e');
+        pw_op(&w, '(');
+    }
+    if (w.err)
+        return gmp_replay_fail(rp, GMP_ERR_IO, "cannot write a temporary file");
+    return GMP_OK;
+}
+
 static const gmp_replay_ops pytorch_ops = {
+    .range = on_range,
     .alloc = on_alloc,
     .free = on_free,
     .pool = on_pool,
@@ -685,6 +759,9 @@ static void pt_discard(gmp_output_ctx *c)
     free(c->devs);
     if (c->segspool)
         fclose(c->segspool);
+    if (c->annspool)
+        fclose(c->annspool);
+    gmp_omap_free(&c->tid_dev);
     gmp_omap_free(&c->pools);
     gmp_omap_free(&c->memo);
     free(c->pool_v);
@@ -774,6 +851,16 @@ static gmp_err pt_finish(gmp_output_ctx *c, gmp_output_result *res)
     pw_op(&w, '}');
     pw_key(&w, "external_annotations");
     pw_op(&w, ']');
+    if (c->annspool && e == GMP_OK) {
+        pw sp = {c->annspool, 0};
+        pw_op(&sp, 'e');
+        if (sp.err || fflush(c->annspool) != 0 || fseek(c->annspool, 0, SEEK_SET) != 0)
+            e = GMP_ERR_IO;
+        while (e == GMP_OK && (n = fread(buf, 1, sizeof buf, c->annspool)) > 0)
+            pw_raw(&w, buf, n);
+        if (ferror(c->annspool))
+            e = GMP_ERR_IO;
+    }
     pw_op(&w, 'u');
     pw_op(&w, '.');
     if (e == GMP_OK && (w.err || fflush(c->f) != 0))

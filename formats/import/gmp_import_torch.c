@@ -703,7 +703,8 @@ static int read_annotations(imp *I, const gmp_pkv *root)
         I->nanns++;
     }
     I->st.annotations = I->nanns;
-    qsort(I->anns, I->nanns, sizeof *I->anns, cmp_ann);
+    if (I->nanns > 1)
+        qsort(I->anns, I->nanns, sizeof *I->anns, cmp_ann);
     return 0;
 }
 
@@ -2133,7 +2134,8 @@ static gmp_err import_read(imp *I, int fd, const void *data, size_t n, char *msg
     }
     gmp_pkstream_free(ps);
     ps = I->ps = NULL;
-    qsort(I->psegs, I->npsegs, sizeof *I->psegs, cmp_pseg);
+    if (I->npsegs > 1) /* (qsort of no array: NULL, undefined) */
+        qsort(I->psegs, I->npsegs, sizeof *I->psegs, cmp_pseg);
     if (fe_flush(I) < 0 || pre_from_final(I) < 0 || pre_from_first_frees(I, 1) < 0 ||
         pre_from_first_frees(I, 0) < 0)
         goto out;

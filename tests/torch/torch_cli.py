@@ -293,6 +293,17 @@ def ranges(gmp, work):
     if any("ghost" in r["path"] or r["path"] == "x" for r in rep["ranges"]):
         print(f"FAILED: an ignored annotation became a range: {table}")
         bad += 1
+    # convert --pytorch-snapshot writes the annotations back: read again, the same ranges
+    rt = os.path.join(work, "ranges.rt.pickle")
+    r = run([gmp, "convert", path, "--pytorch-snapshot", rt])
+    again = json.loads(run([gmp, "report", rt, "--format", "json"]).stdout) \
+        if r.returncode == 0 else {"ranges": []}
+    back = {(x["device"], x["path"]): x["allocations"] for x in again["ranges"]}
+    annotated = {k: v for k, v in want_table.items()
+                 if "model" not in k[1] and "Compiled" not in k[1]}
+    if back != annotated:
+        print(f"FAILED: the round trip's ranges: {back}, want {annotated}")
+        bad += 1
     # a segment of a CUDA graph's private pool (segment_pool_id (1, 0)): its blocks' API says so
     P = A + 4 * GiB
     pool_snap = {"segments": [dict(seg(0, P, 8 * MiB, [blk(P, 3 * MiB, "active_allocated")]),
