@@ -20,10 +20,10 @@
  * allocated = the requested bytes of blocks, freed at free_completed, as memory_viz counts them
  * (not memory_allocated(): rounded block sizes, freed at free_requested; docs/import.md).
  * Memory that existed before the recorded window (the trace is a ring buffer) is reconstructed
- * from the final `segments` and written at the start (blocks, then segments): segments and blocks alive at the dump that no
- * event of the window created, and those the window frees without having created them.
- * time_us becomes the trace time (ns); without it, event order is the time (1 us apart). The
- * legacy format (a bare list of segments, no trace) imports as the state at the dump. */
+ * from the final `segments` and written at the start (blocks, then segments): segments and blocks
+ * alive at the dump that no event of the window created, and those the window frees without having
+ * created them. time_us becomes the trace time (ns); without it, event order is the time (1 us
+ * apart). The legacy format (a bare list of segments, no trace) is the state at the dump. */
 #ifndef GMP_IMPORT_TORCH_H
 #define GMP_IMPORT_TORCH_H
 
