@@ -17,7 +17,8 @@
  *    module+offset); time_us is the wall clock when the trace has one;
  *  - a range pushed / popped (NVTX, --layers, an imported snapshot's record_function
  *    annotations; not the ranges an import made of user_metadata or compile_context) is an
- *    external_annotations START / END of its last name.
+ *    external_annotations START / END of its last name; those two are the alloc entries'
+ *    user_metadata (the path) and compile_context (the region) again.
  * So the snapshot's reserved (its segments) and allocated (its active blocks) follow the replay's
  * reserved and allocated at every step, and importing it again gives the same peaks (tested).
  * Per-device entries are spooled to temporary files (memory grows with the live set and the
@@ -170,6 +171,9 @@ struct gmp_output_ctx {
     FILE *annspool; /* external_annotations: pickled items (NULL until the first) */
     uint64_t nann;
     gmp_omap tid_dev; /* thread -> device + 1 of its last device allocation */
+    /* the next alloc entry's user_metadata and compile_context (set around its entry call) */
+    gmp_obuf umeta;
+    gmp_str cctx;
 };
 
 static gmp_err fail_nomem(gmp_output_ctx *c)
@@ -284,6 +288,14 @@ static gmp_err entry(gmp_output_ctx *c, int32_t d, const char *action, int has_a
         pw_key(&w, "device_free");
         pw_u64(&w, device_free);
     }
+    if (c->umeta.len) {
+        pw_key(&w, "user_metadata");
+        pw_str(&w, c->umeta.p, c->umeta.len);
+    }
+    if (c->cctx.len) {
+        pw_key(&w, "compile_context");
+        pw_str(&w, c->cctx.ptr, c->cctx.len);
+    }
     pw_key(&w, "frames");
     write_frames(c, &w, d, stack);
     pw_op(&w, 'u');
@@ -334,6 +346,44 @@ static uint64_t seg_addr(const gmp_replay_alloc *a)
     return a->address ? a->address : a->handle; /* VMM physical memory has no address */
 }
 
+static int dom_is(gmp_reader *r, uint32_t id, const char *name)
+{
+    gmp_str d = gmp_reader_string(r, id);
+    return d.ptr && d.len == strlen(name) && memcmp(d.ptr, name, d.len) == 0;
+}
+
+/* The entry fields an import made ranges of, back from an allocation's range: a compiled region
+ * (the innermost node, domain GMP_TORCH_DOMAIN_COMPILE) is compile_context; a path of domain
+ * GMP_TORCH_DOMAIN_METADATA is user_metadata, its names joined by "/". */
+static void entry_fields(gmp_output_ctx *c, gmp_replay *rp, uint32_t range)
+{
+    gmp_reader *r = gmp_replay_reader(rp);
+    const gmp_rec_range *g = range ? gmp_reader_range(r, range) : NULL;
+    c->umeta.len = 0;
+    c->cctx.len = 0;
+    if (g && dom_is(r, g->domain, GMP_TORCH_DOMAIN_COMPILE)) {
+        gmp_str n = gmp_reader_string(r, g->name);
+        if (n.ptr)
+            c->cctx = n;
+        range = g->parent;
+        g = range ? gmp_reader_range(r, range) : NULL;
+    }
+    if (!g || !dom_is(r, g->domain, GMP_TORCH_DOMAIN_METADATA))
+        return;
+    char small[512];
+    size_t k = gmp_reader_range_path(r, range, small, sizeof small);
+    if (k < sizeof small) {
+        gmp_obuf_add(&c->umeta, small, k);
+        return;
+    }
+    char *big = malloc(k + 1);
+    if (big) {
+        gmp_reader_range_path(r, range, big, k + 1);
+        gmp_obuf_add(&c->umeta, big, k);
+        free(big);
+    }
+}
+
 static gmp_err on_alloc(void *ctx, gmp_replay *rp, const gmp_replay_mem *ev)
 {
     gmp_output_ctx *c = ctx;
@@ -352,8 +402,12 @@ static gmp_err on_alloc(void *ctx, gmp_replay *rp, const gmp_replay_mem *ev)
     }
     if (a->kind == GMP_MEM_ASYNC_POOL) {
         e = sync_expandable(c, a->device, ev->dev, t, 2);
-        if (e == GMP_OK)
+        if (e == GMP_OK) {
+            entry_fields(c, rp, a->range);
             e = entry(c, a->device, "alloc", 1, a->address, a->size, m->stream, a->stack, t, 0, 0);
+            c->umeta.len = 0;
+            c->cctx.len = 0;
+        }
     } else if (gmp_mem_kind_is_device(a->kind)) {
         e = entry(c, a->device, "segment_alloc", 1, seg_addr(a), a->size, m->stream, a->stack, t, 0,
                   0);
@@ -762,6 +816,7 @@ static void pt_discard(gmp_output_ctx *c)
     if (c->annspool)
         fclose(c->annspool);
     gmp_omap_free(&c->tid_dev);
+    gmp_obuf_free(&c->umeta);
     gmp_omap_free(&c->pools);
     gmp_omap_free(&c->memo);
     free(c->pool_v);
