@@ -1,7 +1,7 @@
 /* gmp_out_pytorch: `gpumemprof convert --pytorch-snapshot FILE`: a trace as a PyTorch CUDA memory
  * snapshot (the pickle torch.cuda.memory._dump_snapshot writes), which pytorch.org/memory_viz and
  * torch.cuda._memory_viz open: {segments: [...], device_traces: [[entry, ...] per device],
- * allocator_settings: {}, external_annotations: []}. The mapping (docs/import.md, "Export"):
+ * allocator_settings: {}, external_annotations: [...]}. The mapping (docs/import.md, "Export"):
  *
  *  - a block of a pool (kind async-pool: PyTorch's own blocks after an import, cudaMallocAsync
  *    otherwise) is alloc / free_requested + free_completed;
@@ -14,7 +14,11 @@
  *    report, are one expandable segment per device (segment_map / segment_unmap at its end;
  *    in the final segments, its blocks are in segments at their own addresses for memory_viz);
  *  - OOM records are oom entries; stacks are frames (innermost first; native frames as
- *    module+offset); time_us is the wall clock when the trace has one.
+ *    module+offset); time_us is the wall clock when the trace has one;
+ *  - a range pushed / popped (NVTX, --layers, an imported snapshot's record_function
+ *    annotations; not the ranges an import made of user_metadata or compile_context) is an
+ *    external_annotations START / END of its last name; those two are the alloc entries'
+ *    user_metadata (the path) and compile_context (the region) again.
  * So the snapshot's reserved (its segments) and allocated (its active blocks) follow the replay's
  * reserved and allocated at every step, and importing it again gives the same peaks (tested).
  * Per-device entries are spooled to temporary files (memory grows with the live set and the
@@ -28,6 +32,7 @@
 #include "gmp_export.h"
 #include "gmp_escape.h"
 #include "gmp_output.h"
+#include "gmp_reader.h"
 #include "gmp_torch_layout.h"
 
 #define MAX_DEVICES GMP_TORCH_MAX_DEVICES
@@ -163,6 +168,12 @@ struct gmp_output_ctx {
     uint64_t wall_base; /* added to trace times for time_us; 0: trace time as is */
     int ended;
     FILE *segspool; /* the pickled segments list, written at the end of the replay */
+    FILE *annspool; /* external_annotations: pickled items (NULL until the first) */
+    uint64_t nann;
+    gmp_omap tid_dev; /* thread -> device + 1 of its last device allocation */
+    /* the next alloc entry's user_metadata and compile_context (set around its entry call) */
+    gmp_obuf umeta;
+    gmp_str cctx;
 };
 
 static gmp_err fail_nomem(gmp_output_ctx *c)
@@ -277,6 +288,14 @@ static gmp_err entry(gmp_output_ctx *c, int32_t d, const char *action, int has_a
         pw_key(&w, "device_free");
         pw_u64(&w, device_free);
     }
+    if (c->umeta.len) {
+        pw_key(&w, "user_metadata");
+        pw_str(&w, c->umeta.p, c->umeta.len);
+    }
+    if (c->cctx.len) {
+        pw_key(&w, "compile_context");
+        pw_str(&w, c->cctx.ptr, c->cctx.len);
+    }
     pw_key(&w, "frames");
     write_frames(c, &w, d, stack);
     pw_op(&w, 'u');
@@ -327,6 +346,44 @@ static uint64_t seg_addr(const gmp_replay_alloc *a)
     return a->address ? a->address : a->handle; /* VMM physical memory has no address */
 }
 
+static int dom_is(gmp_reader *r, uint32_t id, const char *name)
+{
+    gmp_str d = gmp_reader_string(r, id);
+    return d.ptr && d.len == strlen(name) && memcmp(d.ptr, name, d.len) == 0;
+}
+
+/* The entry fields an import made ranges of, back from an allocation's range: a compiled region
+ * (the innermost node, domain GMP_TORCH_DOMAIN_COMPILE) is compile_context; a path of domain
+ * GMP_TORCH_DOMAIN_METADATA is user_metadata, its names joined by "/". */
+static void entry_fields(gmp_output_ctx *c, gmp_replay *rp, uint32_t range)
+{
+    gmp_reader *r = gmp_replay_reader(rp);
+    const gmp_rec_range *g = range ? gmp_reader_range(r, range) : NULL;
+    c->umeta.len = 0;
+    c->cctx.len = 0;
+    if (g && dom_is(r, g->domain, GMP_TORCH_DOMAIN_COMPILE)) {
+        gmp_str n = gmp_reader_string(r, g->name);
+        if (n.ptr)
+            c->cctx = n;
+        range = g->parent;
+        g = range ? gmp_reader_range(r, range) : NULL;
+    }
+    if (!g || !dom_is(r, g->domain, GMP_TORCH_DOMAIN_METADATA))
+        return;
+    char small[512];
+    size_t k = gmp_reader_range_path(r, range, small, sizeof small);
+    if (k < sizeof small) {
+        gmp_obuf_add(&c->umeta, small, k);
+        return;
+    }
+    char *big = malloc(k + 1);
+    if (big) {
+        gmp_reader_range_path(r, range, big, k + 1);
+        gmp_obuf_add(&c->umeta, big, k);
+        free(big);
+    }
+}
+
 static gmp_err on_alloc(void *ctx, gmp_replay *rp, const gmp_replay_mem *ev)
 {
     gmp_output_ctx *c = ctx;
@@ -336,10 +393,21 @@ static gmp_err on_alloc(void *ctx, gmp_replay *rp, const gmp_replay_mem *ev)
     const gmp_rec_mem *m = &ev->rec->u.mem;
     uint64_t t = ev->rec->time_ns;
     gmp_err e = GMP_OK;
+    if (a->device >= 0 && a->device < MAX_DEVICES) {
+        int fresh;
+        uint64_t *dv = gmp_omap_put(&c->tid_dev, ev->rec->tid, &fresh);
+        if (!dv)
+            return fail_nomem(c);
+        *dv = (uint64_t)a->device + 1;
+    }
     if (a->kind == GMP_MEM_ASYNC_POOL) {
         e = sync_expandable(c, a->device, ev->dev, t, 2);
-        if (e == GMP_OK)
+        if (e == GMP_OK) {
+            entry_fields(c, rp, a->range);
             e = entry(c, a->device, "alloc", 1, a->address, a->size, m->stream, a->stack, t, 0, 0);
+            c->umeta.len = 0;
+            c->cctx.len = 0;
+        }
     } else if (gmp_mem_kind_is_device(a->kind)) {
         e = entry(c, a->device, "segment_alloc", 1, seg_addr(a), a->size, m->stream, a->stack, t, 0,
                   0);
@@ -479,7 +547,67 @@ static gmp_err on_end(void *ctx, gmp_replay *rp)
     return GMP_OK;
 }
 
+/* The range path's last name, and whether the path is one an import made of user_metadata or
+ * compile_context (those are the entries' own fields in PyTorch, not annotations). */
+static gmp_str range_leaf(gmp_replay *rp, uint32_t id, int *entry_field)
+{
+    gmp_reader *r = gmp_replay_reader(rp);
+    const gmp_rec_range *g = gmp_reader_range(r, id);
+    gmp_str none = {"", 0};
+    *entry_field = 0;
+    if (!g)
+        return none;
+    gmp_str dom = gmp_reader_string(r, g->domain);
+    *entry_field = dom.ptr && ((dom.len == strlen(GMP_TORCH_DOMAIN_METADATA) &&
+                                memcmp(dom.ptr, GMP_TORCH_DOMAIN_METADATA, dom.len) == 0) ||
+                               (dom.len == strlen(GMP_TORCH_DOMAIN_COMPILE) &&
+                                memcmp(dom.ptr, GMP_TORCH_DOMAIN_COMPILE, dom.len) == 0));
+    gmp_str n = gmp_reader_string(r, g->name);
+    return n.ptr ? n : none;
+}
+
+/* A range pushed or popped: an external_annotations item {name, stage START|END, device, time_us}
+ * (as memory_snapshot.cpp writes one; the device: that of the thread's last device allocation, 0
+ * before any), which memory_viz shows and the import reads back as ranges. */
+static gmp_err on_range(void *ctx, gmp_replay *rp, const gmp_replay_range *ev)
+{
+    gmp_output_ctx *c = ctx;
+    if (ev->op != GMP_REPLAY_PUSH && ev->op != GMP_REPLAY_POP)
+        return GMP_OK;
+    int field;
+    gmp_str name = range_leaf(rp, ev->range, &field);
+    if (field)
+        return GMP_OK;
+    if (!c->annspool) {
+        if (!(c->annspool = tmpfile()))
+            return gmp_replay_fail(rp, GMP_ERR_IO, "cannot write a temporary file");
+        pw w0 = {c->annspool, 0};
+        pw_op(&w0, '(');
+    }
+    uint64_t *dv = gmp_omap_get(&c->tid_dev, ev->tid);
+    pw w = {c->annspool, 0};
+    pw_op(&w, '}');
+    pw_op(&w, '(');
+    pw_key(&w, "name");
+    pw_str(&w, name.ptr, name.len);
+    pw_key(&w, "stage");
+    pw_cstr(&w, ev->op == GMP_REPLAY_PUSH ? "START" : "END");
+    pw_key(&w, "device");
+    pw_u64(&w, dv ? *dv - 1 : 0);
+    pw_key(&w, "time_us");
+    pw_u64(&w, time_us(c, ev->end_ns));
+    pw_op(&w, 'u');
+    if (++c->nann % BATCH == 0) {
+        pw_op(&w, 'e');
+        pw_op(&w, '(');
+    }
+    if (w.err)
+        return gmp_replay_fail(rp, GMP_ERR_IO, "cannot write a temporary file");
+    return GMP_OK;
+}
+
 static const gmp_replay_ops pytorch_ops = {
+    .range = on_range,
     .alloc = on_alloc,
     .free = on_free,
     .pool = on_pool,
@@ -685,6 +813,10 @@ static void pt_discard(gmp_output_ctx *c)
     free(c->devs);
     if (c->segspool)
         fclose(c->segspool);
+    if (c->annspool)
+        fclose(c->annspool);
+    gmp_omap_free(&c->tid_dev);
+    gmp_obuf_free(&c->umeta);
     gmp_omap_free(&c->pools);
     gmp_omap_free(&c->memo);
     free(c->pool_v);
@@ -774,6 +906,16 @@ static gmp_err pt_finish(gmp_output_ctx *c, gmp_output_result *res)
     pw_op(&w, '}');
     pw_key(&w, "external_annotations");
     pw_op(&w, ']');
+    if (c->annspool && e == GMP_OK) {
+        pw sp = {c->annspool, 0};
+        pw_op(&sp, 'e');
+        if (sp.err || fflush(c->annspool) != 0 || fseek(c->annspool, 0, SEEK_SET) != 0)
+            e = GMP_ERR_IO;
+        while (e == GMP_OK && (n = fread(buf, 1, sizeof buf, c->annspool)) > 0)
+            pw_raw(&w, buf, n);
+        if (ferror(c->annspool))
+            e = GMP_ERR_IO;
+    }
     pw_op(&w, 'u');
     pw_op(&w, '.');
     if (e == GMP_OK && (w.err || fflush(c->f) != 0))

@@ -66,6 +66,7 @@ enum op_type { OP_SEG_ALLOC, OP_SEG_FREE, OP_MAP, OP_UNMAP, OP_ALLOC, OP_FREE, O
 typedef struct op {
     uint64_t t, addr, size, stream, extra; /* extra: OOM: device_free */
     uint32_t node;                         /* frames: a node of the trie (0: none) */
+    uint32_t ctx; /* the entry's user_metadata and compile_context: I->ctxs index + 1 (0: none) */
     int32_t dev;
     uint8_t type;
 } op;
@@ -80,14 +81,15 @@ typedef struct pre_block {
     uint32_t node;
 } pre_block;
 
-/* Ops of one device, in chunks: a type byte, three bytes with the length in bytes (0 to 8) of
- * each field (4 bits each), then the fields (little-endian, those bytes only): the time since the
- * previous op, the address's change (zigzag), size, stream, frames node, and device_free (0 but
- * for an OOM). A field is written and read as 8 bytes at once (the next ones overwrite the
- * rest), so an op needs 4 + 6 * 8 + 7 bytes of room at most. */
+/* Ops of one device, in chunks: a type byte (its high 4 bits: the length of the seventh field),
+ * three bytes with the length in bytes (0 to 8) of each other field (4 bits each), then the fields
+ * (little-endian, those bytes only): the time since the previous op, the address's change
+ * (zigzag), size, stream, frames node, device_free (0 but for an OOM) and the context (op.ctx). A
+ * field is written and read as 8 bytes at once (the next ones overwrite the rest), so an op needs
+ * 4 + 7 * 8 bytes of room at most. */
 #define CHUNK_BYTES ((size_t)2 << 20) /* a chunk's mapping: one huge page where the kernel can */
 #define CHUNK (CHUNK_BYTES - 2 * sizeof(size_t))
-#define OP_MAX_BYTES 64
+#define OP_MAX_BYTES 64 /* >= 4 + 7 * 8 */
 typedef struct chunk {
     struct chunk *next;
     size_t len;
@@ -155,6 +157,49 @@ typedef struct final_item {
     int32_t dev;
 } final_item;
 
+/* An entry's context: its user_metadata (torch.cuda.memory._set_memory_metadata: a range path,
+ * "/"-separated, such as "train/model/model.layers.3") and its compile_context (the innermost
+ * "Torch-Compiled Region: ..." of torch.compile's regions; "N/A" outside one), strings of I->strs
+ * (index + 1; 0: none). PyTorch writes both on every entry (torch/csrc/cuda/memory_snapshot.cpp,
+ * _memory_snapshot_pickled, pytorch 127b7ad:433-434). */
+typedef struct ctx_ent {
+    uint32_t umeta, cctx;
+} ctx_ent;
+
+/* A record_function annotation (the snapshot's external_annotations: memory_snapshot.cpp:446-455;
+ * recorded at START and END of every USER_SCOPE RecordFunction, _initRecordAnnotations,
+ * memory_snapshot.cpp:124-139): torch.profiler.record_function and PyTorch's own
+ * "Optimizer.step#AdamW.step", "enumerate(DataLoader)#...". */
+typedef struct ann {
+    uint64_t t;    /* ns, PyTorch's clock (time_us * 1000) */
+    uint32_t name; /* I->strs index + 1 */
+    uint32_t seq;  /* its place in the list (ties) */
+    int32_t dev;
+    uint8_t start; /* 1 START, 0 END */
+} ann;
+
+/* A final segment of a pool other than the main one (segment_pool_id != (0, 0)). */
+typedef struct pseg {
+    int32_t dev;
+    uint32_t api; /* the writer's id + 1 of its blocks' API, once defined */
+    uint64_t addr, size;
+    int64_t a, b; /* the pool id */
+} pseg;
+
+/* While writing: one device's open ranges (its own thread, TID + device, so that each device's
+ * START/END pairs nest by themselves). A context frame (ctx != 0) is only ever on top. */
+typedef struct wframe {
+    uint32_t path; /* the writer's range path */
+    uint32_t name; /* annotation: I->strs index + 1; context frame: 0 */
+    uint32_t ctx;  /* context frame: the context (I->ctxs index + 1) */
+} wframe;
+
+typedef struct dstate {
+    gmp_wthread *th;
+    wframe *st;
+    uint32_t n, cap;
+} dstate;
+
 /* The frame table (what frames lists are made of), filled while reading. */
 typedef struct frame {
     uint32_t file, fn, line;         /* strings: index + 1 (0: "") */
@@ -182,7 +227,16 @@ typedef struct imp {
     uint32_t *node_parent, *node_frame, *node_wid; /* node 0: no frame */
     uint32_t *node_child;                          /* the child last stepped to (a cache: 0 none) */
     size_t nnodes, cap_nodes;
-    kmap trie; /* parent << 32 | frame -> node */
+    kmap trie;   /* parent << 32 | frame -> node */
+    kmap ctxmap; /* umeta << 32 | cctx -> index + 1 into ctxs (while reading) */
+    ctx_ent *ctxs;
+    size_t nctxs, cap_ctxs;
+    ann *anns;
+    size_t nanns, cap_anns;
+    dstate *ds;  /* GMP_TORCH_MAX_DEVICES, while writing */
+    pseg *psegs; /* sorted by device and address once read */
+    size_t npsegs, cap_psegs;
+    uint32_t dom_ann, dom_meta, dom_cc;
     /* first events on their way to the devices' maps (see first_event) */
     struct fe_pending {
         uint64_t addr, val;
@@ -558,6 +612,102 @@ static uint32_t node_of(imp *I, const gmp_pkv *frames)
     return parent;
 }
 
+/* ---- contexts and annotations: the ranges ---- */
+
+#define MAX_CTXS (1u << 20)        /* distinct contexts kept; an entry beyond them has none */
+#define MAX_ANNOTATIONS (1u << 22) /* annotations kept; the rest are ignored (counted) */
+
+/* The string of a STR value that says something (not empty, not PyTorch's "N/A"): its I->strs
+ * index + 1, else 0. */
+static uint32_t ctx_str(imp *I, const gmp_pkv *v)
+{
+    if (!v || v->type != GMP_PK_STR || v->v.o->n == 0 ||
+        (v->v.o->n == 3 && memcmp(v->v.o->d.s, "N/A", 3) == 0))
+        return 0;
+    return str_of(I, v);
+}
+
+/* The context of an entry (*out: index + 1 into I->ctxs, 0: none); -1 when out of memory. */
+static int ctx_of(imp *I, const gmp_pkv *umeta, const gmp_pkv *cctx, uint32_t *out)
+{
+    *out = 0;
+    uint32_t u = ctx_str(I, umeta), c = ctx_str(I, cctx);
+    if (I->err != GMP_OK)
+        return -1;
+    if (!u && !c)
+        return 0;
+    if (u)
+        I->st.umeta_allocs++;
+    if (c)
+        I->st.cctx_allocs++;
+    uint64_t key = (uint64_t)u << 32 | c;
+    const kslot *k = kmap_get(&I->ctxmap, key);
+    if (k) {
+        *out = (uint32_t)k->val;
+        return 0;
+    }
+    if (I->nctxs >= MAX_CTXS)
+        return 0;
+    if (grow_array(I, (void **)&I->ctxs, &I->cap_ctxs, I->nctxs + 1, sizeof *I->ctxs) < 0)
+        return -1;
+    int fresh;
+    if (!kmap_put(&I->ctxmap, key, I->nctxs + 1, &fresh))
+        return nomem(I), -1;
+    I->ctxs[I->nctxs++] = (ctx_ent){u, c};
+    *out = (uint32_t)I->nctxs;
+    return 0;
+}
+
+static int cmp_ann(const void *a, const void *b)
+{
+    const ann *x = a, *y = b;
+    if (x->t != y->t)
+        return x->t < y->t ? -1 : 1;
+    return x->seq < y->seq ? -1 : x->seq > y->seq;
+}
+
+/* The snapshot's external_annotations (a list of dicts {name, stage START|END, device, time_us}),
+ * in time order. Untrusted: an item of another shape is ignored (counted), never an error; -1
+ * only when out of memory. */
+static int read_annotations(imp *I, const gmp_pkv *root)
+{
+    const gmp_pkv *l = gmp_pkv_dict_get(root, "external_annotations");
+    if (!l || (l->type != GMP_PK_LIST && l->type != GMP_PK_TUPLE))
+        return 0;
+    size_t n = gmp_pkv_len(l);
+    if (!I->st.has_time) { /* the entries have no time_us: nothing to put the ranges against */
+        I->st.annotations_ignored += n;
+        return 0;
+    }
+    for (size_t i = 0; i < n; i++) {
+        const gmp_pkv *a = gmp_pkv_item(l, i);
+        const gmp_pkv *name = gmp_pkv_dict_get(a, "name");
+        const gmp_pkv *stage = gmp_pkv_dict_get(a, "stage");
+        int64_t dev;
+        uint64_t us;
+        int start = gmp_pkv_str_eq(stage, "START");
+        if (!a || a->type != GMP_PK_DICT || !name || name->type != GMP_PK_STR ||
+            (!start && !gmp_pkv_str_eq(stage, "END")) ||
+            gmp_pkv_get_i64(gmp_pkv_dict_get(a, "device"), &dev) != 0 || dev < 0 ||
+            dev >= GMP_TORCH_MAX_DEVICES ||
+            gmp_pkv_get_u64(gmp_pkv_dict_get(a, "time_us"), &us) != 0 ||
+            us > UINT64_MAX / 1000 - 1 || I->nanns >= MAX_ANNOTATIONS) {
+            I->st.annotations_ignored++;
+            continue;
+        }
+        uint32_t nm = str_of(I, name);
+        if (I->err != GMP_OK ||
+            grow_array(I, (void **)&I->anns, &I->cap_anns, I->nanns + 1, sizeof *I->anns) < 0)
+            return -1;
+        I->anns[I->nanns] = (ann){us * 1000, nm, (uint32_t)I->nanns, (int32_t)dev, (uint8_t)start};
+        I->nanns++;
+    }
+    I->st.annotations = I->nanns;
+    if (I->nanns > 1)
+        qsort(I->anns, I->nanns, sizeof *I->anns, cmp_ann);
+    return 0;
+}
+
 /* ---- ops ---- */
 
 /* The bytes v needs (0 for 0). */
@@ -623,16 +773,20 @@ static int push_op(imp *I, device *dv, int32_t d, const op *o)
     }
     unsigned char *h = dv->tail->data + dv->tail->len, *p = h + 4;
     uint64_t da = o->addr - dv->enc_addr;
-    uint64_t v[6] = {o->t - dv->enc_t, (da << 1) ^ (uint64_t)((int64_t)da >> 63),
-                     o->size,          o->stream,
-                     o->node,          o->extra};
-    unsigned n[6];
-    for (int i = 0; i < 6; i++) {
+    uint64_t v[7] = {o->t - dv->enc_t,
+                     (da << 1) ^ (uint64_t)((int64_t)da >> 63),
+                     o->size,
+                     o->stream,
+                     o->node,
+                     o->extra,
+                     o->ctx};
+    unsigned n[7];
+    for (int i = 0; i < 7; i++) {
         n[i] = byte_len(v[i]);
         put_le8(p, v[i]);
         p += n[i];
     }
-    h[0] = o->type;
+    h[0] = (unsigned char)(o->type | n[6] << 4);
     h[1] = (unsigned char)(n[0] | n[1] << 4);
     h[2] = (unsigned char)(n[2] | n[3] << 4);
     h[3] = (unsigned char)(n[4] | n[5] << 4);
@@ -645,9 +799,22 @@ static int push_op(imp *I, device *dv, int32_t d, const op *o)
 
 /* ---- step 1: the trace entries ---- */
 
-enum { K_OTHER = 1, K_ACTION, K_ADDR, K_SIZE, K_STREAM, K_TIME, K_FRAMES, K_DEVFREE };
-static const char *const key_names[] = {NULL,     NULL,      "action", "addr",       "size",
-                                        "stream", "time_us", "frames", "device_free"};
+enum {
+    K_OTHER = 1,
+    K_ACTION,
+    K_ADDR,
+    K_SIZE,
+    K_STREAM,
+    K_TIME,
+    K_FRAMES,
+    K_DEVFREE,
+    K_UMETA,
+    K_CCTX,
+    K_COUNT
+};
+static const char *const key_names[] = {
+    NULL,      NULL,     "action",      "addr",          "size",           "stream",
+    "time_us", "frames", "device_free", "user_metadata", "compile_context"};
 enum { A_OTHER = 1, A_ALLOC, A_FREE, A_SEG_ALLOC, A_SEG_FREE, A_MAP, A_UNMAP, A_OOM };
 static const char *const action_names[] = {NULL,
                                            NULL,
@@ -706,8 +873,8 @@ static int read_entry(imp *I, int64_t d64, const gmp_pkv *e)
         dv->prev_t = 1000000000ull; /* without times: 1 s, then 1 us per entry */
     dv->seq++;
     I->st.entries++;
-    const gmp_pkv *f[K_DEVFREE + 1] = {0};
-    dict_fields(e, 32, key_names, K_DEVFREE + 1, f);
+    const gmp_pkv *f[K_COUNT] = {0};
+    dict_fields(e, 32, key_names, K_COUNT, f);
     const gmp_pkv *a = f[K_ACTION];
     if (!a || a->type != GMP_PK_STR)
         return failf(I, GMP_ERR_FORMAT,
@@ -747,6 +914,8 @@ static int read_entry(imp *I, int64_t d64, const gmp_pkv *e)
         return -1;
     ob.node = node_of(I, f[K_FRAMES]);
     if (I->err != GMP_OK)
+        return -1;
+    if ((ob.type == OP_ALLOC || ob.type == OP_OOM) && ctx_of(I, f[K_UMETA], f[K_CCTX], &ob.ctx) < 0)
         return -1;
     if (ob.type == OP_OOM) {
         if (field_u64(I, f[K_DEVFREE], "device_free", 0, &ob.extra) < 0)
@@ -867,11 +1036,13 @@ enum {
     S_STATE,
     S_FRAMES,
     S_REQUESTED,
-    S_HISTORY
+    S_HISTORY,
+    S_POOLID,
+    S_COUNT
 };
 static const char *const seg_key_names[] = {
-    NULL,     NULL,   "device", "address", "total_size",     "is_expandable",
-    "blocks", "size", "state",  "frames",  "requested_size", "history"};
+    NULL,   NULL,    "device", "address",        "total_size", "is_expandable",  "blocks",
+    "size", "state", "frames", "requested_size", "history",    "segment_pool_id"};
 enum { ST_OTHER = 1, ST_ALLOCATED, ST_PENDING_FREE };
 static const char *const state_names[] = {NULL, NULL, "active_allocated", "active_pending_free"};
 
@@ -883,8 +1054,8 @@ static int read_block(imp *I, int32_t d, device *dv, const gmp_pkv *b, uint64_t 
                      "not a valid PyTorch memory snapshot: a block is a %s, expected a dict",
                      gmp_pkv_type_name(b)),
                -1;
-    const gmp_pkv *f[S_HISTORY + 1] = {0};
-    dict_fields(b, 48, seg_key_names, S_HISTORY + 1, f);
+    const gmp_pkv *f[S_COUNT] = {0};
+    dict_fields(b, 48, seg_key_names, S_COUNT, f);
     uint64_t size, addr = *offset, req;
     if (field_u64(I, f[S_SIZE], "size", 1, &size) < 0 || !size_ok(I, size))
         return -1;
@@ -929,8 +1100,8 @@ static int read_segment(imp *I, const gmp_pkv *s)
                      "not a valid PyTorch memory snapshot: a segment is a %s, expected a dict",
                      gmp_pkv_type_name(s)),
                -1;
-    const gmp_pkv *f[S_HISTORY + 1] = {0};
-    dict_fields(s, 48, seg_key_names, S_HISTORY + 1, f);
+    const gmp_pkv *f[S_COUNT] = {0};
+    dict_fields(s, 48, seg_key_names, S_COUNT, f);
     uint64_t d, addr, size;
     if (field_u64(I, f[S_DEVICE], "device", 1, &d) < 0 ||
         field_u64(I, f[S_ADDRESS], "address", 1, &addr) < 0 ||
@@ -949,6 +1120,19 @@ static int read_segment(imp *I, const gmp_pkv *s)
         if (add_checked(I, &dv->final_seg, size) < 0 ||
             push_final(I, 1, (int32_t)d, addr, size, 0) < 0)
             return -1;
+    }
+    /* segment_pool_id (memory_snapshot.cpp:348-350: the owner's MempoolId_t, (0, 0) for the
+     * main pool; a CUDA graph's private pool or a torch.cuda.MemPool otherwise): a segment of
+     * another pool labels the blocks inside it (their API) */
+    const gmp_pkv *pid = f[S_POOLID];
+    int64_t pa, pb;
+    if (pid && (pid->type == GMP_PK_TUPLE || pid->type == GMP_PK_LIST) && gmp_pkv_len(pid) == 2 &&
+        gmp_pkv_get_i64(gmp_pkv_item(pid, 0), &pa) == 0 &&
+        gmp_pkv_get_i64(gmp_pkv_item(pid, 1), &pb) == 0 && (pa || pb) && size &&
+        addr <= UINT64_MAX - size) {
+        if (grow_array(I, (void **)&I->psegs, &I->cap_psegs, I->npsegs + 1, sizeof *I->psegs) < 0)
+            return -1;
+        I->psegs[I->npsegs++] = (pseg){(int32_t)d, 0, addr, size, pa, pb};
     }
     const gmp_pkv *blocks = f[S_BLOCKS];
     if (blocks && blocks->type == GMP_PK_LIST && (blocks->v.o->flags & GMP_PKOBJ_HUSKED))
@@ -1056,14 +1240,51 @@ static uint32_t stack_of(imp *I, uint32_t node)
     return parent;
 }
 
-static void emit(imp *I, gmp_rec *r, uint64_t t)
+static void emit_on(imp *I, gmp_wthread *th, gmp_rec *r, uint64_t t)
 {
     r->time_ns = t;
-    if (gmp_wthread_event(I->th, r) < 0)
+    if (gmp_wthread_event(th, r) < 0)
         failf(I, GMP_ERR_IO, "the trace could not be written");
     I->last_t = t;
     if (++I->written % SYNC_EVERY == 0)
         gmp_writer_sync(I->w, t);
+}
+
+static void emit(imp *I, gmp_rec *r, uint64_t t)
+{
+    emit_on(I, I->th, r, t);
+}
+
+/* The thread of device d's events: TID + d (device 0's is TID), defined when first needed. Each
+ * device has its own, so that its ranges nest by themselves and the allocations inside them are
+ * on the thread that opened them (as a live trace's are). */
+static gmp_wthread *dev_thread(imp *I, int32_t d)
+{
+    if (d <= 0 || d >= GMP_TORCH_MAX_DEVICES || !I->ds)
+        return I->th;
+    dstate *s = &I->ds[d];
+    if (!s->th) {
+        char name[48];
+        int n = snprintf(name, sizeof name, "pytorch snapshot, device %d", (int)d);
+        gmp_rec th = {.type = GMP_REC_THREAD};
+        th.u.thread.tid = TID + (uint32_t)d;
+        th.u.thread.name.ptr = name;
+        th.u.thread.name.len = (uint32_t)n;
+        if (gmp_writer_define(I->w, &th) != GMP_OK ||
+            !(s->th = gmp_writer_thread(I->w, TID + (uint32_t)d))) {
+            nomem(I);
+            return I->th;
+        }
+    }
+    return s->th;
+}
+
+/* The range path open on device d (0: none). */
+static uint32_t top_range(const imp *I, int32_t d)
+{
+    if (!I->ds || d < 0 || d >= GMP_TORCH_MAX_DEVICES || !I->ds[d].n)
+        return 0;
+    return I->ds[d].st[I->ds[d].n - 1].path;
 }
 
 static void emit_pool(imp *I, int32_t d, uint32_t opn, uint64_t pool, uint64_t value, uint64_t t)
@@ -1074,11 +1295,11 @@ static void emit_pool(imp *I, int32_t d, uint32_t opn, uint64_t pool, uint64_t v
     r->u.pool.op = opn;
     r->u.pool.pool = pool;
     r->u.pool.value = value;
-    emit(I, r, t);
+    emit_on(I, dev_thread(I, d), r, t);
 }
 
 static void emit_mem(imp *I, unsigned type, int32_t d, uint32_t api, uint64_t addr, uint64_t size,
-                     uint64_t stream, uint32_t stack, uint64_t t)
+                     uint64_t stream, uint32_t stack, uint32_t range, uint64_t t)
 {
     gmp_rec *r = &I->rmem;
     r->type = type;
@@ -1089,7 +1310,8 @@ static void emit_mem(imp *I, unsigned type, int32_t d, uint32_t api, uint64_t ad
     r->u.mem.size = size;
     r->u.mem.stream = stream;
     r->u.mem.stack = stack;
-    emit(I, r, t);
+    r->u.mem.range = range;
+    emit_on(I, dev_thread(I, d), r, t);
 }
 
 static void emit_notice(imp *I, uint32_t severity, const char *text, uint64_t t)
@@ -1101,9 +1323,78 @@ static void emit_notice(imp *I, uint32_t severity, const char *text, uint64_t t)
     emit(I, &r, t);
 }
 
-/* The state before the window, at time t0. */
+/* The API of a block allocated at addr on device d: "CUDACachingAllocator.malloc", or with the
+ * private pool of the final segment that holds it ("... (private pool 1,0)": a CUDA graph's pool
+ * or a torch.cuda.MemPool, told apart from the main pool in every table by API). Segments freed
+ * before the dump are not in the final list: their blocks are the main pool's. */
+static uint32_t block_api(imp *I, int32_t d, uint64_t addr)
+{
+    size_t lo = 0, hi = I->npsegs;
+    while (lo < hi) { /* the first segment above (d, addr) */
+        size_t mid = lo + (hi - lo) / 2;
+        const pseg *p = &I->psegs[mid];
+        if (p->dev < d || (p->dev == d && p->addr <= addr))
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    if (!lo)
+        return I->api_malloc;
+    pseg *p = &I->psegs[lo - 1];
+    if (p->dev != d || addr - p->addr >= p->size)
+        return I->api_malloc;
+    if (!p->api) {
+        char name[96];
+        int n = snprintf(name, sizeof name,
+                         "CUDACachingAllocator.malloc (private pool %" PRId64 ",%" PRId64 ")", p->a,
+                         p->b);
+        uint32_t id = gmp_writer_string(I->w, name, (size_t)n);
+        if (!id)
+            return I->api_malloc;
+        p->api = id + 1;
+    }
+    return p->api - 1;
+}
+
+static int cmp_pseg(const void *x, const void *y)
+{
+    const pseg *a = x, *b = y;
+    if (a->dev != b->dev)
+        return a->dev < b->dev ? -1 : 1;
+    return a->addr < b->addr ? -1 : a->addr > b->addr;
+}
+
+/* The state before the window, at time t0: the blocks first, then the segments. Until a device's
+ * segments follow, the replay counts its pool blocks as reserved memory (reserved = max(reported,
+ * allocated from pools)), so no instant of t0 shows segments without the blocks inside them:
+ * reserved - allocated grows to its value at the window's start and never passes it (segments
+ * first made every segment's bytes "fragmentation" for an instant, the largest at t0). */
 static void write_pre(imp *I, uint64_t t0)
 {
+    for (size_t i = 0; i < I->npre_blks && I->err == GMP_OK; i++) {
+        emit_mem(I, GMP_REC_ALLOC, I->pre_blk_dev[i],
+                 block_api(I, I->pre_blk_dev[i], I->pre_blks[i].addr), I->pre_blks[i].addr,
+                 I->pre_blks[i].size, 0, stack_of(I, I->pre_blks[i].node), 0, t0);
+        I->st.pre_blocks++;
+        I->st.pre_allocated += I->pre_blks[i].size;
+    }
+    for (int32_t d = 0; d < GMP_TORCH_MAX_DEVICES && I->err == GMP_OK; d++) {
+        device *dv = &I->dev[d];
+        if (!dv->present)
+            continue;
+        uint64_t in = dv->blk_in, out = dv->blk_out;
+        uint64_t pre = dv->final_alloc + out >= in ? dv->final_alloc + out - in : 0;
+        if (dv->final_alloc + out < in)
+            I->st.inconsistencies++;
+        if (pre > dv->pre_blk_sum) {
+            emit_mem(I, GMP_REC_ALLOC, d, I->api_malloc, FILLER_ADDR + (uint64_t)d,
+                     pre - dv->pre_blk_sum, 0, 0, 0, t0);
+            I->st.pre_allocated += pre - dv->pre_blk_sum;
+            I->st.inconsistencies++;
+        } else if (pre < dv->pre_blk_sum) {
+            I->st.inconsistencies++;
+        }
+    }
     for (size_t i = 0; i < I->npre_segs && I->err == GMP_OK; i++) {
         emit_pool(I, I->pre_seg_dev[i], GMP_POOL_CREATE, I->pre_segs[i].addr, 0, t0);
         emit_pool(I, I->pre_seg_dev[i], GMP_POOL_RESERVED, I->pre_segs[i].addr, I->pre_segs[i].size,
@@ -1144,28 +1435,148 @@ static void write_pre(imp *I, uint64_t t0)
             I->st.pre_reserved += mapped;
         }
     }
-    for (size_t i = 0; i < I->npre_blks && I->err == GMP_OK; i++) {
-        emit_mem(I, GMP_REC_ALLOC, I->pre_blk_dev[i], I->api_malloc, I->pre_blks[i].addr,
-                 I->pre_blks[i].size, 0, stack_of(I, I->pre_blks[i].node), t0);
-        I->st.pre_blocks++;
-        I->st.pre_allocated += I->pre_blks[i].size;
+}
+
+/* ---- ranges while writing ---- */
+
+#define MAX_RANGE_DEPTH                                                                            \
+    256                   /* open annotations of a device followed at most (a deeper START is      \
+                             ignored, counted) */
+#define MAX_META_DEPTH 64 /* components of a user_metadata path kept (the outermost) */
+
+static int ds_push(imp *I, dstate *s, wframe f)
+{
+    if (s->n == s->cap) {
+        uint32_t nc = s->cap ? s->cap * 2 : 8;
+        wframe *n = realloc(s->st, nc * sizeof *n);
+        if (!n)
+            return nomem(I), -1;
+        s->st = n;
+        s->cap = nc;
     }
-    for (int32_t d = 0; d < GMP_TORCH_MAX_DEVICES && I->err == GMP_OK; d++) {
-        device *dv = &I->dev[d];
-        if (!dv->present)
-            continue;
-        uint64_t in = dv->blk_in, out = dv->blk_out;
-        uint64_t pre = dv->final_alloc + out >= in ? dv->final_alloc + out - in : 0;
-        if (dv->final_alloc + out < in)
-            I->st.inconsistencies++;
-        if (pre > dv->pre_blk_sum) {
-            emit_mem(I, GMP_REC_ALLOC, d, I->api_malloc, FILLER_ADDR + (uint64_t)d,
-                     pre - dv->pre_blk_sum, 0, 0, t0);
-            I->st.pre_allocated += pre - dv->pre_blk_sum;
-            I->st.inconsistencies++;
-        } else if (pre < dv->pre_blk_sum) {
-            I->st.inconsistencies++;
+    s->st[s->n++] = f;
+    return 0;
+}
+
+static void emit_range(imp *I, int32_t d, uint32_t type, uint32_t path, uint64_t t)
+{
+    gmp_rec r = {.type = type};
+    r.u.rev.range = path;
+    emit_on(I, dev_thread(I, d), &r, t);
+}
+
+/* Closes device d's context frame, when one is on top. */
+static void ctx_close(imp *I, int32_t d, uint64_t t)
+{
+    dstate *s = &I->ds[d];
+    if (s->n && s->st[s->n - 1].ctx) {
+        emit_range(I, d, GMP_REC_RANGE_POP, s->st[s->n - 1].path, t);
+        s->n--;
+    }
+}
+
+/* One annotation at trace time t. START opens its name inside the device's innermost open
+ * annotation; END closes the innermost open annotation of its name on its device, and what is open
+ * inside it (START/END pairs nest by name, per device). An END whose START is not in the list (the
+ * history was started inside the range) is ignored, counted. */
+static void ann_apply(imp *I, const ann *a, uint64_t t)
+{
+    dstate *s = &I->ds[a->dev];
+    if (a->start) {
+        ctx_close(I, a->dev, t);
+        if (s->n >= MAX_RANGE_DEPTH) {
+            I->st.annotations_ignored++;
+            return;
         }
+        uint32_t path =
+            gmp_writer_range(I->w, s->n ? s->st[s->n - 1].path : 0, I->dom_ann, wstr(I, a->name));
+        if (!path) {
+            nomem(I);
+            return;
+        }
+        if (ds_push(I, s, (wframe){path, a->name, 0}) == 0)
+            emit_range(I, a->dev, GMP_REC_RANGE_PUSH, path, t);
+        return;
+    }
+    ctx_close(I, a->dev, t); /* explicitly: what is closed implicitly reads as a mismatch */
+    uint32_t k = s->n;
+    while (k > 0 && s->st[k - 1].name != a->name)
+        k--;
+    if (!k) {
+        I->st.annotations_ignored++;
+        return;
+    }
+    emit_range(I, a->dev, GMP_REC_RANGE_POP, s->st[k - 1].path, t);
+    s->n = k - 1;
+}
+
+/* The range path of a user_metadata string: its "/"-separated components (empty ones skipped);
+ * 0 when it has none. */
+static uint32_t meta_path(imp *I, uint32_t str)
+{
+    const char *p = I->strs.s[str - 1], *end = p + I->strs.len[str - 1];
+    uint32_t path = 0;
+    for (unsigned depth = 0; p < end && depth < MAX_META_DEPTH;) {
+        const char *q = memchr(p, '/', (size_t)(end - p));
+        if (!q)
+            q = end;
+        if (q > p) {
+            uint32_t name = gmp_writer_string(I->w, p, (size_t)(q - p));
+            uint32_t np = name ? gmp_writer_range(I->w, path, I->dom_meta, name) : 0;
+            if (!np)
+                break;
+            path = np;
+            depth++;
+        }
+        p = q + 1;
+    }
+    return path;
+}
+
+/* Before an allocation (or an OOM) of device d with context c (0: none): the context frame on top
+ * is c's. Its path: the user_metadata's path when there is one (the program's own statement of
+ * where it is: it replaces the annotations' path), else the device's annotation path; then the
+ * compiled region inside it. */
+static void ctx_apply(imp *I, int32_t d, uint32_t c, uint64_t t)
+{
+    dstate *s = &I->ds[d];
+    if ((s->n ? s->st[s->n - 1].ctx : 0) == c)
+        return;
+    ctx_close(I, d, t);
+    if (!c || c > I->nctxs)
+        return;
+    const ctx_ent *e = &I->ctxs[c - 1];
+    uint32_t path = s->n ? s->st[s->n - 1].path : 0;
+    if (e->umeta)
+        path = meta_path(I, e->umeta);
+    if (e->cctx)
+        path = gmp_writer_range(I->w, path, I->dom_cc, wstr(I, e->cctx));
+    if (path && ds_push(I, s, (wframe){path, 0, c}) == 0)
+        emit_range(I, d, GMP_REC_RANGE_PUSH, path, t);
+}
+
+/* An annotation's time on the trace clock (as next_op moves an entry's); one from before the
+ * first entry is put at the window's start. */
+static uint64_t ann_time(const ann *a, uint64_t first)
+{
+    uint64_t base = TRACE_BASE + 1000;
+    if (a->t >= first)
+        return a->t - first > UINT64_MAX / 2 ? UINT64_MAX / 2 : a->t - first + base;
+    return first - a->t < 1000 ? base - (first - a->t) : TRACE_BASE;
+}
+
+/* Writes the annotations that come before an op at time t (all of them for UINT64_MAX): those
+ * earlier, and a START at the same time (an allocation at a range's START or END time is inside
+ * it). */
+static void anns_before(imp *I, size_t *ai, uint64_t t, uint64_t first)
+{
+    while (*ai < I->nanns && I->err == GMP_OK) {
+        const ann *a = &I->anns[*ai];
+        uint64_t at = ann_time(a, first);
+        if (at > t || (at == t && !a->start))
+            break;
+        ann_apply(I, a, at > I->last_t ? at : I->last_t);
+        ++*ai;
     }
 }
 
@@ -1192,22 +1603,41 @@ static void write_op(imp *I, const op *o)
                   o->t);
         break;
     case OP_ALLOC:
-        emit_mem(I, GMP_REC_ALLOC, o->dev, I->api_malloc, o->addr, o->size, o->stream,
-                 stack_of(I, o->node), o->t);
+        emit_mem(I, GMP_REC_ALLOC, o->dev, block_api(I, o->dev, o->addr), o->addr, o->size,
+                 o->stream, stack_of(I, o->node), top_range(I, o->dev), o->t);
         break;
     case OP_FREE:
         emit_mem(I, GMP_REC_FREE, o->dev, I->api_free, o->addr, o->size, o->stream,
-                 stack_of(I, o->node), o->t);
+                 stack_of(I, o->node), 0, o->t);
         break;
     case OP_OOM: {
+        /* PyTorch's allocator raised OutOfMemoryError: the request failed, written as a live
+         * trace writes a failed cudaMalloc (a failed ALLOC, then the OOM), so that it counts
+         * among the device's failed allocations */
+        gmp_rec *m = &I->rmem;
+        m->type = GMP_REC_ALLOC;
+        m->u.mem.device = o->dev;
+        m->u.mem.kind = GMP_MEM_ASYNC_POOL;
+        m->u.mem.api = I->api_malloc;
+        m->u.mem.address = 0;
+        m->u.mem.size = o->size;
+        m->u.mem.stream = o->stream;
+        m->u.mem.stack = stack_of(I, o->node);
+        m->u.mem.range = top_range(I, o->dev);
+        m->u.mem.flags = GMP_MEMF_FAILED;
+        m->u.mem.result = CUDA_ERROR_MEMORY_ALLOCATION;
+        emit_on(I, dev_thread(I, o->dev), m, o->t);
+        m->u.mem.flags = 0;
+        m->u.mem.result = 0;
         gmp_rec r = {.type = GMP_REC_OOM};
         r.u.oom.device = o->dev;
         r.u.oom.api = I->api_malloc;
         r.u.oom.requested = o->size;
         r.u.oom.stack = stack_of(I, o->node);
+        r.u.oom.range = top_range(I, o->dev);
         r.u.oom.result = CUDA_ERROR_MEMORY_ALLOCATION;
         r.u.oom.free_bytes = o->extra;
-        emit(I, &r, o->t);
+        emit_on(I, dev_thread(I, o->dev), &r, o->t);
         break;
     }
     default: break;
@@ -1231,7 +1661,7 @@ static int next_op(device *dv, int32_t d, uint64_t first)
         __builtin_prefetch(h + 512);
     op *o = &dv->next;
     unsigned n;
-    o->type = h[0];
+    o->type = h[0] & 15u;
     o->dev = d;
     n = h[1] & 15u;
     dv->rd_t += get_le(p, n);
@@ -1254,6 +1684,9 @@ static int next_op(device *dv, int32_t d, uint64_t first)
     n = h[3] >> 4;
     o->extra = get_le(p, n);
     p += n;
+    n = h[0] >> 4;
+    o->ctx = (uint32_t)get_le(p, n);
+    p += n;
     dv->rd_pos = (size_t)(p - dv->rd->data);
     dv->rd_left--;
     return 1;
@@ -1262,7 +1695,7 @@ static int next_op(device *dv, int32_t d, uint64_t first)
 /* The ops of all devices in time order; ties: the lower device first, then entry order. */
 static void write_ops(imp *I, uint64_t first)
 {
-    size_t n = I->ndevs_with_ops, live = 0;
+    size_t n = I->ndevs_with_ops, live = 0, ai = 0;
     int32_t *ds = I->devs_with_ops;
     for (size_t i = 0; i < n; i++) {
         device *dv = &I->dev[ds[i]];
@@ -1287,18 +1720,38 @@ static void write_ops(imp *I, uint64_t first)
         }
         if (!best)
             break;
+        anns_before(I, &ai, best->next.t, first);
+        if (best->next.type == OP_ALLOC || best->next.type == OP_OOM)
+            ctx_apply(I, best->next.dev, best->next.ctx, best->next.t);
         write_op(I, &best->next);
         if (!next_op(best, best->next.dev, first)) {
             best->next.dev = -1;
             live--;
         }
     }
+    anns_before(I, &ai, UINT64_MAX, first); /* those after the last entry */
 }
 
 static gmp_str cstr(const char *s)
 {
     gmp_str r = {s, (uint32_t)strlen(s)};
     return r;
+}
+
+/* What became ranges, after prefix (the parts that are not zero). */
+static void ranges_line(const gmp_import_torch_stats *st, const char *prefix, char *buf, size_t n)
+{
+    char ign[48] = "", um[96] = "", cc[80] = "";
+    if (st->annotations_ignored)
+        snprintf(ign, sizeof ign, " (%" PRIu64 " ignored)", st->annotations_ignored);
+    if (st->umeta_allocs)
+        snprintf(um, sizeof um, ", %" PRIu64 " allocations with a user_metadata range path",
+                 st->umeta_allocs);
+    if (st->cctx_allocs)
+        snprintf(cc, sizeof cc, ", %" PRIu64 " inside compiled regions (compile_context)",
+                 st->cctx_allocs);
+    snprintf(buf, n, "%s%" PRIu64 " record_function annotations%s%s%s", prefix, st->annotations,
+             ign, um, cc);
 }
 
 static void write_trace(imp *I, const char *source, int fd, gmp_tq *q, unsigned flags)
@@ -1369,7 +1822,15 @@ static void write_trace(imp *I, const char *source, int fd, gmp_tq *q, unsigned 
     I->th = gmp_writer_thread(I->w, TID);
     I->api_malloc = gmp_writer_string(I->w, "CUDACachingAllocator.malloc", 27);
     I->api_free = gmp_writer_string(I->w, "CUDACachingAllocator.free", 25);
-    if (!I->th || !I->api_malloc || !I->api_free) {
+    /* the ranges' domains say where each came from (gmp_merge_torch reads them) */
+    I->dom_ann =
+        gmp_writer_string(I->w, GMP_TORCH_DOMAIN_ANNOTATION, strlen(GMP_TORCH_DOMAIN_ANNOTATION));
+    I->dom_meta =
+        gmp_writer_string(I->w, GMP_TORCH_DOMAIN_METADATA, strlen(GMP_TORCH_DOMAIN_METADATA));
+    I->dom_cc = gmp_writer_string(I->w, GMP_TORCH_DOMAIN_COMPILE, strlen(GMP_TORCH_DOMAIN_COMPILE));
+    I->ds = calloc(GMP_TORCH_MAX_DEVICES, sizeof *I->ds);
+    if (!I->th || !I->api_malloc || !I->api_free || !I->dom_ann || !I->dom_meta || !I->dom_cc ||
+        !I->ds) {
         nomem(I);
     } else {
         write_pre(I, t0);
@@ -1381,6 +1842,12 @@ static void write_trace(imp *I, const char *source, int fd, gmp_tq *q, unsigned 
                      " bytes), %" PRIu64 " blocks (%" PRIu64 " bytes)",
                      I->st.legacy ? " (legacy format: segments only)" : "", I->st.entries,
                      I->st.pre_segments, I->st.pre_reserved, I->st.pre_blocks, I->st.pre_allocated);
+            emit_notice(I, GMP_NOTICE_INFO, I->notice, I->last_t);
+        }
+        if (I->err == GMP_OK && (I->st.annotations || I->st.annotations_ignored ||
+                                 I->st.umeta_allocs || I->st.cctx_allocs)) {
+            ranges_line(&I->st, "ranges from the snapshot, on one thread per device: ", I->notice,
+                        sizeof I->notice);
             emit_notice(I, GMP_NOTICE_INFO, I->notice, I->last_t);
         }
         if (I->err == GMP_OK && I->st.overflowed) {
@@ -1417,6 +1884,9 @@ static void write_trace(imp *I, const char *source, int fd, gmp_tq *q, unsigned 
             emit_notice(I, GMP_NOTICE_WARNING, I->notice, I->last_t);
         }
         gmp_writer_sync(I->w, I->last_t);
+        for (int32_t d = 1; d < GMP_TORCH_MAX_DEVICES; d++)
+            if (I->ds[d].th)
+                gmp_wthread_release(I->ds[d].th);
         gmp_wthread_release(I->th);
     }
     gmp_writer_stats ws;
@@ -1495,6 +1965,7 @@ static void free_reading(imp *I)
     I->fe_recent = NULL;
     I->fe_recent_dk = NULL;
     kmap_free(&I->trie);
+    kmap_free(&I->ctxmap);
     free(I->fsegs);
     free(I->fblks);
     I->fsegs = I->fblks = NULL;
@@ -1513,6 +1984,12 @@ static void imp_free(imp *I)
         }
     }
     free(I->dev);
+    for (int i = 0; I->ds && i < GMP_TORCH_MAX_DEVICES; i++)
+        free(I->ds[i].st);
+    free(I->ds);
+    free(I->ctxs);
+    free(I->anns);
+    free(I->psegs);
     free(I->devs_with_ops);
     free(I->pre_segs);
     free(I->pre_blks);
@@ -1646,6 +2123,8 @@ static gmp_err import_read(imp *I, int fd, const void *data, size_t n, char *msg
             goto out;
         }
         read_overflow(I, root);
+        if (read_annotations(I, root) < 0)
+            goto out;
     } else {
         failf(I, GMP_ERR_FORMAT,
               "not a PyTorch memory snapshot: the pickle holds a %s, expected a dict with "
@@ -1655,6 +2134,8 @@ static gmp_err import_read(imp *I, int fd, const void *data, size_t n, char *msg
     }
     gmp_pkstream_free(ps);
     ps = I->ps = NULL;
+    if (I->npsegs > 1) /* (qsort of no array: NULL, undefined) */
+        qsort(I->psegs, I->npsegs, sizeof *I->psegs, cmp_pseg);
     if (fe_flush(I) < 0 || pre_from_final(I) < 0 || pre_from_first_frees(I, 1) < 0 ||
         pre_from_first_frees(I, 0) < 0)
         goto out;
@@ -1743,6 +2224,10 @@ void gmp_import_torch_summary(const gmp_import_torch_stats *st, char *msg, size_
              st->overflowed ? "; incomplete: PyTorch's trace ring buffer overflowed, the "
                               "entries before the window are missing"
                             : "");
+    size_t n = strlen(msg);
+    if ((st->annotations || st->annotations_ignored || st->umeta_allocs || st->cctx_allocs) &&
+        n < msglen)
+        ranges_line(st, "; ranges: ", msg + n, msglen - n);
 }
 
 gmp_err gmp_import_torch_run(const char *in_path, int out_fd, unsigned flags, char *msg,

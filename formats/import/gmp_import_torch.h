@@ -10,14 +10,20 @@
  *  - a tensor block (alloc / free_completed) is an ALLOC / FREE of kind async-pool, api
  *    "CUDACachingAllocator.malloc" / "CUDACachingAllocator.free", with its frames as a stack of
  *    Python frames (file, function, line); free_requested is only a request and is not recorded;
- *  - oom is an OOM record (requested size, device_free as the free bytes).
- * The replay (docs/replay.md) then gives reserved = the bytes of segments and allocated = the bytes
- * of blocks, which is what torch.cuda.memory_reserved / memory_allocated count.
+ *  - oom is a failed ALLOC (GMP_MEMF_FAILED) then an OOM record (requested size, device_free as
+ *    the free bytes);
+ *  - external_annotations (record_function START/END) are RANGE push/pop on the thread of their
+ *    device (TID + device: each device's ranges nest by themselves), an entry's user_metadata (a
+ *    "/"-separated range path) and compile_context are ranges pushed above them around the
+ *    allocations that carry them; the domains say which (gmp_torch_layout.h).
+ * The replay (docs/replay.md) then gives reserved = the bytes of segments (memory_reserved()) and
+ * allocated = the requested bytes of blocks, freed at free_completed, as memory_viz counts them
+ * (not memory_allocated(): rounded block sizes, freed at free_requested; docs/import.md).
  * Memory that existed before the recorded window (the trace is a ring buffer) is reconstructed
- * from the final `segments` and written at the start: segments and blocks alive at the dump that no
- * event of the window created, and those the window frees without having created them.
- * time_us becomes the trace time (ns); without it, event order is the time (1 us apart). The
- * legacy format (a bare list of segments, no trace) imports as the state at the dump. */
+ * from the final `segments` and written at the start (blocks, then segments): segments and blocks
+ * alive at the dump that no event of the window created, and those the window frees without having
+ * created them. time_us becomes the trace time (ns); without it, event order is the time (1 us
+ * apart). The legacy format (a bare list of segments, no trace) is the state at the dump. */
 #ifndef GMP_IMPORT_TORCH_H
 #define GMP_IMPORT_TORCH_H
 
@@ -44,8 +50,12 @@ typedef struct gmp_import_torch_stats {
     uint32_t devices;         /* devices with events or segments */
     int has_time;             /* time_us was present */
     int overflowed;           /* allocator_settings.trace_alloc_overflowed: entries are missing */
-    uint32_t overflowed_devices; /* which, when it was given per device (bit d: device d < 32) */
-    uint64_t trace_max_entries;  /* allocator_settings.trace_alloc_max_entries; 0: not given */
+    uint32_t overflowed_devices;  /* which, when it was given per device (bit d: device d < 32) */
+    uint64_t trace_max_entries;   /* allocator_settings.trace_alloc_max_entries; 0: not given */
+    uint64_t annotations;         /* external_annotations read (record_function START/END) */
+    uint64_t annotations_ignored; /* of another shape, or without their START */
+    uint64_t umeta_allocs;        /* alloc/oom entries with a user_metadata */
+    uint64_t cctx_allocs;         /* alloc/oom entries inside a compiled region */
 } gmp_import_torch_stats;
 
 /* Non-zero when head[0..n) begins a pickle of protocol 2 to 5 (0x80, then 2..5). */

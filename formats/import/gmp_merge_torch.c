@@ -18,6 +18,7 @@
 
 #include "gmp_map.h"
 #include "gmp_reader.h"
+#include "gmp_torch_layout.h"
 #include "gmp_trace.h"
 #include "gmp_writer.h"
 
@@ -40,6 +41,15 @@ typedef struct seg {
 typedef struct idmap {
     gmp_omap str, stack, range;
 } idmap;
+
+/* A thread of the trace with the ranges open on it (output ids, outermost first), as the replay
+ * keeps them (push; a pop closes the innermost range of its path and what is inside it). */
+typedef struct tranges {
+    uint32_t tid;
+    uint32_t n, cap;
+    uint32_t *st;
+    uint64_t changed; /* when its stack last changed (M->range_tick) */
+} tranges;
 
 typedef struct mrg {
     char *msg;
@@ -66,6 +76,13 @@ typedef struct mrg {
     size_t npend, cappend;
     uint64_t pseq;
     gmp_omap alloc_t; /* block address -> time of its latest ALLOC queued */
+    gmp_omap tridx;   /* trace tid -> index + 1 into trs */
+    tranges *trs;
+    size_t ntrs, captrs;
+    uint64_t range_tick;
+    uint32_t dom_meta, dom_ann; /* the snapshot's string ids of the importer's domains (0: none) */
+    uint32_t dom_other[8];      /* other domains seen (compile_context's) */
+    unsigned ndom_other;
     gmp_merge_torch_stats st;
 } mrg;
 
@@ -325,6 +342,116 @@ static void emit_notice(mrg *M, uint32_t tid, uint32_t severity, const char *tex
     emit(M, tid, &r, t);
 }
 
+/* The trace's ranges as they are merged: a PUSH or POP (output ids) of thread tid. */
+static void track_range(mrg *M, uint32_t tid, unsigned type, uint32_t range)
+{
+    uint64_t *v = gmp_omap_get(&M->tridx, tid);
+    if (!v) {
+        if (type != GMP_REC_RANGE_PUSH)
+            return;
+        int fresh;
+        if (M->ntrs == M->captrs) {
+            size_t nc = M->captrs ? M->captrs * 2 : 16;
+            tranges *n = realloc(M->trs, nc * sizeof *n);
+            if (!n) {
+                failf(M, GMP_ERR_NOMEM, "out of memory");
+                return;
+            }
+            M->trs = n;
+            M->captrs = nc;
+        }
+        if (!(v = gmp_omap_put(&M->tridx, tid, &fresh))) {
+            failf(M, GMP_ERR_NOMEM, "out of memory");
+            return;
+        }
+        M->trs[M->ntrs] = (tranges){tid, 0, 0, NULL, 0};
+        *v = ++M->ntrs;
+    }
+    tranges *t = &M->trs[*v - 1];
+    if (type == GMP_REC_RANGE_PUSH) {
+        if (t->n >= MAX_DEPTH)
+            return;
+        if (t->n == t->cap) {
+            uint32_t nc = t->cap ? t->cap * 2 : 16;
+            uint32_t *n = realloc(t->st, nc * sizeof *n);
+            if (!n) {
+                failf(M, GMP_ERR_NOMEM, "out of memory");
+                return;
+            }
+            t->st = n;
+            t->cap = nc;
+        }
+        t->st[t->n++] = range;
+    } else {
+        uint32_t k = t->n;
+        if (range)
+            while (k > 0 && t->st[k - 1] != range)
+                k--;
+        if (!k)
+            return;
+        t->n = k - 1;
+    }
+    t->changed = ++M->range_tick;
+}
+
+/* The trace's thread whose ranges changed last among those with one open; NULL: none. */
+static const tranges *trace_ranges_now(const mrg *M)
+{
+    const tranges *best = NULL;
+    for (size_t i = 0; i < M->ntrs; i++)
+        if (M->trs[i].n && (!best || M->trs[i].changed > best->changed))
+            best = &M->trs[i];
+    return best;
+}
+
+static int str_is(gmp_str s, const char *c)
+{
+    return s.ptr && s.len == strlen(c) && memcmp(s.ptr, c, s.len) == 0;
+}
+
+/* 1: the string id of the snapshot is GMP_TORCH_DOMAIN_METADATA, 2: GMP_TORCH_DOMAIN_ANNOTATION,
+ * 0: another (each id looked at once, then known by its id). */
+static int domain_class(mrg *M, gmp_reader *r, uint32_t id)
+{
+    if (!id)
+        return 0;
+    if (id == M->dom_meta)
+        return 1;
+    if (id == M->dom_ann)
+        return 2;
+    for (unsigned i = 0; i < M->ndom_other; i++)
+        if (M->dom_other[i] == id)
+            return 0;
+    gmp_str s = gmp_reader_string(r, id);
+    if (!M->dom_meta && str_is(s, GMP_TORCH_DOMAIN_METADATA))
+        return M->dom_meta = id, 1;
+    if (!M->dom_ann && str_is(s, GMP_TORCH_DOMAIN_ANNOTATION))
+        return M->dom_ann = id, 2;
+    if (M->ndom_other < sizeof M->dom_other / sizeof M->dom_other[0])
+        M->dom_other[M->ndom_other++] = id;
+    return 0;
+}
+
+/* Where a snapshot range (an id of the snapshot) came from, by the domains on its path:
+ * GMP_TORCH_DOMAIN_METADATA anywhere: user_metadata (1); GMP_TORCH_DOMAIN_ANNOTATION: a
+ * record_function annotation (2); else a compiled region alone (3); 0 for no range. */
+static int snap_range_source(mrg *M, gmp_reader *r, uint32_t id)
+{
+    int src = id ? 3 : 0;
+    for (unsigned d = 0; id && d < MAX_DEPTH; d++) {
+        const gmp_rec_range *g = gmp_reader_range(r, id);
+        if (!g)
+            break;
+        int c = domain_class(M, r, g->domain);
+        if (c == 1)
+            return 1;
+        if (c == 2)
+            src = 2;
+        id = g->parent;
+    }
+    return src;
+}
+
 /* An event of the trace, its ids renumbered; a segment's allocation and free become a pool. */
 static void put_trace(mrg *M, gmp_reader *r, const gmp_rec *in)
 {
@@ -335,7 +462,11 @@ static void put_trace(mrg *M, gmp_reader *r, const gmp_rec *in)
     case GMP_REC_RANGE_POP:
     case GMP_REC_RANGE_START:
     case GMP_REC_RANGE_END:
-    case GMP_REC_MARK: o.u.rev.range = map_range(M, im, r, in->u.rev.range); break;
+    case GMP_REC_MARK:
+        o.u.rev.range = map_range(M, im, r, in->u.rev.range);
+        if (in->type == GMP_REC_RANGE_PUSH || in->type == GMP_REC_RANGE_POP)
+            track_range(M, in->tid, in->type, o.u.rev.range);
+        break;
     case GMP_REC_ALLOC:
     case GMP_REC_FREE: {
         const gmp_rec_mem *m = &in->u.mem;
@@ -419,7 +550,7 @@ static void pend_push(mrg *M, const gmp_rec *r, uint64_t t)
     M->pend[i] = x;
 }
 
-/* Writes the first queued block. */
+/* Writes the first queued block, on its thread (r.tid). */
 static void pend_pop(mrg *M)
 {
     struct pend top = M->pend[0], last = M->pend[--M->npend];
@@ -437,7 +568,7 @@ static void pend_pop(mrg *M)
     }
     if (n)
         M->pend[i] = last;
-    emit(M, TORCH_TID, &top.r, top.t);
+    emit(M, top.r.tid ? top.r.tid : TORCH_TID, &top.r, top.t);
 }
 
 /* An event of the snapshot at trace time t: blocks (queued) and notices; its pools and OOMs are
@@ -447,12 +578,40 @@ static void put_snap(mrg *M, gmp_reader *r, const gmp_rec *in, uint64_t t)
     gmp_rec o = *in;
     idmap *im = &M->ms;
     switch (in->type) {
+    case GMP_REC_RANGE_PUSH:
+    case GMP_REC_RANGE_POP:
+        /* the snapshot's ranges, on its threads (one per device), around its blocks */
+        o.u.rev.range = map_range(M, im, r, in->u.rev.range);
+        emit(M, in->tid, &o, t);
+        return;
     case GMP_REC_ALLOC:
     case GMP_REC_FREE:
+        if (in->u.mem.flags & GMP_MEMF_FAILED)
+            return; /* the snapshot's OOM (its failed request): not merged, as its OOMs */
         o.u.mem.api = map_string(M, im, r, in->u.mem.api);
         o.u.mem.stack = map_stack(M, im, r, in->u.mem.stack);
         o.u.mem.range = 0;
+        o.tid = in->tid;
         if (in->type == GMP_REC_ALLOC) {
+            /* its range: the snapshot's (user_metadata, then record_function, then a compiled
+             * region), else the trace's open at this time, on the thread it is open on */
+            int src = snap_range_source(M, r, in->u.mem.range);
+            const tranges *tr;
+            if (src) {
+                o.u.mem.range = map_range(M, im, r, in->u.mem.range);
+                if (src == 1)
+                    M->st.range_metadata++;
+                else if (src == 2)
+                    M->st.range_annotation++;
+                else
+                    M->st.range_compile++;
+            } else if ((tr = trace_ranges_now(M)) != NULL) {
+                o.u.mem.range = tr->st[tr->n - 1];
+                o.tid = tr->tid;
+                M->st.range_trace++;
+            } else {
+                M->st.range_none++;
+            }
             M->st.blocks++;
             /* a block never before its segment (the two clocks agree to a few microseconds; a
              * block from before the history window is put at the window's start) */
@@ -616,6 +775,15 @@ static void merge_pass2(mrg *M, gmp_reader *rt, gmp_reader *rs, int *out_fd, int
     char text[1024];
     {
         gmp_rec_header h = *gmp_reader_header(rt);
+        /* the options say it is merged: readers name the figures (allocated: PyTorch's requested
+         * bytes, docs/report.md) */
+        char opts[1024];
+        int on = snprintf(opts, sizeof opts, "%.*s%smerged=pytorch-history", (int)h.options.len,
+                          h.options.ptr ? h.options.ptr : "", h.options.len ? " " : "");
+        if (on > 0 && (size_t)on < sizeof opts) {
+            h.options.ptr = opts;
+            h.options.len = (uint32_t)on;
+        }
         gmp_writer_opts wo;
         gmp_writer_opts_default(&wo);
         wo.threaded = 0;
@@ -688,6 +856,16 @@ static void merge_pass2(mrg *M, gmp_reader *rt, gmp_reader *rs, int *out_fd, int
                  PREFIX "%" PRIu64 " blocks existed before its history window: shown from the "
                         "window's start",
                  M->st.pre_blocks);
+        emit_notice(M, TORCH_TID, GMP_NOTICE_INFO, text, M->last_t);
+    }
+    if (M->st.blocks) {
+        snprintf(text, sizeof text,
+                 PREFIX "the tensors' ranges: %" PRIu64 " from PyTorch's user_metadata (range "
+                        "paths the program set), %" PRIu64 " from its record_function "
+                        "annotations, %" PRIu64 " from a compiled region alone, %" PRIu64
+                        " from the trace's range open at the time (by thread), %" PRIu64 " none",
+                 M->st.range_metadata, M->st.range_annotation, M->st.range_compile,
+                 M->st.range_trace, M->st.range_none);
         emit_notice(M, TORCH_TID, GMP_NOTICE_INFO, text, M->last_t);
     }
     if (M->st.ooms_dropped) {
@@ -773,6 +951,10 @@ out:
     free(M.byaddr);
     free(M.pend);
     gmp_omap_free(&M.alloc_t);
+    gmp_omap_free(&M.tridx);
+    for (size_t i = 0; i < M.ntrs; i++)
+        free(M.trs[i].st);
+    free(M.trs);
     free(M.ths);
     if (stats)
         *stats = M.st;

@@ -15,6 +15,14 @@
  *    PyTorch's wall clock (time_us) to the trace clock through the two headers (start_wall_ns,
  *    start_trace_ns); blocks that existed before the history window keep the importer's rule
  *    (written at the window's start);
+ *  - every block (tensor) gets a range path, from the first of: the entry's user_metadata (a path
+ *    the program set with torch.cuda.memory._set_memory_metadata), the snapshot's record_function
+ *    annotations (both made ranges by the importer, told apart by their domains,
+ *    gmp_torch_layout.h; the snapshot's range events come along on its threads) or its compiled
+ *    region, else the range open on the trace at that time: the innermost range of the thread
+ *    whose range stack changed last among those with one open (the thread running the forward, or
+ *    autograd's for the backward), the block then written on that thread; a NOTICE says how many
+ *    blocks each source gave;
  *  - the snapshot's own pool records are dropped (reserved memory is the trace's: segments that
  *    are none of the trace's allocations, expandable segments and pre-window filler are counted
  *    and said in a notice), and so are its OOM records (the trace has the failed cudaMalloc);
@@ -44,6 +52,8 @@ typedef struct gmp_merge_torch_stats {
     uint64_t blocks, block_frees; /* block ALLOC / FREE records added */
     uint64_t pre_blocks;          /* among the ALLOCs: blocks from before the history window */
     uint64_t ooms_dropped;
+    /* where the blocks' ranges came from */
+    uint64_t range_metadata, range_annotation, range_compile, range_trace, range_none;
     int64_t offset_ns; /* snapshot trace time + offset_ns = trace time */
 } gmp_merge_torch_stats;
 

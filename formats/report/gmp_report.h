@@ -185,6 +185,8 @@ typedef struct gmp_report_trace {
     gmp_replay_summary sum;
     int has_end;
     gmp_report_end end; /* how the recording ends (leaks only when it is the program's end) */
+    int torch_figures;  /* allocated is PyTorch's requested bytes: an imported snapshot, or a trace
+                          merged with PyTorch's memory history (header options) */
     int has_ranges;     /* some allocation was made inside a range (else breakdowns by frame) */
     size_t ndevices;
     gmp_report_device *devices;

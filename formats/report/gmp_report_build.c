@@ -135,6 +135,12 @@ static void header(const bld *b, gmp_doc_block *sec)
                              "live at its end is in use, not leaked)"
                            : "before the program: no END record, the program was killed or the "
                              "file cut (what is live at its end is not a leak)"));
+    if (t->torch_figures) /* the figure is memory_viz's, not torch.cuda.memory_allocated()'s */
+        gmp_doc_item_add(d, kv, "allocated", 0, "%v",
+                         K(gmp_dv_lit("PyTorch's requested bytes, freed at free_completed, as "
+                                      "memory_viz counts them (torch.cuda.memory_allocated() "
+                                      "counts rounded blocks, freed at free_requested)"),
+                           "allocated_counts"));
     gmp_doc_item_add(
         d, kv, "complete", GMP_DOC_DATA, "%v%v%v", K(gmp_dv_bool(s->complete), "complete"),
         K(gmp_dv_bool(s->truncated), "truncated"), K(gmp_dv_bool(t->has_end), "has_end"));
@@ -303,8 +309,8 @@ static void device_live(const bld *b, gmp_doc_block *sec, const gmp_report_devic
     for (unsigned bit = 1, bi = 0; bit <= 8; bit <<= 1, bi++) {
         if (!(by & bit))
             continue;
-        /* a recording without ranges (a PyTorch snapshot) groups by the first frame its stacks
-         * show, the innermost user frame, instead of one "(no range)" row */
+        /* a recording without ranges (a PyTorch snapshot without annotations) groups by the
+         * first frame its stacks show, the innermost user frame, instead of one "(no range)" row */
         int byframe = bit == GMP_REPORT_BY_RANGE && !b->t->has_ranges;
         size_t n = 0;
         gmp_report_row *a =

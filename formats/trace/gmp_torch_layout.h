@@ -9,5 +9,11 @@
 #define GMP_TORCH_MAX_DEVICES 1024 /* device ordinals accepted: 0 .. this - 1 */
 /* The pool handle that holds the mapped memory of device d's expandable segments. */
 #define GMP_TORCH_EXPANDABLE_POOL(d) (0xe000000000000000ull | (uint64_t)(d))
+/* The domains of the ranges an import makes, by where each came from: a record_function
+ * annotation (external_annotations), an entry's user_metadata (a range path set by
+ * torch.cuda.memory._set_memory_metadata), an entry's compile_context (a torch.compile region). */
+#define GMP_TORCH_DOMAIN_ANNOTATION "pytorch.record_function"
+#define GMP_TORCH_DOMAIN_METADATA "pytorch.user_metadata"
+#define GMP_TORCH_DOMAIN_COMPILE "pytorch.compile_context"
 
 #endif

@@ -51,6 +51,18 @@ def snapshot(legacy=False):
             "external_annotations": []}
 
 
+def ranged(s):
+    t = [dict(e, time_us=1757253255000000 + e["time_us"]) for e in s["device_traces"][0]]
+    t[1] = dict(t[1], user_metadata="train/model/layers.0", compile_context="N/A")
+    t[4] = dict(t[4], user_metadata="", compile_context="Torch-Compiled Region: 0/1")
+    ann = [{"name": n, "stage": st, "device": d, "time_us": 1757253255000000 + tu}
+           for n, st, d, tu in (("ghost", "END", 0, 999), ("step", "START", 0, 1000),
+                                ("inner", "START", 0, 1001), ("inner", "END", 0, 1003),
+                                ("step", "END", 0, 1006), ("d1", "START", 1, 1000))]
+    segs = [dict(s["segments"][0], segment_pool_id=(1, 0))]
+    return dict(s, segments=segs, device_traces=[t, []], external_annotations=ann)
+
+
 def pickles():
     s = snapshot()
     for proto in (2, 3, 4, 5):
@@ -74,6 +86,9 @@ def pickles():
     put("pickle", "stream-dict-root.pickle",
         b"\x80\x02(X\x08\x00\x00\x00segments]X\x0d\x00\x00\x00device_traces]]a"
         b"d.")
+    # ranges: record_function annotations (nested, an END without START), user_metadata,
+    # compile_context, a private pool (segment_pool_id)
+    put("pickle", "snapshot-ranges.pickle", pickle.dumps(ranged(s), protocol=4))
     # refused: a global (never executed)
     put("pickle", "global.pickle", pickle.dumps(set([1]), protocol=2))
 

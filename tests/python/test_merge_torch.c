@@ -11,7 +11,10 @@
  * times moved through the two headers' clocks, a block from before the history window is put no
  * earlier than its segment, the snapshot's own pools and OOM are dropped and said in notices; and
  * the refusals: a snapshot without times, one whose segments the trace does not have, one of
- * another time, a file that is no trace. */
+ * another time, a file that is no trace. Then the blocks' ranges (ranges_case): the snapshot's
+ * user_metadata path first, then its record_function annotation (its range events come along),
+ * else the range open on the trace at the block's time, on the thread whose ranges changed last
+ * (the block is written on that thread). */
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -196,6 +199,132 @@ static size_t read_lines(const char *path, char lines[][160], size_t max)
     return n;
 }
 
+static void range_ev(wr *x, unsigned type, uint64_t t, uint32_t range)
+{
+    gmp_rec r = {.type = type, .time_ns = t};
+    r.u.rev.range = range;
+    gmp_wthread_event(x->th, &r);
+}
+
+static uint32_t range_of(wr *x, uint32_t parent, const char *domain, const char *name)
+{
+    return gmp_writer_range(x->w, parent,
+                            domain ? gmp_writer_string(x->w, domain, strlen(domain)) : 0,
+                            gmp_writer_string(x->w, name, strlen(name)));
+}
+
+static gmp_err merge(const char *trace, const char *snap, const char *out,
+                     gmp_merge_torch_stats *st, char *msg, size_t msglen);
+
+/* The ranges of the blocks: see the header. */
+static void ranges_case(const char *dir)
+{
+    char trace[4096], snap[4096], out[4096], msg[512];
+    snprintf(trace, sizeof trace, "%s/rtrace.zst", dir);
+    snprintf(snap, sizeof snap, "%s/rsnap.zst", dir);
+    snprintf(out, sizeof out, "%s/rmerged.zst", dir);
+    /* the trace: segment A; thread 100 runs train > forward, thread 200 (autograd) backward */
+    wr x;
+    start(&x, trace, T_WALL, T_BASE, 100);
+    gmp_wthread *t100 = x.th, *t200 = gmp_writer_thread(x.w, 200);
+    uint32_t train = range_of(&x, 0, NULL, "train"), fwd = range_of(&x, train, NULL, "forward");
+    uint32_t bwd = range_of(&x, train, NULL, "backward");
+    range_ev(&x, GMP_REC_RANGE_PUSH, 9 * MS, train);
+    mem(&x, GMP_REC_ALLOC, 10 * MS, GMP_MEM_DEVICE, SEG_A, 8 * MiB, "cudaMalloc", 0);
+    range_ev(&x, GMP_REC_RANGE_PUSH, 10 * MS + 100000, fwd);
+    range_ev(&x, GMP_REC_RANGE_POP, 11 * MS + 200000, fwd);
+    x.th = t200;
+    range_ev(&x, GMP_REC_RANGE_PUSH, 11 * MS + 800000, bwd);
+    range_ev(&x, GMP_REC_RANGE_POP, 12 * MS + 800000, bwd);
+    x.th = t100;
+    range_ev(&x, GMP_REC_RANGE_POP, 20 * MS, train);
+    gmp_writer_sync(x.w, 20 * MS);
+    gmp_wthread_release(t200);
+    gmp_writer_close(x.w, NULL);
+    /* the snapshot (its 2 ms is the trace's 10 ms): six blocks of segment A */
+    uint64_t wall = T_WALL + 10 * MS - T_BASE - (2 * MS - S_BASE);
+    start(&x, snap, wall, S_BASE, 1);
+    uint32_t meta = range_of(&x, range_of(&x, 0, "pytorch.user_metadata", "train"),
+                             "pytorch.user_metadata", "layers.3");
+    uint32_t step = range_of(&x, 0, "pytorch.record_function", "Optimizer.step#AdamW.step");
+    pool(&x, 2 * MS, GMP_POOL_CREATE, SEG_A, 0);
+    pool(&x, 2 * MS, GMP_POOL_RESERVED, SEG_A, 8 * MiB);
+    static const struct {
+        uint64_t t;     /* on the trace's clock */
+        uint32_t range; /* 0, or which of the snapshot's: 1 meta, 2 step */
+    } blocks[] = {{10500, 0}, {11500, 0}, {12500, 0}, {12600, 1}, {12700, 2}, {13000, 0}};
+    for (size_t i = 0; i < 6; i++) {
+        uint64_t t = (blocks[i].t - 8000) * 1000; /* the snapshot's clock */
+        if (blocks[i].range == 2)
+            range_ev(&x, GMP_REC_RANGE_PUSH, t - 50000, step);
+        gmp_rec r = {.type = GMP_REC_ALLOC, .time_ns = t};
+        r.u.mem.kind = GMP_MEM_ASYNC_POOL;
+        r.u.mem.address = SEG_A + i * MiB;
+        r.u.mem.size = (i + 1) * 4096;
+        r.u.mem.api = gmp_writer_string(x.w, "CUDACachingAllocator.malloc", 27);
+        r.u.mem.range = blocks[i].range == 1 ? meta : blocks[i].range == 2 ? step : 0;
+        gmp_wthread_event(x.th, &r);
+        if (blocks[i].range == 2)
+            range_ev(&x, GMP_REC_RANGE_POP, t + 50000, step);
+    }
+    gmp_writer_sync(x.w, 6 * MS);
+    gmp_writer_close(x.w, NULL);
+
+    gmp_merge_torch_stats st;
+    gmp_err e = merge(trace, snap, out, &st, msg, sizeof msg);
+    CHECK(e == GMP_OK, "ranges: merge: %s", msg);
+    CHECK(st.range_metadata == 1 && st.range_annotation == 1 && st.range_trace == 4 &&
+              st.range_none == 0 && st.range_compile == 0,
+          "ranges: %llu metadata, %llu annotation, %llu trace, %llu none",
+          (unsigned long long)st.range_metadata, (unsigned long long)st.range_annotation,
+          (unsigned long long)st.range_trace, (unsigned long long)st.range_none);
+    static const struct {
+        uint32_t tid;
+        const char *path;
+    } want[] = {{100, "train/forward"},           {100, "train"},
+                {200, "train/backward"},          {1, "train/layers.3"},
+                {1, "Optimizer.step#AdamW.step"}, {100, "train"}};
+    gmp_reader *r;
+    if (gmp_reader_open(&r, out, NULL) != GMP_OK) {
+        CHECK(0, "ranges: cannot read the merged trace");
+        return;
+    }
+    const gmp_rec *rec;
+    int seen = 0, pushes = 0, notice = 0;
+    while (gmp_reader_next(r, &rec) == GMP_OK) {
+        if (rec->type == GMP_REC_RANGE_PUSH && rec->tid == 1)
+            pushes++;
+        if (rec->type == GMP_REC_NOTICE &&
+            strstr(rec->u.notice.message.ptr, "the tensors' ranges: 1 from PyTorch's "
+                                              "user_metadata (range paths the program set), "
+                                              "1 from its record_function annotations"))
+            notice++;
+        if (rec->type != GMP_REC_ALLOC || rec->u.mem.kind != GMP_MEM_ASYNC_POOL)
+            continue;
+        size_t i = (size_t)((rec->u.mem.address - SEG_A) / MiB);
+        char path[256] = "";
+        for (uint32_t id = rec->u.mem.range; id;) { /* innermost first: prepend */
+            const gmp_rec_range *g = gmp_reader_range(r, id);
+            if (!g)
+                break;
+            gmp_str nm = gmp_reader_string(r, g->name);
+            char tmp[256];
+            snprintf(tmp, sizeof tmp, "%.*s%s%s", (int)nm.len, nm.ptr, path[0] ? "/" : "", path);
+            memcpy(path, tmp, sizeof path);
+            id = g->parent;
+        }
+        if (i < 6) {
+            seen++;
+            CHECK(rec->tid == want[i].tid && strcmp(path, want[i].path) == 0,
+                  "ranges: block %zu: thread %u range %s, want %u %s", i, rec->tid, path,
+                  want[i].tid, want[i].path);
+        }
+    }
+    gmp_reader_close(r);
+    CHECK(seen == 6 && pushes == 1 && notice == 1,
+          "ranges: %d blocks, %d pushes of the snapshot, %d notices", seen, pushes, notice);
+}
+
 static gmp_err merge(const char *trace, const char *snap, const char *out,
                      gmp_merge_torch_stats *st, char *msg, size_t msglen)
 {
@@ -252,6 +381,7 @@ int main(int argc, char **argv)
         "30000 100 free device 0x9000000 1048576 cudaFree -",
         "30000 1 notice 2 PyTorch memory history: 1 of its segments are not allocation",
         "30000 1 notice 1 PyTorch memory history: 1 blocks existed before its history ",
+        "30000 1 notice 1 PyTorch memory history: the tensors' ranges: 0 from PyTorch'",
         "30000 1 notice 1 PyTorch memory history: 1 out-of-memory entries not merged (",
     };
     size_t nw = sizeof want / sizeof want[0];
@@ -284,6 +414,7 @@ int main(int argc, char **argv)
     CHECK(e != GMP_OK && strstr(msg, "the snapshot"), "not a trace: %d %s", (int)e, msg);
     e = merge(snap, trace, out, NULL, msg, sizeof msg); /* the two the wrong way round */
     CHECK(e != GMP_OK && msg[0], "swapped: %d %s", (int)e, msg);
+    ranges_case(argv[1]);
     if (failures) {
         printf("%d failure(s)\n", failures);
         return 1;

@@ -31,6 +31,24 @@ def us(x):
     return T0 + int(x * 1000)
 
 
+def without_annotations(snap, tmp):
+    """A copy of a PyTorch snapshot without its record_function annotations (no ranges then),
+    through Python's own pickle module (plain data: every global refused)."""
+    import pickle
+
+    class PlainData(pickle.Unpickler):
+        def find_class(self, module, name):
+            raise pickle.UnpicklingError(f"global {module}.{name} refused")
+
+    with open(snap, "rb") as f:
+        doc = PlainData(f).load()
+    doc.pop("external_annotations", None)
+    out = os.path.join(tmp, "no-annotations-" + os.path.basename(snap))
+    with open(out, "wb") as f:
+        pickle.dump(doc, f, protocol=4)
+    return out
+
+
 def run(args, cwd, expect_rc=0):
     p = gmp_testlib.run(args, expect=expect_rc, cwd=cwd)
     return p.stdout, p.stderr.decode()
@@ -433,6 +451,13 @@ def main():
             # without ranges, live at the peak is grouped by the innermost user frame
             snap = os.path.join(gdir, "..", "..", "data", "torch-snapshots",
                                 "transformer-train-step-adamw.pickle")
+            # its record_function annotations are ranges: live at the peak by range
+            out, _ = run([gmp, "report", snap, "-f", "json", "--top", "0"], tmp)
+            ranged = json.loads(out)["devices"][0]
+            eq("snapshot with annotations: by range",
+               sorted(r["range"] or "" for r in ranged.get("live_at_peak_by_range", [])),
+               ["", "Optimizer.step#AdamW.step"])
+            snap = without_annotations(snap, tmp)
             out, _ = run([gmp, "report", snap, "-f", "json", "--top", "0"], tmp)
             doc = json.loads(out)
             eq("snapshot: recording_end", doc["recording_end"], "snapshot")
@@ -489,8 +514,9 @@ def main():
             # the gradients by autograd's nodes on its thread (BmmBackward0, IndexBackward0,
             # validate_outputs) and kept until the step, the activation in forward
             # (transformer.py:22); the blocks from before the recorded window have no stack
-            snap = os.path.join(gdir, "..", "..", "data", "torch-snapshots",
-                                "transformer-train-step-adamw.pickle")
+            # (without its record_function annotations: no ranges, so grouped by user frame)
+            snap = without_annotations(os.path.join(gdir, "..", "..", "data", "torch-snapshots",
+                                                    "transformer-train-step-adamw.pickle"), tmp)
             out, _ = run([gmp, "report", snap, "-f", "json", "--top", "0"], tmp)
             d0 = json.loads(out)["devices"][0]
             cats = {r["category"]: r["bytes"] for r in d0["live_at_peak_by_category"]}

@@ -11,6 +11,12 @@
       a generated trace (cudaMalloc, stream-ordered pools with POOL records, VMM, host memory,
       OOM) converted with --pytorch-snapshot and imported again: the same peaks per device,
       and the snapshot's replay here agrees.
+  torch_cli.py ranges GPUMEMPROF DATA_DIR WORK_DIR
+      record_function annotations (nested, same name nested, per device, an END without its
+      START, items of another shape), user_metadata and compile_context: each allocation's
+      range, the per-range table, the OOM's range, checked by hand and by torch_oracle.py; every
+      export has them, a repeated annotation is an iteration; a private pool's blocks (a segment's
+      segment_pool_id) are labelled by their API.
   torch_cli.py cli GPUMEMPROF DATA_DIR WORK_DIR
       bad inputs: a pickle with a global (refused, nothing executed), a pickle that is not a
       snapshot, a cut snapshot, an existing output without --force; --help names the format.
@@ -216,6 +222,144 @@ def synthetic(gmp, work):
     return 1 if bad else 0
 
 
+def ranges(gmp, work):
+    """record_function annotations, user_metadata and compile_context become ranges."""
+    import torch_oracle
+    A = 0x7f0000000000
+    T = 1757253255000000  # time_us: microseconds since the epoch, as PyTorch's
+    k = [0]
+
+    def alloc(t, dev_off=0, **kw):  # every allocation a size of its own (found again by it)
+        k[0] += 1
+        return entry("alloc", A + dev_off + k[0] * MiB, k[0] * 4096, T + t, **kw)
+
+    def ann(name, stage, t, device=0):
+        return {"name": name, "stage": stage, "device": device, "time_us": T + t}
+
+    d0 = [entry("segment_alloc", A, 64 * MiB, T + 10),
+          alloc(150), alloc(250), alloc(300), alloc(350), alloc(450),  # 1-5
+          alloc(515),                                                  # 6: a/a
+          alloc(600, user_metadata="train/model/model.layers.3"),      # 7
+          alloc(610, user_metadata="train/model/model.layers.3", compile_context="N/A"),  # 8
+          alloc(620, user_metadata=""),                                # 9: step
+          alloc(630, compile_context="Torch-Compiled Region: 0/1"),    # 10
+          alloc(640, compile_context="N/A"),                           # 11: step
+          {"action": "oom", "size": 3 * GiB, "device_free": MiB, "stream": 0, "frames": FR,
+           "time_us": T + 650, "user_metadata": "train/model/model.layers.4"}]
+    d1 = [entry("segment_alloc", A + GiB, 64 * MiB, T + 10), alloc(150, GiB), alloc(250, GiB)]  # 12, 13
+    annotations = [
+        ann("ghost", "END", 50),                                   # no START: ignored
+        ann("outer", "START", 100), ann("inner", "START", 200), ann("inner", "END", 300),
+        ann("outer", "END", 400),
+        ann("a", "START", 500), ann("a", "START", 510), ann("a", "END", 520), ann("a", "END", 530),
+        ann("step", "START", 590), ann("step", "END", 700),
+        ann("d1", "START", 200, device=1), ann("d1", "END", 260, device=1),
+        # of another shape: ignored, never an error
+        "not a dict", {"name": 7, "stage": "START", "device": 0, "time_us": 1},
+        ann("x", "MIDDLE", 1), ann("x", "START", 1, device=-1), ann("x", "START", 1, device=5000),
+        {"name": "x", "stage": "START", "device": 0, "time_us": "1"}]
+    blocks = [blk(A + (i + 1) * MiB, (i + 1) * 4096, "active_allocated") for i in range(11)]
+    snap = {"segments": [seg(0, A, 64 * MiB, blocks),
+                         seg(1, A + GiB, 64 * MiB,
+                             [blk(A + GiB + (i + 1) * MiB, (i + 1) * 4096, "active_allocated")
+                              for i in range(11, 13)])],
+            "device_traces": [d0, d1], "external_annotations": annotations}
+    path = os.path.join(work, "ranges.pickle")
+    with open(path, "wb") as f:
+        pickle.dump(snap, f, protocol=4)
+    bad = torch_oracle.check(gmp, path, work)
+    rep = json.loads(run([gmp, "report", path, "--format", "json", "--top", "50"]).stdout)
+    got = {(a["device"], a["bytes"] // 4096): a["range"] for a in rep["largest_allocations"]}
+    want = {(0, 1): "outer", (0, 2): "outer/inner", (0, 3): "outer/inner", (0, 4): "outer",
+            (0, 5): None, (0, 6): "a/a", (0, 7): "train/model/model.layers.3",
+            (0, 8): "train/model/model.layers.3", (0, 9): "step",
+            (0, 10): "step/Torch-Compiled Region: 0/1", (0, 11): "step", (1, 12): None,
+            (1, 13): "d1"}
+    for key, r in sorted(want.items()):
+        if got.get(key, "absent") != r:
+            print(f"FAILED: allocation {key}: range {got.get(key, 'absent')!r}, want {r!r}")
+            bad += 1
+    table = {(r["device"], r["path"]): r["allocations"] for r in rep["ranges"]}
+    want_table = {(0, "outer"): 4, (0, "outer/inner"): 2, (0, "a"): 1, (0, "a/a"): 1,
+                  (0, "step"): 5, (0, "train/model/model.layers.3"): 2,
+                  (0, "step/Torch-Compiled Region: 0/1"): 1, (1, "d1"): 1}
+    for key, n in sorted(want_table.items()):
+        if table.get(key) != n:
+            print(f"FAILED: range {key}: {table.get(key)} allocations, want {n}")
+            bad += 1
+    if [o.get("range") for o in rep["ooms"]] != ["train/model/model.layers.4"]:
+        print(f"FAILED: the OOM's range: {rep['ooms']}")
+        bad += 1
+    if any("ghost" in r["path"] or r["path"] == "x" for r in rep["ranges"]):
+        print(f"FAILED: an ignored annotation became a range: {table}")
+        bad += 1
+    # convert --pytorch-snapshot writes the annotations, user_metadata and compile_context back:
+    # read again, the same ranges
+    rt = os.path.join(work, "ranges.rt.pickle")
+    r = run([gmp, "convert", path, "--pytorch-snapshot", rt])
+    again = json.loads(run([gmp, "report", rt, "--format", "json"]).stdout) \
+        if r.returncode == 0 else {"ranges": []}
+    back = {(x["device"], x["path"]): x["allocations"] for x in again["ranges"]}
+    if back != want_table:
+        print(f"FAILED: the round trip's ranges: {back}, want {want_table}")
+        bad += 1
+    # a segment of a CUDA graph's private pool (segment_pool_id (1, 0)): its blocks' API says so
+    P = A + 4 * GiB
+    pool_snap = {"segments": [dict(seg(0, P, 8 * MiB, [blk(P, 3 * MiB, "active_allocated")]),
+                                   segment_pool_id=(1, 0)),
+                              seg(0, A, 8 * MiB, [blk(A, 5 * MiB, "active_allocated")])],
+                 "device_traces": [[entry("segment_alloc", P, 8 * MiB, T + 1),
+                                    entry("alloc", P, 3 * MiB, T + 2),
+                                    entry("segment_alloc", A, 8 * MiB, T + 3),
+                                    entry("alloc", A, 5 * MiB, T + 4)]]}
+    with open(os.path.join(work, "pool.pickle"), "wb") as f:
+        pickle.dump(pool_snap, f, protocol=4)
+    rep = json.loads(run([gmp, "report", os.path.join(work, "pool.pickle"), "--format",
+                          "json"]).stdout)
+    apis = sorted((a["bytes"] // MiB, a["api"]) for a in rep["largest_allocations"])
+    if apis != [(3, "CUDACachingAllocator.malloc (private pool 1,0)"),
+                (5, "CUDACachingAllocator.malloc")]:
+        print(f"FAILED: the private pool's blocks: {apis}")
+        bad += 1
+    # every export has the ranges
+    outs = {"--speedscope": "s.json", "--chrome": "c.json", "--html-view": "v.html",
+            "--pprof": "p.pb.gz"}
+    r = run([gmp, "convert", path] + [a for o, f in outs.items()
+                                      for a in (o, os.path.join(work, f))])
+    for opt, f in outs.items():
+        data = open(os.path.join(work, f), "rb").read()
+        if f.endswith(".gz"):
+            import gzip
+            data = gzip.decompress(data)
+        if r.returncode != 0 or b"inner" not in data or b"model.layers.3" not in data:
+            print(f"FAILED: convert {opt}: no ranges ({r.returncode} {r.stderr.strip()})")
+            bad += 1
+    # a range repeated is what an iteration is (growth over iterations)
+    it = [entry("segment_alloc", A, 64 * MiB, T + 10)]
+    its = []
+    for i in range(6):
+        its += [ann("train_step", "START", 1000 + 100 * i), ann("train_step", "END", 1050 + 100 * i)]
+        it.append(entry("alloc", A + i * MiB, MiB, T + 1010 + 100 * i))  # kept: a leak
+    with open(os.path.join(work, "iters.pickle"), "wb") as f:
+        pickle.dump({"segments": [seg(0, A, 64 * MiB, [blk(A + i * MiB, MiB, "active_allocated")
+                                                        for i in range(6)])],
+                     "device_traces": [it], "external_annotations": its}, f, protocol=4)
+    rep = json.loads(run([gmp, "report", os.path.join(work, "iters.pickle"), "--format",
+                          "json"]).stdout)
+    iters = rep["analysis"]["iterations"]
+    if iters.get("range") != "train_step" or iters.get("count") != 6:
+        print(f"FAILED: iterations: {iters}")
+        bad += 1
+    r = run([gmp, "import", path, "-o", os.path.join(work, "ranges.zst"), "--force"])
+    if r.returncode != 0 or ("ranges: 13 record_function annotations (7 ignored), 3 allocations "
+                             "with a user_metadata range path, 1 inside compiled regions"
+                             not in r.stderr):
+        print(f"FAILED: import's summary of the ranges: {r.returncode} {r.stderr.strip()}")
+        bad += 1
+    print("ranges: " + ("ok" if not bad else "FAILED"))
+    return 1 if bad else 0
+
+
 def expect_fail(gmp, args, what, out=None):
     r = run([gmp, "import"] + args)
     ok = r.returncode == 1 and what in r.stderr and (out is None or not os.path.exists(out))
@@ -339,7 +483,7 @@ def generic(gmp, work):
 
 
 def main(argv):
-    cases = {"synthetic": synthetic, "cli": cli, "generic": generic}
+    cases = {"synthetic": synthetic, "cli": cli, "generic": generic, "ranges": ranges}
     if len(argv) != 5 or argv[1] not in cases:
         print(__doc__, file=sys.stderr)
         return 2
