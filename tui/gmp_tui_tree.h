@@ -79,6 +79,11 @@ void gmp_tui_tree_reveal_site(gmp_tui_tree *t, uint32_t site);
 
 /* The labels of a site; NULL when out of memory or no such site. */
 const gmp_tui_site *gmp_tui_tree_site(gmp_tui_tree *t, uint32_t site);
+/* The labels of a request that failed (an OOM, a failed allocation): made from its device, memory
+ * kind, API, range and stack ids as a site's are (the same frames, folded the same way); kept
+ * until the next request or model; NULL when out of memory. */
+const gmp_tui_site *gmp_tui_tree_request(gmp_tui_tree *t, int32_t device, uint32_t kind,
+                                         uint32_t api, uint32_t range, uint32_t stack);
 /* 1 when the site's range path or one of its frames contains needle (case-insensitive). */
 int gmp_tui_tree_site_matches(gmp_tui_tree *t, uint32_t site, const char *needle);
 

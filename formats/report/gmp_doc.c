@@ -513,13 +513,7 @@ const char *gmp_doc_fmt(const gmp_doc_val *v, char *buf, size_t n)
     case GMP_DOC_INT:
         snprintf(buf, n, v->flags & GMP_DOC_SIGN ? "%+" PRId64 : "%" PRId64, v->i);
         break;
-    case GMP_DOC_TIME: {
-        uint64_t t0 = (uint64_t)v->i, ns = v->u;
-        uint64_t x = ns >= t0 ? ns - t0 : t0 - ns;
-        snprintf(buf, n, "%c%" PRIu64 ".%06" PRIu64 " s", ns >= t0 ? '+' : '-', x / 1000000000u,
-                 x % 1000000000u / 1000u);
-        break;
-    }
+    case GMP_DOC_TIME: gmp_fmt_reltime(v->u, (uint64_t)v->i, buf, n); break;
     case GMP_DOC_DUR:
         if (v->u < 1000)
             snprintf(buf, n, "%" PRIu64 " ns", v->u);

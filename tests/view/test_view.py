@@ -8,8 +8,18 @@ reads the screen back. Each case is one ctest test:
 
 peak      opens at the first device's peak: the screen shows the peak bytes that
           `gpumemprof report --format json` gives, as allocated at the cursor and in the live tree
-snapshot  the same on a real PyTorch snapshot (tests/data/torch-snapshots); grouped by category,
-          the categories' bytes and counts are those of the JSON's live_at_peak_by_category
+snapshot  the same on a real PyTorch snapshot (tests/data/torch-snapshots), which opens grouped
+          by call stack (no ranges); grouped by category, the categories' bytes and counts are
+          those of the JSON's live_at_peak_by_category
+timezero  times read as the report writes them, from the report's zero (its first record of any
+          kind): the peak's time on the screen is the report's text's, on the Nsight Systems
+          export (whose first record, an NVTX range, comes 0.284 s before its first allocation),
+          a snapshot and the generated trace
+oom       the qwen3 snapshot (an OOM on device 1 of 3): opens on device 1 with the report's OOM
+          verdict in the findings row under the cursor's row, grouped by call stack, the rows
+          in heat colours by share (capture-pane -e); at the OOM (o) the focus is the failed
+          request (its size, the first frame the report's JSON shows of the OOM's stack) and
+          the event's line names that frame
 navigate  Home/End/Right/./p move the cursor (the event counter and the cursor's time follow),
           +/0 zoom the window (the axis's end changes and comes back); o/v/V jump to the
           generated trace's failed allocation, OOM and alert
@@ -28,7 +38,8 @@ verdict   (test_view.py GPUMEMPROF GEN_TRACES verdict TEST_ANALYSIS) the leaking
           `gpumemprof report` prints it) in the status line; v again at the last one; v once more
           finds nothing after; V goes back; ? lists the report's verdicts under v V; at 80x24 the
           verdict's line fills the last two rows; on the generated trace, v onto its OOM shows the
-          report's verdict for it (capacity: ...)
+          report's verdict for it (capacity: ...); the findings row (under the cursor's row) is
+          the report's leak verdict
 badinput  (no terminal needed) a file that is no recording, a trace cut in its first frame, a
           corrupt zstd frame: one line on stderr and status 1 before the screen changes; not a
           terminal: status 1; a bad option: status 2
@@ -137,13 +148,13 @@ def event_no(screen):
     return int(w[0]), int(w[1])
 
 
-def check_peak(gmp, path, t):
+def check_peak(gmp, path, t, by="range"):
     peak = fmt_bytes(report_peak(gmp, path))
     s = t.wait("Live at cursor", 30)
     row = line_of(s, "cursor ")
     if ("alloc %s " % peak) not in row or ("peak %s " % peak) not in row:
         fail("the cursor's row does not show the peak %s as allocated and peak:\n%s" % (peak, s))
-    if ("Live at cursor by range: %s in" % peak) not in s:
+    if ("Live at cursor by %s: %s in" % (by, peak)) not in s:
         fail("the live tree's total is not the peak %s:\n%s" % (peak, s))
     return s
 
@@ -191,14 +202,17 @@ def main():
         elif case == "snapshot":
             snap = sys.argv[4]
             t = Term("%s view %s" % (gmp, snap), w=100, h=40)
-            check_peak(gmp, snap, t)
-            # by category (g three times): what report's JSON says was live at the peak
+            # a snapshot has no ranges: it opens on the call-stack tree (the report groups by
+            # user frame then)
+            check_peak(gmp, snap, t, by="stack")
+            # by category (g twice: stack, kind, category): what report's JSON says was live at
+            # the peak
             out = subprocess.run([gmp, "report", "--format", "json", snap], check=True,
                                  capture_output=True, text=True).stdout
             dev = [d for d in json.loads(out)["devices"] if d["id"] >= 0][0]
             want = {c["category"]: (fmt_bytes(c["bytes"]), c["count"])
                     for c in dev["live_at_peak_by_category"] if c["count"]}
-            t.keys("g", "g", "g")
+            t.keys("g", "g")
             s = t.wait("Live at cursor by category")
             got = {}
             for l in s.splitlines():
@@ -208,6 +222,66 @@ def main():
             if got != want:
                 fail("by category the screen says %s, report's JSON %s:\n%s" % (got, want, s))
             print("snapshot: by category", got)
+        elif case == "timezero":
+            nsys = sys.argv[4]
+            snap = os.path.join(os.path.dirname(nsys), "..", "torch-snapshots",
+                                "transformer-forward-bf16.pickle")
+            for path in (nsys, snap, tr):
+                rep = subprocess.run([gmp, "report", "--color", "never", path], check=True,
+                                     capture_output=True, text=True).stdout
+                pk = [x for x in rep.splitlines() if x.strip().startswith("peak allocated")][0]
+                when = pk.split(" at ")[1].strip()  # "+17.042860 s"
+                t = Term("%s view %s" % (gmp, path), w=120, h=30)
+                s = t.wait("Live at cursor", 30)
+                row = line_of(s, "cursor ")
+                if ("@%s" % when) not in row or not row.startswith("cursor %s " % when):
+                    fail("%s: the report's peak is at %s, the screen says:\n%s" % (path, when, s))
+                t.keys("q")
+                t.close()
+                t = None
+                print("timezero: %s peak at %s" % (os.path.basename(path), when))
+        elif case == "oom":
+            snap = sys.argv[4]
+            rep = json.loads(subprocess.run([gmp, "report", "-f", "json", snap], check=True,
+                                            capture_output=True, text=True).stdout)
+            oom = rep["ooms"][0]
+            first = [f for f in oom["stack"] if not f.get("internal")][0]
+            frame = "%s (%s:%d)" % (first["function"], first["file"], first["line"])
+            t = Term("%s view %s" % (gmp, snap), w=160, h=45)
+            s = t.wait("Live at cursor", 30)
+            lines = s.splitlines()
+            if "[device %d]" % oom["device"] not in lines[0]:
+                fail("the view does not open on the OOM's device %d:\n%s" % (oom["device"], s))
+            # the report's verdict on it (computed in a thread: the row shows it when ready)
+            want = "findings: out of memory on device %d, %s requested: capacity" % (
+                oom["device"], fmt_bytes(oom["requested_bytes"]))
+            end = time.time() + 40
+            while want not in t.screen().splitlines()[2] and time.time() < end:
+                time.sleep(0.2)
+            s = t.screen()
+            if not s.splitlines()[2].startswith(want):
+                fail("the third row is not the findings %r:\n%s" % (want, s))
+            if "Live at cursor by stack:" not in s:
+                fail("a snapshot without ranges does not open by call stack:\n" + s)
+            esc = t.screen(escapes=True).splitlines()
+            top = [i for i, x in enumerate(s.splitlines()) if "Live at cursor" in x][0] + 1
+            if "\x1b[31m" not in esc[top]:
+                fail("the largest row (over 40%% of what is live) is not red: %r" % esc[top])
+            t.keys("o")
+            s = t.wait("OUT OF MEMORY: the request that failed")
+            if ("size   %s" % fmt_bytes(oom["requested_bytes"])) not in s:
+                fail("the focus is not the failed request:\n" + s)
+            col = [x for x in s.splitlines() if "Allocation in focus" in x][0].index(
+                "Allocation in focus")  # the focus pane's column
+            if not any(frame[:50] in x[col:] for x in s.splitlines()):
+                fail("the failed request's first shown frame %r is not in the focus:\n%s" %
+                     (frame, s))
+            cur = [x for x in s.splitlines() if x.startswith(">")]
+            if not cur or "OUT OF MEMORY asking %s  %s" % (fmt_bytes(oom["requested_bytes"]),
+                                                           frame[:40]) not in cur[0]:
+                fail("the OOM's event line does not name its frame %r:\n%s" % (frame, s))
+            print("oom: device %d, request %s at %s" % (oom["device"],
+                                                       fmt_bytes(oom["requested_bytes"]), frame))
         elif case == "navigate":
             t = Term("%s view %s" % (gmp, tr))
             t.wait("Live at cursor")
@@ -382,6 +456,13 @@ def main():
             want = want[0].split(" (+")[0]  # "probable leak in step/opt ... iterations 4-10"
             t = Term("%s view %s" % (gmp, leak), w=150, h=30)
             t.wait("Live at cursor")
+            # the findings row under the cursor's row: the report's leak verdict, once the
+            # analyses' thread is done
+            end = time.time() + 30
+            while want not in t.screen().splitlines()[2] and time.time() < end:
+                time.sleep(0.2)
+            if not t.screen().splitlines()[2].startswith("findings: " + want):
+                fail("the findings row is not the report's verdict %r:\n%s" % (want, t.screen()))
 
             def stop(when, addr, which):
                 s = t.wait("cursor %s " % when)
@@ -402,13 +483,13 @@ def main():
                 time.sleep(0.3)
                 if "still being computed" not in t.screen() or time.time() > end:
                     break
-            stop("+0.013000s", "0x200000000000", "first")
+            stop("+0.013000 s", "0x200000000000", "first")
             t.keys("v")
-            stop("+0.103000s", "0x200090000000", "last")
+            stop("+0.103000 s", "0x200090000000", "last")
             t.keys("v")
             t.wait("no anomaly (OOM, failure, bad free, alert, notice or lost events) after")
             t.keys("V")
-            stop("+0.013000s", "0x200000000000", "first")
+            stop("+0.013000 s", "0x200000000000", "first")
             t.keys("?")
             t.wait("the report's (leak start/end")
             t.close()
@@ -422,7 +503,7 @@ def main():
                 t.keys("v")
                 time.sleep(0.3)
                 s = t.screen()
-                if "cursor +0.013000s" in s or time.time() > end:
+                if "cursor +0.013000 s" in s or time.time() > end:
                     break
                 t.keys("Home")
             two = " ".join(x.strip() for x in s.rstrip().splitlines()[-2:])
