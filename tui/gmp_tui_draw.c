@@ -762,7 +762,8 @@ void gmp_tui_draw(gmp_tui_state *s)
         uint64_t alloc = gmp_tui_tree_total(s->tree);
         uint64_t ct = gmp_tui_cursor_time(s);
         uint64_t res = d ? gmp_tui_model_reserved_at(m, d, s->cursor) : 0;
-        snprintf(line, sizeof line, "cursor %s  alloc %s  res %s  peak %s @%s",
+        /* fits 80 columns with the report's time format and three-digit sizes */
+        snprintf(line, sizeof line, "cursor %s alloc %s  res %s peak %s @%s",
                  gmp_tui_fmt_time(s, ct, t, sizeof t), gmp_fmt_bytes(alloc, a, sizeof a),
                  gmp_fmt_bytes(res, r, sizeof r),
                  gmp_fmt_bytes(d && d->d ? d->d->peak_allocated : 0, p, sizeof p),
