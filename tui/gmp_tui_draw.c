@@ -432,7 +432,8 @@ static void focus_pane(gmp_tui_state *s, int y, int h, int x, int w)
         uint64_t life = s->focus_free - l->time_ns;
         snprintf(line, sizeof line, "free   %s", gmp_tui_fmt_time(s, s->focus_free, t, sizeof t));
         put(y + r++, x + 1, line, w - 1);
-        snprintf(line, sizeof line, "life   %.6f s", (double)life * 1e-9);
+        char lb[32]; /* a duration as the report writes one (gmp_units.h) */
+        snprintf(line, sizeof line, "life   %s", gmp_fmt_duration(life, lb, sizeof lb));
     } else {
         snprintf(line, sizeof line, "free   %s",
                  !s->focus_searched                     ? "later (not searched)"

@@ -28,3 +28,16 @@ const char *gmp_fmt_reltime(uint64_t ns, uint64_t t0, char *buf, size_t n)
              x % 1000000000u / 1000u);
     return buf;
 }
+
+const char *gmp_fmt_duration(uint64_t ns, char *buf, size_t n)
+{
+    if (ns < 1000)
+        snprintf(buf, n, "%" PRIu64 " ns", ns);
+    else if (ns < 1000000)
+        snprintf(buf, n, "%.3f us", (double)ns / 1e3);
+    else if (ns < 1000000000)
+        snprintf(buf, n, "%.3f ms", (double)ns / 1e6);
+    else
+        snprintf(buf, n, "%.3f s", (double)ns / 1e9);
+    return buf;
+}
