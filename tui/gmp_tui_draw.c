@@ -21,7 +21,8 @@
 /* events searched forward for the free of the allocation in focus (40 MiB of the index) */
 #define FREE_SEARCH (1u << 20)
 
-static const char *const g_by_name[GMP_TUI_BY_COUNT] = {"range", "stack", "kind", "category"};
+static const char *const g_by_name[GMP_TUI_BY_COUNT] = {"range", "user frame", "stack", "kind",
+                                                        "category"};
 
 gmp_tui_model *gmp_tui_cur_model(const gmp_tui_state *s)
 {
@@ -586,7 +587,7 @@ static const char *const g_help[] = {
     "  /  n N           search a range, function or API; next / previous match",
     "  Up/Down j/k      select in the live tree     Enter/Space  expand or fold",
     "  PgUp PgDn        scroll the live tree",
-    "  g                group the live set by range, stack, kind or category",
+    "  g                group the live set by range, user frame, stack, kind or category",
     "  i                show or fold internal and framework frames",
     "  d D              next / previous device       r R  next / previous trace",
     "  L                the program's output (run --view)",

@@ -385,7 +385,7 @@ static uint64_t hash_label(uint64_t h, const char *s)
 
 static int default_expanded(const gmp_tui_tree *t, int depth)
 {
-    static const int deep[GMP_TUI_BY_COUNT] = {3, 1, 1, 1};
+    static const int deep[GMP_TUI_BY_COUNT] = {3, 1, 1, 1, 1};
     return depth < deep[t->by];
 }
 
@@ -467,7 +467,7 @@ static const char *top_frame(const gmp_tui_site *s, int show_internal)
     for (size_t i = 0; i < s->nframes; i++)
         if (show_internal || !s->internal[i])
             return s->frames[i];
-    return s->nframes ? s->frames[0] : "(no stack)";
+    return s->nframes ? s->frames[0] : "(no stack recorded)";
 }
 
 typedef struct site_acc {
@@ -605,7 +605,24 @@ gmp_err gmp_tui_tree_build(gmp_tui_tree *t, const gmp_tui_live *live, size_t n, 
                     break;
             }
             if (!any)
-                cur = child(t, NO_NODE, s->nframes ? "(internal frames only)" : "(no stack)", 0);
+                cur = child(t, NO_NODE,
+                            s->nframes ? "(internal frames only)" : "(no stack recorded)", 0);
+            snprintf(lab, sizeof lab, "%s %s [%s]", gmp_mem_kind_name(s->kind), s->api_str,
+                     *s->range_str ? s->range_str : "no range");
+        } else if (t->by == GMP_TUI_BY_FRAME) {
+            /* innermost shown frame first (the report's user frame), then its callers */
+            int any = 0;
+            for (size_t k = 0; k < s->nframes; k++) {
+                if (!show_internal && s->internal[k])
+                    continue;
+                cur = child(t, any ? cur : NO_NODE, s->frames[k], 0);
+                any = 1;
+                if (cur == NO_NODE)
+                    break;
+            }
+            if (!any)
+                cur = child(t, NO_NODE,
+                            s->nframes ? "(internal frames only)" : "(no stack recorded)", 0);
             snprintf(lab, sizeof lab, "%s %s [%s]", gmp_mem_kind_name(s->kind), s->api_str,
                      *s->range_str ? s->range_str : "no range");
         } else if (t->by == GMP_TUI_BY_CATEGORY) {

@@ -24,9 +24,12 @@
 
 #include "gmp_tui_model.h"
 
+/* How the live set is grouped (g cycles through them in this order). */
 enum {
     GMP_TUI_BY_RANGE = 0,
-    GMP_TUI_BY_STACK,
+    GMP_TUI_BY_FRAME, /* the call stack from the innermost user frame outwards: the roots are the
+                         report's "by user frame" rows, their children the callers */
+    GMP_TUI_BY_STACK, /* the call stack from the outermost frame inwards */
     GMP_TUI_BY_KIND,
     GMP_TUI_BY_CATEGORY,
     GMP_TUI_BY_COUNT
