@@ -164,6 +164,31 @@ static void set_cursor(gmp_tui_state *s, uint64_t idx)
     }
 }
 
+/* How a trace opens (not followed): on the device of its first OOM or failed allocation (the
+ * finding a user opens it for), else the first device; grouped by user frame (the call stack
+ * from the innermost user frame outwards) when no allocation was made inside a range (a PyTorch
+ * snapshot: the report groups by user frame then too), else by range. */
+static void open_view(gmp_tui_state *s)
+{
+    gmp_tui_model *m = gmp_tui_cur_model(s);
+    if (!m)
+        return;
+    uint64_t i = gmp_tui_model_find(m, GMP_TUI_NOEV, 1,
+                                    1u << GMP_TUI_EV_OOM | 1u << GMP_TUI_EV_FAILED, INT32_MIN);
+    gmp_tui_ev ev;
+    if (i != GMP_TUI_NOEV && gmp_tui_model_read(m, i, &ev, 1) == 1)
+        for (size_t k = 0; k < gmp_tui_model_ndevs(m); k++)
+            if (gmp_tui_model_dev(m, k)->id == ev.device)
+                s->dev = k;
+    gmp_replay *rp = gmp_tui_model_replay(m);
+    int ranges = 0;
+    for (size_t k = 0, n = gmp_replay_site_count(rp); k < n && !ranges; k++) {
+        const gmp_replay_site *st = gmp_replay_site_at(rp, k);
+        ranges = st && st->range && st->allocs;
+    }
+    s->by = ranges ? GMP_TUI_BY_RANGE : GMP_TUI_BY_FRAME;
+}
+
 static void goto_peak(gmp_tui_state *s)
 {
     const gmp_tui_dev *d = gmp_tui_cur_dev(s);
@@ -424,10 +449,12 @@ static void switch_trace(gmp_tui_state *s, size_t k)
     gmp_tui_tree_set_model(s->tree, s->tr[k].m);
     invalidate(s);
     whole_window(s);
-    if (s->follow)
+    if (s->follow) {
         set_cursor(s, GMP_TUI_NOEV - 1);
-    else
+    } else {
+        open_view(s);
         goto_peak(s);
+    }
 }
 
 /* A finished follow job's index in place, the cursor kept (or at the end when it was there). */
@@ -527,10 +554,12 @@ int gmp_tui_run(const gmp_tui_opts *o, char *msg, size_t msglen)
     }
     gmp_tui_tree_set_model(s->tree, s->ntr ? s->tr[0].m : NULL);
     whole_window(s);
-    if (s->follow)
+    if (s->follow) {
         set_cursor(s, GMP_TUI_NOEV - 1);
-    else
+    } else {
+        open_view(s);
         goto_peak(s);
+    }
     s->status[0] = 0;
     double next_follow = now_s() + 0.2;
     follow_job job;
@@ -539,7 +568,11 @@ int gmp_tui_run(const gmp_tui_opts *o, char *msg, size_t msglen)
     while (!quit) {
         refresh_live(s);
         gmp_tui_draw(s);
-        timeout(s->follow ? 200 : -1);
+        /* while the report's verdicts are computed, redraw now and then: the findings line
+         * shows them when they are ready */
+        gmp_tui_model *vm = gmp_tui_cur_model(s);
+        int vrun = vm && gmp_tui_model_verdicts_state(vm) == GMP_TUI_VERDICTS_RUNNING;
+        timeout(s->follow || vrun ? 200 : -1);
         int c = getch();
         if (c == ERR) {
             if (s->follow)

@@ -21,7 +21,8 @@
 /* events searched forward for the free of the allocation in focus (40 MiB of the index) */
 #define FREE_SEARCH (1u << 20)
 
-static const char *const g_by_name[GMP_TUI_BY_COUNT] = {"range", "stack", "kind", "category"};
+static const char *const g_by_name[GMP_TUI_BY_COUNT] = {"range", "user frame", "stack", "kind",
+                                                        "category"};
 
 gmp_tui_model *gmp_tui_cur_model(const gmp_tui_state *s)
 {
@@ -37,14 +38,8 @@ const gmp_tui_dev *gmp_tui_cur_dev(const gmp_tui_state *s)
 const char *gmp_tui_fmt_time(const gmp_tui_state *s, uint64_t t, char *buf, size_t n)
 {
     gmp_tui_model *m = gmp_tui_cur_model(s);
-    uint64_t t0 = m ? gmp_tui_model_t0(m) : 0;
-    /* relative to the trace's start, as the report's times are (else to its first event) */
-    const gmp_rec_header *h = m ? gmp_reader_header(gmp_tui_model_reader(m)) : NULL;
-    if (h && h->start_trace_ns && h->start_trace_ns <= t0)
-        t0 = h->start_trace_ns;
-    double d = t >= t0 ? (double)(t - t0) * 1e-9 : -(double)(t0 - t) * 1e-9;
-    snprintf(buf, n, "%+.6fs", d);
-    return buf;
+    /* the report's zero and the report's format (gmp_units.h): one time reads the same in both */
+    return gmp_fmt_reltime(t, m ? gmp_tui_model_zero(m) : 0, buf, n);
 }
 
 uint64_t gmp_tui_cursor_time(const gmp_tui_state *s)
@@ -277,6 +272,16 @@ static void tree_pane(gmp_tui_state *s, int y, int h, int x, int w)
         const char *mk = row->has_children ? (row->expanded ? (utf8 ? "\u25be " : "- ")
                                                             : (utf8 ? "\u25b8 " : "+ "))
                                            : "  ";
+        /* heat colours: a row's share of what is live on the device at the cursor */
+        uint64_t tot = gmp_tui_tree_total(s->tree);
+        double share = tot ? (double)row->bytes / (double)tot : 0.0;
+        int heat = row->is_alloc || !gmp_tui_term_has_color() ? 0
+                   : share >= 0.40                            ? GMP_TUI_C_HOT
+                   : share >= 0.10                            ? GMP_TUI_C_WARM
+                   : share >= 0.01                            ? GMP_TUI_C_MILD
+                                                              : 0;
+        if (heat)
+            attron(COLOR_PAIR(heat));
         char sz[32], num[64];
         gmp_fmt_bytes(row->bytes, sz, sizeof sz);
         if (row->is_alloc)
@@ -289,9 +294,101 @@ static void tree_pane(gmp_tui_state *s, int y, int h, int x, int w)
         put(y + 1 + r, x + ind + 2, row->label, lw - ind - 2);
         if (nw)
             put(y + 1 + r, x + w - nw, num, nw);
+        if (heat)
+            attroff(COLOR_PAIR(heat));
         if (i == s->sel)
             attroff(A_REVERSE);
     }
+}
+
+/* A site's range and stack (innermost first, internal frames folded unless i) from row r of a
+ * pane of h rows at (y, x), w wide; returns the next row. */
+static int site_lines(gmp_tui_state *s, const gmp_tui_site *site, int y, int r, int h, int x, int w)
+{
+    char line[600];
+    if (site && r < h) {
+        snprintf(line, sizeof line, "range  %s", *site->range_str ? site->range_str : "(none)");
+        put(y + r++, x + 1, line, w - 1);
+    }
+    if (site && r < h) {
+        put(y + r++, x + 1, site->nframes ? "stack (innermost first):" : "stack  (none)", w - 1);
+        size_t hidden = 0;
+        for (size_t i = 0; i < site->nframes && r < h; i++) {
+            if (site->internal[i] && !s->show_internal) {
+                hidden++;
+                continue;
+            }
+            if (hidden) {
+                snprintf(line, sizeof line, " ... %zu folded frame%s (i)", hidden,
+                         hidden == 1 ? "" : "s");
+                if (gmp_tui_term_has_color())
+                    attron(COLOR_PAIR(GMP_TUI_C_DIM));
+                put(y + r++, x + 1, line, w - 1);
+                if (gmp_tui_term_has_color())
+                    attroff(COLOR_PAIR(GMP_TUI_C_DIM));
+                hidden = 0;
+                if (r >= h)
+                    break;
+            }
+            put(y + r++, x + 2, site->frames[i], w - 2);
+        }
+        if (hidden && r < h) {
+            snprintf(line, sizeof line, " ... %zu folded frame%s (i)", hidden,
+                     hidden == 1 ? "" : "s");
+            put(y + r++, x + 1, line, w - 1);
+        }
+    }
+    return r;
+}
+
+/* At an OOM or a failed allocation: the request that failed, with its stack. Returns 1 when the
+ * cursor is on one. */
+static int request_focus(gmp_tui_state *s, int y, int h, int x, int w)
+{
+    gmp_tui_model *m = gmp_tui_cur_model(s);
+    gmp_tui_ev ev;
+    if (!m || s->cursor == GMP_TUI_NOEV || gmp_tui_model_read(m, s->cursor, &ev, 1) != 1 ||
+        (ev.op != GMP_TUI_EV_OOM && ev.op != GMP_TUI_EV_FAILED))
+        return 0;
+    const gmp_tui_site *site = NULL;
+    const gmp_replay_oom *o = NULL;
+    if (ev.op == GMP_TUI_EV_OOM) {
+        o = gmp_replay_oom_at(gmp_tui_model_replay(m), (size_t)ev.key);
+        if (o)
+            site = gmp_tui_tree_request(s->tree, o->device, GMP_MEM_DEVICE, o->api, o->range,
+                                        o->stack);
+    } else {
+        site = gmp_tui_tree_request(s->tree, ev.device, ev.flags, ev.site, (uint32_t)(ev.key >> 32),
+                                    (uint32_t)ev.key);
+    }
+    char b[64], t[48], line[600];
+    int r = 1;
+    if (gmp_tui_term_has_color())
+        attron(COLOR_PAIR(GMP_TUI_C_WARN) | A_BOLD);
+    put(y + r++, x + 1,
+        ev.op == GMP_TUI_EV_OOM ? "OUT OF MEMORY: the request that failed"
+                                : "FAILED ALLOCATION: the request that failed",
+        w - 1);
+    if (gmp_tui_term_has_color())
+        attroff(COLOR_PAIR(GMP_TUI_C_WARN) | A_BOLD);
+    snprintf(line, sizeof line, "size   %s (%" PRIu64 " B)", gmp_fmt_bytes(ev.size, b, sizeof b),
+             ev.size);
+    put(y + r++, x + 1, line, w - 1);
+    if (site && r < h) {
+        snprintf(line, sizeof line, "kind   %s, %s", gmp_mem_kind_name(site->kind), site->api_str);
+        put(y + r++, x + 1, line, w - 1);
+    }
+    if (r < h) {
+        snprintf(line, sizeof line, "at     %s", gmp_tui_fmt_time(s, ev.time_ns, t, sizeof t));
+        put(y + r++, x + 1, line, w - 1);
+    }
+    if (o && o->free_bytes && r < h) {
+        snprintf(line, sizeof line, "free   %s (the driver's word)",
+                 gmp_fmt_bytes(o->free_bytes, b, sizeof b));
+        put(y + r++, x + 1, line, w - 1);
+    }
+    site_lines(s, site, y, r, h, x, w);
+    return 1;
 }
 
 static void focus_pane(gmp_tui_state *s, int y, int h, int x, int w)
@@ -299,6 +396,8 @@ static void focus_pane(gmp_tui_state *s, int y, int h, int x, int w)
     title_bar(y, x, w, " Allocation in focus");
     for (int r = 1; r < h; r++)
         mvhline(y + r, x, ' ', w);
+    if (request_focus(s, y, h, x, w))
+        return;
     const gmp_tui_row *row = gmp_tui_tree_row(s->tree, s->sel);
     gmp_tui_model *m = gmp_tui_cur_model(s);
     if (!row || row->best == SIZE_MAX || row->best >= s->nlive || !m) {
@@ -334,7 +433,8 @@ static void focus_pane(gmp_tui_state *s, int y, int h, int x, int w)
         uint64_t life = s->focus_free - l->time_ns;
         snprintf(line, sizeof line, "free   %s", gmp_tui_fmt_time(s, s->focus_free, t, sizeof t));
         put(y + r++, x + 1, line, w - 1);
-        snprintf(line, sizeof line, "life   %.6f s", (double)life * 1e-9);
+        char lb[32]; /* a duration as the report writes one (gmp_units.h) */
+        snprintf(line, sizeof line, "life   %s", gmp_fmt_duration(life, lb, sizeof lb));
     } else {
         snprintf(line, sizeof line, "free   %s",
                  !s->focus_searched                     ? "later (not searched)"
@@ -350,38 +450,7 @@ static void focus_pane(gmp_tui_state *s, int y, int h, int x, int w)
     }
     if (r < h)
         put(y + r++, x + 1, line, w - 1);
-    if (site && r < h) {
-        snprintf(line, sizeof line, "range  %s", *site->range_str ? site->range_str : "(none)");
-        put(y + r++, x + 1, line, w - 1);
-    }
-    if (site && r < h) {
-        put(y + r++, x + 1, site->nframes ? "stack (innermost first):" : "stack  (none)", w - 1);
-        size_t hidden = 0;
-        for (size_t i = 0; i < site->nframes && r < h; i++) {
-            if (site->internal[i] && !s->show_internal) {
-                hidden++;
-                continue;
-            }
-            if (hidden) {
-                snprintf(line, sizeof line, " ... %zu folded frame%s (i)", hidden,
-                         hidden == 1 ? "" : "s");
-                if (gmp_tui_term_has_color())
-                    attron(COLOR_PAIR(GMP_TUI_C_DIM));
-                put(y + r++, x + 1, line, w - 1);
-                if (gmp_tui_term_has_color())
-                    attroff(COLOR_PAIR(GMP_TUI_C_DIM));
-                hidden = 0;
-                if (r >= h)
-                    break;
-            }
-            put(y + r++, x + 2, site->frames[i], w - 2);
-        }
-        if (hidden && r < h) {
-            snprintf(line, sizeof line, " ... %zu folded frame%s (i)", hidden,
-                     hidden == 1 ? "" : "s");
-            put(y + r++, x + 1, line, w - 1);
-        }
-    }
+    site_lines(s, site, y, r, h, x, w);
 }
 
 /* ---- events ---- */
@@ -392,10 +461,33 @@ static void event_text(gmp_tui_state *s, const gmp_tui_ev *ev, char *line, size_
     gmp_tui_fmt_time(s, ev->time_ns, t, sizeof t);
     gmp_fmt_bytes(ev->size, b, sizeof b);
     const char *where = "";
+    const gmp_tui_site *site = NULL;
     if (ev->op == GMP_TUI_EV_ALLOC || ev->op == GMP_TUI_EV_FREE) {
-        const gmp_tui_site *site = gmp_tui_tree_site(s->tree, ev->site);
-        if (site)
-            where = *site->range_str ? site->range_str : site->api_str;
+        site = gmp_tui_tree_site(s->tree, ev->site);
+    } else if (ev->op == GMP_TUI_EV_OOM) {
+        gmp_tui_model *m = gmp_tui_cur_model(s);
+        const gmp_replay_oom *o =
+            m ? gmp_replay_oom_at(gmp_tui_model_replay(m), (size_t)ev->key) : NULL;
+        if (o)
+            site = gmp_tui_tree_request(s->tree, o->device, GMP_MEM_DEVICE, o->api, o->range,
+                                        o->stack);
+    } else if (ev->op == GMP_TUI_EV_FAILED) {
+        site = gmp_tui_tree_request(s->tree, ev->device, ev->flags, ev->site,
+                                    (uint32_t)(ev->key >> 32), (uint32_t)ev->key);
+    }
+    /* where it happened: its range, else the first frame its stack shows (the user's), else its
+     * API */
+    if (site) {
+        where = site->api_str ? site->api_str : "";
+        if (site->range_str && *site->range_str) {
+            where = site->range_str;
+        } else {
+            for (size_t i = 0; i < site->nframes; i++)
+                if (!site->internal[i] || s->show_internal) {
+                    where = site->frames[i];
+                    break;
+                }
+        }
     }
     switch (ev->op) {
     case GMP_TUI_EV_ALLOC:
@@ -405,10 +497,10 @@ static void event_text(gmp_tui_state *s, const gmp_tui_ev *ev, char *line, size_
         snprintf(line, n, "%s d%d free   %10s  %s", t, ev->device, b, where);
         break;
     case GMP_TUI_EV_OOM:
-        snprintf(line, n, "%s d%d OUT OF MEMORY asking %s", t, ev->device, b);
+        snprintf(line, n, "%s d%d OUT OF MEMORY asking %s  %s", t, ev->device, b, where);
         break;
     case GMP_TUI_EV_FAILED:
-        snprintf(line, n, "%s d%d failed allocation of %s", t, ev->device, b);
+        snprintf(line, n, "%s d%d failed allocation of %s  %s", t, ev->device, b, where);
         break;
     case GMP_TUI_EV_BADFREE:
         snprintf(line, n, "%s d%d %s of 0x%" PRIx64, t, ev->device,
@@ -495,7 +587,7 @@ static const char *const g_help[] = {
     "  /  n N           search a range, function or API; next / previous match",
     "  Up/Down j/k      select in the live tree     Enter/Space  expand or fold",
     "  PgUp PgDn        scroll the live tree",
-    "  g                group the live set by range, stack, kind or category",
+    "  g                group the live set by range, user frame, stack, kind or category",
     "  i                show or fold internal and framework frames",
     "  d D              next / previous device       r R  next / previous trace",
     "  L                the program's output (run --view)",
@@ -559,6 +651,70 @@ static void log_pane(gmp_tui_state *s, int H, int W)
     }
 }
 
+/* The findings of the trace in one line, as the report's findings open it: the first OOM (or
+ * failed allocation) with its device and, once the analyses are done, the report's verdict on it;
+ * the report's probable leaks. 0 when there is nothing to say. */
+static int findings_line(const gmp_tui_state *s, gmp_tui_model *m, char *out, size_t n)
+{
+    size_t len = 0;
+    out[0] = 0;
+#define ADD(...)                                                                                   \
+    do {                                                                                           \
+        int k_ = snprintf(out + len, n - len, __VA_ARGS__);                                        \
+        if (k_ > 0)                                                                                \
+            len = len + (size_t)k_ < n ? len + (size_t)k_ : n - 1;                                 \
+    } while (0)
+    ADD("findings: ");
+    const size_t base = len;
+    uint64_t nfail = 0;
+    for (size_t i = 0; i < gmp_tui_model_ndevs(m); i++) {
+        const gmp_tui_dev *d = gmp_tui_model_dev(m, i);
+        if (d->d)
+            nfail += d->d->ooms + d->d->failed_allocs;
+    }
+    uint64_t oi = gmp_tui_model_find(m, GMP_TUI_NOEV, 1,
+                                     1u << GMP_TUI_EV_OOM | 1u << GMP_TUI_EV_FAILED, INT32_MIN);
+    gmp_tui_ev ev;
+    int vready = gmp_tui_model_verdicts_state(m) == GMP_TUI_VERDICTS_READY;
+    size_t nv = gmp_tui_model_nverdicts(m);
+    if (oi != GMP_TUI_NOEV && gmp_tui_model_read(m, oi, &ev, 1) == 1) {
+        const char *why = NULL;
+        for (size_t i = 0; vready && i < nv && !why; i++) {
+            const gmp_tui_verdict *v = gmp_tui_model_verdict(m, i);
+            if (v->index == oi && strncmp(v->text, "out of memory", 13) == 0)
+                why = v->text;
+        }
+        char b[32], t[48];
+        if (why)
+            ADD("%s at %s", why, gmp_tui_fmt_time(s, ev.time_ns, t, sizeof t));
+        else
+            ADD("%s on %s%d, %s requested at %s",
+                ev.op == GMP_TUI_EV_OOM ? "out of memory" : "allocation failed",
+                ev.device < 0 ? "host " : "device ", ev.device, gmp_fmt_bytes(ev.size, b, sizeof b),
+                gmp_tui_fmt_time(s, ev.time_ns, t, sizeof t));
+        if (nfail > 1)
+            ADD(" (%" PRIu64 " failures in all: o)", nfail);
+        else
+            ADD(" (o)");
+    }
+    size_t leaks = 0;
+    for (size_t i = 0; vready && i < nv; i++) {
+        const gmp_tui_verdict *v = gmp_tui_model_verdict(m, i);
+        if (strncmp(v->text, "probable leak", 13) != 0 || !strstr(v->text, "first leaked"))
+            continue;
+        if (!leaks++) {
+            const char *semi = strstr(v->text, "; ");
+            ADD("%s%.*s (v)", len > base ? "; " : "", (int)(semi ? semi - v->text : 200), v->text);
+        }
+    }
+    if (leaks > 1)
+        ADD(" and %zu more", leaks - 1);
+    if (gmp_tui_model_verdicts_state(m) == GMP_TUI_VERDICTS_RUNNING)
+        ADD("%s(the report's analyses are running...)", len > base ? "; " : "");
+#undef ADD
+    return len > base;
+}
+
 void gmp_tui_draw(gmp_tui_state *s)
 {
     int H, W;
@@ -608,7 +764,8 @@ void gmp_tui_draw(gmp_tui_state *s)
         uint64_t alloc = gmp_tui_tree_total(s->tree);
         uint64_t ct = gmp_tui_cursor_time(s);
         uint64_t res = d ? gmp_tui_model_reserved_at(m, d, s->cursor) : 0;
-        snprintf(line, sizeof line, "cursor %s  alloc %s  res %s  peak %s @%s",
+        /* fits 80 columns with the report's time format and three-digit sizes */
+        snprintf(line, sizeof line, "cursor %s alloc %s  res %s peak %s @%s",
                  gmp_tui_fmt_time(s, ct, t, sizeof t), gmp_fmt_bytes(alloc, a, sizeof a),
                  gmp_fmt_bytes(res, r, sizeof r),
                  gmp_fmt_bytes(d && d->d ? d->d->peak_allocated : 0, p, sizeof p),
@@ -619,6 +776,17 @@ void gmp_tui_draw(gmp_tui_state *s)
             th = 5;
         int eh = H / 5 > 5 ? H / 5 : 5;
         int y = 2;
+        /* the findings first (as the report opens with them): OOMs, probable leaks */
+        char fl[768];
+        if (findings_line(s, m, fl, sizeof fl)) {
+            if (gmp_tui_term_has_color())
+                attron(COLOR_PAIR(GMP_TUI_C_WARN) | A_BOLD);
+            put(y, 0, fl, W);
+            if (gmp_tui_term_has_color())
+                attroff(COLOR_PAIR(GMP_TUI_C_WARN) | A_BOLD);
+            y++;
+            th--;
+        }
         timeline(s, y, th, W);
         y += th + 1;
         int mh = H - 1 - eh - y;

@@ -327,6 +327,8 @@ static gmp_err on_alloc(void *ctx, gmp_replay *rp, const gmp_replay_mem *mev)
         ev.op = GMP_TUI_EV_FAILED;
         ev.size = rm->size;
         ev.site = rm->api;
+        ev.key = (uint64_t)rm->range << 32 | rm->stack; /* the request's range and stack */
+        ev.flags = (uint8_t)(rm->kind < 256 ? rm->kind : 0);
         ev.device = (int16_t)rm->device;
         ev.allocated = mev->dev ? mev->dev->allocated : 0;
         ev.reserved = mev->dev ? mev->dev->reserved : 0;
@@ -865,6 +867,17 @@ gmp_replay *gmp_tui_model_replay(const gmp_tui_model *m)
 uint64_t gmp_tui_model_events(const gmp_tui_model *m)
 {
     return m->nev;
+}
+
+uint64_t gmp_tui_model_zero(const gmp_tui_model *m)
+{
+    uint64_t t0 = gmp_replay_get_summary(m->rp)->first_ns;
+    if (!t0 || t0 > m->t0)
+        t0 = m->t0; /* no record before the first logged event */
+    const gmp_rec_header *h = gmp_reader_header(m->r);
+    if (h && h->start_trace_ns && h->start_trace_ns <= t0)
+        t0 = h->start_trace_ns;
+    return t0;
 }
 
 uint64_t gmp_tui_model_t0(const gmp_tui_model *m)

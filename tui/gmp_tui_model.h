@@ -33,8 +33,10 @@
 enum {
     GMP_TUI_EV_ALLOC = 1,
     GMP_TUI_EV_FREE,
-    GMP_TUI_EV_OOM,     /* size: requested; key: the OOM's index (gmp_replay_oom_at) */
-    GMP_TUI_EV_FAILED,  /* a failed allocation: size requested; site: API string id */
+    GMP_TUI_EV_OOM,     /* size: requested; key: the OOM's index (gmp_replay_oom_at, which has
+                           its API, range and stack) */
+    GMP_TUI_EV_FAILED,  /* a failed allocation: size requested; site: API string id; key: range
+                           id << 32 | stack id; flags: the memory kind */
     GMP_TUI_EV_BADFREE, /* free of an address not live (unknown or double): key address */
     GMP_TUI_EV_ALERT,   /* size: live bytes; key: threshold */
     GMP_TUI_EV_NOTICE,  /* key: the notice's index (gmp_replay_notice_at) */
@@ -92,6 +94,10 @@ gmp_replay *gmp_tui_model_replay(const gmp_tui_model *m);
 uint64_t gmp_tui_model_events(const gmp_tui_model *m); /* logged events */
 uint64_t gmp_tui_model_t0(const gmp_tui_model *m);     /* time of the first event */
 uint64_t gmp_tui_model_t1(const gmp_tui_model *m);     /* time of the last event */
+/* Zero of the times shown: the report's (formats/report/gmp_report.c, t0_ns): the trace's first
+ * record of any kind (an NVTX range may come before the first allocation), or the trace's start
+ * when its header gives an earlier one. */
+uint64_t gmp_tui_model_zero(const gmp_tui_model *m);
 
 /* Devices with memory to show (real devices, and the host when it has device-kind memory), by
  * id. */

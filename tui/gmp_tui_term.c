@@ -76,6 +76,9 @@ int gmp_tui_term_start(int color, char *msg, unsigned long msglen)
         init_pair(GMP_TUI_C_WARN, COLOR_RED, -1);
         init_pair(GMP_TUI_C_DIM, COLOR_BLUE, -1);
         init_pair(GMP_TUI_C_PEAK, COLOR_MAGENTA, -1);
+        init_pair(GMP_TUI_C_HOT, COLOR_RED, -1);
+        init_pair(GMP_TUI_C_WARM, COLOR_YELLOW, -1);
+        init_pair(GMP_TUI_C_MILD, COLOR_GREEN, -1);
         g_color = 1;
     }
     return 0;

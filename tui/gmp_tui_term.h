@@ -14,6 +14,9 @@ enum {
     GMP_TUI_C_WARN,      /* OOMs, failures, verdicts */
     GMP_TUI_C_DIM,       /* internal frames, hints */
     GMP_TUI_C_PEAK,      /* the peak marker */
+    GMP_TUI_C_HOT,       /* a tree row holding 40% or more of what is live (heat colours) */
+    GMP_TUI_C_WARM,      /* 10% or more */
+    GMP_TUI_C_MILD,      /* 1% or more (less: the terminal's default) */
 };
 
 /* Starts the full-screen UI on the controlling terminal (stdin/stdout). color: 1 use colours when

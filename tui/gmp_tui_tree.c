@@ -7,6 +7,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "gmp_frame_text.h"
 #include "gmp_frames.h"
 #include "gmp_hash.h"
 #include "gmp_symbolize.h"
@@ -39,6 +40,7 @@ struct gmp_tui_tree {
     int sym_failed;
     gmp_tui_site *sites;
     size_t nsites;
+    gmp_tui_site request; /* the failed request in focus (gmp_tui_tree_request) */
     node *nodes;
     size_t nnodes, capnodes;
     uint32_t *idx; /* hkey -> node (open addressing, NO_NODE empty) */
@@ -140,14 +142,12 @@ static const char *base_name(const char *p, size_t n, size_t *len)
     return p + s;
 }
 
-static int site_fill(gmp_tui_tree *t, uint32_t si)
+/* The labels of s from a replay site (or, for a failed request, the fields of one: rs has no
+ * peak or live bytes then). */
+static int labels_fill(gmp_tui_tree *t, gmp_tui_site *s, const gmp_replay_site *rs)
 {
-    gmp_tui_site *s = &t->sites[si];
     gmp_replay *rp = gmp_tui_model_replay(t->m);
     gmp_reader *r = gmp_tui_model_reader(t->m);
-    const gmp_replay_site *rs = gmp_replay_site_at(rp, si);
-    if (!rs)
-        return -1;
     s->device = rs->device;
     s->kind = rs->kind;
     s->api = rs->api;
@@ -185,20 +185,22 @@ static int site_fill(gmp_tui_tree *t, uint32_t si)
     size_t nf = rs->stack ? gmp_replay_stack_frames(rp, rs->stack, fr, MAX_FRAMES) : 0;
     if (nf > MAX_FRAMES)
         nf = MAX_FRAMES;
-    s->frames = calloc(nf ? nf : 1, sizeof *s->frames);
-    s->internal = calloc(nf ? nf : 1, 1);
-    gmp_frame_info info[MAX_FRAMES]; /* what the shared rules (gmp_frames.h) classify */
-    uint8_t cls[MAX_FRAMES];
+    /* a native address gives one frame per function inlined there, as in the report */
+    enum { MAXF = 2 * MAX_FRAMES };
+    s->frames = calloc(MAXF, sizeof *s->frames);
+    s->internal = calloc(MAXF, 1);
+    gmp_frame_info info[MAXF]; /* what the shared rules (gmp_frames.h) classify */
+    uint8_t cls[MAXF];
     memset(info, 0, sizeof info);
-    for (size_t i = 0; s->frames && s->internal && i < nf; i++) {
+    for (size_t i = 0; s->frames && s->internal && i < nf && s->nframes < MAXF; i++) {
         char buf[512];
+        const gmp_sym_frame *sf = NULL;
+        size_t nsf = 0;
         if (fr[i].kind == GMP_FRAME_PYTHON) {
-            size_t bl;
-            const char *b = base_name(fr[i].file.ptr ? fr[i].file.ptr : "", fr[i].file.len, &bl);
-            snprintf(buf, sizeof buf, "%.*s (%.*s:%" PRIu32 ")", (int)fr[i].function.len,
-                     fr[i].function.ptr ? fr[i].function.ptr : "", (int)bl, b, fr[i].line);
-            info[i].function = fr[i].function;
-            info[i].file = fr[i].file;
+            /* the one frame format of every output (gmp_frame_text.h) */
+            gmp_frame_text(1, fr[i].function, fr[i].file, fr[i].line, buf, sizeof buf);
+            info[s->nframes].function = fr[i].function;
+            info[s->nframes].file = fr[i].file;
         } else if (fr[i].module) {
             size_t bl;
             const char *b = base_name(fr[i].module->path.ptr ? fr[i].module->path.ptr : "",
@@ -208,23 +210,33 @@ static int site_fill(gmp_tui_tree *t, uint32_t si)
                 t->sym_failed = gmp_symbolizer_new(&t->sym, NULL) != GMP_OK;
             if (t->sym) {
                 gmp_symbolizer_add_reader_modules(t->sym, r);
-                const gmp_sym_frame *sf;
-                if (gmp_symbolize(t->sym, fr[i].address, &sf) && sf->status == GMP_SYM_OK) {
-                    gmp_symbolize_frame(t->sym, fr[i].address, 0, buf, sizeof buf);
-                    info[i].function = (gmp_str){sf->function, (uint32_t)strlen(sf->function)};
-                    if (sf->file)
-                        info[i].file = (gmp_str){sf->file, (uint32_t)strlen(sf->file)};
-                }
+                nsf = gmp_symbolize(t->sym, fr[i].address, &sf);
+                if (!nsf || sf[0].status != GMP_SYM_OK)
+                    nsf = 0;
             }
-            info[i].module = fr[i].module->path;
+            info[s->nframes].module = fr[i].module->path;
         } else {
             snprintf(buf, sizeof buf, "0x%" PRIx64, fr[i].address);
         }
-        s->frames[i] = strndup_clean(buf, strlen(buf));
-        if (!s->frames[i])
-            break;
-        cls[i] = (uint8_t)gmp_frame_classify(&info[i], NULL);
-        s->nframes++;
+        for (size_t k = 0; k < (nsf ? nsf : 1) && s->nframes < MAXF; k++) {
+            gmp_frame_info *fi = &info[s->nframes];
+            if (nsf) {
+                const gmp_sym_frame *y = &sf[k];
+                gmp_str fn = {y->function ? y->function : "",
+                              y->function ? (uint32_t)strlen(y->function) : 0};
+                gmp_str fl = {y->file ? y->file : "", y->file ? (uint32_t)strlen(y->file) : 0};
+                if (fn.len)
+                    gmp_frame_text(0, fn, fl, y->line, buf, sizeof buf);
+                fi->function = fn;
+                fi->file = fl;
+                fi->module = fr[i].module->path;
+            }
+            s->frames[s->nframes] = strndup_clean(buf, strlen(buf));
+            if (!s->frames[s->nframes])
+                break;
+            cls[s->nframes] = (uint8_t)gmp_frame_classify(fi, NULL);
+            s->nframes++;
+        }
     }
     /* folded as every output folds them: internal frames always, framework frames when the
      * stack has a frame of the user's code */
@@ -242,23 +254,54 @@ static int site_fill(gmp_tui_tree *t, uint32_t si)
     return s->api_str && s->range_str && s->ranges && s->frames && s->internal ? 0 : -1;
 }
 
+static int site_fill(gmp_tui_tree *t, uint32_t si)
+{
+    const gmp_replay_site *rs = gmp_replay_site_at(gmp_tui_model_replay(t->m), si);
+    return rs ? labels_fill(t, &t->sites[si], rs) : -1;
+}
+
+static void site_clear(gmp_tui_site *s)
+{
+    for (size_t k = 0; k < s->nranges; k++)
+        free(s->ranges[k]);
+    for (size_t k = 0; k < s->nframes; k++)
+        free(s->frames[k]);
+    free(s->ranges);
+    free(s->range_str);
+    free(s->frames);
+    free(s->internal);
+    free(s->api_str);
+    memset(s, 0, sizeof *s);
+}
+
 static void sites_free(gmp_tui_tree *t)
 {
-    for (size_t i = 0; i < t->nsites; i++) {
-        gmp_tui_site *s = &t->sites[i];
-        for (size_t k = 0; k < s->nranges; k++)
-            free(s->ranges[k]);
-        for (size_t k = 0; k < s->nframes; k++)
-            free(s->frames[k]);
-        free(s->ranges);
-        free(s->range_str);
-        free(s->frames);
-        free(s->internal);
-        free(s->api_str);
-    }
+    for (size_t i = 0; i < t->nsites; i++)
+        site_clear(&t->sites[i]);
     free(t->sites);
     t->sites = NULL;
     t->nsites = 0;
+    site_clear(&t->request);
+}
+
+const gmp_tui_site *gmp_tui_tree_request(gmp_tui_tree *t, int32_t device, uint32_t kind,
+                                         uint32_t api, uint32_t range, uint32_t stack)
+{
+    if (!t->m)
+        return NULL;
+    gmp_tui_site *s = &t->request;
+    if (s->ready && s->device == device && s->kind == kind && s->api == api && s->range == range &&
+        s->stack == stack)
+        return s;
+    site_clear(s);
+    gmp_replay_site rs;
+    memset(&rs, 0, sizeof rs);
+    rs.device = device;
+    rs.kind = kind;
+    rs.api = api;
+    rs.range = range;
+    rs.stack = stack;
+    return labels_fill(t, s, &rs) == 0 ? s : NULL;
 }
 
 const gmp_tui_site *gmp_tui_tree_site(gmp_tui_tree *t, uint32_t site)
@@ -342,7 +385,7 @@ static uint64_t hash_label(uint64_t h, const char *s)
 
 static int default_expanded(const gmp_tui_tree *t, int depth)
 {
-    static const int deep[GMP_TUI_BY_COUNT] = {3, 1, 1, 1};
+    static const int deep[GMP_TUI_BY_COUNT] = {3, 1, 1, 1, 1};
     return depth < deep[t->by];
 }
 
@@ -424,7 +467,7 @@ static const char *top_frame(const gmp_tui_site *s, int show_internal)
     for (size_t i = 0; i < s->nframes; i++)
         if (show_internal || !s->internal[i])
             return s->frames[i];
-    return s->nframes ? s->frames[0] : "(no stack)";
+    return s->nframes ? s->frames[0] : "(no stack recorded)";
 }
 
 typedef struct site_acc {
@@ -562,7 +605,24 @@ gmp_err gmp_tui_tree_build(gmp_tui_tree *t, const gmp_tui_live *live, size_t n, 
                     break;
             }
             if (!any)
-                cur = child(t, NO_NODE, s->nframes ? "(internal frames only)" : "(no stack)", 0);
+                cur = child(t, NO_NODE,
+                            s->nframes ? "(internal frames only)" : "(no stack recorded)", 0);
+            snprintf(lab, sizeof lab, "%s %s [%s]", gmp_mem_kind_name(s->kind), s->api_str,
+                     *s->range_str ? s->range_str : "no range");
+        } else if (t->by == GMP_TUI_BY_FRAME) {
+            /* innermost shown frame first (the report's user frame), then its callers */
+            int any = 0;
+            for (size_t k = 0; k < s->nframes; k++) {
+                if (!show_internal && s->internal[k])
+                    continue;
+                cur = child(t, any ? cur : NO_NODE, s->frames[k], 0);
+                any = 1;
+                if (cur == NO_NODE)
+                    break;
+            }
+            if (!any)
+                cur = child(t, NO_NODE,
+                            s->nframes ? "(internal frames only)" : "(no stack recorded)", 0);
             snprintf(lab, sizeof lab, "%s %s [%s]", gmp_mem_kind_name(s->kind), s->api_str,
                      *s->range_str ? s->range_str : "no range");
         } else if (t->by == GMP_TUI_BY_CATEGORY) {

@@ -24,9 +24,12 @@
 
 #include "gmp_tui_model.h"
 
+/* How the live set is grouped (g cycles through them in this order). */
 enum {
     GMP_TUI_BY_RANGE = 0,
-    GMP_TUI_BY_STACK,
+    GMP_TUI_BY_FRAME, /* the call stack from the innermost user frame outwards: the roots are the
+                         report's "by user frame" rows, their children the callers */
+    GMP_TUI_BY_STACK, /* the call stack from the outermost frame inwards */
     GMP_TUI_BY_KIND,
     GMP_TUI_BY_CATEGORY,
     GMP_TUI_BY_COUNT
@@ -79,6 +82,11 @@ void gmp_tui_tree_reveal_site(gmp_tui_tree *t, uint32_t site);
 
 /* The labels of a site; NULL when out of memory or no such site. */
 const gmp_tui_site *gmp_tui_tree_site(gmp_tui_tree *t, uint32_t site);
+/* The labels of a request that failed (an OOM, a failed allocation): made from its device, memory
+ * kind, API, range and stack ids as a site's are (the same frames, folded the same way); kept
+ * until the next request or model; NULL when out of memory. */
+const gmp_tui_site *gmp_tui_tree_request(gmp_tui_tree *t, int32_t device, uint32_t kind,
+                                         uint32_t api, uint32_t range, uint32_t stack);
 /* 1 when the site's range path or one of its frames contains needle (case-insensitive). */
 int gmp_tui_tree_site_matches(gmp_tui_tree *t, uint32_t site, const char *needle);
 

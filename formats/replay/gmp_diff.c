@@ -1,67 +1,14 @@
 /* gmp_diff: profiles of two traces and their comparison (see gmp_diff.h). */
 #include "gmp_diff.h"
 
-#include <inttypes.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-#include "gmp_reader.h"
-#include "gmp_replay.h"
-#include "gmp_trace.h"
-
-#define MAX_FRAMES 64 /* frames of a stack kept in its key */
 
 int64_t gmp_diff_delta(uint64_t a, uint64_t b)
 {
     if (b >= a)
         return b - a > (uint64_t)INT64_MAX ? INT64_MAX : (int64_t)(b - a);
     return a - b > (uint64_t)INT64_MAX ? INT64_MIN : -(int64_t)(a - b);
-}
-
-/* ---- growable string ---- */
-
-typedef struct sbuf {
-    char *p;
-    size_t len, cap;
-    int oom;
-} sbuf;
-
-static void sb_add(sbuf *s, const char *p, size_t n)
-{
-    if (s->oom)
-        return;
-    if (s->len + n + 1 > s->cap) {
-        size_t nc = s->cap ? s->cap : 128;
-        while (s->len + n + 1 > nc)
-            nc *= 2;
-        char *q = realloc(s->p, nc);
-        if (!q) {
-            s->oom = 1;
-            return;
-        }
-        s->p = q;
-        s->cap = nc;
-    }
-    memcpy(s->p + s->len, p, n);
-    s->len += n;
-    s->p[s->len] = 0;
-}
-
-static void sb_str(sbuf *s, const char *p)
-{
-    sb_add(s, p, strlen(p));
-}
-
-static char *sb_take(sbuf *s)
-{
-    if (!s->p && !s->oom)
-        sb_add(s, "", 0);
-    if (s->oom) {
-        free(s->p);
-        return NULL;
-    }
-    return s->p;
 }
 
 /* ---- profile ---- */
@@ -75,57 +22,6 @@ static char *dup_n(const char *p, size_t n)
         s[n] = 0;
     }
     return s;
-}
-
-static char *range_key(gmp_reader *r, uint32_t id)
-{
-    if (!id)
-        return dup_n("", 0);
-    size_t n = gmp_reader_range_path(r, id, NULL, 0);
-    char *s = malloc(n + 1);
-    if (s)
-        gmp_reader_range_path(r, id, s, n + 1);
-    return s;
-}
-
-/* "libtrain.so+0x1234 <- train.py:forward:42 <- 0x401000", innermost frame first. */
-static char *stack_key(gmp_replay *rp, uint32_t id)
-{
-    sbuf s = {0};
-    if (!id)
-        return sb_take(&s);
-    gmp_replay_frame fr[MAX_FRAMES];
-    size_t n = gmp_replay_stack_frames(rp, id, fr, MAX_FRAMES);
-    size_t shown = n < MAX_FRAMES ? n : MAX_FRAMES;
-    char num[64];
-    for (size_t i = 0; i < shown; i++) {
-        const gmp_replay_frame *f = &fr[i];
-        if (i)
-            sb_str(&s, " <- ");
-        if (f->kind == GMP_FRAME_PYTHON) {
-            sb_add(&s, f->file.ptr, f->file.len);
-            sb_str(&s, ":");
-            sb_add(&s, f->function.ptr, f->function.len);
-            snprintf(num, sizeof num, ":%" PRIu32, f->line);
-            sb_str(&s, num);
-        } else if (f->module) {
-            const char *mp = f->module->path.ptr;
-            size_t ml = f->module->path.len, b = ml;
-            while (b > 0 && mp[b - 1] != '/')
-                b--;
-            sb_add(&s, mp + b, ml - b);
-            snprintf(num, sizeof num, "+0x%" PRIx64, f->offset);
-            sb_str(&s, num);
-        } else {
-            snprintf(num, sizeof num, "0x%" PRIx64, f->address);
-            sb_str(&s, num);
-        }
-    }
-    if (n > shown) {
-        snprintf(num, sizeof num, " <- ... (%zu more)", n - shown);
-        sb_str(&s, num);
-    }
-    return sb_take(&s);
 }
 
 static int entry_cmp(const void *x, const void *y)
@@ -147,6 +43,8 @@ static size_t merge_entries(gmp_diff_entry *e, size_t n)
     size_t m = 0;
     for (size_t i = 0; i < n; i++) {
         if (m && entry_cmp(&e[m - 1], &e[i]) == 0) {
+            if (e[i].bytes > e[m - 1].bytes)
+                e[m - 1].ref = e[i].ref;
             e[m - 1].bytes += e[i].bytes;
             e[m - 1].count += e[i].count;
             free(e[i].key);
@@ -155,11 +53,6 @@ static size_t merge_entries(gmp_diff_entry *e, size_t n)
         }
     }
     return m;
-}
-
-static int holds_memory(uint32_t kind)
-{
-    return kind != GMP_MEM_VMM_MAPPING && kind != GMP_MEM_NVTX_REGION && kind != GMP_MEM_VA_RESERVE;
 }
 
 void gmp_diff_profile_free(gmp_diff_profile *p)
@@ -178,94 +71,47 @@ void gmp_diff_profile_free(gmp_diff_profile *p)
     free(p);
 }
 
-static gmp_err collect(gmp_diff_profile *p, gmp_replay *rp, gmp_reader *r)
+gmp_diff_profile *gmp_diff_profile_new(const char *name)
 {
-    size_t nd = gmp_replay_device_count(rp);
-    p->dev = calloc(nd ? nd : 1, sizeof *p->dev);
-    if (!p->dev)
+    const char *path = name ? name : "";
+    gmp_diff_profile *p = calloc(1, sizeof *p);
+    if (p && !(p->path = dup_n(path, strlen(path)))) {
+        free(p);
+        p = NULL;
+    }
+    return p;
+}
+
+gmp_err gmp_diff_profile_add(gmp_diff_profile *p, gmp_diff_table tab, int32_t device, int32_t kind,
+                             const char *key, size_t n, uint64_t bytes, uint64_t count,
+                             uint32_t ref)
+{
+    if ((unsigned)tab >= GMP_DIFF_NTABLES)
+        return GMP_ERR_ARG;
+    if (p->n[tab] == p->cap[tab]) {
+        size_t nc = p->cap[tab] ? 2 * p->cap[tab] : 64;
+        gmp_diff_entry *q = realloc(p->tab[tab], nc * sizeof *q);
+        if (!q)
+            return GMP_ERR_NOMEM;
+        p->tab[tab] = q;
+        p->cap[tab] = nc;
+    }
+    gmp_diff_entry *e = &p->tab[tab][p->n[tab]];
+    if (!(e->key = dup_n(key ? key : "", key ? n : 0)))
         return GMP_ERR_NOMEM;
-    for (size_t i = 0; i < nd; i++) {
-        const gmp_replay_device *d = gmp_replay_device_at(rp, i);
-        if (d->id < 0 && d->allocs == 0)
-            continue; /* the host slot only when it has device memory */
-        gmp_diff_devinfo *o = &p->dev[p->ndev];
-        o->id = d->id;
-        o->name = d->def ? dup_n(d->def->name.ptr, d->def->name.len) : dup_n("", 0);
-        if (!o->name)
-            return GMP_ERR_NOMEM;
-        p->ndev++;
-        o->total_bytes = d->def ? d->def->total_bytes : 0;
-        o->peak_allocated = d->peak_allocated;
-        o->peak_time_ns = d->peak_time_ns;
-        o->peak_reserved = d->peak_reserved;
-        o->allocs = d->allocs;
-        o->leaked_bytes = d->allocated;
-        o->leaked_allocations = d->live_count;
-    }
-    size_t ns = gmp_replay_site_count(rp);
-    for (int t = 0; t < GMP_DIFF_NTABLES; t++) {
-        p->tab[t] = calloc(ns ? ns : 1, sizeof *p->tab[t]);
-        if (!p->tab[t])
-            return GMP_ERR_NOMEM;
-    }
-    for (size_t i = 0; i < ns; i++) {
-        const gmp_replay_site *s = gmp_replay_site_at(rp, i);
-        if (s->peak_count && gmp_mem_kind_is_device(s->kind)) {
-            gmp_diff_entry *a = &p->tab[GMP_DIFF_BY_RANGE][p->n[GMP_DIFF_BY_RANGE]];
-            a->key = range_key(r, s->range);
-            if (!a->key)
-                return GMP_ERR_NOMEM;
-            p->n[GMP_DIFF_BY_RANGE]++;
-            a->device = s->device;
-            a->kind = -1;
-            a->bytes = s->peak_bytes;
-            a->count = s->peak_count;
-            gmp_diff_entry *b = &p->tab[GMP_DIFF_BY_STACK][p->n[GMP_DIFF_BY_STACK]];
-            b->key = stack_key(rp, s->stack);
-            if (!b->key)
-                return GMP_ERR_NOMEM;
-            p->n[GMP_DIFF_BY_STACK]++;
-            b->device = s->device;
-            b->kind = -1;
-            b->bytes = s->peak_bytes;
-            b->count = s->peak_count;
-        }
-        if (s->live_count && holds_memory(s->kind)) {
-            gmp_diff_entry *c = &p->tab[GMP_DIFF_LEAKS][p->n[GMP_DIFF_LEAKS]];
-            c->key = range_key(r, s->range);
-            if (!c->key)
-                return GMP_ERR_NOMEM;
-            p->n[GMP_DIFF_LEAKS]++;
-            c->device = s->device;
-            c->kind = (int32_t)s->kind;
-            c->bytes = s->live_bytes;
-            c->count = s->live_count;
-        }
-    }
-    for (int t = 0; t < GMP_DIFF_NTABLES; t++)
-        p->n[t] = merge_entries(p->tab[t], p->n[t]);
+    e->device = device;
+    e->kind = kind;
+    e->bytes = bytes;
+    e->count = count;
+    e->ref = ref;
+    p->n[tab]++;
     return GMP_OK;
 }
 
-gmp_err gmp_diff_profile_from_replay(gmp_diff_profile **out, gmp_replay *rp, gmp_reader *r,
-                                     const char *name)
+void gmp_diff_profile_finish(gmp_diff_profile *p)
 {
-    *out = NULL;
-    const char *path = name ? name : "";
-    gmp_diff_profile *p = calloc(1, sizeof *p);
-    if (p) {
-        p->path = dup_n(path, strlen(path));
-        const gmp_replay_summary *s = gmp_replay_get_summary(rp);
-        p->complete = s->complete;
-        snprintf(p->completeness, sizeof p->completeness, "%s", s->completeness);
-    }
-    gmp_err e = p && p->path ? collect(p, rp, r) : GMP_ERR_NOMEM;
-    if (e != GMP_OK) {
-        gmp_diff_profile_free(p);
-        return e;
-    }
-    *out = p;
-    return GMP_OK;
+    for (int t = 0; t < GMP_DIFF_NTABLES; t++)
+        p->n[t] = merge_entries(p->tab[t], p->n[t]);
 }
 
 /* ---- comparison ---- */
@@ -344,14 +190,17 @@ gmp_err gmp_diff_compute(gmp_diff **out, const gmp_diff_profile *a, const gmp_di
             r->device = src->device;
             r->kind = src->kind;
             r->key = src->key;
+            r->a_ref = r->b_ref = UINT32_MAX;
             if (c <= 0) {
                 r->a_bytes = ea[i].bytes;
                 r->a_count = ea[i].count;
+                r->a_ref = ea[i].ref;
                 i++;
             }
             if (c >= 0) {
                 r->b_bytes = eb[j].bytes;
                 r->b_count = eb[j].count;
+                r->b_ref = eb[j].ref;
                 j++;
             }
             r->delta_bytes = gmp_diff_delta(r->a_bytes, r->b_bytes);

@@ -513,23 +513,8 @@ const char *gmp_doc_fmt(const gmp_doc_val *v, char *buf, size_t n)
     case GMP_DOC_INT:
         snprintf(buf, n, v->flags & GMP_DOC_SIGN ? "%+" PRId64 : "%" PRId64, v->i);
         break;
-    case GMP_DOC_TIME: {
-        uint64_t t0 = (uint64_t)v->i, ns = v->u;
-        uint64_t x = ns >= t0 ? ns - t0 : t0 - ns;
-        snprintf(buf, n, "%c%" PRIu64 ".%06" PRIu64 " s", ns >= t0 ? '+' : '-', x / 1000000000u,
-                 x % 1000000000u / 1000u);
-        break;
-    }
-    case GMP_DOC_DUR:
-        if (v->u < 1000)
-            snprintf(buf, n, "%" PRIu64 " ns", v->u);
-        else if (v->u < 1000000)
-            snprintf(buf, n, "%.3f us", (double)v->u / 1e3);
-        else if (v->u < 1000000000)
-            snprintf(buf, n, "%.3f ms", (double)v->u / 1e6);
-        else
-            snprintf(buf, n, "%.3f s", (double)v->u / 1e9);
-        break;
+    case GMP_DOC_TIME: gmp_fmt_reltime(v->u, (uint64_t)v->i, buf, n); break;
+    case GMP_DOC_DUR: gmp_fmt_duration(v->u, buf, n); break;
     case GMP_DOC_PCT: snprintf(buf, n, v->flags & GMP_DOC_SIGN ? "%+.1f%%" : "%.1f%%", v->d); break;
     case GMP_DOC_REAL: snprintf(buf, n, "%.2f", v->d); break;
     case GMP_DOC_BOOL: snprintf(buf, n, "%s", v->u ? "yes" : "no"); break;

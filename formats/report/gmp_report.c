@@ -9,6 +9,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "gmp_frame_text.h"
 #include "gmp_reader.h"
 
 #define NODEV INT32_MIN /* a frame whose device is not known yet */
@@ -1875,25 +1876,9 @@ size_t gmp_report_frame_text(const gmp_report_trace *t, const gmp_report_frame *
     gmp_str disp = gmp_report_str(t, f->display);
     if (disp.len) {
         k = snprintf(buf, n, "%.*s", (int)disp.len, disp.ptr);
-    } else if (f->kind == GMP_FRAME_PYTHON && !f->line &&
-               (!file.len || (file.len == 2 && memcmp(file.ptr, "??", 2) == 0))) {
-        /* a native frame as PyTorch's snapshots name them: no file, no line */
-        k = snprintf(buf, n, "%.*s", (int)fn.len, fn.ptr);
-    } else if (f->kind == GMP_FRAME_PYTHON && !f->line) {
-        k = snprintf(buf, n, "%.*s (%.*s)", (int)fn.len, fn.ptr, (int)file.len, file.ptr);
-    } else if (f->kind == GMP_FRAME_PYTHON) {
-        k = snprintf(buf, n, "%.*s (%.*s:%" PRIu32 ")", (int)fn.len, fn.ptr, (int)file.len,
-                     file.ptr, f->line);
-    } else if (fn.len) {
-        const char *b = file.ptr;
-        for (uint32_t i = 0; i < file.len; i++)
-            if (file.ptr[i] == '/')
-                b = file.ptr + i + 1;
-        if (file.len && f->line)
-            k = snprintf(buf, n, "%.*s (%.*s:%" PRIu32 ")", (int)fn.len, fn.ptr,
-                         (int)(file.len - (uint32_t)(b - file.ptr)), b, f->line);
-        else
-            k = snprintf(buf, n, "%.*s", (int)fn.len, fn.ptr);
+    } else if (f->kind == GMP_FRAME_PYTHON || fn.len) {
+        /* the one frame format of every output (gmp_frame_text.h) */
+        return gmp_frame_text(f->kind == GMP_FRAME_PYTHON, fn, file, f->line, buf, n);
     } else if (f->module) {
         gmp_str m = gmp_report_str(t, f->module);
         const char *base = m.ptr;

@@ -14,7 +14,15 @@ golden_text, golden_top, golden_json, markdown
         (run in WORK_DIR on a.zst and b.zst, so the paths it prints are those);
         GMP_REGEN=1 rewrites the golden files
 html    --format html: one well-formed page (html.parser: every element closed in order) holding
-        every figure of the text output"""
+        every figure of the text output
+native  the native frame symbolized as `report` symbolizes it (the frame at an offset of
+        gen_traces' own `main` in gen_traces itself, checked against addr2line), in text and JSON
+leaks   the leaked totals are the report's (static __device__ memory is not leaked), per device
+ext     -o's extension picks the format (.html, .md, .json, else text), as for `report`
+snapshot
+        two PyTorch snapshots (tests/data/torch-snapshots): nothing called leaked, stacks start
+        at the user's frame as in the report's "by call stack" rows, a by-user-frame table,
+        lines of a terminal's size rather than thousands of characters"""
 import html.parser
 import json
 import os
@@ -29,7 +37,7 @@ import gmp_testlib  # noqa: E402
 
 GOLDEN = os.path.join(os.path.dirname(os.path.abspath(__file__)), "golden")
 
-MiB, GiB = 1 << 20, 1 << 30
+KiB, MiB, GiB = 1 << 10, 1 << 20, 1 << 30
 
 
 def fail(msg):
@@ -53,29 +61,42 @@ def rows(j, table, dev, key="range"):
 
 def case_json(gmp, a, b, work):
     j = json.loads(run(gmp, ["diff", a, b, "--format", "json"]).stdout)
-    check(j["schema"] == "gpumemprof-diff/2", "schema")
+    check(j["schema"] == "gpumemprof-diff/3", "schema")
     check(j["a"]["path"] == a and j["b"]["path"] == b and j["a"]["complete"], "traces")
+    check(j["a"]["end"] == "exit" and j["b"]["end"] == "exit", "ends")
     d = {x["id"]: x for x in j["devices"]}
     check(sorted(d) == [0, 1], "devices %s" % sorted(d))
-    pa, pb = GiB + 256 * MiB + 64 * MiB, GiB + 512 * MiB + 128 * MiB
+    # 256 KiB of static __device__ memory in both: in the peak, never leaked
+    pa, pb = GiB + 256 * MiB + 64 * MiB + 256 * KiB, GiB + 512 * MiB + 128 * MiB + 256 * KiB
     check(d[0]["a"]["peak_allocated_bytes"] == pa and d[0]["b"]["peak_allocated_bytes"] == pb,
           "peaks %s" % d[0])
     check(d[0]["delta"]["peak_allocated_bytes"] == pb - pa == 335544320, "peak delta")
     check(d[0]["delta"]["leaked_bytes"] == 384 * MiB, "leak delta %s" % d[0]["delta"])
-    check(d[0]["delta"]["allocations"] == 0 and d[0]["a"]["allocations"] == 3, "allocations")
+    check(d[0]["a"]["leaked_bytes"] == 256 * MiB and d[0]["b"]["leaked_bytes"] == 640 * MiB,
+          "leaks without the static variables %s" % d[0])
+    check(d[0]["delta"]["allocations"] == 0 and d[0]["a"]["allocations"] == 4, "allocations")
     check(d[0]["a"]["peak_time_ns"] == 1003000000, "peak time A")
     check(d[1]["a"] is None and d[1]["b"]["peak_allocated_bytes"] == 100 * MiB
           and d[1]["delta"]["peak_allocated_bytes"] == 100 * MiB, "device 1 %s" % d[1])
     check(rows(j, "live_at_peak_by_range", 0) == [
         ("train", 256 * MiB, 512 * MiB, 256 * MiB, 0),
         ("eval", 0, 128 * MiB, 128 * MiB, 1),
-        (None, 64 * MiB, 0, -64 * MiB, -1),
+        (None, 64 * MiB + 256 * KiB, 256 * KiB, -64 * MiB, -1),
         ("train/step", GiB, GiB, 0, 0)], "by range %s" % rows(j, "live_at_peak_by_range", 0))
+    # stacks as the report's JSON gives them: frames, innermost first
     check(rows(j, "live_at_peak_by_stack", 0, "stack") == [
-        (None, 320 * MiB, 512 * MiB, 192 * MiB, -1),
-        ("train.py:evaluate:7", 0, 128 * MiB, 128 * MiB, 1),
-        ("libtrain.so+0x12340 <- 0x401000", GiB, GiB, 0, 0)],
+        (None, 320 * MiB + 256 * KiB, 512 * MiB + 256 * KiB, 192 * MiB, -1),
+        ([{"function": "evaluate", "file": "train.py", "line": 7}], 0, 128 * MiB, 128 * MiB, 1),
+        ([{"function": None, "file": None, "line": 0, "module": "/opt/app/libtrain.so+0x12340",
+           "address": "0x7f0000012340", "unknown": "file missing"},
+          {"function": None, "file": None, "line": 0, "module": None, "address": "0x401000",
+           "unknown": "no module"}], GiB, GiB, 0, 0)],
         "by stack %s" % rows(j, "live_at_peak_by_stack", 0, "stack"))
+    check(rows(j, "live_at_peak_by_frame", 0, "frame") == [
+        (None, 320 * MiB + 256 * KiB, 512 * MiB + 256 * KiB, 192 * MiB, -1),
+        ("evaluate (train.py:7)", 0, 128 * MiB, 128 * MiB, 1),
+        ("libtrain.so+0x12340", GiB, GiB, 0, 0)],
+        "by frame %s" % rows(j, "live_at_peak_by_frame", 0, "frame"))
     check(rows(j, "leaks", 0) == [("train", 256 * MiB, 512 * MiB, 256 * MiB, 0),
                                   ("eval", 0, 128 * MiB, 128 * MiB, 1)],
           "leaks %s" % rows(j, "leaks", 0))
@@ -109,17 +130,23 @@ def case_text(gmp, a, b, work):
             if l.startswith(prefix):
                 return l.split()
         fail("no line starting with %r in\n%s" % (prefix, out))
-    check(line_with("  peak allocated")[2:] == ["1.31", "GiB", "1.62", "GiB", "+320.00", "MiB",
+    check(line_with("  peak allocated")[2:] == ["1.31", "GiB", "1.63", "GiB", "+320.00", "MiB",
                                                  "+23.8%"], "peak line")
+    check(line_with("  leaked at exit")[3:] == ["256.00", "MiB", "640.00", "MiB", "+384.00", "MiB",
+                                                 "+150.0%"], "leak line")
     sect = out.split("Device 0: NVIDIA H100 80GB HBM3: live at the peak, by range, "
                      "biggest changes first:\n")
     check(len(sect) == 2, "by-range section missing:\n" + out)
     body = sect[1].split("\n\n")[0].splitlines()[1:]
     check([l.split()[-1] for l in body] == ["train", "eval", "range)", "train/step"],
           "by range order:\n" + "\n".join(body))
-    check("new" in body[1] and "-100.0%" not in body[2] and "gone" in body[2], "new/gone marks")
+    check("new" in body[1] and "-99.6%" in body[2], "new mark, change of the static row")
     check("Device 1: NVIDIA H100 80GB HBM3: leaks (live at exit), by kind and range" in out, out)
-    check(re.search(r" device  \(no range\)\n", out) and "train.py:evaluate:7" in out, out)
+    check(re.search(r" device  \(no range\)\n", out), out)
+    # the report's frame format and separator, the report's table names
+    check("evaluate (train.py:7)" in out and "libtrain.so+0x12340 < 0x401000" in out, out)
+    check("live at the peak, by user frame" in out and "live at the peak, by call stack" in out,
+          out)
     print("ok")
 
 
@@ -127,7 +154,8 @@ def case_same(gmp, a, b, work):
     j = json.loads(run(gmp, ["diff", a, a, "-f", "json"]).stdout)
     for dev in j["devices"]:
         check(all(v == 0 for v in dev["delta"].values()), "device delta %s" % dev)
-    for t in ("live_at_peak_by_range", "live_at_peak_by_stack", "leaks"):
+    for t in ("live_at_peak_by_range", "live_at_peak_by_stack", "live_at_peak_by_frame", "leaks",
+              "leaks_by_frame"):
         check(j[t] and all(r["delta_bytes"] == 0 and r["delta_count"] == 0 for r in j[t]), t)
     print("ok")
 
@@ -226,10 +254,93 @@ def case_html(gmp, a, b, work):
     check(not p.errors and not p.open, "not well-formed: %s, left open %s" % (p.errors[:5], p.open))
     text = " ".join(p.text)
     for want in ("gpumemprof diff", "a.zst", "b.zst", "Per device (B - A)", "+320.00 MiB",
-                 "+23.8%", "gone", "(no range)", "train.py:evaluate:7",
+                 "+23.8%", "-99.6%", "(no range)", "evaluate (train.py:7)",
                  "Device 1: NVIDIA H100 80GB HBM3: leaks (live at exit), by kind and range"):
         check(want in text, "%r not in the page's text" % want)
     check("<title>gpumemprof diff</title>" in out, "title")
+    print("ok")
+
+
+def case_native(gmp, a, b, work, gen):
+    """The frame at main+16 of gen_traces (a real ELF with DWARF): symbolized as `report` does
+    and as addr2line says (the symbolizer looks up a return address minus one)."""
+    syms = subprocess.run(["nm", gen], capture_output=True, text=True, check=True).stdout
+    main_at = [int(l.split()[0], 16) for l in syms.splitlines()
+               if l.split()[-1:] == ["main"] and l.split()[1] in "Tt"]
+    check(len(main_at) == 1, "main in nm's output")
+    off = main_at[0] + 16
+    a2l = subprocess.run(["addr2line", "-f", "-e", gen, hex(off - 1)], capture_output=True,
+                         text=True, check=True).stdout.split("\n")
+    check(a2l[0] == "main" and ":" in a2l[1], "addr2line: %s" % a2l)
+    line = a2l[1].split(":")[1].split()[0]
+    want = "main (gen_traces.c:%s)" % line
+    na, nb = os.path.join(work, "na.zst"), os.path.join(work, "nb.zst")
+    subprocess.run([gen, "diff", na, nb, gen, hex(off)], check=True)
+    out = run(gmp, ["diff", na, nb]).stdout
+    rep = run(gmp, ["report", nb, "--color", "never"]).stdout
+    stack = want + " < 0x401000"
+    check(re.search(r"\+0 B +\+0  " + re.escape(stack) + "\n", out), "diff's stack:\n" + out)
+    check(re.search(r"\+0 B +\+0  " + re.escape(want) + "\n", out), "diff's user frame:\n" + out)
+    check(re.search(r"  1\.00 GiB +[0-9.]+% +1  " + re.escape(stack) + "\n", rep),
+          "the report's stack:\n" + rep)
+    check("+0x" not in out.split("by call stack")[1].split("\n\n")[0], "an unsymbolized frame")
+    j = json.loads(run(gmp, ["diff", na, nb, "-f", "json"]).stdout)
+    fr = [r["stack"][0] for r in j["live_at_peak_by_stack"] if r["stack"] and r["a_bytes"] == GiB]
+    check(len(fr) == 1 and fr[0]["function"] == "main" and fr[0]["line"] == int(line)
+          and fr[0]["file"].endswith("gen_traces.c"), "JSON frame %s" % fr)
+    print("ok")
+
+
+def case_leaks(gmp, a, b, work):
+    d = {x["id"]: x for x in json.loads(run(gmp, ["diff", a, b, "-f", "json"]).stdout)["devices"]}
+    for side, path in (("a", a), ("b", b)):
+        rep = json.loads(run(gmp, ["report", path, "-f", "json"]).stdout)
+        for dev in rep["devices"]:
+            x = d[dev["id"]][side]
+            check(x["leaked_bytes"] == dev["leaked_bytes"]
+                  and x["leaked_allocations"] == dev["leaked_allocations"],
+                  "%s device %s: diff %s, report %s" % (side, dev["id"], x, dev))
+    print("ok")
+
+
+def case_ext(gmp, a, b, work):
+    for ext, start in ((".html", "<!DOCTYPE html>"), (".md", "## gpumemprof diff"),
+                       (".json", "{"), (".txt", "gpumemprof diff\n")):
+        out = os.path.join(work, "d" + ext)
+        run(gmp, ["diff", a, b, "-o", out])
+        with open(out) as f:
+            got = f.read()
+        check(got.startswith(start), "%s: %r" % (ext, got[:80]))
+    # --format wins over the extension
+    out = os.path.join(work, "forced.html")
+    run(gmp, ["diff", a, b, "-o", out, "-f", "text"])
+    check(open(out).read().startswith("gpumemprof diff\n"), "--format text into .html")
+    print("ok")
+
+
+def case_snapshot(gmp, a, b, work):
+    snaps = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "data",
+                         "torch-snapshots")
+    sa = os.path.join(snaps, "transformer-forward-bf16.pickle")
+    sb = os.path.join(snaps, "transformer-train-step-adamw.pickle")
+    out = run(gmp, ["diff", sa, sb]).stdout
+    check("leak" not in out.replace("not leaks", "").replace("not leaked", ""),
+          "a snapshot's memory called leaked:\n" + out)
+    check("live at end (not leaks)" in out and "a snapshot" in out, out)
+    longest = max(len(l) for l in out.splitlines())
+    check(longest < 600, "a line of %d characters" % longest)
+    # the report's "by call stack" row of B's largest stack is diff's, frame for frame
+    rep = run(gmp, ["report", sb, "--color", "never"]).stdout
+    rrow = rep.split("Live at the peak, by call stack")[1].splitlines()[2]
+    rstack = rrow.split(None, 4)[4]
+    check(rstack.startswith("step (") and "optimizers.py:8" in rstack, rrow)
+    sect = out.split("live at the peak, by call stack, biggest changes first")[1]
+    check(rstack in sect.split("\n\n")[0], "report's stack %r not in\n%s" % (rstack, sect[:3000]))
+    check("torch::unwind" not in sect.split("\n\n")[0], "PyTorch's recorder frames first")
+    check("live at the peak, by user frame" in out and "by range" not in out, out[:3000])
+    j = json.loads(run(gmp, ["diff", sa, sb, "-f", "json"]).stdout)
+    check(j["a"]["end"] == "snapshot" and "leaks" not in j and j["live_at_end_by_frame"], "JSON")
+    check(all(d["b"]["leaked_bytes"] is None for d in j["devices"]), "JSON leaked_bytes")
     print("ok")
 
 
@@ -242,7 +353,8 @@ def main():
     {"json": case_json, "text": case_text, "same": case_same, "top": case_top,
      "errors": case_errors, "golden_text": case_golden_text, "golden_top": case_golden_top,
      "golden_json": case_golden_json, "markdown": case_golden_md,
-     "html": case_html}[case](gmp, a, b, work)
+     "html": case_html, "leaks": case_leaks, "ext": case_ext,
+     "snapshot": case_snapshot}.get(case, lambda *x: case_native(*x, gen))(gmp, a, b, work)
 
 
 if __name__ == "__main__":

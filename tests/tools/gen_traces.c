@@ -850,21 +850,30 @@ static void conv_big(const char *out, uint64_t n)
  * Device 0 in both; device 1 only in B. Sizes and times are fixed, so every delta is known:
  *   A: train/step 1 GiB (native stack), train 256 MiB (kept), no range 64 MiB (freed at the end)
  *   B: train/step 1 GiB (same stack), train 512 MiB (kept), eval 128 MiB (Python stack, kept),
- *      device 1: 100 MiB (kept). */
+ *      device 1: 100 MiB (kept).
+ * Both: a module's static __device__ variables, 256 KiB on device 0, live at the end (not a leak).
+ * `gen_traces diff A B MODULE OFFSET`: the native frame of train/step's stack is at OFFSET in
+ * MODULE, a real file (for the symbolizer), instead of /opt/app/libtrain.so+0x12340. */
 
 #define DIFF_MS(x) (T0 + (uint64_t)(x)*1000000ull)
+
+static const char *diff_module = "/opt/app/libtrain.so";
+static uint64_t diff_offset = 0x12340;
 
 static void diff_common(tb *b, uint32_t *m, uint32_t *f, uint32_t *step, uint32_t *train,
                         uint32_t *stack)
 {
     tb_device(b, 0, "NVIDIA H100 80GB HBM3", 80 * TB_GiB);
-    tb_module(b, 1, "/opt/app/libtrain.so", 0x7f0000000000ull, 0x7f0000001000ull, 0x200000);
+    tb_module(b, 1, diff_module, 0x7f0000000000ull, 0x7f0000000000ull, 0x4000000);
     *m = tb_str(b, "cudaMalloc");
     *f = tb_str(b, "cudaFree");
     *train = tb_range(b, "train");
     *step = tb_range(b, "train/step");
     uint32_t outer = gmp_writer_stack_native(b->w, 0, 0x401000);
-    *stack = gmp_writer_stack_native(b->w, outer, 0x7f0000012340ull);
+    *stack = gmp_writer_stack_native(b->w, outer, 0x7f0000000000ull + diff_offset);
+    /* static __device__ variables: allocated when the module loads, live until it unloads */
+    tb_alloc(b, 0, DIFF_MS(0), 0, GMP_MEM_STATIC, 0x7e0000000000ull, 256 * TB_KiB,
+             tb_str(b, "cuModuleLoad"), 0, 0);
 }
 
 static void gen_diff(const char *path_a, const char *path_b)
@@ -904,7 +913,7 @@ static int usage(void)
                     "       gen_traces report rank N OUT\n"
                     "       gen_traces convert basic|hostile|empty OUT\n"
                     "       gen_traces convert rank R OUT | convert big N OUT\n"
-                    "       gen_traces diff A B\n");
+                    "       gen_traces diff A B [MODULE OFFSET]\n");
     return 2;
 }
 
@@ -959,7 +968,11 @@ int main(int argc, char **argv)
         return gen_report(n, args);
     if (strcmp(cmd, "convert") == 0)
         return gen_convert(n, args);
-    if (strcmp(cmd, "diff") == 0 && n == 2) {
+    if (strcmp(cmd, "diff") == 0 && (n == 2 || n == 4)) {
+        if (n == 4) {
+            diff_module = args[2];
+            diff_offset = strtoull(args[3], NULL, 0);
+        }
         gen_diff(args[0], args[1]);
         return 0;
     }

@@ -8,8 +8,19 @@ reads the screen back. Each case is one ctest test:
 
 peak      opens at the first device's peak: the screen shows the peak bytes that
           `gpumemprof report --format json` gives, as allocated at the cursor and in the live tree
-snapshot  the same on a real PyTorch snapshot (tests/data/torch-snapshots); grouped by category,
-          the categories' bytes and counts are those of the JSON's live_at_peak_by_category
+snapshot  the same on a real PyTorch snapshot (tests/data/torch-snapshots), which opens grouped
+          by user frame (no ranges): the tree's first roots are the JSON's live_at_peak_by_frame
+          rows (bytes, count, frame); grouped by category, the categories' bytes and counts are
+          those of the JSON's live_at_peak_by_category
+timezero  times read as the report writes them, from the report's zero (its first record of any
+          kind): the peak's time on the screen is the report's text's, on the Nsight Systems
+          export (whose first record, an NVTX range, comes 0.284 s before its first allocation),
+          a snapshot and the generated trace
+oom       the qwen3 snapshot (an OOM on device 1 of 3): opens on device 1 with the report's OOM
+          verdict in the findings row under the cursor's row, grouped by user frame, the rows
+          in heat colours by share (capture-pane -e); at the OOM (o) the focus is the failed
+          request (its size, the first frame the report's JSON shows of the OOM's stack) and
+          the event's line names that frame
 navigate  Home/End/Right/./p move the cursor (the event counter and the cursor's time follow),
           +/0 zoom the window (the axis's end changes and comes back); o/v/V jump to the
           generated trace's failed allocation, OOM and alert
@@ -28,7 +39,8 @@ verdict   (test_view.py GPUMEMPROF GEN_TRACES verdict TEST_ANALYSIS) the leaking
           `gpumemprof report` prints it) in the status line; v again at the last one; v once more
           finds nothing after; V goes back; ? lists the report's verdicts under v V; at 80x24 the
           verdict's line fills the last two rows; on the generated trace, v onto its OOM shows the
-          report's verdict for it (capacity: ...)
+          report's verdict for it (capacity: ...); the findings row (under the cursor's row) is
+          the report's leak verdict
 badinput  (no terminal needed) a file that is no recording, a trace cut in its first frame, a
           corrupt zstd frame: one line on stderr and status 1 before the screen changes; not a
           terminal: status 1; a bad option: status 2
@@ -137,13 +149,13 @@ def event_no(screen):
     return int(w[0]), int(w[1])
 
 
-def check_peak(gmp, path, t):
+def check_peak(gmp, path, t, by="range"):
     peak = fmt_bytes(report_peak(gmp, path))
     s = t.wait("Live at cursor", 30)
     row = line_of(s, "cursor ")
     if ("alloc %s " % peak) not in row or ("peak %s " % peak) not in row:
         fail("the cursor's row does not show the peak %s as allocated and peak:\n%s" % (peak, s))
-    if ("Live at cursor by range: %s in" % peak) not in s:
+    if ("Live at cursor by %s: %s in" % (by, peak)) not in s:
         fail("the live tree's total is not the peak %s:\n%s" % (peak, s))
     return s
 
@@ -191,8 +203,23 @@ def main():
         elif case == "snapshot":
             snap = sys.argv[4]
             t = Term("%s view %s" % (gmp, snap), w=100, h=40)
-            check_peak(gmp, snap, t)
-            # by category (g three times): what report's JSON says was live at the peak
+            # a snapshot has no ranges: it opens on the call-stack tree by user frame, whose roots
+            # are the report's "by user frame" rows
+            s = check_peak(gmp, snap, t, by="user frame")
+            out = subprocess.run([gmp, "report", "--format", "json", snap], check=True,
+                                 capture_output=True, text=True).stdout
+            dev = [d for d in json.loads(out)["devices"] if d["id"] >= 0][0]
+            roots = [l[:59] for l in s.splitlines() if l[:2] in ("\u25be ", "\u25b8 ")][:4]
+            got = sorted((" ".join(r.split()[-3:-1]), int(r.split()[-1]), r[2:30].strip())
+                         for r in roots)
+            want = sorted((fmt_bytes(r["bytes"]), r["count"],
+                           (r["frame"] or "(no stack recorded)")[:28].strip())
+                          for r in dev["live_at_peak_by_frame"][:4])
+            if got != want:
+                fail("the tree's roots %s are not the report's by-user-frame rows %s:\n%s" %
+                     (got, want, s))
+            # by category (g three times: stack, kind, category): what report's JSON says was
+            # live at the peak
             out = subprocess.run([gmp, "report", "--format", "json", snap], check=True,
                                  capture_output=True, text=True).stdout
             dev = [d for d in json.loads(out)["devices"] if d["id"] >= 0][0]
@@ -208,6 +235,78 @@ def main():
             if got != want:
                 fail("by category the screen says %s, report's JSON %s:\n%s" % (got, want, s))
             print("snapshot: by category", got)
+        elif case == "timezero":
+            nsys = sys.argv[4]
+            snap = os.path.join(os.path.dirname(nsys), "..", "torch-snapshots",
+                                "transformer-forward-bf16.pickle")
+            for path in (nsys, snap, tr):
+                rep = subprocess.run([gmp, "report", "--color", "never", path], check=True,
+                                     capture_output=True, text=True).stdout
+                pk = [x for x in rep.splitlines() if x.strip().startswith("peak allocated")][0]
+                when = pk.split(" at ")[1].strip()  # "+17.042860 s"
+                t = Term("%s view %s" % (gmp, path), w=120, h=30)
+                s = t.wait("Live at cursor", 30)
+                row = line_of(s, "cursor ")
+                if ("@%s" % when) not in row or not row.startswith("cursor %s " % when):
+                    fail("%s: the report's peak is at %s, the screen says:\n%s" % (path, when, s))
+                t.keys("q")
+                t.close()
+                t = None
+                print("timezero: %s peak at %s" % (os.path.basename(path), when))
+        elif case == "oom":
+            snap = sys.argv[4]
+            rep = json.loads(subprocess.run([gmp, "report", "-f", "json", snap], check=True,
+                                            capture_output=True, text=True).stdout)
+            oom = rep["ooms"][0]
+            first = [f for f in oom["stack"] if not f.get("internal")][0]
+            frame = "%s (%s:%d)" % (first["function"], first["file"], first["line"])
+            t = Term("%s view %s" % (gmp, snap), w=160, h=45)
+            s = t.wait("Live at cursor", 30)
+            lines = s.splitlines()
+            if "[device %d]" % oom["device"] not in lines[0]:
+                fail("the view does not open on the OOM's device %d:\n%s" % (oom["device"], s))
+            # the OOM with its device at once; the report's verdict on it when the analyses'
+            # thread is done (it runs at a lower priority: on a loaded machine that takes long)
+            head = "findings: out of memory on device %d, %s requested" % (
+                oom["device"], fmt_bytes(oom["requested_bytes"]))
+            if not s.splitlines()[2].startswith(head):
+                fail("the third row is not the findings %r:\n%s" % (head, s))
+            want = head + ": capacity"
+            end = time.time() + 100
+            while want not in t.screen().splitlines()[2] and time.time() < end:
+                time.sleep(0.2)
+            s = t.screen()
+            if not s.splitlines()[2].startswith(want):
+                fail("the third row is not the findings %r:\n%s" % (want, s))
+            if "Live at cursor by user frame:" not in s:
+                fail("a snapshot without ranges does not open by user frame:\n" + s)
+            # heat colours by share of what is live: red from 40%, yellow from 10%, green from 1%
+            esc = t.screen(escapes=True).splitlines()
+            plain = s.splitlines()
+            hdr = [i for i, x in enumerate(plain) if "Live at cursor" in x][0]
+            total = to_bytes(" ".join(plain[hdr].split(": ")[1].split()[:2]))
+            tw = plain[hdr].index("Allocation in focus") - 1  # the tree pane's width
+            for i in range(hdr + 1, hdr + 4):
+                share = to_bytes(" ".join(plain[i][:tw].split()[-3:-1])) / total
+                code = "31" if share >= 0.4 else "33" if share >= 0.1 else "32" if share >= 0.01 \
+                    else None
+                if code and ("\x1b[%sm" % code) not in esc[i]:
+                    fail("a row of %.1f%% is not in colour %s: %r" % (100 * share, code, esc[i]))
+            t.keys("o")
+            s = t.wait("OUT OF MEMORY: the request that failed")
+            if ("size   %s" % fmt_bytes(oom["requested_bytes"])) not in s:
+                fail("the focus is not the failed request:\n" + s)
+            col = [x for x in s.splitlines() if "Allocation in focus" in x][0].index(
+                "Allocation in focus")  # the focus pane's column
+            if not any(frame[:50] in x[col:] for x in s.splitlines()):
+                fail("the failed request's first shown frame %r is not in the focus:\n%s" %
+                     (frame, s))
+            cur = [x for x in s.splitlines() if x.startswith(">")]
+            if not cur or "OUT OF MEMORY asking %s  %s" % (fmt_bytes(oom["requested_bytes"]),
+                                                           frame[:40]) not in cur[0]:
+                fail("the OOM's event line does not name its frame %r:\n%s" % (frame, s))
+            print("oom: device %d, request %s at %s" % (oom["device"],
+                                                       fmt_bytes(oom["requested_bytes"]), frame))
         elif case == "navigate":
             t = Term("%s view %s" % (gmp, tr))
             t.wait("Live at cursor")
@@ -232,7 +331,10 @@ def main():
             t.wait("(event %d of %d)" % (peak_ev, n))
             def timeline(scr):  # the rows above the panes (title, cursor, timeline, axis)
                 ls = scr.splitlines()
-                return "\n".join(ls[:[i for i, x in enumerate(ls) if "Live at cursor" in x][0]])
+                # (not the findings row: the report's verdicts come into it when ready)
+                return "\n".join(x for x in ls[:[i for i, x in enumerate(ls)
+                                                  if "Live at cursor" in x][0]]
+                                  if not x.startswith("findings: "))
             whole = timeline(t.screen())
             t.keys("+", "+")
             time.sleep(0.4)
@@ -402,13 +504,17 @@ def main():
                 time.sleep(0.3)
                 if "still being computed" not in t.screen() or time.time() > end:
                     break
-            stop("+0.013000s", "0x200000000000", "first")
+            stop("+0.013000 s", "0x200000000000", "first")
+            # the analyses are done (v found their verdict): the findings row under the cursor's
+            # row is the report's leak verdict
+            if not t.screen().splitlines()[2].startswith("findings: " + want):
+                fail("the findings row is not the report's verdict %r:\n%s" % (want, t.screen()))
             t.keys("v")
-            stop("+0.103000s", "0x200090000000", "last")
+            stop("+0.103000 s", "0x200090000000", "last")
             t.keys("v")
             t.wait("no anomaly (OOM, failure, bad free, alert, notice or lost events) after")
             t.keys("V")
-            stop("+0.013000s", "0x200000000000", "first")
+            stop("+0.013000 s", "0x200000000000", "first")
             t.keys("?")
             t.wait("the report's (leak start/end")
             t.close()
@@ -422,7 +528,7 @@ def main():
                 t.keys("v")
                 time.sleep(0.3)
                 s = t.screen()
-                if "cursor +0.013000s" in s or time.time() > end:
+                if "cursor +0.013000 s" in s or time.time() > end:
                     break
                 t.keys("Home")
             two = " ".join(x.strip() for x in s.rstrip().splitlines()[-2:])
