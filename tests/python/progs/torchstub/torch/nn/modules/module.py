@@ -59,7 +59,11 @@ class Module:
             yield from m.named_modules(memo, prefix + ("." if prefix else "") + name)
 
     def cuda(self):
-        """The parameters to the device (where CUDA is first used, in most programs)."""
+        """The parameters to the device (where CUDA is first used, in most programs): Tensor.cuda
+        initializes CUDA through torch::utils::device_lazy_init, i.e. torch.cuda._lazy_init."""
+        from ... import cuda
+
+        cuda._lazy_init()
         for _, m in self.named_modules():
             for name, p in list(m._parameters.items()):
                 if not isinstance(p, Tensor):
