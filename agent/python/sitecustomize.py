@@ -19,11 +19,16 @@ module that is not one of its ancestors starts, or when the next forward begins.
 Nothing here ever raises into the program: a failure disables the hooks with one line on stderr.
 
 `gpumemprof run --torch-history` (GPUMEMPROF_TORCH_HISTORY=1) uses the same path: once torch is
-imported it turns on PyTorch's own memory history (torch.cuda.memory._record_memory_history of
-PyTorch 2.1+, with context and Python/C++ stacks) and dumps it (_dump_snapshot) beside the trace:
-TRACE.torch.pickle when the process exits or gets SIGTERM (then it exits with status 143 through
-Python's ordinary exit, so that the agent finishes the trace as well), TRACE.oom.torch.pickle on
-an out-of-memory error (torch._C._cuda_attach_out_of_memory_observer).
+imported it queues, for the moment the program initializes CUDA (torch.cuda._lazy_call), PyTorch's
+own memory history (torch.cuda.memory._record_memory_history of PyTorch 2.1+, with context and
+Python/C++ stacks) and dumps it (_dump_snapshot) beside the trace: TRACE.torch.pickle when the
+process exits or gets SIGTERM (then it exits with status 143 through Python's ordinary exit, so
+that the agent finishes the trace as well), TRACE.oom.torch.pickle on an out-of-memory error
+(torch._C._cuda_attach_out_of_memory_observer). With both options, each range change sets
+torch.cuda.memory._set_memory_metadata to the thread's layer path, so that every tensor of the
+history carries it (user_metadata). The hooks step aside while torch.compile's dynamo traces.
+The process is marked in GPUMEMPROF_PY for the agent, which says when a recorded Python process
+never ran this file or never imported torch.
 """
 import os
 import sys
