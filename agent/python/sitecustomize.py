@@ -425,6 +425,14 @@ def _history_start(torch, mem):
         _setmeta = setmeta
         setmeta(_paths())
 
+        def forget():  # a forked child cannot use its parent's CUDA: no metadata calls there
+            global _setmeta
+            _setmeta = None
+        try:
+            os.register_at_fork(after_in_child=forget)
+        except AttributeError:
+            pass
+
     def dump(suffix):
         with lock:
             trace = _trace_path()

@@ -606,7 +606,7 @@ elif args.mode == "torchside":
                 not x.startswith("gpumemprof: no trace was written")]
 
     # A1: a process that imports torch and never uses CUDA: no trace, no snapshot, no line
-    p, t = side("cpu")
+    p, t = side("cpu", opts=("--layers", "--torch-history"))
     check("cpu: status", p.returncode, 0)
     check("cpu: CUDA not initialized by import torch", "cuda initialized at import: False"
           in p.stdout, True)
@@ -742,21 +742,26 @@ elif args.mode == "torchlayers":
     pushed = set(re.findall(r' range_push .*path="([^"]*)"', dump))
     check("each layer path is a range of the trace", sorted({e["user_metadata"] for e in inside}
                                                            - pushed), [])
-    # the merged trace (gmp_merge_torch) gives every tensor live at the peak its layer path; that
-    # needs the merge to read user_metadata, which it does not yet when it shows no ranges at all
+    # the merged trace (gmp_merge_torch) gives every tensor live at the peak that a module made
+    # (its stack passes through a forward of the program, or the autograd engine) its layer
+    # path; that needs the merge to read user_metadata, which it does not yet while no tensor
+    # of the merged report has a range
     doc = report(t)
     live = doc.get("live_at_peak", [])
-    paths = [e.get("range") or e.get("path") for e in live]
-    if not any(paths):
-        print("skip (merged report): the merged trace shows no ranges for its tensors yet "
+
+    def by_module(e):
+        return any((f["function"] == "forward" and f["file"].endswith("py_torch_train.py")) or
+                   f["file"].endswith(os.path.join("autograd", "__init__.py"))
+                   for f in e["stack"] or [])
+    check("merged: tensors made by modules at the peak", any(by_module(e) for e in live), True)
+    if not any(e.get("range") for e in live):
+        print("skip (merged report): no tensor of the merged trace has a range yet "
               "(gmp_merge_torch does not read user_metadata)")
     else:
-        by_size = {}
-        for e in snap["device_traces"][0]:
-            if e["action"] == "alloc" and e.get("user_metadata"):
-                by_size.setdefault(e["size"], set()).add(e["user_metadata"])
-        check("merged: every tensor at the peak has a layer path",
-              [x for x in paths if not x], [])
+        metas = {e["user_metadata"] for e in inside}
+        check("merged: every tensor a module made has its layer path at the peak",
+              [(e["bytes"], e.get("range")) for e in live
+               if by_module(e) and e.get("range") not in metas], [])
 elif args.mode == "hooks":
     # the --layers hooks themselves with Debian's real torch (CPU): torch.compile (B1), spawn
     # workers (B2)

@@ -204,7 +204,9 @@ def _frames():
 
 def _record(action, addr, size, frames):
     # CUDACachingAllocator's record_trace: every entry carries the recording thread's
-    # user_metadata and the compile context ("N/A" outside compiled regions)
+    # user_metadata and the compile context ("N/A" outside compiled regions); a block's entries
+    # carry the size the program asked for (orig_size / block->requested_size), not the
+    # 512-rounded block (the real snapshots of tests/data have alloc entries of 1, 4, 16 bytes)
     if not _State.recording:
         return
     _State.trace.append({"action": action, "addr": addr, "size": size, "stream": 0,
@@ -237,7 +239,7 @@ def malloc(nbytes):
             if seg[1] - at >= size:
                 block = [at, size, nbytes, fr]
                 seg[2].append(block)
-                _record("alloc", seg[0] + at, size, fr)
+                _record("alloc", seg[0] + at, nbytes, fr)
                 return seg[0] + at, (seg, block)
         ssize = (size + SEGMENT - 1) // SEGMENT * SEGMENT
         p = ctypes.c_void_p()
@@ -252,7 +254,7 @@ def malloc(nbytes):
         _record("segment_alloc", p.value, ssize, fr)
         block = [0, size, nbytes, fr]
         seg[2].append(block)
-        _record("alloc", p.value, size, fr)
+        _record("alloc", p.value, nbytes, fr)
         return p.value, (seg, block)
 
 
@@ -265,8 +267,8 @@ def free(addr, handle):
         if block in seg[2]:
             seg[2].remove(block)
             fr = _frames() if _State.recording else []
-            _record("free_requested", addr, block[1], fr)
-            _record("free_completed", addr, block[1], fr)
+            _record("free_requested", addr, block[2], fr)
+            _record("free_completed", addr, block[2], fr)
 
 
 def snapshot():
