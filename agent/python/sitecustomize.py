@@ -374,12 +374,13 @@ def _history(torch):
     into the program (DeferredCudaCallError): start never raises."""
     cuda = getattr(torch, "cuda", None)
     mem = getattr(cuda, "memory", None)
-    if getattr(mem, "_record_memory_history", None) is None or \
-            not hasattr(mem, "_dump_snapshot"):
-        raise RuntimeError("torch.cuda.memory._record_memory_history needs PyTorch 2.1 or later")
 
     def start():
         try:
+            if getattr(mem, "_record_memory_history", None) is None or \
+                    not hasattr(mem, "_dump_snapshot"):
+                raise RuntimeError("torch.cuda.memory._record_memory_history needs PyTorch 2.1 "
+                                   "or later (this is %s)" % getattr(torch, "__version__", "?"))
             _history_start(torch, mem)
         except Exception as e:
             if "does not yet support recordHistory" in str(e):

@@ -781,6 +781,18 @@ elif args.mode == "hooks":
     doc = report(t)
     check("compile: the trace says once that compiled modules have no range",
           len([n for n in doc["notices"] if "torch.compile compiled 2 graph" in n["message"]]), 1)
+    # --torch-history in a real-torch process that never uses CUDA: nothing at import (Debian's
+    # 1.13 has no history API: the line would come at the first CUDA use only), no trace
+    p = gmp_testlib.run([args.gpumemprof, "run", "-o", os.path.join(work, "cpu.zst"), "--force",
+                         "--layers", "--torch-history", "--", args.python, "-c",
+                         "import torch; print(float(torch.nn.Linear(2, 2)(torch.ones(1, 2)).sum()"
+                         " * 0))"], expect=None, env=base_env(), text=True, timeout=120)
+    check("real torch without CUDA: status", p.returncode, 0)
+    check("real torch without CUDA: no line from the hooks or the agent",
+          [x for x in p.stderr.splitlines() if x.startswith("gpumemprof:") and
+           not x.startswith("gpumemprof: no trace was written")], [])
+    check("real torch without CUDA: no trace", os.path.exists(os.path.join(work, "cpu.zst")),
+          False)
     # spawn worker: nn modules called in a process that never uses CUDA
     pat = os.path.join(work, "sp_%p.zst")
     p = gmp_testlib.run([args.gpumemprof, "run", "-o", pat, "--layers", "--stacks", "none",
