@@ -655,6 +655,14 @@ elif args.mode == "torchside":
         check(f"async ({label}): no other line", [x for x in p.stderr.splitlines()
                                                   if "torch-history" in x and x not in lines], [])
         check(f"async ({label}): no snapshot", os.path.exists(t + ".torch.pickle"), False)
+    # ... and chosen by the program itself, which run cannot see: one line from the sitecustomize
+    p, t = side("async", trace="async_self.zst", quiet=True)
+    lines = [x for x in p.stderr.splitlines() if "torch-history" in x]
+    check("async (the program's own choice): status", p.returncode, 0)
+    check("async (the program's own choice): one line from the hooks",
+          len(lines) == 1 and lines[0].startswith("gpumemprof: --torch-history: PyTorch's "
+                                                  "cudaMallocAsync backend keeps no memory "
+                                                  "history"), True)
     # A7: python -I / -E / -S never run the sitecustomize: one line says so
     for flag in ("-I", "-E", "-S"):
         p, t = side("handler", opts=("--layers", "--torch-history"), pyflags=(flag,),

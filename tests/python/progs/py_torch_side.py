@@ -8,6 +8,8 @@ argv: PROGS_DIR STUB_DIR MODE
   fork     imports torch, forks, and uses CUDA in the child only
   handler  its own SIGTERM handler, installed before `import torch`, then CUDA used: prints
            whether it is still the handler
+  async    chooses PyTorch's cudaMallocAsync backend itself (os.environ, before `import torch`,
+           where `run` cannot see it), then uses CUDA
 """
 import os
 import signal
@@ -22,6 +24,8 @@ def own(signum, frame):
 
 if mode == "handler":
     signal.signal(signal.SIGTERM, own)
+if mode == "async":
+    os.environ["PYTORCH_CUDA_ALLOC_CONF"] = "backend:cudaMallocAsync"
 sys.path.insert(0, sys.argv[2])
 import torch  # noqa: E402
 
@@ -48,7 +52,7 @@ elif mode == "fork":
         os._exit(code)
     _, status = os.waitpid(pid, 0)
     print("child status=%d" % os.waitstatus_to_exitcode(status))
-elif mode == "handler":
+elif mode in ("handler", "async"):
     t = torch.empty(1 << 20)
     print("own_handler=%s" % (signal.getsignal(signal.SIGTERM) is own))
 print("py_torch_side: ok")
