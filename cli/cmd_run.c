@@ -424,9 +424,10 @@ static int run_build_env(const gmp_cli_cmd_info *cmd, run_opts *o)
      * now, once; the sitecustomize then stays silent about the refusal (GPUMEMPROF_TORCH_ASYNC) */
     if (o->torch_history &&
         (alloc_conf_async("PYTORCH_CUDA_ALLOC_CONF") || alloc_conf_async("PYTORCH_ALLOC_CONF"))) {
-        fprintf(stderr, "gpumemprof run: --torch-history: PyTorch keeps no memory history with "
-                        "its cudaMallocAsync backend; the trace records each tensor as a CUDA "
-                        "allocation (cudaMallocAsync) instead, with its stack and layer\n");
+        fprintf(stderr,
+                "gpumemprof run: --torch-history: PyTorch keeps no memory history with "
+                "its cudaMallocAsync backend; the trace records each tensor as a CUDA "
+                "allocation (cudaMallocAsync) instead, with its stack (and layer with --layers)\n");
         setenv("GPUMEMPROF_TORCH_ASYNC", "1", 1);
     } else {
         unsetenv("GPUMEMPROF_TORCH_ASYNC");
