@@ -47,7 +47,8 @@ MODE: python     --stacks python: exact file:function:line frames, with the GIL 
                  record_function annotations
       hooks      the --layers hooks with real torch (skipped without it): they step aside while
                  torch.compile traces (simulated: Debian's torch 1.13 has no dynamo) and say so in
-                 the trace; a spawn worker calling modules makes no trace and no line
+                 the trace; a spawn or forkserver worker calling modules makes no trace and no
+                 line; real torch imported without CUDA under --layers --torch-history is silent
 Exit 77: skipped.
 """
 import argparse
@@ -801,17 +802,20 @@ elif args.mode == "hooks":
            not x.startswith("gpumemprof: no trace was written")], [])
     check("real torch without CUDA: no trace", os.path.exists(os.path.join(work, "cpu.zst")),
           False)
-    # spawn worker: nn modules called in a process that never uses CUDA
-    pat = os.path.join(work, "sp_%p.zst")
-    p = gmp_testlib.run([args.gpumemprof, "run", "-o", pat, "--layers", "--stacks", "none",
-                         "--", args.python, os.path.join(args.src, "progs", "py_spawn.py"),
-                         args.progs, "spawn"], expect=None, env=base_env(), text=True,
-                        timeout=180)
-    check("spawn: status", p.returncode, 0)
-    check("spawn: the worker ran", "worker exit=0" in p.stdout, True)
-    check("spawn: one trace (the parent's)", len(glob.glob(os.path.join(work, "sp_*.zst"))), 1)
-    check("spawn: one 'recording to' line",
-          len([x for x in p.stderr.splitlines() if "gpumemprof: recording to" in x]), 1)
+    # spawn and forkserver (Linux's default from Python 3.14) workers: nn modules called in a
+    # process that never uses CUDA
+    for method in ("spawn", "forkserver"):
+        pat = os.path.join(work, method + "_%p.zst")
+        p = gmp_testlib.run([args.gpumemprof, "run", "-o", pat, "--layers", "--stacks", "none",
+                             "--", args.python, os.path.join(args.src, "progs", "py_spawn.py"),
+                             args.progs, method], expect=None, env=base_env(), text=True,
+                            timeout=180)
+        check(f"{method}: status", p.returncode, 0)
+        check(f"{method}: the worker ran", "worker exit=0" in p.stdout, True)
+        check(f"{method}: one trace (the parent's)",
+              len(glob.glob(os.path.join(work, method + "_*.zst"))), 1)
+        check(f"{method}: one 'recording to' line",
+              len([x for x in p.stderr.splitlines() if "gpumemprof: recording to" in x]), 1)
 elif args.mode == "versions":
     found = {}
     cands = [shutil.which(f"python3.{m}") for m in range(8, 14)]
