@@ -11,6 +11,7 @@
  * while starting, so it runs before CUDA's own exit handlers) stops the collectors, flushes CUPTI
  * with the forced flag and finishes the trace. A forked child stops recording into its parent's
  * file. */
+#include <dlfcn.h>
 #include <errno.h>
 #include <pthread.h>
 #include <semaphore.h>
@@ -48,6 +49,8 @@ EXPORT int InitializeInjectionNvtxExtension(void *moduleInfo);
  * per-thread stack as NVTX ranges (see gmp_nvtx_layer_push). */
 EXPORT int gmp_range_push(const char *name);
 EXPORT int gmp_range_pop(void);
+/* A notice from the `run --layers` sitecustomize into this process's trace (see py_check). */
+EXPORT int gmp_python_notice(const char *msg);
 
 enum { ST_OFF, ST_STARTING, ST_ON, ST_DISABLED, ST_DONE };
 
@@ -62,6 +65,8 @@ static pthread_key_t tkey;
 static int cuda_started, nvtx_started;
 static char trace_path[1024];
 static char stack_why[256]; /* why native stacks are degraded or off: a NOTICE once recording */
+static int py_seen;         /* a Python interpreter was running when the agent started */
+static atomic_int py_said;  /* py_check said its line */
 
 static _Thread_local struct {
     gmp_wthread *t;
@@ -154,6 +159,51 @@ static void notice(unsigned severity, const char *msg)
     sink_leave();
 }
 
+/* ---- run --layers / --torch-history in a Python process ----
+ * `run` asks for them with GPUMEMPROF_LAYERS / GPUMEMPROF_TORCH_HISTORY and puts its
+ * sitecustomize first on PYTHONPATH; that file marks the process it runs in with
+ * GPUMEMPROF_PY="<pid> site", then "<pid> torch" once torch is imported
+ * (agent/python/sitecustomize.py, _mark). A Python process recorded here without its own pid in
+ * the mark never ran it (python -I, -E or -S, or an embedded interpreter that ignores the
+ * environment): one line says that the options could not attach, at the start. At the end, a
+ * process that ran it but never imported torch is told so once. Both also go into the trace. */
+static int py_asked(void)
+{
+    const char *l = getenv("GPUMEMPROF_LAYERS"), *h = getenv("GPUMEMPROF_TORCH_HISTORY");
+    return (l && !strcmp(l, "1")) || (h && !strcmp(h, "1"));
+}
+
+static int py_running(void)
+{
+    int (*isinit)(void) = (int (*)(void))dlsym(RTLD_DEFAULT, "Py_IsInitialized");
+    return isinit && isinit();
+}
+
+static void py_check(int at_stop)
+{
+    if (!py_asked() || atomic_load(&py_said))
+        return;
+    if (!at_stop && py_running())
+        py_seen = 1;
+    if (!py_seen)
+        return;
+    const char *m = getenv("GPUMEMPROF_PY");
+    char *end = NULL;
+    long pid = m ? strtol(m, &end, 10) : 0;
+    const char *what = NULL;
+    if (!m || pid != (long)getpid())
+        what = "--layers/--torch-history could not attach to this Python process: it did not run "
+               "gpumemprof's sitecustomize (python -I, -E or -S, or an embedded interpreter that "
+               "ignores PYTHONPATH); no layers and no PyTorch history";
+    else if (at_stop && end && !strstr(end, "torch"))
+        what = "--layers/--torch-history: torch was never imported in this process: no layers "
+               "and no PyTorch history";
+    if (!what || atomic_exchange(&py_said, 1))
+        return;
+    agent_warn("%s", what);
+    notice(GMP_NOTICE_WARNING, what);
+}
+
 static void agent_stop(void)
 {
     int s = atomic_load(&state);
@@ -189,6 +239,7 @@ static void agent_stop(void)
     gmp_pystack_stop();
     gmp_stack_stop();
     gmp_nvtx_shutdown();
+    py_check(1);
     atomic_store(&state, ST_DONE);
     gmp_writer_stats st;
     gmp_err rc = gmp_writer_finish(W, &st);
@@ -359,6 +410,7 @@ static int agent_start(void)
     term_install();
     if (!opts.quiet)
         agent_log("recording to %s", trace_path);
+    py_check(0);
     return 1;
 }
 
@@ -502,10 +554,14 @@ EXPORT int InitializeInjectionNvtxExtension(void *moduleInfo)
     return gmp_nvtx_inject_ext(moduleInfo);
 }
 
+/* Never starts the agent: a process that has not initialized CUDA (a spawn worker calling
+ * torchvision transforms, a CPU helper) gets no trace and no line from module hooks; a start under
+ * way on another thread is waited for. -2 (NVTX_NO_PUSH_POP_TRACKING): nothing was pushed, and the
+ * caller must not pop. */
 EXPORT int gmp_range_push(const char *name)
 {
-    if (!agent_start() || !opts.nvtx)
-        return -1;
+    if (atomic_load(&state) == ST_OFF || !agent_start() || !opts.nvtx)
+        return -2;
     return gmp_nvtx_layer_push(name);
 }
 
@@ -514,6 +570,14 @@ EXPORT int gmp_range_pop(void)
     if (atomic_load(&state) != ST_ON || !opts.nvtx)
         return -1;
     return gmp_nvtx_layer_pop();
+}
+
+EXPORT int gmp_python_notice(const char *msg)
+{
+    if (!msg || atomic_load(&state) != ST_ON)
+        return -1;
+    notice(GMP_NOTICE_INFO, msg);
+    return 0;
 }
 
 /* When the library is unloaded without exit() (dlclose by a host), finish the trace too. */

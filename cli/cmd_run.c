@@ -117,6 +117,25 @@ static int merge_alloc_conf(const char *name, const char *backend)
     return rc;
 }
 
+/* 1 when the allocator configuration variable name selects backend:cudaMallocAsync. */
+static int alloc_conf_async(const char *name)
+{
+    const char *v = getenv(name);
+    for (const char *p = v; p && *p;) {
+        size_t len = strcspn(p, ",");
+        const char *k = p;
+        while (k < p + len && (*k == ' ' || *k == '\t'))
+            k++;
+        const char *e = p + len;
+        while (e > k && (e[-1] == ' ' || e[-1] == '\t'))
+            e--;
+        if (e - k == 23 && !strncmp(k, "backend:cudaMallocAsync", 23))
+            return 1;
+        p += len + (p[len] == ',');
+    }
+    return 0;
+}
+
 static int valid_pattern(const char *pat)
 {
     for (const char *p = pat; *p; p++) {
@@ -385,12 +404,33 @@ static int run_build_env(const gmp_cli_cmd_info *cmd, run_opts *o)
     if ((o->layers || o->torch_history) && python_env(o, agent) != 0)
         return 1;
     if (o->torch_alloc) {
+        /* PyTorch parses only one of PYTORCH_CUDA_ALLOC_CONF and PYTORCH_ALLOC_CONF, and which one
+         * it tries first depends on its version (c10/cuda/CUDAAllocatorConfig.h,
+         * CUDAAllocatorConfig::instance()). A variable the user set alone is copied to the other
+         * before the backend goes into both, so that no version reads a bare backend:X in place
+         * of the user's options. */
         const char *b = strcmp(o->torch_alloc, "async") == 0 ? "cudaMallocAsync" : "native";
-        if (merge_alloc_conf("PYTORCH_CUDA_ALLOC_CONF", b) != 0 ||
-            (getenv("PYTORCH_ALLOC_CONF") && merge_alloc_conf("PYTORCH_ALLOC_CONF", b) != 0)) {
+        const char *cu = getenv("PYTORCH_CUDA_ALLOC_CONF"), *al = getenv("PYTORCH_ALLOC_CONF");
+        if ((cu && !al && setenv("PYTORCH_ALLOC_CONF", cu, 1) != 0) ||
+            (al && !cu && setenv("PYTORCH_CUDA_ALLOC_CONF", al, 1) != 0) ||
+            merge_alloc_conf("PYTORCH_CUDA_ALLOC_CONF", b) != 0 ||
+            merge_alloc_conf("PYTORCH_ALLOC_CONF", b) != 0) {
             fprintf(stderr, "gpumemprof run: out of memory\n");
             return 1;
         }
+    }
+    /* PyTorch's cudaMallocAsync backend refuses to record history
+     * (c10/cuda/CUDAMallocAsyncAllocator.cpp: recordHistory is TORCH_CHECK(false, ...)): say so
+     * now, once; the sitecustomize then stays silent about the refusal (GPUMEMPROF_TORCH_ASYNC) */
+    if (o->torch_history &&
+        (alloc_conf_async("PYTORCH_CUDA_ALLOC_CONF") || alloc_conf_async("PYTORCH_ALLOC_CONF"))) {
+        fprintf(stderr,
+                "gpumemprof run: --torch-history: PyTorch keeps no memory history with "
+                "its cudaMallocAsync backend; the trace records each tensor as a CUDA "
+                "allocation (cudaMallocAsync) instead, with its stack (and layer with --layers)\n");
+        setenv("GPUMEMPROF_TORCH_ASYNC", "1", 1);
+    } else {
+        unsetenv("GPUMEMPROF_TORCH_ASYNC");
     }
     int rc = output_pattern(cmd, o);
     if (rc != GMP_CLI_GO)

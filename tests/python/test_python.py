@@ -42,6 +42,18 @@ MODE: python     --stacks python: exact file:function:line frames, with the GIL 
                  tensors with their Python stacks inside the segments (allocated = live blocks,
                  reserved = segments), convert --pytorch-snapshot gives the blocks back, and
                  bad snapshots beside a copy of the trace give one warning and the trace alone
+      torchside  --torch-history's side effects on the stand-in torch: none in a process that never
+                 uses CUDA; settings made after import torch honoured; import, fork, CUDA in the
+                 child; the program's SIGTERM handler left alone; the cudaMallocAsync backend said
+                 once by run; python -I/-E/-S and no torch each said once; --torch-alloc native
+                 keeps a PYTORCH_ALLOC_CONF of the user's
+      torchlayers --layers with --torch-history on the stand-in's training step: every tensor's
+                 user_metadata is its layer path, forward and backward (engine thread);
+                 record_function annotations
+      hooks      the --layers hooks with real torch (skipped without it): they step aside while
+                 torch.compile traces (simulated: Debian's torch 1.13 has no dynamo) and say so in
+                 the trace; a spawn or forkserver worker calling modules makes no trace and no
+                 line; real torch imported without CUDA under --layers --torch-history is silent
 Exit 77: skipped.
 """
 import argparse
@@ -623,6 +635,234 @@ elif args.mode == "torchhistory":
     p, t = hist("exit", opts=(), trace="h_off.zst")
     check("without --torch-history: no history", "history_args=None" in p.stdout, True)
     check("without --torch-history: no snapshot", os.path.exists(t + ".torch.pickle"), False)
+elif args.mode == "torchside":
+    # what --torch-history must not change in a PyTorch program (the stand-in torch models the
+    # CUDA initialization as PyTorch does it, progs/torchstub/torch/_C.py)
+    import pickle
+    stub = os.path.join(args.src, "progs", "torchstub")
+
+    def side(mode, opts=("--torch-history",), trace=None, env=None, quiet=False, pyflags=()):
+        trace = os.path.join(work, trace or f"s_{mode}.zst")
+        cmd = [args.gpumemprof, "run", "-o", trace, "--force"] + (["-q"] if quiet else []) + \
+            list(opts) + ["--", args.python] + list(pyflags) + \
+            [os.path.join(args.src, "progs", "py_torch_side.py"), args.progs, stub, mode]
+        p = gmp_testlib.run(cmd, expect=None, env=env or base_env(), text=True, timeout=120)
+        return p, trace
+
+    def agent_lines(p):  # the agent's and the hooks' lines (not run's own summary)
+        return [x for x in p.stderr.splitlines() if x.startswith("gpumemprof:") and
+                not x.startswith("gpumemprof: no trace was written")]
+
+    # A1: a process that imports torch and never uses CUDA: no trace, no snapshot, no line
+    p, t = side("cpu", opts=("--layers", "--torch-history"))
+    check("cpu: status", p.returncode, 0)
+    check("cpu: CUDA not initialized by import torch", "cuda initialized at import: False"
+          in p.stdout, True)
+    check("cpu: no trace", os.path.exists(t), False)
+    check("cpu: no snapshot", os.path.exists(t + ".torch.pickle"), False)
+    check("cpu: no line from the agent or the hooks", agent_lines(p), [])
+    # settings made after import torch are the ones CUDA and the allocator read
+    p, t = side("after")
+    check("after: status", p.returncode, 0)
+    check("after: CUDA_VISIBLE_DEVICES set after import is read at cuInit",
+          "visible_at_init=0" in p.stdout, True)
+    check("after: PYTORCH_CUDA_ALLOC_CONF set after import is the allocator's",
+          "conf_at_init=expandable_segments:True" in p.stdout, True)
+    if os.path.exists(t + ".torch.pickle"):
+        with open(t + ".torch.pickle", "rb") as fh:
+            snap = pickle.load(fh)
+        check("after: the snapshot's allocator settings", snap["allocator_settings"],
+              {"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True",
+               "expandable_segments": True})
+        check("after: the history has the tensor", [e["size"] for e in snap["device_traces"][0]
+                                                     if e["action"] == "alloc"], [1 << 20])
+    else:
+        check("after: snapshot beside the trace", False, True)
+    # import torch, fork, CUDA in the child only
+    p, t = side("fork", trace="f_%p.zst")
+    check("fork: the child used CUDA", "child: ok" in p.stdout, True)
+    check("fork: child status", "child status=0" in p.stdout, True)
+    # A10: a SIGTERM handler of the program's own is left alone (docs/python.md)
+    p, t = side("handler")
+    check("handler: the program's SIGTERM handler is still its own", "own_handler=True"
+          in p.stdout, True)
+    # A2: the cudaMallocAsync backend: one line at the start from run, none from the hooks
+    for label, opts, conf in (("--torch-alloc async", ("--torch-history", "--torch-alloc",
+                                                       "async"), None),
+                              ("the user's own setting", ("--torch-history",),
+                               "backend:cudaMallocAsync")):
+        env = base_env()
+        if conf:
+            env["PYTORCH_CUDA_ALLOC_CONF"] = conf
+        p, t = side("handler", opts=opts, env=env, trace="async.zst", quiet=True)
+        lines = [x for x in p.stderr.splitlines() if "cudaMallocAsync" in x]
+        check(f"async ({label}): status", p.returncode, 0)
+        check(f"async ({label}): one line that says so",
+              len(lines) == 1 and lines[0].startswith("gpumemprof run: --torch-history:") and
+              "no memory history" in lines[0] and "instead" in lines[0], True)
+        check(f"async ({label}): no other line", [x for x in p.stderr.splitlines()
+                                                  if "torch-history" in x and x not in lines], [])
+        check(f"async ({label}): no snapshot", os.path.exists(t + ".torch.pickle"), False)
+    # ... and chosen by the program itself, which run cannot see: one line from the sitecustomize
+    p, t = side("async", trace="async_self.zst", quiet=True)
+    lines = [x for x in p.stderr.splitlines() if "torch-history" in x]
+    check("async (the program's own choice): status", p.returncode, 0)
+    check("async (the program's own choice): one line from the hooks",
+          len(lines) == 1 and lines[0].startswith("gpumemprof: --torch-history: PyTorch's "
+                                                  "cudaMallocAsync backend keeps no memory "
+                                                  "history"), True)
+    # A7: python -I / -E / -S never run the sitecustomize: one line says so
+    for flag in ("-I", "-E", "-S"):
+        p, t = side("handler", opts=("--layers", "--torch-history"), pyflags=(flag,),
+                    trace=f"flag{flag}.zst")
+        lines = [x for x in agent_lines(p) if "could not attach" in x]
+        check(f"python {flag}: status", p.returncode, 0)
+        check(f"python {flag}: one line says --layers/--torch-history could not attach",
+              len(lines), 1)
+        if os.path.exists(t):
+            doc = report(t)
+            check(f"python {flag}: the trace says so too",
+                  len([n for n in doc["notices"] if "could not attach" in n["message"]]), 1)
+    p, t = side("handler", opts=("--layers", "--torch-history"), trace="attached.zst")
+    check("attached: no such line", [x for x in agent_lines(p) if "could not attach" in x or
+                                     "never imported" in x], [])
+    # a Python process that uses CUDA without torch: said once
+    p = gmp_testlib.run([args.gpumemprof, "run", "-o", os.path.join(work, "notorch.zst"),
+                         "--force", "--layers", "--", args.python,
+                         os.path.join(args.src, "progs", "py_alloc.py"), args.progs],
+                        expect=None, env=base_env(), text=True, timeout=120)
+    lines = [x for x in agent_lines(p) if "torch was never imported" in x]
+    check("no torch: one line says torch was never imported", len(lines), 1)
+    # B11: --torch-alloc native keeps a PYTORCH_ALLOC_CONF of the user's, whichever variable the
+    # PyTorch version reads (the stand-in's TORCHSTUB_CONF_ORDER)
+    for order in ("cuda", "alloc"):
+        env = base_env()
+        env["PYTORCH_ALLOC_CONF"] = "expandable_segments:True"
+        env["TORCHSTUB_CONF_ORDER"] = order
+        p, t = side("handler", opts=("--torch-history", "--torch-alloc", "native"), env=env,
+                    trace=f"conf_{order}.zst", quiet=True)
+        snap = None
+        if os.path.exists(t + ".torch.pickle"):
+            with open(t + ".torch.pickle", "rb") as fh:
+                snap = pickle.load(fh)
+        check(f"--torch-alloc native with PYTORCH_ALLOC_CONF ({order} first): the user's options",
+              snap and snap["allocator_settings"],
+              {"PYTORCH_CUDA_ALLOC_CONF": "backend:native,expandable_segments:True",
+               "expandable_segments": True})
+elif args.mode == "torchlayers":
+    # --layers with --torch-history: every tensor's history entry carries its layer path
+    # (user_metadata, written by the stand-in as PyTorch 2.6+ writes it), forward on the program's
+    # thread, backward on the autograd engine's
+    import pickle
+    stub = os.path.join(args.src, "progs", "torchstub")
+    p, t = run(["--layers", "--torch-history", "--stacks", "none"], "py_torch_train.py",
+               extra=[stub], expect_ok=False)
+    check("status", p.returncode, 0)
+    check("program output", "py_torch_train: ok" in p.stdout, True)
+    if not os.path.exists(t + ".torch.pickle"):
+        check("snapshot beside the trace", False, True)
+        finish()
+    with open(t + ".torch.pickle", "rb") as fh:
+        snap = pickle.load(fh)
+    allocs = [e for e in snap["device_traces"][0] if e["action"] == "alloc"]
+    L = "model/model.encoder/model.encoder.layers"
+    B = " (backward)"
+    LB = f"model{B}/model.encoder{B}/model.encoder.layers"
+    want = [""] * 11  # model.cuda(): 5 Linear layers' weight and bias; the input
+    want += [f"{L}.0/model.encoder.layers.0.attn", f"{L}.0/model.encoder.layers.0.ff",
+             f"{L}.1/model.encoder.layers.1.attn", f"{L}.1/model.encoder.layers.1.ff",
+             "model/model.head",
+             "",  # loss = y.sum(), outside the model
+             "", "",  # backward: the loss's gradient and the sum's, before any module's
+             f"model{B}/model.head{B}", f"model{B}/model.head{B}",
+             f"{LB}.1{B}/model.encoder.layers.1.ff{B}", f"{LB}.1{B}/model.encoder.layers.1.ff{B}",
+             f"{LB}.1{B}/model.encoder.layers.1.attn{B}",
+             f"{LB}.1{B}/model.encoder.layers.1.attn{B}",
+             f"{LB}.0{B}/model.encoder.layers.0.ff{B}", f"{LB}.0{B}/model.encoder.layers.0.ff{B}",
+             f"{LB}.0{B}/model.encoder.layers.0.attn{B}"]
+    check("every tensor's user_metadata is its layer path", [e.get("user_metadata")
+                                                            for e in allocs], want)
+    inside = [e for e in allocs if e.get("user_metadata")]
+    check("the tensors made inside modules", len(inside), 14)
+    ann = snap.get("external_annotations", [])
+    check("record_function: START and END annotations",
+          [(a["name"], a["stage"], sorted(a)) for a in ann],
+          [("train_step", "START", ["device", "name", "stage", "time_us"]),
+           ("train_step", "END", ["device", "name", "stage", "time_us"])])
+    if len(ann) == 2:
+        check("the annotation brackets the module tensors",
+              all(ann[0]["time_us"] <= e["time_us"] <= ann[1]["time_us"] for e in inside), True)
+    # the trace's own ranges (the hooks' NVTX-domain pushes) have the same paths
+    dump = subprocess.run([args.gpumemprof, "dump", t], capture_output=True, text=True,
+                          env=base_env(), timeout=60).stdout
+    pushed = set(re.findall(r' range_push .*path="([^"]*)"', dump))
+    check("each layer path is a range of the trace", sorted({e["user_metadata"] for e in inside}
+                                                           - pushed), [])
+    # the merged trace (gmp_merge_torch) gives every tensor live at the peak that a module made
+    # (its stack passes through a forward of the program, or the autograd engine) its layer
+    # path; that needs the merge to read user_metadata, which it does not yet while no tensor
+    # of the merged report has a range
+    doc = report(t)
+    live = doc.get("live_at_peak", [])
+
+    def by_module(e):
+        return any((f["function"] == "forward" and f["file"].endswith("py_torch_train.py")) or
+                   f["file"].endswith(os.path.join("autograd", "__init__.py"))
+                   for f in e["stack"] or [])
+    check("merged: tensors made by modules at the peak", any(by_module(e) for e in live), True)
+    if not any(e.get("range") for e in live):
+        print("skip (merged report): no tensor of the merged trace has a range yet "
+              "(gmp_merge_torch does not read user_metadata)")
+    else:
+        metas = {e["user_metadata"] for e in inside}
+        check("merged: every tensor a module made has its layer path at the peak",
+              [(e["bytes"], e.get("range")) for e in live
+               if by_module(e) and e.get("range") not in metas], [])
+elif args.mode == "hooks":
+    # the --layers hooks themselves with Debian's real torch (CPU): torch.compile (B1), spawn
+    # workers (B2)
+    r = subprocess.run([args.python, "-c", "import torch"], capture_output=True, env=base_env())
+    if r.returncode != 0:
+        print("skip: torch is not installed for " + args.python)
+        sys.exit(SKIP)
+    p, t = run(["--layers", "--stacks", "none"], "py_compile.py", expect_ok=False)
+    check("compile: status", p.returncode, 0)
+    check("compile: the same result", "same=True" in p.stdout, True)
+    check("compile: no frame inspection while tracing", "getframe_calls=0" in p.stdout, True)
+    dump = subprocess.run([args.gpumemprof, "dump", t], capture_output=True, text=True,
+                          env=base_env(), timeout=60).stdout
+    pushed = re.findall(r' range_push .*path="([^"]*)"', dump)
+    check("compile: the eager model's ranges", pushed, ["eager", "eager/eager.lin",
+                                                        "eager/eager.act"])
+    doc = report(t)
+    check("compile: the trace says once that compiled modules have no range",
+          len([n for n in doc["notices"] if "torch.compile compiled 2 graph" in n["message"]]), 1)
+    # --torch-history in a real-torch process that never uses CUDA: nothing at import (Debian's
+    # 1.13 has no history API: the line would come at the first CUDA use only), no trace
+    p = gmp_testlib.run([args.gpumemprof, "run", "-o", os.path.join(work, "cpu.zst"), "--force",
+                         "--layers", "--torch-history", "--", args.python, "-c",
+                         "import torch; print(float(torch.nn.Linear(2, 2)(torch.ones(1, 2)).sum()"
+                         " * 0))"], expect=None, env=base_env(), text=True, timeout=120)
+    check("real torch without CUDA: status", p.returncode, 0)
+    check("real torch without CUDA: no line from the hooks or the agent",
+          [x for x in p.stderr.splitlines() if x.startswith("gpumemprof:") and
+           not x.startswith("gpumemprof: no trace was written")], [])
+    check("real torch without CUDA: no trace", os.path.exists(os.path.join(work, "cpu.zst")),
+          False)
+    # spawn and forkserver (Linux's default from Python 3.14) workers: nn modules called in a
+    # process that never uses CUDA
+    for method in ("spawn", "forkserver"):
+        pat = os.path.join(work, method + "_%p.zst")
+        p = gmp_testlib.run([args.gpumemprof, "run", "-o", pat, "--layers", "--stacks", "none",
+                             "--", args.python, os.path.join(args.src, "progs", "py_spawn.py"),
+                             args.progs, method], expect=None, env=base_env(), text=True,
+                            timeout=180)
+        check(f"{method}: status", p.returncode, 0)
+        check(f"{method}: the worker ran", "worker exit=0" in p.stdout, True)
+        check(f"{method}: one trace (the parent's)",
+              len(glob.glob(os.path.join(work, method + "_*.zst"))), 1)
+        check(f"{method}: one 'recording to' line",
+              len([x for x in p.stderr.splitlines() if "gpumemprof: recording to" in x]), 1)
 elif args.mode == "versions":
     found = {}
     cands = [shutil.which(f"python3.{m}") for m in range(8, 14)]
@@ -719,6 +959,21 @@ elif args.mode == "site":
     check("without --layers: user sitecustomize ran", "user_site=ran" in p.stdout, True)
     check("without --layers: no watcher", "watcher=False" in p.stdout, True)
     check("without --torch-alloc: conf untouched", "conf=<unset>" in p.stdout, True)
+    # two more copies of gpumemprof's sitecustomize on PYTHONPATH before the user's: each chains
+    # to the next, none recurses, the user's still runs, and one watcher is installed
+    copies = []
+    for d in ("copyA", "copyB"):
+        os.makedirs(os.path.join(work, d), exist_ok=True)
+        shutil.copyfile(os.path.join(args.src, "..", "..", "agent", "python", "sitecustomize.py"),
+                        os.path.join(work, d, "sitecustomize.py"))
+        copies.append(os.path.join(work, d))
+    env = base_env()
+    env["PYTHONPATH"] = ":".join(copies + [os.path.join(args.src, "progs", "usersite")])
+    p, t = run(["--layers"], "py_env.py", env=env, trace="t3.zst", expect_ok=False)
+    check("two copies: status", p.returncode, 0)
+    check("two copies: no recursion", "RecursionError" in p.stderr, False)
+    check("two copies: user sitecustomize ran", "user_site=ran" in p.stdout, True)
+    check("two copies: one watcher", "watchers=1" in p.stdout, True)
     bad = subprocess.run([args.gpumemprof, "run", "--layers", "--no-nvtx", "--", "true"],
                          capture_output=True, text=True, env=base_env())
     check("--layers --no-nvtx exit", bad.returncode, 2)
@@ -742,6 +997,17 @@ elif args.mode == "torchalloc":
         p, t = run(["--torch-alloc", mode], "py_env.py", env=env, trace=f"t{i}.zst")
         check(f"--torch-alloc {mode} with {old!r}", re.search(r"conf=(.*)", p.stdout).group(1),
               want)
+        check(f"--torch-alloc {mode} with {old!r}: PYTORCH_ALLOC_CONF the same",
+              re.search(r"alloc_conf=(.*)", p.stdout).group(1), want)
+    # the user's PYTORCH_ALLOC_CONF alone: both variables carry its options with the backend,
+    # whichever one the PyTorch version reads (c10/cuda/CUDAAllocatorConfig.h)
+    env = base_env()
+    env["PYTORCH_ALLOC_CONF"] = "expandable_segments:True"
+    p, t = run(["--torch-alloc", "native"], "py_env.py", env=env, trace="t_alloc.zst")
+    check("--torch-alloc native with PYTORCH_ALLOC_CONF only",
+          (re.search(r"conf=(.*)", p.stdout).group(1),
+           re.search(r"alloc_conf=(.*)", p.stdout).group(1)),
+          ("backend:native,expandable_segments:True",) * 2)
     bad = subprocess.run([args.gpumemprof, "run", "--torch-alloc", "sync", "--", "true"],
                          capture_output=True, text=True, env=base_env())
     check("--torch-alloc sync exit", bad.returncode, 2)

@@ -1,92 +1,87 @@
-"""Stand-in for torch.cuda: a small caching allocator over the CUDA runtime (see torch/__init__.py)."""
-import ctypes
+"""Stand-in for torch.cuda's lazy initialization (see torch/__init__.py), as torch/cuda/__init__.py
+has it: Debian's 1.13 copy, /usr/lib/python3/dist-packages/torch/cuda/__init__.py, lines cited,
+the same code in 2.x (pytorch/pytorch torch/cuda/__init__.py, is_initialized, _lazy_call,
+_lazy_init). Nothing touches CUDA at import; the first CUDA use (a tensor factory, through
+torch/csrc/utils/device_lazy_init.cpp, which calls this module's _lazy_init) initializes it and
+then runs the calls queued with _lazy_call."""
 import os
-import sys
-import time
-import traceback
+import threading
 
 from .. import _C
+from .._tensor import Tensor, is_grad_enabled
 from . import memory  # noqa: F401
 
-# TORCHSTUB_SITE: a site-packages with NVIDIA's CUDA 12 wheels (nvidia/cuda_runtime/lib): loaded by
-# path with RTLD_GLOBAL as torch/__init__.py's _load_global_deps does for a pip-installed torch
-_site = os.environ.get("TORCHSTUB_SITE")
-if _site:
-    _rt = ctypes.CDLL(os.path.join(_site, "nvidia", "cuda_runtime", "lib", "libcudart.so.12"),
-                      mode=ctypes.RTLD_GLOBAL)
-else:
-    _rt = ctypes.CDLL("libcudart.so.13")
-_rt.cudaMalloc.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.c_size_t]
-_rt.cudaMalloc.restype = ctypes.c_int
-_rt.cudaFree.argtypes = [ctypes.c_void_p]
-_rt.cudaFree.restype = ctypes.c_int
-SEGMENT = 2 << 20
-LIMIT = int(os.environ.get("TORCHSTUB_LIMIT", str(1 << 40)))  # bytes of segments allowed
+_initialized = False  # 1.13 :33
+_tls = threading.local()
+_initialization_lock = threading.Lock()
+_queued_calls = []  # "don't invoke these until initialization occurs" (1.13 :36)
+_is_in_bad_fork = _C._cuda_isInBadFork  # 1.13 :37
+OutOfMemoryError = _C.OutOfMemoryError
 
 
-class OutOfMemoryError(RuntimeError):
+class DeferredCudaCallError(Exception):
     pass
 
 
-class _State:
-    recording = False
-    context = stacks = None
-    max_entries = sys.maxsize
-    trace = []
-    segments = []  # [address, size, [[offset, size, requested, live, frames]]]
-    reserved = 0
+def is_initialized():
+    """1.13 :158-160: _initialized and not _is_in_bad_fork()."""
+    return _initialized and not _is_in_bad_fork()
 
 
-def _frames(skip):
-    """The caller's Python frames, innermost first, as PyTorch records them."""
-    st = traceback.extract_stack()[:-skip]
-    return [{"filename": f.filename, "line": f.lineno, "name": f.name} for f in reversed(st)]
+def _lazy_call(callable, **kwargs):
+    """1.13 :163-177: run now when initialized, else queue for _lazy_init."""
+    if is_initialized():
+        callable()
+    else:
+        _queued_calls.append((callable, "(stand-in: no traceback)"))
 
 
-def _record(action, addr, size, frames):
-    if not _State.recording:
+def init():
+    _lazy_init()
+
+
+def _lazy_init():
+    """1.13 :201-248: _cuda_init (cuInit and the allocator), then the queued calls, any of whose
+    errors becomes DeferredCudaCallError raised into the program."""
+    global _initialized
+    if is_initialized() or hasattr(_tls, "is_initializing"):
         return
-    _State.trace.append({"action": action, "addr": addr, "size": size, "stream": 0,
-                         "time_us": int(time.time() * 1e6), "frames": frames})
-    del _State.trace[:-_State.max_entries]
+    with _initialization_lock:
+        if is_initialized():
+            return
+        if _is_in_bad_fork():
+            raise RuntimeError(
+                "Cannot re-initialize CUDA in forked subprocess. To use CUDA with "
+                "multiprocessing, you must use the 'spawn' start method")
+        if "CUDA_MODULE_LOADING" not in os.environ:
+            os.environ["CUDA_MODULE_LOADING"] = "LAZY"
+        _C._cuda_init()
+        _tls.is_initializing = True
+        try:
+            for queued_call, orig_traceback in _queued_calls:
+                try:
+                    queued_call()
+                except Exception as e:
+                    raise DeferredCudaCallError(
+                        "CUDA call failed lazily at initialization with error: %s\n\n"
+                        "CUDA call was originally invoked at:\n\n%s" % (e, orig_traceback)) from e
+        finally:
+            delattr(_tls, "is_initializing")
+        _initialized = True
 
 
-class Tensor:
-    def __init__(self, seg, block, nbytes):
-        self._seg, self._block, self.nbytes = seg, block, nbytes
-        self.data_ptr = seg[0] + block[0]
-
-    def free(self):
-        if self._block[3]:
-            self._block[3] = False
-            fr = _frames(2) if _State.recording else []
-            _record("free_requested", self.data_ptr, self._block[1], fr)
-            _record("free_completed", self.data_ptr, self._block[1], fr)
+def device_count():
+    _lazy_init()
+    return _C._cuda_getDeviceCount()
 
 
-def empty(nbytes, device="cuda"):
-    """A tensor of nbytes (rounded to 512) on the device."""
-    size = (int(nbytes) + 511) // 512 * 512
-    fr = _frames(2) if _State.recording else []
-    for seg in _State.segments:
-        used = sum(b[1] for b in seg[2])
-        if seg[1] - used >= size:
-            block = [used, size, nbytes, True, fr]
-            seg[2].append(block)
-            _record("alloc", seg[0] + used, size, fr)
-            return Tensor(seg, block, nbytes)
-    ssize = (size + SEGMENT - 1) // SEGMENT * SEGMENT
-    p = ctypes.c_void_p()
-    if _State.reserved + ssize > LIMIT or _rt.cudaMalloc(ctypes.byref(p), ssize) != 0:
-        _record("oom", 0, size, fr)
-        for obs in list(_C._oom_observers):
-            obs(0, size, _State.reserved, LIMIT - _State.reserved)
-        raise OutOfMemoryError("CUDA out of memory. Tried to allocate %d bytes" % size)
-    _State.reserved += ssize
-    seg = [p.value, ssize, []]
-    _State.segments.append(seg)
-    _record("segment_alloc", p.value, ssize, fr)
-    block = [0, size, nbytes, True, fr]
-    seg[2].append(block)
-    _record("alloc", p.value, size, fr)
-    return Tensor(seg, block, nbytes)
+def empty(nbytes, device="cuda", requires_grad=False):
+    """A tensor of nbytes (rounded to 512) on the device (torch.empty's path: device_lazy_init,
+    then the allocator)."""
+    _lazy_init()
+    return Tensor(nbytes, requires_grad=requires_grad and is_grad_enabled())
+
+
+def zeros(rows, cols, requires_grad=False):
+    _lazy_init()
+    return Tensor(rows * cols * 4, (rows, cols), requires_grad)
