@@ -846,6 +846,7 @@ void gmp_analysis_result_free(gmp_analysis_result *R)
     free(R->growth);
     free(R->temp);
     free(R->temp_sites);
+    free(R->temp_devices);
     free(R->overhead);
     free(R->ooms);
     free(R);
@@ -1078,13 +1079,29 @@ static int finish_temp(ana *A, gmp_analysis_result *R)
 {
     R->temp = calloc(A->nt ? A->nt : 1, sizeof *R->temp);
     R->temp_sites = calloc(A->ns ? A->ns : 1, sizeof *R->temp_sites);
-    if (!R->temp || !R->temp_sites)
+    R->temp_devices = calloc(A->nt ? A->nt : 1, sizeof *R->temp_devices);
+    if (!R->temp || !R->temp_sites || !R->temp_devices)
         return 0;
     for (size_t i = 0; i < A->nt; i++) {
         const tstat *x = &A->t[i];
         R->allocs += x->allocs;
         R->temp_count += x->temp_count;
         R->temp_bytes += x->temp_bytes;
+        size_t k = 0;
+        while (k < R->ntemp_devices && R->temp_devices[k].device != x->device)
+            k++;
+        if (k == R->ntemp_devices) {
+            /* kept in id order: insert */
+            while (k > 0 && R->temp_devices[k - 1].device > x->device) {
+                R->temp_devices[k] = R->temp_devices[k - 1];
+                k--;
+            }
+            R->temp_devices[k] = (gmp_analysis_temp_device){x->device, 0, 0, 0};
+            R->ntemp_devices++;
+        }
+        R->temp_devices[k].allocs += x->allocs;
+        R->temp_devices[k].temp_count += x->temp_count;
+        R->temp_devices[k].temp_bytes += x->temp_bytes;
         if (!x->temp_count)
             continue;
         gmp_analysis_temp *o = &R->temp[R->ntemp++];

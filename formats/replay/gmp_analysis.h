@@ -111,6 +111,12 @@ typedef struct gmp_analysis_temp_site {
     uint64_t temp_count, temp_bytes, temp_life_ns;
 } gmp_analysis_temp_site;
 
+/* The temporary allocations of one device, all ranges together (what `--device` shows). */
+typedef struct gmp_analysis_temp_device {
+    int32_t device;
+    uint64_t allocs, temp_count, temp_bytes;
+} gmp_analysis_temp_device;
+
 /* The state of a device at one moment. */
 typedef struct gmp_analysis_point {
     uint64_t time_ns;
@@ -223,6 +229,8 @@ typedef struct gmp_analysis_result {
     uint64_t temp_count, temp_bytes, allocs; /* over all ranges */
     size_t ntemp_sites;
     gmp_analysis_temp_site *temp_sites; /* most temporaries first, at most opts.max_sites */
+    size_t ntemp_devices;
+    gmp_analysis_temp_device *temp_devices; /* the totals above per device, by id */
     size_t noverhead;
     gmp_analysis_overhead *overhead; /* devices with device memory, by id */
     size_t nooms;
