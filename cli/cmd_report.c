@@ -251,7 +251,9 @@ int gmp_cmd_report(const gmp_cli_cmd_info *cmd, int argc, char **argv)
         {"output", 'o', GMP_CLI_STRING, &out_path, "FILE", "write to FILE instead of stdout", 0},
         {"color", 0, GMP_CLI_STRING, &color_s, "WHEN", "text colours: auto, always, never", 0},
         {"temporary-us", 0, GMP_CLI_INT, &temp_us, "US",
-         "allocations freed within US microseconds are temporary (default 1000)", 0},
+         "allocations freed within US microseconds (default 1000), and before the range they "
+         "were made in closed, are temporary",
+         0},
         {"all-frames", 0, GMP_CLI_FLAG, &all_frames, NULL,
          "show every frame of a stack (default: internal frames folded, docs/stacks.md)", 0},
         {"static", 0, GMP_CLI_FLAG, &static_html, NULL,

@@ -118,6 +118,7 @@ struct gmp_analysis {
     sstat *s;
     size_t ns, caps;
     gmp_omap thread_dev; /* tid -> device + 2 */
+    gmp_omap range_exit; /* range path | tid << 32 -> time of its last POP on that thread + 1 */
     uint32_t td_tid;     /* the (tid, value) written last to thread_dev (td_val 0: none) */
     uint64_t td_val;
     uint64_t t_key; /* tstat_get's last key and its index + 1 (0: none) */
@@ -442,6 +443,13 @@ static gmp_err nomem(ana *A)
 static gmp_err on_range(void *ctx, gmp_replay *rp, const gmp_replay_range *ev)
 {
     ana *A = ctx;
+    if (ev->op == GMP_REPLAY_POP && ev->range) { /* for outlived_range */
+        int fresh;
+        uint64_t *v = gmp_omap_put(&A->range_exit, ev->range | (uint64_t)ev->tid << 32, &fresh);
+        if (!v)
+            return nomem(A);
+        *v = ev->end_ns + 1;
+    }
     if (ev->op != GMP_REPLAY_POP && ev->op != GMP_REPLAY_END && ev->op != GMP_REPLAY_MARK)
         return GMP_OK;
     if (ev->op == GMP_REPLAY_MARK && !ev->range)
@@ -510,6 +518,18 @@ static gmp_err on_alloc(void *ctx, gmp_replay *rp, const gmp_replay_mem *ev)
     return GMP_OK;
 }
 
+/* The range an allocation was made in (the push/pop range open on its thread) was closed after
+ * it was made: the allocation outlived it. Such memory is kept past the work that made it (an
+ * optimizer's state, activations kept for the backward pass), not a temporary, however fast the
+ * run (docs/report.md, "Temporary allocations"). */
+static int outlived_range(const ana *A, const gmp_replay_alloc *a)
+{
+    if (!a->range)
+        return 0;
+    const uint64_t *v = gmp_omap_get(&A->range_exit, a->range | (uint64_t)a->tid << 32);
+    return v && *v - 1 >= a->time_ns;
+}
+
 static gmp_err on_free(void *ctx, gmp_replay *rp, const gmp_replay_mem *ev)
 {
     ana *A = ctx;
@@ -528,7 +548,7 @@ static gmp_err on_free(void *ctx, gmp_replay *rp, const gmp_replay_mem *ev)
         if (ev->counted && kind_is_device(a->kind))
             site_change(A, s, -(int64_t)a->size);
         uint64_t life = t > a->time_ns ? t - a->time_ns : 0;
-        if (implicit || life > A->opts.temp_ns)
+        if (implicit || life > A->opts.temp_ns || outlived_range(A, a))
             continue;
         tstat *x = tstat_get(A, a->range, a->device);
         if (!x)
@@ -811,6 +831,7 @@ void gmp_analysis_free(gmp_analysis *A)
     gmp_omap_free(&A->gmap);
     gmp_omap_free(&A->tmap);
     gmp_omap_free(&A->thread_dev);
+    gmp_omap_free(&A->range_exit);
     free(A->pools);
     free(A->r);
     free(A->g);

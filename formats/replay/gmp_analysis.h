@@ -10,7 +10,9 @@
  *    at least GMP_ANALYSIS_MIN_SAMPLES times, the device's allocated bytes at each exit (data:
  *    gmp_analysis_growth);
  *  - temporary allocations: allocations freed within a short time (opts.temp_ns, 1 ms by
- *    default), per range path and per allocation site ("churn");
+ *    default) and, when made inside a push/pop range, before that range closed on their thread
+ *    (what outlives the work that made it is kept, not temporary, however fast the run), per
+ *    range path and per allocation site ("churn");
  *  - allocator overhead: reserved - allocated per device at the peak of allocated bytes, at the
  *    peak of reserved bytes and at the end, with the part held by pools and VMM's numbers;
  *  - out-of-memory errors explained: at each failed allocation, allocated and reserved, the
@@ -46,7 +48,8 @@
 #define GMP_ANALYSIS_MIN_SAMPLES 3 /* exits before a range is listed under growth */
 
 typedef struct gmp_analysis_opts {
-    uint64_t temp_ns;  /* an allocation freed within this time is temporary (default 1 ms) */
+    uint64_t temp_ns;  /* an allocation freed within this time (and inside its range) is temporary
+                          (default 1 ms) */
     uint32_t min_reps; /* repetitions before a growth can be a leak (default 4, at least 3) */
     double rise_frac;  /* of the pairs of consecutive exits that change, the share that must rise
                           (default 0.8) */

@@ -375,8 +375,8 @@ static void build_temporary(gmp_doc *d, gmp_doc_block *a, const gmp_report_trace
     gmp_doc_block *sec =
         hide ? a
              : gmp_doc_section(d, a, NULL, 0,
-                               "Temporary allocations (freed within %v): %v of %v allocations "
-                               "(%v), %v",
+                               "Temporary allocations (freed within %v, before the range that "
+                               "made them closed): %v of %v allocations (%v), %v",
                                gmp_dv_dur(R->opts.temp_ns), gmp_dv_count(count),
                                gmp_dv_count(allocs), gmp_dv_pct(pct(count, allocs)),
                                gmp_dv_bytes(bytes));

@@ -115,7 +115,8 @@ def cli(gmp, tool, work):
           in text, "text: leak line\n" + text)
     check(text.count("probable leak") == 1, "text: one verdict")
     check("optimizer_step (train.py:77)" in text, "text: site stack")
-    check("Temporary allocations (freed within 1.000 ms): 10 of 21 allocations" in text,
+    check("Temporary allocations (freed within 1.000 ms, before the range that made them closed): "
+          "10 of 21 allocations" in text,
           "text: temporaries")
     md = run(gmp, "report", trace, "--format", "markdown")
     check("### Growth over iterations" in md and "+**1.00 MiB** per iteration" in md, "md")

@@ -695,6 +695,52 @@ static void test_temporary(void **state)
     unlink(path);
 }
 
+/* What outlives the range that made it is not temporary, however fast: the demo's optimizer
+ * state (made in the optimizer range, kept after it) on a simulated device that runs a step in
+ * microseconds. The range is the push/pop range of the allocating thread: another thread leaving
+ * a range of the same path changes nothing; an allocation outside any range keeps the time rule
+ * alone. */
+static void test_temporary_outlives_range(void **state)
+{
+    char path[] = "/tmp/gmp_ana_tempr_XXXXXX";
+    tmp_file(path);
+    tb b;
+    tb_open(&b, path);
+    uint32_t api = tb_str(&b, "cudaMalloc");
+    uint32_t opt = tb_range(&b, "opt");
+    uint64_t t = T0;
+    tb_range_ev(&b, 0, GMP_REC_RANGE_PUSH, t, opt, 0);
+    /* freed inside opt: temporary */
+    tb_alloc(&b, 0, t + 1 * US, 0, GMP_MEM_DEVICE, 0x1000000ull, 1 * TB_MiB, api, opt, 0);
+    tb_free(&b, 0, t + 2 * US, 0, GMP_MEM_DEVICE, 0x1000000ull, 0, api);
+    /* kept after opt closes, freed 100 us after it was made: not temporary */
+    tb_alloc(&b, 0, t + 3 * US, 0, GMP_MEM_DEVICE, 0x2000000ull, 2 * TB_MiB, api, opt, 0);
+    /* thread 1 closes its own opt: thread 0's is still open */
+    tb_range_ev(&b, 1, GMP_REC_RANGE_PUSH, t + 4 * US, opt, 0);
+    tb_range_ev(&b, 1, GMP_REC_RANGE_POP, t + 5 * US, 0, 0);
+    tb_alloc(&b, 0, t + 6 * US, 0, GMP_MEM_DEVICE, 0x3000000ull, 4 * TB_MiB, api, opt, 0);
+    tb_free(&b, 0, t + 7 * US, 0, GMP_MEM_DEVICE, 0x3000000ull, 0, api);
+    tb_range_ev(&b, 0, GMP_REC_RANGE_POP, t + 10 * US, 0, 0);
+    tb_free(&b, 0, t + 103 * US, 0, GMP_MEM_DEVICE, 0x2000000ull, 0, api);
+    /* no range: the time rule alone */
+    tb_alloc(&b, 0, t + 200 * US, 0, GMP_MEM_DEVICE, 0x4000000ull, 8 * TB_MiB, api, 0, 0);
+    tb_free(&b, 0, t + 300 * US, 0, GMP_MEM_DEVICE, 0x4000000ull, 0, api);
+    tb_close(&b);
+
+    gmp_report_doc *doc = report_of(path, NULL);
+    const gmp_report_trace *tr = doc->traces[0];
+    const gmp_analysis_result *R = tr->analysis;
+    const gmp_analysis_temp *x = temp_of(tr, "opt", 0);
+    assert_non_null(x);
+    assert_int_equal(x->allocs, 3);
+    assert_int_equal(x->temp_count, 2);
+    assert_int_equal(x->temp_bytes, 5 * TB_MiB);
+    assert_int_equal(R->temp_count, 3);
+    assert_int_equal(R->temp_bytes, 13 * TB_MiB);
+    gmp_report_doc_free(doc);
+    unlink(path);
+}
+
 /* Overhead for a stream-ordered pool, and an OOM explained by fragmentation. */
 static void test_overhead_pool(void **state)
 {
@@ -1019,12 +1065,13 @@ int main(int argc, char **argv)
         return 0;
     }
     const struct CMUnitTest all[] = {
-        cmocka_unit_test(test_leak),       cmocka_unit_test(test_steady),
-        cmocka_unit_test(test_noisy),      cmocka_unit_test(test_warmup),
-        cmocka_unit_test(test_temporary),  cmocka_unit_test(test_overhead_pool),
-        cmocka_unit_test(test_criterion),  cmocka_unit_test(test_many),
-        cmocka_unit_test(test_doc_blocks), cmocka_unit_test(test_doc_ooms),
-        cmocka_unit_test(test_train),      cmocka_unit_test(test_oom_verdicts),
+        cmocka_unit_test(test_leak),          cmocka_unit_test(test_steady),
+        cmocka_unit_test(test_noisy),         cmocka_unit_test(test_warmup),
+        cmocka_unit_test(test_temporary),     cmocka_unit_test(test_temporary_outlives_range),
+        cmocka_unit_test(test_overhead_pool), cmocka_unit_test(test_criterion),
+        cmocka_unit_test(test_many),          cmocka_unit_test(test_doc_blocks),
+        cmocka_unit_test(test_doc_ooms),      cmocka_unit_test(test_train),
+        cmocka_unit_test(test_oom_verdicts),
     };
     if (argc == 2) {
         for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
