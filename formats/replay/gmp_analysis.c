@@ -60,18 +60,32 @@ typedef struct tstat {
     uint64_t allocs, bytes, temp_count, temp_bytes, temp_life;
 } tstat;
 
+/* The growth window starts at slot exit 2^(r - LEVELS + 1) (r = floor(log2 of the slot's
+ * exits); 1 when that is below 1): the warm-up left out is at most a quarter of the iterations,
+ * and at least an eighth (docs/report.md, "Growth over iterations"). */
+#define LEVELS 3
+
 /* What a site knows of one tracked range (a slot), in that range's exits counted from the slot's
- * start (1 = its first exit): the windows start at exits 2^(r-1) and 2^r (r = floor(log2 of the
- * slot's exits)), a site's values there, its value at the last exit it was seen at, and the rises
- * and falls between seen exits inside each window. */
+ * start (1 = its first exit): the windows start at exits 2^(r-2), 2^(r-1) and 2^r (each at least
+ * 1), a site's values there, its value at the last exit it was seen at, and the rises and falls
+ * between seen exits inside each window. The first (level 0) is the growth window; the others
+ * become it as the slot's exits double. */
 typedef struct strack {
-    uint32_t gen;    /* the slot's generation this belongs to */
-    uint32_t r;      /* the slot's window index it has caught up with */
-    uint64_t pv, cv; /* values at the windows' starts: 2^(r-1) (1 when r = 0) and 2^r */
-    uint64_t ev;     /* value at exit ei */
-    uint64_t ei;
-    uint32_t rp, rc, fp, fc; /* rises and falls since the previous / the current window's start */
+    uint32_t gen;        /* the slot's generation this belongs to */
+    uint32_t r;          /* the slot's window index it has caught up with */
+    uint64_t v[LEVELS];  /* values at the windows' starts */
+    uint64_t ev;         /* value at exit ei */
+    uint64_t ei;         /* the last exit caught up with */
+    uint32_t ri[LEVELS]; /* rises since each window's start */
+    uint32_t fa[LEVELS]; /* falls since each window's start */
 } strack;
+
+/* The exit at which window level j starts when the slot is at window index r. */
+static inline uint64_t level_start(uint32_t r, unsigned j)
+{
+    unsigned back = LEVELS - 1 - j;
+    return r >= back ? 1ull << (r - back) : 1;
+}
 
 /* An allocation site (index as the replay's). */
 typedef struct sstat {
@@ -219,31 +233,41 @@ static void track_catch_up(strack *x, const slot *sl, uint64_t v)
         memset(x, 0, sizeof *x);
         x->gen = sl->gen;
         x->r = sl->r;
-        x->pv = x->cv = x->ev = v;
+        for (unsigned j = 0; j < LEVELS; j++)
+            x->v[j] = v;
+        x->ev = v;
         x->ei = sl->exits;
         return;
     }
     if (x->ei == sl->exits)
         return;
     /* one change between exit ei and ei + 1: from ev to v */
-    uint64_t cur = 1ull << x->r, prev = x->r ? cur >> 1 : 1;
-    if (v > x->ev) {
-        x->rc += x->ei >= cur;
-        x->rp += x->ei >= prev;
-    } else if (v < x->ev) {
-        x->fc += x->ei >= cur;
-        x->fp += x->ei >= prev;
+    for (unsigned j = 0; j < LEVELS; j++) {
+        int in = x->ei >= level_start(x->r, j);
+        if (v > x->ev)
+            x->ri[j] += in;
+        else if (v < x->ev)
+            x->fa[j] += in;
     }
-    /* windows that started since (at exits after ei: the value there was v) */
-    if (sl->r == x->r + 1) {
-        x->pv = x->cv;
-        x->rp = x->rc;
-        x->fp = x->fc;
-        x->cv = v;
-        x->rc = x->fc = 0;
-    } else if (sl->r > x->r + 1) {
-        x->pv = x->cv = v;
-        x->rp = x->rc = x->fp = x->fc = 0;
+    /* windows that started since (at exits after ei: the value there was v); a level clamped
+     * to exit 1 moves on to the same start (level_start), so the shift holds for small r too */
+    uint32_t d = sl->r - x->r;
+    if (d >= LEVELS) {
+        for (unsigned j = 0; j < LEVELS; j++) {
+            x->v[j] = v;
+            x->ri[j] = x->fa[j] = 0;
+        }
+    } else if (d) {
+        for (unsigned j = 0; j < LEVELS; j++) {
+            if (j + d < LEVELS) {
+                x->v[j] = x->v[j + d];
+                x->ri[j] = x->ri[j + d];
+                x->fa[j] = x->fa[j + d];
+            } else {
+                x->v[j] = v;
+                x->ri[j] = x->fa[j] = 0;
+            }
+        }
     }
     x->r = sl->r;
     x->ev = v;
@@ -973,7 +997,7 @@ static int finish_leaks(ana *A, gmp_analysis_result *R)
     if (it->slot == NO_SLOT)
         return 1;
     const slot *sl = &A->slots[it->slot];
-    uint64_t prev = sl->r ? 1ull << (sl->r - 1) : 1; /* the window starts at this slot exit */
+    uint64_t prev = level_start(sl->r, 0); /* the window starts at this slot exit */
     R->iter.tracked_from = it->base_exit;
     R->iter.window_from = it->base_exit + prev - 1;
     uint64_t w = sl->exits - prev; /* iterations in the window */
@@ -985,12 +1009,12 @@ static int finish_leaks(ana *A, gmp_analysis_result *R)
         track_catch_up(&x, sl, A->s[i].live); /* as of the last exit */
         gmp_analysis_growth_site gs;
         memset(&gs, 0, sizeof gs);
-        gs.first_bytes = x.pv;
+        gs.first_bytes = x.v[0];
         gs.last_bytes = x.ev;
-        gs.growth_bytes = x.ev > x.pv ? x.ev - x.pv : 0;
+        gs.growth_bytes = x.ev > x.v[0] ? x.ev - x.v[0] : 0;
         gs.rate_bytes = (double)gs.growth_bytes / (double)w;
-        gs.rises = x.rp;
-        gs.falls = x.fp;
+        gs.rises = x.ri[0];
+        gs.falls = x.fa[0];
         if (!gmp_analysis_site_leaks(&gs, w, &A->opts))
             continue;
         const gmp_replay_site *rs = gmp_replay_site_at(A->rp, i);
