@@ -171,7 +171,10 @@ static int run_parse_opts(const gmp_cli_cmd_info *cmd, int argc, char **argv, ru
     o->buffer = GMP_RUN_BUFFER_BYTES;
     gmp_cli_opt opts[] = {
         {"output", 'o', GMP_CLI_STRING, &o->output, "PATH",
-         "trace file; %p pid, %h host, %r rank, %n counter (default " GMP_RUN_OUTPUT ")", 0},
+         "trace file; %p pid, %h host, %r rank, %n counter (default " GMP_RUN_OUTPUT
+         "); its directory must exist; a fixed name shared by several processes gives "
+         "NAME.2.zst ...",
+         0},
         {"force", 0, GMP_CLI_FLAG, &o->force, NULL, "overwrite existing trace files", 0},
         {"quiet", 'q', GMP_CLI_FLAG, &o->quiet, NULL, "no summary; the agent reports errors only",
          0},
