@@ -483,6 +483,10 @@ static int run_child(run_opts *o, int *status)
     pid_t pid = fork();
     if (pid < 0) {
         fprintf(stderr, "gpumemprof run: cannot start %s: %s\n", o->command[0], strerror(errno));
+        if (ex[0] >= 0) {
+            close(ex[0]);
+            close(ex[1]);
+        }
         return 1;
     }
     if (pid == 0) {
@@ -497,6 +501,7 @@ static int run_child(run_opts *o, int *status)
             e = errno;
         _exit(e == ENOENT ? 127 : 126);
     }
+    child_pid = pid; /* signals are forwarded from now on, the exec's outcome known or not */
     o->started = 1;
     if (ex[1] >= 0) {
         close(ex[1]);
@@ -507,7 +512,6 @@ static int run_child(run_opts *o, int *status)
         o->started = r != 1;
         close(ex[0]);
     }
-    child_pid = pid;
     *status = 0;
     int reaped = o->view_ui ? gmp_cli_run_view_wait(o->view_ui, (int)pid, status) : 0;
     while (!reaped && waitpid(pid, status, 0) < 0) {
