@@ -33,7 +33,9 @@ static const struct conv_output {
 } outputs[] = {
     {"speedscope", "speedscope JSON: flame graphs of memory by range and stack, ranges per thread",
      &gmp_out_speedscope},
-    {"chrome", "Chrome trace JSON (Perfetto, chrome://tracing): counters, ranges, allocations",
+    {"chrome",
+     "Chrome trace JSON (Perfetto, chrome://tracing): counters (a long run's merged into 2048 "
+     "time buckets keeping their extremes), ranges, allocations",
      &gmp_out_chrome},
     {"pytorch-snapshot", "PyTorch memory snapshot pickle (pytorch.org/memory_viz)",
      &gmp_out_pytorch},
