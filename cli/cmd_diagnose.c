@@ -139,9 +139,24 @@ typedef struct redactions {
     size_t text_values; /* option values redacted inside text members (the reports) */
 } redactions;
 
-static int word_sep(char c)
+/* Where a word of a text member ends: white space, a shell quote (command-line.txt) and, in a
+ * JSON member, a double quote (a string's end). In a text member a double quote is part of the
+ * word: a value holding one is redacted whole. */
+static int word_sep(char c, int json)
 {
-    return c == 0 || c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '"' || c == '\'';
+    return c == 0 || c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\'' ||
+           (json && c == '"');
+}
+
+/* s[k] follows an odd number of backslashes (at or after s[from]). */
+static int escaped(const char *s, size_t from, size_t k)
+{
+    size_t b = 0;
+    while (k > from && s[k - 1] == '\\') {
+        b++;
+        k--;
+    }
+    return b & 1;
 }
 
 /* An option token -NAME or --NAME (with or without =VALUE) whose NAME (letters, digits, '_' and
@@ -163,14 +178,14 @@ static size_t secret_option(const char *t, size_t n)
 /* Appends s[0..n) to out with the values of secret options replaced by REDACTED: --NAME=VALUE
  * and -NAME=VALUE, and the word after --NAME on the same line when it is no option (--NAME VALUE),
  * NAME containing a secret's word (is_secret_name). This is how a recorded command line reads in
- * a report (text: arguments joined by spaces; JSON: one string). Returns how many values were
- * replaced (one already REDACTED is kept and not counted). */
-static size_t redact_options(gmp_strbuf *out, const char *s, size_t n)
+ * a report (text: arguments joined by spaces; JSON: one string, json set). Returns how many values
+ * were replaced (one already REDACTED is kept and not counted). */
+static size_t redact_options(gmp_strbuf *out, const char *s, size_t n, int json)
 {
     size_t count = 0, i = 0, rl = strlen(REDACTED);
     int value_next = 0; /* the previous word was a secret option without '=' */
     while (i < n) {
-        if (word_sep(s[i])) {
+        if (word_sep(s[i], json)) {
             if (s[i] == '\n' || s[i] == '"' || s[i] == '\'')
                 value_next = 0; /* the value is on the same line, in the same string */
             gmp_strbuf_add(out, s + i, 1);
@@ -178,7 +193,9 @@ static size_t redact_options(gmp_strbuf *out, const char *s, size_t n)
             continue;
         }
         size_t e = i;
-        while (e < n && !word_sep(s[e]))
+        /* a quote escaped inside a JSON string (\", an odd number of backslashes before it) is
+         * part of the word, not its end */
+        while (e < n && (!word_sep(s[e], json) || (s[e] == '"' && escaped(s, i, e))))
             e++;
         const char *t = s + i;
         size_t tl = e - i, name = secret_option(t, tl);
@@ -259,7 +276,9 @@ static member *add_text(bundle *B, const char *name, const char *what, const gmp
         /* the values of secret options (a recorded command line in a report), then URLs'
          * credentials, in every text */
         gmp_strbuf opt = {0};
-        B->red.text_values += redact_options(&opt, content->p, content->n);
+        size_t nl = strlen(name);
+        int json = nl > 5 && strcmp(name + nl - 5, ".json") == 0;
+        B->red.text_values += redact_options(&opt, content->p, content->n, json);
         if (opt.n)
             B->red.urls += redact_urls(&m->text, opt.p, opt.n);
         free(opt.p);

@@ -24,6 +24,7 @@ missing    a FILE that does not exist: warning on stderr, listed in the manifest
 not_trace  a FILE that is not a trace: copied, report-messages.txt says why, warning, exit 0
 auto       no FILE: the newest 4 gpumemprof.*.zst of the working directory, the older one noted
 """
+import json
 import os
 import re
 import subprocess
@@ -222,7 +223,8 @@ def case_recorded(gmp, rt, tmp):
     top = extract("b.tar.zst", tmp)
     for name in ("report.txt", "report.json"):
         text = read(os.path.join(top, "recording-1", name))
-        for s in ("hunter3-cmd-pw", "tok-7781-xyz", "pw-5512", "bob:"):
+        # a value with quotes and a backslash: redacted whole in the text, the JSON string intact
+        for s in ("hunter3-cmd-pw", "tok-7781-xyz", "pw-5512", "bob:", "te-991", "uo"):
             if s in text:
                 fail("secret %r of the recorded command line in %s" % (s, name))
         for want in ("--password=<redacted>", "--api-token <redacted>",
@@ -230,8 +232,9 @@ def case_recorded(gmp, rt, tmp):
             if want not in text:
                 fail("%s has no %r" % (name, want))
     man = read(os.path.join(top, "MANIFEST.txt"))
+    json.loads(read(os.path.join(top, "recording-1", "report.json")))  # still JSON
     m = re.search(r"(\d+) option value\(s\) in the reports", man)
-    if not m or int(m.group(1)) != 4:  # two options in each report
+    if not m or int(m.group(1)) != 6:  # three options in each report
         fail("the manifest does not count the 4 option values redacted in the reports:\n" + man)
     for rule in ("--NAME=VALUE", "--NAME VALUE", "user:password", "-p VALUE",
                  "copied as they are"):

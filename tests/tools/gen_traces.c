@@ -560,7 +560,7 @@ static void report_secrets(const char *out)
 {
     static const char cmdline[] = "train_sim\0002\0--password=hunter3-cmd-pw\0--api-token\0"
                                   "tok-7781-xyz\0--data\0https://bob:pw-5512@data.example/x\0"
-                                  "-p\0port-8080";
+                                  "-p\0port-8080\0--secret-key=q\"uo\\\"te-991";
     gmp_rec_header h;
     memset(&h, 0, sizeof h);
     h.producer = (gmp_str){"replay-tests", 12};
