@@ -429,14 +429,17 @@ static int agent_start_work(void)
     char err[1200];
     if (gmp_agent_opts_read(&opts, err, sizeof err) < 0) {
         agent_log("not profiling: %s", err);
+        gmp_agent_run_log(0, err);
         return 0;
     }
-    int fd =
-        gmp_agent_create(opts.output, opts.force, trace_path, sizeof trace_path, err, sizeof err);
+    int fd = gmp_agent_create(opts.output, opts.force, opts.suffix, trace_path, sizeof trace_path,
+                              err, sizeof err);
     if (fd < 0) {
         agent_log("not profiling: %s", err);
+        gmp_agent_run_log(0, err);
         return 0;
     }
+    gmp_agent_run_log(1, trace_path);
     /* header */
     char host[256] = "", cmd[4096], optstr[512];
     gethostname(host, sizeof host - 1);
@@ -472,6 +475,7 @@ static int agent_start_work(void)
         wo.sync_lag_ns = 3ull * opts.flush_ms * 1000000ull;
     if (gmp_writer_open(&W, fd, &wo, &h) != GMP_OK) {
         agent_log("not profiling: cannot start the trace writer");
+        gmp_agent_run_log(0, "cannot start the trace writer");
         return 0;
     }
     pthread_key_create(&tkey, thread_gone);

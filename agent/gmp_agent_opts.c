@@ -123,6 +123,8 @@ int gmp_agent_opts_read(gmp_agent_opts *o, char *err, size_t errlen)
     }
     if (env_bool("GPUMEMPROF_FORCE", &o->force, err, errlen) < 0)
         return -1;
+    if (env_bool("GPUMEMPROF_OUTPUT_SUFFIX", &o->suffix, err, errlen) < 0)
+        return -1;
     const char *st = getenv("GPUMEMPROF_STACKS");
     o->stacks = GMP_STACKS_ALL;
     o->stacks_auto = 1;

@@ -12,6 +12,7 @@ enum { GMP_STACKS_NONE = 0, GMP_STACKS_NATIVE = 1, GMP_STACKS_PYTHON = 2, GMP_ST
 typedef struct gmp_agent_opts {
     char output[1024];      /* GPUMEMPROF_OUTPUT: path pattern (%p %h %r %n %%) */
     int force;              /* GPUMEMPROF_FORCE: overwrite an existing file */
+    int suffix;             /* GPUMEMPROF_OUTPUT_SUFFIX: a fixed name taken: NAME.2.zst ... */
     int stacks;             /* GPUMEMPROF_STACKS: none | native | python | all | auto (default) */
     int stacks_auto;        /* auto: native, plus Python frames when the process runs CPython */
     int unwind;             /* GPUMEMPROF_STACK_UNWIND: libunwind (default) | glibc | fp */

@@ -14,9 +14,17 @@ long gmp_agent_rank(void);
  * percent sign. Returns 0, or -1 when the result does not fit or the pattern has an unknown %. */
 int gmp_agent_expand(const char *pattern, unsigned n, char *out, size_t outlen);
 
-/* Creates the trace file. With %n in the pattern, the first free n from 0 is used. Returns the
+/* Creates the trace file. With %n in the pattern, the first free n from 0 is used. With suffix
+ * (GPUMEMPROF_OUTPUT_SUFFIX, set by run for a name without %p %n %r), a name another process of
+ * the command already took becomes NAME.2.zst, NAME.3.zst ... (".N" before a final ".zst"), so
+ * that every process is recorded; a symbolic link at the name is still refused. Returns the
  * descriptor, or -1 with a message in err; path receives the path created (or tried). */
-int gmp_agent_create(const char *pattern, int force, char *path, size_t pathlen, char *err,
-                     size_t errlen);
+int gmp_agent_create(const char *pattern, int force, int suffix, char *path, size_t pathlen,
+                     char *err, size_t errlen);
+
+/* Adds this process to the list `gpumemprof run` keeps of the command's CUDA processes (the file
+ * named by GPUMEMPROF_RUN_LOG, which run created; nothing when it is unset or not a regular file
+ * of this user): one line "trace|lost TAB pid TAB path-or-reason TAB command". */
+void gmp_agent_run_log(int recorded, const char *what);
 
 #endif

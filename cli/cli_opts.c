@@ -185,8 +185,14 @@ int gmp_cli_parse_duration(const char *s, uint64_t default_unit_ns, uint64_t *ou
     return scale(w, num, den, unit, out);
 }
 
-static const char *kind_expect(gmp_cli_opt_kind k)
+static const char *kind_expect(const gmp_cli_opt *o)
 {
+    gmp_cli_opt_kind k = o->kind;
+    /* a bare number is in the option's unit: say which, as its --help does */
+    if (k == GMP_CLI_DURATION && o->default_unit_ns == 1000000)
+        return "milliseconds, such as 200, or a duration with its unit: 500us, 5s, 2m";
+    if (k == GMP_CLI_DURATION && o->default_unit_ns == 1000)
+        return "microseconds, such as 500, or a duration with its unit: 200ms, 5s";
     switch (k) {
     case GMP_CLI_INT: return "an integer";
     case GMP_CLI_UINT: return "a non-negative integer";
@@ -212,7 +218,7 @@ static int set_value(const gmp_cli_cmd_info *cmd, const gmp_cli_opt *o, const ch
     }
     if (rc)
         return gmp_cli_usage_error(cmd, "%s: invalid value '%s' (expected %s)", shown, v,
-                                   kind_expect(o->kind));
+                                   kind_expect(o));
     return 0;
 }
 
@@ -262,7 +268,7 @@ int gmp_cli_parse(const gmp_cli_cmd_info *cmd, const gmp_cli_opt *opts, int argc
         if (o->kind != GMP_CLI_FLAG && !val) {
             if (i + 1 >= argc)
                 return gmp_cli_usage_error(cmd, "%s: needs a value (%s)", shown,
-                                           o->metavar ? o->metavar : kind_expect(o->kind));
+                                           o->metavar ? o->metavar : kind_expect(o));
             val = argv[++i];
         }
         int rc = set_value(cmd, o, shown, val);

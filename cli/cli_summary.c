@@ -81,19 +81,21 @@ static gmp_doc_val cmdline(gmp_doc *d, gmp_str c)
     return gmp_dv_str(s, NULL);
 }
 
-static void one_trace(gmp_doc *d, const char *path)
+/* A trace's section. Returns 1 when it recorded something worth a report (not a trace the agent
+ * could only write its error into). */
+static int one_trace(gmp_doc *d, const char *path)
 {
     gmp_doc_block *root = gmp_doc_root(d);
     gmp_reader *r = NULL;
     if (gmp_reader_open(&r, path, NULL) != GMP_OK) {
         gmp_doc_notice(d, root, NULL, GMP_DOC_PROBLEM, "gpumemprof: %v: %v", str(d, path),
                        str(d, gmp_reader_open_error()));
-        return;
+        return 0;
     }
     gmp_replay *rp = NULL;
     if (gmp_replay_new(&rp, r, NULL) != GMP_OK) {
         gmp_reader_close(r);
-        return;
+        return 0;
     }
     gmp_err rc = gmp_replay_run(rp);
     const gmp_rec_header *h = gmp_reader_header(r);
@@ -105,7 +107,7 @@ static void one_trace(gmp_doc *d, const char *path)
                        str(d, gmp_replay_error(rp)));
         gmp_replay_free(rp);
         gmp_reader_close(r);
-        return;
+        return 0;
     }
     const gmp_replay_summary *s = gmp_replay_get_summary(rp);
     int fatal = 0;
@@ -146,7 +148,8 @@ static void one_trace(gmp_doc *d, const char *path)
             top_ranges(d, line, rp, dv->id);
         shown++;
     }
-    if (fatal && !s->alloc_records)
+    int useful = !(fatal && !s->alloc_records);
+    if (!useful)
         gmp_doc_notice(d, sec, NULL, GMP_DOC_PROBLEM,
                        "nothing was recorded (see the error above); the program ran unprofiled");
     else if (!shown)
@@ -161,6 +164,7 @@ static void one_trace(gmp_doc *d, const char *path)
         gmp_doc_notice(d, sec, NULL, GMP_DOC_WARNING, "%v", str(d, s->completeness));
     gmp_replay_free(rp);
     gmp_reader_close(r);
+    return useful;
 }
 
 /* s[0..n) followed by suffix as one shell word (single-quoted when it needs quoting). */
@@ -187,27 +191,58 @@ static void shell_word(FILE *f, const char *s, size_t n, const char *suffix)
     fputc('\'', f);
 }
 
+/* The processes whose agent could not record them (the run log's "lost" lines), one line each. */
+static size_t lost_lines(gmp_doc *d, const gmp_cli_run_proc *procs, size_t nprocs)
+{
+    gmp_doc_block *root = gmp_doc_root(d);
+    size_t nlost = 0;
+    for (size_t i = 0; i < nprocs; i++) {
+        const gmp_cli_run_proc *p = &procs[i];
+        if (p->recorded)
+            continue;
+        nlost++;
+        gmp_doc_notice(d, root, NULL, GMP_DOC_PROBLEM,
+                       "gpumemprof: pid %v (%v) used CUDA and was not recorded: %v",
+                       gmp_dv_count((uint64_t)p->pid),
+                       cmdline(d, (gmp_str){p->cmd, (uint32_t)strlen(p->cmd)}), str(d, p->what));
+    }
+    return nlost;
+}
+
 /* The summary as a document. */
-static gmp_doc *summary_doc(const char *const *traces, size_t n)
+static gmp_doc *summary_doc(const char *const *traces, size_t n, const gmp_cli_run_proc *procs,
+                            size_t nprocs, int started)
 {
     gmp_doc *d = gmp_doc_new();
     if (!d)
         return NULL;
     gmp_doc_block *root = gmp_doc_root(d);
-    if (n == 0) {
+    /* the traces worth a report: the "next" commands name them all, and only them */
+    const char **useful = calloc(n ? n : 1, sizeof *useful);
+    if (!useful) {
+        gmp_doc_free(d);
+        return NULL;
+    }
+    size_t nu = 0;
+    for (size_t i = 0; i < n; i++)
+        if (one_trace(d, traces[i]))
+            useful[nu++] = traces[i];
+    size_t nlost = lost_lines(d, procs, nprocs);
+    if (n == 0 && nlost == 0 && started)
         gmp_doc_notice(d, root, NULL, GMP_DOC_WARNING,
                        "gpumemprof: no trace was written: no process of the command initialized "
                        "CUDA (or the agent could not start; see its messages above)");
+    if (nu == 0) {
+        free(useful);
         return d;
     }
-    for (size_t i = 0; i < n; i++)
-        one_trace(d, traces[i]);
-    /* outputs named after the first trace without ".zst" (and, for several, without its pid) */
-    const char *t0 = traces[0];
+    /* outputs named after the first trace without ".zst" (and, for several, without its pid or
+     * its suffix) */
+    const char *t0 = useful[0];
     size_t bl = strlen(t0);
     if (bl > 4 && strcmp(t0 + bl - 4, ".zst") == 0)
         bl -= 4;
-    if (n > 1) {
+    if (nu > 1) {
         size_t k = bl;
         while (k > 0 && t0[k - 1] >= '0' && t0[k - 1] <= '9')
             k--;
@@ -219,18 +254,22 @@ static gmp_doc *summary_doc(const char *const *traces, size_t n)
     FILE *f = open_memstream(&cmd, &cl);
     if (f) {
         fputs("gpumemprof convert", f);
-        for (size_t i = 0; i < n; i++) {
+        for (size_t i = 0; i < nu; i++) {
             fputc(' ', f);
-            shell_word(f, traces[i], strlen(traces[i]), "");
+            shell_word(f, useful[i], strlen(useful[i]), "");
         }
         fputs(" --speedscope ", f);
         shell_word(f, t0, bl, ".speedscope.json");
         fputs(" --chrome ", f);
         shell_word(f, t0, bl, ".chrome.json");
         fputc(0, f);
-        fputs("gpumemprof report ", f);
-        shell_word(f, t0, strlen(t0), "");
+        fputs("gpumemprof report", f);
+        for (size_t i = 0; i < nu; i++) {
+            fputc(' ', f);
+            shell_word(f, useful[i], strlen(useful[i]), "");
+        }
     }
+    free(useful);
     if (!f || fclose(f) != 0 || !cmd) {
         free(cmd);
         gmp_doc_free(d);
@@ -246,9 +285,10 @@ static gmp_doc *summary_doc(const char *const *traces, size_t n)
     return d;
 }
 
-void gmp_cli_print_run_summary(FILE *f, const char *const *traces, size_t n)
+void gmp_cli_print_run_summary(FILE *f, const char *const *traces, size_t n,
+                               const gmp_cli_run_proc *procs, size_t nprocs, int started)
 {
-    gmp_doc *d = summary_doc(traces, n);
+    gmp_doc *d = summary_doc(traces, n, procs, nprocs, started);
     if (!d || gmp_doc_error(d) != GMP_OK) {
         fprintf(f, "gpumemprof: the summary: %s\n", gmp_err_str(GMP_ERR_NOMEM));
         gmp_doc_free(d);

@@ -8,7 +8,13 @@
 #include <stddef.h>
 #include <stdio.h>
 
-/* Prints the summary of the traces (paths) of one run. */
-void gmp_cli_print_run_summary(FILE *f, const char *const *traces, size_t n);
+#include "cli_runout.h"
+
+/* Prints the summary of the traces (paths) of one run, then a line for each CUDA process of procs
+ * that was not recorded, then the commands to run next on the traces that recorded something
+ * (none when no trace did). started: the command could be started (when it could not, its error
+ * was said, and no "no trace was written" line follows). */
+void gmp_cli_print_run_summary(FILE *f, const char *const *traces, size_t n,
+                               const gmp_cli_run_proc *procs, size_t nprocs, int started);
 
 #endif

@@ -33,7 +33,9 @@ static const struct conv_output {
 } outputs[] = {
     {"speedscope", "speedscope JSON: flame graphs of memory by range and stack, ranges per thread",
      &gmp_out_speedscope},
-    {"chrome", "Chrome trace JSON (Perfetto, chrome://tracing): counters, ranges, allocations",
+    {"chrome",
+     "Chrome trace JSON (Perfetto, chrome://tracing): counters (a long run's merged into 2048 "
+     "time buckets keeping their extremes), ranges, allocations",
      &gmp_out_chrome},
     {"pytorch-snapshot", "PyTorch memory snapshot pickle (pytorch.org/memory_viz)",
      &gmp_out_pytorch},
@@ -214,6 +216,33 @@ static int finish(void *ctx, int status)
     return status;
 }
 
+/* An output asked for twice would keep only its last file: refused (before the parser, which
+ * keeps the last value, sees them). Returns GMP_CLI_GO or the exit status. */
+static int outputs_once(const gmp_cli_cmd_info *cmd, int argc, char **argv)
+{
+    const char *first[NOUTPUTS] = {0};
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (strcmp(a, "--") == 0)
+            break;
+        if (a[0] != '-' || a[1] != '-')
+            continue;
+        for (size_t k = 0; k < NOUTPUTS; k++) {
+            size_t l = strlen(outputs[k].option);
+            if (strncmp(a + 2, outputs[k].option, l) != 0 || (a[2 + l] && a[2 + l] != '='))
+                continue;
+            const char *v = a[2 + l] == '=' ? a + 3 + l : i + 1 < argc ? argv[++i] : "";
+            if (first[k])
+                return gmp_cli_usage_error(cmd,
+                                           "--%s given twice (%s, %s): each output is written "
+                                           "to one file",
+                                           outputs[k].option, first[k], v);
+            first[k] = v;
+        }
+    }
+    return GMP_CLI_GO;
+}
+
 int gmp_cmd_convert(const gmp_cli_cmd_info *cmd, int argc, char **argv)
 {
     const char *paths[NOUTPUTS] = {0};
@@ -260,7 +289,9 @@ int gmp_cmd_convert(const gmp_cli_cmd_info *cmd, int argc, char **argv)
         opts[i].help = "write this output to FILE (see above; - is stdout)";
 
     int npos = 0;
-    int rc = gmp_cli_parse_or_help(cmd, opts, print_help, argc, argv, &npos);
+    int rc = outputs_once(cmd, argc, argv);
+    if (rc == GMP_CLI_GO)
+        rc = gmp_cli_parse_or_help(cmd, opts, print_help, argc, argv, &npos);
     if (rc != GMP_CLI_GO)
         return rc;
     if (npos == 0)
@@ -279,7 +310,10 @@ int gmp_cmd_convert(const gmp_cli_cmd_info *cmd, int argc, char **argv)
                                            outputs[j].option, outputs[i].option);
     }
     if (!nout)
-        return gmp_cli_usage_error(cmd, "no output asked for (--speedscope FILE, --chrome FILE)");
+        return gmp_cli_usage_error(cmd,
+                                   "no output asked for (--speedscope, --chrome, "
+                                   "--pytorch-snapshot, --report, --json, --pprof or --html-view "
+                                   "FILE)");
     if (nstdout > 1)
         return gmp_cli_usage_error(cmd, "only one output can go to stdout (-)");
 

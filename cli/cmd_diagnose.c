@@ -7,9 +7,11 @@
  *
  * Secrets: an environment variable whose name contains TOKEN, KEY, SECRET, PASSWORD, PASSWD,
  * CREDENTIAL or AUTH (any case) has its value replaced by "<redacted>"; the same on the command
- * line for NAME=VALUE and --NAME=VALUE / --NAME VALUE; in every text member (the reports and the
- * manifest included) the user information of a URL (scheme://user:password@host) is replaced by
- * "<redacted>". The recordings are copied as they are. See docs/diagnose.md. */
+ * line for NAME=VALUE and --NAME=VALUE / --NAME VALUE; in every text member (the reports, whose
+ * recorded command lines are the program's, and the manifest included) the values of
+ * --NAME=VALUE, -NAME=VALUE and --NAME VALUE for such names, and the user information of a URL
+ * (scheme://user:password@host), are replaced by "<redacted>". The recordings are copied as they
+ * are. The manifest says exactly this. See docs/diagnose.md. */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -134,7 +136,86 @@ static size_t redact_urls(gmp_strbuf *out, const char *s, size_t n)
 /* The redaction counts, for the manifest. */
 typedef struct redactions {
     size_t env_names, cmdline_values, urls;
+    size_t text_values; /* option values redacted inside text members (the reports) */
 } redactions;
+
+/* Where a word of a text member ends: white space, a shell quote (command-line.txt) and, in a
+ * JSON member, a double quote (a string's end). In a text member a double quote is part of the
+ * word: a value holding one is redacted whole. */
+static int word_sep(char c, int json)
+{
+    return c == 0 || c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\'' ||
+           (json && c == '"');
+}
+
+/* s[k] follows an odd number of backslashes (at or after s[from]). */
+static int escaped(const char *s, size_t from, size_t k)
+{
+    size_t b = 0;
+    while (k > from && s[k - 1] == '\\') {
+        b++;
+        k--;
+    }
+    return b & 1;
+}
+
+/* An option token -NAME or --NAME (with or without =VALUE) whose NAME (letters, digits, '_' and
+ * '-' only) contains a secret's word: returns the length of "-NAME" (up to the '='), else 0. */
+static size_t secret_option(const char *t, size_t n)
+{
+    if (n < 2 || t[0] != '-')
+        return 0;
+    size_t k = t[1] == '-' ? 2 : 1, start = k;
+    for (; k < n && t[k] != '='; k++) {
+        char c = t[k];
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+              c == '_' || c == '-'))
+            return 0;
+    }
+    return k > start && is_secret_name(t + start, k - start) ? k : 0;
+}
+
+/* Appends s[0..n) to out with the values of secret options replaced by REDACTED: --NAME=VALUE
+ * and -NAME=VALUE, and the word after --NAME on the same line when it is no option (--NAME VALUE),
+ * NAME containing a secret's word (is_secret_name). This is how a recorded command line reads in
+ * a report (text: arguments joined by spaces; JSON: one string, json set). Returns how many values
+ * were replaced (one already REDACTED is kept and not counted). */
+static size_t redact_options(gmp_strbuf *out, const char *s, size_t n, int json)
+{
+    size_t count = 0, i = 0, rl = strlen(REDACTED);
+    int value_next = 0; /* the previous word was a secret option without '=' */
+    while (i < n) {
+        if (word_sep(s[i], json)) {
+            if (s[i] == '\n' || s[i] == '"' || s[i] == '\'')
+                value_next = 0; /* the value is on the same line, in the same string */
+            gmp_strbuf_add(out, s + i, 1);
+            i++;
+            continue;
+        }
+        size_t e = i;
+        /* a quote escaped inside a JSON string (\", an odd number of backslashes before it) is
+         * part of the word, not its end */
+        while (e < n && (!word_sep(s[e], json) || (s[e] == '"' && escaped(s, i, e))))
+            e++;
+        const char *t = s + i;
+        size_t tl = e - i, name = secret_option(t, tl);
+        if (name && name < tl) { /* --NAME=VALUE */
+            gmp_strbuf_add(out, t, name + 1);
+            gmp_strbuf_puts(out, REDACTED);
+            count += !(tl - name - 1 == rl && memcmp(t + name + 1, REDACTED, rl) == 0);
+            value_next = 0;
+        } else if (value_next && t[0] != '-') { /* the VALUE of --NAME VALUE */
+            gmp_strbuf_puts(out, REDACTED);
+            count += !(tl == rl && memcmp(t, REDACTED, rl) == 0);
+            value_next = 0;
+        } else {
+            gmp_strbuf_add(out, t, tl);
+            value_next = name != 0 && t[1] == '-';
+        }
+        i = e;
+    }
+    return count;
+}
 
 /* ---- the members of the bundle ---- */
 
@@ -191,8 +272,17 @@ static member *add_text(bundle *B, const char *name, const char *what, const gmp
     member *m = add_member(B, name, what);
     if (!m)
         return NULL;
-    if (content->n)
-        B->red.urls += redact_urls(&m->text, content->p, content->n);
+    if (content->n) {
+        /* the values of secret options (a recorded command line in a report), then URLs'
+         * credentials, in every text */
+        gmp_strbuf opt = {0};
+        size_t nl = strlen(name);
+        int json = nl > 5 && strcmp(name + nl - 5, ".json") == 0;
+        B->red.text_values += redact_options(&opt, content->p, content->n, json);
+        if (opt.n)
+            B->red.urls += redact_urls(&m->text, opt.p, opt.n);
+        free(opt.p);
+    }
     m->size = m->text.n;
     return m;
 }
@@ -544,9 +634,16 @@ static void make_manifest(gmp_strbuf *b, const bundle *B, const input *in, size_
     gmp_strbuf_printf(
         b,
         "gpumemprof diagnose bundle: gpumemprof %s, made %s.\n"
-        "Attach it to a bug report. Secrets are redacted from the environment, the command\n"
-        "line and every text member (see docs/diagnose.md); the recordings are copied as\n"
-        "they are and hold the profiled program's command line and host name.\n\n",
+        "Attach it to a bug report. Redacted (replaced by <redacted>), see docs/diagnose.md:\n"
+        "- in environment.txt, the value of every variable whose name contains TOKEN, KEY,\n"
+        "  SECRET, PASSWORD, PASSWD, CREDENTIAL or AUTH (any case);\n"
+        "- in command-line.txt and in every text member (the reports' recorded command lines\n"
+        "  included), the value of NAME=VALUE (command-line.txt), --NAME=VALUE, -NAME=VALUE\n"
+        "  and --NAME VALUE when NAME contains one of these words;\n"
+        "- in every text member, the user:password of URLs (what lies between :// and @).\n"
+        "Not redacted: secrets in other forms (a password as a plain argument, -p VALUE, a\n"
+        "token inside a file name); and the recordings, copied as they are, which hold the\n"
+        "profiled program's command line as it was and the host name.\n\n",
         GMP_VERSION_STRING, stamp);
     gmp_strbuf_printf(b, "Members (bytes, name under %s/, what):\n", B->top);
     gmp_strbuf_printf(b, "%12s  %-32s  %s\n", "-", "MANIFEST.txt", "this list");
@@ -598,8 +695,8 @@ static void make_manifest(gmp_strbuf *b, const bundle *B, const input *in, size_
     gmp_strbuf_printf(
         b,
         "Redacted: %zu environment variable(s) by name, %zu command-line value(s), %zu "
-        "URL credential(s).\n",
-        B->red.env_names, B->red.cmdline_values, B->red.urls);
+        "option value(s) in the reports and other texts, %zu URL credential(s).\n",
+        B->red.env_names, B->red.cmdline_values, B->red.text_values, B->red.urls);
 }
 
 /* ---- the archive: ustar, compressed with zstd as one stream ---- */
@@ -771,8 +868,9 @@ static void print_help(const gmp_cli_cmd_info *cmd, const gmp_cli_opt *opts)
            "environment, what `gpumemprof info` finds, and per recording the file itself and\n"
            "its report as text and JSON. With no FILE: the newest %d gpumemprof.*.zst files\n"
            "in the current directory. Environment variables whose name contains TOKEN, KEY,\n"
-           "SECRET, PASSWORD, PASSWD, CREDENTIAL or AUTH, such values on the command line, and\n"
-           "user:password in URLs are replaced by <redacted>; recordings are copied as they are.\n"
+           "SECRET, PASSWORD, PASSWD, CREDENTIAL or AUTH, such values on the command line and\n"
+           "in the reports (--NAME=VALUE, --NAME VALUE), and user:password in URLs are replaced\n"
+           "by <redacted>; recordings are copied as they are.\n"
            "Default output: gpumemprof-diagnose-YYYYmmdd-HHMMSS.tar.zst (UTC; SOURCE_DATE_EPOCH\n"
            "sets the time), never overwritten; -o FILE replaces FILE.\n\n",
            cmd->summary, MAX_AUTO);

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -205,11 +206,39 @@ static int finish(void *ctx, int status)
     return status;
 }
 
+/* --debug-dir must name a directory. An input named twice is read twice (each is a process of
+ * its own in the comparison), but said: its rows will be identical. Returns GMP_CLI_GO or the exit
+ * status. */
+static int check_inputs_and_dirs(const gmp_cli_cmd_info *cmd, char **in, int n,
+                                 const char *debug_dir)
+{
+    struct stat st;
+    if (debug_dir && stat(debug_dir, &st) != 0)
+        return gmp_cli_usage_error(cmd, "--debug-dir %s: %s", debug_dir, strerror(errno));
+    if (debug_dir && !S_ISDIR(st.st_mode))
+        return gmp_cli_usage_error(cmd, "--debug-dir %s: not a directory", debug_dir);
+    for (int i = 0; i < n; i++) {
+        struct stat a, b;
+        if (strcmp(in[i], "-") == 0 || stat(in[i], &a) != 0)
+            continue;
+        for (int j = 0; j < i; j++)
+            if (strcmp(in[j], "-") != 0 && stat(in[j], &b) == 0 && a.st_dev == b.st_dev &&
+                a.st_ino == b.st_ino) {
+                fprintf(stderr,
+                        "gpumemprof report: warning: %s is given twice (also as %s): it is read "
+                        "once for each, and their rows are the same\n",
+                        in[i], in[j]);
+                break;
+            }
+    }
+    return GMP_CLI_GO;
+}
+
 int gmp_cmd_report(const gmp_cli_cmd_info *cmd, int argc, char **argv)
 {
     const char *format = NULL, *out_path = NULL, *debug_dir = NULL, *by_s = NULL, *sort_s = NULL;
     const char *color_s = "auto";
-    int64_t top = -1, device = INT64_MIN, temp_us = INT64_MIN;
+    int64_t top = INT64_MIN, device = INT64_MIN, temp_us = INT64_MIN;
     int no_progress = 0, npos = 0, all_frames = 0, interactive = 0, static_html = 0;
     const gmp_cli_opt opts[] = {
         {"format", 'f', GMP_CLI_STRING, &format, "FMT",
@@ -222,7 +251,9 @@ int gmp_cmd_report(const gmp_cli_cmd_info *cmd, int argc, char **argv)
         {"output", 'o', GMP_CLI_STRING, &out_path, "FILE", "write to FILE instead of stdout", 0},
         {"color", 0, GMP_CLI_STRING, &color_s, "WHEN", "text colours: auto, always, never", 0},
         {"temporary-us", 0, GMP_CLI_INT, &temp_us, "US",
-         "allocations freed within US microseconds are temporary (default 1000)", 0},
+         "allocations freed within US microseconds (default 1000), and before the range they "
+         "were made in closed, are temporary",
+         0},
         {"all-frames", 0, GMP_CLI_FLAG, &all_frames, NULL,
          "show every frame of a stack (default: internal frames folded, docs/stacks.md)", 0},
         {"static", 0, GMP_CLI_FLAG, &static_html, NULL,
@@ -253,12 +284,15 @@ int gmp_cmd_report(const gmp_cli_cmd_info *cmd, int argc, char **argv)
     if (static_html && interactive)
         return gmp_cli_usage_error(cmd, "--static and --interactive contradict each other");
     interactive = writer == gmp_report_write_html && !static_html;
-    if (top < -1 || top > 1000000000)
-        return gmp_cli_usage_error(cmd, "--top: must be 0 or more");
+    if (top != INT64_MIN && (top < 0 || top > 1000000000))
+        return gmp_cli_usage_error(cmd, "--top %" PRId64 ": expected 0 (all) to 1000000000", top);
     if (temp_us != INT64_MIN && (temp_us < 1 || temp_us > INT64_MAX / 1000))
-        return gmp_cli_usage_error(cmd, "--temporary-us: must be 1 or more");
+        return gmp_cli_usage_error(cmd, "--temporary-us %" PRId64 ": expected 1 or more", temp_us);
     if (device != INT64_MIN && (device < -1 || device > INT32_MAX))
-        return gmp_cli_usage_error(cmd, "--device: not a device ordinal");
+        return gmp_cli_usage_error(cmd,
+                                   "--device %" PRId64 ": expected a device ordinal (0, 1, ...) "
+                                   "or -1 (host)",
+                                   device);
     gmp_report_view view;
     memset(&view, 0, sizeof view);
     if (by_s && !(view.by = gmp_report_parse_by(by_s)))
@@ -279,6 +313,9 @@ int gmp_cmd_report(const gmp_cli_cmd_info *cmd, int argc, char **argv)
         return gmp_cli_usage_error(cmd, "--color: '%s' is not auto, always or never", color_s);
     if (npos == 0)
         return gmp_cli_usage_error(cmd, "missing TRACE");
+    rc = check_inputs_and_dirs(cmd, argv + 1, npos, debug_dir);
+    if (rc != GMP_CLI_GO)
+        return rc;
     view.top = top >= 0 ? (size_t)top : json ? 0 : DEFAULT_TOP;
     view.device = device;
     view.all_frames = all_frames;

@@ -27,6 +27,7 @@
 #include "cli_cmds.h"
 #include "cli_opts.h"
 #include "cli_paths.h"
+#include "cli_runout.h"
 #include "cli_summary.h"
 #include "gmp_run_defaults.h"
 
@@ -171,6 +172,8 @@ typedef struct run_opts {
     uint64_t sample_ns, flush_ns, buffer;
     char **command;            /* the program and its arguments (NULL-terminated) */
     char pattern[4096];        /* --output, absolute (run_build_env) */
+    char runlog[4200];         /* the run log (cli_runout.h); "" when none */
+    int started;               /* the command was started (exec succeeded) */
     struct timespec t0;        /* the run's start, one second early (run_child) */
     gmp_cli_run_view *view_ui; /* --view (cmd_view.c) */
 } run_opts;
@@ -187,7 +190,10 @@ static int run_parse_opts(const gmp_cli_cmd_info *cmd, int argc, char **argv, ru
     o->buffer = GMP_RUN_BUFFER_BYTES;
     gmp_cli_opt opts[] = {
         {"output", 'o', GMP_CLI_STRING, &o->output, "PATH",
-         "trace file; %p pid, %h host, %r rank, %n counter (default " GMP_RUN_OUTPUT ")", 0},
+         "trace file; %p pid, %h host, %r rank, %n counter (default " GMP_RUN_OUTPUT
+         "); its directory must exist; a fixed name shared by several processes gives "
+         "NAME.2.zst ...",
+         0},
         {"force", 0, GMP_CLI_FLAG, &o->force, NULL, "overwrite existing trace files", 0},
         {"quiet", 'q', GMP_CLI_FLAG, &o->quiet, NULL, "no summary; the agent reports errors only",
          0},
@@ -352,8 +358,10 @@ static int python_env(const run_opts *o, const char *agent)
 }
 
 /* o->pattern: --output made absolute, so that processes that change directory still write beside
- * each other. A fixed name (no %p, %n or %r) that exists is refused now rather than in the
- * agent. Returns GMP_CLI_GO or the exit status. */
+ * each other; its directory checked now, before anything starts. A fixed name (no %p, %n or %r)
+ * that exists is refused now rather than in the agent; with --force, an old regular file there is
+ * removed now, and every process of the command then creates its own file (the first the name,
+ * the others NAME.2.zst ...: GPUMEMPROF_OUTPUT_SUFFIX). Returns GMP_CLI_GO or the exit status. */
 static int output_pattern(const gmp_cli_cmd_info *cmd, run_opts *o)
 {
     char *pattern = o->pattern;
@@ -370,20 +378,26 @@ static int output_pattern(const gmp_cli_cmd_info *cmd, run_opts *o)
             sizeof o->pattern)
             return gmp_cli_usage_error(cmd, "--output: path too long");
     }
-    if (!o->force && !strstr(pattern, "%p") && !strstr(pattern, "%n") && !strstr(pattern, "%r")) {
-        struct stat st;
-        char fixed[4096];
-        size_t n = 0;
-        for (const char *p = pattern; *p && n + 1 < sizeof fixed; p++) {
-            if (p[0] == '%' && p[1] == '%')
-                p++;
-            fixed[n++] = *p;
-        }
-        fixed[n] = 0;
-        if (!strstr(pattern, "%h") && lstat(fixed, &st) == 0) {
-            fprintf(stderr, "gpumemprof run: %s exists; use --force to overwrite it\n", fixed);
-            return 1;
-        }
+    char msg[1200];
+    if (gmp_cli_run_check_dir(pattern, msg, sizeof msg) != 0)
+        return gmp_cli_usage_error(cmd, "%s", msg);
+    char fixed[4096];
+    if (!gmp_cli_run_fixed_name(pattern, fixed, sizeof fixed)) {
+        unsetenv("GPUMEMPROF_OUTPUT_SUFFIX");
+        return GMP_CLI_GO;
+    }
+    setenv("GPUMEMPROF_OUTPUT_SUFFIX", "1", 1);
+    struct stat st;
+    if (lstat(fixed, &st) != 0)
+        return GMP_CLI_GO;
+    if (!o->force) {
+        fprintf(stderr, "gpumemprof run: %s exists; use --force to overwrite it\n", fixed);
+        return 1;
+    }
+    /* anything else (a symbolic link, a FIFO) stays: the agent refuses it */
+    if (S_ISREG(st.st_mode) && unlink(fixed) != 0) {
+        fprintf(stderr, "gpumemprof run: --force: cannot remove %s: %s\n", fixed, strerror(errno));
+        return 1;
     }
     return GMP_CLI_GO;
 }
@@ -442,6 +456,10 @@ static int run_build_env(const gmp_cli_cmd_info *cmd, run_opts *o)
     if (!o->no_nvtx)
         setenv("NVTX_INJECTION64_PATH", agent, 1);
     setenv("GPUMEMPROF_OUTPUT", o->pattern, 1);
+    if (gmp_cli_runlog_create(o->runlog, sizeof o->runlog) == 0)
+        setenv("GPUMEMPROF_RUN_LOG", o->runlog, 1);
+    else
+        unsetenv("GPUMEMPROF_RUN_LOG"); /* the summary then finds the traces by the pattern */
     setenv("GPUMEMPROF_FORCE", o->force ? "1" : "0", 1);
     setenv("GPUMEMPROF_STACKS", o->stacks, 1);
     setenv_u("GPUMEMPROF_STACK_DEPTH", (unsigned long long)o->depth);
@@ -498,9 +516,17 @@ static int run_child(run_opts *o, int *status)
         }
     }
     fflush(NULL);
+    /* closed by a successful exec: a byte read from it says the exec failed */
+    int ex[2] = {-1, -1};
+    if (pipe2(ex, O_CLOEXEC) != 0)
+        ex[0] = ex[1] = -1;
     pid_t pid = fork();
     if (pid < 0) {
         fprintf(stderr, "gpumemprof run: cannot start %s: %s\n", o->command[0], strerror(errno));
+        if (ex[0] >= 0) {
+            close(ex[0]);
+            close(ex[1]);
+        }
         return 1;
     }
     if (pid == 0) {
@@ -511,9 +537,21 @@ static int run_child(run_opts *o, int *status)
         execvp(o->command[0], o->command);
         int e = errno;
         fprintf(stderr, "gpumemprof run: cannot run %s: %s\n", o->command[0], strerror(e));
+        if (ex[1] >= 0 && write(ex[1], "x", 1) < 0)
+            e = errno;
         _exit(e == ENOENT ? 127 : 126);
     }
-    child_pid = pid;
+    child_pid = pid; /* signals are forwarded from now on, the exec's outcome known or not */
+    o->started = 1;
+    if (ex[1] >= 0) {
+        close(ex[1]);
+        char b;
+        ssize_t r;
+        while ((r = read(ex[0], &b, 1)) < 0 && errno == EINTR)
+            ;
+        o->started = r != 1;
+        close(ex[0]);
+    }
     *status = 0;
     int reaped = o->view_ui ? gmp_cli_run_view_wait(o->view_ui, (int)pid, status) : 0;
     while (!reaped && waitpid(pid, status, 0) < 0) {
@@ -536,26 +574,40 @@ static void run_summarize(run_opts *o, int status)
     glob_t g;
     memset(&g, 0, sizeof g);
     size_t ntraces = 0;
-    char **traces = NULL;
-    if (glob_pattern(o->pattern, gpat, sizeof gpat) == 0 && glob(gpat, 0, NULL, &g) == 0) {
-        traces = calloc(g.gl_pathc + 1, sizeof *traces);
-        for (size_t i = 0; traces && i < g.gl_pathc; i++) {
-            struct stat st;
-            if (lstat(g.gl_pathv[i], &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != getuid())
-                continue;
-            if (st.st_mtim.tv_sec < o->t0.tv_sec)
-                continue;
-            traces[ntraces++] = g.gl_pathv[i];
-        }
+    gmp_cli_run_proc *procs = NULL;
+    size_t nprocs = o->runlog[0] ? gmp_cli_runlog_read(o->runlog, &procs) : 0;
+    if (o->runlog[0])
+        unlink(o->runlog);
+    int globbed = glob_pattern(o->pattern, gpat, sizeof gpat) == 0 && glob(gpat, 0, NULL, &g) == 0;
+    char **traces = calloc((globbed ? g.gl_pathc : 0) + nprocs + 1, sizeof *traces);
+    for (size_t i = 0; globbed && traces && i < g.gl_pathc; i++) {
+        struct stat st;
+        if (lstat(g.gl_pathv[i], &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != getuid())
+            continue;
+        if (st.st_mtim.tv_sec < o->t0.tv_sec)
+            continue;
+        traces[ntraces++] = g.gl_pathv[i];
+    }
+    /* the traces the pattern does not find (NAME.2.zst ...), as the run log names them */
+    for (size_t i = 0; traces && i < nprocs; i++) {
+        if (!procs[i].recorded)
+            continue;
+        size_t k = 0;
+        while (k < ntraces && strcmp(traces[k], procs[i].what) != 0)
+            k++;
+        if (k == ntraces)
+            traces[ntraces++] = procs[i].what;
     }
     if (!o->quiet) {
         if (WIFSIGNALED(status))
             fprintf(stderr, "gpumemprof: %s was ended by signal %d (%s)\n", o->command[0],
                     WTERMSIG(status), strsignal(WTERMSIG(status)));
-        gmp_cli_print_run_summary(stderr, (const char *const *)traces, ntraces);
+        gmp_cli_print_run_summary(stderr, (const char *const *)traces, ntraces, procs, nprocs,
+                                  o->started);
     }
     globfree(&g);
     free(traces);
+    gmp_cli_runlog_free(procs, nprocs);
     gmp_cli_run_view_free(o->view_ui);
 }
 
@@ -569,8 +621,11 @@ int gmp_cmd_run(const gmp_cli_cmd_info *cmd, int argc, char **argv)
     int status = 0;
     if (rc == GMP_CLI_GO)
         rc = run_child(&o, &status);
-    if (rc != GMP_CLI_GO)
+    if (rc != GMP_CLI_GO) {
+        if (o.runlog[0])
+            unlink(o.runlog);
         return rc;
+    }
     run_summarize(&o, status);
     return WIFEXITED(status) ? WEXITSTATUS(status)
                              : (WIFSIGNALED(status) ? 128 + WTERMSIG(status) : 1);

@@ -29,7 +29,9 @@ static const command commands[] = {
     {{"view", "FILE... [--follow] [--color WHEN]",
       "explore recordings in the terminal: timeline, live set at a cursor, stacks; --follow a run"},
      gmp_cmd_view},
-    {{"convert", "FILE... [--speedscope FILE] [--chrome FILE] [--chrome-torch-compat]",
+    {{"convert",
+      "FILE... [--speedscope|--chrome|--pytorch-snapshot|--report|--json|--pprof|"
+      "--html-view FILE]... [OPTIONS]",
       "write recordings as speedscope, Chrome/Perfetto, pprof, an HTML view and more"},
      gmp_cmd_convert},
     {{"dump", "FILE [--json] [--raw]", "print every record of a trace, one per line"},

@@ -20,6 +20,7 @@
 
 #include "gmp_export.h"
 #include "gmp_frames.h"
+#include "gmp_out_counters.h"
 #include "gmp_output.h"
 #include "gmp_reader.h"
 
@@ -32,6 +33,7 @@ typedef struct dev_state {
     uint64_t cat[GMP_CAT_COUNT]; /* allocated per category (gmp_frames.h) */
     int cat_on;                  /* a category other than `other` has had bytes: the category
                                     counter is written from then on */
+    gmp_ctr_track mem, bycat;    /* the counter tracks, bounded (gmp_out_counters.h) */
     char label[24];              /* "GPU 0" */
     char span_name[GMP_MEM_KIND_COUNT][48]; /* "GPU 0 allocations", "host managed" */
 } dev_state;
@@ -57,6 +59,7 @@ struct gmp_output_ctx {
     int any;          /* an event was written */
     uint64_t next_id; /* async span ids */
     uint64_t spans, dropped;
+    uint64_t merged; /* counter changes gathered into time buckets (gmp_out_counters.h) */
     gmp_obuf traces; /* otherData.traces entries */
     int64_t rank;    /* rank of the single trace, -1 */
     ctrace *t;
@@ -237,6 +240,8 @@ static dev_state *dev_get(ctrace *t, int32_t id)
     *v = t->ndevs;
     memset(d, 0, sizeof *d);
     d->id = id;
+    gmp_ctr_init(&d->mem, 2, 1);
+    gmp_ctr_init(&d->bycat, GMP_CTR_VALUES, 0); /* the six categories of cat_order */
     gmp_output_device_label(id, d->label, sizeof d->label);
     for (unsigned k = 0; k < GMP_MEM_KIND_COUNT; k++) {
         if (gmp_mem_kind_is_device(k))
@@ -253,7 +258,45 @@ static gmp_err nomem(gmp_replay *rp)
     return gmp_replay_fail(rp, GMP_ERR_NOMEM, "chrome output: out of memory");
 }
 
-/* A counter event when the device's allocated or reserved bytes changed. */
+static void w_mem(gmp_output_ctx *c, ctrace *t, const dev_state *s, uint64_t time,
+                  uint64_t allocated, uint64_t reserved)
+{
+    ev_open(c, "C", t->info.pid, 0, gmp_output_time(&t->info, time));
+    gmp_jw_lit(&c->w, ",\"name\":\"");
+    gmp_jw_cstr_raw(&c->w, s->label);
+    gmp_jw_lit(&c->w, " memory\",\"args\":{\"allocated\":");
+    gmp_jw_u64(&c->w, allocated);
+    gmp_jw_lit(&c->w, ",\"reserved\":");
+    gmp_jw_u64(&c->w, reserved);
+    gmp_jw_lit(&c->w, "}}");
+}
+
+/* the categories in the order of the counter's args (and of the report's table) */
+static const gmp_category cat_order[] = {GMP_CAT_PARAMETER,  GMP_CAT_GRADIENT,  GMP_CAT_OPTIMIZER,
+                                         GMP_CAT_ACTIVATION, GMP_CAT_TEMPORARY, GMP_CAT_OTHER};
+#define NCAT_ORDER (sizeof cat_order / sizeof cat_order[0])
+_Static_assert(NCAT_ORDER == GMP_CTR_VALUES, "a category track's point holds every category");
+
+static void w_cat(gmp_output_ctx *c, ctrace *t, const dev_state *s, uint64_t time,
+                  const uint64_t *v)
+{
+    ev_open(c, "C", t->info.pid, 0, gmp_output_time(&t->info, time));
+    gmp_jw_lit(&c->w, ",\"name\":\"");
+    gmp_jw_cstr_raw(&c->w, s->label);
+    gmp_jw_lit(&c->w, " by category\",\"args\":{");
+    for (size_t k = 0; k < NCAT_ORDER; k++) {
+        if (k)
+            gmp_jw_lit(&c->w, ",");
+        gmp_jw_lit(&c->w, "\"");
+        gmp_jw_cstr_raw(&c->w, gmp_category_name(cat_order[k]));
+        gmp_jw_lit(&c->w, "\":");
+        gmp_jw_u64(&c->w, v[k]);
+    }
+    gmp_jw_lit(&c->w, "}}");
+}
+
+/* A counter event when the device's allocated or reserved bytes changed (bounded: past the
+ * track's first changes, gathered into time buckets and written at the trace's end). */
 static gmp_err counter(gmp_output_ctx *c, ctrace *t, const gmp_replay_device *d, uint64_t time)
 {
     dev_state *s = dev_get(t, d->id);
@@ -265,20 +308,18 @@ static gmp_err counter(gmp_output_ctx *c, ctrace *t, const gmp_replay_device *d,
     s->counted = 1;
     s->last_alloc = d->allocated;
     s->last_res = d->reserved;
-    ev_open(c, "C", t->info.pid, 0, gmp_output_time(&t->info, time));
-    gmp_jw_lit(&c->w, ",\"name\":\"");
-    gmp_jw_cstr_raw(&c->w, s->label);
-    gmp_jw_lit(&c->w, " memory\",\"args\":{\"allocated\":");
-    gmp_jw_u64(&c->w, d->allocated);
-    gmp_jw_lit(&c->w, ",\"reserved\":");
-    gmp_jw_u64(&c->w, d->reserved);
-    gmp_jw_lit(&c->w, "}}");
+    uint64_t v[2] = {d->allocated, d->reserved};
+    int now = gmp_ctr_add(&s->mem, time, v);
+    if (now < 0)
+        return nomem(t->rp);
+    if (now)
+        w_mem(c, t, s, time, d->allocated, d->reserved);
     return GMP_OK;
 }
 
 /* Memory by category (docs/report.md, "Memory by category"): a second counter track per device,
  * "GPU 0 by category", written once a category other than `other` appears (a trace without
- * PyTorch's frames or phase ranges gets none). */
+ * PyTorch's frames or phase ranges gets none); bounded as the memory track is. */
 static gmp_err cat_counter(gmp_output_ctx *c, ctrace *t, const gmp_replay_alloc *a, int add,
                            uint64_t time)
 {
@@ -308,22 +349,47 @@ static gmp_err cat_counter(gmp_output_ctx *c, ctrace *t, const gmp_replay_alloc 
         s->cat_on = 1;
     if (!s->cat_on)
         return GMP_OK;
-    ev_open(c, "C", t->info.pid, 0, gmp_output_time(&t->info, time));
-    gmp_jw_lit(&c->w, ",\"name\":\"");
-    gmp_jw_cstr_raw(&c->w, s->label);
-    gmp_jw_lit(&c->w, " by category\",\"args\":{");
-    static const gmp_category order[] = {GMP_CAT_PARAMETER,  GMP_CAT_GRADIENT,  GMP_CAT_OPTIMIZER,
-                                         GMP_CAT_ACTIVATION, GMP_CAT_TEMPORARY, GMP_CAT_OTHER};
-    for (size_t k = 0; k < sizeof order / sizeof order[0]; k++) {
-        if (k)
-            gmp_jw_lit(&c->w, ",");
-        gmp_jw_lit(&c->w, "\"");
-        gmp_jw_cstr_raw(&c->w, gmp_category_name(order[k]));
-        gmp_jw_lit(&c->w, "\":");
-        gmp_jw_u64(&c->w, s->cat[order[k]]);
-    }
-    gmp_jw_lit(&c->w, "}}");
+    uint64_t vals[NCAT_ORDER];
+    for (size_t k = 0; k < NCAT_ORDER; k++)
+        vals[k] = s->cat[cat_order[k]];
+    int now = gmp_ctr_add(&s->bycat, time, vals);
+    if (now < 0)
+        return nomem(t->rp);
+    if (now)
+        w_cat(c, t, s, time, vals);
     return GMP_OK;
+}
+
+typedef struct flush_ctx {
+    gmp_output_ctx *c;
+    ctrace *t;
+    const dev_state *s;
+    int cat;
+} flush_ctx;
+
+static gmp_err flush_point(void *ctx, const gmp_ctr_point *p)
+{
+    flush_ctx *f = ctx;
+    if (f->cat)
+        w_cat(f->c, f->t, f->s, p->t, p->v);
+    else
+        w_mem(f->c, f->t, f->s, p->t, p->v[0], p->v[1]);
+    return GMP_OK;
+}
+
+/* The counter changes kept in time buckets, written (each device's tracks in turn). */
+static gmp_err flush_counters(gmp_output_ctx *c, ctrace *t)
+{
+    gmp_err e = GMP_OK;
+    for (size_t i = 0; i < t->ndevs && e == GMP_OK; i++) {
+        dev_state *s = &t->devs[i];
+        c->merged += s->mem.merged + s->bycat.merged;
+        flush_ctx fm = {c, t, s, 0}, fc = {c, t, s, 1};
+        e = gmp_ctr_flush(&s->mem, flush_point, &fm);
+        if (e == GMP_OK)
+            e = gmp_ctr_flush(&s->bycat, flush_point, &fc);
+    }
+    return e;
 }
 
 static void torch_memory(gmp_output_ctx *c, ctrace *t, const gmp_replay_alloc *a, uint32_t tid,
@@ -635,6 +701,10 @@ static void trace_free(ctrace *t)
     gmp_omap_free(&t->cats);
     gmp_obuf_free(&t->frag);
     gmp_obuf_free(&t->tmp);
+    for (size_t i = 0; i < t->ndevs; i++) {
+        gmp_ctr_free(&t->devs[i].mem);
+        gmp_ctr_free(&t->devs[i].bycat);
+    }
     free(t->devs);
     free(t);
 }
@@ -647,6 +717,8 @@ static gmp_err on_end(void *ctx, gmp_replay *rp)
     const gmp_replay_summary *s = gmp_replay_get_summary(rp);
     uint64_t last = s->last_ns;
     int64_t ts_last = gmp_output_time(&t->info, last);
+    if (flush_counters(c, t) != GMP_OK)
+        return nomem(rp);
     /* ranges still open: closed at the last event */
     for (size_t i = 0; i < t->threads.cap; i++) {
         if (!t->threads.used[i])
@@ -817,6 +889,10 @@ static gmp_err chrome_finish(gmp_output_ctx *c, gmp_output_result *res)
     gmp_jw_u64(w, c->dropped);
     gmp_jw_lit(w, ",\"max_spans\":");
     gmp_jw_u64(w, c->o.max_spans);
+    if (c->merged) { /* only then: files of shorter runs stay as they were */
+        gmp_jw_lit(w, ",\"counter_changes_merged\":");
+        gmp_jw_u64(w, c->merged);
+    }
     gmp_jw_lit(w, ",\"traces\":[");
     gmp_jw_raw(w, c->traces.p ? c->traces.p : "", c->traces.len);
     gmp_jw_lit(w, "\n]}");
@@ -830,8 +906,16 @@ static gmp_err chrome_finish(gmp_output_ctx *c, gmp_output_result *res)
         snprintf(res->note, sizeof res->note,
                  "%" PRIu64 " of %" PRIu64
                  " allocation spans were not written (--max-spans %" PRIu64
-                 "); the counters and the [memory] events are complete; use --max-spans 0 for all",
-                 c->dropped, c->dropped + c->spans, c->o.max_spans);
+                 "); the [memory] events are complete; use --max-spans 0 for all%s",
+                 c->dropped, c->dropped + c->spans, c->o.max_spans,
+                 c->merged ? "; the counters keep each track's lowest and highest values per "
+                             "time bucket"
+                           : "; the counters are complete");
+    else if (res && c->merged)
+        snprintf(res->note, sizeof res->note,
+                 "%" PRIu64 " counter changes were merged into time buckets (each track: its "
+                 "first %d changes, then %d buckets keeping their lowest and highest values)",
+                 c->merged, GMP_CTR_EXACT, GMP_CTR_BUCKETS);
     gmp_err e = gmp_jw_flush(w);
     if (e == GMP_OK && fflush(w->f) != 0)
         e = GMP_ERR_IO;

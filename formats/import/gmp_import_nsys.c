@@ -710,6 +710,13 @@ static gmp_err on_memory(imp *I, sqlite3_stmt *s, uint64_t row)
     }
     unsigned km = kid >= 0 && kid < 64 ? I->mem_kind[kid] : GMP_MEM_UNKNOWN;
     unsigned kind = km & 0xffu;
+    /* deviceId is the device of the context that made the call (CUPTI's CUpti_ActivityMemory4,
+     * which nsys exports here: "the ID of the device where the memory operation is taking
+     * place"); pinned memory (CUDA_MEMOPR_MEMORY_KIND_PINNED, CUPTI_ACTIVITY_MEMORY_KIND_PINNED:
+     * cudaMallocHost, cudaHostAlloc) is page-locked host memory, which gpumemprof's own traces
+     * book on the host (device -1, docs/trace-format.md), not on that device */
+    if (kind == GMP_MEM_PINNED_HOST)
+        dev = -1;
     uint64_t pool = opt_u64(s, C_POOL);
     if (kind == GMP_MEM_DEVICE && pool)
         kind = GMP_MEM_ASYNC_POOL;

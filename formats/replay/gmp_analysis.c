@@ -60,18 +60,32 @@ typedef struct tstat {
     uint64_t allocs, bytes, temp_count, temp_bytes, temp_life;
 } tstat;
 
+/* The growth window starts at slot exit 2^(r - LEVELS + 1) (r = floor(log2 of the slot's
+ * exits); 1 when that is below 1): the warm-up left out is at most a quarter of the iterations,
+ * and at least an eighth (docs/report.md, "Growth over iterations"). */
+#define LEVELS 3
+
 /* What a site knows of one tracked range (a slot), in that range's exits counted from the slot's
- * start (1 = its first exit): the windows start at exits 2^(r-1) and 2^r (r = floor(log2 of the
- * slot's exits)), a site's values there, its value at the last exit it was seen at, and the rises
- * and falls between seen exits inside each window. */
+ * start (1 = its first exit): the windows start at exits 2^(r-2), 2^(r-1) and 2^r (each at least
+ * 1), a site's values there, its value at the last exit it was seen at, and the rises and falls
+ * between seen exits inside each window. The first (level 0) is the growth window; the others
+ * become it as the slot's exits double. */
 typedef struct strack {
-    uint32_t gen;    /* the slot's generation this belongs to */
-    uint32_t r;      /* the slot's window index it has caught up with */
-    uint64_t pv, cv; /* values at the windows' starts: 2^(r-1) (1 when r = 0) and 2^r */
-    uint64_t ev;     /* value at exit ei */
-    uint64_t ei;
-    uint32_t rp, rc, fp, fc; /* rises and falls since the previous / the current window's start */
+    uint32_t gen;        /* the slot's generation this belongs to */
+    uint32_t r;          /* the slot's window index it has caught up with */
+    uint64_t v[LEVELS];  /* values at the windows' starts */
+    uint64_t ev;         /* value at exit ei */
+    uint64_t ei;         /* the last exit caught up with */
+    uint32_t ri[LEVELS]; /* rises since each window's start */
+    uint32_t fa[LEVELS]; /* falls since each window's start */
 } strack;
+
+/* The exit at which window level j starts when the slot is at window index r. */
+static inline uint64_t level_start(uint32_t r, unsigned j)
+{
+    unsigned back = LEVELS - 1 - j;
+    return r >= back ? 1ull << (r - back) : 1;
+}
 
 /* An allocation site (index as the replay's). */
 typedef struct sstat {
@@ -118,6 +132,7 @@ struct gmp_analysis {
     sstat *s;
     size_t ns, caps;
     gmp_omap thread_dev; /* tid -> device + 2 */
+    gmp_omap range_exit; /* range path | tid << 32 -> time of its last POP on that thread + 1 */
     uint32_t td_tid;     /* the (tid, value) written last to thread_dev (td_val 0: none) */
     uint64_t td_val;
     uint64_t t_key; /* tstat_get's last key and its index + 1 (0: none) */
@@ -218,31 +233,41 @@ static void track_catch_up(strack *x, const slot *sl, uint64_t v)
         memset(x, 0, sizeof *x);
         x->gen = sl->gen;
         x->r = sl->r;
-        x->pv = x->cv = x->ev = v;
+        for (unsigned j = 0; j < LEVELS; j++)
+            x->v[j] = v;
+        x->ev = v;
         x->ei = sl->exits;
         return;
     }
     if (x->ei == sl->exits)
         return;
     /* one change between exit ei and ei + 1: from ev to v */
-    uint64_t cur = 1ull << x->r, prev = x->r ? cur >> 1 : 1;
-    if (v > x->ev) {
-        x->rc += x->ei >= cur;
-        x->rp += x->ei >= prev;
-    } else if (v < x->ev) {
-        x->fc += x->ei >= cur;
-        x->fp += x->ei >= prev;
+    for (unsigned j = 0; j < LEVELS; j++) {
+        int in = x->ei >= level_start(x->r, j);
+        if (v > x->ev)
+            x->ri[j] += in;
+        else if (v < x->ev)
+            x->fa[j] += in;
     }
-    /* windows that started since (at exits after ei: the value there was v) */
-    if (sl->r == x->r + 1) {
-        x->pv = x->cv;
-        x->rp = x->rc;
-        x->fp = x->fc;
-        x->cv = v;
-        x->rc = x->fc = 0;
-    } else if (sl->r > x->r + 1) {
-        x->pv = x->cv = v;
-        x->rp = x->rc = x->fp = x->fc = 0;
+    /* windows that started since (at exits after ei: the value there was v); a level clamped
+     * to exit 1 moves on to the same start (level_start), so the shift holds for small r too */
+    uint32_t d = sl->r - x->r;
+    if (d >= LEVELS) {
+        for (unsigned j = 0; j < LEVELS; j++) {
+            x->v[j] = v;
+            x->ri[j] = x->fa[j] = 0;
+        }
+    } else if (d) {
+        for (unsigned j = 0; j < LEVELS; j++) {
+            if (j + d < LEVELS) {
+                x->v[j] = x->v[j + d];
+                x->ri[j] = x->ri[j + d];
+                x->fa[j] = x->fa[j + d];
+            } else {
+                x->v[j] = v;
+                x->ri[j] = x->fa[j] = 0;
+            }
+        }
     }
     x->r = sl->r;
     x->ev = v;
@@ -442,6 +467,13 @@ static gmp_err nomem(ana *A)
 static gmp_err on_range(void *ctx, gmp_replay *rp, const gmp_replay_range *ev)
 {
     ana *A = ctx;
+    if (ev->op == GMP_REPLAY_POP && ev->range) { /* for outlived_range */
+        int fresh;
+        uint64_t *v = gmp_omap_put(&A->range_exit, ev->range | (uint64_t)ev->tid << 32, &fresh);
+        if (!v)
+            return nomem(A);
+        *v = ev->end_ns + 1;
+    }
     if (ev->op != GMP_REPLAY_POP && ev->op != GMP_REPLAY_END && ev->op != GMP_REPLAY_MARK)
         return GMP_OK;
     if (ev->op == GMP_REPLAY_MARK && !ev->range)
@@ -510,6 +542,18 @@ static gmp_err on_alloc(void *ctx, gmp_replay *rp, const gmp_replay_mem *ev)
     return GMP_OK;
 }
 
+/* The range an allocation was made in (the push/pop range open on its thread) was closed after
+ * it was made: the allocation outlived it. Such memory is kept past the work that made it (an
+ * optimizer's state, activations kept for the backward pass), not a temporary, however fast the
+ * run (docs/report.md, "Temporary allocations"). */
+static int outlived_range(const ana *A, const gmp_replay_alloc *a)
+{
+    if (!a->range)
+        return 0;
+    const uint64_t *v = gmp_omap_get(&A->range_exit, a->range | (uint64_t)a->tid << 32);
+    return v && *v - 1 >= a->time_ns;
+}
+
 static gmp_err on_free(void *ctx, gmp_replay *rp, const gmp_replay_mem *ev)
 {
     ana *A = ctx;
@@ -528,7 +572,7 @@ static gmp_err on_free(void *ctx, gmp_replay *rp, const gmp_replay_mem *ev)
         if (ev->counted && kind_is_device(a->kind))
             site_change(A, s, -(int64_t)a->size);
         uint64_t life = t > a->time_ns ? t - a->time_ns : 0;
-        if (implicit || life > A->opts.temp_ns)
+        if (implicit || life > A->opts.temp_ns || outlived_range(A, a))
             continue;
         tstat *x = tstat_get(A, a->range, a->device);
         if (!x)
@@ -811,6 +855,7 @@ void gmp_analysis_free(gmp_analysis *A)
     gmp_omap_free(&A->gmap);
     gmp_omap_free(&A->tmap);
     gmp_omap_free(&A->thread_dev);
+    gmp_omap_free(&A->range_exit);
     free(A->pools);
     free(A->r);
     free(A->g);
@@ -846,6 +891,7 @@ void gmp_analysis_result_free(gmp_analysis_result *R)
     free(R->growth);
     free(R->temp);
     free(R->temp_sites);
+    free(R->temp_devices);
     free(R->overhead);
     free(R->ooms);
     free(R);
@@ -951,7 +997,7 @@ static int finish_leaks(ana *A, gmp_analysis_result *R)
     if (it->slot == NO_SLOT)
         return 1;
     const slot *sl = &A->slots[it->slot];
-    uint64_t prev = sl->r ? 1ull << (sl->r - 1) : 1; /* the window starts at this slot exit */
+    uint64_t prev = level_start(sl->r, 0); /* the window starts at this slot exit */
     R->iter.tracked_from = it->base_exit;
     R->iter.window_from = it->base_exit + prev - 1;
     uint64_t w = sl->exits - prev; /* iterations in the window */
@@ -963,12 +1009,12 @@ static int finish_leaks(ana *A, gmp_analysis_result *R)
         track_catch_up(&x, sl, A->s[i].live); /* as of the last exit */
         gmp_analysis_growth_site gs;
         memset(&gs, 0, sizeof gs);
-        gs.first_bytes = x.pv;
+        gs.first_bytes = x.v[0];
         gs.last_bytes = x.ev;
-        gs.growth_bytes = x.ev > x.pv ? x.ev - x.pv : 0;
+        gs.growth_bytes = x.ev > x.v[0] ? x.ev - x.v[0] : 0;
         gs.rate_bytes = (double)gs.growth_bytes / (double)w;
-        gs.rises = x.rp;
-        gs.falls = x.fp;
+        gs.rises = x.ri[0];
+        gs.falls = x.fa[0];
         if (!gmp_analysis_site_leaks(&gs, w, &A->opts))
             continue;
         const gmp_replay_site *rs = gmp_replay_site_at(A->rp, i);
@@ -1078,13 +1124,29 @@ static int finish_temp(ana *A, gmp_analysis_result *R)
 {
     R->temp = calloc(A->nt ? A->nt : 1, sizeof *R->temp);
     R->temp_sites = calloc(A->ns ? A->ns : 1, sizeof *R->temp_sites);
-    if (!R->temp || !R->temp_sites)
+    R->temp_devices = calloc(A->nt ? A->nt : 1, sizeof *R->temp_devices);
+    if (!R->temp || !R->temp_sites || !R->temp_devices)
         return 0;
     for (size_t i = 0; i < A->nt; i++) {
         const tstat *x = &A->t[i];
         R->allocs += x->allocs;
         R->temp_count += x->temp_count;
         R->temp_bytes += x->temp_bytes;
+        size_t k = 0;
+        while (k < R->ntemp_devices && R->temp_devices[k].device != x->device)
+            k++;
+        if (k == R->ntemp_devices) {
+            /* kept in id order: insert */
+            while (k > 0 && R->temp_devices[k - 1].device > x->device) {
+                R->temp_devices[k] = R->temp_devices[k - 1];
+                k--;
+            }
+            R->temp_devices[k] = (gmp_analysis_temp_device){x->device, 0, 0, 0};
+            R->ntemp_devices++;
+        }
+        R->temp_devices[k].allocs += x->allocs;
+        R->temp_devices[k].temp_count += x->temp_count;
+        R->temp_devices[k].temp_bytes += x->temp_bytes;
         if (!x->temp_count)
             continue;
         gmp_analysis_temp *o = &R->temp[R->ntemp++];

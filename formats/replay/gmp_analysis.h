@@ -10,7 +10,9 @@
  *    at least GMP_ANALYSIS_MIN_SAMPLES times, the device's allocated bytes at each exit (data:
  *    gmp_analysis_growth);
  *  - temporary allocations: allocations freed within a short time (opts.temp_ns, 1 ms by
- *    default), per range path and per allocation site ("churn");
+ *    default) and, when made inside a push/pop range, before that range closed on their thread
+ *    (what outlives the work that made it is kept, not temporary, however fast the run), per
+ *    range path and per allocation site ("churn");
  *  - allocator overhead: reserved - allocated per device at the peak of allocated bytes, at the
  *    peak of reserved bytes and at the end, with the part held by pools and VMM's numbers;
  *  - out-of-memory errors explained: at each failed allocation, allocated and reserved, the
@@ -46,7 +48,8 @@
 #define GMP_ANALYSIS_MIN_SAMPLES 3 /* exits before a range is listed under growth */
 
 typedef struct gmp_analysis_opts {
-    uint64_t temp_ns;  /* an allocation freed within this time is temporary (default 1 ms) */
+    uint64_t temp_ns;  /* an allocation freed within this time (and inside its range) is temporary
+                          (default 1 ms) */
     uint32_t min_reps; /* repetitions before a growth can be a leak (default 4, at least 3) */
     double rise_frac;  /* of the pairs of consecutive exits that change, the share that must rise
                           (default 0.8) */
@@ -110,6 +113,12 @@ typedef struct gmp_analysis_temp_site {
     uint64_t allocs;
     uint64_t temp_count, temp_bytes, temp_life_ns;
 } gmp_analysis_temp_site;
+
+/* The temporary allocations of one device, all ranges together (what `--device` shows). */
+typedef struct gmp_analysis_temp_device {
+    int32_t device;
+    uint64_t allocs, temp_count, temp_bytes;
+} gmp_analysis_temp_device;
 
 /* The state of a device at one moment. */
 typedef struct gmp_analysis_point {
@@ -223,6 +232,8 @@ typedef struct gmp_analysis_result {
     uint64_t temp_count, temp_bytes, allocs; /* over all ranges */
     size_t ntemp_sites;
     gmp_analysis_temp_site *temp_sites; /* most temporaries first, at most opts.max_sites */
+    size_t ntemp_devices;
+    gmp_analysis_temp_device *temp_devices; /* the totals above per device, by id */
     size_t noverhead;
     gmp_analysis_overhead *overhead; /* devices with device memory, by id */
     size_t nooms;

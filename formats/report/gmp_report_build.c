@@ -367,8 +367,8 @@ static void device_live(const bld *b, gmp_doc_block *sec, const gmp_report_devic
 }
 
 /* "Live at the peak, by category" (gmp_frames.h's categories of the sites' stacks and ranges),
- * when anything on the device is not `other`: every category, in their order, summing to the
- * peak. */
+ * when anything on the device is not `other`: every category that holds something, in their
+ * order, summing to the peak. */
 static void device_categories(const bld *b, gmp_doc_block *sec, const gmp_report_device *o)
 {
     static const gmp_doc_col cols[] = {
@@ -398,6 +398,9 @@ static void device_categories(const bld *b, gmp_doc_block *sec, const gmp_report
                                      GMP_CAT_ACTIVATION, GMP_CAT_TEMPORARY, GMP_CAT_OTHER};
     for (size_t k = 0; k < sizeof order / sizeof order[0]; k++) {
         unsigned c = order[k];
+        if (!bytes[c] && !count[c])
+            continue; /* a category with nothing live (a program without PyTorch has no
+                         parameters): no row; the rows still sum to the peak */
         gmp_doc_val *r = gmp_doc_row(b->d, tb);
         r[0] = gmp_dv_lit(gmp_category_name((gmp_category)c));
         r[1] = gmp_dv_bytes(bytes[c]);

@@ -355,26 +355,37 @@ static void temp_sites(gmp_doc *d, gmp_doc_block *sec, unsigned hide, const gmp_
     tb->total = cut_total(v, wanted);
 }
 
-/* Shown when some allocation was temporary; the JSON has its members always. */
+/* Shown when some allocation was temporary; the JSON has its members always. The totals are the
+ * shown device's under --device. */
 static void build_temporary(gmp_doc *d, gmp_doc_block *a, const gmp_report_trace *t,
                             const gmp_report_view *v)
 {
     const gmp_analysis_result *R = t->analysis;
-    unsigned hide = R->temp_count ? 0 : GMP_DOC_DATA;
+    uint64_t allocs = R->allocs, count = R->temp_count, bytes = R->temp_bytes;
+    if (v->device != INT64_MIN) {
+        allocs = count = bytes = 0;
+        for (size_t i = 0; i < R->ntemp_devices; i++)
+            if (gmp_report_wanted(v, R->temp_devices[i].device)) {
+                allocs += R->temp_devices[i].allocs;
+                count += R->temp_devices[i].temp_count;
+                bytes += R->temp_devices[i].temp_bytes;
+            }
+    }
+    unsigned hide = count ? 0 : GMP_DOC_DATA;
     gmp_doc_block *sec =
         hide ? a
              : gmp_doc_section(d, a, NULL, 0,
-                               "Temporary allocations (freed within %v): %v of %v allocations "
-                               "(%v), %v",
-                               gmp_dv_dur(R->opts.temp_ns), gmp_dv_count(R->temp_count),
-                               gmp_dv_count(R->allocs), gmp_dv_pct(pct(R->temp_count, R->allocs)),
-                               gmp_dv_bytes(R->temp_bytes));
+                               "Temporary allocations (freed within %v, before the range that "
+                               "made them closed): %v of %v allocations (%v), %v",
+                               gmp_dv_dur(R->opts.temp_ns), gmp_dv_count(count),
+                               gmp_dv_count(allocs), gmp_dv_pct(pct(count, allocs)),
+                               gmp_dv_bytes(bytes));
     gmp_doc_block *kv =
         gmp_doc_kv(d, gmp_doc_section(d, sec, "temporary_totals", GMP_DOC_DATA, ""));
     data_member(d, kv, "threshold_ns", gmp_dv_dur(R->opts.temp_ns));
-    data_member(d, kv, "allocations", gmp_dv_count(R->allocs));
-    data_member(d, kv, "count", gmp_dv_count(R->temp_count));
-    data_member(d, kv, "bytes", gmp_dv_bytes(R->temp_bytes));
+    data_member(d, kv, "allocations", gmp_dv_count(allocs));
+    data_member(d, kv, "count", gmp_dv_count(count));
+    data_member(d, kv, "bytes", gmp_dv_bytes(bytes));
     temp_ranges(d, sec, hide, t, v);
     temp_sites(d, sec, hide, t, v);
 }

@@ -9,7 +9,14 @@
   (also an overwritten one);
 - a symbolic link planted at the output path is never followed (refused by run, or with --force
   or a pattern by the agent: the program runs on, the link's target is untouched);
-- bad option values: exit 2, one message, nothing run;
+- bad option values: exit 2, one message, nothing run; --sample-interval's message speaks of
+  milliseconds as its --help does; an output directory that does not exist is refused before the
+  program starts;
+- a fixed -o name under a command that starts several CUDA processes: each is recorded (NAME.zst,
+  NAME.2.zst), the summary lists both and its "next" commands name both; --force then overwrites
+  the name and the others still get their own files;
+- a CUDA process whose agent could not write its trace is named in the summary; "next" lines only
+  when a trace recorded something; a command that cannot be started gets its error only;
 - the program's stdout is the same as without gpumemprof (the agent never writes to stdout)."""
 import os
 import signal
@@ -141,6 +148,55 @@ def main():
     rc, out, err = L.run([c.gmp, "run"], c.env)
     L.eq((rc, len(run_messages(err))), (2, 1), "no command: status 2, one message")
     L.eq(sorted(f for f in os.listdir(d) if f.startswith("x.")), [], "no file for bad options")
+    rc, out, err = L.gmp_run(c, ["--sample-interval", "-1"], [basic, "alloc", "1"])
+    L.check("milliseconds" in err, "--sample-interval's message says its unit:\n" + err)
+    rc, out, err = L.gmp_run(c, ["-o", d + "/no-such-dir/x.zst"], [basic, "alloc", "1"])
+    L.eq((rc, out), (2, ""), "missing output directory: status 2, program not run")
+    L.check(len(run_messages(err)) == 1 and "no-such-dir" in err,
+            "missing output directory: one message naming it:\n" + err)
+    rc, out, err = L.gmp_run(c, ["-o", d + "/no-such-dir/%p/x.zst"], [basic, "alloc", "1"])
+    L.eq((rc, out), (2, ""), "missing directory above a %p one: status 2, program not run")
+
+    # several CUDA processes under one fixed name: each recorded
+    two = "%s alloc 1 >/dev/null & %s alloc 1 >/dev/null; wait" % (basic, basic)
+    multi = d + "/multi.zst"
+    rc, out, err = L.gmp_run(c, ["-o", multi], ["sh", "-c", two])
+    L.eq(rc, 0, "two processes, fixed name: status")
+    made = sorted(f for f in os.listdir(d) if f.startswith("multi."))
+    L.eq(made, ["multi.2.zst", "multi.zst"], "two processes, fixed name: two traces")
+    pids = set()
+    for f in made:
+        t = L.dump(c, os.path.join(d, f))
+        L.eq(len(t.of("alloc")), 1, "%s holds its process's allocation" % f)
+        pids.add(t.header["pid"])
+        L.check("gpumemprof: %s/%s (pid %d" % (d, f, t.header["pid"]) in err,
+                "the summary lists %s:\n%s" % (f, err))
+    L.eq(len(pids), 2, "two processes, two pids")
+    nxt = [l for l in err.splitlines() if "next:" in l or "  or:" in l]
+    L.eq(len(nxt), 2, "next and or lines:\n" + err)
+    L.check(all(multi in l and d + "/multi.2.zst" in l for l in nxt),
+            "next lines name both traces:\n" + err)
+    rc, out, err = L.gmp_run(c, ["-o", multi, "--force"], ["sh", "-c", two])
+    made = sorted(f for f in os.listdir(d) if f.startswith("multi."))
+    L.eq(made, ["multi.2.zst", "multi.3.zst", "multi.zst"],
+         "--force: the name overwritten, the second process beside it")
+    L.check("multi.3.zst (pid" in err and "multi.zst (pid" in err,
+            "--force: the summary lists the new traces:\n" + err)
+
+    # a process that could not be recorded is named; no "next" without a trace
+    os.symlink(target, d + "/lost.0.zst")
+    tmpd = L.env_with(c, TMPDIR=d)  # the run log is made there, and removed
+    rc, out, err = L.gmp_run(c, ["-o", d + "/lost.%r.zst"], [basic, "alloc", "1"], env=tmpd)
+    L.eq(rc, 0, "unrecordable process: runs on")
+    L.check(any("used CUDA and was not recorded" in l and "lost.0.zst" in l
+                for l in err.splitlines()), "the summary names the lost process:\n" + err)
+    L.check("next:" not in err and "no trace was written" not in err,
+            "no next line, no contradicting line:\n" + err)
+    rc, out, err = L.gmp_run(c, ["-o", d + "/nx.zst"], [d + "/no-such-program"], env=tmpd)
+    L.eq(rc, 127, "a missing program: 127")
+    L.check("cannot run" in err and "no trace was written" not in err and "next:" not in err,
+            "a missing program: its error only:\n" + err)
+    L.eq([f for f in os.listdir(d) if f.startswith("gpumemprof-run.")], [], "no run log left")
     L.cleanup(c)
     L.finish("run_cli")
 

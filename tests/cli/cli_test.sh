@@ -124,6 +124,17 @@ bad_option)
     has err "gpumemprof dump: --json: takes no value"
     run 2 "$GMP" dump -x t.zst
     has err "gpumemprof dump: -x: unknown option"
+    # convert: an output asked for twice would keep only its last file; the usage and the
+    # message for no output name every output
+    run 2 "$GMP" convert t.zst --report a.txt --report=b.md
+    has err "--report given twice (a.txt, b.md)"
+    [[ ! -e a.txt && ! -e b.md ]] || fail "convert wrote an output after a usage error"
+    run 2 "$GMP" convert t.zst
+    for o in speedscope chrome pytorch-snapshot report json pprof html-view; do
+        has err "--$o"
+    done
+    grep -F "usage: gpumemprof convert" err | grep -qF -- "--html-view" ||
+        fail "convert's usage line does not list every output: $(cat err)"
     ;;
 dump_usage)
     run 2 "$GMP" dump

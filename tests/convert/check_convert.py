@@ -12,8 +12,9 @@ chrome_structure speedscope_structure (structure and numbers against `gpumemprof
 --format json`); torch_compat; hostile (hostile strings give valid JSON that decodes to the
 trace's bytes); truncated (a cut trace converts with a warning); corrupt (one message, exit 1, no
 output left); unwritable (fails before any work, nothing left); usage; multi (several traces: a
-process per trace, aligned times); max_spans; empty; stdout; memory (peak memory does not grow
-with the length of the trace)."""
+process per trace, aligned times); max_spans; counters (a track's counter events are bounded and
+keep each time bucket's lowest and highest values, against an independent replay of the dump);
+empty; stdout; memory (peak memory does not grow with the length of the trace)."""
 import json
 import os
 import resource
@@ -636,6 +637,76 @@ def mode_max_spans():
     ss = out("s.json")
     run([GMP, "convert", big, "--speedscope", ss])
     check_speedscope(load(ss), rep)
+
+
+# formats/export/gmp_out_counters.h: the first EXACT changes of a track as they come, then time
+# buckets (BUCKET0_NS wide at first, doubled until the rest of the run fits in BUCKETS)
+CTR_EXACT, CTR_BUCKETS, CTR_BUCKET0_NS = 4096, 2048, 1
+
+
+def mode_counters():
+    big = out("big.trace")
+    run([GEN, "convert", "big", "20000", big])
+    rep = json.loads(run([GMP, "report", "--format", "json", big]).stdout)
+    p = run([GMP, "convert", big, "--chrome", out("c.json"), "--no-progress"])
+    doc = load(out("c.json"))
+    check_chrome(doc, {9000: rep})  # the peaks survive
+    # the true curve: allocated bytes per device after each event that changed it
+    t0 = None
+    live, cur, true = {}, {}, {}
+    for line in run([GMP, "dump", big, "--json"]).stdout.decode().splitlines():
+        r = json.loads(line)
+        if r["type"] == "header":
+            t0 = r["start_trace_ns"]
+        elif r["type"] == "alloc" and r["result"] == 0:
+            live[r["address"]] = (r["device"], r["size"])
+            cur[r["device"]] = cur.get(r["device"], 0) + r["size"]
+            true.setdefault(r["device"], []).append((r["t"] - t0, cur[r["device"]]))
+        elif r["type"] == "free" and r["address"] in live:
+            d, sz = live.pop(r["address"])
+            cur[d] -= sz
+            true.setdefault(d, []).append((r["t"] - t0, cur[d]))
+    merged = 0
+    for dev, tc in sorted(true.items()):
+        got = [(round(e["ts"] * 1000), e["args"]["allocated"]) for e in doc["traceEvents"]
+               if e["ph"] == "C" and e["name"] == "GPU %d memory" % dev]
+        if len(tc) <= CTR_EXACT:
+            fail("device %d: %d changes, not enough to test the bound" % (dev, len(tc)))
+        bound = CTR_EXACT + CTR_BUCKETS * 6
+        if len(got) > bound:
+            fail("device %d: %d counter events, bound %d" % (dev, len(got), bound))
+        if got[:CTR_EXACT] != tc[:CTR_EXACT]:
+            fail("device %d: the first %d changes are not written as they came" %
+                 (dev, CTR_EXACT))
+        rest, out_rest = tc[CTR_EXACT:], sorted(got[CTR_EXACT:])
+        merged += len(rest)
+        at = {}
+        for t, v in rest:
+            at.setdefault(t, set()).add(v)
+        for t, v in out_rest:
+            if v not in at.get(t, ()):
+                fail("device %d: written point (%d ns, %d) is no state of the run" % (dev, t, v))
+        w, first = CTR_BUCKET0_NS, rest[0][0]
+        while (rest[-1][0] - first) // w >= CTR_BUCKETS:
+            w *= 2
+        buckets, wrote = {}, {}
+        for t, v in rest:
+            buckets.setdefault((t - first) // w, []).append(v)
+        for t, v in out_rest:
+            wrote.setdefault((t - first) // w, []).append(v)
+        if sorted(buckets) != sorted(wrote):
+            fail("device %d: buckets with changes %d, written %d" % (dev, len(buckets), len(wrote)))
+        for k, vs in buckets.items():
+            if (min(vs), max(vs)) != (min(wrote[k]), max(wrote[k])):
+                fail("device %d bucket %d: lowest/highest %s, written %s" %
+                     (dev, k, (min(vs), max(vs)), (min(wrote[k]), max(wrote[k]))))
+        print("device %d: %d changes -> %d counter events (buckets of %d ns)" %
+              (dev, len(tc), len(got), w))
+    if doc["otherData"].get("counter_changes_merged", 0) < merged:
+        fail("otherData.counter_changes_merged %r, %d merged on the memory tracks" %
+             (doc["otherData"].get("counter_changes_merged"), merged))
+    if "merged into time buckets" not in p.stderr.decode():
+        fail("no note about merged counters: %r" % p.stderr.decode())
 
 
 def mode_empty():

@@ -12,6 +12,10 @@ bundle     every expected member is there; report.txt and report.json are byte f
 secrets    environment.txt lists the secret variables' names with <redacted>, keeps the others,
            and no secret value (environment or command line) is anywhere in the extracted bundle,
            byte for byte, nor on diagnose's stdout or stderr
+recorded   a recording whose command line holds secrets (`gen_traces report secrets`):
+           --NAME=VALUE, --NAME VALUE and a URL's credentials are redacted in its report.txt,
+           report.json and the manifest (counted there, the rules stated); a short option's
+           value (-p) is not, as the manifest says
 list       --list writes no file and lists the members the bundle then holds
 bounds     a recording over --max-file is left out and the manifest says so (its reports stay);
            --max-total likewise
@@ -20,6 +24,7 @@ missing    a FILE that does not exist: warning on stderr, listed in the manifest
 not_trace  a FILE that is not a trace: copied, report-messages.txt says why, warning, exit 0
 auto       no FILE: the newest 4 gpumemprof.*.zst of the working directory, the older one noted
 """
+import json
 import os
 import re
 import subprocess
@@ -209,6 +214,34 @@ def case_secrets(gmp, rt, tmp):
     man = read(os.path.join(top, "MANIFEST.txt"))
     if "https://<redacted>@example.com/other.zst: cannot be read" not in man:
         fail("the URL given is not in the manifest, redacted:\n" + man)
+
+
+def case_recorded(gmp, rt, tmp):
+    tr = "gpumemprof.4243.zst"
+    run([rt, "report", "secrets", tr], tmp)
+    run([gmp, "diagnose", "-o", "b.tar.zst", tr], tmp)
+    top = extract("b.tar.zst", tmp)
+    for name in ("report.txt", "report.json"):
+        text = read(os.path.join(top, "recording-1", name))
+        # a value with quotes and a backslash: redacted whole in the text, the JSON string intact
+        for s in ("hunter3-cmd-pw", "tok-7781-xyz", "pw-5512", "bob:", "te-991", "uo"):
+            if s in text:
+                fail("secret %r of the recorded command line in %s" % (s, name))
+        for want in ("--password=<redacted>", "--api-token <redacted>",
+                     "https://<redacted>@data.example/x", "-p port-8080"):
+            if want not in text:
+                fail("%s has no %r" % (name, want))
+    man = read(os.path.join(top, "MANIFEST.txt"))
+    json.loads(read(os.path.join(top, "recording-1", "report.json")))  # still JSON
+    m = re.search(r"(\d+) option value\(s\) in the reports", man)
+    if not m or int(m.group(1)) != 6:  # three options in each report
+        fail("the manifest does not count the 4 option values redacted in the reports:\n" + man)
+    for rule in ("--NAME=VALUE", "--NAME VALUE", "user:password", "-p VALUE",
+                 "copied as they are"):
+        if rule not in man:
+            fail("the manifest does not state %r:\n%s" % (rule, man))
+    if "Secrets are redacted from the environment, the command" in man:
+        fail("the manifest still claims more than is redacted")
 
 
 def case_list(gmp, rt, tmp):

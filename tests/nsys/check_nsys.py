@@ -81,6 +81,8 @@ def reference(db):
     allocs = frees = 0
     for (t, dev, addr, size, kind, op, name, corr) in rows:
         kname, oname = kinds[kind], ops[op]
+        if kname == "CUDA_MEMOPR_MEMORY_KIND_PINNED":
+            dev = -1  # page-locked host memory: the host's, whatever device's context made it
         counted = kname in DEVICE_KINDS
         if kname.endswith("STATIC"):
             path = "[static]/" + name if name else "[static]"
@@ -167,6 +169,14 @@ def case_real():
         want = want.rsplit("_v", 1)[0] if want else "MEMORY2"
         check(r["api"] == want, "api of correlation %d: %s, expected %s"
               % (r["correlation"], r["api"], want))
+    # pinned host memory (2 rows in the file, 96 GB allocated in all) on the host, not on the
+    # device whose context made it: "Memory by kind" has no pinned-host row on device 0
+    pinned = [r for r in mem if r["kind"] == "pinned-host"]
+    check(len(pinned) == 2 and all(r["device"] == -1 for r in pinned),
+          "pinned host records on the host: %s" % [(r["type"], r["device"]) for r in pinned])
+    check(not any(k["kind"] == "pinned-host" and k.get("device") == 0
+                  for k in rep.get("kinds", [])), "device 0 has pinned-host memory: %s"
+          % rep.get("kinds"))
     # the device as in TARGET_INFO_GPU, the main thread named
     d = [r for r in recs if r["type"] == "device"][0]
     check(d["name"] == "NVIDIA A100-PCIE-40GB" and d["total_bytes"] == 42411098112

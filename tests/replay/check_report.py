@@ -6,8 +6,8 @@
 MODE: json (every value checked exactly), text (golden file; GMP_REGEN=1 rewrites it),
 golden_json (--format json against golden/report.json, compared as parsed JSON), golden_color
 (--color always against golden/report.color.txt, byte for byte), truncated (a cut trace: report
-plus one warning line), corrupt (one message, exit 1), options (--top, --device, -o, bad
-arguments)."""
+plus one warning line), corrupt (one message, exit 1), options (--top, --device and the
+temporary totals, -o, the same trace twice, bad arguments)."""
 import json
 import os
 import subprocess
@@ -245,8 +245,25 @@ def main():
             out, _ = run([gpumemprof, "report", "report.zst", "--top", "1"], tmp)
             if "(top 1 of 2)" not in out:
                 sys.exit("--top 1 in text: no 'top 1 of 2'")
-            for bad in (["--format", "xml"], ["--top", "-3"], ["--device", "x"], []):
+            # the temporary allocations' totals are the shown device's (8 allocations: 5 on
+            # device 0, 2 on device 1, 1 on the host)
+            tot = {}
+            for dev in ("0", "1", "-1", None):
+                out, _ = run([gpumemprof, "report", "report.zst", "-f", "json"] +
+                             (["--device", dev] if dev else []), tmp)
+                tot[dev] = json.loads(out)["analysis"]["temporary_totals"]["allocations"]
+            eq("temporary totals by --device", tot, {"0": 5, "1": 2, "-1": 1, None: 8})
+            # values --help does not describe are refused: --top -1, a --debug-dir that is not
+            # a directory, --temporary-us 0, --device -2
+            open(os.path.join(tmp, "plain"), "w").close()
+            for bad in (["--format", "xml"], ["--top", "-3"], ["--device", "x"], [],
+                        ["--top", "-1"], ["--debug-dir", "/nonexistent/debug"],
+                        ["--debug-dir", "plain"], ["--temporary-us", "0"], ["--device", "-2"]):
                 run([gpumemprof, "report"] + (["report.zst"] if bad else []) + bad, tmp, 2)
+            # the same trace twice: said on stderr, both read
+            out, err = run([gpumemprof, "report", "report.zst", "report.zst", "-f", "json"], tmp)
+            if "given twice" not in err:
+                sys.exit("report of a trace given twice: no warning: %r" % err)
             run([gpumemprof, "report", "report.zst", "-o", "/nonexistent/dir/x.json"], tmp, 1)
             out, _ = run([gpumemprof, "report", "--help"], tmp)
             if "usage: gpumemprof report" not in out:

@@ -6,7 +6,7 @@
  *   gen_traces cli OUT [--steps N] [--complete]
  *       a short PyTorch-like training job with every record type (tests/cli, tests/view,
  *       tests/torch, scripts/demo)
- *   gen_traces report fixture OUT
+ *   gen_traces report fixture OUT | report secrets OUT (the fixture, secrets on its command line)
  *       the report fixture (tests/replay, tests/report, tests/diagnose, docs/report.md)
  *   gen_traces report ranges|hostile|noalloc|killed|alike OUT | report rank N OUT
  *       the crafted traces of the report formats tests (tests/report)
@@ -553,6 +553,33 @@ static void report_fixture(const char *out)
     write_step_trace(&b, &nm, 0);
 }
 
+/* secrets: the fixture recorded from a command line that holds secrets in the forms diagnose
+ * redacts in its reports (tests/diagnose: --NAME=VALUE, --NAME VALUE, a URL's credentials) and
+ * one it does not (a short option's value). */
+static void report_secrets(const char *out)
+{
+    static const char cmdline[] = "train_sim\0002\0--password=hunter3-cmd-pw\0--api-token\0"
+                                  "tok-7781-xyz\0--data\0https://bob:pw-5512@data.example/x\0"
+                                  "-p\0port-8080\0--secret-key=q\"uo\\\"te-991";
+    gmp_rec_header h;
+    memset(&h, 0, sizeof h);
+    h.producer = (gmp_str){"replay-tests", 12};
+    h.pid = 4242;
+    h.ppid = 1;
+    h.hostname = (gmp_str){"testhost", 8};
+    h.cmdline = (gmp_str){cmdline, (uint32_t)(sizeof cmdline - 1)};
+    h.rank = -1;
+    h.start_wall_ns = 1700000000000000000ull;
+    h.start_trace_ns = 1000000000ull;
+    h.clock = (gmp_str){"CLOCK_MONOTONIC", 15};
+    h.options = (gmp_str){"stacks=none", 11};
+    tb b;
+    names nm;
+    plain_names(&nm);
+    tb_open_header(&b, out, &h, NULL, TB_THREADS);
+    write_step_trace(&b, &nm, 0);
+}
+
 #define US(x) (T0 + (uint64_t)((x)*1000.0))
 
 static void pool(tb *b, double t, uint64_t reserved)
@@ -908,12 +935,13 @@ static void gen_diff(const char *path_a, const char *path_b)
 
 static int usage(void)
 {
-    fprintf(stderr, "usage: gen_traces cli OUT [--steps N] [--complete]\n"
-                    "       gen_traces report fixture|ranges|hostile|noalloc|killed|alike OUT\n"
-                    "       gen_traces report rank N OUT\n"
-                    "       gen_traces convert basic|hostile|empty OUT\n"
-                    "       gen_traces convert rank R OUT | convert big N OUT\n"
-                    "       gen_traces diff A B [MODULE OFFSET]\n");
+    fprintf(stderr,
+            "usage: gen_traces cli OUT [--steps N] [--complete]\n"
+            "       gen_traces report fixture|secrets|ranges|hostile|noalloc|killed|alike OUT\n"
+            "       gen_traces report rank N OUT\n"
+            "       gen_traces convert basic|hostile|empty OUT\n"
+            "       gen_traces convert rank R OUT | convert big N OUT\n"
+            "       gen_traces diff A B [MODULE OFFSET]\n");
     return 2;
 }
 
@@ -921,6 +949,8 @@ static int gen_report(int argc, char **argv)
 {
     if (argc == 2 && strcmp(argv[0], "fixture") == 0)
         report_fixture(argv[1]);
+    else if (argc == 2 && strcmp(argv[0], "secrets") == 0)
+        report_secrets(argv[1]);
     else if (argc == 2 && strcmp(argv[0], "ranges") == 0)
         report_ranges(argv[1]);
     else if (argc == 2 && strcmp(argv[0], "hostile") == 0)
