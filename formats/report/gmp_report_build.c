@@ -21,6 +21,7 @@
 #include <string.h>
 
 #include "gmp_report_build_analysis.h"
+#include "gmp_report_findings.h"
 #include "gmp_report_values.h"
 
 #define SCHEMA "gpumemprof-report/3"
@@ -29,7 +30,17 @@ typedef struct bld {
     gmp_doc *d;
     const gmp_report_trace *t;
     const gmp_report_view *v;
+    char pfx[32]; /* the trace's anchor prefix (gmp_report_findings.h) */
 } bld;
+
+/* Anchors section s as name (printf-like), after the trace's prefix. */
+static void anchor(const bld *b, gmp_doc_block *s, const char *fmt, int32_t dev)
+{
+    char name[64], buf[96];
+    snprintf(name, sizeof name, fmt, dev);
+    snprintf(buf, sizeof buf, "%s%s", b->pfx, name);
+    gmp_doc_anchor(b->d, s, buf);
+}
 
 static gmp_doc_val str(const bld *b, uint32_t i, const char *none)
 {
@@ -444,6 +455,8 @@ static void leaks(const bld *b, gmp_doc_block *sec, int32_t id, const gmp_report
     if (!total)
         return;
     gmp_doc_block *s = gmp_doc_section(b->d, sec, NULL, 0, "%v", gmp_dv_lit(title));
+    if (id >= 0)
+        anchor(b, s, "device-%" PRId32 "-leaks", id);
     gmp_doc_block *tb = gmp_doc_table(
         b->d, s, b->t->end == GMP_REPORT_END_EXIT ? "leaks" : "live_at_end", leak_cols, 5);
     for (size_t i = 0; i < n; i++) {
@@ -498,6 +511,10 @@ static void device(const bld *b, gmp_doc_block *parent, const gmp_report_device 
         sec = gmp_doc_section(b->d, parent, "devices", GMP_DOC_ITEM, "Device %v%v%v",
                               gmp_dv_device(o->id), gmp_dv_lit(o->name ? ": " : ""),
                               str(b, o->name, ""));
+    if (o->id >= 0)
+        anchor(b, sec, "device-%" PRId32, o->id);
+    else
+        anchor(b, sec, "host", o->id);
     device_figures(b, sec, o);
     device_timeline(b, sec, o);
     device_live(b, sec, o);
@@ -847,10 +864,13 @@ static void live_at_peak(const bld *b, gmp_doc_block *sec)
     free(a);
 }
 
-static void trace(bld *b, gmp_doc_block *sec)
+static void trace(bld *b, gmp_doc_block *sec, const gmp_report_doc *doc, size_t ti)
 {
     const gmp_report_trace *t = b->t;
     header(b, sec);
+    /* the findings first, right under the header (several traces: above them, for all) */
+    if (doc->ntraces == 1)
+        gmp_report_build_findings(b->d, sec, doc, ti, b->v);
     size_t nlk = 0;
     gmp_report_row *lk =
         gmp_report_group(t, b->v, GMP_REPORT_LEAKS,
@@ -884,7 +904,7 @@ static void trace(bld *b, gmp_doc_block *sec)
     sites(b, sec);
     ranges(b, sec);
     ooms(b, sec);
-    gmp_report_build_analysis(b->d, sec, t, b->v);
+    gmp_report_build_analysis(b->d, sec, t, b->v, b->pfx);
     anomalies(b, sec);
     notices(b, sec);
 }
@@ -1162,10 +1182,13 @@ gmp_doc *gmp_report_build(const gmp_report_doc *doc, const gmp_report_view *v)
     gmp_doc_linef(d, &root->title, "gpumemprof report");
     gmp_doc_item_add(d, gmp_doc_kv(d, root), "schema", GMP_DOC_DATA, "%v",
                      K(gmp_dv_lit(SCHEMA), "schema"));
-    if (doc->ntraces > 1)
+    if (doc->ntraces > 1) {
+        gmp_report_build_findings(d, root, doc, SIZE_MAX, v);
         summary(d, doc, v);
+    }
     for (size_t i = 0; i < doc->ntraces; i++) {
-        bld b = {d, doc->traces[i], v};
+        bld b = {d, doc->traces[i], v, {0}};
+        gmp_report_anchor_prefix(b.pfx, sizeof b.pfx, doc, i);
         const gmp_report_trace *t = b.t;
         gmp_doc_block *sec;
         if (doc->ntraces == 1)
@@ -1175,7 +1198,7 @@ gmp_doc *gmp_report_build(const gmp_report_doc *doc, const gmp_report_view *v)
                                   gmp_dv_count(i + 1), gmp_dv_count(doc->ntraces),
                                   gmp_report_dv_str(t, t->label, ""),
                                   gmp_report_dv_str(t, t->path, ""));
-        trace(&b, sec);
+        trace(&b, sec, doc, i);
     }
     gmp_report_stacks_apart(d);
     if (gmp_doc_error(d) != GMP_OK) {

@@ -12,6 +12,7 @@
  * wording leaves out, are data only (GMP_DOC_DATA); an array with no element is still written
  * (an empty table of that key) so that its member is always there. */
 #include <stdint.h>
+#include <stdio.h>
 
 #include "gmp_analysis.h"
 #include "gmp_doc.h"
@@ -19,7 +20,7 @@
 #include "gmp_report_build_analysis.h"
 #include "gmp_report_values.h"
 
-static const char *verdict_name(gmp_analysis_oom_verdict v)
+const char *gmp_report_oom_verdict_name(gmp_analysis_oom_verdict v)
 {
     switch (v) {
     case GMP_ANALYSIS_OOM_FRAGMENTATION: return "fragmentation";
@@ -28,7 +29,7 @@ static const char *verdict_name(gmp_analysis_oom_verdict v)
     }
 }
 
-static const char *verdict_text(gmp_analysis_oom_verdict v)
+const char *gmp_report_oom_verdict_text(gmp_analysis_oom_verdict v)
 {
     switch (v) {
     case GMP_ANALYSIS_OOM_FRAGMENTATION:
@@ -231,14 +232,23 @@ static void leak_verdict(gmp_doc *d, gmp_doc_block *sec, const gmp_report_trace 
     leak_sites(d, b, t, v, L);
 }
 
+/* An anchor of this trace's (pfx: gmp_report_anchor_prefix) on section s. */
+static void anchor(gmp_doc *d, gmp_doc_block *s, const char *pfx, const char *name)
+{
+    char buf[64];
+    snprintf(buf, sizeof buf, "%s%s", pfx ? pfx : "", name);
+    gmp_doc_anchor(d, s, buf);
+}
+
 static void build_growth(gmp_doc *d, gmp_doc_block *a, const gmp_report_trace *t,
-                         const gmp_report_view *v)
+                         const gmp_report_view *v, const char *pfx)
 {
     const gmp_analysis_result *R = t->analysis;
     const gmp_analysis_iter *it = &R->iter;
     /* nothing repeats: nothing to say in the markups (the JSON keeps its members) */
     gmp_doc_block *sec =
         gmp_doc_section(d, a, NULL, it->kind ? 0 : GMP_DOC_DATA, "Growth over iterations");
+    anchor(d, sec, pfx, "growth");
     gmp_doc_block *ik = gmp_doc_section(d, sec, "iterations", GMP_DOC_DATA, "iterations");
     gmp_doc_block *kv = gmp_doc_kv(d, ik);
     data_member(d, kv, "kind", gmp_dv_lit(iter_kind(it->kind)));
@@ -481,7 +491,7 @@ static gmp_doc_val largest_val(const gmp_analysis_oom *o)
 }
 
 static void build_ooms(gmp_doc *d, gmp_doc_block *a, const gmp_report_trace *t,
-                       const gmp_report_view *v)
+                       const gmp_report_view *v, const char *pfx)
 {
     static const char *const blocks[] = {"unknown", "known", "expandable"};
     static const gmp_doc_col own[] = {
@@ -494,12 +504,14 @@ static void build_ooms(gmp_doc *d, gmp_doc_block *a, const gmp_report_trace *t,
         const gmp_analysis_oom *o = &R->ooms[i];
         if (!gmp_report_wanted(v, o->device))
             continue;
-        if (!sec)
+        if (!sec) {
             sec = gmp_doc_section(d, a, NULL, 0, "Out of memory, why");
+            anchor(d, sec, pfx, "oom-why");
+        }
         gmp_doc_val when = gmp_dv_k(gmp_dv_time(o->time_ns, t->t0_ns), "time_ns");
         gmp_doc_val dev = gmp_dv_k(gmp_dv_device(o->device), "device");
         gmp_doc_val req = gmp_dv_k(gmp_dv_bytes(o->requested), "requested_bytes");
-        gmp_doc_val why = gmp_dv_lit(verdict_text(o->verdict));
+        gmp_doc_val why = gmp_dv_lit(gmp_report_oom_verdict_text(o->verdict));
         gmp_doc_val fr = o->free_bytes ? gmp_dv_bytes(o->free_bytes) : gmp_dv_lit("unknown");
         gmp_doc_block *b;
         if (o->verdict == GMP_ANALYSIS_OOM_FRAGMENTATION)
@@ -523,7 +535,8 @@ static void build_ooms(gmp_doc *d, gmp_doc_block *a, const gmp_report_trace *t,
                                 when, dev, req, why, gmp_dv_bytes(o->allocated),
                                 gmp_dv_bytes(o->cached), fr);
         b->flags |= GMP_DOC_ITEM;
-        gmp_doc_line_add(d, &b->title, data_val(gmp_dv_lit(verdict_name(o->verdict)), "verdict"));
+        gmp_doc_line_add(d, &b->title,
+                         data_val(gmp_dv_lit(gmp_report_oom_verdict_name(o->verdict)), "verdict"));
         gmp_doc_block *kv = gmp_doc_kv(d, b);
         gmp_doc_item_add(d, kv, "allocated", 0, "%v",
                          gmp_dv_k(gmp_dv_bytes(o->allocated), "allocated_bytes"));
@@ -573,7 +586,7 @@ static void build_ooms(gmp_doc *d, gmp_doc_block *a, const gmp_report_trace *t,
 }
 
 void gmp_report_build_analysis(gmp_doc *d, gmp_doc_block *parent, const gmp_report_trace *t,
-                               const gmp_report_view *v)
+                               const gmp_report_view *v, const char *pfx)
 {
     const gmp_analysis_result *R = t->analysis;
     if (!R)
@@ -586,8 +599,8 @@ void gmp_report_build_analysis(gmp_doc *d, gmp_doc_block *parent, const gmp_repo
     data_member(d, opt, "min_repetitions", gmp_dv_count(R->opts.min_reps));
     data_member(d, opt, "rise_fraction", gmp_dv_real(R->opts.rise_frac));
     data_member(d, gmp_doc_kv(d, data), "ranges_checked", gmp_dv_count(R->ranges_checked));
-    build_growth(d, a, t, v);
+    build_growth(d, a, t, v, pfx);
     build_temporary(d, a, t, v);
     build_overhead(d, a, t, v);
-    build_ooms(d, a, t, v);
+    build_ooms(d, a, t, v, pfx);
 }

@@ -869,7 +869,7 @@ static void test_doc_blocks(void **state)
     gmp_doc *d = gmp_doc_new();
     assert_non_null(d);
     gmp_doc_block *tr = gmp_doc_section(d, gmp_doc_root(d), NULL, 0, "trace");
-    gmp_report_build_analysis(d, tr, t, &v);
+    gmp_report_build_analysis(d, tr, t, &v, NULL);
     assert_int_equal(gmp_doc_error(d), GMP_OK);
     const gmp_doc_block *a = doc_nth(d, GMP_DOC_SECTION, "analysis", 0);
     assert_non_null(a);
@@ -940,7 +940,7 @@ static void test_doc_blocks(void **state)
     v.device = 1;
     d = gmp_doc_new();
     assert_non_null(d);
-    gmp_report_build_analysis(d, gmp_doc_root(d), t, &v);
+    gmp_report_build_analysis(d, gmp_doc_root(d), t, &v, NULL);
     assert_int_equal(gmp_doc_error(d), GMP_OK);
     assert_null(doc_nth(d, GMP_DOC_VERDICT, "leaks", 0));
     const gmp_doc_block *no = doc_nth(d, GMP_DOC_NOTICE, NULL, 1);
@@ -963,7 +963,7 @@ static void test_doc_ooms(void **state)
     gmp_report_view v = {.device = INT64_MIN};
     gmp_doc *d = gmp_doc_new();
     assert_non_null(d);
-    gmp_report_build_analysis(d, gmp_doc_root(d), doc->traces[0], &v);
+    gmp_report_build_analysis(d, gmp_doc_root(d), doc->traces[0], &v, NULL);
     assert_int_equal(gmp_doc_error(d), GMP_OK);
     assert_non_null(doc_section(d, "Out of memory, why"));
     static const char *const names[] = {"fragmentation", "fragmentation", "outside_allocator",
