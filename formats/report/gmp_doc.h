@@ -72,6 +72,8 @@ enum {
     GMP_DOC_RAW = 1 << 7,    /* BYTES: also the exact number of bytes ("1.50 GiB (1610612736)") */
     GMP_DOC_CODE = 1 << 8,   /* STR/LIT: code-like (a command line): monospace where possible */
     GMP_DOC_SIGN = 1 << 9,   /* INT, PCT: a change, always signed: "+3", "-1", "+0", "+23.8%" */
+    GMP_DOC_TAIL = 1 << 10,  /* STR column: the text renderer shows the end of a long cell, its
+                                start elided ("…/layers.11/attn/q_proj"); the others show it all */
 };
 
 typedef enum gmp_doc_severity {

@@ -410,7 +410,8 @@ static void device_categories(const bld *b, gmp_doc_block *sec, const gmp_report
             o->d.peak_allocated ? 100.0 * (double)bytes[c] / (double)o->d.peak_allocated : 0.0);
         r[3] = gmp_dv_count(count[c]);
     }
-    /* over time, stacked: each line the sum of the categories up to it, in the table's order */
+    /* over time, stacked: each line the sum of the categories up to it, in the table's order, at
+     * the moment of each bucket's most allocated memory (the top line is the timeline's) */
     static const gmp_doc_scol scols[] = {
         {"parameter", "parameter", GMP_DOC_S_LINE, 0},
         {"+ gradient", "gradient", GMP_DOC_S_LINE, 0},
@@ -425,7 +426,10 @@ static void device_categories(const bld *b, gmp_doc_block *sec, const gmp_report
     gmp_doc_block *sr = gmp_doc_series(b->d, s, "timeline_by_category", scols, NS, o->npoints);
     if (sr->kind != GMP_DOC_SERIES || sr->npoints != o->npoints)
         return;
-    gmp_doc_linef(b->d, &sr->title, "by category over time (stacked; from the frames only)");
+    gmp_doc_linef(
+        b->d, &sr->title,
+        "by category over time (stacked, at each bucket's most allocated; from the frames "
+        "only)");
     sr->x0 = o->points[0].t0_ns;
     sr->t0 = t->t0_ns;
     sr->bucket_ns = t->bucket_ns;
@@ -433,7 +437,7 @@ static void device_categories(const bld *b, gmp_doc_block *sec, const gmp_report
         uint64_t sum = 0;
         sr->x[i] = o->points[i].t1_ns;
         for (size_t k = 0; k < NS; k++) {
-            sum += o->points[i].cat_last[order[k]];
+            sum += o->points[i].cat_max[order[k]];
             sr->y[i * NS + k] = sum;
         }
     }
@@ -441,7 +445,7 @@ static void device_categories(const bld *b, gmp_doc_block *sec, const gmp_report
 
 static const gmp_doc_col leak_cols[] = {
     {"bytes", "bytes", GMP_DOC_BYTES, 0}, {"count", "count", GMP_DOC_COUNT, 0},
-    {"kind", "kind", GMP_DOC_LIT, 0},     {"range", "range", GMP_DOC_STR, 0},
+    {"kind", "kind", GMP_DOC_LIT, 0},     {"range", "range", GMP_DOC_STR, GMP_DOC_TAIL},
     {"stack", "stack", GMP_DOC_STACK, 0},
 };
 
@@ -594,7 +598,7 @@ static void largest(const bld *b, gmp_doc_block *sec)
         {"thread", "thread", GMP_DOC_COUNT, GMP_DOC_DATA},
         {"address", "address", GMP_DOC_HEX, GMP_DOC_DATA},
         {"API", "api", GMP_DOC_STR, 0},
-        {"range", "range", GMP_DOC_STR, 0},
+        {"range", "range", GMP_DOC_STR, GMP_DOC_TAIL},
         {"stack", "stack", GMP_DOC_STACK, 0},
     };
     const gmp_report_trace *t = b->t;
@@ -636,7 +640,7 @@ static void sites(const bld *b, gmp_doc_block *sec)
         {"bytes", "allocated_bytes", GMP_DOC_BYTES, 0},
         {"mean", NULL, GMP_DOC_BYTES, 0},
         {"API", "api", GMP_DOC_STR, 0},
-        {"range", "range", GMP_DOC_STR, 0},
+        {"range", "range", GMP_DOC_STR, GMP_DOC_TAIL},
         {"stack", "stack", GMP_DOC_STACK, 0},
     };
     size_t n = 0;
@@ -667,7 +671,7 @@ static void sites(const bld *b, gmp_doc_block *sec)
 static void ranges(const bld *b, gmp_doc_block *sec)
 {
     static const gmp_doc_col cols[] = {
-        {"range", "path", GMP_DOC_STR, 0},
+        {"range", "path", GMP_DOC_STR, GMP_DOC_TAIL},
         {"kind", NULL, GMP_DOC_LIT, 0},
         {"kind", "kind", GMP_DOC_LIT, GMP_DOC_DATA},
         {"depth", "depth", GMP_DOC_COUNT, GMP_DOC_DATA},
@@ -740,7 +744,7 @@ static void ooms(const bld *b, gmp_doc_block *sec)
         {"reserved", "reserved_bytes", GMP_DOC_BYTES, 0},
         {"driver free", "free_bytes", GMP_DOC_BYTES, GMP_DOC_DATA},
         {"result", "result", GMP_DOC_INT, GMP_DOC_DATA},
-        {"range", "range", GMP_DOC_STR, 0},
+        {"range", "range", GMP_DOC_STR, GMP_DOC_TAIL},
         {"stack", "stack", GMP_DOC_STACK, 0},
     };
     const gmp_report_trace *t = b->t;
@@ -836,7 +840,7 @@ static void live_at_peak(const bld *b, gmp_doc_block *sec)
 {
     static const gmp_doc_col cols[] = {
         {"device", "device", GMP_DOC_DEVICE, 0}, {"bytes", "bytes", GMP_DOC_BYTES, 0},
-        {"count", "count", GMP_DOC_COUNT, 0},    {"range", "range", GMP_DOC_STR, 0},
+        {"count", "count", GMP_DOC_COUNT, 0},    {"range", "range", GMP_DOC_STR, GMP_DOC_TAIL},
         {"stack", "stack", GMP_DOC_STACK, 0},
     };
     size_t n = 0;

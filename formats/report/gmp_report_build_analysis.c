@@ -304,7 +304,7 @@ static void temp_ranges(gmp_doc *d, gmp_doc_block *sec, unsigned hide, const gmp
 {
     const gmp_analysis_result *R = t->analysis;
     static const gmp_doc_col cols[] = {
-        {"range", "range", GMP_DOC_STR, 0},
+        {"range", "range", GMP_DOC_STR, GMP_DOC_TAIL},
         {"device", "device", GMP_DOC_DEVICE, 0},
         {"allocations", "allocations", GMP_DOC_COUNT, GMP_DOC_DATA},
         {"allocated", "allocated_bytes", GMP_DOC_BYTES, GMP_DOC_DATA},
@@ -430,9 +430,11 @@ static void overhead_device(gmp_doc *d, gmp_doc_block *sec, unsigned hide,
     static const char *const key[3] = {"at_peak_allocated", "at_peak_reserved", "at_end"};
     const gmp_analysis_point *p[3] = {&o->at_peak_allocated, &o->at_peak_reserved, &o->at_end};
 
-    gmp_doc_block *dev = gmp_doc_section(d, sec, "overhead", GMP_DOC_ITEM | hide, "device %v",
-                                         gmp_dv_device(o->device));
+    /* untitled: the device is the table's caption, so that the heading reads as the others
+     * ("...:" over its content) */
+    gmp_doc_block *dev = gmp_doc_section(d, sec, "overhead", GMP_DOC_ITEM | hide, "");
     gmp_doc_block *tb = gmp_doc_table(d, dev, NULL, cols, sizeof cols / sizeof cols[0]);
+    gmp_doc_linef(d, &tb->title, "device %v", gmp_dv_device(o->device));
     data_member(d, gmp_doc_kv(d, dev), "device", gmp_dv_device(o->device));
     for (int k = 0; k < 3; k++) {
         gmp_doc_val pv[NPOINT];
