@@ -20,26 +20,6 @@
 #include "gmp_report_build_analysis.h"
 #include "gmp_report_values.h"
 
-const char *gmp_report_oom_verdict_name(gmp_analysis_oom_verdict v)
-{
-    switch (v) {
-    case GMP_ANALYSIS_OOM_FRAGMENTATION: return "fragmentation";
-    case GMP_ANALYSIS_OOM_OUTSIDE: return "outside_allocator";
-    default: return "capacity";
-    }
-}
-
-const char *gmp_report_oom_verdict_text(gmp_analysis_oom_verdict v)
-{
-    switch (v) {
-    case GMP_ANALYSIS_OOM_FRAGMENTATION:
-        return "fragmentation: enough memory was free, not in one block";
-    case GMP_ANALYSIS_OOM_OUTSIDE:
-        return "memory outside the allocator: without it the request would have fit";
-    default: return "capacity: what was live leaves no room for it";
-    }
-}
-
 static const char *verdict_advice(gmp_analysis_oom_verdict v)
 {
     switch (v) {
@@ -513,7 +493,7 @@ static void build_ooms(gmp_doc *d, gmp_doc_block *a, const gmp_report_trace *t,
         gmp_doc_val when = gmp_dv_k(gmp_dv_time(o->time_ns, t->t0_ns), "time_ns");
         gmp_doc_val dev = gmp_dv_k(gmp_dv_device(o->device), "device");
         gmp_doc_val req = gmp_dv_k(gmp_dv_bytes(o->requested), "requested_bytes");
-        gmp_doc_val why = gmp_dv_lit(gmp_report_oom_verdict_text(o->verdict));
+        gmp_doc_val why = gmp_dv_lit(gmp_analysis_oom_verdict_text(o->verdict));
         gmp_doc_val fr = o->free_bytes ? gmp_dv_bytes(o->free_bytes) : gmp_dv_lit("unknown");
         gmp_doc_block *b;
         if (o->verdict == GMP_ANALYSIS_OOM_FRAGMENTATION)
@@ -537,8 +517,9 @@ static void build_ooms(gmp_doc *d, gmp_doc_block *a, const gmp_report_trace *t,
                                 when, dev, req, why, gmp_dv_bytes(o->allocated),
                                 gmp_dv_bytes(o->cached), fr);
         b->flags |= GMP_DOC_ITEM;
-        gmp_doc_line_add(d, &b->title,
-                         data_val(gmp_dv_lit(gmp_report_oom_verdict_name(o->verdict)), "verdict"));
+        gmp_doc_line_add(
+            d, &b->title,
+            data_val(gmp_dv_lit(gmp_analysis_oom_verdict_name(o->verdict)), "verdict"));
         gmp_doc_block *kv = gmp_doc_kv(d, b);
         gmp_doc_item_add(d, kv, "allocated", 0, "%v",
                          gmp_dv_k(gmp_dv_bytes(o->allocated), "allocated_bytes"));

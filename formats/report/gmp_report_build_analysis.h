@@ -12,8 +12,5 @@
  * iterations" is anchored pfx "growth", "Out of memory, why" pfx "oom-why". */
 void gmp_report_build_analysis(gmp_doc *d, gmp_doc_block *parent, const gmp_report_trace *t,
                                const gmp_report_view *v, const char *pfx);
-/* An OOM verdict's JSON name ("capacity", "fragmentation", "outside_allocator") and its words. */
-const char *gmp_report_oom_verdict_name(gmp_analysis_oom_verdict v);
-const char *gmp_report_oom_verdict_text(gmp_analysis_oom_verdict v);
 
 #endif

@@ -203,8 +203,8 @@ static void put(gmp_doc *d, gmp_doc_block *sec, const gmp_report_doc *doc, const
                       "out of memory on device %v at %v: %v requested; %v (details: \"%v\")",
                       gmp_dv_device(dev), gmp_dv_time(when, t->t0_ns),
                       gmp_dv_f(gmp_dv_bytes(o->requested), GMP_DOC_STRONG),
-                      gmp_dv_lit(gmp_report_oom_verdict_text(o->verdict)), ref);
-        verdict = gmp_report_oom_verdict_name(o->verdict);
+                      gmp_dv_lit(gmp_analysis_oom_verdict_text(o->verdict)), ref);
+        verdict = gmp_analysis_oom_verdict_name(o->verdict);
         break;
     }
     case F_LEAK: {
