@@ -7,7 +7,8 @@ check_findings.py snapshot GPUMEMPROF SNAPSHOT
     qwen3-expandable-3gpu-oom.pickle): the OOM's device and request are read from the pickle with
     Python's pickle module (the oracle: no code of ours), and the OOM verdict must be within the
     first 20 lines of the text and Markdown reports, in the JSON's first finding, and in the HTML
-    before the first device's section, with a link to its section that exists.
+    before the first device's section, with a link to its section that exists; `convert
+    --speedscope` opens on that device's first profile.
 check_findings.py demo GPUMEMPROF SIMCUDA_DIR TRAIN_SIM [PRELOAD]
     the demo (scripts/demo: samples/train_sim 6 recorded by `gpumemprof run` on the simulated
     device): its probable leak (train/step/metrics, 1 MiB per step) within the first 20 lines of
@@ -123,6 +124,19 @@ def snapshot(gmp, snap):
     check_html(page, verdict)
     check('<a href="#oom-why">Out of memory, why</a>' in page, "html: no link to the verdict")
     check('<h3 id="oom-why">Out of memory, why</h3>' in page, "html: no anchor on the section")
+    # speedscope opens on the OOM's device too (its first profile)
+    tmp = tempfile.mkdtemp(prefix="gmpfindings")
+    ss = os.path.join(tmp, "q.speedscope.json")
+    r = subprocess.run([gmp, "convert", snap, "--speedscope", ss, "--no-progress"],
+                       capture_output=True)
+    check(r.returncode == 0, "convert --speedscope: %s" % r.stderr.decode())
+    with open(ss) as f:
+        sd = json.load(f)
+    names = [p["name"] for p in sd["profiles"]]
+    a = sd["activeProfileIndex"]
+    check(names[a].startswith("GPU %d:" % dev) and
+          not any(n.startswith("GPU %d:" % dev) for n in names[:a]),
+          "speedscope opens on %r (profiles %r)" % (names[a], names))
 
 
 def demo(gmp, simcuda, train_sim, preload):
