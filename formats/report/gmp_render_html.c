@@ -2,7 +2,9 @@
  * inline SVG, no script, no external reference (it works offline and can be attached to a ticket).
  * It walks the blocks and knows nothing of what they are about:
  *   SECTION  the root's title is the page's <h1>; a section at depth 1 is a <section> with an <h2>,
- *            depth 2 <h3>, depth 3 <h4>, deeper <h5>
+ *            depth 2 <h3>, depth 3 <h4>, deeper <h5>; each heading has an id (its anchor, else
+ *            "s" and its number), and under the <h1> a table of contents (<nav class=toc>) links
+ *            the headings of depth 1 and 2
  *   KV       a two-column table (label, value)
  *   TABLE    a table; numeric columns right-aligned; a GMP_DOC_BAR column has a second cell per
  *            row with a bar scaled to the column's largest value; "(top N of M)" on the heading
@@ -15,7 +17,9 @@
  *   STACKB   the frames, one a line
  *   VERDICT  a box coloured by severity: its line, then its children
  *   NOTICE   a paragraph coloured by severity
- * Values with GMP_DOC_DATA (and items, columns and blocks with it) are left out. Every string goes
+ * A value with a reference (gmp_dv_ref) is a link to its section's id: the only links of the page,
+ * all inside it (href="#..."). Values with GMP_DOC_DATA (and items, columns and blocks with it) are
+ * left out. Every string goes
  * through gmp_html_fputs; numbers are written by gmp_doc_fmt. The output depends only on the
  * document (the goldens compare bytes). */
 #include <inttypes.h>
