@@ -939,9 +939,20 @@ static void findings(gmp_output_ctx *c, hv_trace *t, const int32_t *ids, const s
         else
             gmp_obuf_add(o, "null", 4);
         gmp_obuf_add(o, ",\"text\":", 8);
-        js_cstr(o, f[i].text);
+        if (t->info.label && *t->info.label) { /* several traces: which one's */
+            gmp_obuf lt = {0};
+            gmp_obuf_printf(&lt, "%s: %s", t->info.label, f[i].text);
+            js_str(o, lt.p ? lt.p : "", lt.p ? lt.len : 0);
+            if (lt.oom)
+                c->oom = 1;
+            gmp_obuf_free(&lt);
+        } else {
+            js_cstr(o, f[i].text);
+        }
         gmp_obuf_add(o, "}", 1);
     }
+    if (c->findings.oom)
+        c->oom = 1;
     gmp_analysis_result_free(R);
 }
 
