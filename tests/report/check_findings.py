@@ -199,6 +199,14 @@ def fixture(gmp, gen):
     check(sorted({f["process"] for f in fs}) == [1, 2], "several: processes %r" % fs)
     text = report(gmp, [tr, tr2])
     check(text.index("Findings:") < text.index("Across the 2 processes"), "several: text order")
+    # the page: anchors unique (p2- for the second trace) and every link to a heading
+    page = report(gmp, [tr, tr2, "--format", "html", "--static"])
+    check_html(page, "out of memory on device 0 at ")
+    ids = re.findall(r' id="([^"]+)"', page)
+    check(len(ids) == len(set(ids)), "several: ids twice: %r" %
+          sorted({i for i in ids if ids.count(i) > 1}))
+    check('<a href="#p1-oom-why">Out of memory, why</a>' in page and 'id="p2-device-0"' in page,
+          "several: anchors of each process")
 
 
 def main():
