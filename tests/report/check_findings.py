@@ -124,6 +124,22 @@ def snapshot(gmp, snap):
     check_html(page, verdict)
     check('<a href="#oom-why">Out of memory, why</a>' in page, "html: no link to the verdict")
     check('<h3 id="oom-why">Out of memory, why</h3>' in page, "html: no anchor on the section")
+    # the html view: its frames written as the report writes them (a snapshot's native frames,
+    # which have no file or line, by their function alone: "thread_run", not "thread_run (:0)")
+    hv = os.path.join(tempfile.mkdtemp(prefix="gmpfindings"), "q.html")
+    r = subprocess.run([gmp, "convert", snap, "--html-view", hv, "--no-progress"],
+                       capture_output=True)
+    check(r.returncode == 0, "convert --html-view: %s" % r.stderr.decode())
+    with open(hv, encoding="utf-8") as f:
+        m = re.search(r'<script type="application/json" id="gmp-meta">(.*?)</script>', f.read(),
+                      re.S)
+    meta = json.loads(m.group(1))
+    frames = {fr for site in meta["sites"].values() for fr in site["s"]}
+    check(not [fr for fr in frames if fr.endswith(":0)")], "html view frames with line 0: %r" %
+          sorted(fr for fr in frames if fr.endswith(":0)"))[:5])
+    check("thread_run" in frames, "html view: no bare thread_run frame")
+    check(meta["start"] == dev and meta["findings"][0]["text"].startswith(verdict),
+          "html view: opens on %r, findings %r" % (meta["start"], meta["findings"]))
     # speedscope opens on the OOM's device too (its first profile)
     tmp = tempfile.mkdtemp(prefix="gmpfindings")
     ss = os.path.join(tmp, "q.speedscope.json")
