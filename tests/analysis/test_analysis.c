@@ -152,6 +152,31 @@ static void write_steady(const char *path)
     write_steps(path, 12, leak, fp);
 }
 
+/* Growth without a leak (docs/report.md, "Findings"): 12 steps, each keeping 1 MiB allocated in
+ * step/opt from a stack of its own (a cache filled from a new code path each time): the device's
+ * memory at the step's exits rises every step, but each site rises once, so no site is a leak. */
+static void write_growth(const char *path)
+{
+    tb b;
+    tb_open(&b, path);
+    tb_device(&b, 0, "NVIDIA H100 80GB HBM3", 80 * TB_GiB);
+    uint32_t api = tb_str(&b, "cudaMalloc");
+    uint32_t r_step = tb_range(&b, "step");
+    uint32_t r_opt = tb_range(&b, "step/opt");
+    uint32_t file = tb_str(&b, "cache.py"), fn = tb_str(&b, "fill");
+    for (int i = 0; i < 12; i++) {
+        uint64_t t = T0 + (uint64_t)(i + 1) * 10 * MS;
+        uint32_t st = gmp_writer_stack_python(b.w, 0, file, fn, 100 + (uint32_t)i);
+        tb_range_ev(&b, 0, GMP_REC_RANGE_PUSH, t, r_step, 0);
+        tb_range_ev(&b, 0, GMP_REC_RANGE_PUSH, t + 2 * MS, r_opt, 0);
+        tb_alloc(&b, 0, t + 3 * MS, 0, GMP_MEM_DEVICE,
+                 0x200000000000ull + (uint64_t)i * 0x10000000ull, TB_MiB, api, r_opt, st);
+        tb_range_ev(&b, 0, GMP_REC_RANGE_POP, t + 4 * MS, 0, 0);
+        tb_range_ev(&b, 0, GMP_REC_RANGE_POP, t + 5 * MS, 0, 0);
+    }
+    tb_close(&b);
+}
+
 /* An OOM whose driver-reported free memory is free_bytes (0: unknown). */
 static void oom_free(tb *b, int th, uint64_t t, int32_t dev, uint32_t api, uint64_t req,
                      uint64_t free_bytes, uint32_t range)
@@ -1008,6 +1033,10 @@ int main(int argc, char **argv)
     }
     if (argc == 3 && strcmp(argv[1], "write-frag-oom") == 0) {
         write_frag_oom(argv[2]);
+        return 0;
+    }
+    if (argc == 3 && strcmp(argv[1], "write-growth") == 0) {
+        write_growth(argv[2]);
         return 0;
     }
     if (argc == 3 && strcmp(argv[1], "write-steady") == 0) {

@@ -13,6 +13,10 @@ check_findings.py demo GPUMEMPROF SIMCUDA_DIR TRAIN_SIM [PRELOAD]
     the demo (scripts/demo: samples/train_sim 6 recorded by `gpumemprof run` on the simulated
     device): its probable leak (train/step/metrics, 1 MiB per step) within the first 20 lines of
     every format; 6 MiB left at exit as a warning after it.
+check_findings.py growth GPUMEMPROF TEST_ANALYSIS
+    growth without a leak (tests/analysis/test_analysis write-growth: 12 steps each keeping 1 MiB
+    from a stack of its own): a "growth" warning with the step range's rise over the later half
+    of the iterations, after the 12 MiB left at exit, and no probable leak.
 check_findings.py fixture GPUMEMPROF GEN_TRACES
     the report fixture: the order (problems first, then warnings, each largest first) and the keys
     of every finding, each json_path naming a member of the same JSON that exists."""
@@ -186,6 +190,22 @@ def demo(gmp, simcuda, train_sim, preload):
     print("demo: leak verdict first")
 
 
+def growth(gmp, tool):
+    tmp = tempfile.mkdtemp(prefix="gmpfindings")
+    tr = os.path.join(tmp, "growth.zst")
+    subprocess.run([tool, "write-growth", tr], check=True)
+    doc = json.loads(report(gmp, [tr, "--format", "json"]))
+    fs = check_json(doc)
+    check([(f["kind"], f["device"], f["bytes"]) for f in fs] ==
+          [("live_at_exit", 0, 12 << 20), ("growth", 0, 6 << 20)], "growth: %r" % fs)
+    g = resolve(doc, fs[1]["json_path"])
+    check(g["range"] == "step" and g["last_bytes"] - g["middle_bytes"] == 6 << 20 and
+          not g["owns_leak"] and doc["analysis"]["leaks"] == [], "growth row: %r" % g)
+    text = report(gmp, [tr])
+    n = line_of(text, "device 0's memory grows over the iterations of step: +6.00 MiB")
+    check(n is not None and n <= FIRST_LINES, "growth: text line %s" % n)
+
+
 def fixture(gmp, gen):
     tmp = tempfile.mkdtemp(prefix="gmpfindings")
     tr = os.path.join(tmp, "report.zst")
@@ -231,6 +251,8 @@ def main():
         snapshot(sys.argv[2], sys.argv[3])
     elif mode == "demo":
         demo(sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5] if len(sys.argv) > 5 else "")
+    elif mode == "growth":
+        growth(sys.argv[2], sys.argv[3])
     elif mode == "fixture":
         fixture(sys.argv[2], sys.argv[3])
     else:
