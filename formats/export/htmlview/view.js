@@ -392,7 +392,7 @@
     for (const [k, b, c] of d.cats || []) {
       const tr = el('tr', { class: 'row', 'data-cat': k });
       tr.append(el('td', {}, k), el('td', { class: 'n' }, fmtB(b)),
-        el('td', { class: 'n' }, (100 * b / (d.peak || 1)).toFixed(1) + ' %'),
+        el('td', { class: 'n' }, (100 * b / (d.peak || 1)).toFixed(1) + '%'),
         el('td', { class: 'n' }, String(c)));
       tr.onclick = () => { select({ cat: k }); bPeak.onclick(); };
       t0.appendChild(tr);
@@ -412,7 +412,7 @@
     [...byRange.entries()].sort((a, b) => b[1][0] - a[1][0]).forEach(([r, [b, c]]) => {
       const tr = el('tr', { class: 'row', 'data-range': r });
       tr.append(el('td', {}, r || '(no range)'), el('td', { class: 'n' }, fmtB(b)),
-        el('td', { class: 'n' }, (100 * b / (d.peak || 1)).toFixed(1) + ' %'),
+        el('td', { class: 'n' }, (100 * b / (d.peak || 1)).toFixed(1) + '%'),
         el('td', { class: 'n' }, String(c)));
       tr.onclick = () => { select({ range: r }); bPeak.onclick(); };
       t1.appendChild(tr);
@@ -432,7 +432,7 @@
       td.append(sw, document.createTextNode(x.s.length ? x.s.slice(0, 3).join(' ← ') +
         (x.s.length > 3 ? ' ← …' : '') : '(no stack)'));
       tr.append(td, el('td', { class: 'n' }, fmtB(b)),
-        el('td', { class: 'n' }, (100 * b / (d.peak || 1)).toFixed(1) + ' %'),
+        el('td', { class: 'n' }, (100 * b / (d.peak || 1)).toFixed(1) + '%'),
         el('td', { class: 'n' }, String(c)), el('td', {}, x.k), el('td', {}, x.r || ''));
       tr.onclick = () => { select({ site: s }); bPeak.onclick(); };
       t2.appendChild(tr);
