@@ -337,9 +337,18 @@ void gmp_report_build_findings(gmp_doc *d, gmp_doc_block *parent, const gmp_repo
     if (!l.n) {
         gmp_doc_block *e = gmp_doc_table(d, sec, "findings", NULL, 0);
         e->flags |= GMP_DOC_DATA; /* `findings: []` */
-        gmp_doc_notice(d, sec, NULL, GMP_DOC_OK,
-                       "nothing to report: no out-of-memory error, no probable leak, nothing "
-                       "left allocated at exit, no growth over the iterations, no large memory "
-                       "outside the allocations");
+        /* say what was looked for: only what the recordings allow */
+        int iters = 0, exits = 0, samples = 0;
+        for (size_t i = from; i < to; i++) {
+            const gmp_report_trace *t = doc->traces[i];
+            iters |= t->analysis && t->analysis->iter.kind && t->analysis->iter.tracked_from;
+            exits |= t->end == GMP_REPORT_END_EXIT;
+            for (size_t k = 0; k < t->ndevices; k++)
+                samples |= t->devices[k].d.samples != 0;
+        }
+        gmp_doc_notice(d, sec, NULL, GMP_DOC_OK, "nothing to report: no out-of-memory error%v%v%v",
+                       gmp_dv_lit(iters ? ", no probable leak or growth over the iterations" : ""),
+                       gmp_dv_lit(exits ? ", nothing left allocated at exit" : ""),
+                       gmp_dv_lit(samples ? ", no large memory outside the allocations" : ""));
     }
 }

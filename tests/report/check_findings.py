@@ -144,6 +144,19 @@ def snapshot(gmp, snap):
     check("thread_run" in frames, "html view: no bare thread_run frame")
     check(meta["start"] == dev and meta["findings"][0]["text"].startswith(verdict),
           "html view: opens on %r, findings %r" % (meta["start"], meta["findings"]))
+    # a snapshot without an OOM (the oracle: no "oom" action in the pickle): nothing found, and
+    # the line says only what a snapshot allows to look for (no exit, no iterations)
+    calm = os.path.join(os.path.dirname(snap), "small-step.pickle")
+    with open(calm, "rb") as f:
+        cd = pickle.load(f)
+    check(not any(e["action"] == "oom" for tr in cd["device_traces"] for e in tr),
+          "the oracle finds an OOM in small-step")
+    check(json.loads(report(gmp, [calm, "--format", "json"]))["findings"] == [],
+          "small-step: findings")
+    out = report(gmp, [calm])
+    n = line_of(out, "nothing to report: no out-of-memory error")
+    check(n is not None and n <= FIRST_LINES and "exit" not in out.splitlines()[n - 1],
+          "small-step: the findings say %r" % (out.splitlines()[n - 1] if n else None))
     # speedscope opens on the OOM's device too (its first profile)
     tmp = tempfile.mkdtemp(prefix="gmpfindings")
     ss = os.path.join(tmp, "q.speedscope.json")
