@@ -30,11 +30,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "gmp_analysis.h"
 #include "gmp_export.h"
 #include "gmp_frames.h"
 #include "gmp_htmlview_asset.h"
 #include "gmp_output.h"
 #include "gmp_reader.h"
+#include "gmp_units.h"
 
 #define COLS0 1024          /* columns of level 0, and of a tile */
 #define MAX_LEVELS 12       /* level 11: 2 M columns */
@@ -42,6 +44,12 @@
 #define BUDGET (16u << 20)  /* bytes of level data in a page, all devices together */
 #define MAX_STACK 128       /* frames shown per stack */
 #define BREAKDOWN_SITES 200 /* stacks listed in a device's breakdown */
+#define MAX_OOM_MARKS 64    /* OOMs drawn per device */
+#define MAX_FINDINGS 16     /* findings listed per trace */
+/* memory no allocation explains is a finding from this much and this share of the device's peak
+ * reserved memory (as in the report: formats/report/gmp_report_findings.c) */
+#define UNEXPLAINED_MIN ((uint64_t)64 << 20)
+#define UNEXPLAINED_SHARE 0.10
 
 typedef struct hv_alloc {
     uint64_t t0, t1, size;
@@ -68,6 +76,7 @@ typedef struct hv_trace {
     size_t ndev;
     gmp_omap devmap; /* device id + 1 -> index + 1 */
     int failed;
+    gmp_analysis *an; /* a whole page: the findings' analysis (OOM verdicts, leaks); else NULL */
 } hv_trace;
 
 struct gmp_output_ctx {
@@ -78,6 +87,8 @@ struct gmp_output_ctx {
     gmp_obuf tiles;   /* the tiles' <script> elements */
     uint32_t nsites;  /* global site ids handed out */
     size_t ndevices;
+    gmp_obuf findings;    /* the findings' JSON objects, comma separated (a whole page only) */
+    long start;           /* the device (index in "devices") the page opens on: the first OOM's */
     uint64_t level_bytes; /* level data written so far (the budget) */
     int oom;
     int fragment; /* a <div id="gmp-view"> for another page, not a whole page */
@@ -629,7 +640,8 @@ static int peak_cmp(const void *a, const void *b)
 }
 
 /* One device of a trace: levels, bands, breakdown; appended to c->devices. */
-static void write_device(gmp_output_ctx *c, hv_trace *t, hv_dev *d, site_ids *ids)
+/* Returns the device's index in the page's "devices". */
+static size_t write_device(gmp_output_ctx *c, hv_trace *t, hv_dev *d, site_ids *ids)
 {
     const gmp_replay_summary *sum = gmp_replay_get_summary(t->rp);
     const gmp_replay_device *rd = gmp_replay_device_find(t->rp, d->id);
@@ -711,9 +723,18 @@ static void write_device(gmp_output_ctx *c, hv_trace *t, hv_dev *d, site_ids *id
     gmp_obuf_free(&name);
     gmp_obuf_printf(b,
                     ",\"index\":%zu,\"t0\":%" PRId64 ",\"span\":%" PRIu64 ",\"peak\":%" PRIu64
-                    ",\"peak_at\":%" PRIu64 ",\"px\":%d,\"allocs\":%zu,\"levels\":[",
+                    ",\"peak_at\":%" PRIu64 ",\"px\":%d,\"allocs\":%zu,\"ooms\":[",
                     di, gmp_output_time(&t->info, L.t0), L.span, peak,
                     rd && rd->peak_time_ns > L.t0 ? rd->peak_time_ns - L.t0 : 0, CHART_PX, d->n);
+    /* the OOMs on this device, [time (as peak_at), bytes requested], drawn on the timeline */
+    for (size_t i = 0, k = 0; i < gmp_replay_oom_count(t->rp) && k < MAX_OOM_MARKS; i++) {
+        const gmp_replay_oom *o = gmp_replay_oom_at(t->rp, i);
+        if (o->device != d->id)
+            continue;
+        gmp_obuf_printf(b, "%s[%" PRIu64 ",%" PRIu64 "]", k++ ? "," : "",
+                        o->time_ns > L.t0 ? o->time_ns - L.t0 : 0, o->requested);
+    }
+    gmp_obuf_add(b, "],\"levels\":[", 12);
     gmp_obuf_add(b, levels.p ? levels.p : "", levels.len);
     gmp_obuf_free(&levels);
     gmp_obuf_add(b, "],\"bands\":[", 11);
@@ -774,6 +795,7 @@ static void write_device(gmp_output_ctx *c, hv_trace *t, hv_dev *d, site_ids *id
     free(L.apos);
     if (b->oom || c->sites.oom || c->tiles.oom)
         c->oom = 1;
+    return di;
 }
 
 static void trace_free(hv_trace *t)
@@ -787,6 +809,7 @@ static void trace_free(hv_trace *t)
     }
     free(t->dev);
     gmp_omap_free(&t->devmap);
+    gmp_analysis_free(t->an);
     free(t);
 }
 
@@ -796,19 +819,170 @@ static int dev_cmp(const void *a, const void *b)
     return x->id < y->id ? -1 : x->id > y->id;
 }
 
+/* ---- findings (a whole page): what the report's "Findings" say first ---- */
+
+typedef struct hv_finding {
+    int problem; /* 1 an OOM or a probable leak, 0 a warning */
+    uint64_t bytes;
+    long device; /* index in "devices", -1 none */
+    int has_t;
+    uint64_t t; /* as peak_at: from the device's first event */
+    char text[512];
+} hv_finding;
+
+static int finding_cmp(const void *a, const void *b)
+{
+    const hv_finding *x = a, *y = b;
+    if (x->problem != y->problem)
+        return x->problem ? -1 : 1;
+    if (x->bytes != y->bytes)
+        return x->bytes > y->bytes ? -1 : 1;
+    return 0;
+}
+
+static const char *fmt_b(uint64_t b, char *buf, size_t n)
+{
+    return gmp_fmt_bytes(b, buf, n);
+}
+
+/* "+2.733952 s" as the report writes a time (from the trace's start). */
+static const char *fmt_t(hv_trace *t, uint64_t ns, char *buf, size_t n)
+{
+    int64_t v = gmp_output_time(&t->info, ns);
+    uint64_t a = v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v;
+    snprintf(buf, n, "%c%" PRIu64 ".%06" PRIu64 " s", v < 0 ? '-' : '+', a / 1000000000u,
+             a % 1000000000u / 1000u);
+    return buf;
+}
+
+/* The index in "devices" of device id (-1: not in the page). */
+static long dev_index(const int32_t *ids, const size_t *dis, size_t nd, int32_t id)
+{
+    for (size_t k = 0; k < nd; k++)
+        if (ids[k] == id)
+            return (long)dis[k];
+    return -1;
+}
+
+static void findings(gmp_output_ctx *c, hv_trace *t, const int32_t *ids, const size_t *dis,
+                     size_t nd)
+{
+    const gmp_replay_summary *sum = gmp_replay_get_summary(t->rp);
+    hv_finding f[MAX_FINDINGS];
+    size_t n = 0;
+    char b1[64], b2[64], b3[64];
+    gmp_analysis_result *R = t->an ? gmp_analysis_finish(t->an, NULL) : NULL;
+    if (t->an && !R)
+        c->oom = 1;
+    for (size_t i = 0; R && i < R->nooms && n < MAX_FINDINGS; i++) {
+        const gmp_analysis_oom *o = &R->ooms[i];
+        hv_finding *x = &f[n++];
+        *x = (hv_finding){
+            1, o->requested, -1, 1, o->time_ns > sum->first_ns ? o->time_ns - sum->first_ns : 0,
+            ""};
+        x->device = dev_index(ids, dis, nd, o->device);
+        snprintf(x->text, sizeof x->text,
+                 "out of memory on device %" PRId32 " at %s: %s requested; %s", o->device,
+                 fmt_t(t, o->time_ns, b1, sizeof b1), fmt_b(o->requested, b2, sizeof b2),
+                 gmp_analysis_oom_verdict_text(o->verdict));
+    }
+    for (size_t i = 0; R && i < R->nleaks && n < MAX_FINDINGS; i++) {
+        const gmp_analysis_leak *L = &R->leaks[i];
+        hv_finding *x = &f[n++];
+        *x = (hv_finding){1, L->growth_bytes, -1, 0, 0, ""};
+        x->device = dev_index(ids, dis, nd, L->device);
+        gmp_obuf path = {0};
+        if (L->range)
+            range_path(t, L->range, &path);
+        uint64_t last = R->iter.iterations;
+        snprintf(x->text, sizeof x->text,
+                 "probable leak %s %.*s on device %" PRId32 ": +%s over iterations %" PRIu64
+                 "-%" PRIu64 " (+%s per iteration)",
+                 L->range ? "in" : "at", L->range ? (int)path.len : 6,
+                 L->range ? (path.p ? path.p : "") : "a site", L->device,
+                 fmt_b(L->growth_bytes, b1, sizeof b1), last - L->iterations, last,
+                 fmt_b(L->rate_bytes > 0 ? (uint64_t)(L->rate_bytes + 0.5) : 0, b2, sizeof b2));
+        gmp_obuf_free(&path);
+    }
+    for (size_t i = 0; i < nd && n < MAX_FINDINGS; i++) {
+        const gmp_replay_device *rd = gmp_replay_device_find(t->rp, ids[i]);
+        if (!rd || ids[i] < 0)
+            continue;
+        uint64_t un = rd->max_unexplained;
+        if (un < UNEXPLAINED_MIN || (double)un < UNEXPLAINED_SHARE * (double)rd->peak_reserved)
+            continue;
+        hv_finding *x = &f[n++];
+        *x = (hv_finding){0,
+                          un,
+                          (long)dis[i],
+                          1,
+                          rd->max_unexplained_time_ns > sum->first_ns
+                              ? rd->max_unexplained_time_ns - sum->first_ns
+                              : 0,
+                          ""};
+        snprintf(x->text, sizeof x->text,
+                 "%s of device %" PRId32 "'s memory not explained by allocations, at %s (the "
+                 "driver counts it used, the allocator does not hold it: the CUDA context, "
+                 "libraries' workspaces, other processes)",
+                 fmt_b(un, b1, sizeof b1), ids[i],
+                 fmt_t(t, rd->max_unexplained_time_ns, b3, sizeof b3));
+    }
+    qsort(f, n, sizeof *f, finding_cmp);
+    for (size_t i = 0; i < n; i++) {
+        gmp_obuf *o = &c->findings;
+        if (o->len)
+            gmp_obuf_add(o, ",\n", 2);
+        gmp_obuf_printf(o, "{\"severity\":\"%s\",\"device\":%ld,\"t\":",
+                        f[i].problem ? "problem" : "warning", f[i].device);
+        if (f[i].has_t)
+            gmp_obuf_printf(o, "%" PRIu64, f[i].t);
+        else
+            gmp_obuf_add(o, "null", 4);
+        gmp_obuf_add(o, ",\"text\":", 8);
+        if (t->info.label && *t->info.label) { /* several traces: which one's */
+            gmp_obuf lt = {0};
+            gmp_obuf_printf(&lt, "%s: %s", t->info.label, f[i].text);
+            js_str(o, lt.p ? lt.p : "", lt.p ? lt.len : 0);
+            if (lt.oom)
+                c->oom = 1;
+            gmp_obuf_free(&lt);
+        } else {
+            js_cstr(o, f[i].text);
+        }
+        gmp_obuf_add(o, "}", 1);
+    }
+    if (c->findings.oom)
+        c->oom = 1;
+    gmp_analysis_result_free(R);
+}
+
 static gmp_err on_end(void *ctx, gmp_replay *rp)
 {
     gmp_output_ctx *c = ctx;
     hv_trace *t = c->t;
     site_ids ids = {calloc(gmp_replay_site_count(rp) + 1, sizeof(uint32_t)),
                     calloc(gmp_replay_site_count(rp) + 1, 1), gmp_replay_site_count(rp)};
-    if (!ids.global || !ids.cat)
+    int32_t *devid = calloc(t->ndev ? t->ndev : 1, sizeof *devid);
+    size_t *devdi = calloc(t->ndev ? t->ndev : 1, sizeof *devdi);
+    size_t nd = 0;
+    if (!ids.global || !ids.cat || !devid || !devdi)
         c->oom = 1;
     if (t->ndev > 1)
         qsort(t->dev, t->ndev, sizeof *t->dev, dev_cmp);
     for (size_t i = 0; i < t->ndev && !c->oom; i++)
-        if (t->dev[i].n)
-            write_device(c, t, &t->dev[i], &ids);
+        if (t->dev[i].n) {
+            devid[nd] = t->dev[i].id;
+            devdi[nd++] = write_device(c, t, &t->dev[i], &ids);
+        }
+    /* the page opens on the device of the first OOM (the first of the first trace that has one) */
+    for (size_t i = 0; c->start < 0 && i < gmp_replay_oom_count(rp); i++)
+        for (size_t k = 0; k < nd; k++)
+            if (devid[k] == gmp_replay_oom_at(rp, i)->device && c->start < 0)
+                c->start = (long)devdi[k];
+    if (!c->oom && !c->fragment)
+        findings(c, t, devid, devdi, nd);
+    free(devid);
+    free(devdi);
     free(ids.global);
     free(ids.cat);
     c->t = NULL;
@@ -832,6 +1006,7 @@ static void ctx_free(gmp_output_ctx *c)
         return;
     trace_free(c->t);
     gmp_obuf_free(&c->devices);
+    gmp_obuf_free(&c->findings);
     gmp_obuf_free(&c->sites);
     gmp_obuf_free(&c->tiles);
     gmp_obuf_free(&c->tmp);
@@ -847,6 +1022,7 @@ static gmp_err hv_start(gmp_output_ctx **out, FILE *f, const char *path, const g
         return GMP_ERR_NOMEM;
     c->out = f;
     c->o = *o;
+    c->start = -1;
     *out = c;
     return GMP_OK;
 }
@@ -906,6 +1082,13 @@ static gmp_err hv_add_trace(gmp_output_ctx *c, gmp_replay *rp, const gmp_output_
     t->rp = rp;
     t->r = gmp_replay_reader(rp);
     c->t = t;
+    /* a whole page says the findings first: its own analysis (the report's fragment does not: the
+     * report says them) */
+    gmp_err e = GMP_OK;
+    if (!c->fragment && (e = gmp_analysis_new(&t->an, NULL)) == GMP_OK)
+        e = gmp_analysis_attach(t->an, rp);
+    if (e != GMP_OK)
+        return e;
     return gmp_replay_add(rp, &htmlview_ops, c);
 }
 
@@ -943,6 +1126,8 @@ data:
     js_cstr(&page, c->o.exporter ? c->o.exporter : "gpumemprof");
     gmp_obuf_add(&page, ",\"devices\":[", 12);
     gmp_obuf_add(&page, c->devices.p ? c->devices.p : "", c->devices.len);
+    gmp_obuf_printf(&page, "],\n\"start\":%ld,\"findings\":[", c->start < 0 ? 0 : c->start);
+    gmp_obuf_add(&page, c->findings.p ? c->findings.p : "", c->findings.len);
     gmp_obuf_add(&page, "],\n\"sites\":{", 12);
     gmp_obuf_add(&page, c->sites.p ? c->sites.p : "", c->sites.len);
     gmp_obuf_add(&page, "}}</script>\n", 12);

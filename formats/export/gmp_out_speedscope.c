@@ -1,7 +1,10 @@
 /* speedscope output (the file format of jlfwong/speedscope, https://www.speedscope.app):
  *
  *   {"$schema":"https://www.speedscope.app/file-format-schema.json","exporter":..,"name":..,
- *    "activeProfileIndex":0,"profiles":[...],"shared":{"frames":[...]}}
+ *    "profiles":[...],"shared":{"frames":[...]},"activeProfileIndex":N}
+ *
+ * speedscope opens on profile N: the first of the device of the first out-of-memory error (the
+ * first trace's that has one), else the first.
  *
  * Per trace and device, sampled profiles whose samples are allocation sites: frames are the NVTX
  * range path (outermost first), then the call stack (outermost first), weights in bytes (unit
@@ -70,6 +73,8 @@ struct gmp_output_ctx {
     gmp_jw w;
     gmp_output_opts o;
     size_t nprof;
+    size_t active;     /* the profile speedscope opens on */
+    int active_set;    /* an OOM's device chose it */
     gmp_intern frames; /* the frames' JSON objects: frame i is string i */
     FILE *spool;
     int64_t spool_end;
@@ -567,9 +572,16 @@ static gmp_err on_end(void *ctx, gmp_replay *rp)
         const gmp_replay_device *d = gmp_replay_device_at(rp, (j + 1) % nd);
         if (gmp_replay_device_at(rp, 0)->id >= 0)
             d = gmp_replay_device_at(rp, j);
+        /* the first OOM's device: its first profile is the one speedscope opens on */
+        size_t before = c->nprof;
         for (int bytes = 1; bytes >= 0; bytes--)
             for (int m = M_PEAK; m <= M_LEAK; m++)
                 write_sampled(c, t, d, &sf, m, bytes);
+        if (!c->active_set && c->nprof > before && gmp_replay_oom_count(rp) &&
+            gmp_replay_oom_at(rp, 0)->device == d->id) {
+            c->active = before;
+            c->active_set = 1;
+        }
     }
     free(sf.f);
     free(sf.off);
@@ -619,7 +631,7 @@ static gmp_err ss_start(gmp_output_ctx **out, FILE *f, const char *path, const g
     gmp_jw_cstr(w, o->exporter ? o->exporter : "gpumemprof");
     gmp_jw_lit(w, ",\n\"name\":");
     gmp_jw_cstr(w, o->title && *o->title ? o->title : "gpumemprof");
-    gmp_jw_lit(w, ",\n\"activeProfileIndex\":0,\n\"profiles\":[");
+    gmp_jw_lit(w, ",\n\"profiles\":[");
     *out = c;
     return GMP_OK;
 }
@@ -671,7 +683,9 @@ static gmp_err ss_finish(gmp_output_ctx *c, gmp_output_result *res)
         gmp_jw_cstr_raw(w, i ? ",\n" : "\n");
         gmp_jw_raw(w, p, n);
     }
-    gmp_jw_lit(w, "\n]}}\n");
+    gmp_jw_lit(w, "\n]},\n\"activeProfileIndex\":");
+    gmp_jw_u64(w, c->active);
+    gmp_jw_lit(w, "}\n");
     gmp_err e = gmp_jw_flush(w);
     if (e == GMP_OK && fflush(w->f) != 0)
         e = GMP_ERR_IO;

@@ -1230,3 +1230,25 @@ gmp_analysis_result *gmp_analysis_finish(gmp_analysis *A, const gmp_analysis_res
     }
     return R;
 }
+
+/* ---- words ---- */
+
+const char *gmp_analysis_oom_verdict_name(gmp_analysis_oom_verdict v)
+{
+    switch (v) {
+    case GMP_ANALYSIS_OOM_FRAGMENTATION: return "fragmentation";
+    case GMP_ANALYSIS_OOM_OUTSIDE: return "outside_allocator";
+    default: return "capacity";
+    }
+}
+
+const char *gmp_analysis_oom_verdict_text(gmp_analysis_oom_verdict v)
+{
+    switch (v) {
+    case GMP_ANALYSIS_OOM_FRAGMENTATION:
+        return "fragmentation: enough memory was free, not in one block";
+    case GMP_ANALYSIS_OOM_OUTSIDE:
+        return "memory outside the allocator: without it the request would have fit";
+    default: return "capacity: what was live leaves no room for it";
+    }
+}

@@ -258,4 +258,9 @@ void gmp_analysis_result_free(gmp_analysis_result *r);
 int gmp_analysis_site_leaks(const gmp_analysis_growth_site *s, uint64_t w,
                             const gmp_analysis_opts *opts);
 
+/* An OOM verdict's name ("capacity", "fragmentation", "outside_allocator": the report's JSON) and
+ * its words, the same in every output that says it (the report, the HTML view). */
+const char *gmp_analysis_oom_verdict_name(gmp_analysis_oom_verdict v);
+const char *gmp_analysis_oom_verdict_text(gmp_analysis_oom_verdict v);
+
 #endif

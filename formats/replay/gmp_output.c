@@ -297,10 +297,18 @@ const char *gmp_output_device_label(int32_t device, char *buf, size_t n)
 void gmp_output_frame_text(gmp_obuf *b, const gmp_replay_frame *f)
 {
     if (f->kind == GMP_FRAME_PYTHON) {
+        /* as the report writes it (gmp_report_frame_text): a frame with no line and no file (or
+         * "??": a native frame as PyTorch's snapshots name them) is its function alone, one with
+         * no line "function (file)" */
         gmp_obuf_add(b, f->function.ptr, f->function.len);
+        if (!f->line && (!f->file.len || (f->file.len == 2 && memcmp(f->file.ptr, "??", 2) == 0)))
+            return;
         gmp_obuf_add(b, " (", 2);
         gmp_obuf_add(b, f->file.ptr, f->file.len);
-        gmp_obuf_printf(b, ":%" PRIu32 ")", f->line);
+        if (f->line)
+            gmp_obuf_printf(b, ":%" PRIu32 ")", f->line);
+        else
+            gmp_obuf_add(b, ")", 1);
         return;
     }
     if (f->module) {

@@ -192,6 +192,13 @@ gmp_doc_val gmp_dv_lit(const char *s)
     return (gmp_doc_val){.type = GMP_DOC_LIT, .s = {s ? s : "", s ? (uint32_t)strlen(s) : 0}};
 }
 
+gmp_doc_val gmp_dv_ref(const char *s, const char *anchor)
+{
+    gmp_doc_val v = gmp_dv_lit(s);
+    v.ref = anchor;
+    return v;
+}
+
 gmp_doc_val gmp_dv_str(gmp_str s, const char *none)
 {
     return (gmp_doc_val){.type = GMP_DOC_STR, .s = s.ptr ? s : (gmp_str){"", 0}, .none = none};
@@ -356,6 +363,13 @@ gmp_doc_block *gmp_doc_kv(gmp_doc *d, gmp_doc_block *parent)
 {
     gmp_doc_block *b = block(d, parent, GMP_DOC_KV, NULL);
     return b ? b : &d->root;
+}
+
+void gmp_doc_anchor(gmp_doc *d, gmp_doc_block *s, const char *anchor)
+{
+    /* a failed block is the root (see block()): it gets no anchor */
+    if (s->kind == GMP_DOC_SECTION && s != &d->root && anchor)
+        s->anchor = gmp_doc_cstr(d, anchor);
 }
 
 void gmp_doc_item_add(gmp_doc *d, gmp_doc_block *kv, const char *label, unsigned flags,

@@ -72,6 +72,8 @@ enum {
     GMP_DOC_RAW = 1 << 7,    /* BYTES: also the exact number of bytes ("1.50 GiB (1610612736)") */
     GMP_DOC_CODE = 1 << 8,   /* STR/LIT: code-like (a command line): monospace where possible */
     GMP_DOC_SIGN = 1 << 9,   /* INT, PCT: a change, always signed: "+3", "-1", "+0", "+23.8%" */
+    GMP_DOC_TAIL = 1 << 10,  /* STR column: the text renderer shows the end of a long cell, its
+                                start elided ("…/layers.11/attn/q_proj"); the others show it all */
 };
 
 typedef enum gmp_doc_severity {
@@ -115,6 +117,8 @@ typedef struct gmp_doc_val {
     gmp_str s;        /* LIT STR */
     const char *none; /* STR: shown when s is empty ("(no range)") */
     const gmp_doc_stack *stack;
+    const char *ref; /* LIT: a reference to the section whose anchor this is (HTML: a link to it;
+                        other formats: the text alone); NULL: none */
 } gmp_doc_val;
 
 /* A line: values written one after another (text runs and figures). */
@@ -189,6 +193,8 @@ struct gmp_doc_block {
      * text */
     gmp_doc_line title;
     gmp_doc_block *parent, *first, *last, *next; /* children: SECTION, VERDICT */
+    const char *anchor; /* SECTION: a name other blocks refer to (gmp_dv_ref; HTML: the heading's
+                           id), unique in the document; NULL: none */
 
     /* KV */
     size_t nitems, items_cap;
@@ -253,6 +259,9 @@ gmp_doc_val gmp_dv_device(int64_t id);
 gmp_doc_val gmp_dv_hex(uint64_t x);
 gmp_doc_val gmp_dv_stack(const gmp_doc_stack *s); /* NULL or no frames: NONE */
 gmp_doc_val gmp_dv_none(void);
+/* LIT text s that refers to the section anchored `anchor` (gmp_doc_anchor); both must outlive the
+ * document. */
+gmp_doc_val gmp_dv_ref(const char *s, const char *anchor);
 /* The same value with a JSON key and flags added. */
 gmp_doc_val gmp_dv_k(gmp_doc_val v, const char *key);
 gmp_doc_val gmp_dv_f(gmp_doc_val v, unsigned flags);
@@ -268,6 +277,8 @@ void gmp_doc_line_add(gmp_doc *d, gmp_doc_line *l, gmp_doc_val v);
 gmp_doc_block *gmp_doc_section(gmp_doc *d, gmp_doc_block *parent, const char *key, unsigned flags,
                                const char *fmt, ...);
 gmp_doc_block *gmp_doc_kv(gmp_doc *d, gmp_doc_block *parent);
+/* Names section s (copied) so that gmp_dv_ref can point at it. */
+void gmp_doc_anchor(gmp_doc *d, gmp_doc_block *s, const char *anchor);
 /* An item: label, then the value as gmp_doc_linef. */
 void gmp_doc_item_add(gmp_doc *d, gmp_doc_block *kv, const char *label, unsigned flags,
                       const char *fmt, ...);

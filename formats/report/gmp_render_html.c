@@ -2,7 +2,9 @@
  * inline SVG, no script, no external reference (it works offline and can be attached to a ticket).
  * It walks the blocks and knows nothing of what they are about:
  *   SECTION  the root's title is the page's <h1>; a section at depth 1 is a <section> with an <h2>,
- *            depth 2 <h3>, depth 3 <h4>, deeper <h5>
+ *            depth 2 <h3>, depth 3 <h4>, deeper <h5>; each heading has an id (its anchor, else
+ *            "s" and its number), and under the <h1> a table of contents (<nav class=toc>) links
+ *            the headings of depth 1 and 2
  *   KV       a two-column table (label, value)
  *   TABLE    a table; numeric columns right-aligned; a GMP_DOC_BAR column has a second cell per
  *            row with a bar scaled to the column's largest value; "(top N of M)" on the heading
@@ -15,7 +17,9 @@
  *   STACKB   the frames, one a line
  *   VERDICT  a box coloured by severity: its line, then its children
  *   NOTICE   a paragraph coloured by severity
- * Values with GMP_DOC_DATA (and items, columns and blocks with it) are left out. Every string goes
+ * A value with a reference (gmp_dv_ref) is a link to its section's id: the only links of the page,
+ * all inside it (href="#..."). Values with GMP_DOC_DATA (and items, columns and blocks with it) are
+ * left out. Every string goes
  * through gmp_html_fputs; numbers are written by gmp_doc_fmt. The output depends only on the
  * document (the goldens compare bytes). */
 #include <inttypes.h>
@@ -48,7 +52,8 @@ static const char *const css =
     "td.bar span{display:inline-block;height:10px;background:#6a9fd4}"
     ".verdict{border-left:3px solid #bbb;padding:0 0 0 10px;margin:10px 0;color:#222;"
     "font-weight:normal}.verdict.bad{border-color:#c00}.verdict.warn{border-color:#a40}"
-    ".verdict.ok{border-color:#282}.verdict>p:first-child{margin-top:0}";
+    ".verdict.ok{border-color:#282}.verdict>p:first-child{margin-top:0}"
+    "nav.toc{font-size:13px;color:#444}nav.toc ul{margin:4px 0;padding-left:18px}";
 
 /* Plot colours, in the order columns take them: a line's colour, a band's, an area's. */
 static const char *const palette[][3] = {
@@ -120,6 +125,12 @@ static void put_val(FILE *f, const gmp_doc_val *v, int plain)
         fputs("<b>", f);
     if (code)
         fputs("<code>", f);
+    int link = !plain && v->type == GMP_DOC_LIT && v->ref && *v->ref;
+    if (link) {
+        fputs("<a href=\"#", f);
+        escz(f, v->ref);
+        fputs("\">", f);
+    }
     switch (v->type) {
     case GMP_DOC_LIT:
     case GMP_DOC_STR:
@@ -153,6 +164,8 @@ static void put_val(FILE *f, const gmp_doc_val *v, int plain)
         escz(f, gmp_doc_fmt(v, buf, sizeof buf));
     }
     }
+    if (link)
+        fputs("</a>", f);
     if (code)
         fputs("</code>", f);
     if (strong)
@@ -608,28 +621,44 @@ static void put_series(FILE *f, const gmp_doc_block *s)
 
 /* ---- blocks ---- */
 
-/* Where the caller's timeline markup goes: before the block `at` (NULL: nowhere). */
+/* Where the caller's timeline markup goes: before the block `at` (NULL: nowhere). sections:
+ * headings written so far (their ids). */
 typedef struct hctx {
     const gmp_doc_block *at;
     const char *html;
+    size_t sections;
 } hctx;
 
-static void put_block(FILE *f, const gmp_doc_block *b, const hctx *x);
+/* A heading's id: its anchor, else "s" and its number among the headings shown (document order),
+ * so that the table of contents links every heading it lists. */
+static void put_id(FILE *f, const gmp_doc_block *b, size_t n)
+{
+    fputs(" id=\"", f);
+    if (b->anchor && *b->anchor)
+        escz(f, b->anchor);
+    else
+        fprintf(f, "s%zu", n);
+    fputc('"', f);
+}
 
-static void put_children(FILE *f, const gmp_doc_block *b, const hctx *x)
+static void put_block(FILE *f, const gmp_doc_block *b, hctx *x);
+
+static void put_children(FILE *f, const gmp_doc_block *b, hctx *x)
 {
     for (const gmp_doc_block *c = b->first; c; c = c->next)
         put_block(f, c, x);
 }
 
-static void put_section(FILE *f, const gmp_doc_block *b, const hctx *x)
+static void put_section(FILE *f, const gmp_doc_block *b, hctx *x)
 {
     int depth = gmp_doc_depth(b), h = depth + 1 > 5 ? 5 : depth + 1;
     if (depth == 1)
         fputs("<section>\n", f);
     if (b->title.n) {
         const char *cls = flag_class(b->flags);
-        fprintf(f, "<h%d%s%s>", h, cls ? " class=" : "", cls ? cls : "");
+        fprintf(f, "<h%d", h);
+        put_id(f, b, ++x->sections);
+        fprintf(f, "%s%s>", cls ? " class=" : "", cls ? cls : "");
         put_line(f, &b->title, 0);
         const gmp_doc_block *t = gmp_render_heading_table(b);
         if (t)
@@ -641,7 +670,7 @@ static void put_section(FILE *f, const gmp_doc_block *b, const hctx *x)
         fputs("</section>\n", f);
 }
 
-static void put_block(FILE *f, const gmp_doc_block *b, const hctx *x)
+static void put_block(FILE *f, const gmp_doc_block *b, hctx *x)
 {
     if (b->flags & GMP_DOC_DATA)
         return;
@@ -675,6 +704,50 @@ static void put_block(FILE *f, const gmp_doc_block *b, const hctx *x)
         fputs("</p>\n", f);
         break;
     }
+}
+
+/* The table of contents: the headings of depth 1 and 2 (a trace, a device, a section of a
+ * trace), one line per heading of depth 1 with its sections after it, each a link to its id
+ * (put_id: the same numbering as the headings). *n: headings seen so far. */
+static void toc_walk(FILE *f, const gmp_doc_block *b, size_t *n, int *open, int *items)
+{
+    for (const gmp_doc_block *c = b->first; c; c = c->next) {
+        if (c->flags & GMP_DOC_DATA)
+            continue;
+        if (c->kind == GMP_DOC_SECTION && c->title.n) {
+            int depth = gmp_doc_depth(c);
+            ++*n;
+            if (depth <= 2) {
+                if (depth == 1 || !*open) {
+                    fputs(*open ? "</li>\n<li>" : "<li>", f);
+                    *open = 1;
+                    *items = 0;
+                } else {
+                    fputs(*items ? " · " : ": ", f);
+                }
+                fputs("<a href=\"#", f);
+                if (c->anchor && *c->anchor)
+                    escz(f, c->anchor);
+                else
+                    fprintf(f, "s%zu", *n);
+                fputs("\">", f);
+                put_line(f, &c->title, 1);
+                fputs("</a>", f);
+                if (depth == 2)
+                    (*items)++;
+            }
+        }
+        toc_walk(f, c, n, open, items);
+    }
+}
+
+static void put_toc(FILE *f, const gmp_doc_block *root)
+{
+    size_t n = 0;
+    int open = 0, items = 0;
+    fputs("<nav class=toc>\n<ul>\n", f);
+    toc_walk(f, root, &n, &open, &items);
+    fputs(open ? "</li>\n</ul>\n</nav>\n" : "</ul>\n</nav>\n", f);
 }
 
 /* The first SERIES keyed "timeline" that is shown, in document order; NULL when none. */
@@ -722,11 +795,12 @@ gmp_err gmp_render_html(const gmp_doc *d, FILE *f, const gmp_render_opts *o)
         put_line(f, &root->title, 0);
         fputs("</h1>\n", f);
     }
-    hctx x = {NULL, NULL};
+    hctx x = {NULL, NULL, 0};
     if (o && o->timeline_html && *o->timeline_html) {
         x.at = first_timeline(root);
         x.html = o->timeline_html;
     }
+    put_toc(f, root);
     put_children(f, root, &x);
     fputs("</body>\n</html>\n", f);
     return ferror(f) ? GMP_ERR_IO : GMP_OK;

@@ -21,7 +21,8 @@
  *    values flagged DATA are not shown.
  *  - Table: columns as wide as their widest cell or title, two spaces apart; numbers right-aligned,
  *    text left-aligned, the last column not padded; DATA columns not shown; a stack shows its 4
- *    innermost frames joined by " < "; a table without rows writes only its caption.
+ *    innermost frames joined by " < "; a TAIL column's text its last 47 characters after "…";
+ *    a table without rows writes only its caption.
  *  - Series: one sparkline per column flagged STRONG, after the caption ("over time" when none)
  *    padded as the labels of the key/value list before it, then "(column, 0 .. max)"; lanes and
  *    marks are not drawn.
@@ -37,6 +38,7 @@
 #include "gmp_strbuf.h"
 
 #define STACK_FRAMES 4
+#define TAIL_COLS 48 /* columns a GMP_DOC_TAIL cell shows at most, "…" included */
 
 /* A growing string (gmp_strbuf.h): a failed allocation is remembered and later writes do
  * nothing. */
@@ -161,9 +163,24 @@ static void t_plain(sb *b, const gmp_doc_val *v, unsigned colflags)
     switch (v->type) {
     case GMP_DOC_LIT: gmp_strbuf_add(b, v->s.ptr, v->s.len); break;
     case GMP_DOC_STR:
-        if (v->s.len)
+        if (v->s.len) {
+            size_t at = b->n;
             t_esc(b, v->s.ptr, v->s.len);
-        else if (v->none)
+            if ((colflags & GMP_DOC_TAIL) && !b->oom && width(b->p + at, b->n - at) > TAIL_COLS) {
+                /* keep the last TAIL_COLS - 1 characters (whole UTF-8 sequences) after "…" */
+                size_t k = b->n, kept = 0;
+                while (k > at && kept < TAIL_COLS - 1) {
+                    k--;
+                    kept += ((unsigned char)b->p[k] & 0xc0) != 0x80;
+                }
+                char tail[4 * TAIL_COLS]; /* a character is at most 4 bytes */
+                size_t tn = b->n - k;
+                memcpy(tail, b->p + k, tn);
+                b->n = at;
+                gmp_strbuf_puts(b, "\xe2\x80\xa6"); /* … */
+                gmp_strbuf_add(b, tail, tn);
+            }
+        } else if (v->none)
             gmp_strbuf_puts(b, v->none);
         break;
     case GMP_DOC_STACK: {

@@ -35,6 +35,7 @@ static int grow(void **p, size_t *cap, size_t n, size_t sz)
 typedef struct bucket {
     uint64_t amin, amax, alast, rmin, rmax, rlast, fmax, umax;
     uint64_t clast[GMP_CAT_COUNT]; /* allocated per category at the bucket's last event */
+    uint64_t cmax[GMP_CAT_COUNT];  /* ... at its first event of the most allocated (amax) */
     uint8_t has, has_used;
 } bucket;
 
@@ -213,6 +214,8 @@ static void merge_bucket(bucket *o, const bucket *a, const bucket *b)
         bucket m = *b;
         m.amin = a->amin < b->amin ? a->amin : b->amin;
         m.amax = a->amax > b->amax ? a->amax : b->amax;
+        if (a->amax >= b->amax) /* the first moment of the maximum: a's when they tie */
+            memcpy(m.cmax, a->cmax, sizeof m.cmax);
         m.rmin = a->rmin < b->rmin ? a->rmin : b->rmin;
         m.rmax = a->rmax > b->rmax ? a->rmax : b->rmax;
         m.fmax = a->fmax > b->fmax ? a->fmax : b->fmax;
@@ -342,16 +345,20 @@ static void dev_update(live *L, const gmp_replay_device *dev, uint64_t t)
         s->frag_max_t = t;
     }
     bucket *b = &s->b[axis_index(L, t)];
+    int newmax = 0; /* the categories are kept at the bucket's maximum too */
     if (!b->has) {
         b->has = 1;
         b->amin = b->amax = s->allocated;
         b->rmin = b->rmax = s->reserved;
         b->fmax = s->frag;
+        newmax = 1;
     } else {
         if (s->allocated < b->amin)
             b->amin = s->allocated;
-        if (s->allocated > b->amax)
+        if (s->allocated > b->amax) {
             b->amax = s->allocated;
+            newmax = 1;
+        }
         if (s->reserved < b->rmin)
             b->rmin = s->reserved;
         if (s->reserved > b->rmax)
@@ -369,6 +376,8 @@ static void dev_update(live *L, const gmp_replay_device *dev, uint64_t t)
         __asm__("" : "+r"(v)); /* keeps the compiler from merging the loads */
         b->clast[c] = v;
     }
+    if (newmax)
+        memcpy(b->cmax, b->clast, sizeof b->cmax);
 }
 
 /* The category of an allocation during the pass (gmp_frames_category), from the frames the
@@ -1330,6 +1339,7 @@ static gmp_err freeze_devices(live *L)
                 p->res_last = b->rlast;
                 p->frag_max = b->fmax;
                 memcpy(p->cat_last, b->clast, sizeof p->cat_last);
+                memcpy(p->cat_max, b->cmax, sizeof p->cat_max);
                 p->has = 1;
                 cur = *p;
             } else {
@@ -1337,6 +1347,7 @@ static gmp_err freeze_devices(live *L)
                 p->res_min = p->res_max = p->res_last = cur.res_last;
                 p->frag_max = cur.res_last > cur.alloc_last ? cur.res_last - cur.alloc_last : 0;
                 memcpy(p->cat_last, cur.cat_last, sizeof p->cat_last);
+                memcpy(p->cat_max, cur.cat_last, sizeof p->cat_max); /* nothing changed */
             }
             p->t0_ns = L->t0 + k * L->w;
             p->t1_ns = p->t0_ns + L->w;
@@ -1741,11 +1752,12 @@ static int row_value(const void *a, const void *b)
     return row_key(a, b);
 }
 
+/* The frequent sites are one table over every device, cut by --top as a whole: most allocations
+ * first whatever the device (device first would lead with the host's one pinned buffer and could
+ * cut a later device out). */
 static int row_sites(const void *a, const void *b)
 {
     const gmp_report_row *x = a, *y = b;
-    if (x->device != y->device)
-        return x->device < y->device ? -1 : 1;
     if (x->count != y->count)
         return x->count > y->count ? -1 : 1;
     if (x->bytes != y->bytes)

@@ -112,6 +112,7 @@ typedef struct gmp_report_point {
     uint64_t used_max;                /* driver-reported use (SAMPLE), 0 none in the bucket */
     uint64_t cat_last[GMP_CAT_COUNT]; /* allocated per category at the bucket's end (frames only,
                                          gmp_frames_category) */
+    uint64_t cat_max[GMP_CAT_COUNT]; /* the same at the first moment of alloc_max: they sum to it */
     int has, has_used;
 } gmp_report_point;
 
@@ -313,7 +314,8 @@ int gmp_report_wanted(const gmp_report_view *v, int32_t device);
 typedef enum gmp_report_what {
     GMP_REPORT_PEAK,  /* live at the device's peak (device kinds) */
     GMP_REPORT_LEAKS, /* live at the end (kinds that hold memory; static variables are no leak) */
-    GMP_REPORT_SITES, /* allocation counts (kinds that hold memory), most allocations first */
+    GMP_REPORT_SITES, /* allocation counts (kinds that hold memory), most allocations first,
+                         every device together (not device by device) */
 } gmp_report_what;
 gmp_report_row *gmp_report_group(const gmp_report_trace *t, const gmp_report_view *v,
                                  gmp_report_what what, unsigned by, size_t *n);

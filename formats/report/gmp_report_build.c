@@ -21,6 +21,7 @@
 #include <string.h>
 
 #include "gmp_report_build_analysis.h"
+#include "gmp_report_findings.h"
 #include "gmp_report_values.h"
 
 #define SCHEMA "gpumemprof-report/3"
@@ -29,7 +30,17 @@ typedef struct bld {
     gmp_doc *d;
     const gmp_report_trace *t;
     const gmp_report_view *v;
+    char pfx[32]; /* the trace's anchor prefix (gmp_report_findings.h) */
 } bld;
+
+/* Anchors section s as name (printf-like), after the trace's prefix. */
+static void anchor(const bld *b, gmp_doc_block *s, const char *fmt, int32_t dev)
+{
+    char name[64], buf[96];
+    snprintf(name, sizeof name, fmt, dev);
+    snprintf(buf, sizeof buf, "%s%s", b->pfx, name);
+    gmp_doc_anchor(b->d, s, buf);
+}
 
 static gmp_doc_val str(const bld *b, uint32_t i, const char *none)
 {
@@ -408,7 +419,8 @@ static void device_categories(const bld *b, gmp_doc_block *sec, const gmp_report
             o->d.peak_allocated ? 100.0 * (double)bytes[c] / (double)o->d.peak_allocated : 0.0);
         r[3] = gmp_dv_count(count[c]);
     }
-    /* over time, stacked: each line the sum of the categories up to it, in the table's order */
+    /* over time, stacked: each line the sum of the categories up to it, in the table's order, at
+     * the moment of each bucket's most allocated memory (the top line is the timeline's) */
     static const gmp_doc_scol scols[] = {
         {"parameter", "parameter", GMP_DOC_S_LINE, 0},
         {"+ gradient", "gradient", GMP_DOC_S_LINE, 0},
@@ -423,7 +435,10 @@ static void device_categories(const bld *b, gmp_doc_block *sec, const gmp_report
     gmp_doc_block *sr = gmp_doc_series(b->d, s, "timeline_by_category", scols, NS, o->npoints);
     if (sr->kind != GMP_DOC_SERIES || sr->npoints != o->npoints)
         return;
-    gmp_doc_linef(b->d, &sr->title, "by category over time (stacked; from the frames only)");
+    gmp_doc_linef(
+        b->d, &sr->title,
+        "by category over time (stacked, at each bucket's most allocated; from the frames "
+        "only)");
     sr->x0 = o->points[0].t0_ns;
     sr->t0 = t->t0_ns;
     sr->bucket_ns = t->bucket_ns;
@@ -431,7 +446,7 @@ static void device_categories(const bld *b, gmp_doc_block *sec, const gmp_report
         uint64_t sum = 0;
         sr->x[i] = o->points[i].t1_ns;
         for (size_t k = 0; k < NS; k++) {
-            sum += o->points[i].cat_last[order[k]];
+            sum += o->points[i].cat_max[order[k]];
             sr->y[i * NS + k] = sum;
         }
     }
@@ -439,7 +454,7 @@ static void device_categories(const bld *b, gmp_doc_block *sec, const gmp_report
 
 static const gmp_doc_col leak_cols[] = {
     {"bytes", "bytes", GMP_DOC_BYTES, 0}, {"count", "count", GMP_DOC_COUNT, 0},
-    {"kind", "kind", GMP_DOC_LIT, 0},     {"range", "range", GMP_DOC_STR, 0},
+    {"kind", "kind", GMP_DOC_LIT, 0},     {"range", "range", GMP_DOC_STR, GMP_DOC_TAIL},
     {"stack", "stack", GMP_DOC_STACK, 0},
 };
 
@@ -453,6 +468,8 @@ static void leaks(const bld *b, gmp_doc_block *sec, int32_t id, const gmp_report
     if (!total)
         return;
     gmp_doc_block *s = gmp_doc_section(b->d, sec, NULL, 0, "%v", gmp_dv_lit(title));
+    if (id >= 0)
+        anchor(b, s, "device-%" PRId32 "-leaks", id);
     gmp_doc_block *tb = gmp_doc_table(
         b->d, s, b->t->end == GMP_REPORT_END_EXIT ? "leaks" : "live_at_end", leak_cols, 5);
     for (size_t i = 0; i < n; i++) {
@@ -507,6 +524,10 @@ static void device(const bld *b, gmp_doc_block *parent, const gmp_report_device 
         sec = gmp_doc_section(b->d, parent, "devices", GMP_DOC_ITEM, "Device %v%v%v",
                               gmp_dv_device(o->id), gmp_dv_lit(o->name ? ": " : ""),
                               str(b, o->name, ""));
+    if (o->id >= 0)
+        anchor(b, sec, "device-%" PRId32, o->id);
+    else
+        anchor(b, sec, "host", o->id);
     device_figures(b, sec, o);
     device_timeline(b, sec, o);
     device_live(b, sec, o);
@@ -586,7 +607,7 @@ static void largest(const bld *b, gmp_doc_block *sec)
         {"thread", "thread", GMP_DOC_COUNT, GMP_DOC_DATA},
         {"address", "address", GMP_DOC_HEX, GMP_DOC_DATA},
         {"API", "api", GMP_DOC_STR, 0},
-        {"range", "range", GMP_DOC_STR, 0},
+        {"range", "range", GMP_DOC_STR, GMP_DOC_TAIL},
         {"stack", "stack", GMP_DOC_STACK, 0},
     };
     const gmp_report_trace *t = b->t;
@@ -628,7 +649,7 @@ static void sites(const bld *b, gmp_doc_block *sec)
         {"bytes", "allocated_bytes", GMP_DOC_BYTES, 0},
         {"mean", NULL, GMP_DOC_BYTES, 0},
         {"API", "api", GMP_DOC_STR, 0},
-        {"range", "range", GMP_DOC_STR, 0},
+        {"range", "range", GMP_DOC_STR, GMP_DOC_TAIL},
         {"stack", "stack", GMP_DOC_STACK, 0},
     };
     size_t n = 0;
@@ -659,7 +680,7 @@ static void sites(const bld *b, gmp_doc_block *sec)
 static void ranges(const bld *b, gmp_doc_block *sec)
 {
     static const gmp_doc_col cols[] = {
-        {"range", "path", GMP_DOC_STR, 0},
+        {"range", "path", GMP_DOC_STR, GMP_DOC_TAIL},
         {"kind", NULL, GMP_DOC_LIT, 0},
         {"kind", "kind", GMP_DOC_LIT, GMP_DOC_DATA},
         {"depth", "depth", GMP_DOC_COUNT, GMP_DOC_DATA},
@@ -732,7 +753,7 @@ static void ooms(const bld *b, gmp_doc_block *sec)
         {"reserved", "reserved_bytes", GMP_DOC_BYTES, 0},
         {"driver free", "free_bytes", GMP_DOC_BYTES, GMP_DOC_DATA},
         {"result", "result", GMP_DOC_INT, GMP_DOC_DATA},
-        {"range", "range", GMP_DOC_STR, 0},
+        {"range", "range", GMP_DOC_STR, GMP_DOC_TAIL},
         {"stack", "stack", GMP_DOC_STACK, 0},
     };
     const gmp_report_trace *t = b->t;
@@ -828,7 +849,7 @@ static void live_at_peak(const bld *b, gmp_doc_block *sec)
 {
     static const gmp_doc_col cols[] = {
         {"device", "device", GMP_DOC_DEVICE, 0}, {"bytes", "bytes", GMP_DOC_BYTES, 0},
-        {"count", "count", GMP_DOC_COUNT, 0},    {"range", "range", GMP_DOC_STR, 0},
+        {"count", "count", GMP_DOC_COUNT, 0},    {"range", "range", GMP_DOC_STR, GMP_DOC_TAIL},
         {"stack", "stack", GMP_DOC_STACK, 0},
     };
     size_t n = 0;
@@ -856,10 +877,13 @@ static void live_at_peak(const bld *b, gmp_doc_block *sec)
     free(a);
 }
 
-static void trace(bld *b, gmp_doc_block *sec)
+static void trace(bld *b, gmp_doc_block *sec, const gmp_report_doc *doc, size_t ti)
 {
     const gmp_report_trace *t = b->t;
     header(b, sec);
+    /* the findings first, right under the header (several traces: above them, for all) */
+    if (doc->ntraces == 1)
+        gmp_report_build_findings(b->d, sec, doc, ti, b->v);
     size_t nlk = 0;
     gmp_report_row *lk =
         gmp_report_group(t, b->v, GMP_REPORT_LEAKS,
@@ -893,7 +917,7 @@ static void trace(bld *b, gmp_doc_block *sec)
     sites(b, sec);
     ranges(b, sec);
     ooms(b, sec);
-    gmp_report_build_analysis(b->d, sec, t, b->v);
+    gmp_report_build_analysis(b->d, sec, t, b->v, b->pfx);
     anomalies(b, sec);
     notices(b, sec);
 }
@@ -1171,10 +1195,13 @@ gmp_doc *gmp_report_build(const gmp_report_doc *doc, const gmp_report_view *v)
     gmp_doc_linef(d, &root->title, "gpumemprof report");
     gmp_doc_item_add(d, gmp_doc_kv(d, root), "schema", GMP_DOC_DATA, "%v",
                      K(gmp_dv_lit(SCHEMA), "schema"));
-    if (doc->ntraces > 1)
+    if (doc->ntraces > 1) {
+        gmp_report_build_findings(d, root, doc, SIZE_MAX, v);
         summary(d, doc, v);
+    }
     for (size_t i = 0; i < doc->ntraces; i++) {
-        bld b = {d, doc->traces[i], v};
+        bld b = {d, doc->traces[i], v, {0}};
+        gmp_report_anchor_prefix(b.pfx, sizeof b.pfx, doc, i);
         const gmp_report_trace *t = b.t;
         gmp_doc_block *sec;
         if (doc->ntraces == 1)
@@ -1184,7 +1211,7 @@ gmp_doc *gmp_report_build(const gmp_report_doc *doc, const gmp_report_view *v)
                                   gmp_dv_count(i + 1), gmp_dv_count(doc->ntraces),
                                   gmp_report_dv_str(t, t->label, ""),
                                   gmp_report_dv_str(t, t->path, ""));
-        trace(&b, sec);
+        trace(&b, sec, doc, i);
     }
     gmp_report_stacks_apart(d);
     if (gmp_doc_error(d) != GMP_OK) {

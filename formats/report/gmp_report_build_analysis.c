@@ -12,32 +12,13 @@
  * wording leaves out, are data only (GMP_DOC_DATA); an array with no element is still written
  * (an empty table of that key) so that its member is always there. */
 #include <stdint.h>
+#include <stdio.h>
 
 #include "gmp_analysis.h"
 #include "gmp_doc.h"
 #include "gmp_report.h"
 #include "gmp_report_build_analysis.h"
 #include "gmp_report_values.h"
-
-static const char *verdict_name(gmp_analysis_oom_verdict v)
-{
-    switch (v) {
-    case GMP_ANALYSIS_OOM_FRAGMENTATION: return "fragmentation";
-    case GMP_ANALYSIS_OOM_OUTSIDE: return "outside_allocator";
-    default: return "capacity";
-    }
-}
-
-static const char *verdict_text(gmp_analysis_oom_verdict v)
-{
-    switch (v) {
-    case GMP_ANALYSIS_OOM_FRAGMENTATION:
-        return "fragmentation: enough memory was free, not in one block";
-    case GMP_ANALYSIS_OOM_OUTSIDE:
-        return "memory outside the allocator: without it the request would have fit";
-    default: return "capacity: what was live leaves no room for it";
-    }
-}
 
 static const char *verdict_advice(gmp_analysis_oom_verdict v)
 {
@@ -231,14 +212,23 @@ static void leak_verdict(gmp_doc *d, gmp_doc_block *sec, const gmp_report_trace 
     leak_sites(d, b, t, v, L);
 }
 
+/* An anchor of this trace's (pfx: gmp_report_anchor_prefix) on section s. */
+static void anchor(gmp_doc *d, gmp_doc_block *s, const char *pfx, const char *name)
+{
+    char buf[64];
+    snprintf(buf, sizeof buf, "%s%s", pfx ? pfx : "", name);
+    gmp_doc_anchor(d, s, buf);
+}
+
 static void build_growth(gmp_doc *d, gmp_doc_block *a, const gmp_report_trace *t,
-                         const gmp_report_view *v)
+                         const gmp_report_view *v, const char *pfx)
 {
     const gmp_analysis_result *R = t->analysis;
     const gmp_analysis_iter *it = &R->iter;
     /* nothing repeats: nothing to say in the markups (the JSON keeps its members) */
     gmp_doc_block *sec =
         gmp_doc_section(d, a, NULL, it->kind ? 0 : GMP_DOC_DATA, "Growth over iterations");
+    anchor(d, sec, pfx, "growth");
     gmp_doc_block *ik = gmp_doc_section(d, sec, "iterations", GMP_DOC_DATA, "iterations");
     gmp_doc_block *kv = gmp_doc_kv(d, ik);
     data_member(d, kv, "kind", gmp_dv_lit(iter_kind(it->kind)));
@@ -294,7 +284,7 @@ static void temp_ranges(gmp_doc *d, gmp_doc_block *sec, unsigned hide, const gmp
 {
     const gmp_analysis_result *R = t->analysis;
     static const gmp_doc_col cols[] = {
-        {"range", "range", GMP_DOC_STR, 0},
+        {"range", "range", GMP_DOC_STR, GMP_DOC_TAIL},
         {"device", "device", GMP_DOC_DEVICE, 0},
         {"allocations", "allocations", GMP_DOC_COUNT, GMP_DOC_DATA},
         {"allocated", "allocated_bytes", GMP_DOC_BYTES, GMP_DOC_DATA},
@@ -431,9 +421,11 @@ static void overhead_device(gmp_doc *d, gmp_doc_block *sec, unsigned hide,
     static const char *const key[3] = {"at_peak_allocated", "at_peak_reserved", "at_end"};
     const gmp_analysis_point *p[3] = {&o->at_peak_allocated, &o->at_peak_reserved, &o->at_end};
 
-    gmp_doc_block *dev = gmp_doc_section(d, sec, "overhead", GMP_DOC_ITEM | hide, "device %v",
-                                         gmp_dv_device(o->device));
+    /* untitled: the device is the table's caption, so that the heading reads as the others
+     * ("...:" over its content) */
+    gmp_doc_block *dev = gmp_doc_section(d, sec, "overhead", GMP_DOC_ITEM | hide, "");
     gmp_doc_block *tb = gmp_doc_table(d, dev, NULL, cols, sizeof cols / sizeof cols[0]);
+    gmp_doc_linef(d, &tb->title, "device %v", gmp_dv_device(o->device));
     data_member(d, gmp_doc_kv(d, dev), "device", gmp_dv_device(o->device));
     for (int k = 0; k < 3; k++) {
         gmp_doc_val pv[NPOINT];
@@ -492,7 +484,7 @@ static gmp_doc_val largest_val(const gmp_analysis_oom *o)
 }
 
 static void build_ooms(gmp_doc *d, gmp_doc_block *a, const gmp_report_trace *t,
-                       const gmp_report_view *v)
+                       const gmp_report_view *v, const char *pfx)
 {
     static const char *const blocks[] = {"unknown", "known", "expandable"};
     static const gmp_doc_col own[] = {
@@ -505,12 +497,14 @@ static void build_ooms(gmp_doc *d, gmp_doc_block *a, const gmp_report_trace *t,
         const gmp_analysis_oom *o = &R->ooms[i];
         if (!gmp_report_wanted(v, o->device))
             continue;
-        if (!sec)
+        if (!sec) {
             sec = gmp_doc_section(d, a, NULL, 0, "Out of memory, why");
+            anchor(d, sec, pfx, "oom-why");
+        }
         gmp_doc_val when = gmp_dv_k(gmp_dv_time(o->time_ns, t->t0_ns), "time_ns");
         gmp_doc_val dev = gmp_dv_k(gmp_dv_device(o->device), "device");
         gmp_doc_val req = gmp_dv_k(gmp_dv_bytes(o->requested), "requested_bytes");
-        gmp_doc_val why = gmp_dv_lit(verdict_text(o->verdict));
+        gmp_doc_val why = gmp_dv_lit(gmp_analysis_oom_verdict_text(o->verdict));
         gmp_doc_val fr = o->free_bytes ? gmp_dv_bytes(o->free_bytes) : gmp_dv_lit("unknown");
         gmp_doc_block *b;
         if (o->verdict == GMP_ANALYSIS_OOM_FRAGMENTATION)
@@ -534,7 +528,9 @@ static void build_ooms(gmp_doc *d, gmp_doc_block *a, const gmp_report_trace *t,
                                 when, dev, req, why, gmp_dv_bytes(o->allocated),
                                 gmp_dv_bytes(o->cached), fr);
         b->flags |= GMP_DOC_ITEM;
-        gmp_doc_line_add(d, &b->title, data_val(gmp_dv_lit(verdict_name(o->verdict)), "verdict"));
+        gmp_doc_line_add(
+            d, &b->title,
+            data_val(gmp_dv_lit(gmp_analysis_oom_verdict_name(o->verdict)), "verdict"));
         gmp_doc_block *kv = gmp_doc_kv(d, b);
         gmp_doc_item_add(d, kv, "allocated", 0, "%v",
                          gmp_dv_k(gmp_dv_bytes(o->allocated), "allocated_bytes"));
@@ -584,7 +580,7 @@ static void build_ooms(gmp_doc *d, gmp_doc_block *a, const gmp_report_trace *t,
 }
 
 void gmp_report_build_analysis(gmp_doc *d, gmp_doc_block *parent, const gmp_report_trace *t,
-                               const gmp_report_view *v)
+                               const gmp_report_view *v, const char *pfx)
 {
     const gmp_analysis_result *R = t->analysis;
     if (!R)
@@ -597,8 +593,8 @@ void gmp_report_build_analysis(gmp_doc *d, gmp_doc_block *parent, const gmp_repo
     data_member(d, opt, "min_repetitions", gmp_dv_count(R->opts.min_reps));
     data_member(d, opt, "rise_fraction", gmp_dv_real(R->opts.rise_frac));
     data_member(d, gmp_doc_kv(d, data), "ranges_checked", gmp_dv_count(R->ranges_checked));
-    build_growth(d, a, t, v);
+    build_growth(d, a, t, v, pfx);
     build_temporary(d, a, t, v);
     build_overhead(d, a, t, v);
-    build_ooms(d, a, t, v);
+    build_ooms(d, a, t, v, pfx);
 }

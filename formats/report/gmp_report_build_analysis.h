@@ -8,8 +8,9 @@
 #include "gmp_report.h"
 
 /* The analyses' blocks of one trace, appended to parent (the trace's section). Nothing when the
- * trace has no analysis. */
+ * trace has no analysis. pfx: the trace's anchor prefix (gmp_report_findings.h): "Growth over
+ * iterations" is anchored pfx "growth", "Out of memory, why" pfx "oom-why". */
 void gmp_report_build_analysis(gmp_doc *d, gmp_doc_block *parent, const gmp_report_trace *t,
-                               const gmp_report_view *v);
+                               const gmp_report_view *v, const char *pfx);
 
 #endif

@@ -70,7 +70,7 @@ const gmp_doc_stack *gmp_report_doc_stack(gmp_doc *d, const gmp_report_trace *t,
 }
 
 static const gmp_doc_col site_cols[GMP_REPORT_SITE_COLS] = {
-    {"kind", "kind", GMP_DOC_LIT, 0},          {"range", "range", GMP_DOC_STR, 0},
+    {"kind", "kind", GMP_DOC_LIT, 0},          {"range", "range", GMP_DOC_STR, GMP_DOC_TAIL},
     {"stack", "stack", GMP_DOC_STACK, 0},      {"device", "device", GMP_DOC_DEVICE, GMP_DOC_DATA},
     {"API", "api", GMP_DOC_STR, GMP_DOC_DATA},
 };

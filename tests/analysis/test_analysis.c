@@ -152,6 +152,31 @@ static void write_steady(const char *path)
     write_steps(path, 12, leak, fp);
 }
 
+/* Growth without a leak (docs/report.md, "Findings"): 12 steps, each keeping 1 MiB allocated in
+ * step/opt from a stack of its own (a cache filled from a new code path each time): the device's
+ * memory at the step's exits rises every step, but each site rises once, so no site is a leak. */
+static void write_growth(const char *path)
+{
+    tb b;
+    tb_open(&b, path);
+    tb_device(&b, 0, "NVIDIA H100 80GB HBM3", 80 * TB_GiB);
+    uint32_t api = tb_str(&b, "cudaMalloc");
+    uint32_t r_step = tb_range(&b, "step");
+    uint32_t r_opt = tb_range(&b, "step/opt");
+    uint32_t file = tb_str(&b, "cache.py"), fn = tb_str(&b, "fill");
+    for (int i = 0; i < 12; i++) {
+        uint64_t t = T0 + (uint64_t)(i + 1) * 10 * MS;
+        uint32_t st = gmp_writer_stack_python(b.w, 0, file, fn, 100 + (uint32_t)i);
+        tb_range_ev(&b, 0, GMP_REC_RANGE_PUSH, t, r_step, 0);
+        tb_range_ev(&b, 0, GMP_REC_RANGE_PUSH, t + 2 * MS, r_opt, 0);
+        tb_alloc(&b, 0, t + 3 * MS, 0, GMP_MEM_DEVICE,
+                 0x200000000000ull + (uint64_t)i * 0x10000000ull, TB_MiB, api, r_opt, st);
+        tb_range_ev(&b, 0, GMP_REC_RANGE_POP, t + 4 * MS, 0, 0);
+        tb_range_ev(&b, 0, GMP_REC_RANGE_POP, t + 5 * MS, 0, 0);
+    }
+    tb_close(&b);
+}
+
 /* An OOM whose driver-reported free memory is free_bytes (0: unknown). */
 static void oom_free(tb *b, int th, uint64_t t, int32_t dev, uint32_t api, uint64_t req,
                      uint64_t free_bytes, uint32_t range)
@@ -918,7 +943,7 @@ static void test_doc_blocks(void **state)
     gmp_doc *d = gmp_doc_new();
     assert_non_null(d);
     gmp_doc_block *tr = gmp_doc_section(d, gmp_doc_root(d), NULL, 0, "trace");
-    gmp_report_build_analysis(d, tr, t, &v);
+    gmp_report_build_analysis(d, tr, t, &v, NULL);
     assert_int_equal(gmp_doc_error(d), GMP_OK);
     const gmp_doc_block *a = doc_nth(d, GMP_DOC_SECTION, "analysis", 0);
     assert_non_null(a);
@@ -989,7 +1014,7 @@ static void test_doc_blocks(void **state)
     v.device = 1;
     d = gmp_doc_new();
     assert_non_null(d);
-    gmp_report_build_analysis(d, gmp_doc_root(d), t, &v);
+    gmp_report_build_analysis(d, gmp_doc_root(d), t, &v, NULL);
     assert_int_equal(gmp_doc_error(d), GMP_OK);
     assert_null(doc_nth(d, GMP_DOC_VERDICT, "leaks", 0));
     const gmp_doc_block *no = doc_nth(d, GMP_DOC_NOTICE, NULL, 1);
@@ -1012,7 +1037,7 @@ static void test_doc_ooms(void **state)
     gmp_report_view v = {.device = INT64_MIN};
     gmp_doc *d = gmp_doc_new();
     assert_non_null(d);
-    gmp_report_build_analysis(d, gmp_doc_root(d), doc->traces[0], &v);
+    gmp_report_build_analysis(d, gmp_doc_root(d), doc->traces[0], &v, NULL);
     assert_int_equal(gmp_doc_error(d), GMP_OK);
     assert_non_null(doc_section(d, "Out of memory, why"));
     static const char *const names[] = {"fragmentation", "fragmentation", "outside_allocator",
@@ -1057,6 +1082,10 @@ int main(int argc, char **argv)
     }
     if (argc == 3 && strcmp(argv[1], "write-frag-oom") == 0) {
         write_frag_oom(argv[2]);
+        return 0;
+    }
+    if (argc == 3 && strcmp(argv[1], "write-growth") == 0) {
+        write_growth(argv[2]);
         return 0;
     }
     if (argc == 3 && strcmp(argv[1], "write-steady") == 0) {

@@ -60,6 +60,7 @@ def main():
         ("small-step", [os.path.join(snaps, "small-step.pickle")], []),
         ("train-step", [os.path.join(snaps, "transformer-train-step-adamw.pickle")], []),
         ("gemm", [os.path.join(nsys, "gemm-a100-memory-usage.sqlite")], []),
+        ("qwen3-oom", [os.path.join(snaps, "qwen3-expandable-3gpu-oom.pickle")], []),
     ]
     # the HTML report with the view as its timeline (the default: report --format html, and
     # convert --report FILE.html)
@@ -67,7 +68,7 @@ def main():
               if name in ("basic", "multi", "small-step", "gemm")]
     cases += [("convreport-" + name, inputs, frames) for name, inputs, frames in cases
               if name in ("basic", "small-step")]
-    spec, peaks, wcats = [], {}, {}
+    spec, peaks, wcats, starts, finds = [], {}, {}, {}, {}
     for name, inputs, frames in cases:
         for i in inputs:
             if not os.path.exists(i):
@@ -111,6 +112,21 @@ def main():
                         if c["bytes"]}
                        for p in procs for d in p.get("devices", [])
                        if d["peak_allocated_bytes"] > 0 or d.get("allocations")]
+        # the page opens on the device of the first OOM (the report's first), among the devices
+        # it lists (those of `want`, in order)
+        listed = [(pi, d["id"]) for pi, p in enumerate(procs) for d in p.get("devices", [])
+                  if d["peak_allocated_bytes"] > 0 or d.get("allocations")]
+        first = next(((pi, o["device"]) for pi, p in enumerate(procs) for o in p["ooms"][:1]),
+                     None)
+        starts[page] = (listed.index(first) if first in listed else 0,
+                        sum(1 for p in procs for o in p["ooms"] if o["device"] == first[1])
+                        if first else 0)
+        # a whole page's findings: the report's (one trace), less what only the report says (the
+        # memory left at exit, growth) and where its detail is
+        if not name.startswith(("report-", "convreport-")) and "processes" not in rep:
+            finds[page] = [re.sub(r'; details: "[^"]*"\)$', ")",
+                                  re.sub(r' \(details: "[^"]*"\)$', "", f["text"]))
+                           for f in rep["findings"] if f["kind"] in ("oom", "leak", "unexplained")]
         spec.append({"file": page, "frames": frames,
                      "report": name.startswith(("report-", "convreport-"))})
     # --static (and --interactive, the default kept for older scripts) are for HTML only: a usage
@@ -148,6 +164,17 @@ def main():
             elif not ir.get("svgs") or not ir.get("h1", "").startswith("gpumemprof report"):
                 f.append("the report's own heading or static timeline is gone: %s" % ir)
         want = peaks[s["file"]]
+        start, ooms = starts[s["file"]]
+        if r.get("draws") and want and r.get("start") != start:
+            f.append("opens on device %s, the first OOM's is %s" % (r.get("start"), start))
+        if r.get("draws") and want and r.get("oomsDrawn") != ooms:
+            f.append("%s OOMs drawn on the opening device, the report has %d" %
+                     (r.get("oomsDrawn"), ooms))
+        if s["file"] in finds and r.get("draws"):
+            if r.get("findings", []) != finds[s["file"]]:
+                f.append("findings %r, the report's %r" % (r.get("findings"), finds[s["file"]]))
+            if finds[s["file"]] and not r.get("findingsFirst"):
+                f.append("the findings are not above the timeline")
         got = [r.get("peaks", {}).get(str(i)) for i in range(len(want))]
         if r.get("draws") and got != want:
             f.append("peak columns %s, report's peaks %s" % (got, want))
@@ -189,8 +216,10 @@ def main():
         if f:
             fails.append("%s: %s" % (name, "; ".join(f)))
         else:
-            print("ok: %s: %d device(s), peak columns %s, %d hover texts, zoom %s -> %s, level %s"
-                  % (name, r.get("devices", 0), got, len(r.get("hovers", [])),
+            print("ok: %s: %d device(s), opens on %s with %s OOMs drawn, %d findings, peak columns "
+                  "%s, %d hover texts, zoom %s -> %s, level %s"
+                  % (name, r.get("devices", 0), r.get("start"), r.get("oomsDrawn"),
+                     len(r.get("findings") or []), got, len(r.get("hovers", [])),
                      (r.get("zoom") or {}).get("before"), (r.get("zoom") or {}).get("wheel"),
                      (r.get("zoom") or {}).get("level")))
     if fails:

@@ -43,6 +43,16 @@ const spec = JSON.parse(fs.readFileSync(specFile, 'utf8'));
     }
     if (res.draws) {
       res.devices = await page.evaluate(() => document.getElementById('device').options.length);
+      // as the page opens: its device (the first OOM's), the findings it lists first, the OOMs
+      // drawn on the timeline
+      res.start = await page.evaluate(() => gmpView.device());
+      res.oomsDrawn = await page.evaluate(() => gmpView.ooms());
+      res.findings = await page.evaluate(() =>
+        Array.from(document.querySelectorAll('#findings li')).map((l) => l.textContent));
+      res.findingsFirst = await page.evaluate(() => {
+        const f = document.getElementById('findings'), c = document.getElementById('chartwrap');
+        return !!f && !!(f.compareDocumentPosition(c) & Node.DOCUMENT_POSITION_FOLLOWING);
+      });
       res.painted = await page.evaluate(() => {
         const c = document.getElementById('chart');
         const d = c.getContext('2d').getImageData(70, 10, c.width - 90, c.height - 50).data;

@@ -200,8 +200,11 @@ def json_valid(doc_sample, gdir):
         "severity": "problem",
         "text": "probable leak: train/<step> on device 0: +1.00 MiB per repetition",
         "range": "train/<step>", "device": 0, "rate_bytes": MiB,
-        "sites": [{"growth_bytes": 10 * MiB, "range": "train/<step>"}]})
-    eq("verdict 2", leaks[1], {"severity": "warning", "text": "growth to watch: 12.5%",
+        "sites": [{"growth_bytes": 10 * MiB, "range": "train/<step>"},
+                  {"growth_bytes": -2 * MiB,
+                   "range": "model/encoder/layers.11/self_attn/q_proj/\u00e9t\u00e9/tail_end"}]})
+    eq("verdict 2", leaks[1], {"severity": "warning",
+                               "text": "growth to watch: 12.5% (see Largest allocations)",
                                "share": 12.5})
     notes = an["notes"]
     if isinstance(notes, list):
@@ -251,8 +254,8 @@ def html_wellformed(doc_sample, gdir):
     # headings by depth: no root title (no <h1>); depth 1 a <section> with <h2>
     eq("sections", doc.count("<section>"), 1)
     eq("<h1>", p.tags.count("h1"), 0)
-    eq("<h2>", re.findall(r"<h2>(.*?)</h2>", doc), ["gpumemprof report: run&#x1b;]0;x&#x07;.zst"])
-    eq("<h3>", [re.sub(r"<[^>]*>", "", h) for h in re.findall(r"<h3>(.*?)</h3>", doc)],
+    eq("<h2>", re.findall(r"<h2(?: id=\"[^\"]*\")?>(.*?)</h2>", doc), ["gpumemprof report: run&#x1b;]0;x&#x07;.zst"])
+    eq("<h3>", [re.sub(r"<[^>]*>", "", h) for h in re.findall(r"<h3(?: id=\"[^\"]*\")?>(.*?)</h3>", doc)],
        ["Device 0: Sim&#x1b;[31mGPU", "Device 1: Sim&#x1b;[31mGPU", "Largest allocations",
         "Findings", "Empty section"])
     # "(top N of M)" on the heading of the section whose first block is the cut table
@@ -271,7 +274,11 @@ def html_wellformed(doc_sample, gdir):
               "<p>... and 3 more</p>", "<div class=st>forward (model.py:42)<br>",
               "<span class=st>forward (model.py:42)<br>", "stroke-dasharray=",
               "out of memory at +0.020000 s",
-              "text-anchor=\"end\">tid 7, depth 1</text>", "; 24 buckets of 1.000 ms</div>"):
+              "text-anchor=\"end\">tid 7, depth 1</text>", "; 24 buckets of 1.000 ms</div>",
+              # a reference to an anchored section is a link to its heading's id, and the table
+              # of contents links it too
+              '(see <a href="#largest">Largest allocations</a>)', '<h3 id="largest">',
+              '<nav class=toc>'):
         if s not in doc:
             sys.exit("FAIL: %r not in the HTML" % s)
     # a verdict's children are inside it
@@ -329,6 +336,10 @@ def text_plain(doc_sample, gdir):
                  "two blank lines in a row")
     if re.search(r" +\n", text):
         sys.exit("FAIL: trailing spaces in the text")
+    # a TAIL cell longer than 48 columns: its last 47 characters (whole UTF-8 ones) after "…"
+    tail = "\u2026encoder/layers.11/self_attn/q_proj/\u00e9t\u00e9/tail_end"
+    if tail not in text or "model/encoder" in text or len(tail) != 48:
+        sys.exit("FAIL: the long range path is not elided to %r" % tail)
 
 
 SGR = re.compile(r"\x1b\[([0-9;]*)m")
@@ -358,7 +369,8 @@ def color_sgr(doc_sample, gdir):
                     ("\x1b[31m64.00 MiB\x1b[0m", "BAD value red"),
                     ("complete  \x1b[33mno\x1b[0m", "WARN value yellow"),
                     ("\x1b[31mprobable leak: train/<step>", "PROBLEM verdict red"),
-                    ("\x1b[33mgrowth to watch: 12.5%\x1b[0m", "WARNING verdict yellow")]:
+                    ("\x1b[33mgrowth to watch: 12.5% (see Largest allocations)\x1b[0m",
+                     "WARNING verdict yellow")]:
         if s not in text:
             sys.exit("FAIL: %s: %r not in the coloured text" % (what, s))
     for s in ("no range grows", "... and 3 more", "  leaked at exit  0 B"):

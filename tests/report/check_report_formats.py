@@ -73,7 +73,7 @@ def golden(name, out, gdir):
 
 ALLOWED = {"html", "head", "meta", "title", "style", "body", "h1", "h2", "h3", "h4", "h5", "p",
            "br", "code", "span", "b", "i", "table", "tr", "th", "td", "section", "svg", "g",
-           "rect", "path", "line", "circle", "text", "ul", "li", "div"}
+           "rect", "path", "line", "circle", "text", "ul", "li", "div", "nav", "a"}
 # The interactive view (the default of an HTML report; --static leaves it out): one
 # <div id="gmp-view"> holding only its scoped <style>, its data (<script type=application/json>)
 # and one script (formats/export/htmlview/view.js). <script> anywhere else is an injection.
@@ -132,6 +132,11 @@ def parse_html(doc, view=None):
     if bad:
         sys.exit("unexpected elements in the HTML: %r" % bad)
     for tag, k, v in p.attrs:
+        # links inside the page only: the table of contents, a finding to its section
+        if tag == "a" and k == "href" and v and v.startswith("#"):
+            if not re.fullmatch(r"#[A-Za-z0-9_-]+", v):
+                sys.exit("unexpected link %r" % v)
+            continue
         if k.startswith("on") or k in ("src", "href", "xlink:href", "action", "formaction"):
             sys.exit("unexpected attribute %s=%r on <%s>" % (k, v, tag))
     if p.views > 1 or (view is not None and p.views != int(view)):
@@ -193,7 +198,7 @@ def static_and_default(gmp, args, tmp):
 
 def process_sections(doc):
     """The <section>s of an HTML report that are a process's (the summary may be one too)."""
-    return len(re.findall(r"<section>\n<h2>(?!Across the )", doc))
+    return len(re.findall(r"<section>\n<h2[^>]*>(?!Across the |Findings<)", doc))
 
 
 def check_ranges(doc):
@@ -258,7 +263,7 @@ def main():
             eq("schema kept", doc["schema"], "gpumemprof-report/3")
             # every format shows the table
             for fmt, needle in (("text", "Ranges, sorted by path"), ("markdown", "### Ranges"),
-                                ("html", "<h3>Ranges")):
+                                ("html", ">Ranges")):
                 o, _ = run([gmp, "report", "ranges.zst", "--format", fmt], tmp)
                 if needle not in o.decode() or "outer/inner" not in o.decode():
                     sys.exit("%s: no ranges table" % fmt)
@@ -331,7 +336,7 @@ def main():
             doc = json.loads(out)
             # schema 2: one schema for the whole report, the summary before the processes
             eq("multi schema", doc["schema"], "gpumemprof-report/3")
-            eq("multi members", list(doc), ["schema", "summary", "median_peak_bytes", "heavy",
+            eq("multi members", list(doc), ["schema", "findings", "summary", "median_peak_bytes", "heavy",
                                             "timelines", "processes"])
             # docs/report.md, "Several traces":
             # each process's peak against the median (200 MiB), what held
@@ -368,7 +373,10 @@ def main():
                 sys.exit("text: no cross-process summary:\n" + t)
             out, _ = run([gmp, "report", "-f", "markdown"] + names, tmp)
             t = out.decode()
-            eq("markdown sections", t.count("\n## "), 4)
+            # the findings of every process, the summary, a section per process
+            eq("markdown sections", t.count("\n## "), 5)
+            if t.index("\n## Findings") > t.index("\n## Across the 3 processes"):
+                sys.exit("markdown: the findings are not first")
             out, _ = run([gmp, "report", "-f", "html"] + names, tmp)
             t = out.decode()
             parse_html(t)

@@ -173,6 +173,7 @@ static gmp_doc *build(void)
     device(d, tr, 1, 32 * MiB);
 
     gmp_doc_block *big = gmp_doc_section(d, tr, NULL, 0, "Largest allocations");
+    gmp_doc_anchor(d, big, "largest"); /* a finding below refers to it (gmp_dv_ref) */
     static const gmp_doc_col bc[] = {
         {"bytes", "bytes", GMP_DOC_BYTES, 0},
         {"device", "device", GMP_DOC_DEVICE, 0},
@@ -216,14 +217,20 @@ static gmp_doc *build(void)
     v->flags |= GMP_DOC_ITEM;
     static const gmp_doc_col gc[] = {
         {"growth", "growth_bytes", GMP_DOC_SBYTES, 0},
-        {"range", "range", GMP_DOC_STR, 0},
+        {"range", "range", GMP_DOC_STR, GMP_DOC_TAIL},
     };
     gmp_doc_block *gt = gmp_doc_table(d, v, "sites", gc, 2);
     r = gmp_doc_row(d, gt);
     r[0] = gmp_dv_sbytes(10 * (int64_t)MiB);
     r[1] = gmp_dv_str(S("train/<step>"), "(no range)");
-    gmp_doc_verdict(d, an, "leaks", GMP_DOC_WARNING, "growth to watch: %v",
-                    gmp_dv_k(gmp_dv_pct(12.5), "share"))
+    /* a path longer than a TAIL column shows in text: its end, after "…" */
+    r = gmp_doc_row(d, gt);
+    r[0] = gmp_dv_sbytes(-2 * (int64_t)MiB);
+    r[1] = gmp_dv_str(S("model/encoder/layers.11/self_attn/q_proj/\xc3\xa9t\xc3\xa9/tail_end"),
+                      "(no range)");
+    gmp_doc_verdict(d, an, "leaks", GMP_DOC_WARNING, "growth to watch: %v (see %v)",
+                    gmp_dv_k(gmp_dv_pct(12.5), "share"),
+                    gmp_dv_ref("Largest allocations", "largest"))
         ->flags |= GMP_DOC_ITEM;
     gmp_doc_notice(d, an, "notes", GMP_DOC_OK, "no range grows over its repetitions (%v checked)",
                    gmp_dv_k(gmp_dv_count(2), "ranges_checked"));

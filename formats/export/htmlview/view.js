@@ -22,6 +22,7 @@
   let drag = null;
   let hoverText = '';
   let draws = 0;
+  let oomsDrawn = 0;
 
   const el = (tag, attrs, text) => {
     const e = document.createElement(tag);
@@ -29,18 +30,19 @@
     if (text !== undefined) e.textContent = text;
     return e;
   };
+  // sizes and times written as the report writes them (formats/base/gmp_units.c, gmp_doc_fmt):
+  // "629.25 MiB", "512 B"; a moment "+0.007515 s" from the start of the trace
   const fmtB = (b) => {
-    const u = ['B', 'KiB', 'MiB', 'GiB', 'TiB'];
-    let i = 0;
+    const u = ['KiB', 'MiB', 'GiB', 'TiB', 'PiB', 'EiB'];
+    if (b < 1024) return String(b) + ' B';
+    let i = -1;
     while (b >= 1024 && i < u.length - 1) { b /= 1024; i++; }
-    return (i ? b.toFixed(b < 10 ? 2 : 1) : String(b)) + ' ' + u[i];
+    return b.toFixed(2) + ' ' + u[i];
   };
   const fmtT = (ns) => {
-    const a = Math.abs(ns);
-    if (a >= 1e9) return (ns / 1e9).toFixed(3) + ' s';
-    if (a >= 1e6) return (ns / 1e6).toFixed(3) + ' ms';
-    if (a >= 1e3) return (ns / 1e3).toFixed(3) + ' µs';
-    return ns + ' ns';
+    const a = Math.abs(Math.round(ns));
+    return (ns < 0 ? '-' : '+') + Math.floor(a / 1e9) + '.' +
+      String(Math.floor(a % 1e9 / 1e3)).padStart(6, '0') + ' s';
   };
   const hue = (s) => ((s * 2654435761) >>> 0) % 360;
   const color = (s, dim) => s < 0 ? (dim ? 'rgba(160,160,160,.25)' : '#a0a0a0')
@@ -60,6 +62,30 @@
   const winLabel = el('span', { id: 'win' });
   header.appendChild(winLabel);
   root.appendChild(header);
+  // the findings first (a whole page: what the report says first; each opens its device and, for
+  // an OOM, zooms to it)
+  const finds = meta.findings || [];
+  if (finds.length) {
+    const box = el('div', { id: 'findings' });
+    box.appendChild(el('h2', {}, 'Findings'));
+    const ul = el('ul');
+    finds.forEach((f) => {
+      const li = el('li', { class: f.severity }, f.text);
+      if (f.device >= 0) {
+        li.classList.add('go');
+        li.onclick = () => {
+          showDevice(f.device);
+          if (f.t !== null) {
+            const h = Math.max(devs[di].span / 200, 1);
+            zoom(f.t - h, f.t + h);
+          }
+        };
+      }
+      ul.appendChild(li);
+    });
+    box.appendChild(ul);
+    root.appendChild(box);
+  }
   root.appendChild(el('div', { id: 'help' },
     'Active memory timeline: each band is an allocation live at that time, stacked in allocation ' +
     'order; allocations under a pixel are merged per stack (grey: other stacks). Hover for ' +
@@ -178,6 +204,24 @@
     ctx.lineTo(xp, M.t + g.ph);
     ctx.stroke();
     ctx.setLineDash([]);
+    // the OOMs: a solid red line each, labelled
+    oomsDrawn = 0;
+    ctx.strokeStyle = '#c00';
+    ctx.fillStyle = '#c00';
+    ctx.lineWidth = 2;
+    ctx.font = 'bold 11px system-ui, sans-serif';
+    for (const [t, req] of d.ooms || []) {
+      if (t < win[0] || t > win[1]) continue;
+      const xo = X(t);
+      ctx.beginPath();
+      ctx.moveTo(xo, M.t);
+      ctx.lineTo(xo, M.t + g.ph);
+      ctx.stroke();
+      ctx.fillText('OOM ' + fmtB(req), Math.max(M.l + 2, Math.min(xo + 3, M.l + g.pw - 110)),
+        M.t + 12);
+      oomsDrawn++;
+    }
+    ctx.lineWidth = 1;
     if (drag && Math.abs(drag.x1 - drag.x0) > 2) {
       ctx.fillStyle = 'rgba(60,110,255,.18)';
       ctx.fillRect(Math.min(drag.x0, drag.x1), M.t, Math.abs(drag.x1 - drag.x0), g.ph);
@@ -348,7 +392,7 @@
     for (const [k, b, c] of d.cats || []) {
       const tr = el('tr', { class: 'row', 'data-cat': k });
       tr.append(el('td', {}, k), el('td', { class: 'n' }, fmtB(b)),
-        el('td', { class: 'n' }, (100 * b / (d.peak || 1)).toFixed(1) + ' %'),
+        el('td', { class: 'n' }, (100 * b / (d.peak || 1)).toFixed(1) + '%'),
         el('td', { class: 'n' }, String(c)));
       tr.onclick = () => { select({ cat: k }); bPeak.onclick(); };
       t0.appendChild(tr);
@@ -368,7 +412,7 @@
     [...byRange.entries()].sort((a, b) => b[1][0] - a[1][0]).forEach(([r, [b, c]]) => {
       const tr = el('tr', { class: 'row', 'data-range': r });
       tr.append(el('td', {}, r || '(no range)'), el('td', { class: 'n' }, fmtB(b)),
-        el('td', { class: 'n' }, (100 * b / (d.peak || 1)).toFixed(1) + ' %'),
+        el('td', { class: 'n' }, (100 * b / (d.peak || 1)).toFixed(1) + '%'),
         el('td', { class: 'n' }, String(c)));
       tr.onclick = () => { select({ range: r }); bPeak.onclick(); };
       t1.appendChild(tr);
@@ -388,7 +432,7 @@
       td.append(sw, document.createTextNode(x.s.length ? x.s.slice(0, 3).join(' ← ') +
         (x.s.length > 3 ? ' ← …' : '') : '(no stack)'));
       tr.append(td, el('td', { class: 'n' }, fmtB(b)),
-        el('td', { class: 'n' }, (100 * b / (d.peak || 1)).toFixed(1) + ' %'),
+        el('td', { class: 'n' }, (100 * b / (d.peak || 1)).toFixed(1) + '%'),
         el('td', { class: 'n' }, String(c)), el('td', {}, x.k), el('td', {}, x.r || ''));
       tr.onclick = () => { select({ site: s }); bPeak.onclick(); };
       t2.appendChild(tr);
@@ -402,6 +446,7 @@
   }
   function showDevice(i) {
     di = i;
+    devSel.value = String(i);
     sel = null;
     win = devs[di] ? [0, devs[di].span] : [0, 1];
     breakdown();
@@ -419,6 +464,8 @@
     zoom,
     showDevice,
     columns: () => devs[di] ? devs[di].levels[level] : 0,
+    ooms: () => oomsDrawn,
   };
-  showDevice(0);
+  // the page opens on the device of the first OOM (meta.start; 0 without one)
+  showDevice(meta.start >= 0 && meta.start < devs.length ? meta.start : 0);
 })();
