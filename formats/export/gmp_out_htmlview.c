@@ -258,7 +258,7 @@ static void stack_json(gmp_output_ctx *c, hv_trace *t, uint32_t stack, gmp_str r
         if (fr[i].kind == GMP_FRAME_PYTHON) {
             fi.function = fr[i].function;
             fi.file = fr[i].file;
-        } else {
+        } else if (fr[i].module) { /* else inside no loaded module: nothing known (folded) */
             size_t k = names[i].p ? names[i].len : 0;
             for (size_t j = 0; j + 1 < k; j++)
                 if (names[i].p[j] == ' ' && names[i].p[j + 1] == '(') {

@@ -298,9 +298,15 @@ void gmp_output_frame_text(gmp_obuf *b, const gmp_replay_frame *f)
 {
     if (f->kind == GMP_FRAME_PYTHON) {
         gmp_obuf_add(b, f->function.ptr, f->function.len);
+        /* a native frame as PyTorch's snapshots name them has no line, and often no file
+         * ("??"): "thread_run", "f (memory_snapshot.cpp)", as the report shows them */
+        if (!f->line && (!f->file.len || (f->file.len == 2 && memcmp(f->file.ptr, "??", 2) == 0)))
+            return;
         gmp_obuf_add(b, " (", 2);
         gmp_obuf_add(b, f->file.ptr, f->file.len);
-        gmp_obuf_printf(b, ":%" PRIu32 ")", f->line);
+        if (f->line)
+            gmp_obuf_printf(b, ":%" PRIu32, f->line);
+        gmp_obuf_add(b, ")", 1);
         return;
     }
     if (f->module) {
@@ -349,7 +355,7 @@ int gmp_output_stack_class(const gmp_output_opts *o, gmp_replay *rp, gmp_omap *c
         if (fr.kind == GMP_FRAME_PYTHON) {
             fi.function = fr.function;
             fi.file = fr.file;
-        } else {
+        } else if (fr.module) { /* else inside no loaded module: nothing known (gmp_frames.h) */
             uint32_t line = 0;
             gmp_output_frame(o, gmp_replay_reader(rp), &fr, &name, &file, &line);
             size_t n = name.p ? name.len : 0;

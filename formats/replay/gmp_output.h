@@ -161,8 +161,9 @@ void gmp_obuf_json(gmp_obuf *b, const char *s, size_t n);
 void gmp_obuf_free(gmp_obuf *b);
 
 /* The display text of one stack frame (raw bytes, to be escaped by the caller): Python frames
- * "function (file:line)", native frames "libfoo.so+0x1a2b" when a module covers the address (its
- * file name), else "0x7f001234". */
+ * "function (file:line)" ("function (file)" without a line, "function" without either: native
+ * frames of PyTorch's snapshots), native frames "libfoo.so+0x1a2b" when a module covers the address
+ * (its file name), else "0x7f001234". */
 void gmp_output_frame_text(gmp_obuf *b, const gmp_replay_frame *f);
 /* The same with the conversion's symbolizer for native frames: name as above or symbolized; file
  * and *line when known (Python frames: their file and line; native: the source, else the module's

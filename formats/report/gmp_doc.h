@@ -93,7 +93,8 @@ typedef struct gmp_doc_frame {
     gmp_str unknown;  /* native: why the function is unknown (empty: known) */
     gmp_str display;  /* the one-line name: "f (file.py:12)", "libx.so+0x12", "0x401000" */
     int internal;     /* folded: markups show a run of such frames as "+N internal frames"; the
-                         JSON keeps every frame and marks these ("internal": true) */
+                         JSON keeps every frame and marks these ("internal": true). 2: folded
+                         but shown, to tell the stack apart from another (gmp_frames_apart) */
 } gmp_doc_frame;
 
 typedef struct gmp_doc_stack {

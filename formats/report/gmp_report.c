@@ -1,6 +1,7 @@
 /* gmp_report: the report model (see gmp_report.h). The pass state (struct gmp_report_live) lives
  * only during the replay; gmp_report_trace holds the frozen result. */
 #include "gmp_array.h"
+#include "gmp_hash.h"
 #include "gmp_map.h"
 #include "gmp_report.h"
 
@@ -138,6 +139,7 @@ struct gmp_report_live {
     size_t nheap, kheap;
     /* freeze */
     gmp_omap rangemap, apimap, stackmap;
+    gmp_omap stackbody; /* hash of a stack's frames -> its index, for stacks with raw addresses */
     size_t capstacks;
     char *buf;
     size_t bufcap;
@@ -1065,6 +1067,7 @@ static uint32_t stack_copy(live *L, uint32_t id)
     uint8_t known[MAX_FRAMES]; /* the frame's facts are known (a cached Python node) */
     uint8_t facts[MAX_FRAMES]; /* gmp_frame_facts_memo */
     size_t k = 0;
+    int raw = 0;        /* a frame at an address inside no loaded module */
     uint32_t node = id; /* the trie node of fr[i] (as gmp_replay_stack_frames walks) */
     for (size_t i = 0; i < n && k < MAX_FRAMES; i++) {
         const gmp_replay_frame *x = &fr[i];
@@ -1086,12 +1089,36 @@ static uint32_t stack_copy(live *L, uint32_t id)
                 known[k] = 0;
             }
             k++;
+        } else if (!x->module) {
+            /* an address inside no loaded module (a frame-pointer walk reads data words as
+             * return addresses: device pointers, JIT code): one "?" for a run of them, folded,
+             * so that one call site is one stack whatever those words held */
+            raw = 1;
+            if (!k || out[k - 1].kind != GMP_FRAME_NATIVE || !out[k - 1].outside) {
+                gmp_report_frame *o = &out[k];
+                memset(o, 0, sizeof *o);
+                o->kind = GMP_FRAME_NATIVE;
+                o->outside = 1;
+                facts[k] = GMP_FRAME_INTERNAL;
+                known[k] = 1;
+                k++;
+            }
         } else {
             size_t m = native_frame(L, x, out + k, MAX_FRAMES - k);
             memset(known + k, 0, m);
             k += m;
         }
         node = sn && sn->parent != node ? sn->parent : 0;
+    }
+    uint64_t body = 0;
+    if (raw) { /* the same frames as a stack copied before: that stack */
+        body = gmp_hash_bytes(0x9e3779b97f4a7c15ull ^ k, out, k * sizeof *out);
+        uint64_t *b = gmp_omap_get(&L->stackbody, body);
+        if (b && *b < t->nstacks && t->stacks[*b].nframes == k &&
+            memcmp(t->stacks[*b].frames, out, k * sizeof *out) == 0) {
+            *v = *b;
+            return (uint32_t)*v;
+        }
     }
     gmp_report_frame *frames = malloc((k ? k : 1) * sizeof *frames);
     if (!frames)
@@ -1139,6 +1166,12 @@ static uint32_t stack_copy(live *L, uint32_t id)
         s->user_name = intern(L, name, nn);
         if (s->user_name == UINT32_MAX)
             s->user_name = 0;
+    }
+    if (raw) {
+        int first;
+        uint64_t *b = gmp_omap_put(&L->stackbody, body, &first);
+        if (b && first)
+            *b = t->nstacks;
     }
     *v = t->nstacks++;
     return (uint32_t)*v;
@@ -1517,6 +1550,7 @@ static void live_free(live *L)
     gmp_omap_free(&L->rangemap);
     gmp_omap_free(&L->apimap);
     gmp_omap_free(&L->stackmap);
+    gmp_omap_free(&L->stackbody);
     gmp_omap_free(&L->catmap);
     free(L->sitecat);
     if (L->symstate && g_symbolizer && g_symbolizer->free_state)
@@ -1869,14 +1903,28 @@ size_t gmp_report_frame_text(const gmp_report_trace *t, const gmp_report_frame *
     int k;
     gmp_str fn = gmp_report_str(t, f->function), file = gmp_report_str(t, f->file);
     gmp_str disp = gmp_report_str(t, f->display);
+    /* a C++ function as one line shows it (gmp_frame_short_name): Python frames with a line
+     * keep their name; the JSON keeps the full one */
+    char sn[512];
+    gmp_str shortfn = fn;
+    if (fn.len && (f->kind != GMP_FRAME_PYTHON || !f->line)) {
+        size_t l = gmp_frame_short_name(fn, sn, sizeof sn);
+        if (l)
+            shortfn = (gmp_str){sn, (uint32_t)l};
+    }
     if (disp.len) {
-        k = snprintf(buf, n, "%.*s", (int)disp.len, disp.ptr);
+        /* the symbolizer's "function (file:line)": its function shortened */
+        if (fn.len && disp.len >= fn.len && memcmp(disp.ptr, fn.ptr, fn.len) == 0)
+            k = snprintf(buf, n, "%.*s%.*s", (int)shortfn.len, shortfn.ptr,
+                         (int)(disp.len - fn.len), disp.ptr + fn.len);
+        else
+            k = snprintf(buf, n, "%.*s", (int)disp.len, disp.ptr);
     } else if (f->kind == GMP_FRAME_PYTHON && !f->line &&
                (!file.len || (file.len == 2 && memcmp(file.ptr, "??", 2) == 0))) {
         /* a native frame as PyTorch's snapshots name them: no file, no line */
-        k = snprintf(buf, n, "%.*s", (int)fn.len, fn.ptr);
+        k = snprintf(buf, n, "%.*s", (int)shortfn.len, shortfn.ptr);
     } else if (f->kind == GMP_FRAME_PYTHON && !f->line) {
-        k = snprintf(buf, n, "%.*s (%.*s)", (int)fn.len, fn.ptr, (int)file.len, file.ptr);
+        k = snprintf(buf, n, "%.*s (%.*s)", (int)shortfn.len, shortfn.ptr, (int)file.len, file.ptr);
     } else if (f->kind == GMP_FRAME_PYTHON) {
         k = snprintf(buf, n, "%.*s (%.*s:%" PRIu32 ")", (int)fn.len, fn.ptr, (int)file.len,
                      file.ptr, f->line);
@@ -1886,10 +1934,10 @@ size_t gmp_report_frame_text(const gmp_report_trace *t, const gmp_report_frame *
             if (file.ptr[i] == '/')
                 b = file.ptr + i + 1;
         if (file.len && f->line)
-            k = snprintf(buf, n, "%.*s (%.*s:%" PRIu32 ")", (int)fn.len, fn.ptr,
+            k = snprintf(buf, n, "%.*s (%.*s:%" PRIu32 ")", (int)shortfn.len, shortfn.ptr,
                          (int)(file.len - (uint32_t)(b - file.ptr)), b, f->line);
         else
-            k = snprintf(buf, n, "%.*s", (int)fn.len, fn.ptr);
+            k = snprintf(buf, n, "%.*s", (int)shortfn.len, shortfn.ptr);
     } else if (f->module) {
         gmp_str m = gmp_report_str(t, f->module);
         const char *base = m.ptr;
@@ -1898,6 +1946,8 @@ size_t gmp_report_frame_text(const gmp_report_trace *t, const gmp_report_frame *
                 base = m.ptr + i + 1;
         k = snprintf(buf, n, "%.*s+0x%" PRIx64, (int)(m.len - (uint32_t)(base - m.ptr)), base,
                      f->offset);
+    } else if (f->outside) {
+        k = snprintf(buf, n, "?");
     } else {
         k = snprintf(buf, n, "0x%" PRIx64, f->address);
     }

@@ -410,7 +410,7 @@ def main():
                 # --all-frames: nothing folded, the recorder's frames first
                 out, _ = run([gmp, "report", path, "--by", "stack", "--top", "1",
                               "--all-frames"], tmp)
-                if "internal frame" in out.decode() or "torch::unwind::unwind()" not in \
+                if "internal frame" in out.decode() or "torch::unwind::unwind" not in \
                         out.decode():
                     sys.exit("%s: --all-frames folded something" % snap)
                 # speedscope by the same rules: the innermost frame of the heaviest samples of
@@ -422,7 +422,7 @@ def main():
                     names = [f["name"] for f in s["shared"]["frames"]]
                     p = s["profiles"][0]
                     heavy = sorted(zip(p["weights"], p["samples"]), reverse=True)[:4]
-                    inner = [names[smp[-1]] for _, smp in heavy if len(smp) > 1]
+                    inner = [names[smp[-1]] for _, smp in heavy if smp]
                     unwind = any(n.startswith("torch::unwind::unwind") for n in inner)
                     if not inner or unwind != want_unwind:
                         sys.exit("%s: speedscope %s: innermost frames %r" % (snap, extra, inner))
