@@ -139,7 +139,7 @@ struct gmp_report_live {
     size_t nheap, kheap;
     /* freeze */
     gmp_omap rangemap, apimap, stackmap;
-    gmp_omap stackbody; /* hash of a stack's frames -> its index, for stacks with raw addresses */
+    gmp_omap stackbody; /* hash of a stack's frames -> its index (stack_copy) */
     size_t capstacks;
     char *buf;
     size_t bufcap;
@@ -1067,7 +1067,7 @@ static uint32_t stack_copy(live *L, uint32_t id)
     uint8_t known[MAX_FRAMES]; /* the frame's facts are known (a cached Python node) */
     uint8_t facts[MAX_FRAMES]; /* gmp_frame_facts_memo */
     size_t k = 0;
-    int raw = 0;        /* a frame at an address inside no loaded module */
+    int raw = 0;        /* a frame at an address inside no loaded module, left out */
     uint32_t node = id; /* the trie node of fr[i] (as gmp_replay_stack_frames walks) */
     for (size_t i = 0; i < n && k < MAX_FRAMES; i++) {
         const gmp_replay_frame *x = &fr[i];
@@ -1091,18 +1091,9 @@ static uint32_t stack_copy(live *L, uint32_t id)
             k++;
         } else if (!x->module) {
             /* an address inside no loaded module (a frame-pointer walk reads data words as
-             * return addresses: device pointers, JIT code): one "?" for a run of them, folded,
-             * so that one call site is one stack whatever those words held */
+             * return addresses: device pointers; JIT code): left out, so that one call site is
+             * one stack whatever those words held */
             raw = 1;
-            if (!k || out[k - 1].kind != GMP_FRAME_NATIVE || !out[k - 1].outside) {
-                gmp_report_frame *o = &out[k];
-                memset(o, 0, sizeof *o);
-                o->kind = GMP_FRAME_NATIVE;
-                o->outside = 1;
-                facts[k] = GMP_FRAME_INTERNAL;
-                known[k] = 1;
-                k++;
-            }
         } else {
             size_t m = native_frame(L, x, out + k, MAX_FRAMES - k);
             memset(known + k, 0, m);
@@ -1110,15 +1101,14 @@ static uint32_t stack_copy(live *L, uint32_t id)
         }
         node = sn && sn->parent != node ? sn->parent : 0;
     }
-    uint64_t body = 0;
-    if (raw) { /* the same frames as a stack copied before: that stack */
-        body = gmp_hash_bytes(0x9e3779b97f4a7c15ull ^ k, out, k * sizeof *out);
-        uint64_t *b = gmp_omap_get(&L->stackbody, body);
-        if (b && *b < t->nstacks && t->stacks[*b].nframes == k &&
-            memcmp(t->stacks[*b].frames, out, k * sizeof *out) == 0) {
-            *v = *b;
-            return (uint32_t)*v;
-        }
+
+    if (raw && !k) { /* nothing else: one "?" frame (folded), rather than no stack */
+        memset(out, 0, sizeof *out);
+        out->kind = GMP_FRAME_NATIVE;
+        out->outside = 1;
+        facts[0] = GMP_FRAME_INTERNAL;
+        known[0] = 1;
+        k = 1;
     }
     gmp_report_frame *frames = malloc((k ? k : 1) * sizeof *frames);
     if (!frames)
@@ -1167,12 +1157,21 @@ static uint32_t stack_copy(live *L, uint32_t id)
         if (s->user_name == UINT32_MAX)
             s->user_name = 0;
     }
-    if (raw) {
-        int first;
-        uint64_t *b = gmp_omap_put(&L->stackbody, body, &first);
-        if (b && first)
-            *b = t->nstacks;
+    /* a stack whose addresses inside no loaded module were left out may have the frames of a
+     * stack copied before: that stack (every stack is kept by its frames for this) */
+    uint64_t body = gmp_hash_bytes(0x9e3779b97f4a7c15ull ^ k, frames, k * sizeof *frames);
+    int first;
+    uint64_t *b = gmp_omap_put(&L->stackbody, body, &first);
+    if (raw && b && !first && *b < t->nstacks && t->stacks[*b].nframes == k &&
+        memcmp(t->stacks[*b].frames, frames, k * sizeof *frames) == 0) {
+        free(frames);
+        s->frames = NULL;
+        s->nframes = 0;
+        *v = *b;
+        return (uint32_t)*v;
     }
+    if (b && first)
+        *b = t->nstacks;
     *v = t->nstacks++;
     return (uint32_t)*v;
 }
