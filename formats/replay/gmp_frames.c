@@ -188,9 +188,20 @@ static const gmp_frame_rule rules[] = {
     {"pytorch", F, "c10::*", NULL, NULL, "c10 (dispatcher, core)"},
     {"pytorch", F, "torch::*", NULL, NULL, "PyTorch's C++ (autograd, bindings, dynamo, jit)"},
     {"pytorch", F, "THP*", NULL, NULL, "PyTorch's Python bindings"},
+    {"pytorch", F, "THCP*", NULL, NULL, "PyTorch's CUDA bindings (torch/csrc/cuda/Module.cpp)"},
+    {"pytorch", F, "c10d::*", NULL, NULL, "torch.distributed (torch/csrc/distributed/c10d)"},
     {"pytorch", F, "dynamo_*", NULL, NULL, "dynamo's frame evaluation (torch.compile)"},
     {"pytorch", F, "custom_eval_frame*", NULL, NULL, "dynamo's frame evaluation (torch.compile)"},
     {"pytorch", F, NULL, NULL, "libtorch*", "PyTorch's libraries"},
+    /* CUDA's libraries that allocate for the frameworks calling them (workspaces, buffers) */
+    {"cuda", F, NULL, NULL, "libcublas*", "cuBLAS"},
+    {"cuda", F, NULL, NULL, "libcudnn*", "cuDNN"},
+    {"cuda", F, NULL, NULL, "libnccl*", "NCCL"},
+    {"cuda", F, NULL, NULL, "libcufft*", "cuFFT"},
+    {"cuda", F, NULL, NULL, "libcusparse*", "cuSPARSE"},
+    {"cuda", F, NULL, NULL, "libcusolver*", "cuSOLVER"},
+    {"cuda", F, NULL, NULL, "libcurand*", "cuRAND"},
+    {"cuda", F, NULL, NULL, "libnvrtc*", "NVRTC"},
     {"pytorch", F, NULL, NULL, "libc10.so*", "PyTorch's libraries"},
 };
 

@@ -328,6 +328,10 @@ static const named named_frames[] = {
      NULL, NULL, GMP_FRAME_INTERNAL},
     {"pybind11::cpp_function::dispatcher(_object*, _object*, _object*)", NULL, NULL,
      GMP_FRAME_INTERNAL},
+    {"THCPModule_emptyCache(_object*, _object*)", "Module.cpp", NULL, GMP_FRAME_FRAMEWORK},
+    {"c10d::ProcessGroupNCCL::allreduce(std::vector<at::Tensor>&)", NULL, NULL,
+     GMP_FRAME_FRAMEWORK},
+    {NULL, NULL, "/usr/local/cuda/lib64/libcublasLt.so.12", GMP_FRAME_FRAMEWORK},
     /* autograd's nodes: where a backward allocation opens */
     {"torch::autograd::generated::DivBackward0::apply(std::vector<at::Tensor, "
      "std::allocator<at::Tensor> >&&)",
