@@ -3,6 +3,7 @@
 #include "gmp_frames.h"
 #include "gmp_hash.h"
 
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -799,4 +800,46 @@ int gmp_frames_apart(const gmp_str *a, uint8_t *ha, size_t na, const gmp_str *b,
             return 1;
         }
     return 0;
+}
+
+size_t gmp_frame_text(const gmp_frame_info *f, int python, uint32_t line, uint64_t offset,
+                      char *buf, size_t cap)
+{
+    if (!cap)
+        return 0;
+    gmp_str fn = f->function.ptr ? f->function : (gmp_str){"", 0};
+    gmp_str file = f->file.ptr ? f->file : (gmp_str){"", 0};
+    char sn[512];
+    gmp_str name = fn;
+    if (fn.len && (!python || !line)) { /* C++ (a snapshot's native frames have no line) */
+        size_t l = gmp_frame_short_name(fn, sn, sizeof sn);
+        if (l)
+            name = (gmp_str){sn, (uint32_t)l};
+    }
+    int unknown_file = !file.len || (file.len == 2 && memcmp(file.ptr, "??", 2) == 0);
+    int k;
+    if (python && !line && unknown_file)
+        k = snprintf(buf, cap, "%.*s", (int)name.len, name.ptr);
+    else if (python && !line)
+        k = snprintf(buf, cap, "%.*s (%.*s)", (int)name.len, name.ptr, (int)file.len, file.ptr);
+    else if (python)
+        k = snprintf(buf, cap, "%.*s (%.*s:%" PRIu32 ")", (int)name.len, name.ptr, (int)file.len,
+                     file.ptr, line);
+    else if (fn.len) {
+        gmp_str b = base_name(file);
+        if (b.len && line)
+            k = snprintf(buf, cap, "%.*s (%.*s:%" PRIu32 ")", (int)name.len, name.ptr, (int)b.len,
+                         b.ptr, line);
+        else
+            k = snprintf(buf, cap, "%.*s", (int)name.len, name.ptr);
+    } else if (f->module.len) {
+        gmp_str b = base_name(f->module);
+        k = snprintf(buf, cap, "%.*s+0x%" PRIx64, (int)b.len, b.ptr, offset);
+    } else
+        k = snprintf(buf, cap, "?");
+    if (k < 0) {
+        buf[0] = 0;
+        return 0;
+    }
+    return (size_t)k < cap ? (size_t)k : cap - 1;
 }

@@ -89,6 +89,16 @@ size_t gmp_frames_line(const gmp_str *names, const uint8_t *hide, size_t n, size
 int gmp_frames_apart(const gmp_str *a, uint8_t *ha, size_t na, const gmp_str *b, uint8_t *hb,
                      size_t nb);
 
+/* A frame's one-line name, as every one-line output names it (the report's rows, diff): a Python
+ * frame "function (file:line)" (the file as recorded), a native frame "function (base.c:42)" (the
+ * file's base name; "function" without a line), a C++ function shortened (gmp_frame_short_name);
+ * a native frame of a PyTorch snapshot (python, no line) "function" or "function (file)" when the
+ * file is known (not "??"); a native frame without a function "module+0xoffset" (the module's
+ * base name), without a module "?". Into buf, NUL-terminated, cut at cap - 1; returns the length.
+ */
+size_t gmp_frame_text(const gmp_frame_info *f, int python, uint32_t line, uint64_t offset,
+                      char *buf, size_t cap);
+
 /* A function's name as one line shows it, into buf (NUL-terminated, cut at cap - 1 bytes;
  * returns its length): a C++ name without its return type, its template arguments and parameter
  * lists (those of the function, of an enclosing function, of a lambda) and a " [clone ...]"

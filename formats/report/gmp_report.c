@@ -1899,60 +1899,24 @@ gmp_report_range *gmp_report_sorted_ranges(const gmp_report_trace *t, const gmp_
 size_t gmp_report_frame_text(const gmp_report_trace *t, const gmp_report_frame *f, char *buf,
                              size_t n)
 {
-    int k;
-    gmp_str fn = gmp_report_str(t, f->function), file = gmp_report_str(t, f->file);
-    gmp_str disp = gmp_report_str(t, f->display);
-    /* a C++ function as one line shows it (gmp_frame_short_name): Python frames with a line
-     * keep their name; the JSON keeps the full one */
-    char sn[512];
-    gmp_str shortfn = fn;
-    if (fn.len && (f->kind != GMP_FRAME_PYTHON || !f->line)) {
-        size_t l = gmp_frame_short_name(fn, sn, sizeof sn);
-        if (l)
-            shortfn = (gmp_str){sn, (uint32_t)l};
-    }
-    if (disp.len) {
-        /* the symbolizer's "function (file:line)": its function shortened */
-        if (fn.len && disp.len >= fn.len && memcmp(disp.ptr, fn.ptr, fn.len) == 0)
-            k = snprintf(buf, n, "%.*s%.*s", (int)shortfn.len, shortfn.ptr,
-                         (int)(disp.len - fn.len), disp.ptr + fn.len);
-        else
-            k = snprintf(buf, n, "%.*s", (int)disp.len, disp.ptr);
-    } else if (f->kind == GMP_FRAME_PYTHON && !f->line &&
-               (!file.len || (file.len == 2 && memcmp(file.ptr, "??", 2) == 0))) {
-        /* a native frame as PyTorch's snapshots name them: no file, no line */
-        k = snprintf(buf, n, "%.*s", (int)shortfn.len, shortfn.ptr);
-    } else if (f->kind == GMP_FRAME_PYTHON && !f->line) {
-        k = snprintf(buf, n, "%.*s (%.*s)", (int)shortfn.len, shortfn.ptr, (int)file.len, file.ptr);
-    } else if (f->kind == GMP_FRAME_PYTHON) {
-        k = snprintf(buf, n, "%.*s (%.*s:%" PRIu32 ")", (int)fn.len, fn.ptr, (int)file.len,
-                     file.ptr, f->line);
-    } else if (fn.len) {
-        const char *b = file.ptr;
-        for (uint32_t i = 0; i < file.len; i++)
-            if (file.ptr[i] == '/')
-                b = file.ptr + i + 1;
-        if (file.len && f->line)
-            k = snprintf(buf, n, "%.*s (%.*s:%" PRIu32 ")", (int)shortfn.len, shortfn.ptr,
-                         (int)(file.len - (uint32_t)(b - file.ptr)), b, f->line);
-        else
-            k = snprintf(buf, n, "%.*s", (int)shortfn.len, shortfn.ptr);
-    } else if (f->module) {
-        gmp_str m = gmp_report_str(t, f->module);
-        const char *base = m.ptr;
-        for (uint32_t i = 0; i < m.len; i++)
-            if (m.ptr[i] == '/')
-                base = m.ptr + i + 1;
-        k = snprintf(buf, n, "%.*s+0x%" PRIx64, (int)(m.len - (uint32_t)(base - m.ptr)), base,
-                     f->offset);
-    } else if (f->outside) {
-        k = snprintf(buf, n, "?");
-    } else {
-        k = snprintf(buf, n, "0x%" PRIx64, f->address);
-    }
-    if (k < 0)
+    gmp_str fn = gmp_report_str(t, f->function), disp = gmp_report_str(t, f->display);
+    gmp_frame_info fi = {fn, gmp_report_str(t, f->file), gmp_report_str(t, f->module)};
+    if (!n)
         return 0;
-    return (size_t)k < n ? (size_t)k : (n ? n - 1 : 0);
+    if (disp.len && !(fn.len && disp.len >= fn.len && memcmp(disp.ptr, fn.ptr, fn.len) == 0)) {
+        int k = snprintf(buf, n, "%.*s", (int)disp.len, disp.ptr); /* the symbolizer's name */
+        return k < 0 ? 0 : (size_t)k < n ? (size_t)k : n - 1;
+    }
+    if (disp.len) { /* the symbolizer's "function (file:line)": its function shortened */
+        size_t k = gmp_frame_short_name(fn, buf, n);
+        int r = snprintf(buf + k, n - k, "%.*s", (int)(disp.len - fn.len), disp.ptr + fn.len);
+        return r < 0 ? k : k + (size_t)r < n ? k + (size_t)r : n - 1;
+    }
+    if (f->kind != GMP_FRAME_PYTHON && !fn.len && !f->module && !f->outside) {
+        int k = snprintf(buf, n, "0x%" PRIx64, f->address); /* not symbolized, no module */
+        return k < 0 ? 0 : (size_t)k < n ? (size_t)k : n - 1;
+    }
+    return gmp_frame_text(&fi, f->kind == GMP_FRAME_PYTHON, f->line, f->offset, buf, n);
 }
 
 const char *gmp_report_format_for_path(const char *path)

@@ -487,6 +487,34 @@ static void test_short_name(void **state)
     }
 }
 
+static void text_is(const char *fn, const char *file, const char *mod, int python, uint32_t line,
+                    const char *want)
+{
+    gmp_frame_info f = {s_of(fn), s_of(file), s_of(mod)};
+    char buf[256];
+    size_t n = gmp_frame_text(&f, python, line, 0x12340, buf, sizeof buf);
+    if (n != strlen(want) || strcmp(buf, want) != 0) {
+        fprintf(stderr, "text \"%s\", expected \"%s\"\n", buf, want);
+        fail();
+    }
+}
+
+/* A frame's one-line name (gmp_frame_text), as the report's rows show it. */
+static void test_frame_text(void **state)
+{
+    text_is("forward", "/w/model.py", NULL, 1, 42, "forward (/w/model.py:42)");
+    text_is("forward", "C:\\w\\model.py", NULL, 1, 42, "forward (C:\\w\\model.py:42)");
+    text_is("torch::unwind::unwind()", "??", NULL, 1, 0, "torch::unwind::unwind");
+    text_is("torch::cuda::(anonymous namespace)::gather_with_cpp()", "memory_snapshot.cpp", NULL, 1,
+            0, "torch::cuda::(anonymous namespace)::gather_with_cpp (memory_snapshot.cpp)");
+    text_is("thread_run", "", NULL, 1, 0, "thread_run");
+    text_is("at::native::add_out(at::Tensor&, at::Tensor const&)", "/src/aten/BinaryOps.cpp",
+            "/v/libtorch_cpu.so", 0, 7, "at::native::add_out (BinaryOps.cpp:7)");
+    text_is("main", "/w/train_sim.cu", "/w/train_sim", 0, 0, "main");
+    text_is(NULL, NULL, "/opt/app/libtrain.so", 0, 0, "libtrain.so+0x12340");
+    text_is(NULL, NULL, NULL, 0, 0, "?");
+}
+
 static void line_is(const char *const *names, const uint8_t *hide, size_t n, size_t max,
                     const char *want)
 {
@@ -746,7 +774,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_glob),         cmocka_unit_test(test_memo_same),
         cmocka_unit_test(test_memo_restart), cmocka_unit_test(test_replay_category),
         cmocka_unit_test(test_named),        cmocka_unit_test(test_short_name),
-        cmocka_unit_test(test_line_apart),
+        cmocka_unit_test(test_line_apart),   cmocka_unit_test(test_frame_text),
     };
     if (argc > 1)
         cmocka_set_test_filter(argv[1]);
