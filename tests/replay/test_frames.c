@@ -771,10 +771,17 @@ static void test_replay_category(void **state)
 int main(int argc, char **argv)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_glob),         cmocka_unit_test(test_memo_same),
-        cmocka_unit_test(test_memo_restart), cmocka_unit_test(test_replay_category),
-        cmocka_unit_test(test_named),        cmocka_unit_test(test_short_name),
-        cmocka_unit_test(test_line_apart),   cmocka_unit_test(test_frame_text),
+        /* one a line: CMakeLists.txt registers each line's test (clang-format would pack them) */
+        // clang-format off
+        cmocka_unit_test(test_glob),
+        cmocka_unit_test(test_memo_same),
+        cmocka_unit_test(test_memo_restart),
+        cmocka_unit_test(test_replay_category),
+        cmocka_unit_test(test_named),
+        cmocka_unit_test(test_short_name),
+        cmocka_unit_test(test_line_apart),
+        cmocka_unit_test(test_frame_text),
+        // clang-format on
     };
     if (argc > 1)
         cmocka_set_test_filter(argv[1]);
