@@ -1,16 +1,21 @@
 /* gmp_frames: which frames of a call stack are the user's code, and which are folded away as
  * internal (docs/stacks.md, "Frames from user code"). Every output that shows a stack (the report
- * in every format, speedscope, the HTML view) asks here, so that a stack looks the same in all of
- * them and one option (`--all-frames`) shows everything.
+ * in every format, speedscope, pprof, the HTML view) asks here, so that a stack looks the same in
+ * all of them and one option (`--all-frames`) shows everything. A one-line output builds a stack's
+ * line from gmp_frame_text (each frame's name), gmp_frames_fold, gmp_frames_apart (two rows that
+ * look alike) and gmp_frames_line.
  *
  * The rules are data: a table of patterns per runtime (gmp_frame_rule_at lists them, in the order
  * they are tried; the first that matches decides). A frame is
  *   INTERNAL   the recorder (gpumemprof's agent, PyTorch's CapturedTraceback), the allocators
  *              (PyTorch's caching allocator, cudart, libcuda, CUPTI), the Python interpreter's C
- *              frames, libc, the C++ runtime and the dynamic loader: always folded;
- *   FRAMEWORK  a framework's or library's own code (ATen/c10 dispatch and kernels, the autograd
- *              engine, torch's Python modules, installed Python packages): folded when the stack
- *              has a USER frame (the user's call explains it), shown otherwise;
+ *              frames (its C API, libffi and ctypes), pybind11's call machinery, libc, the C++
+ *              runtime and the dynamic loader: always folded;
+ *   FRAMEWORK  a framework's or library's own code (ATen/c10 dispatch and kernels, every other
+ *              torch:: namespace, torch's Python modules and the code torch.compile generates,
+ *              CUDA's libraries, installed Python packages and the standard library, Windows
+ *              paths included): folded when the stack has a USER frame (the user's call explains
+ *              it), shown otherwise;
  *   USER       everything else (no rule matched), and what a rule names as user code (autograd's
  *              nodes: on autograd's thread, where PyTorch records no Python frame, the node is
  *              what the user's code asked for): always shown.

@@ -102,8 +102,8 @@ typedef struct gmp_doc_stack {
     const gmp_doc_frame *frames; /* innermost first */
     size_t min_items; /* markups show at least this many items of it (0: their own number), so
                          that two different stacks of a table never look the same */
-    int show_all;     /* markups fold nothing (it looks like another stack when folded); the JSON
-                         still marks the internal frames */
+    int show_all;     /* markups fold nothing; the JSON still marks the internal frames (the
+                         report tells alike stacks apart by a frame instead: gmp_frames_apart) */
 } gmp_doc_stack;
 
 typedef struct gmp_doc_val {
