@@ -66,7 +66,10 @@ static const gmp_frame_rule rules[] = {
      * 3.8's Objects/call.c), Modules/_functoolsmodule.c (partial_call, partial_vectorcall),
      * Python/context.c (context_run), Objects/genobject.c (gen_send_ex), Python/bltinmodule.c
      * (builtin_exec), Modules/_threadmodule.c (thread_run) and Python/thread_pthread.h
-     * (pythread_wrapper): a Python thread's entry */
+     * (pythread_wrapper): a Python thread's entry. Names a program of the user's may have too
+     * (thread_run, type_call, binary_op) are matched only with CPython's file for them, or where
+     * the file is unknown ("" below: empty or "??", as PyTorch's snapshots name CPython's frames
+     * without debug information) */
     {"python", I, "pymain_*", NULL, NULL, "the Python interpreter"},
     {"python", I, "pyrun_*", NULL, NULL, "the Python interpreter"},
     {"python", I, "run_eval_code_obj*", NULL, NULL, "the Python interpreter"},
@@ -74,22 +77,38 @@ static const gmp_frame_rule rules[] = {
     {"python", I, "cfunction_*", NULL, NULL, "the Python interpreter"},
     {"python", I, "method_vectorcall*", NULL, NULL, "the Python interpreter"},
     {"python", I, "wrapperdescr_call", NULL, NULL, "the Python interpreter"},
-    {"python", I, "wrapper_call", NULL, NULL, "the Python interpreter"},
+    {"python", I, "wrapper_call", "", NULL, "the Python interpreter"},
+    {"python", I, "wrapper_call", "*descrobject.c", NULL, "the Python interpreter"},
     {"python", I, "vectorcall_*", NULL, NULL, "the Python interpreter"},
     {"python", I, "slot_*", NULL, NULL, "the Python interpreter (type slots)"},
-    {"python", I, "type_call", NULL, NULL, "the Python interpreter (calling a class)"},
-    {"python", I, "binary_op*", NULL, NULL, "the Python interpreter (operators)"},
-    {"python", I, "binary_iop*", NULL, NULL, "the Python interpreter (operators)"},
-    {"python", I, "ternary_op", NULL, NULL, "the Python interpreter (operators)"},
-    {"python", I, "object_vacall", NULL, NULL, "the Python interpreter"},
-    {"python", I, "do_call_core", NULL, NULL, "the Python interpreter"},
+    {"python", I, "type_call", "", NULL, "the Python interpreter (calling a class)"},
+    {"python", I, "type_call", "*typeobject.c", NULL, "the Python interpreter (calling a class)"},
+    {"python", I, "binary_op", "", NULL, "the Python interpreter (operators)"},
+    {"python", I, "binary_op", "*abstract.c", NULL, "the Python interpreter (operators)"},
+    {"python", I, "binary_op1", "", NULL, "the Python interpreter (operators)"},
+    {"python", I, "binary_op1", "*abstract.c", NULL, "the Python interpreter (operators)"},
+    {"python", I, "binary_iop", "", NULL, "the Python interpreter (operators)"},
+    {"python", I, "binary_iop", "*abstract.c", NULL, "the Python interpreter (operators)"},
+    {"python", I, "binary_iop1", "", NULL, "the Python interpreter (operators)"},
+    {"python", I, "binary_iop1", "*abstract.c", NULL, "the Python interpreter (operators)"},
+    {"python", I, "ternary_op", "", NULL, "the Python interpreter (operators)"},
+    {"python", I, "ternary_op", "*abstract.c", NULL, "the Python interpreter (operators)"},
+    {"python", I, "object_vacall", "", NULL, "the Python interpreter"},
+    {"python", I, "object_vacall", "*call.c", NULL, "the Python interpreter"},
+    {"python", I, "do_call_core", "", NULL, "the Python interpreter"},
+    {"python", I, "do_call_core", "*ceval.c", NULL, "the Python interpreter"},
     {"python", I, "function_code_fastcall", NULL, NULL, "the Python interpreter"},
-    {"python", I, "partial_call", NULL, NULL, "the Python interpreter (functools.partial)"},
+    {"python", I, "partial_call", "", NULL, "the Python interpreter (functools.partial)"},
+    {"python", I, "partial_call", "*_functoolsmodule.c", NULL,
+     "the Python interpreter (functools.partial)"},
     {"python", I, "partial_vectorcall", NULL, NULL, "the Python interpreter (functools.partial)"},
-    {"python", I, "context_run", NULL, NULL, "the Python interpreter (contextvars)"},
+    {"python", I, "context_run", "", NULL, "the Python interpreter (contextvars)"},
+    {"python", I, "context_run", "*context.c", NULL, "the Python interpreter (contextvars)"},
     {"python", I, "gen_send_ex*", NULL, NULL, "the Python interpreter (generators)"},
     {"python", I, "builtin_exec*", NULL, NULL, "the Python interpreter (exec)"},
-    {"python", I, "thread_run", NULL, NULL, "the Python interpreter: a thread's entry"},
+    {"python", I, "thread_run", "", NULL, "the Python interpreter: a thread's entry"},
+    {"python", I, "thread_run", "*_threadmodule.c", NULL,
+     "the Python interpreter: a thread's entry"},
     {"python", I, "pythread_wrapper", NULL, NULL, "the Python interpreter: a thread's entry"},
     {"python", I, NULL, NULL, "libpython3*", "the Python interpreter (its library)"},
     {"python", I, NULL, NULL, "python3*", "the Python interpreter (its executable)"},
@@ -326,6 +345,13 @@ static inline int glob_nonempty(const char *pat, gmp_str s)
     return gmp_frame_glob(pat, s.ptr, s.len);
 }
 
+/* A file the recording does not know: empty, or "??" (addr2line's answer, in PyTorch's
+ * snapshots). A rule's file "" matches only these. */
+static int unknown_file(gmp_str file)
+{
+    return !file.len || (file.len == 2 && file.ptr[0] == '?' && file.ptr[1] == '?');
+}
+
 /* gmp_frame_classify with the function's head (gmp_frame_function_head) computed already. */
 static gmp_frame_class classify_head(const gmp_frame_info *f, gmp_str fn,
                                      const gmp_frame_rule **rule)
@@ -347,7 +373,7 @@ static gmp_frame_class classify_head(const gmp_frame_info *f, gmp_str fn,
         const gmp_frame_rule *r = &rules[i];
         if (r->function && !glob_nonempty(r->function, fn))
             continue;
-        if (r->file && !glob_nonempty(r->file, file))
+        if (r->file && (r->file[0] ? !glob_nonempty(r->file, file) : !unknown_file(file)))
             continue;
         if (r->module && !glob_nonempty(r->module, mod))
             continue;

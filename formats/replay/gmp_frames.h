@@ -53,7 +53,8 @@ typedef struct gmp_frame_rule {
     const char *runtime;  /* "gpumemprof", "pytorch", "cuda", "python", "libc", "c++" */
     gmp_frame_class cls;  /* FRAMEWORK or INTERNAL; USER for what is user code by name */
     const char *function; /* glob on the function's qualified name, NULL: any */
-    const char *file;     /* glob on the source file (as recorded), NULL: any */
+    const char *file;     /* glob on the source file (as recorded), NULL: any, "": unknown (empty
+                             or "??") */
     const char *module;   /* glob on the module's file name (native frames), NULL: any */
     const char *what;     /* what the rule folds, for the docs */
 } gmp_frame_rule;

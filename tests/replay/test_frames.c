@@ -357,6 +357,12 @@ static const named named_frames[] = {
     {"method_vectorcall_VARARGS_KEYWORDS", "", NULL, GMP_FRAME_INTERNAL},
     {"type_call", NULL, NULL, GMP_FRAME_INTERNAL},
     {"thread_run", "", NULL, GMP_FRAME_INTERNAL},
+    {"thread_run", "_threadmodule.c", NULL, GMP_FRAME_INTERNAL},
+    {"binary_op1", "abstract.c", NULL, GMP_FRAME_INTERNAL},
+    /* the same names in a program of the user's (a file of its own) are the user's */
+    {"thread_run", "/home/u/worker.c", "/home/u/app", GMP_FRAME_USER},
+    {"type_call", "/home/u/types.cu", NULL, GMP_FRAME_USER},
+    {"binary_op_kernel", "/home/u/ops.cu", NULL, GMP_FRAME_USER},
     {"pythread_wrapper", "", NULL, GMP_FRAME_INTERNAL},
     {"_run_module_as_main", "<frozen runpy>", NULL, GMP_FRAME_INTERNAL},
     /* libffi and ctypes (numba's driver calls) */
