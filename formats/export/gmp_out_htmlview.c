@@ -287,7 +287,9 @@ static void stack_json(gmp_output_ctx *c, hv_trace *t, uint32_t stack, gmp_str r
             /* one line: a C++ name shortened (gmp_frame_short_name), what follows it kept */
             size_t fl = fis[i].function.len, nl = names[i].p ? names[i].len : 0;
             char sn[512];
-            if (fl && fl <= nl && memcmp(names[i].p, fis[i].function.ptr, fl) == 0) {
+            int cxx = fr[i].kind != GMP_FRAME_PYTHON || !fr[i].line ||
+                      (fl && memmem(fis[i].function.ptr, fl, "::", 2)); /* as gmp_frame_text */
+            if (cxx && fl && fl <= nl && memcmp(names[i].p, fis[i].function.ptr, fl) == 0) {
                 size_t k = gmp_frame_short_name(fis[i].function, sn, sizeof sn);
                 gmp_obuf one = {0};
                 gmp_obuf_add(&one, sn, k);

@@ -837,7 +837,9 @@ size_t gmp_frame_text(const gmp_frame_info *f, int python, uint32_t line, uint64
     gmp_str file = f->file.ptr ? f->file : (gmp_str){"", 0};
     char sn[512];
     gmp_str name = fn;
-    if (fn.len && (!python || !line)) { /* C++ (a snapshot's native frames have no line) */
+    /* C++: a native frame, a snapshot's native frame (no line), or a name with "::" (never a
+     * Python one); a Python frame's name is shown as recorded, whatever its bytes */
+    if (fn.len && (!python || !line || memmem(fn.ptr, fn.len, "::", 2))) {
         size_t l = gmp_frame_short_name(fn, sn, sizeof sn);
         if (l)
             name = (gmp_str){sn, (uint32_t)l};

@@ -514,6 +514,9 @@ static void test_frame_text(void **state)
     text_is("torch::cuda::(anonymous namespace)::gather_with_cpp()", "memory_snapshot.cpp", NULL, 1,
             0, "torch::cuda::(anonymous namespace)::gather_with_cpp (memory_snapshot.cpp)");
     text_is("thread_run", "", NULL, 1, 0, "thread_run");
+    /* a snapshot's C++ frame with a line (PyTorch's symbolizer found one) */
+    text_is("at::native::foo(at::Tensor const&)", "/src/Foo.cpp", NULL, 1, 12,
+            "at::native::foo (/src/Foo.cpp:12)");
     text_is("at::native::add_out(at::Tensor&, at::Tensor const&)", "/src/aten/BinaryOps.cpp",
             "/v/libtorch_cpu.so", 0, 7, "at::native::add_out (BinaryOps.cpp:7)");
     text_is("main", "/w/train_sim.cu", "/w/train_sim", 0, 0, "main");
