@@ -9,7 +9,8 @@ real       the four real snapshots of tests/data/torch-snapshots (other people's
            user code, read from the report's JSON by the definition below (not by gpumemprof's
            rules); the text rows show no C++ parameter list or template argument, every row of a
            by-stack table looks different, and stacks that look alike once folded are told apart
-           by a frame ("via"), never shown unfolded (no row opens at PyTorch's recorder).
+           by a frame ("via"), never shown unfolded (no row opens at PyTorch's recorder); the
+           HTML view and speedscope name no frame "(??:0)".
 synthetic  snapshots written here with pickle, shaped as PyTorch writes them (frames innermost
            first; C++ frames with no line, "??" for an unknown file) for cases the real files
            lack: recorded on Windows (backslashes, drive letters), torch.compile (dynamo,
@@ -136,6 +137,19 @@ def mode_real(gmp, data, work):
         text = run([gmp, "report", path, "--by", "stack", "--top", "0"])
         check_text(snap, text)
         vias += text.count(", via ")
+        # the HTML view and speedscope name a snapshot's C++ frames as the report does: no
+        # "(??:0)" or "(:0)" for a frame without file or line
+        os.makedirs(work, exist_ok=True)
+        hv, ss = os.path.join(work, snap + ".html"), os.path.join(work, snap + ".json")
+        for out in (hv, ss):
+            if os.path.exists(out):
+                os.unlink(out)
+        run([gmp, "convert", path, "--html-view", hv, "--speedscope", ss, "--no-progress"])
+        for out in (hv, ss):
+            body = open(out, encoding="utf-8", errors="replace").read()
+            for bad in ("(??:0)", " (:0)", "torch::unwind::unwind() (??"):
+                if bad in body:
+                    fail("%s: %s names a frame %r" % (snap, os.path.basename(out), bad))
         # --all-frames shows everything, the recorder first
         t = run([gmp, "report", path, "--by", "stack", "--top", "1", "--all-frames"])
         if "torch::unwind::unwind" not in t or "internal frame" in t:
