@@ -19,8 +19,10 @@
 
 #include <cmocka.h>
 
+#include "gmp_doc.h"
 #include "gmp_frames.h"
 #include "gmp_reader.h"
+#include "gmp_render.h"
 #include "gmp_replay.h"
 #include "replay_tb.h"
 
@@ -610,6 +612,57 @@ static void test_line_apart(void **state)
     assert_string_equal(small, "f (x.py:1");
 }
 
+/* gmp_frames_line writes a stack as the report's text rows show it (gmp_render_text: the stack
+ * cell of a table, four items), over random stacks: folded runs, frames shown to tell a stack
+ * apart inside its first frame and after it. diff builds its lines with gmp_frames_line. */
+static void test_line_is_report(void **state)
+{
+    static const gmp_doc_col col[] = {{"stack", "stack", GMP_DOC_STACK, 0}};
+    char names[12][16];
+    gmp_str ns[12];
+    for (int i = 0; i < 12; i++) {
+        snprintf(names[i], sizeof names[i], "f%d (x:%d)", i, i);
+        ns[i] = s_of(names[i]);
+    }
+    for (int it = 0; it < 2000; it++) {
+        size_t n = 1 + rnd(12);
+        uint8_t hide[12];
+        gmp_doc_frame fr[12];
+        memset(fr, 0, sizeof fr);
+        int shown = 0;
+        for (size_t i = 0; i < n; i++) {
+            hide[i] = (uint8_t)(rnd(3) ? rnd(2) : 2 * rnd(2));
+            shown |= !hide[i];
+        }
+        if (!shown) /* gmp_frames_fold shows at least one frame */
+            hide[rnd((uint32_t)n)] = 0;
+        for (size_t i = 0; i < n; i++) {
+            fr[i].python = 1;
+            fr[i].function = ns[i];
+            fr[i].display = ns[i];
+            fr[i].internal = hide[i];
+        }
+        gmp_doc_stack st = {n, fr, 0, 0};
+        gmp_doc *d = gmp_doc_new();
+        gmp_doc_block *t = gmp_doc_table(d, gmp_doc_root(d), "t", col, 1);
+        gmp_doc_row(d, t)[0] = gmp_dv_stack(&st);
+        char *out = NULL;
+        size_t outn = 0;
+        FILE *f = open_memstream(&out, &outn);
+        assert_int_equal(gmp_render_text(d, f, &(gmp_render_opts){0}), GMP_OK);
+        fclose(f);
+        char want[1024];
+        gmp_frames_line(ns, hide, n, 4, want, sizeof want);
+        char *line = strstr(out, want);
+        if (!line || line[strlen(want)] != '\n' || (line > out && line[-1] != '\n')) {
+            fprintf(stderr, "gmp_frames_line \"%s\" not a row of:\n%s\n", want, out);
+            fail();
+        }
+        free(out);
+        gmp_doc_free(d);
+    }
+}
+
 /* ---- the replay's cache ---- */
 
 typedef struct cat_check {
@@ -790,6 +843,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_short_name),
         cmocka_unit_test(test_line_apart),
         cmocka_unit_test(test_frame_text),
+        cmocka_unit_test(test_line_is_report),
         // clang-format on
     };
     if (argc > 1)
