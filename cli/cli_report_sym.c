@@ -6,7 +6,6 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "gmp_frame_text.h"
 #include "gmp_report.h"
 #include "gmp_symbolize.h"
 
@@ -17,8 +16,8 @@ static const char *g_debug_dir;
 static void display(gmp_symbolizer *sym, const gmp_sym_frame *y, char *buf, size_t n)
 {
     if (y->function && y->file && y->line) {
-        gmp_frame_text(0, (gmp_str){y->function, (uint32_t)strlen(y->function)},
-                       (gmp_str){y->file, (uint32_t)strlen(y->file)}, y->line, buf, n);
+        const char *b = strrchr(y->file, '/');
+        snprintf(buf, n, "%s (%s:%" PRIu32 ")", y->function, b ? b + 1 : y->file, y->line);
     } else {
         gmp_symbolize_frame(sym, y->address, 1, buf, n);
     }

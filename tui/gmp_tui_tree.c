@@ -7,7 +7,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include "gmp_frame_text.h"
+#include "gmp_frames.h"
 #include "gmp_frames.h"
 #include "gmp_hash.h"
 #include "gmp_symbolize.h"
@@ -197,8 +197,9 @@ static int labels_fill(gmp_tui_tree *t, gmp_tui_site *s, const gmp_replay_site *
         const gmp_sym_frame *sf = NULL;
         size_t nsf = 0;
         if (fr[i].kind == GMP_FRAME_PYTHON) {
-            /* the one frame format of every output (gmp_frame_text.h) */
-            gmp_frame_text(1, fr[i].function, fr[i].file, fr[i].line, buf, sizeof buf);
+            /* the one frame format of every output (gmp_frames.h) */
+            gmp_frame_text(&(gmp_frame_info){fr[i].function, fr[i].file, {0}}, 1, fr[i].line, 0,
+                           buf, sizeof buf);
             info[s->nframes].function = fr[i].function;
             info[s->nframes].file = fr[i].file;
         } else if (fr[i].module) {
@@ -226,7 +227,8 @@ static int labels_fill(gmp_tui_tree *t, gmp_tui_site *s, const gmp_replay_site *
                               y->function ? (uint32_t)strlen(y->function) : 0};
                 gmp_str fl = {y->file ? y->file : "", y->file ? (uint32_t)strlen(y->file) : 0};
                 if (fn.len)
-                    gmp_frame_text(0, fn, fl, y->line, buf, sizeof buf);
+                    gmp_frame_text(&(gmp_frame_info){fn, fl, fr[i].module->path}, 0, y->line,
+                                   fr[i].offset, buf, sizeof buf);
                 fi->function = fn;
                 fi->file = fl;
                 fi->module = fr[i].module->path;

@@ -269,7 +269,7 @@ static void stack_json(gmp_output_ctx *c, hv_trace *t, uint32_t stack, gmp_str r
         if (fr[i].kind == GMP_FRAME_PYTHON) {
             fi.function = fr[i].function;
             fi.file = fr[i].file;
-        } else {
+        } else if (fr[i].module) { /* else inside no loaded module: nothing known (folded) */
             size_t k = names[i].p ? names[i].len : 0;
             for (size_t j = 0; j + 1 < k; j++)
                 if (names[i].p[j] == ' ' && names[i].p[j + 1] == '(') {
@@ -295,7 +295,21 @@ static void stack_json(gmp_output_ctx *c, hv_trace *t, uint32_t stack, gmp_str r
             if (!first)
                 gmp_obuf_add(b, ",", 1);
             first = 0;
-            js_str(b, names[i].p ? names[i].p : "", names[i].p ? names[i].len : 0);
+            /* one line: a C++ name shortened (gmp_frame_short_name), what follows it kept */
+            size_t fl = fis[i].function.len, nl = names[i].p ? names[i].len : 0;
+            char sn[512];
+            int cxx = fr[i].kind != GMP_FRAME_PYTHON || !fr[i].line ||
+                      (fl && memmem(fis[i].function.ptr, fl, "::", 2)); /* as gmp_frame_text */
+            if (cxx && fl && fl <= nl && memcmp(names[i].p, fis[i].function.ptr, fl) == 0) {
+                size_t k = gmp_frame_short_name(fis[i].function, sn, sizeof sn);
+                gmp_obuf one = {0};
+                gmp_obuf_add(&one, sn, k);
+                gmp_obuf_add(&one, names[i].p + fl, nl - fl);
+                js_str(b, one.p ? one.p : "", one.p ? one.len : 0);
+                gmp_obuf_free(&one);
+            } else {
+                js_str(b, names[i].p ? names[i].p : "", nl);
+            }
         }
         gmp_obuf_free(&names[i]);
         gmp_obuf_free(&files[i]);

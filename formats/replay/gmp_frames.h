@@ -1,18 +1,33 @@
 /* gmp_frames: which frames of a call stack are the user's code, and which are folded away as
  * internal (docs/stacks.md, "Frames from user code"). Every output that shows a stack (the report
- * in every format, speedscope, the HTML view) asks here, so that a stack looks the same in all of
- * them and one option (`--all-frames`) shows everything.
+ * in every format, speedscope, pprof, the HTML view) asks here, so that a stack looks the same in
+ * all of them and one option (`--all-frames`) shows everything. A one-line output builds a stack's
+ * line from gmp_frame_text (each frame's name), gmp_frames_fold, gmp_frames_apart (two rows that
+ * look alike) and gmp_frames_line.
  *
  * The rules are data: a table of patterns per runtime (gmp_frame_rule_at lists them, in the order
  * they are tried; the first that matches decides). A frame is
  *   INTERNAL   the recorder (gpumemprof's agent, PyTorch's CapturedTraceback), the allocators
  *              (PyTorch's caching allocator, cudart, libcuda, CUPTI), the Python interpreter's C
- *              frames, libc, the C++ runtime and the dynamic loader: always folded;
- *   FRAMEWORK  a framework's or library's own code (ATen/c10 dispatch and kernels, the autograd
- *              engine, torch's Python modules, installed Python packages): folded when the stack
- *              has a USER frame (the user's call explains it), shown otherwise;
- *   USER       everything else (no rule matched): always shown.
+ *              frames (its C API, libffi and ctypes), pybind11's call machinery, libc, the C++
+ *              runtime and the dynamic loader: always folded;
+ *   FRAMEWORK  a framework's or library's own code (ATen/c10 dispatch and kernels, every other
+ *              torch:: namespace, torch's Python modules and the code torch.compile generates,
+ *              CUDA's libraries, installed Python packages and the standard library, Windows
+ *              paths included): folded when the stack has a USER frame (the user's call explains
+ *              it), shown otherwise;
+ *   USER       everything else (no rule matched), and what a rule names as user code (autograd's
+ *              nodes: on autograd's thread, where PyTorch records no Python frame, the node is
+ *              what the user's code asked for): always shown.
+ * A frame with no function, file nor module (a native address inside no loaded module: a
+ * frame-pointer walk reads data words as return addresses, JIT code) is INTERNAL, with no rule.
  * A stack whose frames are all folded keeps them all (a stack is never shown empty).
+ *
+ * A stack shown on one line (gmp_frames_line) opens at its first frame shown, the frames folded
+ * inside it counted ("[+25 inside]"); two stacks that look alike once folded are told apart by the
+ * folded frame that differs nearest that opening frame (gmp_frames_apart), never by unfolding.
+ * C++ names are shortened there (gmp_frame_short_name); outputs that show a whole frame (JSON,
+ * pprof) keep the full name.
  *
  * Patterns are globs where `*` matches any run of bytes (nothing else is special), matched against
  * one field of the frame: the function's qualified name without its return type, template
@@ -36,9 +51,10 @@ typedef enum gmp_frame_class {
 
 typedef struct gmp_frame_rule {
     const char *runtime;  /* "gpumemprof", "pytorch", "cuda", "python", "libc", "c++" */
-    gmp_frame_class cls;  /* FRAMEWORK or INTERNAL */
+    gmp_frame_class cls;  /* FRAMEWORK or INTERNAL; USER for what is user code by name */
     const char *function; /* glob on the function's qualified name, NULL: any */
-    const char *file;     /* glob on the source file (as recorded), NULL: any */
+    const char *file;     /* glob on the source file (as recorded), NULL: any, "": unknown (empty
+                             or "??") */
     const char *module;   /* glob on the module's file name (native frames), NULL: any */
     const char *what;     /* what the rule folds, for the docs */
 } gmp_frame_rule;
@@ -53,12 +69,51 @@ typedef struct gmp_frame_info {
     gmp_str function, file, module;
 } gmp_frame_info;
 
-/* The class of one frame, and (rule != NULL) the rule that decided it (NULL for USER). */
+/* The class of one frame, and (rule != NULL) the rule that decided it (NULL: no rule decided). */
 gmp_frame_class gmp_frame_classify(const gmp_frame_info *f, const gmp_frame_rule **rule);
 
 /* Folding a stack of n frames (innermost first) whose classes are cls[]: hide[i] = 1 for the
  * frames folded away (see above). Returns the number of frames hidden. */
 size_t gmp_frames_fold(const uint8_t *cls, size_t n, uint8_t *hide);
+
+/* A stack as one line: names[i] is frame i's one-line name (innermost first; gmp_frame_short_name
+ * for a C++ function), hide[i] 0 shown, 1 folded (gmp_frames_fold), 2 folded but shown to tell the
+ * stack apart (gmp_frames_apart). The line opens at the first frame shown, with the frames folded
+ * inside it and those of them shown to tell it apart ("DivBackward0::apply [+22 inside, via
+ * at::_ops::neg::call]"), then frames and runs of folded ones ("+8 internal frames") joined by
+ * " < ", at most max_items of them (0: all) then " < ...". Writes a NUL-terminated line into buf
+ * (cut at cap - 1 bytes) and returns its length. Every one-line output (the report's text,
+ * Markdown and HTML rows, diff) shows a stack this way. */
+size_t gmp_frames_line(const gmp_str *names, const uint8_t *hide, size_t n, size_t max_items,
+                       char *buf, size_t cap);
+
+/* Two stacks a and b (names and hide as gmp_frames_line takes them) that look alike on one line
+ * (the same frames shown, the same runs folded) are told apart: the folded frame whose name
+ * differs nearest the opening frame (inside it first, from the opening frame inwards: what the
+ * user's frame called; then the later runs in the order shown) is marked 2 in both ha and hb.
+ * Returns 1 when a frame was marked, 0 when they do not look alike or no name differs. */
+int gmp_frames_apart(const gmp_str *a, uint8_t *ha, size_t na, const gmp_str *b, uint8_t *hb,
+                     size_t nb);
+
+/* A frame's one-line name, as every one-line output names it (the report's rows, diff): a Python
+ * frame "function (file:line)" (the file as recorded), a native frame "function (base.c:42)" (the
+ * file's base name; "function" without a line), a C++ function shortened (gmp_frame_short_name);
+ * a native frame of a PyTorch snapshot (python, no line) "function" or "function (file)" when the
+ * file is known (not "??"); a native frame without a function "module+0xoffset" (the module's
+ * base name), without a module "?". Into buf, NUL-terminated, cut at cap - 1; returns the length.
+ */
+size_t gmp_frame_text(const gmp_frame_info *f, int python, uint32_t line, uint64_t offset,
+                      char *buf, size_t cap);
+
+/* A function's name as one line shows it, into buf (NUL-terminated, cut at cap - 1 bytes;
+ * returns its length): a C++ name without its return type, its template arguments and parameter
+ * lists (those of the function, of an enclosing function, of a lambda) and a " [clone ...]"
+ * suffix: "pybind11::cpp_function::initialize<F, R>(F&&)::{lambda(function_call&)#3}::_FUN(
+ * function_call&)" -> "pybind11::cpp_function::initialize::{lambda#3}::_FUN", "at::TensorBase
+ * at::detail::_empty_generic<long>(c10::ArrayRef<long>)" -> "at::detail::_empty_generic";
+ * "(anonymous namespace)" and operator names are kept. A name with no ':' and no '(' (C, Python:
+ * "<module>", "f.<locals>.g") is kept as it is. */
+size_t gmp_frame_short_name(gmp_str name, char *buf, size_t cap);
 
 /* What an allocation is for, in a PyTorch job (docs/report.md, "Memory by category"), from what the
  * recording has: the frames of its stack and its range path. */

@@ -357,7 +357,7 @@ int gmp_output_stack_class(const gmp_output_opts *o, gmp_replay *rp, gmp_omap *c
         if (fr.kind == GMP_FRAME_PYTHON) {
             fi.function = fr.function;
             fi.file = fr.file;
-        } else {
+        } else if (fr.module) { /* else inside no loaded module: nothing known (gmp_frames.h) */
             uint32_t line = 0;
             gmp_output_frame(o, gmp_replay_reader(rp), &fr, &name, &file, &line);
             size_t n = name.p ? name.len : 0;

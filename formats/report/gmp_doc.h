@@ -95,7 +95,8 @@ typedef struct gmp_doc_frame {
     gmp_str unknown;  /* native: why the function is unknown (empty: known) */
     gmp_str display;  /* the one-line name: "f (file.py:12)", "libx.so+0x12", "0x401000" */
     int internal;     /* folded: markups show a run of such frames as "+N internal frames"; the
-                         JSON keeps every frame and marks these ("internal": true) */
+                         JSON keeps every frame and marks these ("internal": true). 2: folded
+                         but shown, to tell the stack apart from another (gmp_frames_apart) */
 } gmp_doc_frame;
 
 typedef struct gmp_doc_stack {
@@ -103,8 +104,8 @@ typedef struct gmp_doc_stack {
     const gmp_doc_frame *frames; /* innermost first */
     size_t min_items; /* markups show at least this many items of it (0: their own number), so
                          that two different stacks of a table never look the same */
-    int show_all;     /* markups fold nothing (it looks like another stack when folded); the JSON
-                         still marks the internal frames */
+    int show_all;     /* markups fold nothing; the JSON still marks the internal frames (the
+                         report tells alike stacks apart by a frame instead: gmp_frames_apart) */
 } gmp_doc_stack;
 
 typedef struct gmp_doc_val {

@@ -105,11 +105,21 @@ const gmp_doc_frame *gmp_render_stack_next(const gmp_doc_stack *s, size_t *i, si
             return &s->frames[k];
         }
     }
-    if (!s->frames[*i].internal)
+    if (s->frames[*i].internal != 1) /* shown, or shown to tell it apart (2) */
         return &s->frames[(*i)++];
-    while (*i < s->n && s->frames[*i].internal) {
+    while (*i < s->n && s->frames[*i].internal == 1) {
         (*folded)++;
         (*i)++;
+    }
+    return NULL;
+}
+
+const gmp_doc_frame *gmp_render_via(const gmp_doc_stack *s, size_t *j)
+{
+    while (s && *j > 0 && *j <= s->n) {
+        --*j;
+        if (s->frames[*j].internal == 2)
+            return &s->frames[*j];
     }
     return NULL;
 }

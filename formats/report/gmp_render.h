@@ -46,6 +46,11 @@ int gmp_render_val_empty(const gmp_doc_val *v);
  * the user's frame. */
 const gmp_doc_frame *gmp_render_stack_next(const gmp_doc_stack *s, size_t *i, size_t *folded,
                                            size_t *inside);
+/* The frames folded inside the first frame shown that are shown to tell the stack apart from
+ * another (gmp_frames_apart: internal 2), nearest the first frame first: start with *j = the
+ * first frame's index (*i - 1 after gmp_render_stack_next returned it), call until NULL. Markups
+ * write them after the count: " [+22 inside, via at::_ops::neg::call]". */
+const gmp_doc_frame *gmp_render_via(const gmp_doc_stack *s, size_t *j);
 /* "+1 internal frame", "+8 internal frames" into buf (n >= 48). */
 const char *gmp_render_folded_text(size_t folded, char *buf, size_t n);
 /* " [+25 inside]" after the first frame shown (nothing when inside is 0), into buf (n >= 48). */

@@ -103,8 +103,16 @@ static void put_frames(FILE *f, const gmp_doc_stack *s, size_t max)
             fputs("<br>", f);
         if (fr) {
             esc(f, fr->display.ptr, fr->display.len);
-            if (inside)
-                fprintf(f, " <i>[+%zu inside]</i>", inside);
+            if (inside) {
+                fprintf(f, " <i>[+%zu inside", inside);
+                size_t j = i - 1;
+                for (const gmp_doc_frame *via; (via = gmp_render_via(s, &j));) {
+                    fputs(", via</i> ", f);
+                    esc(f, via->display.ptr, via->display.len);
+                    fputs("<i>", f);
+                }
+                fputs("]</i>", f);
+            }
         } else
             fprintf(f, "<i>%s</i>", gmp_render_folded_text(folded, fb, sizeof fb));
     }

@@ -161,8 +161,16 @@ static void m_val(mw *w, const gmp_doc_val *v, unsigned colflags)
                 fputs(" &lt; ", w->f);
             if (fr) {
                 m_frame(w->f, fr);
-                if (inside)
-                    fprintf(w->f, " *\\[+%zu inside\\]*", inside);
+                if (inside) {
+                    fprintf(w->f, " *\\[+%zu inside", inside);
+                    size_t j = i - 1;
+                    for (const gmp_doc_frame *via; (via = gmp_render_via(v->stack, &j));) {
+                        fputs(", via* ", w->f);
+                        m_frame(w->f, via);
+                        fputs(" *", w->f);
+                    }
+                    fputs("\\]*", w->f);
+                }
             } else
                 fprintf(w->f, "*%s*", gmp_render_folded_text(folded, fb, sizeof fb));
         }

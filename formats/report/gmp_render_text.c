@@ -194,7 +194,15 @@ static void t_plain(sb *b, const gmp_doc_val *v, unsigned colflags)
                 gmp_strbuf_puts(b, " < ");
             if (fr) {
                 t_frame(b, fr);
-                gmp_strbuf_puts(b, gmp_render_inside_text(inside, fb, sizeof fb));
+                if (inside) {
+                    gmp_strbuf_printf(b, " [+%zu inside", inside);
+                    size_t j = i - 1;
+                    for (const gmp_doc_frame *via; (via = gmp_render_via(v->stack, &j));) {
+                        gmp_strbuf_puts(b, ", via ");
+                        t_frame(b, via);
+                    }
+                    gmp_strbuf_puts(b, "]");
+                }
             } else
                 gmp_strbuf_puts(b, gmp_render_folded_text(folded, fb, sizeof fb));
         }

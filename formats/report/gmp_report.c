@@ -1,6 +1,7 @@
 /* gmp_report: the report model (see gmp_report.h). The pass state (struct gmp_report_live) lives
  * only during the replay; gmp_report_trace holds the frozen result. */
 #include "gmp_array.h"
+#include "gmp_hash.h"
 #include "gmp_map.h"
 #include "gmp_report.h"
 
@@ -9,7 +10,6 @@
 #include <string.h>
 #include <strings.h>
 
-#include "gmp_frame_text.h"
 #include "gmp_reader.h"
 
 #define NODEV INT32_MIN /* a frame whose device is not known yet */
@@ -140,6 +140,7 @@ struct gmp_report_live {
     size_t nheap, kheap;
     /* freeze */
     gmp_omap rangemap, apimap, stackmap;
+    gmp_omap stackbody; /* hash of a stack's frames -> its index (stack_copy) */
     size_t capstacks;
     char *buf;
     size_t bufcap;
@@ -1075,6 +1076,7 @@ static uint32_t stack_copy(live *L, uint32_t id)
     uint8_t known[MAX_FRAMES]; /* the frame's facts are known (a cached Python node) */
     uint8_t facts[MAX_FRAMES]; /* gmp_frame_facts_memo */
     size_t k = 0;
+    int raw = 0;        /* a frame at an address inside no loaded module, left out */
     uint32_t node = id; /* the trie node of fr[i] (as gmp_replay_stack_frames walks) */
     for (size_t i = 0; i < n && k < MAX_FRAMES; i++) {
         const gmp_replay_frame *x = &fr[i];
@@ -1096,12 +1098,26 @@ static uint32_t stack_copy(live *L, uint32_t id)
                 known[k] = 0;
             }
             k++;
+        } else if (!x->module) {
+            /* an address inside no loaded module (a frame-pointer walk reads data words as
+             * return addresses: device pointers; JIT code): left out, so that one call site is
+             * one stack whatever those words held */
+            raw = 1;
         } else {
             size_t m = native_frame(L, x, out + k, MAX_FRAMES - k);
             memset(known + k, 0, m);
             k += m;
         }
         node = sn && sn->parent != node ? sn->parent : 0;
+    }
+
+    if (raw && !k) { /* nothing else: one "?" frame (folded), rather than no stack */
+        memset(out, 0, sizeof *out);
+        out->kind = GMP_FRAME_NATIVE;
+        out->outside = 1;
+        facts[0] = GMP_FRAME_INTERNAL;
+        known[0] = 1;
+        k = 1;
     }
     gmp_report_frame *frames = malloc((k ? k : 1) * sizeof *frames);
     if (!frames)
@@ -1150,6 +1166,21 @@ static uint32_t stack_copy(live *L, uint32_t id)
         if (s->user_name == UINT32_MAX)
             s->user_name = 0;
     }
+    /* a stack whose addresses inside no loaded module were left out may have the frames of a
+     * stack copied before: that stack (every stack is kept by its frames for this) */
+    uint64_t body = gmp_hash_bytes(0x9e3779b97f4a7c15ull ^ k, frames, k * sizeof *frames);
+    int first;
+    uint64_t *b = gmp_omap_put(&L->stackbody, body, &first);
+    if (raw && b && !first && *b < t->nstacks && t->stacks[*b].nframes == k &&
+        memcmp(t->stacks[*b].frames, frames, k * sizeof *frames) == 0) {
+        free(frames);
+        s->frames = NULL;
+        s->nframes = 0;
+        *v = *b;
+        return (uint32_t)*v;
+    }
+    if (b && first)
+        *b = t->nstacks;
     *v = t->nstacks++;
     return (uint32_t)*v;
 }
@@ -1533,6 +1564,7 @@ static void live_free(live *L)
     gmp_omap_free(&L->rangemap);
     gmp_omap_free(&L->apimap);
     gmp_omap_free(&L->stackmap);
+    gmp_omap_free(&L->stackbody);
     gmp_omap_free(&L->catmap);
     free(L->sitecat);
     if (L->symstate && g_symbolizer && g_symbolizer->free_state)
@@ -1883,28 +1915,24 @@ gmp_report_range *gmp_report_sorted_ranges(const gmp_report_trace *t, const gmp_
 size_t gmp_report_frame_text(const gmp_report_trace *t, const gmp_report_frame *f, char *buf,
                              size_t n)
 {
-    int k;
-    gmp_str fn = gmp_report_str(t, f->function), file = gmp_report_str(t, f->file);
-    gmp_str disp = gmp_report_str(t, f->display);
-    if (disp.len) {
-        k = snprintf(buf, n, "%.*s", (int)disp.len, disp.ptr);
-    } else if (f->kind == GMP_FRAME_PYTHON || fn.len) {
-        /* the one frame format of every output (gmp_frame_text.h) */
-        return gmp_frame_text(f->kind == GMP_FRAME_PYTHON, fn, file, f->line, buf, n);
-    } else if (f->module) {
-        gmp_str m = gmp_report_str(t, f->module);
-        const char *base = m.ptr;
-        for (uint32_t i = 0; i < m.len; i++)
-            if (m.ptr[i] == '/')
-                base = m.ptr + i + 1;
-        k = snprintf(buf, n, "%.*s+0x%" PRIx64, (int)(m.len - (uint32_t)(base - m.ptr)), base,
-                     f->offset);
-    } else {
-        k = snprintf(buf, n, "0x%" PRIx64, f->address);
-    }
-    if (k < 0)
+    gmp_str fn = gmp_report_str(t, f->function), disp = gmp_report_str(t, f->display);
+    gmp_frame_info fi = {fn, gmp_report_str(t, f->file), gmp_report_str(t, f->module)};
+    if (!n)
         return 0;
-    return (size_t)k < n ? (size_t)k : (n ? n - 1 : 0);
+    if (disp.len && !(fn.len && disp.len >= fn.len && memcmp(disp.ptr, fn.ptr, fn.len) == 0)) {
+        int k = snprintf(buf, n, "%.*s", (int)disp.len, disp.ptr); /* the symbolizer's name */
+        return k < 0 ? 0 : (size_t)k < n ? (size_t)k : n - 1;
+    }
+    if (disp.len) { /* the symbolizer's "function (file:line)": its function shortened */
+        size_t k = gmp_frame_short_name(fn, buf, n);
+        int r = snprintf(buf + k, n - k, "%.*s", (int)(disp.len - fn.len), disp.ptr + fn.len);
+        return r < 0 ? k : k + (size_t)r < n ? k + (size_t)r : n - 1;
+    }
+    if (f->kind != GMP_FRAME_PYTHON && !fn.len && !f->module && !f->outside) {
+        int k = snprintf(buf, n, "0x%" PRIx64, f->address); /* not symbolized, no module */
+        return k < 0 ? 0 : (size_t)k < n ? (size_t)k : n - 1;
+    }
+    return gmp_frame_text(&fi, f->kind == GMP_FRAME_PYTHON, f->line, f->offset, buf, n);
 }
 
 const char *gmp_report_format_for_path(const char *path)

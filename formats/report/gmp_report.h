@@ -58,6 +58,8 @@ typedef struct gmp_report_frame {
     uint32_t unknown; /* NATIVE: why it has no function ("file missing"), 0 when it has one */
     uint32_t display; /* string index of the one-line name shown in tables (0: computed) */
     uint8_t cls;      /* gmp_frame_class (gmp_frames.h): user, framework or internal code */
+    uint8_t outside;  /* NATIVE: a stack of addresses inside no loaded module only (shown "?"):
+                         such addresses are left out of every other stack */
 } gmp_report_frame;
 
 typedef struct gmp_report_stack {

@@ -58,7 +58,9 @@ const gmp_doc_stack *gmp_report_doc_stack(gmp_doc *d, const gmp_report_trace *t,
         y->offset = x->offset;
         y->address = x->address;
         y->inlined = x->inlined;
-        if (x->unknown)
+        if (x->outside)
+            y->unknown = (gmp_str){"no module", 9};
+        else if (x->unknown)
             y->unknown = gmp_report_str(t, x->unknown);
         else if (!x->symbolized)
             y->unknown = (gmp_str){"not symbolized", 14};
@@ -95,20 +97,22 @@ void gmp_report_site_cells(gmp_doc *d, const gmp_report_trace *t, const gmp_repo
 /* ---- stacks told apart ---- */
 
 /* The k-th item a markup shows of s (as gmp_render_stack_next walks it): a frame, with the count
- * folded inside it for the first, or a run of internal frames. Returns 0 past the end. */
+ * folded inside it for the first, a frame shown inside the first to tell it apart (via), or a
+ * run of internal frames. base: as if nothing were shown to tell it apart (how it looks folded). */
 typedef struct item {
     const gmp_doc_frame *f;
     size_t folded, inside;
+    int via;
 } item;
 
-static size_t items_of(const gmp_doc_stack *s, item *out, size_t max)
+static size_t items_of(const gmp_doc_stack *s, item *out, size_t max, int base)
 {
     size_t i = 0, n = 0;
     if (!s)
         return 0;
     if (s->show_all) {
         for (; i < s->n && n < max; i++)
-            out[n++] = (item){&s->frames[i], 0, 0};
+            out[n++] = (item){&s->frames[i], 0, 0, 0};
         return n;
     }
     size_t k = 0;
@@ -117,21 +121,24 @@ static size_t items_of(const gmp_doc_stack *s, item *out, size_t max)
     if (k == s->n) /* all internal: shown whole */
         k = 0;
     else if (n < max) {
-        out[n++] = (item){&s->frames[k], 0, k};
+        out[n++] = (item){&s->frames[k], 0, k, 0};
+        for (size_t j = k; j-- > 0 && n < max && !base;)
+            if (s->frames[j].internal == 2)
+                out[n++] = (item){&s->frames[j], 0, 0, 1};
         i = k + 1;
     }
     while (i < s->n && n < max) {
-        if (!s->frames[i].internal) {
-            out[n++] = (item){&s->frames[i], 0, 0};
+        if (!s->frames[i].internal || (s->frames[i].internal == 2 && !base)) {
+            out[n++] = (item){&s->frames[i], 0, 0, 0};
             i++;
             continue;
         }
         size_t r = 0;
-        while (i < s->n && s->frames[i].internal) {
+        while (i < s->n && (s->frames[i].internal == 1 || (s->frames[i].internal && base))) {
             r++;
             i++;
         }
-        out[n++] = (item){NULL, r, 0};
+        out[n++] = (item){NULL, r, 0, 0};
     }
     return n;
 }
@@ -140,29 +147,51 @@ static int item_eq(const item *a, const item *b)
 {
     if (!a->f || !b->f)
         return !a->f && !b->f && a->folded == b->folded;
-    return a->inside == b->inside && a->f->display.len == b->f->display.len &&
+    return a->inside == b->inside && a->via == b->via && a->f->display.len == b->f->display.len &&
            memcmp(a->f->display.ptr, b->f->display.ptr, a->f->display.len) == 0;
 }
 
-static int frames_same(const gmp_doc_stack *a, const gmp_doc_stack *b)
+enum { MAXI = 64 };   /* items compared: stacks alike further than this are alike enough */
+enum { MAXF = 1024 }; /* frames of a stack told apart (the report keeps at most 256) */
+
+/* Tells apart a and b, alike even whole once folded, by the frame that differs
+ * (gmp_frames_apart): each gets its own copy of its frames, that frame marked 2 (shown). */
+static int tell_apart(gmp_doc *d, gmp_doc_stack *a, gmp_doc_stack *b)
 {
-    if (a->n != b->n)
+    if (a->n != b->n || a->n > MAXF || a->show_all || b->show_all)
         return 0;
-    for (size_t i = 0; i < a->n; i++)
-        if (a->frames[i].display.len != b->frames[i].display.len ||
-            memcmp(a->frames[i].display.ptr, b->frames[i].display.ptr, a->frames[i].display.len) !=
-                0 ||
-            a->frames[i].address != b->frames[i].address)
-            return 0;
-    return 1;
+    gmp_str *na = malloc(2 * a->n * sizeof *na);
+    uint8_t *h = malloc(2 * a->n);
+    int done = 0;
+    if (na && h) {
+        gmp_str *nb = na + a->n;
+        uint8_t *ha = h, *hb = h + a->n;
+        for (size_t i = 0; i < a->n; i++) {
+            na[i] = a->frames[i].display;
+            nb[i] = b->frames[i].display;
+            ha[i] = (uint8_t)a->frames[i].internal;
+            hb[i] = (uint8_t)b->frames[i].internal;
+        }
+        gmp_doc_frame *ca = gmp_frames_apart(na, ha, a->n, nb, hb, b->n)
+                                ? gmp_doc_alloc(d, 2 * a->n * sizeof *ca)
+                                : NULL;
+        if (ca) {
+            gmp_doc_frame *cb = ca + a->n;
+            memcpy(ca, a->frames, a->n * sizeof *ca);
+            memcpy(cb, b->frames, b->n * sizeof *cb);
+            for (size_t i = 0; i < a->n; i++) {
+                ca[i].internal = ha[i];
+                cb[i].internal = hb[i];
+            }
+            a->frames = ca;
+            b->frames = cb;
+            done = 1;
+        }
+    }
+    free(na);
+    free(h);
+    return done;
 }
-
-static void unfold(gmp_doc_stack *s)
-{
-    s->show_all = 1;
-}
-
-enum { MAXI = 64 }; /* items compared: stacks alike further than this are alike enough */
 
 /* The items of each row's stack, computed once per table (rows x MAXI). */
 typedef struct rowitems {
@@ -179,19 +208,22 @@ static size_t common_prefix(const rowitems *a, const rowitems *b, int *same)
     return k;
 }
 
-static void table_apart(gmp_doc_block *tb)
+static void table_apart(gmp_doc *d, gmp_doc_block *tb)
 {
     if (tb->nrows < 2 || tb->nrows > 2000)
         return;
-    rowitems *ri = NULL;
+    rowitems *ri = NULL, *rb = NULL; /* as shown; as folded (base) */
     for (size_t c = 0; c < tb->ncols; c++) {
         if (tb->cols[c].type != GMP_DOC_STACK)
             continue;
-        if (!ri && !(ri = malloc(tb->nrows * sizeof *ri)))
+        if (!ri && !(ri = malloc(2 * tb->nrows * sizeof *ri)))
             return;
+        rb = ri + tb->nrows;
         for (size_t i = 0; i < tb->nrows; i++) {
             const gmp_doc_val *v = &tb->cells[i * tb->ncols + c];
-            ri[i].n = v->type == GMP_DOC_STACK ? items_of(v->stack, ri[i].it, MAXI) : 0;
+            int st = v->type == GMP_DOC_STACK;
+            ri[i].n = st ? items_of(v->stack, ri[i].it, MAXI, 0) : 0;
+            rb[i].n = st ? items_of(v->stack, rb[i].it, MAXI, 1) : 0;
         }
         for (size_t i = 0; i < tb->nrows; i++) {
             gmp_doc_val *vi = &tb->cells[i * tb->ncols + c];
@@ -199,21 +231,20 @@ static void table_apart(gmp_doc_block *tb)
                 continue;
             for (size_t j = i + 1; j < tb->nrows; j++) {
                 gmp_doc_val *vj = &tb->cells[j * tb->ncols + c];
-                if (!ri[j].n || !item_eq(&ri[i].it[0], &ri[j].it[0]))
+                if (!ri[j].n || !item_eq(&rb[i].it[0], &rb[j].it[0]))
                     continue; /* the usual case: different from the first item on */
                 int same;
-                size_t k = common_prefix(&ri[i], &ri[j], &same);
                 gmp_doc_stack *a = (gmp_doc_stack *)vi->stack, *b = (gmp_doc_stack *)vj->stack;
-                if (same) {
-                    if (frames_same(a, b))
-                        continue; /* the same call site (e.g. in two kinds) */
-                    /* alike even whole: show their internal frames */
-                    unfold(a);
-                    unfold(b);
-                    ri[i].n = items_of(a, ri[i].it, MAXI);
-                    ri[j].n = items_of(b, ri[j].it, MAXI);
-                    k = common_prefix(&ri[i], &ri[j], &same);
+                /* alike even whole once folded: told apart by the frame that differs, for each
+                 * other stack it looks like (a frame shown for another pair may not differ) */
+                common_prefix(&rb[i], &rb[j], &same);
+                if (same && tell_apart(d, a, b)) {
+                    ri[i].n = items_of(a, ri[i].it, MAXI, 0);
+                    ri[j].n = items_of(b, ri[j].it, MAXI, 0);
                 }
+                size_t k = common_prefix(&ri[i], &ri[j], &same);
+                if (same)
+                    continue; /* the same names (the same call site, e.g. in two kinds) */
                 if (a->min_items < k + 1)
                     a->min_items = k + 1;
                 if (b->min_items < k + 1)
@@ -224,16 +255,16 @@ static void table_apart(gmp_doc_block *tb)
     free(ri);
 }
 
-static void blocks_apart(gmp_doc_block *b)
+static void blocks_apart(gmp_doc *d, gmp_doc_block *b)
 {
     for (gmp_doc_block *c = b->first; c; c = c->next) {
         if (c->kind == GMP_DOC_TABLE)
-            table_apart(c);
-        blocks_apart(c);
+            table_apart(d, c);
+        blocks_apart(d, c);
     }
 }
 
 void gmp_report_stacks_apart(gmp_doc *d)
 {
-    blocks_apart(gmp_doc_root(d));
+    blocks_apart(d, gmp_doc_root(d));
 }

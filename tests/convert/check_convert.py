@@ -385,9 +385,10 @@ def mode_speedscope_structure():
     first = doc["profiles"][0]
     if first["name"] != "GPU 0 (NVIDIA H100 80GB HBM3): live at the peak, bytes":
         fail("first profile %r" % first["name"])
-    # the sample of the 1 GiB allocation: train/step/forward, then its stack outermost first
+    # the sample of the 1 GiB allocation: train/step/forward, then its stack outermost first,
+    # without 0x401000, an address inside no loaded module (folded: docs/stacks.md)
     names = [[frames[i]["name"] for i in s] for s in first["samples"]]
-    want = ["train", "step", "forward", "libtrain.so+0x12340", "0x401000"]
+    want = ["train", "step", "forward", "libtrain.so+0x12340"]
     if names[0] != want or first["weights"][0] != 1 << 30:
         fail("first sample %r (%r)" % (names[0], first["weights"][0]))
     th = [p for p in doc["profiles"] if p["type"] == "evented"]

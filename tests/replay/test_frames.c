@@ -5,7 +5,10 @@
  * the rule table's own patterns and random ones, after the memo starts afresh at its bound, and
  * during a replay whose stacks share frames (a trie), are deeper than the 128 frames the category
  * looks at, and whose modules are defined while it runs. The glob is checked against a plain
- * recursive one. Run all: test_frames; one: test_frames NAME (a cmocka filter). */
+ * recursive one. Named frames as real recordings name them get the class the rules promise
+ * (test_named); C++ names are shortened for one line (test_short_name); a stack's line and two
+ * stacks told apart (test_line_apart). Run all: test_frames; one: test_frames NAME (a cmocka
+ * filter). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -16,8 +19,10 @@
 
 #include <cmocka.h>
 
+#include "gmp_doc.h"
 #include "gmp_frames.h"
 #include "gmp_reader.h"
+#include "gmp_render.h"
 #include "gmp_replay.h"
 #include "replay_tb.h"
 
@@ -276,6 +281,388 @@ static void test_memo_restart(void **state)
     gmp_frame_memo_free(m);
 }
 
+/* ---- named frames: what PyTorch's and CPython's sources call their functions ---- */
+
+typedef struct named {
+    const char *function, *file, *module;
+    gmp_frame_class want;
+} named;
+
+/* Frames as real recordings name them (PyTorch's snapshots, native stacks symbolized), each with
+ * the class the rules must give it (docs/stacks.md, "Frames from user code"). */
+static const named named_frames[] = {
+    /* PyTorch's recorder and allocator (torch/csrc/profiler/unwind/unwind.cpp,
+     * combined_traceback.cpp, torch/csrc/cuda/memory_snapshot.cpp, CUDACachingAllocator.cpp) */
+    {"torch::unwind::unwind()", "??", NULL, GMP_FRAME_INTERNAL},
+    {"torch::CapturedTraceback::gather(bool, bool, bool)", "??", NULL, GMP_FRAME_INTERNAL},
+    {"torch::cuda::(anonymous namespace)::gather_with_cpp()", "memory_snapshot.cpp", NULL,
+     GMP_FRAME_INTERNAL},
+    {"gather_with_cpp", NULL, NULL, GMP_FRAME_INTERNAL},
+    {"c10::cuda::CUDACachingAllocator::Native::DeviceCachingAllocator::malloc(signed char, "
+     "unsigned long, CUstream_st*)",
+     "CUDACachingAllocator.cpp", NULL, GMP_FRAME_INTERNAL},
+    {"c10::CachingDeviceAllocator::DeviceStats::foo()", NULL, NULL, GMP_FRAME_INTERNAL},
+    /* PyTorch's dispatch and bindings: framework */
+    {"at::_ops::bmm::call(at::Tensor const&, at::Tensor const&)", "??", NULL, GMP_FRAME_FRAMEWORK},
+    {"c10::impl::wrap_kernel_functor_unboxed_<c10::impl::detail::WrapFunctionIntoFunctor_<"
+     "c10::CompileTimeFunctionPointer<at::Tensor (at::Tensor const&), &at::wrapper_CUDA_exp>, "
+     "at::Tensor, c10::guts::typelist::typelist<at::Tensor const&> >, at::Tensor (at::Tensor "
+     "const&)>::call(c10::OperatorKernel*, c10::DispatchKeySet, at::Tensor const&)",
+     "RegisterCUDA.cpp", NULL, GMP_FRAME_FRAMEWORK},
+    {"torch::autograd::dispatch_to(at::Tensor const&, c10::Device, bool, bool, "
+     "std::optional<c10::MemoryFormat>)",
+     "python_variable_methods.cpp", NULL, GMP_FRAME_FRAMEWORK},
+    {"_object* torch::autograd::TypeError_to_NotImplemented_<&torch::autograd::THPVariable_div>"
+     "(_object*, _object*, _object*)",
+     "python_variable_methods.cpp", NULL, GMP_FRAME_FRAMEWORK},
+    {"torch::autograd::generated::details::div_tensor_other_backward(at::Tensor const&)", "", NULL,
+     GMP_FRAME_FRAMEWORK},
+    {"torch::dynamo::(anonymous namespace)::GuardManager::check_nopybind(_object*)", "guards.cpp",
+     NULL, GMP_FRAME_FRAMEWORK},
+    {"dynamo__custom_eval_frame", "eval_frame_cpp.cpp", NULL, GMP_FRAME_FRAMEWORK},
+    {"torch::cuda::python::initCommMethods(_object*)::{lambda(pybind11::object, "
+     "std::vector<long>)#1}::operator()(pybind11::object, std::vector<long>) const",
+     NULL, NULL, GMP_FRAME_FRAMEWORK},
+    {"pybind11::cpp_function::initialize<at::Tensor (*&)(at::Tensor const&), at::Tensor, "
+     "at::Tensor const&, pybind11::name>(at::Tensor (*&)(at::Tensor const&), at::Tensor "
+     "(*)(at::Tensor const&), pybind11::name const&)::{lambda(pybind11::detail::"
+     "function_call&)#3}::_FUN(pybind11::detail::function_call&)",
+     NULL, NULL, GMP_FRAME_INTERNAL},
+    {"pybind11::cpp_function::dispatcher(_object*, _object*, _object*)", NULL, NULL,
+     GMP_FRAME_INTERNAL},
+    {"THCPModule_emptyCache(_object*, _object*)", "Module.cpp", NULL, GMP_FRAME_FRAMEWORK},
+    {"c10d::ProcessGroupNCCL::allreduce(std::vector<at::Tensor>&)", NULL, NULL,
+     GMP_FRAME_FRAMEWORK},
+    {NULL, NULL, "/usr/local/cuda/lib64/libcublasLt.so.12", GMP_FRAME_FRAMEWORK},
+    /* autograd's nodes: where a backward allocation opens */
+    {"torch::autograd::generated::DivBackward0::apply(std::vector<at::Tensor, "
+     "std::allocator<at::Tensor> >&&)",
+     "??", NULL, GMP_FRAME_USER},
+    {"torch::autograd::AccumulateGrad::apply(std::vector<at::Tensor>&&)", NULL, NULL,
+     GMP_FRAME_USER},
+    {"torch::autograd::PyNode::apply(std::vector<at::Tensor>&&)", "python_function.cpp", NULL,
+     GMP_FRAME_USER},
+    {"void torch::autograd::validate_outputs_impl<torch::autograd::Edge>(std::vector<"
+     "torch::autograd::Edge>&)",
+     NULL, NULL, GMP_FRAME_USER},
+    {"torch::autograd::Engine::evaluate_function(std::shared_ptr<torch::autograd::GraphTask>&)",
+     NULL, NULL, GMP_FRAME_FRAMEWORK},
+    /* CPython's C API and internals (Objects/abstract.c, call.c, methodobject.c, descrobject.c,
+     * typeobject.c, Modules/_threadmodule.c, Python/thread_pthread.h) */
+    {"binary_op1", "/usr/local/src/conda/python-3.12.3/Objects/abstract.c", NULL,
+     GMP_FRAME_INTERNAL},
+    {"binary_op1", "??", NULL, GMP_FRAME_INTERNAL},
+    {"_PyEval_EvalFrameDefault", "??", NULL, GMP_FRAME_INTERNAL},
+    {"_PyObject_VectorcallTstate.lto_priv.4", "", NULL, GMP_FRAME_INTERNAL},
+    {"PyObject_Call", "??", NULL, GMP_FRAME_INTERNAL},
+    {"cfunction_call", "", NULL, GMP_FRAME_INTERNAL},
+    {"method_vectorcall_VARARGS_KEYWORDS", "", NULL, GMP_FRAME_INTERNAL},
+    {"type_call", NULL, NULL, GMP_FRAME_INTERNAL},
+    {"thread_run", "", NULL, GMP_FRAME_INTERNAL},
+    {"thread_run", "_threadmodule.c", NULL, GMP_FRAME_INTERNAL},
+    {"binary_op1", "abstract.c", NULL, GMP_FRAME_INTERNAL},
+    /* the same names in a program of the user's (a file of its own) are the user's */
+    {"thread_run", "/home/u/worker.c", "/home/u/app", GMP_FRAME_USER},
+    {"type_call", "/home/u/types.cu", NULL, GMP_FRAME_USER},
+    {"binary_op_kernel", "/home/u/ops.cu", NULL, GMP_FRAME_USER},
+    {"pythread_wrapper", "", NULL, GMP_FRAME_INTERNAL},
+    {"_run_module_as_main", "<frozen runpy>", NULL, GMP_FRAME_INTERNAL},
+    /* libffi and ctypes (numba's driver calls) */
+    {"ffi_call_unix64", NULL, "/usr/lib/x86_64-linux-gnu/libffi.so.8", GMP_FRAME_INTERNAL},
+    {"ffi_call", NULL, NULL, GMP_FRAME_INTERNAL},
+    {NULL, NULL, "/usr/lib/x86_64-linux-gnu/libffi.so.8", GMP_FRAME_INTERNAL},
+    {NULL, NULL, "/usr/lib/python3.11/lib-dynload/_ctypes.cpython-311-x86_64-linux-gnu.so",
+     GMP_FRAME_INTERNAL},
+    {"_ctypes_callproc", NULL, NULL, GMP_FRAME_INTERNAL},
+    /* Python: torch's own code, installed packages, the standard library, on Linux and on
+     * Windows (backslashes) */
+    {"_call_impl", "/v/lib/python3.11/site-packages/torch/nn/modules/module.py", NULL,
+     GMP_FRAME_INTERNAL},
+    {"_call_impl", "C:\\Users\\me\\venv\\Lib\\site-packages\\torch\\nn\\modules\\module.py", NULL,
+     GMP_FRAME_INTERNAL},
+    {"forward", "C:\\Users\\me\\venv\\Lib\\site-packages\\torch\\nn\\modules\\linear.py", NULL,
+     GMP_FRAME_FRAMEWORK},
+    {"generate", "D:\\envs\\x\\Lib\\site-packages\\transformers\\generation\\utils.py", NULL,
+     GMP_FRAME_FRAMEWORK},
+    {"run", "C:\\Users\\me\\AppData\\Local\\Programs\\Python\\Python311\\Lib\\threading.py", NULL,
+     GMP_FRAME_FRAMEWORK},
+    {"run", "C:\\Users\\me\\miniconda3\\Lib\\threading.py", NULL, GMP_FRAME_FRAMEWORK},
+    {"forward", "C:\\Users\\me\\proj\\model.py", NULL, GMP_FRAME_USER},
+    {"_fn", "/home/a/pytorch/torch/_dynamo/eval_frame.py", NULL, GMP_FRAME_FRAMEWORK},
+    {"runtime_wrapper", "/x/site-packages/torch/_functorch/_aot_autograd/runtime_wrappers.py", NULL,
+     GMP_FRAME_FRAMEWORK},
+    {"call", "/tmp/torchinductor_alice/xy/cxyz3k2.py", NULL, GMP_FRAME_FRAMEWORK},
+    {"forward", "<eval_with_key>.12", NULL, GMP_FRAME_FRAMEWORK},
+    {"__compiled_fn_5", "<eval_with_key>.13", NULL, GMP_FRAME_FRAMEWORK},
+    {"run", "/usr/lib/python3.11/threading.py", NULL, GMP_FRAME_FRAMEWORK},
+    /* the user's code: files of the program, notebook cells, Python special methods */
+    {"forward", "/home/alice/proj/model.py", NULL, GMP_FRAME_USER},
+    {"<module>", "/tmp/ipykernel_1234/3456.py", NULL, GMP_FRAME_USER},
+    {"<module>", "<ipython-input-3-4f5c2a1b>", NULL, GMP_FRAME_USER},
+    {"__init__", "/mnt/data/src/train/trainers.py", NULL, GMP_FRAME_USER},
+    {"__call__", "/tmp/ipykernel_1/2.py", NULL, GMP_FRAME_USER},
+    {"__init__", "/v/lib/python3.11/site-packages/transformers/x.py", NULL, GMP_FRAME_FRAMEWORK},
+    {"__libc_start_main", "??", NULL, GMP_FRAME_INTERNAL},
+    {"main", "train_sim.cu", "/w/build/samples/train_sim", GMP_FRAME_USER},
+    {"myext::fused_rope(at::Tensor const&)", "rope.cpp", NULL, GMP_FRAME_USER},
+    /* an address inside no loaded module: nothing known */
+    {NULL, NULL, NULL, GMP_FRAME_INTERNAL},
+};
+
+static gmp_str s_of(const char *s)
+{
+    return (gmp_str){s ? s : "", s ? (uint32_t)strlen(s) : 0};
+}
+
+static void test_named(void **state)
+{
+    gmp_frame_memo *m = gmp_frame_memo_new();
+    for (size_t i = 0; i < sizeof named_frames / sizeof named_frames[0]; i++) {
+        const named *x = &named_frames[i];
+        gmp_frame_info f = {s_of(x->function), s_of(x->file), s_of(x->module)};
+        const gmp_frame_rule *r = NULL;
+        gmp_frame_class got = gmp_frame_classify(&f, &r);
+        if (got != x->want) {
+            fprintf(stderr, "%s | %s | %s: class %d (rule %s), expected %d\n",
+                    x->function ? x->function : "", x->file ? x->file : "",
+                    x->module ? x->module : "", got, r ? r->what : "none", x->want);
+            fail();
+        }
+        assert_int_equal(gmp_frame_facts_class(gmp_frame_facts_memo(m, &f)), x->want);
+    }
+    gmp_frame_memo_free(m);
+    /* every rule says what it folds and where it comes from */
+    for (size_t i = 0; i < gmp_frame_rule_count(); i++) {
+        const gmp_frame_rule *r = gmp_frame_rule_at(i);
+        assert_true(r->runtime && *r->runtime && r->what && *r->what);
+        assert_true(r->function || r->file || r->module);
+    }
+}
+
+static void short_is(const char *name, const char *want)
+{
+    char buf[256];
+    size_t n = gmp_frame_short_name(s_of(name), buf, sizeof buf);
+    if (n != strlen(want) || strcmp(buf, want) != 0) {
+        fprintf(stderr, "short(%s) = \"%s\", expected \"%s\"\n", name, buf, want);
+        fail();
+    }
+}
+
+static void test_short_name(void **state)
+{
+    short_is("pybind11::cpp_function::initialize<at::Tensor (*&)(at::Tensor const&), at::Tensor>"
+             "(at::Tensor (*&)(at::Tensor const&), pybind11::name const&)::{lambda(pybind11::"
+             "detail::function_call&)#3}::_FUN(pybind11::detail::function_call&)",
+             "pybind11::cpp_function::initialize::{lambda#3}::_FUN");
+    short_is("pybind11::cpp_function::initialize<F, R>(F&&, R (*)())", "pybind11::cpp_function::"
+                                                                       "initialize");
+    short_is("at::TensorBase at::detail::_empty_generic<long>(c10::ArrayRef<long>, "
+             "c10::Allocator*)",
+             "at::detail::_empty_generic");
+    short_is("torch::cuda::(anonymous namespace)::gather_with_cpp()",
+             "torch::cuda::(anonymous namespace)::gather_with_cpp");
+    short_is("c10::impl::wrap_kernel_functor_unboxed_<c10::impl::detail::WrapFunctionIntoFunctor_"
+             "<c10::CompileTimeFunctionPointer<at::Tensor (at::Tensor const&), &at::f>, "
+             "at::Tensor> >::call(c10::OperatorKernel*, c10::DispatchKeySet)",
+             "c10::impl::wrap_kernel_functor_unboxed_::call");
+    short_is("at::native::sumproduct_pair(at::Tensor const&, bool) [clone .constprop.0]",
+             "at::native::sumproduct_pair");
+    short_is("torch::autograd::Node::operator()(std::vector<at::Tensor>&&)",
+             "torch::autograd::Node::operator()");
+    short_is("c10::SymInt::operator<(c10::SymInt const&) const", "c10::SymInt::operator<");
+    short_is("torch::cuda::python::initCommMethods(_object*)::{lambda(pybind11::object)#1}::"
+             "operator()(pybind11::object) const",
+             "torch::cuda::python::initCommMethods::{lambda#1}::operator()");
+    /* C and Python names are kept */
+    short_is("cfunction_call", "cfunction_call");
+    short_is("<module>", "<module>");
+    short_is("make_weights.<locals>.<listcomp>", "make_weights.<locals>.<listcomp>");
+    short_is("", "");
+    /* cut at the buffer */
+    char small[8];
+    assert_int_equal(gmp_frame_short_name(s_of("a::bcdefghijk()"), small, sizeof small), 7);
+    assert_string_equal(small, "a::bcde");
+    /* hostile: brackets that never close, random bytes: bounded, NUL-terminated */
+    static const char alpha[] = "a:<>(){} o";
+    char name[64], out[32];
+    for (int it = 0; it < 100000; it++) {
+        size_t n = rnd(60);
+        for (size_t i = 0; i < n; i++)
+            name[i] = rnd(20) ? alpha[rnd(sizeof alpha - 1)] : "operator"[rnd(8)];
+        size_t k = gmp_frame_short_name((gmp_str){name, (uint32_t)n}, out, sizeof out);
+        assert_true(k < sizeof out && strlen(out) == k);
+    }
+}
+
+static void text_is(const char *fn, const char *file, const char *mod, int python, uint32_t line,
+                    const char *want)
+{
+    gmp_frame_info f = {s_of(fn), s_of(file), s_of(mod)};
+    char buf[256];
+    size_t n = gmp_frame_text(&f, python, line, 0x12340, buf, sizeof buf);
+    if (n != strlen(want) || strcmp(buf, want) != 0) {
+        fprintf(stderr, "text \"%s\", expected \"%s\"\n", buf, want);
+        fail();
+    }
+}
+
+/* A frame's one-line name (gmp_frame_text), as the report's rows show it. */
+static void test_frame_text(void **state)
+{
+    text_is("forward", "/w/model.py", NULL, 1, 42, "forward (/w/model.py:42)");
+    text_is("forward", "C:\\w\\model.py", NULL, 1, 42, "forward (C:\\w\\model.py:42)");
+    text_is("torch::unwind::unwind()", "??", NULL, 1, 0, "torch::unwind::unwind");
+    text_is("torch::cuda::(anonymous namespace)::gather_with_cpp()", "memory_snapshot.cpp", NULL, 1,
+            0, "torch::cuda::(anonymous namespace)::gather_with_cpp (memory_snapshot.cpp)");
+    text_is("thread_run", "", NULL, 1, 0, "thread_run");
+    /* a snapshot's C++ frame with a line (PyTorch's symbolizer found one) */
+    text_is("at::native::foo(at::Tensor const&)", "/src/Foo.cpp", NULL, 1, 12,
+            "at::native::foo (/src/Foo.cpp:12)");
+    text_is("at::native::add_out(at::Tensor&, at::Tensor const&)", "/src/aten/BinaryOps.cpp",
+            "/v/libtorch_cpu.so", 0, 7, "at::native::add_out (BinaryOps.cpp:7)");
+    text_is("main", "/w/train_sim.cu", "/w/train_sim", 0, 0, "main");
+    text_is(NULL, NULL, "/opt/app/libtrain.so", 0, 0, "libtrain.so+0x12340");
+    text_is(NULL, NULL, NULL, 0, 0, "?");
+}
+
+static void line_is(const char *const *names, const uint8_t *hide, size_t n, size_t max,
+                    const char *want)
+{
+    gmp_str s[16];
+    for (size_t i = 0; i < n; i++)
+        s[i] = s_of(names[i]);
+    char buf[512];
+    size_t k = gmp_frames_line(s, hide, n, max, buf, sizeof buf);
+    if (k != strlen(want) || strcmp(buf, want) != 0) {
+        fprintf(stderr, "line \"%s\", expected \"%s\"\n", buf, want);
+        fail();
+    }
+}
+
+static void test_line_apart(void **state)
+{
+    /* the small-step snapshot's two largest backward stacks, shortened: alike once folded */
+    const char *a[] = {"torch::unwind::unwind",
+                       "c10::cuda::X::malloc",
+                       "at::detail::empty_cuda",
+                       "at::_ops::div_Tensor::call",
+                       "torch::autograd::generated::details::div_tensor_other_backward",
+                       "torch::autograd::generated::DivBackward0::apply",
+                       "torch::autograd::Engine::thread_main",
+                       "clone"};
+    const char *b[] = {"torch::unwind::unwind",
+                       "c10::cuda::X::malloc",
+                       "at::detail::empty_cuda",
+                       "at::_ops::neg::call",
+                       "torch::autograd::generated::details::div_tensor_other_backward",
+                       "torch::autograd::generated::DivBackward0::apply",
+                       "torch::autograd::Engine::thread_main",
+                       "clone"};
+    size_t n = 8;
+    uint8_t cls[8], ha[8], hb[8];
+    gmp_frame_info fi[8];
+    for (size_t i = 0; i < n; i++) {
+        fi[i] = (gmp_frame_info){s_of(a[i]), s_of(NULL), s_of(NULL)};
+        cls[i] = (uint8_t)gmp_frame_classify(&fi[i], NULL);
+    }
+    assert_int_equal(gmp_frames_fold(cls, n, ha), 7);
+    memcpy(hb, ha, n);
+    line_is(a, ha, n, 0,
+            "torch::autograd::generated::DivBackward0::apply [+5 inside] < +2 "
+            "internal frames");
+    gmp_str sa[8], sb[8];
+    for (size_t i = 0; i < n; i++) {
+        sa[i] = s_of(a[i]);
+        sb[i] = s_of(b[i]);
+    }
+    /* told apart by the frame that differs nearest the opening frame: the operator called */
+    assert_int_equal(gmp_frames_apart(sa, ha, n, sb, hb, n), 1);
+    assert_int_equal(ha[3], 2);
+    assert_int_equal(hb[3], 2);
+    line_is(a, ha, n, 0,
+            "torch::autograd::generated::DivBackward0::apply [+5 inside, via "
+            "at::_ops::div_Tensor::call] < +2 internal frames");
+    line_is(b, hb, n, 1,
+            "torch::autograd::generated::DivBackward0::apply [+5 inside, via "
+            "at::_ops::neg::call] < ...");
+    /* the same names: nothing to tell them apart; stacks that do not look alike: untouched */
+    memcpy(hb, ha, n);
+    assert_int_equal(gmp_frames_apart(sa, ha, n, sa, hb, n), 0);
+    uint8_t hc[8] = {1, 1, 1, 1, 1, 0, 0, 1};
+    assert_int_equal(gmp_frames_apart(sa, ha, n, sb, hc, n), 0);
+    /* a difference in a later folded run is shown where it is */
+    const char *c[] = {"f (x.py:1)", "_PyEval_EvalFrameDefault (bytecodes.c:10)", "g (x.py:2)"};
+    const char *d[] = {"f (x.py:1)", "_PyEval_EvalFrameDefault (bytecodes.c:20)", "g (x.py:2)"};
+    uint8_t h1[3] = {0, 1, 0}, h2[3] = {0, 1, 0};
+    gmp_str sc[3], sd[3];
+    for (size_t i = 0; i < 3; i++) {
+        sc[i] = s_of(c[i]);
+        sd[i] = s_of(d[i]);
+    }
+    line_is(c, h1, 3, 0, "f (x.py:1) < +1 internal frame < g (x.py:2)");
+    assert_int_equal(gmp_frames_apart(sc, h1, 3, sd, h2, 3), 1);
+    line_is(d, h2, 3, 0, "f (x.py:1) < _PyEval_EvalFrameDefault (bytecodes.c:20) < g (x.py:2)");
+    /* nothing shown (not from gmp_frames_fold): every frame */
+    uint8_t all[3] = {1, 1, 1};
+    line_is(c, all, 3, 2, "f (x.py:1) < _PyEval_EvalFrameDefault (bytecodes.c:10) < ...");
+    /* cut at the buffer, NUL-terminated */
+    char small[10];
+    assert_int_equal(gmp_frames_line(sc, h1, 3, 0, small, sizeof small), 9);
+    assert_string_equal(small, "f (x.py:1");
+}
+
+/* gmp_frames_line writes a stack as the report's text rows show it (gmp_render_text: the stack
+ * cell of a table, four items), over random stacks: folded runs, frames shown to tell a stack
+ * apart inside its first frame and after it. diff builds its lines with gmp_frames_line. */
+static void test_line_is_report(void **state)
+{
+    static const gmp_doc_col col[] = {{"stack", "stack", GMP_DOC_STACK, 0}};
+    char names[12][16];
+    gmp_str ns[12];
+    for (int i = 0; i < 12; i++) {
+        snprintf(names[i], sizeof names[i], "f%d (x:%d)", i, i);
+        ns[i] = s_of(names[i]);
+    }
+    for (int it = 0; it < 2000; it++) {
+        size_t n = 1 + rnd(12);
+        uint8_t hide[12];
+        gmp_doc_frame fr[12];
+        memset(fr, 0, sizeof fr);
+        int shown = 0;
+        for (size_t i = 0; i < n; i++) {
+            hide[i] = (uint8_t)(rnd(3) ? rnd(2) : 2 * rnd(2));
+            shown |= !hide[i];
+        }
+        if (!shown) /* gmp_frames_fold shows at least one frame */
+            hide[rnd((uint32_t)n)] = 0;
+        for (size_t i = 0; i < n; i++) {
+            fr[i].python = 1;
+            fr[i].function = ns[i];
+            fr[i].display = ns[i];
+            fr[i].internal = hide[i];
+        }
+        gmp_doc_stack st = {n, fr, 0, 0};
+        gmp_doc *d = gmp_doc_new();
+        gmp_doc_block *t = gmp_doc_table(d, gmp_doc_root(d), "t", col, 1);
+        gmp_doc_row(d, t)[0] = gmp_dv_stack(&st);
+        char *out = NULL;
+        size_t outn = 0;
+        FILE *f = open_memstream(&out, &outn);
+        assert_int_equal(gmp_render_text(d, f, &(gmp_render_opts){0}), GMP_OK);
+        fclose(f);
+        char want[1024];
+        gmp_frames_line(ns, hide, n, 4, want, sizeof want);
+        char *line = strstr(out, want);
+        if (!line || line[strlen(want)] != '\n' || (line > out && line[-1] != '\n')) {
+            fprintf(stderr, "gmp_frames_line \"%s\" not a row of:\n%s\n", want, out);
+            fail();
+        }
+        free(out);
+        gmp_doc_free(d);
+    }
+}
+
 /* ---- the replay's cache ---- */
 
 typedef struct cat_check {
@@ -446,10 +833,18 @@ static void test_replay_category(void **state)
 int main(int argc, char **argv)
 {
     const struct CMUnitTest tests[] = {
+        /* one a line: CMakeLists.txt registers each line's test (clang-format would pack them) */
+        // clang-format off
         cmocka_unit_test(test_glob),
         cmocka_unit_test(test_memo_same),
         cmocka_unit_test(test_memo_restart),
         cmocka_unit_test(test_replay_category),
+        cmocka_unit_test(test_named),
+        cmocka_unit_test(test_short_name),
+        cmocka_unit_test(test_line_apart),
+        cmocka_unit_test(test_frame_text),
+        cmocka_unit_test(test_line_is_report),
+        // clang-format on
     };
     if (argc > 1)
         cmocka_set_test_filter(argv[1]);

@@ -436,7 +436,7 @@ def main():
                 # --all-frames: nothing folded, the recorder's frames first
                 out, _ = run([gmp, "report", path, "--by", "stack", "--top", "1",
                               "--all-frames"], tmp)
-                if "internal frame" in out.decode() or "torch::unwind::unwind()" not in \
+                if "internal frame" in out.decode() or "torch::unwind::unwind" not in \
                         out.decode():
                     sys.exit("%s: --all-frames folded something" % snap)
                 # speedscope by the same rules: the innermost frame of the heaviest samples of
@@ -448,7 +448,7 @@ def main():
                     names = [f["name"] for f in s["shared"]["frames"]]
                     p = s["profiles"][0]
                     heavy = sorted(zip(p["weights"], p["samples"]), reverse=True)[:4]
-                    inner = [names[smp[-1]] for _, smp in heavy if len(smp) > 1]
+                    inner = [names[smp[-1]] for _, smp in heavy if smp]
                     unwind = any(n.startswith("torch::unwind::unwind") for n in inner)
                     if not inner or unwind != want_unwind:
                         sys.exit("%s: speedscope %s: innermost frames %r" % (snap, extra, inner))
@@ -556,7 +556,9 @@ def main():
                 sys.exit("categories table on a trace without PyTorch frames")
         elif mode == "alike":
             # two different call sites never render the same: stacks alike in their first four
-            # items show a fifth; stacks alike even whole when folded are shown unfolded
+            # items show a fifth; stacks alike even whole when folded are told apart by the
+            # frame that differs ("via"), the user frame still first; one call site whose outer
+            # frames are addresses inside no loaded module is one row
             run([gen, "report", "alike", "alike.zst"], tmp)
             for fmt in ("text", "markdown", "html"):
                 o, _ = run([gmp, "report", "alike.zst", "-f", fmt, "--by", "stack"], tmp)
@@ -565,10 +567,20 @@ def main():
                              "CUDACachingAllocator::allocate"):
                     if want not in t:
                         sys.exit("%s: %r not shown:\n%s" % (fmt, want, t))
+                if fmt == "text":
+                    for want in ("user (u.py:9) [+1 inside, via c10::cuda::CUDACachingAllocator::"
+                                 "malloc]", " 8.00 MiB   7.4%      2  libx.so+0x10\n"):
+                        if want not in t:
+                            sys.exit("text: %r not shown:\n%s" % (want, t))
+                for bad in ("0x100001000000", "0x120009000000", "(unsigned long)"):
+                    if bad in t:
+                        sys.exit("%s: %r shown:\n%s" % (fmt, bad, t))
             o, _ = run([gmp, "report", "alike.zst", "-f", "json", "--by", "stack"], tmp)
             rows = json.loads(o)["devices"][0]["live_at_peak_by_stack"]
             eq("json keeps the internal marks", [any(f.get("internal") for f in r["stack"])
-                                                 for r in rows], [False, False, True, True])
+                                                 for r in rows], [False, False, True, True, False])
+            eq("json: no frame outside every module", [f["address"] for f in rows[4]["stack"]],
+               ["0x7f0000000010"])
         elif mode == "noalloc":
             # a trace without allocations: no peak and no time for it (it was "0 B at -1.000000
             # s", a time before the trace began), in every format

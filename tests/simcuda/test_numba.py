@@ -179,6 +179,15 @@ for label, cmd in (("alone", prog), ("under gpumemprof run",
         fails.append("numba on the CUDA 13 driver %s: exit %d, stderr %r"
                      % (label, p.returncode, e[-600:]))
 
+# the report opens every stack at the program's line (docs/stacks.md, "Frames from user code"):
+# ctypes' and libffi's frames, the interpreter's and numba's are folded (they led every stack)
+rep = subprocess.run([a.gpumemprof, "report", "-f", "json", "--by", "stack", "--top", "0", trace],
+                     env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=60)
+rows = [r for d in json.loads(rep.stdout or b"{}").get("devices", [])
+        for r in d.get("live_at_peak_by_stack", [])] if rep.returncode == 0 else []
+firsts = [next((f for f in r["stack"] if not f.get("internal")), {}) for r in rows]
+if not rows or any(os.path.basename(f.get("file") or "") != "numba_prog.py" for f in firsts):
+    fails.append("report: stacks open at %r" % [(f.get("function"), f.get("file")) for f in firsts])
 for f in fails:
     print("FAIL: " + f)
 if fails:

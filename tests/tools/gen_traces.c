@@ -697,7 +697,9 @@ static void report_noalloc(const char *out)
 
 /* Stacks that would look alike in a table (docs/stacks.md, "Frames from user code": two different
  * call sites never render the same): A and B share their four innermost frames and differ in the
- * fifth; C and D differ only in an internal frame folded inside the same user frame. */
+ * fifth; C and D differ only in an internal frame folded inside the same user frame. E and F are
+ * one call site whose outer "frames" are addresses inside no loaded module (what a frame-pointer
+ * walk reads off the stack: device pointers): one stack. */
 static void report_alike(const char *out)
 {
     tb b;
@@ -724,6 +726,13 @@ static void report_alike(const char *out)
     tb_alloc(&b, 0, US(2), 0, GMP_MEM_DEVICE, 0x5000000, 30 * TB_MiB, m, 0, outer[1]);
     tb_alloc(&b, 0, US(3), 0, GMP_MEM_DEVICE, 0x9000000, 20 * TB_MiB, m, 0, sc);
     tb_alloc(&b, 0, US(4), 0, GMP_MEM_DEVICE, 0xd000000, 10 * TB_MiB, m, 0, sd);
+    tb_module(&b, 1, "/opt/app/libx.so", 0x7f0000000000ull, 0x7f0000000000ull, 0x100000);
+    for (int k = 0; k < 2; k++) {
+        uint32_t raw = gmp_writer_stack_native(b.w, 0, k ? 0x120009000000ull : 0x100001000000ull);
+        uint32_t site = gmp_writer_stack_native(b.w, raw, 0x7f0000000010ull);
+        tb_alloc(&b, 0, US(5 + k), 0, GMP_MEM_DEVICE, 0x11000000 + (uint64_t)k * 0x1000000,
+                 4 * TB_MiB, m, 0, site);
+    }
     tb_close(&b);
 }
 
