@@ -167,7 +167,8 @@ static void set_cursor(gmp_tui_state *s, uint64_t idx)
 /* How a trace opens (not followed): on the device of its first OOM or failed allocation (the
  * finding a user opens it for), else the first device; grouped by user frame (the call stack
  * from the innermost user frame outwards) when no allocation was made inside a range (a PyTorch
- * snapshot: the report groups by user frame then too), else by range. */
+ * snapshot without record_function annotations: the report groups by user frame then too), else
+ * by range. */
 static void open_view(gmp_tui_state *s)
 {
     gmp_tui_model *m = gmp_tui_cur_model(s);

@@ -342,7 +342,8 @@ static int site_lines(gmp_tui_state *s, const gmp_tui_site *site, int y, int r, 
 }
 
 /* At an OOM or a failed allocation: the request that failed, with its stack. Returns 1 when the
- * cursor is on one. */
+ * cursor is on one. A failed allocation that an OOM reports (GMP_TUI_EVF_REPORTED) is that OOM's
+ * request: shown as the OOM (its API, range, stack, the driver's free bytes). */
 static int request_focus(gmp_tui_state *s, int y, int h, int x, int w)
 {
     gmp_tui_model *m = gmp_tui_cur_model(s);
@@ -350,16 +351,32 @@ static int request_focus(gmp_tui_state *s, int y, int h, int x, int w)
     if (!m || s->cursor == GMP_TUI_NOEV || gmp_tui_model_read(m, s->cursor, &ev, 1) != 1 ||
         (ev.op != GMP_TUI_EV_OOM && ev.op != GMP_TUI_EV_FAILED))
         return 0;
+    /* the pair: the failed allocation (its memory kind) and the OOM that reports it */
+    unsigned kind = GMP_MEM_DEVICE; /* an OOM alone does not say */
+    uint64_t fi = GMP_TUI_NOEV, oi = GMP_TUI_NOEV;
+    if (ev.op == GMP_TUI_EV_FAILED && (ev.flags & GMP_TUI_EVF_REPORTED)) {
+        fi = s->cursor; /* its OOM: the device's next one (none comes between them) */
+        oi = gmp_tui_model_find(m, fi, 1, 1u << GMP_TUI_EV_OOM, ev.device);
+    } else if (ev.op == GMP_TUI_EV_OOM) {
+        oi = s->cursor;
+        fi = gmp_tui_model_find(m, oi, 0, 1u << GMP_TUI_EV_FAILED, ev.device);
+    }
+    gmp_tui_ev fe, oe;
+    if (fi != GMP_TUI_NOEV && oi != GMP_TUI_NOEV && gmp_tui_model_read(m, fi, &fe, 1) == 1 &&
+        (fe.flags & GMP_TUI_EVF_REPORTED) && gmp_tui_model_read(m, oi, &oe, 1) == 1 &&
+        gmp_tui_model_find(m, fi, 1, 1u << GMP_TUI_EV_OOM, ev.device) == oi) {
+        kind = fe.flags & GMP_TUI_EVF_KIND;
+        ev = oe;
+    }
     const gmp_tui_site *site = NULL;
     const gmp_replay_oom *o = NULL;
     if (ev.op == GMP_TUI_EV_OOM) {
         o = gmp_replay_oom_at(gmp_tui_model_replay(m), (size_t)ev.key);
         if (o)
-            site = gmp_tui_tree_request(s->tree, o->device, GMP_MEM_DEVICE, o->api, o->range,
-                                        o->stack);
+            site = gmp_tui_tree_request(s->tree, o->device, kind, o->api, o->range, o->stack);
     } else {
-        site = gmp_tui_tree_request(s->tree, ev.device, ev.flags, ev.site, (uint32_t)(ev.key >> 32),
-                                    (uint32_t)ev.key);
+        site = gmp_tui_tree_request(s->tree, ev.device, ev.flags & GMP_TUI_EVF_KIND, ev.site,
+                                    (uint32_t)(ev.key >> 32), (uint32_t)ev.key);
     }
     char b[64], t[48], line[600];
     int r = 1;
@@ -472,7 +489,7 @@ static void event_text(gmp_tui_state *s, const gmp_tui_ev *ev, char *line, size_
             site = gmp_tui_tree_request(s->tree, o->device, GMP_MEM_DEVICE, o->api, o->range,
                                         o->stack);
     } else if (ev->op == GMP_TUI_EV_FAILED) {
-        site = gmp_tui_tree_request(s->tree, ev->device, ev->flags, ev->site,
+        site = gmp_tui_tree_request(s->tree, ev->device, ev->flags & GMP_TUI_EVF_KIND, ev->site,
                                     (uint32_t)(ev->key >> 32), (uint32_t)ev->key);
     }
     /* where it happened: its range, else the first frame its stack shows (the user's), else its
@@ -666,12 +683,9 @@ static int findings_line(const gmp_tui_state *s, gmp_tui_model *m, char *out, si
     } while (0)
     ADD("findings: ");
     const size_t base = len;
-    uint64_t nfail = 0;
-    for (size_t i = 0; i < gmp_tui_model_ndevs(m); i++) {
-        const gmp_tui_dev *d = gmp_tui_model_dev(m, i);
-        if (d->d)
-            nfail += d->d->ooms + d->d->failed_allocs;
-    }
+    uint64_t nfail = 0; /* a failed allocation and the OOM that reports it: one failure */
+    for (size_t i = 0; i < gmp_tui_model_ndevs(m); i++)
+        nfail += gmp_tui_model_dev(m, i)->failures;
     uint64_t oi = gmp_tui_model_find(m, GMP_TUI_NOEV, 1,
                                      1u << GMP_TUI_EV_OOM | 1u << GMP_TUI_EV_FAILED, INT32_MIN);
     gmp_tui_ev ev;

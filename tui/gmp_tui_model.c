@@ -48,6 +48,14 @@ struct gmp_tui_model {
     unsigned bucket_shift; /* bucket_ns = 1 << bucket_shift */
     int have_t0;
     uint64_t nooms, nnotices;
+    /* per device (by id + 1): its last failed allocation not yet followed by an OOM (an OOM that
+     * reports it marks it GMP_TUI_EVF_REPORTED), and how many OOMs reported one */
+    struct {
+        uint64_t index, size;
+        uint32_t api, stack, tid;
+        int has;
+    } last_failed[MAX_DEVS];
+    uint64_t reported[MAX_DEVS];
     gmp_tui_dev slot[MAX_DEVS]; /* by id + 1 */
     uint64_t cur_alloc[MAX_DEVS], cur_res[MAX_DEVS];
     uint64_t *rare; /* indices of the events that are not ALLOC, FREE or POOL, in order */
@@ -328,10 +336,19 @@ static gmp_err on_alloc(void *ctx, gmp_replay *rp, const gmp_replay_mem *mev)
         ev.size = rm->size;
         ev.site = rm->api;
         ev.key = (uint64_t)rm->range << 32 | rm->stack; /* the request's range and stack */
-        ev.flags = (uint8_t)(rm->kind < 256 ? rm->kind : 0);
+        ev.flags = (uint8_t)(rm->kind <= GMP_TUI_EVF_KIND ? rm->kind : 0);
         ev.device = (int16_t)rm->device;
         ev.allocated = mev->dev ? mev->dev->allocated : 0;
         ev.reserved = mev->dev ? mev->dev->reserved : 0;
+        if (rm->device >= -1 && rm->device < MAX_DEVS - 1) {
+            int k = rm->device + 1;
+            m->last_failed[k].index = m->nev;
+            m->last_failed[k].size = rm->size;
+            m->last_failed[k].api = rm->api;
+            m->last_failed[k].stack = rm->stack;
+            m->last_failed[k].tid = mev->rec->tid;
+            m->last_failed[k].has = 1;
+        }
         return log_ev(m, rp, &ev);
     }
     if ((mev->status != GMP_REPLAY_OK && mev->status != GMP_REPLAY_REPLACED) || !mev->alloc)
@@ -403,10 +420,37 @@ static gmp_err on_peak(void *ctx, gmp_replay *rp, const gmp_replay_device *dev, 
     return GMP_OK;
 }
 
+/* Sets flag on logged event i (still in the write buffer, else in the file). */
+static void mark_event(gmp_tui_model *m, uint64_t i, uint8_t flag)
+{
+    uint64_t first = m->nev - m->nwbuf; /* the buffer's first event */
+    if (i >= first) {
+        m->wbuf[i - first].flags |= flag;
+        return;
+    }
+    gmp_tui_ev ev;
+    if (read_at(m->evfd, &ev, sizeof ev, i * sizeof ev) != sizeof ev)
+        return; /* (then it stays a failure of its own) */
+    ev.flags |= flag;
+    if (pwrite(m->evfd, &ev, sizeof ev, (off_t)(i * sizeof ev)) != (ssize_t)sizeof ev)
+        m->werr = GMP_ERR_IO;
+}
+
 static gmp_err on_oom(void *ctx, gmp_replay *rp, const gmp_replay_oom *o)
 {
     gmp_tui_model *m = ctx;
     gmp_tui_ev ev;
+    if (o->device >= -1 && o->device < MAX_DEVS - 1) {
+        /* the failed allocation of the same request, just before it (GMP_TUI_EVF_REPORTED) */
+        int k = o->device + 1;
+        if (m->last_failed[k].has && m->last_failed[k].size == o->requested &&
+            m->last_failed[k].api == o->api && m->last_failed[k].stack == o->stack &&
+            m->last_failed[k].tid == o->tid) {
+            mark_event(m, m->last_failed[k].index, GMP_TUI_EVF_REPORTED);
+            m->reported[k]++;
+        }
+        m->last_failed[k].has = 0;
+    }
     memset(&ev, 0, sizeof ev);
     ev.time_ns = o->time_ns;
     ev.op = GMP_TUI_EV_OOM;
@@ -820,9 +864,13 @@ gmp_err gmp_tui_model_build(gmp_tui_model **out, gmp_reader *r, char *msg, size_
         gmp_tui_model_free(m);
         return GMP_ERR_NOMEM;
     }
-    for (int s = 0; s < MAX_DEVS; s++)
-        if (dev_listed(&m->slot[s]))
-            m->devs[m->ndevs++] = m->slot[s];
+    for (int s = 0; s < MAX_DEVS; s++) {
+        gmp_tui_dev *d = &m->slot[s];
+        if (d->d)
+            d->failures = d->d->ooms + d->d->failed_allocs - m->reported[s];
+        if (dev_listed(d))
+            m->devs[m->ndevs++] = *d;
+    }
     *out = m;
     return GMP_OK;
 }
@@ -1109,6 +1157,9 @@ typedef struct op_arg {
 static int match_op(const gmp_tui_ev *ev, const void *arg)
 {
     const op_arg *a = arg;
+    if (ev->op == GMP_TUI_EV_FAILED && (ev->flags & GMP_TUI_EVF_REPORTED) &&
+        (a->mask >> GMP_TUI_EV_OOM & 1u))
+        return 0; /* one failure: its OOM is the stop */
     return (a->mask >> ev->op & 1u) && (a->dev == INT32_MIN || ev->device == a->dev);
 }
 

@@ -36,7 +36,8 @@ enum {
     GMP_TUI_EV_OOM,     /* size: requested; key: the OOM's index (gmp_replay_oom_at, which has
                            its API, range and stack) */
     GMP_TUI_EV_FAILED,  /* a failed allocation: size requested; site: API string id; key: range
-                           id << 32 | stack id; flags: the memory kind */
+                           id << 32 | stack id; flags: the memory kind (GMP_TUI_EVF_KIND), and
+                           GMP_TUI_EVF_REPORTED */
     GMP_TUI_EV_BADFREE, /* free of an address not live (unknown or double): key address */
     GMP_TUI_EV_ALERT,   /* size: live bytes; key: threshold */
     GMP_TUI_EV_NOTICE,  /* key: the notice's index (gmp_replay_notice_at) */
@@ -46,6 +47,12 @@ enum {
 
 #define GMP_TUI_EVF_COUNTED 1 /* the event changed the device's allocated bytes */
 #define GMP_TUI_EVF_DOUBLE 2  /* BADFREE: a double free */
+#define GMP_TUI_EVF_KIND 0x7f /* FAILED: the memory kind (GMP_MEM_KIND_COUNT is below it) */
+/* FAILED: an OOM logged after it reports the same request, so that the two are one failure (a
+ * live trace writes a failed cudaMalloc as the failed ALLOC, then the OOM, collectors/gmp_cupti.c;
+ * a PyTorch snapshot's `oom` entry is imported the same way): the OOM on the same device and
+ * thread, with the same size, API and stack, and no other OOM on that device between them. */
+#define GMP_TUI_EVF_REPORTED 0x80
 
 typedef struct gmp_tui_ev {
     uint64_t time_ns;
@@ -79,6 +86,9 @@ typedef struct gmp_tui_dev {
     gmp_tui_bucket *buckets;    /* GMP_TUI_BUCKETS */
     uint64_t peak_index;        /* the logged event that reached the peak of allocated */
     int has_peak;
+    /* failed requests: failed allocations and OOMs, a failed allocation and the OOM that reports
+     * it (GMP_TUI_EVF_REPORTED) counted once */
+    uint64_t failures;
 } gmp_tui_dev;
 
 typedef struct gmp_tui_model gmp_tui_model;
@@ -114,7 +124,8 @@ uint64_t gmp_tui_model_count_until(const gmp_tui_model *m, uint64_t t);
 gmp_err gmp_tui_model_live(const gmp_tui_model *m, uint64_t index, gmp_tui_live **out, size_t *n);
 
 /* The next / previous logged event after / before `index` whose op is in the mask (1 << op), on
- * device dev (INT32_MIN: any); UINT64_MAX when none. */
+ * device dev (INT32_MIN: any); UINT64_MAX when none. With OOMs in the mask, a failed allocation
+ * that an OOM reports (GMP_TUI_EVF_REPORTED) is skipped: the failure stops at its OOM once. */
 uint64_t gmp_tui_model_find(const gmp_tui_model *m, uint64_t index, int forward, unsigned opmask,
                             int32_t dev);
 /* The next logged ALLOC at or after `index` (backward: at or before) whose site is marked in

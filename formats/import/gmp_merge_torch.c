@@ -47,7 +47,9 @@ typedef struct idmap {
 typedef struct tranges {
     uint32_t tid;
     uint32_t n, cap;
-    uint32_t *st;
+    uint32_t *st;     /* output ids */
+    uint32_t *in;     /* the same ranges' ids in the trace */
+    uint64_t *at;     /* when each was pushed (M->range_tick) */
     uint64_t changed; /* when its stack last changed (M->range_tick) */
 } tranges;
 
@@ -80,6 +82,13 @@ typedef struct mrg {
     tranges *trs;
     size_t ntrs, captrs;
     uint64_t range_tick;
+    gmp_reader *rt; /* the trace (pass 2): its ranges' names */
+    struct {        /* the last user_metadata path matched against the trace's open ranges */
+        uint32_t sid;
+        uint64_t tick;
+        size_t th; /* index into trs + 1; 0: no match */
+        uint32_t k;
+    } mcache;
     uint32_t dom_meta, dom_ann; /* the snapshot's string ids of the importer's domains (0: none) */
     uint32_t dom_other[8];      /* other domains seen (compile_context's) */
     unsigned ndom_other;
@@ -342,8 +351,9 @@ static void emit_notice(mrg *M, uint32_t tid, uint32_t severity, const char *tex
     emit(M, tid, &r, t);
 }
 
-/* The trace's ranges as they are merged: a PUSH or POP (output ids) of thread tid. */
-static void track_range(mrg *M, uint32_t tid, unsigned type, uint32_t range)
+/* The trace's ranges as they are merged: a PUSH or POP of thread tid (range: the output id, in:
+ * the trace's). */
+static void track_range(mrg *M, uint32_t tid, unsigned type, uint32_t range, uint32_t in)
 {
     uint64_t *v = gmp_omap_get(&M->tridx, tid);
     if (!v) {
@@ -364,7 +374,7 @@ static void track_range(mrg *M, uint32_t tid, unsigned type, uint32_t range)
             failf(M, GMP_ERR_NOMEM, "out of memory");
             return;
         }
-        M->trs[M->ntrs] = (tranges){tid, 0, 0, NULL, 0};
+        M->trs[M->ntrs] = (tranges){tid, 0, 0, NULL, NULL, NULL, 0};
         *v = ++M->ntrs;
     }
     tranges *t = &M->trs[*v - 1];
@@ -374,13 +384,21 @@ static void track_range(mrg *M, uint32_t tid, unsigned type, uint32_t range)
         if (t->n == t->cap) {
             uint32_t nc = t->cap ? t->cap * 2 : 16;
             uint32_t *n = realloc(t->st, nc * sizeof *n);
-            if (!n) {
+            if (n)
+                t->st = n;
+            uint32_t *ni = n ? realloc(t->in, nc * sizeof *ni) : NULL;
+            if (ni)
+                t->in = ni;
+            uint64_t *na = ni ? realloc(t->at, nc * sizeof *na) : NULL;
+            if (!na) {
                 failf(M, GMP_ERR_NOMEM, "out of memory");
                 return;
             }
-            t->st = n;
+            t->at = na;
             t->cap = nc;
         }
+        t->in[t->n] = in;
+        t->at[t->n] = M->range_tick + 1;
         t->st[t->n++] = range;
     } else {
         uint32_t k = t->n;
@@ -452,6 +470,92 @@ static int snap_range_source(mrg *M, gmp_reader *r, uint32_t id)
     return src;
 }
 
+static int same_name(gmp_reader *ra, uint32_t a, gmp_reader *rb, uint32_t b)
+{
+    gmp_str x = gmp_reader_string(ra, a), y = gmp_reader_string(rb, b);
+    return x.len == y.len && (!x.len || (x.ptr && y.ptr && memcmp(x.ptr, y.ptr, x.len) == 0));
+}
+
+/* 1 when the path of the trace's range tin ends with the snapshot's range path sid (a
+ * user_metadata path: from the root), name for name, the domains aside. */
+static int path_ends_with(const mrg *M, gmp_reader *rs, uint32_t tin, uint32_t sid)
+{
+    for (unsigned d = 0; sid && d < MAX_DEPTH; d++) {
+        const gmp_rec_range *gs = gmp_reader_range(rs, sid);
+        const gmp_rec_range *gt = tin ? gmp_reader_range(M->rt, tin) : NULL;
+        if (!gs || !gt || !same_name(M->rt, gt->name, rs, gs->name))
+            return 0;
+        sid = gs->parent;
+        tin = gt->parent;
+    }
+    return !sid;
+}
+
+/* The trace's open range whose path ends with the snapshot's user_metadata path sid: the hooks
+ * set user_metadata to the path of the ranges they opened (agent/python/sitecustomize.py), which
+ * the trace may have under the program's own outer ranges (`train/model/...` for `model/...`).
+ * On any thread; of several, the one pushed last. 1 with *th (index into trs) and *k (its
+ * depth), 0 when none. */
+static int trace_range_ending(mrg *M, gmp_reader *rs, uint32_t sid, size_t *th, uint32_t *k)
+{
+    if (!M->rt || !sid)
+        return 0;
+    if (M->mcache.sid != sid || M->mcache.tick != M->range_tick) {
+        size_t bt = 0;
+        uint32_t bk = 0;
+        uint64_t best = 0;
+        for (size_t i = 0; i < M->ntrs; i++)
+            for (uint32_t j = M->trs[i].n; j-- > 0;)
+                if (M->trs[i].at[j] > best && path_ends_with(M, rs, M->trs[i].in[j], sid)) {
+                    best = M->trs[i].at[j];
+                    bt = i + 1;
+                    bk = j;
+                }
+        M->mcache.sid = sid;
+        M->mcache.tick = M->range_tick;
+        M->mcache.th = bt;
+        M->mcache.k = bk;
+    }
+    if (!M->mcache.th)
+        return 0;
+    *th = M->mcache.th - 1;
+    *k = M->mcache.k;
+    return 1;
+}
+
+/* The output range of a snapshot block whose range rid (the snapshot's) holds a user_metadata
+ * path: that path's range of the trace, open at this time (trace_range_ending), with what the
+ * snapshot has inside the path (a compiled region) under it; 0 when the trace has none open. The
+ * block is written on that range's thread (*tid). */
+static uint32_t metadata_in_trace(mrg *M, gmp_reader *rs, uint32_t rid, uint32_t *tid)
+{
+    uint32_t inner[8];
+    unsigned ni = 0;
+    uint32_t sid = rid;
+    const gmp_rec_range *g;
+    while ((g = sid ? gmp_reader_range(rs, sid) : NULL) != NULL &&
+           domain_class(M, rs, g->domain) != 1) { /* to the path's innermost range */
+        if (ni == sizeof inner / sizeof inner[0])
+            return 0;
+        inner[ni++] = sid;
+        sid = g->parent;
+    }
+    if (!g)
+        return 0;
+    size_t th;
+    uint32_t k;
+    if (!trace_range_ending(M, rs, sid, &th, &k))
+        return 0;
+    uint32_t out = M->trs[th].st[k];
+    *tid = M->trs[th].tid;
+    while (ni--) {
+        g = gmp_reader_range(rs, inner[ni]);
+        out = gmp_writer_range(M->w, out, map_string(M, &M->ms, rs, g->domain),
+                               map_string(M, &M->ms, rs, g->name));
+    }
+    return out;
+}
+
 /* An event of the trace, its ids renumbered; a segment's allocation and free become a pool. */
 static void put_trace(mrg *M, gmp_reader *r, const gmp_rec *in)
 {
@@ -465,7 +569,7 @@ static void put_trace(mrg *M, gmp_reader *r, const gmp_rec *in)
     case GMP_REC_MARK:
         o.u.rev.range = map_range(M, im, r, in->u.rev.range);
         if (in->type == GMP_REC_RANGE_PUSH || in->type == GMP_REC_RANGE_POP)
-            track_range(M, in->tid, in->type, o.u.rev.range);
+            track_range(M, in->tid, in->type, o.u.rev.range, in->u.rev.range);
         break;
     case GMP_REC_ALLOC:
     case GMP_REC_FREE: {
@@ -594,10 +698,17 @@ static void put_snap(mrg *M, gmp_reader *r, const gmp_rec *in, uint64_t t)
         o.tid = in->tid;
         if (in->type == GMP_REC_ALLOC) {
             /* its range: the snapshot's (user_metadata, then record_function, then a compiled
-             * region), else the trace's open at this time, on the thread it is open on */
+             * region), else the trace's open at this time, on the thread it is open on; a
+             * user_metadata path is the trace's range whose path ends with it when one is open
+             * (metadata_in_trace), else the path alone */
             int src = snap_range_source(M, r, in->u.mem.range);
             const tranges *tr;
-            if (src) {
+            uint32_t mr = src == 1 ? metadata_in_trace(M, r, in->u.mem.range, &o.tid) : 0;
+            if (mr) {
+                o.u.mem.range = mr;
+                M->st.range_metadata++;
+                M->st.range_metadata_trace++;
+            } else if (src) {
                 o.u.mem.range = map_range(M, im, r, in->u.mem.range);
                 if (src == 1)
                     M->st.range_metadata++;
@@ -861,11 +972,12 @@ static void merge_pass2(mrg *M, gmp_reader *rt, gmp_reader *rs, int *out_fd, int
     if (M->st.blocks) {
         snprintf(text, sizeof text,
                  PREFIX "the tensors' ranges: %" PRIu64 " from PyTorch's user_metadata (range "
-                        "paths the program set), %" PRIu64 " from its record_function "
+                        "paths the program set; %" PRIu64 " of them the trace's open range "
+                        "whose path ends with it), %" PRIu64 " from its record_function "
                         "annotations, %" PRIu64 " from a compiled region alone, %" PRIu64
                         " from the trace's range open at the time (by thread), %" PRIu64 " none",
-                 M->st.range_metadata, M->st.range_annotation, M->st.range_compile,
-                 M->st.range_trace, M->st.range_none);
+                 M->st.range_metadata, M->st.range_metadata_trace, M->st.range_annotation,
+                 M->st.range_compile, M->st.range_trace, M->st.range_none);
         emit_notice(M, TORCH_TID, GMP_NOTICE_INFO, text, M->last_t);
     }
     if (M->st.ooms_dropped) {
@@ -934,6 +1046,7 @@ gmp_err gmp_merge_torch(const char *trace_path, const char *snap_trace_path, con
     if (open_reader(&M, &rt, trace_path, "the trace") != GMP_OK ||
         open_reader(&M, &rs, snap_trace_path, "the snapshot") != GMP_OK)
         goto out;
+    M.rt = rt;
     merge_pass2(&M, rt, rs, &out_fd, offset, s_t0, snap_name);
 out:
     if (M.w)
@@ -952,8 +1065,11 @@ out:
     free(M.pend);
     gmp_omap_free(&M.alloc_t);
     gmp_omap_free(&M.tridx);
-    for (size_t i = 0; i < M.ntrs; i++)
+    for (size_t i = 0; i < M.ntrs; i++) {
         free(M.trs[i].st);
+        free(M.trs[i].in);
+        free(M.trs[i].at);
+    }
     free(M.trs);
     free(M.ths);
     if (stats)

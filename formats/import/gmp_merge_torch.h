@@ -16,8 +16,11 @@
  *    start_trace_ns); blocks that existed before the history window keep the importer's rule
  *    (written at the window's start);
  *  - every block (tensor) gets a range path, from the first of: the entry's user_metadata (a path
- *    the program set with torch.cuda.memory._set_memory_metadata), the snapshot's record_function
- *    annotations (both made ranges by the importer, told apart by their domains,
+ *    the program set with torch.cuda.memory._set_memory_metadata; --layers' hooks set the path of
+ *    the ranges they opened: the range of the trace open at that time, on any thread, whose path
+ *    ends with it, the one pushed last of several, so that the trace's outer ranges stay around
+ *    it, e.g. `train/model/...` for `model/...`; else the path alone), the snapshot's
+ * record_function annotations (both made ranges by the importer, told apart by their domains,
  *    gmp_torch_layout.h; the snapshot's range events come along on its threads) or its compiled
  *    region, else the range open on the trace at that time: the innermost range of the thread
  *    whose range stack changed last among those with one open (the thread running the forward, or
@@ -54,7 +57,8 @@ typedef struct gmp_merge_torch_stats {
     uint64_t ooms_dropped;
     /* where the blocks' ranges came from */
     uint64_t range_metadata, range_annotation, range_compile, range_trace, range_none;
-    int64_t offset_ns; /* snapshot trace time + offset_ns = trace time */
+    uint64_t range_metadata_trace; /* of range_metadata: the trace's range that ends with it */
+    int64_t offset_ns;             /* snapshot trace time + offset_ns = trace time */
 } gmp_merge_torch_stats;
 
 /* Merges. trace_path: the trace; snap_trace_path: the snapshot imported by gmp_import_torch;

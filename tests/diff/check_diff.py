@@ -22,7 +22,9 @@ ext     -o's extension picks the format (.html, .md, .json, else text), as for `
 snapshot
         two PyTorch snapshots (tests/data/torch-snapshots): nothing called leaked, stacks start
         at the user's frame as in the report's "by call stack" rows, a by-user-frame table,
-        lines of a terminal's size rather than thousands of characters"""
+        lines of a terminal's size rather than thousands of characters; B's record_function
+        annotations give a by-range table whose B side is the report's by-range rows of B;
+        copies without annotations give none"""
 import html.parser
 import json
 import os
@@ -318,6 +320,24 @@ def case_ext(gmp, a, b, work):
     print("ok")
 
 
+def without_annotations(snap, work):
+    """A copy of a PyTorch snapshot without its record_function annotations (no ranges then),
+    through Python's own pickle module (plain data: every global refused)."""
+    import pickle
+
+    class PlainData(pickle.Unpickler):
+        def find_class(self, module, name):
+            raise pickle.UnpicklingError("global %s.%s refused" % (module, name))
+
+    with open(snap, "rb") as f:
+        doc = PlainData(f).load()
+    doc.pop("external_annotations", None)
+    out = os.path.join(work, "no-annotations-" + os.path.basename(snap))
+    with open(out, "wb") as f:
+        pickle.dump(doc, f, protocol=4)
+    return out
+
+
 def case_snapshot(gmp, a, b, work):
     snaps = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "data",
                          "torch-snapshots")
@@ -337,8 +357,22 @@ def case_snapshot(gmp, a, b, work):
     sect = out.split("live at the peak, by call stack, biggest changes first")[1]
     check(rstack in sect.split("\n\n")[0], "report's stack %r not in\n%s" % (rstack, sect[:3000]))
     check("torch::unwind" not in sect.split("\n\n")[0], "PyTorch's recorder frames first")
-    check("live at the peak, by user frame" in out and "by range" not in out, out[:3000])
+    check("live at the peak, by user frame" in out, out[:3000])
+    # B's record_function annotations are ranges: live at the peak by range, each row's B side
+    # the report's own row for B
+    check("live at the peak, by range" in out, out[:3000])
     j = json.loads(run(gmp, ["diff", sa, sb, "-f", "json"]).stdout)
+    rb = json.loads(run(gmp, ["report", sb, "-f", "json", "--top", "0"]).stdout)
+    want = sorted((r["range"] or "", r["bytes"], r["count"])
+                  for r in rb["devices"][0]["live_at_peak_by_range"])
+    got = sorted((r["range"] or "", r["b_bytes"], r["b_count"])
+                 for r in j["live_at_peak_by_range"] if r["b_count"])
+    check(got == want and any(r[0] for r in want),
+          "diff's by-range B side %r, report's %r" % (got, want))
+    # without their annotations (copies through Python's pickle module) there is no range
+    sa2, sb2 = (without_annotations(x, work) for x in (sa, sb))
+    out2 = run(gmp, ["diff", sa2, sb2]).stdout
+    check("live at the peak, by user frame" in out2 and "by range" not in out2, out2[:3000])
     check(j["a"]["end"] == "snapshot" and "leaks" not in j and j["live_at_end_by_frame"], "JSON")
     check(all(d["b"]["leaked_bytes"] is None for d in j["devices"]), "JSON leaked_bytes")
     print("ok")

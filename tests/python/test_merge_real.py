@@ -143,7 +143,8 @@ else:
                (3, "train/model/model.layers.4"), (4, None)])
         check("synthetic: the notice of the ranges' sources",
               any("the tensors' ranges: 2 from PyTorch's user_metadata (range paths the program "
-                  "set), 1 from its record_function annotations, 0 from a compiled region alone, "
+                  "set; 0 of them the trace's open range whose path ends with it), 1 from its "
+                  "record_function annotations, 0 from a compiled region alone, "
                   "0 from the trace's range open at the time (by thread), 1 none"
                   in n["message"] for n in merged["notices"]), True)
         print(f"synthetic: {ranges}")

@@ -14,7 +14,9 @@
  * another time, a file that is no trace. Then the blocks' ranges (ranges_case): the snapshot's
  * user_metadata path first, then its record_function annotation (its range events come along),
  * else the range open on the trace at the block's time, on the thread whose ranges changed last
- * (the block is written on that thread). */
+ * (the block is written on that thread); a user_metadata path (`model/enc`, as --layers' hooks set
+ * it) is the trace's open range whose path ends with it (`train/model/enc`: the program's outer
+ * range kept), on any thread, the one pushed last of two, else the path alone. */
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -35,6 +37,8 @@
 #define NOT_SEG 0x9000000ull
 
 static int failures;
+
+#define NBLOCKS 9 /* the blocks of ranges_case */
 
 #define CHECK(cond, ...)                                                                           \
     do {                                                                                           \
@@ -229,6 +233,10 @@ static void ranges_case(const char *dir)
     gmp_wthread *t100 = x.th, *t200 = gmp_writer_thread(x.w, 200);
     uint32_t train = range_of(&x, 0, NULL, "train"), fwd = range_of(&x, train, NULL, "forward");
     uint32_t bwd = range_of(&x, train, NULL, "backward");
+    /* the hooks' ranges inside the program's: train/model/enc on 100; ckpt/model/enc on 200 */
+    uint32_t model = range_of(&x, train, NULL, "model"), enc = range_of(&x, model, NULL, "enc");
+    uint32_t ckpt = range_of(&x, 0, NULL, "ckpt"), cmodel = range_of(&x, ckpt, NULL, "model");
+    uint32_t cenc = range_of(&x, cmodel, NULL, "enc");
     range_ev(&x, GMP_REC_RANGE_PUSH, 9 * MS, train);
     mem(&x, GMP_REC_ALLOC, 10 * MS, GMP_MEM_DEVICE, SEG_A, 8 * MiB, "cudaMalloc", 0);
     range_ev(&x, GMP_REC_RANGE_PUSH, 10 * MS + 100000, fwd);
@@ -237,6 +245,17 @@ static void ranges_case(const char *dir)
     range_ev(&x, GMP_REC_RANGE_PUSH, 11 * MS + 800000, bwd);
     range_ev(&x, GMP_REC_RANGE_POP, 12 * MS + 800000, bwd);
     x.th = t100;
+    range_ev(&x, GMP_REC_RANGE_PUSH, 14 * MS, model); /* block 6 at 14.5 ms */
+    range_ev(&x, GMP_REC_RANGE_PUSH, 14 * MS + 100000, enc);
+    range_ev(&x, GMP_REC_RANGE_POP, 14 * MS + 900000, enc);
+    range_ev(&x, GMP_REC_RANGE_PUSH, 16 * MS, enc); /* block 7 at 16.5 ms: 200's is later */
+    x.th = t200;
+    range_ev(&x, GMP_REC_RANGE_PUSH, 16 * MS + 100000, ckpt);
+    range_ev(&x, GMP_REC_RANGE_PUSH, 16 * MS + 150000, cmodel);
+    range_ev(&x, GMP_REC_RANGE_PUSH, 16 * MS + 200000, cenc);
+    range_ev(&x, GMP_REC_RANGE_POP, 16 * MS + 800000, ckpt);
+    x.th = t100;
+    range_ev(&x, GMP_REC_RANGE_POP, 16 * MS + 900000, model); /* block 8 at 18.5 ms: none */
     range_ev(&x, GMP_REC_RANGE_POP, 20 * MS, train);
     gmp_writer_sync(x.w, 20 * MS);
     gmp_wthread_release(t200);
@@ -247,22 +266,28 @@ static void ranges_case(const char *dir)
     uint32_t meta = range_of(&x, range_of(&x, 0, "pytorch.user_metadata", "train"),
                              "pytorch.user_metadata", "layers.3");
     uint32_t step = range_of(&x, 0, "pytorch.record_function", "Optimizer.step#AdamW.step");
+    uint32_t menc = range_of(&x, range_of(&x, 0, "pytorch.user_metadata", "model"),
+                             "pytorch.user_metadata", "enc");
     pool(&x, 2 * MS, GMP_POOL_CREATE, SEG_A, 0);
     pool(&x, 2 * MS, GMP_POOL_RESERVED, SEG_A, 8 * MiB);
     static const struct {
         uint64_t t;     /* on the trace's clock */
-        uint32_t range; /* 0, or which of the snapshot's: 1 meta, 2 step */
-    } blocks[] = {{10500, 0}, {11500, 0}, {12500, 0}, {12600, 1}, {12700, 2}, {13000, 0}};
-    for (size_t i = 0; i < 6; i++) {
+        uint32_t range; /* 0, or which of the snapshot's: 1 meta, 2 step, 3 menc */
+    } blocks[] = {{10500, 0}, {11500, 0}, {12500, 0}, {12600, 1}, {12700, 2},
+                  {13000, 0}, {14500, 3}, {16500, 3}, {18500, 3}};
+    for (size_t i = 0; i < NBLOCKS; i++) {
         uint64_t t = (blocks[i].t - 8000) * 1000; /* the snapshot's clock */
         if (blocks[i].range == 2)
             range_ev(&x, GMP_REC_RANGE_PUSH, t - 50000, step);
         gmp_rec r = {.type = GMP_REC_ALLOC, .time_ns = t};
         r.u.mem.kind = GMP_MEM_ASYNC_POOL;
-        r.u.mem.address = SEG_A + i * MiB;
+        r.u.mem.address = SEG_A + i * (MiB / 2);
         r.u.mem.size = (i + 1) * 4096;
         r.u.mem.api = gmp_writer_string(x.w, "CUDACachingAllocator.malloc", 27);
-        r.u.mem.range = blocks[i].range == 1 ? meta : blocks[i].range == 2 ? step : 0;
+        r.u.mem.range = blocks[i].range == 1   ? meta
+                        : blocks[i].range == 2 ? step
+                        : blocks[i].range == 3 ? menc
+                                               : 0;
         gmp_wthread_event(x.th, &r);
         if (blocks[i].range == 2)
             range_ev(&x, GMP_REC_RANGE_POP, t + 50000, step);
@@ -273,17 +298,24 @@ static void ranges_case(const char *dir)
     gmp_merge_torch_stats st;
     gmp_err e = merge(trace, snap, out, &st, msg, sizeof msg);
     CHECK(e == GMP_OK, "ranges: merge: %s", msg);
-    CHECK(st.range_metadata == 1 && st.range_annotation == 1 && st.range_trace == 4 &&
-              st.range_none == 0 && st.range_compile == 0,
-          "ranges: %llu metadata, %llu annotation, %llu trace, %llu none",
-          (unsigned long long)st.range_metadata, (unsigned long long)st.range_annotation,
-          (unsigned long long)st.range_trace, (unsigned long long)st.range_none);
+    CHECK(st.range_metadata == 4 && st.range_metadata_trace == 2 && st.range_annotation == 1 &&
+              st.range_trace == 4 && st.range_none == 0 && st.range_compile == 0,
+          "ranges: %llu metadata (%llu in the trace's), %llu annotation, %llu trace, %llu none",
+          (unsigned long long)st.range_metadata, (unsigned long long)st.range_metadata_trace,
+          (unsigned long long)st.range_annotation, (unsigned long long)st.range_trace,
+          (unsigned long long)st.range_none);
     static const struct {
         uint32_t tid;
         const char *path;
-    } want[] = {{100, "train/forward"},           {100, "train"},
-                {200, "train/backward"},          {1, "train/layers.3"},
-                {1, "Optimizer.step#AdamW.step"}, {100, "train"}};
+    } want[] = {{100, "train/forward"},
+                {100, "train"},
+                {200, "train/backward"},
+                {1, "train/layers.3"},
+                {1, "Optimizer.step#AdamW.step"},
+                {100, "train"},
+                {100, "train/model/enc"},
+                {200, "ckpt/model/enc"},
+                {1, "model/enc"}};
     gmp_reader *r;
     if (gmp_reader_open(&r, out, NULL) != GMP_OK) {
         CHECK(0, "ranges: cannot read the merged trace");
@@ -295,13 +327,14 @@ static void ranges_case(const char *dir)
         if (rec->type == GMP_REC_RANGE_PUSH && rec->tid == 1)
             pushes++;
         if (rec->type == GMP_REC_NOTICE &&
-            strstr(rec->u.notice.message.ptr, "the tensors' ranges: 1 from PyTorch's "
-                                              "user_metadata (range paths the program set), "
-                                              "1 from its record_function annotations"))
+            strstr(rec->u.notice.message.ptr,
+                   "the tensors' ranges: 4 from PyTorch's user_metadata (range paths the program "
+                   "set; 2 of them the trace's open range whose path ends with it), 1 from its "
+                   "record_function annotations"))
             notice++;
         if (rec->type != GMP_REC_ALLOC || rec->u.mem.kind != GMP_MEM_ASYNC_POOL)
             continue;
-        size_t i = (size_t)((rec->u.mem.address - SEG_A) / MiB);
+        size_t i = (size_t)((rec->u.mem.address - SEG_A) / (MiB / 2));
         char path[256] = "";
         for (uint32_t id = rec->u.mem.range; id;) { /* innermost first: prepend */
             const gmp_rec_range *g = gmp_reader_range(r, id);
@@ -313,7 +346,7 @@ static void ranges_case(const char *dir)
             memcpy(path, tmp, sizeof path);
             id = g->parent;
         }
-        if (i < 6) {
+        if (i < NBLOCKS) {
             seen++;
             CHECK(rec->tid == want[i].tid && strcmp(path, want[i].path) == 0,
                   "ranges: block %zu: thread %u range %s, want %u %s", i, rec->tid, path,
@@ -321,7 +354,7 @@ static void ranges_case(const char *dir)
         }
     }
     gmp_reader_close(r);
-    CHECK(seen == 6 && pushes == 1 && notice == 1,
+    CHECK(seen == NBLOCKS && pushes == 1 && notice == 1,
           "ranges: %d blocks, %d pushes of the snapshot, %d notices", seen, pushes, notice);
 }
 

@@ -47,9 +47,11 @@ MODE: python     --stacks python: exact file:function:line frames, with the GIL 
                  child; the program's SIGTERM handler left alone; the cudaMallocAsync backend said
                  once by run; python -I/-E/-S and no torch each said once; --torch-alloc native
                  keeps a PYTORCH_ALLOC_CONF of the user's
-      torchlayers --layers with --torch-history on the stand-in's training step: every tensor's
-                 user_metadata is its layer path, forward and backward (engine thread);
-                 record_function annotations
+      torchlayers --layers with --torch-history on the stand-in's training step inside the
+                 program's NVTX range `train`: every tensor's user_metadata is its layer path,
+                 forward and backward (engine thread); record_function annotations; in the
+                 merged report every tensor a module made has the trace's full path
+                 (`train/model/...` for a forward one)
       hooks      the --layers hooks with real torch (skipped without it): they step aside while
                  torch.compile traces (simulated: Debian's torch 1.13 has no dynamo) and say so in
                  the trace; a spawn or forkserver worker calling modules makes no trace and no
@@ -792,16 +794,23 @@ elif args.mode == "torchlayers":
     if len(ann) == 2:
         check("the annotation brackets the module tensors",
               all(ann[0]["time_us"] <= e["time_us"] <= ann[1]["time_us"] for e in inside), True)
-    # the trace's own ranges (the hooks' NVTX-domain pushes) have the same paths
+    # the trace's own ranges (the hooks' pushes, on the program's threads; thread 1 is the
+    # merged history's) end with the same paths: forward ones inside the program's NVTX range
+    # `train` (the same thread), backward ones on the autograd engine's thread, outside it
     dump = subprocess.run([args.gpumemprof, "dump", t], capture_output=True, text=True,
                           env=base_env(), timeout=60).stdout
-    pushed = set(re.findall(r' range_push .*path="([^"]*)"', dump))
-    check("each layer path is a range of the trace", sorted({e["user_metadata"] for e in inside}
-                                                           - pushed), [])
+    pushed = {path for tid, path in re.findall(r'^\d+ (\d+) range_push .*path="([^"]*)"', dump,
+                                               re.M) if tid != "1"}
+    metas = {e["user_metadata"] for e in inside}
+
+    def full(meta):  # the trace's path of a layer path
+        return meta if meta.startswith(f"model{B}") else "train/" + meta
+    check("each layer path is the end of a range of the trace",
+          sorted(m for m in metas if full(m) not in pushed), [])
     # the merged trace (gmp_merge_torch) gives every tensor live at the peak that a module made
-    # (its stack passes through a forward of the program, or the autograd engine) its layer
-    # path; that needs the merge to read user_metadata, which it does not yet while no tensor
-    # of the merged report has a range
+    # (its stack passes through a forward of the program, or the autograd engine) the trace's
+    # range whose path ends with its user_metadata: its layer path with the program's `train`
+    # around it
     doc = report(t)
     live = doc.get("live_at_peak", [])
 
@@ -810,14 +819,12 @@ elif args.mode == "torchlayers":
                    f["file"].endswith(os.path.join("autograd", "__init__.py"))
                    for f in e["stack"] or [])
     check("merged: tensors made by modules at the peak", any(by_module(e) for e in live), True)
-    if not any(e.get("range") for e in live):
-        print("skip (merged report): no tensor of the merged trace has a range yet "
-              "(gmp_merge_torch does not read user_metadata)")
-    else:
-        metas = {e["user_metadata"] for e in inside}
-        check("merged: every tensor a module made has its layer path at the peak",
-              [(e["bytes"], e.get("range")) for e in live
-               if by_module(e) and e.get("range") not in metas], [])
+    check("merged: a forward tensor at the peak inside train/",
+          any(by_module(e) and (e.get("range") or "").startswith("train/model/") for e in live),
+          True)
+    check("merged: every tensor a module made has its full layer path at the peak",
+          [(e["bytes"], e.get("range")) for e in live
+           if by_module(e) and e.get("range") not in {full(m) for m in metas}], [])
 elif args.mode == "hooks":
     # the --layers hooks themselves with Debian's real torch (CPU): torch.compile (B1), spawn
     # workers (B2)

@@ -8,22 +8,27 @@ reads the screen back. Each case is one ctest test:
 
 peak      opens at the first device's peak: the screen shows the peak bytes that
           `gpumemprof report --format json` gives, as allocated at the cursor and in the live tree
-snapshot  the same on a real PyTorch snapshot (tests/data/torch-snapshots), which opens grouped
-          by user frame (no ranges): the tree's first roots are the JSON's live_at_peak_by_frame
-          rows (bytes, count, frame); grouped by category, the categories' bytes and counts are
-          those of the JSON's live_at_peak_by_category
+snapshot  the same on a real PyTorch snapshot (tests/data/torch-snapshots) with record_function
+          annotations, which opens grouped by range: the tree's roots on the screen are the
+          JSON's live_at_peak_by_range rows, the largest first; then on a copy without its annotations (Python's pickle
+          module), which opens grouped by user frame (no ranges): the tree's first roots are the
+          JSON's live_at_peak_by_frame rows (bytes, count, frame); grouped by category, the
+          categories' bytes and counts are those of the JSON's live_at_peak_by_category
 timezero  times read as the report writes them, from the report's zero (its first record of any
           kind): the peak's time on the screen is the report's text's, on the Nsight Systems
           export (whose first record, an NVTX range, comes 0.284 s before its first allocation),
           a snapshot and the generated trace
 oom       the qwen3 snapshot (an OOM on device 1 of 3): opens on device 1 with the report's OOM
-          verdict in the findings row under the cursor's row, grouped by user frame, the rows
+          verdict in the findings row under the cursor's row, which counts one failure (the
+          snapshot's one `oom` entry, imported as a failed allocation and its OOM), grouped by
+          user frame (its ranges hold no allocation), the rows
           in heat colours by share (capture-pane -e); at the OOM (o) the focus is the failed
           request (its size, the first frame the report's JSON shows of the OOM's stack) and
           the event's line names that frame
 navigate  Home/End/Right/./p move the cursor (the event counter and the cursor's time follow),
           +/0 zoom the window (the axis's end changes and comes back); o/v/V jump to the
-          generated trace's failed allocation, OOM and alert
+          generated trace's OOM (its failed allocation, the same request, is no stop of its own
+          for o, O, v or V) and alert
 search    / finds an allocation made in a range ('backward'), the focus pane shows that range
 resize    the screen follows tmux's resize (120x40 then 80x24) and still draws every pane
 follow    --follow on a trace that grows (a copy written a prefix at a time, as a writer flushes
@@ -57,6 +62,7 @@ run_view2   `run --view` on a program that starts two CUDA processes (one trace 
 """
 import json
 import os
+import pickle
 import shutil
 import subprocess
 import sys
@@ -134,6 +140,35 @@ def report_peak(gmp, path):
     return devs[0]["peak_allocated_bytes"]
 
 
+class PlainData(pickle.Unpickler):
+    """A PyTorch snapshot is plain data: any global in it is refused."""
+
+    def find_class(self, module, name):
+        raise pickle.UnpicklingError("global %s.%s refused" % (module, name))
+
+
+def load_snapshot(path):  # through Python's own pickle module
+    with open(path, "rb") as f:
+        return PlainData(f).load()
+
+
+def without_annotations(path, tmp):
+    """A copy of a PyTorch snapshot without its record_function annotations (no ranges)."""
+    doc = load_snapshot(path)
+    doc.pop("external_annotations", None)
+    out = os.path.join(tmp, "no-annotations-" + os.path.basename(path))
+    with open(out, "wb") as f:
+        pickle.dump(doc, f, protocol=4)
+    return out
+
+
+def tree_roots(screen, n):
+    """The first n roots of the live tree (100 columns wide): (bytes, count, name[:28])."""
+    roots = [l[:59] for l in screen.splitlines() if l[:2] in ("\u25be ", "\u25b8 ")][:n]
+    return sorted((" ".join(r.split()[-3:-1]), int(r.split()[-1]), r[2:30].strip())
+                  for r in roots)
+
+
 def line_of(screen, prefix):
     for l in screen.splitlines():
         if l.startswith(prefix):
@@ -202,16 +237,37 @@ def main():
                 fail("the live ranges are not shown:\n" + s)
         elif case == "snapshot":
             snap = sys.argv[4]
+            # its record_function annotations are ranges with allocations inside: it opens by
+            # range, whose roots are the report's "by range" rows
+            if not load_snapshot(snap).get("external_annotations"):
+                fail("%s has no annotations: pass one that has" % snap)
             t = Term("%s view %s" % (gmp, snap), w=100, h=40)
-            # a snapshot has no ranges: it opens on the call-stack tree by user frame, whose roots
-            # are the report's "by user frame" rows
+            s = check_peak(gmp, snap, t, by="range")
+            out = subprocess.run([gmp, "report", "--format", "json", snap], check=True,
+                                 capture_output=True, text=True).stdout
+            dev = [d for d in json.loads(out)["devices"] if d["id"] >= 0][0]
+            rows = dev["live_at_peak_by_range"]
+            want = [(fmt_bytes(r["bytes"]), r["count"], (r["range"] or "(no range)")[:28].strip())
+                    for r in rows]
+            got = tree_roots(s, 4)  # those on the screen (the first one is open)
+            if not got or max(got, key=lambda r: to_bytes(r[0])) != want[0] or \
+                    not set(got) <= set(want) or not any(r["range"] for r in rows):
+                fail("the tree's roots %s are not the report's by-range rows %s:\n%s" %
+                     (got, want, s))
+            t.keys("q")
+            t.close()
+            # without ranges (the same snapshot, its annotations taken out): it opens on the
+            # call-stack tree by user frame, whose roots are the report's "by user frame" rows
+            snap = without_annotations(snap, tmp)
+            t = Term("%s view %s" % (gmp, snap), w=100, h=40)
             s = check_peak(gmp, snap, t, by="user frame")
             out = subprocess.run([gmp, "report", "--format", "json", snap], check=True,
                                  capture_output=True, text=True).stdout
             dev = [d for d in json.loads(out)["devices"] if d["id"] >= 0][0]
-            roots = [l[:59] for l in s.splitlines() if l[:2] in ("\u25be ", "\u25b8 ")][:4]
-            got = sorted((" ".join(r.split()[-3:-1]), int(r.split()[-1]), r[2:30].strip())
-                         for r in roots)
+            if "live_at_peak_by_range" in dev and any(r["range"] for r in
+                                                      dev["live_at_peak_by_range"]):
+                fail("the copy without annotations still has ranges")
+            got = tree_roots(s, 4)
             want = sorted((fmt_bytes(r["bytes"]), r["count"],
                            (r["frame"] or "(no stack recorded)")[:28].strip())
                           for r in dev["live_at_peak_by_frame"][:4])
@@ -278,8 +334,17 @@ def main():
             s = t.screen()
             if not s.splitlines()[2].startswith(want):
                 fail("the third row is not the findings %r:\n%s" % (want, s))
+            # one failure, counted as the snapshot has it (Python's pickle module: its `oom`
+            # entries), though it is written as a failed allocation and its OOM
+            nooms = sum(e.get("action") == "oom" for tr in load_snapshot(snap)["device_traces"]
+                        for e in tr)
+            row = s.splitlines()[2]
+            if nooms != 1 or not row.endswith(" (o)") or "failures in all" in row:
+                fail("%d oom entries; the findings row does not say one failure:\n%s" %
+                     (nooms, row))
             if "Live at cursor by user frame:" not in s:
-                fail("a snapshot without ranges does not open by user frame:\n" + s)
+                fail("a snapshot whose allocations are outside its ranges does not open by user"
+                     " frame:\n" + s)
             # heat colours by share of what is live: red from 40%, yellow from 10%, green from 1%
             esc = t.screen(escapes=True).splitlines()
             plain = s.splitlines()
@@ -305,6 +370,9 @@ def main():
             if not cur or "OUT OF MEMORY asking %s  %s" % (fmt_bytes(oom["requested_bytes"]),
                                                            frame[:40]) not in cur[0]:
                 fail("the OOM's event line does not name its frame %r:\n%s" % (frame, s))
+            # with the memory kind of the failed allocation written for the same request
+            if "kind   async-pool, CUDACachingAllocator.malloc" not in s:
+                fail("the OOM's request is not the allocator's:\n" + s)
             print("oom: device %d, request %s at %s" % (oom["device"],
                                                        fmt_bytes(oom["requested_bytes"]), frame))
         elif case == "navigate":
@@ -348,10 +416,17 @@ def main():
 
             def at_cursor():
                 return [x for x in t.screen().splitlines() if x.startswith(">")][0]
+            # the failed cudaMalloc is written as the agent writes it: the failed allocation,
+            # then the OOM of the same request (device, thread, size, API, stack): one failure,
+            # whose stop is the OOM
             t.keys("Home", "o")
             time.sleep(0.3)
-            if "failed allocation of 100.00 GiB" not in at_cursor():
-                fail("o did not go to the failed allocation: " + at_cursor())
+            if "OUT OF MEMORY asking 100.00 GiB" not in at_cursor():
+                fail("o did not go to the OOM: " + at_cursor())
+            t.keys("O")  # back: not onto its failed allocation
+            time.sleep(0.3)
+            if "failed allocation" in at_cursor():
+                fail("O stopped at the failed allocation its OOM reports: " + at_cursor())
             t.keys("o")
             time.sleep(0.3)
             if "OUT OF MEMORY asking 100.00 GiB" not in at_cursor():
@@ -360,10 +435,14 @@ def main():
             time.sleep(0.3)
             if "alert: " not in at_cursor():
                 fail("v did not go on to the alert: " + at_cursor())
-            t.keys("V", "V")
+            t.keys("V")
             time.sleep(0.3)
-            if "failed allocation" not in at_cursor():
-                fail("V V did not go back to the failed allocation: " + at_cursor())
+            if "OUT OF MEMORY" not in at_cursor():
+                fail("V did not go back to the OOM: " + at_cursor())
+            t.keys("V")
+            time.sleep(0.3)
+            if "failed allocation" in at_cursor():
+                fail("V stopped at the failed allocation its OOM reports: " + at_cursor())
         elif case == "search":
             t = Term("%s view %s" % (gmp, tr))
             t.wait("Live at cursor")

@@ -10,7 +10,12 @@
  *  - the live set holds no allocation twice;
  *  - at each device's peak event the sum is the replay's peak;
  *  - gmp_tui_model_count_until finds every event by its time;
- *  - reserved_at the event of a device is the reserved the replay reported after it.
+ *  - reserved_at the event of a device is the reserved the replay reported after it;
+ *  - a failed allocation and the OOM written after it for the same request (as the agent writes a
+ *    failed cudaMalloc, and the PyTorch importer a snapshot's `oom` entry) are one failure: the
+ *    device's failures count it once, jumps to OOMs and failures stop at the OOM only, also when
+ *    the failed allocation is 29,000 events back (written out of the index's buffer); a failed
+ *    allocation and an OOM of another size are two failures.
  * Exit 0 when every check holds, 1 with a message otherwise. */
 #include <fcntl.h>
 #include <inttypes.h>
@@ -38,6 +43,87 @@ static int failures;
                 exit(1);                                                                           \
         }                                                                                          \
     } while (0)
+
+/* Where the failures go (event numbers of the loop below): device 1's failed allocation, its OOM
+ * 29,000 events later; on device 0 a failed allocation with its OOM, and one whose OOM asks for
+ * another size. */
+#define FAIL_FAR 1000
+#define FAIL_FAR_OOM 30000
+#define FAIL_NEAR 50000
+#define FAIL_OTHER 100000
+
+static void failure(gmp_wthread *th, int32_t dev, uint32_t api, uint64_t size, uint64_t t)
+{
+    gmp_rec r;
+    memset(&r, 0, sizeof r);
+    r.type = GMP_REC_ALLOC;
+    r.time_ns = t;
+    r.u.mem.device = dev;
+    r.u.mem.kind = GMP_MEM_DEVICE;
+    r.u.mem.flags = GMP_MEMF_FAILED;
+    r.u.mem.api = api;
+    r.u.mem.size = size;
+    r.u.mem.result = 2; /* cudaErrorMemoryAllocation */
+    if (gmp_wthread_event(th, &r) != 0)
+        exit(1);
+}
+
+static void oom(gmp_wthread *th, int32_t dev, uint32_t api, uint64_t size, uint64_t t)
+{
+    gmp_rec r;
+    memset(&r, 0, sizeof r);
+    r.type = GMP_REC_OOM;
+    r.time_ns = t;
+    r.u.oom.device = dev;
+    r.u.oom.api = api;
+    r.u.oom.requested = size;
+    r.u.oom.result = 2;
+    if (gmp_wthread_event(th, &r) != 0)
+        exit(1);
+}
+
+/* The failures' stops of device dev (OOMs and failed allocations) in order, as ops. */
+static size_t failure_stops(const gmp_tui_model *m, int32_t dev, unsigned mask, uint8_t *ops,
+                            size_t max)
+{
+    size_t n = 0;
+    gmp_tui_ev ev;
+    for (uint64_t i = gmp_tui_model_find(m, UINT64_MAX, 1, mask, dev); i != UINT64_MAX && n < max;
+         i = gmp_tui_model_find(m, i, 1, mask, dev))
+        if (gmp_tui_model_read(m, i, &ev, 1) == 1)
+            ops[n++] = ev.op;
+    return n;
+}
+
+static void check_failures(const gmp_tui_model *m)
+{
+    unsigned both = 1u << GMP_TUI_EV_OOM | 1u << GMP_TUI_EV_FAILED;
+    uint8_t ops[8];
+    for (size_t k = 0; k < gmp_tui_model_ndevs(m); k++) {
+        const gmp_tui_dev *d = gmp_tui_model_dev(m, k);
+        /* device 0: one pair and two of their own; device 1: one pair */
+        uint64_t want = d->id == 0 ? 3 : 1;
+        CHECK(d->failures == want, "device %d: %" PRIu64 " failures, not %" PRIu64, d->id,
+              d->failures, want);
+        CHECK(d->d->failed_allocs == (d->id == 0 ? 2u : 1u) && d->d->ooms == d->d->failed_allocs,
+              "device %d: the replay's counts", d->id);
+        size_t n = failure_stops(m, d->id, both, ops, 8);
+        if (d->id == 0)
+            CHECK(n == 3 && ops[0] == GMP_TUI_EV_OOM && ops[1] == GMP_TUI_EV_FAILED &&
+                      ops[2] == GMP_TUI_EV_OOM,
+                  "device 0: %zu stops for o", n);
+        else
+            CHECK(n == 1 && ops[0] == GMP_TUI_EV_OOM, "device 1: %zu stops for o", n);
+        /* failed allocations alone: every one, the reported ones marked */
+        n = failure_stops(m, d->id, 1u << GMP_TUI_EV_FAILED, ops, 8);
+        CHECK(n == (d->id == 0 ? 2u : 1u), "device %d: %zu failed allocations", d->id, n);
+    }
+    uint64_t i = gmp_tui_model_find(m, UINT64_MAX, 1, 1u << GMP_TUI_EV_FAILED, 1);
+    gmp_tui_ev ev;
+    CHECK(i != UINT64_MAX && gmp_tui_model_read(m, i, &ev, 1) == 1 &&
+              (ev.flags & GMP_TUI_EVF_REPORTED) && (ev.flags & GMP_TUI_EVF_KIND) == GMP_MEM_DEVICE,
+          "device 1's failed allocation is not marked reported (in the file)");
+}
 
 static void generate(const char *path)
 {
@@ -93,6 +179,11 @@ static void generate(const char *path)
             head = (head + 1) % LIVE;
             nlive--;
         }
+        if (n == FAIL_FAR || n == FAIL_NEAR || n == FAIL_OTHER)
+            failure(th, n == FAIL_FAR ? 1 : 0, api_m, 64ull << 30, t - 1);
+        if (n == FAIL_FAR_OOM || n == FAIL_NEAR || n == FAIL_OTHER)
+            oom(th, n == FAIL_FAR_OOM ? 1 : 0, api_m, n == FAIL_OTHER ? 65ull << 30 : 64ull << 30,
+                t - 1); /* (FAIL_NEAR: the same instant, as a snapshot's) */
         if (gmp_wthread_event(th, &r) != 0)
             exit(1);
         if (n % 4096 == 4095)
@@ -215,6 +306,7 @@ int main(int argc, char **argv)
     for (uint64_t c = 65536; c < n; c += 65536) /* around possible checkpoint boundaries */
         for (uint64_t d = c - 2; d < c + 2 && d < n; d++)
             check_at(m, d);
+    check_failures(m);
     for (size_t k = 0; k < gmp_tui_model_ndevs(m); k++) {
         const gmp_tui_dev *d = gmp_tui_model_dev(m, k);
         gmp_tui_live *l;
