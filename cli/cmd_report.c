@@ -53,8 +53,10 @@ static void print_help(const gmp_cli_cmd_info *cmd, const gmp_cli_opt *opts)
     printf("\nFormats: text (a terminal; colour when it is one, unless NO_COLOR is set),\n"
            "markdown, html (one file, plots inline, no network), json (schema\n"
            "gpumemprof-report/3). --top applies per device (default %d; JSON: all; 0 = all).\n"
-           "--by takes a comma-separated list (range, stack, kind, api, category; default\n"
-           "range,stack,kind,category: category only for PyTorch's frames or phase ranges).\n"
+           "--by takes a comma-separated list (range, stack, kind, api, frame, category;\n"
+           "default range,stack,kind,category: category only for PyTorch's frames or phase\n"
+           "ranges; frame: by the innermost user frame, shown instead of range when a\n"
+           "recording has no ranges).\n"
            "--sort orders the ranges table: path (default), time, count,\n"
            "alloc, freed, net, left, peak, frag. Stacks start at the user's code: frames of\n"
            "the recorder, the allocators, the Python interpreter, libc (and a framework's own\n"
@@ -246,7 +248,8 @@ int gmp_cmd_report(const gmp_cli_cmd_info *cmd, int argc, char **argv)
         {"top", 'n', GMP_CLI_INT, &top, "N", "rows per device in each table (0: all)", 0},
         {"device", 'd', GMP_CLI_INT, &device, "N", "only this device (ordinal; -1: host)", 0},
         {"by", 'b', GMP_CLI_STRING, &by_s, "KEYS",
-         "live at the peak grouped by range, stack, kind, api (comma-separated)", 0},
+         "live at the peak grouped by range, stack, kind, api, frame, category (comma-separated)",
+         0},
         {"sort", 's', GMP_CLI_STRING, &sort_s, "KEY", "order of the ranges table", 0},
         {"output", 'o', GMP_CLI_STRING, &out_path, "FILE", "write to FILE instead of stdout", 0},
         {"color", 0, GMP_CLI_STRING, &color_s, "WHEN", "text colours: auto, always, never", 0},
@@ -297,7 +300,7 @@ int gmp_cmd_report(const gmp_cli_cmd_info *cmd, int argc, char **argv)
     memset(&view, 0, sizeof view);
     if (by_s && !(view.by = gmp_report_parse_by(by_s)))
         return gmp_cli_usage_error(
-            cmd, "--by: '%s' is not a list of range, stack, kind, api, category", by_s);
+            cmd, "--by: '%s' is not a list of range, stack, kind, api, frame, category", by_s);
     if (sort_s && !gmp_report_parse_sort(sort_s, &view.sort))
         return gmp_cli_usage_error(
             cmd, "--sort: '%s' is not path, time, count, alloc, freed, net, left, peak or frag",

@@ -1691,7 +1691,8 @@ gmp_err gmp_report_doc_add(gmp_report_doc *doc, gmp_replay *rp, const char *path
 
 /* ---- views ---- */
 
-static const char *const by_names[] = {"range", "stack", "kind", "api", "", "category"};
+/* bit i of a --by mask is by_names[i] (GMP_REPORT_BY_*) */
+static const char *const by_names[] = {"range", "stack", "kind", "api", "frame", "category"};
 
 unsigned gmp_report_parse_by(const char *s)
 {

@@ -310,19 +310,25 @@ static void device_timeline(const bld *b, gmp_doc_block *sec, const gmp_report_d
 /* "Live at the peak, by range" and the others the view asks for. */
 static void device_live(const bld *b, gmp_doc_block *sec, const gmp_report_device *o)
 {
-    static const char *const titles[] = {"range", "call stack", "kind", "API"};
+    static const char *const titles[] = {"range", "call stack", "kind", "API", "user frame"};
     static const char *const keys[] = {"live_at_peak_by_range", "live_at_peak_by_stack",
-                                       "live_at_peak_by_kind", "live_at_peak_by_api"};
-    static const char *const ckeys[] = {"range", "stack", "kind", "api"};
-    static const gmp_doc_type types[] = {GMP_DOC_STR, GMP_DOC_STACK, GMP_DOC_LIT, GMP_DOC_STR};
+                                       "live_at_peak_by_kind", "live_at_peak_by_api",
+                                       "live_at_peak_by_frame"};
+    static const char *const ckeys[] = {"range", "stack", "kind", "api", "frame"};
+    static const gmp_doc_type types[] = {GMP_DOC_STR, GMP_DOC_STACK, GMP_DOC_LIT, GMP_DOC_STR,
+                                         GMP_DOC_STR};
     unsigned by =
         b->v->by ? b->v->by : GMP_REPORT_BY_RANGE | GMP_REPORT_BY_STACK | GMP_REPORT_BY_KIND;
-    for (unsigned bit = 1, bi = 0; bit <= 8; bit <<= 1, bi++) {
+    for (unsigned bit = 1, bi = 0; bit <= GMP_REPORT_BY_FRAME; bit <<= 1, bi++) {
         if (!(by & bit))
             continue;
         /* a recording without ranges (a PyTorch snapshot without annotations) groups by the
-         * first frame its stacks show, the innermost user frame, instead of one "(no range)" row */
-        int byframe = bit == GMP_REPORT_BY_RANGE && !b->t->has_ranges;
+         * first frame its stacks show, the innermost user frame, instead of one "(no range)" row;
+         * --by frame asks for that table whatever the ranges (once) */
+        int byframe =
+            (bit == GMP_REPORT_BY_RANGE && !b->t->has_ranges) || bit == GMP_REPORT_BY_FRAME;
+        if (bit == GMP_REPORT_BY_FRAME && (by & GMP_REPORT_BY_RANGE) && !b->t->has_ranges)
+            continue; /* already shown in the range table's place */
         size_t n = 0;
         gmp_report_row *a =
             gmp_report_group(b->t, b->v, GMP_REPORT_PEAK, byframe ? GMP_REPORT_BY_FRAME : bit, &n);

@@ -107,7 +107,7 @@ def mode_real(gmp, data, work):
     for snap in snaps:
         path = os.path.join(data, snap)
         doc = report(gmp, path, "--by", "stack")
-        byframe = report(gmp, path)
+        byframe = report(gmp, path, "--by", "frame")
         for dev, devf in zip(doc["devices"], byframe["devices"]):
             top = dev.get("live_at_peak_by_stack", [])[:3]
             if not top:
