@@ -192,17 +192,25 @@ static int labels_fill(gmp_tui_tree *t, gmp_tui_site *s, const gmp_replay_site *
     gmp_frame_info info[MAXF]; /* what the shared rules (gmp_frames.h) classify */
     uint8_t cls[MAXF];
     memset(info, 0, sizeof info);
+    int raw = 0; /* an address inside no loaded module was left out */
     for (size_t i = 0; s->frames && s->internal && i < nf && s->nframes < MAXF; i++) {
         char buf[512];
         const gmp_sym_frame *sf = NULL;
         size_t nsf = 0;
+        if (fr[i].kind != GMP_FRAME_PYTHON && !fr[i].module) {
+            /* an address inside no loaded module (data words a frame-pointer walk read as
+             * return addresses, JIT code) is left out, as the report leaves it out
+             * (formats/report/gmp_report.c), so that a stack shows the frames it shows there */
+            raw = 1;
+            continue;
+        }
         if (fr[i].kind == GMP_FRAME_PYTHON) {
             /* the one frame format of every output (gmp_frames.h) */
             gmp_frame_text(&(gmp_frame_info){fr[i].function, fr[i].file, {0}}, 1, fr[i].line, 0,
                            buf, sizeof buf);
             info[s->nframes].function = fr[i].function;
             info[s->nframes].file = fr[i].file;
-        } else if (fr[i].module) {
+        } else {
             size_t bl;
             const char *b = base_name(fr[i].module->path.ptr ? fr[i].module->path.ptr : "",
                                       fr[i].module->path.len, &bl);
@@ -216,8 +224,6 @@ static int labels_fill(gmp_tui_tree *t, gmp_tui_site *s, const gmp_replay_site *
                     nsf = 0;
             }
             info[s->nframes].module = fr[i].module->path;
-        } else {
-            snprintf(buf, sizeof buf, "0x%" PRIx64, fr[i].address);
         }
         for (size_t k = 0; k < (nsf ? nsf : 1) && s->nframes < MAXF; k++) {
             gmp_frame_info *fi = &info[s->nframes];
@@ -239,6 +245,15 @@ static int labels_fill(gmp_tui_tree *t, gmp_tui_site *s, const gmp_replay_site *
             cls[s->nframes] = (uint8_t)gmp_frame_classify(fi, NULL);
             s->nframes++;
         }
+    }
+    if (raw && !s->nframes && s->frames && s->internal) {
+        /* nothing but such addresses: one "?" frame, as in the report (gmp_frame_text of a frame
+         * with no function, file nor module; internal, shown since nothing else is) */
+        char buf[8];
+        gmp_frame_text(&info[0], 0, 0, 0, buf, sizeof buf);
+        s->frames[0] = strndup_clean(buf, strlen(buf));
+        cls[0] = (uint8_t)gmp_frame_classify(&info[0], NULL);
+        s->nframes = s->frames[0] ? 1 : 0;
     }
     /* folded as every output folds them: internal frames always, framework frames when the
      * stack has a frame of the user's code */

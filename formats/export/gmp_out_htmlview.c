@@ -261,6 +261,17 @@ static void stack_json(gmp_output_ctx *c, hv_trace *t, uint32_t stack, gmp_str r
     gmp_frame_info fis[MAX_STACK];
     memset(names, 0, sizeof names);
     memset(files, 0, sizeof files);
+    /* an address inside no loaded module (data words a frame-pointer walk read as return
+     * addresses) is left out, as the report leaves it out (formats/report/gmp_report.c); a stack
+     * of nothing else is one "?" frame there, and here */
+    size_t m = 0, raw = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (fr[i].kind != GMP_FRAME_PYTHON && !fr[i].module)
+            raw++;
+        else
+            fr[m++] = fr[i];
+    }
+    n = m;
     for (size_t i = 0; i < n; i++) {
         gmp_obuf *fb = &files[i];
         uint32_t line = 0;
@@ -269,7 +280,7 @@ static void stack_json(gmp_output_ctx *c, hv_trace *t, uint32_t stack, gmp_str r
         if (fr[i].kind == GMP_FRAME_PYTHON) {
             fi.function = fr[i].function;
             fi.file = fr[i].file;
-        } else if (fr[i].module) { /* else inside no loaded module: nothing known (folded) */
+        } else {
             size_t k = names[i].p ? names[i].len : 0;
             for (size_t j = 0; j + 1 < k; j++)
                 if (names[i].p[j] == ' ' && names[i].p[j + 1] == '(') {
@@ -278,8 +289,7 @@ static void stack_json(gmp_output_ctx *c, hv_trace *t, uint32_t stack, gmp_str r
                 }
             fi.function = (gmp_str){names[i].p ? names[i].p : "", (uint32_t)k};
             fi.file = (gmp_str){fb->p ? fb->p : "", fb->p ? (uint32_t)fb->len : 0};
-            if (fr[i].module)
-                fi.module = fr[i].module->path;
+            fi.module = fr[i].module->path;
         }
         cls[i] = (uint8_t)gmp_frame_classify(&fi, NULL);
         fis[i] = fi;
@@ -289,6 +299,8 @@ static void stack_json(gmp_output_ctx *c, hv_trace *t, uint32_t stack, gmp_str r
     if (!c->o.all_frames && n)
         gmp_frames_fold(cls, n, hide);
     gmp_obuf_add(b, "[", 1);
+    if (raw && !n)
+        gmp_obuf_add(b, "\"?\"", 3);
     int first = 1;
     for (size_t i = 0; i < n; i++) {
         if (!hide[i]) {

@@ -1482,6 +1482,8 @@ static gmp_err freeze(live *L)
         o->kind = s->kind;
         o->api = api_str(L, s->api);
         o->range = range_str(L, s->range);
+        /* ranges entered around no allocation (a snapshot's annotations) do not count: such a
+         * recording groups by user frame, as `view` and `diff` group it */
         t->has_ranges |= s->range != 0;
         o->stack = stack_copy(L, s->stack);
         o->allocs = s->allocs;
@@ -1496,7 +1498,6 @@ static gmp_err freeze(live *L)
     }
     if ((e = freeze_ranges(L)) != GMP_OK || (e = freeze_lanes(L)) != GMP_OK)
         return e;
-    t->has_ranges |= t->nranges > 0;
     qsort(L->heap, L->nheap, sizeof *L->heap, largest_cmp);
     t->largest = calloc(L->nheap ? L->nheap : 1, sizeof *t->largest);
     if (!t->largest)

@@ -558,7 +558,8 @@ def main():
             # two different call sites never render the same: stacks alike in their first four
             # items show a fifth; stacks alike even whole when folded are told apart by the
             # frame that differs ("via"), the user frame still first; one call site whose outer
-            # frames are addresses inside no loaded module is one row
+            # frames are addresses inside no loaded module is one row; stacks of nothing but such
+            # addresses are one row of one "?" frame
             run([gen, "report", "alike", "alike.zst"], tmp)
             for fmt in ("text", "markdown", "html"):
                 o, _ = run([gmp, "report", "alike.zst", "-f", fmt, "--by", "stack"], tmp)
@@ -569,18 +570,24 @@ def main():
                         sys.exit("%s: %r not shown:\n%s" % (fmt, want, t))
                 if fmt == "text":
                     for want in ("user (u.py:9) [+1 inside, via c10::cuda::CUDACachingAllocator::"
-                                 "malloc]", " 8.00 MiB   7.4%      2  libx.so+0x10\n"):
+                                 "malloc]", " 8.00 MiB   7.1%      2  libx.so+0x10\n",
+                                 " 4.00 MiB   3.6%      2  ?\n"):
                         if want not in t:
                             sys.exit("text: %r not shown:\n%s" % (want, t))
-                for bad in ("0x100001000000", "0x120009000000", "(unsigned long)"):
+                for bad in ("0x100001000000", "0x120009000000", "0x100002000000", "0x130005000000",
+                            "(unsigned long)"):
                     if bad in t:
                         sys.exit("%s: %r shown:\n%s" % (fmt, bad, t))
             o, _ = run([gmp, "report", "alike.zst", "-f", "json", "--by", "stack"], tmp)
             rows = json.loads(o)["devices"][0]["live_at_peak_by_stack"]
             eq("json keeps the internal marks", [any(f.get("internal") for f in r["stack"])
-                                                 for r in rows], [False, False, True, True, False])
+                                                 for r in rows],
+               [False, False, True, True, False, False])
             eq("json: no frame outside every module", [f["address"] for f in rows[4]["stack"]],
                ["0x7f0000000010"])
+            eq("json: nothing but addresses outside every module", rows[5]["stack"],
+               [{"function": None, "file": None, "line": 0, "module": None, "address": "0x0",
+                 "unknown": "no module"}])
         elif mode == "noalloc":
             # a trace without allocations: no peak and no time for it (it was "0 B at -1.000000
             # s", a time before the trace began), in every format

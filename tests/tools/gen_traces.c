@@ -699,7 +699,8 @@ static void report_noalloc(const char *out)
  * call sites never render the same): A and B share their four innermost frames and differ in the
  * fifth; C and D differ only in an internal frame folded inside the same user frame. E and F are
  * one call site whose outer "frames" are addresses inside no loaded module (what a frame-pointer
- * walk reads off the stack: device pointers): one stack. */
+ * walk reads off the stack: device pointers): one stack. G and H have nothing but such addresses
+ * (different ones): one stack of one "?" frame. */
 static void report_alike(const char *out)
 {
     tb b;
@@ -732,6 +733,12 @@ static void report_alike(const char *out)
         uint32_t site = gmp_writer_stack_native(b.w, raw, 0x7f0000000010ull);
         tb_alloc(&b, 0, US(5 + k), 0, GMP_MEM_DEVICE, 0x11000000 + (uint64_t)k * 0x1000000,
                  4 * TB_MiB, m, 0, site);
+    }
+    for (int k = 0; k < 2; k++) {
+        uint32_t raw = gmp_writer_stack_native(b.w, 0, k ? 0x130005000000ull : 0x100002000000ull);
+        raw = gmp_writer_stack_native(b.w, raw, 0x3000 + (uint64_t)k * 0x10);
+        tb_alloc(&b, 0, US(7 + k), 0, GMP_MEM_DEVICE, 0x15000000 + (uint64_t)k * 0x1000000,
+                 2 * TB_MiB, m, 0, raw);
     }
     tb_close(&b);
 }

@@ -46,6 +46,12 @@ verdict   (test_view.py GPUMEMPROF GEN_TRACES verdict TEST_ANALYSIS) the leaking
           verdict's line fills the last two rows; on the generated trace, v onto its OOM shows the
           report's verdict for it (capacity: ...); the findings row (under the cursor's row) is
           the report's leak verdict
+frames    a stack reads as in the report: on the diff tests' trace B (gen_traces diff) at its peak
+          the focus's stack is the report's "by call stack" row of that allocation, its outer
+          address inside no loaded module (0x401000) left out, also under i (no folded frame);
+          on `gen_traces report alike` (no ranges: by user frame) the tree's roots are the
+          report JSON's live_at_peak_by_frame rows, a call site whose outer frames are such
+          addresses one root, stacks of nothing but such addresses one root `?`
 badinput  (no terminal needed) a file that is no recording, a trace cut in its first frame, a
           corrupt zstd frame: one line on stderr and status 1 before the screen changes; not a
           terminal: status 1; a bad option: status 2
@@ -195,6 +201,21 @@ def check_peak(gmp, path, t, by="range"):
     return s
 
 
+def focus_stack(screen):
+    """The lines of the focus pane's stack (stripped), from under "stack (innermost first):"."""
+    lines = screen.splitlines()
+    col = [x for x in lines if "Allocation in focus" in x][0].index("Allocation in focus")
+    at = [i for i, x in enumerate(lines) if "stack (innermost first):" in x[col:]]
+    if not at:
+        fail("no stack in the focus:\n" + screen)
+    out = []
+    for x in lines[at[0] + 1:]:
+        if not x[col:].strip():
+            break
+        out.append(x[col:].strip())
+    return out
+
+
 def alloc_on_screen(screen):
     row = line_of(screen, "cursor ")
     if " alloc " not in row:
@@ -291,6 +312,45 @@ def main():
             if got != want:
                 fail("by category the screen says %s, report's JSON %s:\n%s" % (got, want, s))
             print("snapshot: by category", got)
+        elif case == "frames":
+            a, b = os.path.join(tmp, "a.zst"), os.path.join(tmp, "b.zst")
+            subprocess.run([gen, "diff", a, b], check=True)
+            rep = subprocess.run([gmp, "report", "--color", "never", b], check=True,
+                                 capture_output=True, text=True).stdout
+            rows = rep.split("Live at the peak, by call stack:\n")[1].split("\n\n")[0]
+            row = [r for r in rows.splitlines() if r.startswith("      1.00 GiB ")]
+            if len(row) != 1:
+                fail("no 1 GiB row in the report's by-call-stack table:\n" + rows)
+            want = row[0].split(None, 4)[4].split(" < ")
+            if want != ["libtrain.so+0x12340"]:
+                fail("the report's stack %s (0x401000 is inside no loaded module)" % want)
+            t = Term("%s view %s" % (gmp, b), w=160, h=45)
+            s = check_peak(gmp, b, t)
+            if "size   1.00 GiB" not in s or focus_stack(s) != want:
+                fail("the focus's stack %s is not the report's %s:\n%s" % (focus_stack(s), want, s))
+            t.keys("i")  # internal frames shown: still none for an address inside no module
+            time.sleep(0.5)
+            s = t.settled(t.screen(), "", False)
+            if focus_stack(s) != want or "0x401000" in s:
+                fail("under i the focus's stack %s is not the report's %s:\n%s" %
+                     (focus_stack(s), want, s))
+            t.close()
+            al = os.path.join(tmp, "alike.zst")
+            subprocess.run([gen, "report", "alike", al], check=True)
+            out = subprocess.run([gmp, "report", "--format", "json", al], check=True,
+                                 capture_output=True, text=True).stdout
+            dev = json.loads(out)["devices"][0]
+            want = sorted((fmt_bytes(r["bytes"]), r["count"], (r["frame"] or "")[:28].strip())
+                          for r in dev["live_at_peak_by_frame"])
+            if not any(w[2] == "?" for w in want) or len(want) != 4:
+                fail("the report's by-user-frame rows %s: no one '?' row" % want)
+            t = Term("%s view %s" % (gmp, al), w=100, h=40)
+            s = check_peak(gmp, al, t, by="user frame")
+            got = tree_roots(s, 10)
+            if got != want:
+                fail("the tree's roots %s are not the report's by-user-frame rows %s:\n%s" %
+                     (got, want, s))
+            print("frames: roots", got)
         elif case == "timezero":
             nsys = sys.argv[4]
             snap = os.path.join(os.path.dirname(nsys), "..", "torch-snapshots",
