@@ -117,7 +117,14 @@ static void header(const bld *b, gmp_doc_block *sec)
         uint32_t jl = c.len && joined && !joined[c.len - 1] ? c.len - 1 : c.len;
         gmp_doc_val cmd = KF(gmp_dv_str((gmp_str){joined ? joined : "", joined ? jl : 0}, ""),
                              "cmdline", GMP_DOC_CODE);
-        if (t->rank >= 0)
+        gmp_str host = gmp_report_str(t, t->hostname);
+        if (!t->pid && !host.len) /* a PyTorch snapshot names no process (pid 0, no host) */
+            gmp_doc_item_add(d, kv, "process", 0, "%v%v%v",
+                             gmp_dv_lit(t->end == GMP_REPORT_END_SNAPSHOT
+                                            ? "PyTorch snapshot (no process recorded)"
+                                            : "not recorded"),
+                             gmp_dv_lit(c.len ? ": " : ""), cmd);
+        else if (t->rank >= 0)
             gmp_doc_item_add(d, kv, "process", 0, "%v on %v, rank %v%v%v", gmp_dv_count(t->pid),
                              str(b, t->hostname, "?"), gmp_dv_int(t->rank),
                              gmp_dv_lit(c.len ? ": " : ""), cmd);
