@@ -938,6 +938,8 @@ static gmp_err on_event(void *ctx, gmp_replay *rp, const gmp_rec *rec)
     live *L = ((gmp_report_trace *)ctx)->live;
     if (rec->type != GMP_REC_END && rec->time_ns)
         axis_index(L, rec->time_ns);
+    if (rec->type == GMP_REC_END && rec->time_ns > L->t->end_ns)
+        L->t->end_ns = rec->time_ns; /* the process's exit */
     return GMP_OK;
 }
 

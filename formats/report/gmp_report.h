@@ -196,6 +196,7 @@ typedef struct gmp_report_trace {
     uint64_t t0_ns; /* base of relative times */
     gmp_replay_summary sum;
     int has_end;
+    uint64_t end_ns;    /* the END record's time (the exit), 0 when none */
     gmp_report_end end; /* how the recording ends (leaks only when it is the program's end) */
     int torch_figures;  /* allocated is PyTorch's requested bytes: an imported snapshot, or a trace
                           merged with PyTorch's memory history (header options) */

@@ -1105,10 +1105,10 @@ static int same_gpu(const gmp_report_trace *ta, const gmp_report_device *a,
 }
 
 /* The devices that several of the processes used: their allocated memory summed on the wall
- * clock (the one time axis of the timelines below), its peak and when. Each process's allocated
- * bytes are its steps (every change, gmp_report_device); before its first event and after its
- * last one a process holds nothing there (a process's memory goes with it). Only processes with a
- * wall clock take part: without one, their times cannot be put on the same axis. */
+ * clock (the one time axis of the timelines), its peak and when. Each process's allocated bytes
+ * are its steps (every change, gmp_report_device); before its first event and after its exit (its
+ * END record, else its last event) a process holds nothing there (its memory goes with it). Only
+ * processes with a wall clock take part: without one, their times cannot be put on one axis. */
 static void shared_devices(gmp_doc *d, gmp_doc_block *s, const gmp_report_doc *doc)
 {
     static const gmp_doc_col cols[] = {
@@ -1182,7 +1182,10 @@ static void shared_devices(gmp_doc *d, gmp_doc_block *s, const gmp_report_doc *d
             const gmp_report_trace *t = doc->traces[g[j].trace];
             for (size_t k = 0; k < o->nsteps; k++)
                 ev[n++] = (share_ev){o->steps[2 * k] + g[j].base, o->steps[2 * k + 1], (uint32_t)j};
+            /* the process's memory goes at its exit (END), else after its last event */
             uint64_t end = t->sum.last_ns > t->sum.first_ns ? t->sum.last_ns : t->sum.first_ns;
+            if (t->end_ns > end)
+                end = t->end_ns;
             if (o->nsteps && o->steps[2 * (o->nsteps - 1)] > end)
                 end = o->steps[2 * (o->nsteps - 1)];
             ev[n++] = (share_ev){end + g[j].base + 1, 0, (uint32_t)j}; /* the process is gone */
