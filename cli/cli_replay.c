@@ -9,6 +9,9 @@
 
 #include "cli_progress.h"
 
+/* the header options of an imported PyTorch snapshot (formats/import/gmp_import_torch.c) */
+#define SNAPSHOT_OPTS "import=pytorch-snapshot"
+
 /* Opens trace t's reader over its (open) input, and reads its header. */
 static int open_reader(const gmp_cli_replay_spec *spec, gmp_cli_trace *t)
 {
@@ -51,6 +54,13 @@ static void place(gmp_cli_trace *tr, size_t n)
         tr[i].offset_ns = walls ? (int64_t)(h->start_wall_ns - wall0) : 0;
         if (n == 1)
             tr[i].label[0] = '\0';
+        else if (!h->pid && !h->hostname.len) /* no process recorded: a PyTorch snapshot */
+            snprintf(tr[i].label, sizeof tr[i].label, "%s %zu",
+                     h->options.len >= sizeof SNAPSHOT_OPTS - 1 &&
+                             !memcmp(h->options.ptr, SNAPSHOT_OPTS, sizeof SNAPSHOT_OPTS - 1)
+                         ? "snapshot"
+                         : "trace",
+                     i + 1);
         else if (h->rank >= 0)
             snprintf(tr[i].label, sizeof tr[i].label, "rank %" PRId64 ", pid %" PRIu32, h->rank,
                      h->pid);

@@ -7,6 +7,7 @@
  * (gmp_render.h). This file only parses options, runs the comparison and renders it. See
  * docs/diff.md. */
 #include <errno.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -80,7 +81,7 @@ static void run_free(diff_run *R)
 int gmp_cmd_diff(const gmp_cli_cmd_info *cmd, int argc, char **argv)
 {
     const char *format = NULL, *out_path = NULL, *debug_dir = NULL;
-    int64_t top = -1;
+    int64_t top = INT64_MIN; /* not given (a value given is checked: -1 is an error) */
     int npos = 0, all_frames = 0;
     const gmp_cli_opt opts[] = {
         {"format", 'f', GMP_CLI_STRING, &format, "FMT",
@@ -106,8 +107,8 @@ int gmp_cmd_diff(const gmp_cli_cmd_info *cmd, int argc, char **argv)
         return gmp_cli_usage_error(cmd, "--format: '%s' is not text, markdown, html or json",
                                    format);
     int json = render == gmp_render_json;
-    if (top < -1 || top > 1000000000)
-        return gmp_cli_usage_error(cmd, "--top: must be 0 or more");
+    if (top != INT64_MIN && (top < 0 || top > 1000000000))
+        return gmp_cli_usage_error(cmd, "--top %" PRId64 ": expected 0 (all) to 1000000000", top);
     if (npos < 2)
         return gmp_cli_usage_error(cmd, "expected two recordings, A and B");
     if (npos > 2)

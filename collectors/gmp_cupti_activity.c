@@ -132,7 +132,8 @@ static void on_memory2(gmp_wthread *t, const CUpti_ActivityMemory4 *m)
     if (!a)
         a = atomic_load(&api);
     if (!a) {
-        a = gmp_writer_string(gmp_cupti_sink->w, "MEMORY2", 7);
+        a = gmp_writer_string(gmp_cupti_sink->w, GMP_API_MODULE_LOAD,
+                              sizeof GMP_API_MODULE_LOAD - 1);
         atomic_store(&api, a);
     }
     gmp_rec r = {.type = m->memoryOperationType == CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_RELEASE

@@ -3,10 +3,10 @@
  *   {"traceEvents":[ ...one event per line... ],"displayTimeUnit":"ns","otherData":{...}}
  *
  * Per process (one per trace): process and thread names ("M"); per device counter tracks
- * "GPU n memory" (allocated, reserved) and "GPU n driver" (used, from samples); NVTX push/pop
+ * "Device n memory" (allocated, reserved) and "Device n driver" (used, from samples); NVTX push/pop
  * ranges as B/E slices on their thread, start/end ranges as async spans, marks as instants; every
  * allocation's lifetime as an async span (b/e, both written when it is freed, or at the end for
- * what was never freed) on the track "GPU n allocations" (capped by max_spans; the rest is
+ * what was never freed) on the track "Device n allocations" (capped by max_spans; the rest is
  * counted); OOMs and each device's peaks as instants; with chrome_torch_compat, a
  * PyTorch-profiler-style
  * "[memory]" instant per allocation and free of device memory (the form Kineto writes:
@@ -34,8 +34,8 @@ typedef struct dev_state {
     int cat_on;                  /* a category other than `other` has had bytes: the category
                                     counter is written from then on */
     gmp_ctr_track mem, bycat;    /* the counter tracks, bounded (gmp_out_counters.h) */
-    char label[24];              /* "GPU 0" */
-    char span_name[GMP_MEM_KIND_COUNT][48]; /* "GPU 0 allocations", "host managed" */
+    char label[24];              /* "Device 0" */
+    char span_name[GMP_MEM_KIND_COUNT][48]; /* "Device 0 allocations", "host managed" */
 } dev_state;
 
 typedef struct ctrace {
@@ -318,7 +318,7 @@ static gmp_err counter(gmp_output_ctx *c, ctrace *t, const gmp_replay_device *d,
 }
 
 /* Memory by category (docs/report.md, "Memory by category"): a second counter track per device,
- * "GPU 0 by category", written once a category other than `other` appears (a trace without
+ * "Device 0 by category", written once a category other than `other` appears (a trace without
  * PyTorch's frames or phase ranges gets none); bounded as the memory track is. */
 static gmp_err cat_counter(gmp_output_ctx *c, ctrace *t, const gmp_replay_alloc *a, int add,
                            uint64_t time)

@@ -9,7 +9,7 @@
  *   alloc_objects count   allocations made over the run
  *
  * (default_sample_type inuse_space), so that per device the inuse_space of its samples adds up to
- * the report's peak_allocated_bytes. Labels: "device" ("GPU 0", "host"), "kind" ("device",
+ * the report's peak_allocated_bytes. Labels: "device" ("Device 0", "host"), "kind" ("device",
  * "pool", ...), "api", "range" (the NVTX path "train/step/forward", when there is one) and, with
  * several traces, "process" (the trace's label). One Location per stack frame (leaf first in each
  * sample), each with its Function (name, file) and line; a native frame with inlined functions is

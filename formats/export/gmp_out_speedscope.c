@@ -9,7 +9,8 @@
  * Per trace and device, sampled profiles whose samples are allocation sites: frames are the NVTX
  * range path (outermost first), then the call stack (outermost first), weights in bytes (unit
  * "bytes") and in allocations (unit "none"): what was live at the device's peak, what was
- * allocated over the whole run, what was still live at exit (leaked). Per thread, an evented
+ * allocated over the whole run, what was still live at exit (leaked; "live at end (not leaks)" when
+ * the recording ends before the program: a snapshot, a killed process). Per thread, an evented
  * profile (unit "nanoseconds") of its NVTX push/pop ranges. Frames are shared by every profile and
  * deduplicated by their text; stack frames carry file and line when the trace knows them (Python
  * frames "function (file:line)", native frames "module+0xoffset" or "0xaddress"). Stacks start at
@@ -475,8 +476,16 @@ static void write_sampled(gmp_output_ctx *c, strace *t, const gmp_replay_device 
     gmp_jw *w = &c->w;
     char what[64];
     gmp_output_device_label(d->id, what, sizeof what);
-    static const char *const metric_names[] = {"live at the peak", "allocated in all",
-                                               "leaked at exit"};
+    /* what is live at the end is leaked only when the recording ends at the program's exit: a
+     * PyTorch snapshot (the importer's header options) is taken while the program runs, a trace
+     * without END (killed, cut) ends before it; the report and diff say the same */
+    const gmp_rec_header *h = gmp_reader_header(t->r);
+    const gmp_reader_stats *rs = gmp_reader_get_stats(t->r);
+    int exited = !(h && h->options.len >= 23 &&
+                   memmem(h->options.ptr, h->options.len, "import=pytorch-snapshot", 23)) &&
+                 rs && rs->has_end && !rs->truncated;
+    const char *const metric_names[] = {"live at the peak", "allocated in all",
+                                        exited ? "leaked at exit" : "live at end (not leaks)"};
     gmp_obuf det = {0};
     if (d->def && d->def->name.len) {
         gmp_obuf_add(&det, " (", 2);

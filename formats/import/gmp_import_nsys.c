@@ -11,6 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "gmp_demangle.h"
 #include "gmp_trace.h"
 #include "gmp_writer.h"
 
@@ -77,7 +78,7 @@ typedef struct imp {
     unsigned mem_kind[64]; /* nsys memKind id -> gmp kind; UINT_MAX: unknown id */
     int op_alloc, op_free; /* memoryOperationType ids */
     int64_t ev_pushpop[2], ev_startend[2], ev_domain;
-    uint32_t static_root, api_memory2;
+    uint32_t static_root, api_module_load, api_unrecorded;
 } imp;
 
 static gmp_err fail(imp *I, gmp_err e, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -674,12 +675,15 @@ static uint64_t opt_u64(sqlite3_stmt *s, int c)
     return is_int(s, c) ? (uint64_t)sqlite3_column_int64(s, c) : 0;
 }
 
-static uint32_t api_string(imp *I, sqlite3_stmt *s)
+/* The API of a row: its call's name; with none, static memory (kinds DEVICE_STATIC and
+ * MANAGED_STATIC, flagged in mem_kind[]) was made by a module load, other rows by no call on
+ * record. */
+static uint32_t api_string(imp *I, sqlite3_stmt *s, unsigned km)
 {
     size_t n;
     const char *a = col_text(s, C_API, &n);
     if (!a || !n)
-        return I->api_memory2;
+        return km & KIND_STATIC_FLAG ? I->api_module_load : I->api_unrecorded;
     /* "cudaMalloc_v3020" -> "cudaMalloc": CUPTI's callback names carry the version */
     size_t k = n;
     while (k > 0 && a[k - 1] >= '0' && a[k - 1] <= '9')
@@ -734,10 +738,18 @@ static gmp_err on_memory(imp *I, sqlite3_stmt *s, uint64_t row)
     if (!th)
         return fail(I, GMP_ERR_NOMEM, "out of memory");
     if (km & KIND_STATIC_FLAG) {
+        /* the variable's symbol, a C++ one demangled as native frames are
+         * ("_ZN6cublas8internal15deviceConstantsE" is "cublas::internal::deviceConstants") */
         size_t n;
         const char *name = col_text(s, C_NAME, &n);
-        range = name && n ? gmp_writer_range(I->w, I->static_root, 0, wstr(I, name, n))
-                          : I->static_root;
+        char *d = name && n && strlen(name) == n ? gmp_demangle(name) : NULL;
+        if (d) {
+            name = d;
+            n = strlen(d);
+        }
+        uint32_t sid = name && n ? wstr(I, name, n) : 0;
+        free(d);
+        range = name && n ? gmp_writer_range(I->w, I->static_root, 0, sid) : I->static_root;
     }
     uint64_t time = (uint64_t)t;
     if (kind == GMP_MEM_ASYNC_POOL && is_int(s, C_POOLSIZE) && op == I->op_alloc) {
@@ -760,7 +772,7 @@ static gmp_err on_memory(imp *I, sqlite3_stmt *s, uint64_t row)
     r.u.mem.device = (int32_t)dev;
     r.u.mem.kind = kind;
     r.u.mem.flags = GMP_MEMF_ACTIVITY;
-    r.u.mem.api = api_string(I, s);
+    r.u.mem.api = api_string(I, s, km);
     r.u.mem.address = (uint64_t)sqlite3_column_int64(s, C_ADDR);
     r.u.mem.size = (uint64_t)bytes;
     r.u.mem.stream = opt_u64(s, C_STREAM);
@@ -1022,9 +1034,10 @@ gmp_err gmp_import_nsys(const char *in_path, int out_fd, gmp_import_nsys_stats *
         fail(I, e, "cannot start the trace: %s", gmp_err_str(e));
         goto done;
     }
-    I->api_memory2 = wcstr(I, "MEMORY2");
+    I->api_module_load = wcstr(I, GMP_API_MODULE_LOAD);
+    I->api_unrecorded = wcstr(I, GMP_API_UNRECORDED);
     I->static_root = gmp_writer_range(I->w, 0, 0, wcstr(I, "[static]"));
-    if (!I->api_memory2 || !I->static_root) {
+    if (!I->api_module_load || !I->api_unrecorded || !I->static_root) {
         e = fail(I, GMP_ERR_NOMEM, "out of memory");
         goto done;
     }

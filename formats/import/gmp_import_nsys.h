@@ -6,8 +6,9 @@
  *  - CUDA_GPU_MEMORY_USAGE_EVENTS (CUPTI MEMORY2 records): ALLOC / FREE with device, kind, address,
  *    size, time, correlation id, stream (when the column exists) and the local pool; the API that
  *    made the call and its thread come from CUPTI_ACTIVITY_KIND_RUNTIME / _DRIVER by correlation id
- *    ("cudaMalloc_v3020" becomes "cudaMalloc"), "MEMORY2" when there is none; static memory is
- *    named "[static]/<variable>" as the agent names it;
+ *    ("cudaMalloc_v3020" becomes "cudaMalloc"); with none, "module load" for static memory (as
+ *    the agent writes it) and "no API call recorded" for other rows; static memory is named
+ *    "[static]/<variable>" as the agent names it, C++ symbols demangled;
  *  - NVTX_EVENTS: push/pop ranges become RANGE_PUSH/RANGE_POP on their thread (an allocation made
  *    inside gets that range path), start/end ranges RANGE_START/RANGE_END; domains by name;
  *  - ThreadNames (THREAD records for the threads of the profiled processes), TARGET_INFO_GPU

@@ -290,7 +290,7 @@ const char *gmp_output_device_label(int32_t device, char *buf, size_t n)
     if (device < 0)
         snprintf(buf, n, "host");
     else
-        snprintf(buf, n, "GPU %" PRId32, device);
+        snprintf(buf, n, "Device %" PRId32, device); /* as the report heads its devices */
     return buf;
 }
 

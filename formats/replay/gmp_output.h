@@ -178,7 +178,7 @@ struct gmp_omap;
 int gmp_output_stack_class(const gmp_output_opts *o, gmp_replay *rp, struct gmp_omap *cache,
                            uint32_t node);
 
-/* "GPU 3" or "host" (device -1). */
+/* "Device 3" (as the report heads a device) or "host" (device -1). */
 const char *gmp_output_device_label(int32_t device, char *buf, size_t n);
 
 #endif

@@ -56,6 +56,11 @@ typedef struct devslot {
     uint64_t hist_count[GMP_REPORT_HIST], hist_bytes[GMP_REPORT_HIST];
     uint64_t cat[GMP_CAT_COUNT]; /* allocated now per category (gmp_frames_category) */
     bucket *b;                   /* GMP_REPORT_BUCKETS */
+    /* with several traces: the allocated bytes after each change, (time, bytes) pairs, for the
+     * combined figure of the processes that share a device (GMP_REPORT_MAX_STEPS at most) */
+    uint64_t *steps;
+    size_t nsteps, capsteps;
+    int steps_cut;
 } devslot;
 
 typedef struct rframe {
@@ -114,6 +119,7 @@ struct gmp_report_live {
     gmp_reader *r;
     char path[4096];
     char label[256];
+    int steps_on; /* several traces: keep each device's steps (devslot) */
     /* timeline axis */
     int axis_started;
     uint64_t t0, w;
@@ -321,6 +327,37 @@ static long double slot_F(devslot *s, uint64_t t)
     return s->F + (long double)s->frag * (long double)(t - s->last_t);
 }
 
+/* Keeps the allocated bytes after a change at time t: one pair per time, and only changes. */
+COLD void step_add(devslot *s, uint64_t t)
+{
+    if (s->steps_cut)
+        return;
+    if (s->nsteps && s->steps[2 * s->nsteps - 1] == s->allocated)
+        return;
+    if (s->nsteps && s->steps[2 * s->nsteps - 2] >= t) { /* the same moment: its last value */
+        s->steps[2 * s->nsteps - 1] = s->allocated;
+        return;
+    }
+    if (s->nsteps == s->capsteps) {
+        size_t cap = s->capsteps ? 2 * s->capsteps : 1024;
+        uint64_t *n = NULL;
+        if (cap <= GMP_REPORT_MAX_STEPS)
+            n = realloc(s->steps, cap * 2 * sizeof *n);
+        if (!n) { /* too many, or no memory: no combined figure for this device */
+            free(s->steps);
+            s->steps = NULL;
+            s->nsteps = s->capsteps = 0;
+            s->steps_cut = 1;
+            return;
+        }
+        s->steps = n;
+        s->capsteps = cap;
+    }
+    s->steps[2 * s->nsteps] = t;
+    s->steps[2 * s->nsteps + 1] = s->allocated;
+    s->nsteps++;
+}
+
 static void dev_update(live *L, const gmp_replay_device *dev, uint64_t t)
 {
     if (!dev)
@@ -379,6 +416,8 @@ static void dev_update(live *L, const gmp_replay_device *dev, uint64_t t)
     }
     if (newmax)
         memcpy(b->cmax, b->clast, sizeof b->cmax);
+    if (L->steps_on)
+        step_add(s, t);
 }
 
 /* The category of an allocation during the pass (gmp_frames_category), from the frames the
@@ -899,6 +938,8 @@ static gmp_err on_event(void *ctx, gmp_replay *rp, const gmp_rec *rec)
     live *L = ((gmp_report_trace *)ctx)->live;
     if (rec->type != GMP_REC_END && rec->time_ns)
         axis_index(L, rec->time_ns);
+    if (rec->type == GMP_REC_END && rec->time_ns > L->t->end_ns)
+        L->t->end_ns = rec->time_ns; /* the process's exit */
     return GMP_OK;
 }
 
@@ -1339,9 +1380,19 @@ static gmp_err freeze_devices(live *L)
             o->total_bytes = d->def->total_bytes;
         }
         o->listed = d->id >= 0 || d->allocs > 0;
+        if (d->def) {
+            static const uint8_t zero[16];
+            memcpy(o->uuid, d->def->uuid, sizeof o->uuid);
+            o->has_uuid = memcmp(o->uuid, zero, sizeof zero) != 0;
+        }
         devslot *s = d->id >= -1 && d->id < GMP_REPORT_MAX_DEVICES - 1 ? &L->dev[d->id + 1] : NULL;
         if (!s || !s->used)
             continue;
+        o->steps = s->steps; /* moved */
+        o->nsteps = s->nsteps;
+        o->steps_cut = s->steps_cut;
+        s->steps = NULL;
+        s->nsteps = s->capsteps = 0;
         o->frag_max = s->frag_max;
         o->frag_max_time_ns = s->frag_max_t;
         uint64_t span = last > sum->first_ns ? last - sum->first_ns : 0;
@@ -1541,8 +1592,10 @@ static void live_free(live *L)
 {
     if (!L)
         return;
-    for (size_t i = 0; i < GMP_REPORT_MAX_DEVICES; i++)
+    for (size_t i = 0; i < GMP_REPORT_MAX_DEVICES; i++) {
         free(L->dev[i].b);
+        free(L->dev[i].steps);
+    }
     for (size_t i = 0; i < L->nth; i++)
         free(L->th[i].f);
     free(L->th);
@@ -1629,8 +1682,10 @@ static void trace_free(gmp_report_trace *t)
     if (!t)
         return;
     live_free(t->live);
-    for (size_t i = 0; i < t->ndevices; i++)
+    for (size_t i = 0; i < t->ndevices; i++) {
         free(t->devices[i].points);
+        free(t->devices[i].steps);
+    }
     free(t->devices);
     free(t->sites);
     free(t->ranges);
@@ -1677,6 +1732,7 @@ gmp_err gmp_report_doc_add(gmp_report_doc *doc, gmp_replay *rp, const char *path
     L->rp = rp;
     snprintf(L->path, sizeof L->path, "%s", path ? path : "");
     snprintf(L->label, sizeof L->label, "%s", label ? label : "");
+    L->steps_on = label && *label; /* one of several traces */
     L->kheap = doc->opts.max_largest;
     L->heap = calloc(L->kheap, sizeof *L->heap);
     gmp_err e = L->heap ? gmp_replay_add(rp, &report_ops, t) : GMP_ERR_NOMEM;

@@ -39,6 +39,8 @@
 #define GMP_REPORT_MAX_DEVICES 64 /* devices with a timeline (ids -1 .. 62) */
 #define GMP_REPORT_MAX_LANES 32   /* range lanes (thread, depth) under the timeline */
 #define GMP_REPORT_LANE_DEPTH 4   /* deepest range level drawn in the lanes */
+/* allocated-bytes changes kept per device and trace when reporting several (32 MiB each at most) */
+#define GMP_REPORT_MAX_STEPS (4u << 20)
 #define GMP_REPORT_NO_STACK UINT32_MAX
 #define GMP_REPORT_ALL UINT32_MAX /* a merged key in a grouped row */
 
@@ -148,6 +150,13 @@ typedef struct gmp_report_device {
     uint64_t hist_count[GMP_REPORT_HIST], hist_bytes[GMP_REPORT_HIST];
     size_t npoints;
     gmp_report_point *points; /* GMP_REPORT_BUCKETS at most */
+    uint8_t uuid[16];         /* the DEVICE record's */
+    int has_uuid;             /* not all zero */
+    /* one of several traces: the allocated bytes after each change, nsteps (time, bytes) pairs in
+     * time order; none and steps_cut when there were more than GMP_REPORT_MAX_STEPS */
+    uint64_t *steps;
+    size_t nsteps;
+    int steps_cut;
 } gmp_report_device;
 
 typedef struct gmp_report_alloc {
@@ -187,6 +196,7 @@ typedef struct gmp_report_trace {
     uint64_t t0_ns; /* base of relative times */
     gmp_replay_summary sum;
     int has_end;
+    uint64_t end_ns;    /* the END record's time (the exit), 0 when none */
     gmp_report_end end; /* how the recording ends (leaks only when it is the program's end) */
     int torch_figures;  /* allocated is PyTorch's requested bytes: an imported snapshot, or a trace
                           merged with PyTorch's memory history (header options) */

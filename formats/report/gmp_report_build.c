@@ -117,7 +117,14 @@ static void header(const bld *b, gmp_doc_block *sec)
         uint32_t jl = c.len && joined && !joined[c.len - 1] ? c.len - 1 : c.len;
         gmp_doc_val cmd = KF(gmp_dv_str((gmp_str){joined ? joined : "", joined ? jl : 0}, ""),
                              "cmdline", GMP_DOC_CODE);
-        if (t->rank >= 0)
+        gmp_str host = gmp_report_str(t, t->hostname);
+        if (!t->pid && !host.len) /* a PyTorch snapshot names no process (pid 0, no host) */
+            gmp_doc_item_add(d, kv, "process", 0, "%v%v%v",
+                             gmp_dv_lit(t->end == GMP_REPORT_END_SNAPSHOT
+                                            ? "PyTorch snapshot (no process recorded)"
+                                            : "not recorded"),
+                             gmp_dv_lit(c.len ? ": " : ""), cmd);
+        else if (t->rank >= 0)
             gmp_doc_item_add(d, kv, "process", 0, "%v on %v, rank %v%v%v", gmp_dv_count(t->pid),
                              str(b, t->hostname, "?"), gmp_dv_int(t->rank),
                              gmp_dv_lit(c.len ? ": " : ""), cmd);
@@ -1065,6 +1072,166 @@ out:
     free(cols);
 }
 
+/* One process's device in a group of processes that share it (shared_devices). */
+typedef struct share_member {
+    size_t trace;
+    const gmp_report_device *dev;
+    uint64_t base; /* wall = trace time + base */
+} share_member;
+
+typedef struct share_ev {
+    uint64_t t;      /* wall clock */
+    uint64_t value;  /* the member's allocated bytes from then on */
+    uint32_t member; /* index in the group */
+} share_ev;
+
+static int share_ev_cmp(const void *a, const void *b)
+{
+    const share_ev *x = a, *y = b;
+    if (x->t != y->t)
+        return x->t < y->t ? -1 : 1;
+    return x->member < y->member ? -1 : x->member > y->member;
+}
+
+/* Whether two processes' devices are the same GPU: the same UUID, or (neither knowing its UUID)
+ * the same ordinal on the same host. */
+static int same_gpu(const gmp_report_trace *ta, const gmp_report_device *a,
+                    const gmp_report_trace *tb, const gmp_report_device *b)
+{
+    if (a->has_uuid || b->has_uuid)
+        return a->has_uuid && b->has_uuid && memcmp(a->uuid, b->uuid, sizeof a->uuid) == 0;
+    gmp_str ha = gmp_report_str(ta, ta->hostname), hb = gmp_report_str(tb, tb->hostname);
+    return a->id == b->id && ha.len && ha.len == hb.len && memcmp(ha.ptr, hb.ptr, ha.len) == 0;
+}
+
+/* The devices that several of the processes used: their allocated memory summed on the wall
+ * clock (the one time axis of the timelines), its peak and when. Each process's allocated bytes
+ * are its steps (every change, gmp_report_device); before its first event and after its exit (its
+ * END record, else its last event) a process holds nothing there (its memory goes with it). Only
+ * processes with a wall clock take part: without one, their times cannot be put on one axis. */
+static void shared_devices(gmp_doc *d, gmp_doc_block *s, const gmp_report_doc *doc)
+{
+    static const gmp_doc_col cols[] = {
+        {"device", "device", GMP_DOC_DEVICE, 0},
+        {"same GPU by", "matched_by", GMP_DOC_LIT, 0},
+        {"processes", "processes", GMP_DOC_STR, 0},
+        {"combined peak", "combined_peak_bytes", GMP_DOC_BYTES, GMP_DOC_BAR},
+        {"at", "combined_peak_time_ns", GMP_DOC_TIME, 0},
+        {"from the first start", "first_start_ns", GMP_DOC_COUNT, GMP_DOC_DATA},
+        {"sum of their own peaks", "sum_of_peaks_bytes", GMP_DOC_BYTES, 0},
+    };
+    size_t nt = doc->ntraces;
+    size_t cap = 0;
+    for (size_t i = 0; i < nt; i++)
+        cap += doc->traces[i]->ndevices;
+    share_member *m = calloc(cap ? cap : 1, sizeof *m);
+    int *grouped = calloc(cap ? cap : 1, sizeof *grouped);
+    share_member *g = calloc(nt ? nt : 1, sizeof *g);
+    gmp_doc_block *tb = NULL;
+    if (!m || !grouped || !g)
+        goto out;
+    size_t nm = 0;
+    for (size_t i = 0; i < nt; i++) {
+        const gmp_report_trace *t = doc->traces[i];
+        if (!(t->start_wall_ns && t->start_wall_ns >= t->start_trace_ns))
+            continue;
+        for (size_t k = 0; k < t->ndevices; k++)
+            if (t->devices[k].id >= 0 && t->devices[k].d.allocs)
+                m[nm++] = (share_member){i, &t->devices[k], t->start_wall_ns - t->start_trace_ns};
+    }
+    for (size_t a = 0; a < nm; a++) {
+        if (grouped[a])
+            continue;
+        size_t ng = 0;
+        g[ng++] = m[a];
+        for (size_t b = a + 1; b < nm; b++)
+            if (!grouped[b] && m[b].trace != m[a].trace &&
+                same_gpu(doc->traces[m[a].trace], m[a].dev, doc->traces[m[b].trace], m[b].dev)) {
+                int again = 0; /* one device per process in a group */
+                for (size_t j = 0; j < ng; j++)
+                    again |= g[j].trace == m[b].trace;
+                if (again)
+                    continue;
+                grouped[b] = 1;
+                g[ng++] = m[b];
+            }
+        if (ng < 2)
+            continue;
+        size_t nev = 0, cut = 0;
+        uint64_t own = 0, first = UINT64_MAX;
+        for (size_t j = 0; j < ng; j++) {
+            nev += g[j].dev->nsteps + 1;
+            cut |= (size_t)g[j].dev->steps_cut;
+            own += g[j].dev->d.peak_allocated;
+            const gmp_report_trace *t = doc->traces[g[j].trace];
+            if (t->t0_ns + g[j].base < first)
+                first = t->t0_ns + g[j].base;
+        }
+        if (cut)
+            continue; /* too many changes to keep: no figure rather than a wrong one */
+        share_ev *ev = malloc(nev * sizeof *ev);
+        uint64_t *cur = calloc(ng, sizeof *cur);
+        if (!ev || !cur) {
+            free(ev);
+            free(cur);
+            goto out;
+        }
+        size_t n = 0;
+        for (size_t j = 0; j < ng; j++) {
+            const gmp_report_device *o = g[j].dev;
+            const gmp_report_trace *t = doc->traces[g[j].trace];
+            for (size_t k = 0; k < o->nsteps; k++)
+                ev[n++] = (share_ev){o->steps[2 * k] + g[j].base, o->steps[2 * k + 1], (uint32_t)j};
+            /* the process's memory goes at its exit (END), else after its last event */
+            uint64_t end = t->sum.last_ns > t->sum.first_ns ? t->sum.last_ns : t->sum.first_ns;
+            if (t->end_ns > end)
+                end = t->end_ns;
+            if (o->nsteps && o->steps[2 * (o->nsteps - 1)] > end)
+                end = o->steps[2 * (o->nsteps - 1)];
+            ev[n++] = (share_ev){end + g[j].base + 1, 0, (uint32_t)j}; /* the process is gone */
+        }
+        qsort(ev, n, sizeof *ev, share_ev_cmp);
+        uint64_t sum = 0, best = 0, best_t = 0;
+        for (size_t k = 0; k < n; k++) {
+            sum = sum - cur[ev[k].member] + ev[k].value;
+            cur[ev[k].member] = ev[k].value;
+            if ((k + 1 == n || ev[k + 1].t != ev[k].t) && sum > best) {
+                best = sum;
+                best_t = ev[k].t;
+            }
+        }
+        free(ev);
+        free(cur);
+        if (!tb) {
+            gmp_doc_block *sec = gmp_doc_section(
+                d, s, NULL, 0,
+                "Devices shared by several processes (allocated memory summed on one time axis)");
+            tb = gmp_doc_table(d, sec, "shared_devices", cols, sizeof cols / sizeof cols[0]);
+        }
+        char who[1024];
+        size_t w = 0;
+        who[0] = 0;
+        for (size_t j = 0; j < ng && w + 1 < sizeof who; j++) {
+            gmp_str lab = gmp_report_str(doc->traces[g[j].trace], doc->traces[g[j].trace]->label);
+            int k =
+                snprintf(who + w, sizeof who - w, "%s%.*s", j ? ", " : "", (int)lab.len, lab.ptr);
+            w += k > 0 ? (size_t)k : 0;
+        }
+        gmp_doc_val *r = gmp_doc_row(d, tb);
+        r[0] = gmp_dv_device(g[0].dev->id);
+        r[1] = gmp_dv_lit(g[0].dev->has_uuid ? "UUID" : "ordinal and host");
+        r[2] = gmp_dv_str((gmp_str){gmp_doc_cstr(d, who), (uint32_t)strnlen(who, sizeof who)}, "");
+        r[3] = gmp_dv_bytes(best);
+        r[4] = gmp_dv_time(best_t, first);
+        r[5] = gmp_dv_count(first);
+        r[6] = gmp_dv_bytes(own);
+    }
+out:
+    free(m);
+    free(grouped);
+    free(g);
+}
+
 /* A rank is heavy when its peak is more than this much above the median of the peaks. */
 #define HEAVY_FACTOR 1.5
 
@@ -1189,6 +1356,7 @@ static void summary(gmp_doc *d, const gmp_report_doc *doc, const gmp_report_view
         e->flags |= GMP_DOC_DATA; /* `heavy: []` */
     }
     rank_timelines(d, s, doc, pk);
+    shared_devices(d, gmp_doc_root(d), doc); /* a section of its own, after the summary's */
     free(pk);
 }
 

@@ -22,14 +22,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "gmp_demangle.h"
 #include "gmp_dwarf_lines.h"
 #include "gmp_hash.h"
 #include "gmp_map.h"
-
-/* C++ names are demangled by the C++ runtime's demangler (libstdc++'s __cxa_demangle, a C symbol
- * of the Itanium C++ ABI; see docs/dependencies.md): the names of the ABI every Linux compiler
- * uses, with clone suffixes (".cold", ".isra.0") shown as "[clone .cold]". */
-extern char *__cxa_demangle(const char *mangled, char *buf, size_t *len, int *status);
 
 #define MAX_CHAIN 64      /* inlined frames reported per address */
 #define MAX_DIE_DEPTH 256 /* DIE nesting walked */
@@ -299,9 +295,8 @@ static const char *display_name(gmp_symbolizer *s, const char *n)
         return n;
     if (!fresh)
         return (const char *)(uintptr_t)*v;
-    int status = -1;
-    char *d = __cxa_demangle(n, NULL, NULL, &status);
-    const char *r = d && status == 0 ? pool_str(&s->strs, d) : NULL;
+    char *d = gmp_demangle(n); /* formats/base/gmp_demangle.c: the C++ runtime's demangler */
+    const char *r = d ? pool_str(&s->strs, d) : NULL;
     free(d);
     *v = (uint64_t)(uintptr_t)(r ? r : n); /* (pool_str does not touch the map: v is valid) */
     return r ? r : n;

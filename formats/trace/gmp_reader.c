@@ -607,6 +607,10 @@ static gmp_err define(gmp_reader *r, size_t off)
         if (!s)
             return nomem(r);
         *s = d->u.string.value;
+        /* traces written before the name existed: static memory's api was the activity kind */
+        if (s->len == sizeof GMP_API_MEMORY2_OLD - 1 && s->ptr &&
+            memcmp(s->ptr, GMP_API_MEMORY2_OLD, s->len) == 0)
+            *s = (gmp_str){GMP_API_MODULE_LOAD, sizeof GMP_API_MODULE_LOAD - 1};
         if (arena_str(&r->ar, s) || deftab_add(&r->strings, d->u.string.id, s))
             return nomem(r);
         d->u.string.value = *s;

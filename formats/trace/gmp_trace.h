@@ -81,6 +81,15 @@ const char *gmp_mem_kind_name(unsigned kind);
 /* Non-zero when the kind counts in a device's allocated memory and peak. */
 int gmp_mem_kind_is_device(unsigned kind);
 
+/* The api of the memory a module load allocates (static __device__ and __managed__ variables): no
+ * API call makes it, CUPTI reports it in activity records only (CUPTI_ACTIVITY_KIND_MEMORY2).
+ * Traces written before this name say "MEMORY2" (the activity kind); the reader reads that string
+ * as this name, so old and new traces read the same in every output. */
+#define GMP_API_MODULE_LOAD "module load"
+#define GMP_API_MEMORY2_OLD "MEMORY2"
+/* The api of memory an imported profile records with no API call (nsys rows of other kinds). */
+#define GMP_API_UNRECORDED "no API call recorded"
+
 /* Flags of ALLOC and FREE records. */
 #define GMP_MEMF_ACTIVITY 0x1u /* reported by a CUPTI activity record, not an API callback */
 #define GMP_MEMF_ASYNC 0x2u    /* stream-ordered (takes effect in stream order) */

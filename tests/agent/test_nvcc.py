@@ -31,9 +31,10 @@ def main():
                  ("free", "cudaFreeAsync", 0, "train/step")]
     want += [("alloc", "cudaMalloc", 12345, ""), ("free", "cudaFree", 0, "")]
     L.eq(got, want, "API records")
-    static = [(r["kind"], r["size"], r["path"]) for r in t.mem(activity=True)
+    static = [(r["kind"], r["api"], r["size"], r["path"]) for r in t.mem(activity=True)
               if "activity" in r["flags"]]
-    L.eq(static, [("static", 256, "[static]/scale_factor")], "static memory from MEMORY2")
+    L.eq(static, [("static", "module load", 256, "[static]/scale_factor")],
+         "static memory from MEMORY2, named for the module load that made it")
     rc, rep, rerr = L.run([c.gmp, "report", out, "--format", "json"], c.env)
     L.eq(rc, 0, "report (%s)" % rerr.strip())
     r = json.loads(rep)

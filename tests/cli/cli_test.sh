@@ -170,6 +170,17 @@ dump_golden)
     tail -n1 out | grep -q 'lost' || fail "the completeness line does not mention the lost events"
     [[ $(lines err) -eq 1 ]] || fail "expected one warning line: $(cat err)"
     has err "gpumemprof dump: warning: t.zst: "
+    # the trace's static memory has api "MEMORY2" (the CUPTI activity kind), as traces written
+    # before "module load" do: every output names it "module load", none says MEMORY2
+    "$GMP" convert t.zst --chrome c.json --report r.txt --json j.json --html-view v.html \
+        --pytorch-snapshot p.pickle --speedscope s.json 2>/dev/null ||
+        fail "convert of the old trace failed"
+    for f in out c.json r.txt j.json v.html p.pickle s.json; do
+        ! grep -q MEMORY2 "$f" || fail "$f says MEMORY2"
+    done
+    for f in out c.json r.txt j.json v.html; do
+        grep -q 'module load' "$f" || fail "$f does not name static memory's api 'module load'"
+    done
     # a second trace written by the generator dumps identically (the generator is deterministic)
     gen t2.zst
     "$GMP" dump t2.zst 2>/dev/null | normalize >out2

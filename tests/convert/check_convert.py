@@ -173,7 +173,7 @@ def check_chrome(doc, reports=None, torch=False):
         return
     for pid, rep in reports.items():
         for d in rep["devices"]:
-            label = "GPU %d" % d["id"] if d["id"] >= 0 else "host"
+            label = "Device %d" % d["id"] if d["id"] >= 0 else "host"
             ctr = [e for e in ev if e["pid"] == pid and e["ph"] == "C" and
                    e["name"] == label + " memory"]
             alloc = max([e["args"]["allocated"] for e in ctr] or [0])
@@ -278,15 +278,16 @@ def check_speedscope(doc, rep=None, label=""):
         for d in rep["devices"]:
             if d["id"] < 0 or not d["peak_allocated_bytes"]:
                 continue
-            name = [p for p in doc["profiles"] if p["name"].startswith(label + "GPU %d" % d["id"])
+            name = [p for p in doc["profiles"]
+                    if p["name"].startswith(label + "Device %d" % d["id"])
                     and p["name"].endswith("live at the peak, bytes")]
             if len(name) != 1 or name[0]["endValue"] != d["peak_allocated_bytes"]:
-                fail("GPU %d: live-at-peak profile %r, report peak %d" %
+                fail("Device %d: live-at-peak profile %r, report peak %d" %
                      (d["id"], [(p["name"], p["endValue"]) for p in name],
                       d["peak_allocated_bytes"]))
             want = sum(x["bytes"] for x in rep["live_at_peak"] if x["device"] == d["id"])
             if want != name[0]["endValue"]:
-                fail("GPU %d: live_at_peak rows sum to %d" % (d["id"], want))
+                fail("Device %d: live_at_peak rows sum to %d" % (d["id"], want))
 
 
 # ---- modes ----
@@ -345,7 +346,7 @@ def mode_chrome_structure():
         fail("the mark is missing")
     if not any(e["ph"] == "b" and e["name"] == "load_batch" for e in ev):
         fail("the start/end range is missing")
-    drv = [e for e in ev if e["ph"] == "C" and e["name"] == "GPU 0 driver"]
+    drv = [e for e in ev if e["ph"] == "C" and e["name"] == "Device 0 driver"]
     if len(drv) != 1 or drv[0]["args"]["used"] != 2 << 30 or drv[0]["ts"] != 18000.0:
         fail("driver counter %r" % drv)
     leaked = [e for e in ev if e["ph"] == "b" and e.get("args", {}).get("leaked")]
@@ -383,7 +384,7 @@ def mode_speedscope_structure():
     if doc["exporter"] != "gpumemprof " + doc["exporter"].split(" ", 1)[1]:
         fail("exporter %r" % doc["exporter"])
     first = doc["profiles"][0]
-    if first["name"] != "GPU 0 (NVIDIA H100 80GB HBM3): live at the peak, bytes":
+    if first["name"] != "Device 0 (NVIDIA H100 80GB HBM3): live at the peak, bytes":
         fail("first profile %r" % first["name"])
     # the sample of the 1 GiB allocation: train/step/forward, then its stack outermost first,
     # without 0x401000, an address inside no loaded module (folded: docs/stacks.md)
@@ -400,10 +401,10 @@ def mode_speedscope_structure():
         fail("thread 100 events %r" % ev0[:3])
     if ev0[-1] != ("C", "train", 19000000):
         fail("thread 100 last event %r" % (ev0[-1],))
-    leak = [p for p in doc["profiles"] if p["name"] == "GPU 0 (NVIDIA H100 80GB HBM3): "
+    leak = [p for p in doc["profiles"] if p["name"] == "Device 0 (NVIDIA H100 80GB HBM3): "
             "leaked at exit, bytes"][0]
     if leak["endValue"] != (1 << 30) + (32 << 20):
-        fail("GPU 0 leaked %d" % leak["endValue"])
+        fail("Device 0 leaked %d" % leak["endValue"])
 
 
 def mode_torch_compat():
@@ -670,7 +671,7 @@ def mode_counters():
     merged = 0
     for dev, tc in sorted(true.items()):
         got = [(round(e["ts"] * 1000), e["args"]["allocated"]) for e in doc["traceEvents"]
-               if e["ph"] == "C" and e["name"] == "GPU %d memory" % dev]
+               if e["ph"] == "C" and e["name"] == "Device %d memory" % dev]
         if len(tc) <= CTR_EXACT:
             fail("device %d: %d changes, not enough to test the bound" % (dev, len(tc)))
         bound = CTR_EXACT + CTR_BUCKETS * 6

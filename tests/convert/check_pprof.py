@@ -56,7 +56,7 @@ def report_processes(rep):
 
 
 def dev_label(i):
-    return "host" if i < 0 else "GPU %d" % i
+    return "host" if i < 0 else "Device %d" % i
 
 
 def check(name, gmp, nodedeps, inputs, work):

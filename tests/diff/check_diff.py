@@ -195,6 +195,9 @@ def case_errors(gmp, a, b, work):
     run(gmp, ["diff", a, b, a], expect=2)
     run(gmp, ["diff", a, b, "--format", "xml"], expect=2)
     run(gmp, ["diff", a, b, "--top", "-3"], expect=2)
+    # -1 too, as report does (it was taken for "not given")
+    p = run(gmp, ["diff", a, b, "--top", "-1"], expect=2)
+    check(p.stdout == "" and "--top -1" in p.stderr, p.stderr)
     p = run(gmp, ["diff", a, os.path.join(work, "missing.zst")], expect=1)
     check(p.stdout == "" and len(p.stderr.splitlines()) == 1 and "missing.zst" in p.stderr,
           p.stderr)

@@ -172,9 +172,27 @@ def snapshot(gmp, snap):
         sd = json.load(f)
     names = [p["name"] for p in sd["profiles"]]
     a = sd["activeProfileIndex"]
-    check(names[a].startswith("GPU %d:" % dev) and
-          not any(n.startswith("GPU %d:" % dev) for n in names[:a]),
+    check(names[a].startswith("Device %d:" % dev) and
+          not any(n.startswith("Device %d:" % dev) for n in names[:a]),
           "speedscope opens on %r (profiles %r)" % (names[a], names))
+    # a snapshot's end is not the program's exit, and it names no process: what is live at its end
+    # is "live at end (not leaks)" as report and diff say, and no output heads it "0 on ?"
+    check(not any("leaked at exit" in n for n in names) and
+          any(n.endswith(": live at end (not leaks), bytes") for n in names),
+          "speedscope profiles of a snapshot: %r" % names)
+    for fmt in ("text", "md", "html"):
+        out = report(gmp, [snap, "--format", fmt])
+        check("on ?" not in out and "on *?*" not in out and
+              "PyTorch snapshot (no process recorded)" in out,
+              "%s report's process line: %r" % (fmt, [x for x in out.splitlines()
+                                                       if "process" in x][:2]))
+    hv = os.path.join(tmp, "q.html")
+    r = subprocess.run([gmp, "convert", snap, "--html-view", hv, "--no-progress"],
+                       capture_output=True)
+    check(r.returncode == 0, "convert --html-view: %s" % r.stderr.decode())
+    with open(hv, encoding="utf-8") as f:
+        page = f.read()
+    check("0 on ?" not in page and "leaked at exit" not in page, "html view of a snapshot")
 
 
 def demo(gmp, simcuda, train_sim, preload):

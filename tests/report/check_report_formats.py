@@ -197,8 +197,9 @@ def static_and_default(gmp, args, tmp):
 
 
 def process_sections(doc):
-    """The <section>s of an HTML report that are a process's (the summary may be one too)."""
-    return len(re.findall(r"<section>\n<h2[^>]*>(?!Across the |Findings<)", doc))
+    """The <section>s of an HTML report that are a process's (the summary and the shared devices
+    may be sections too)."""
+    return len(re.findall(r"<section>\n<h2[^>]*>(?!Across the |Findings<|Devices shared )", doc))
 
 
 def check_ranges(doc):
@@ -337,7 +338,13 @@ def main():
             # schema 2: one schema for the whole report, the summary before the processes
             eq("multi schema", doc["schema"], "gpumemprof-report/3")
             eq("multi members", list(doc), ["schema", "findings", "summary", "median_peak_bytes", "heavy",
-                                            "timelines", "processes"])
+                                            "timelines", "shared_devices", "processes"])
+            # the three generated processes name no UUID and run on device 0 of one host: their
+            # allocated memory on one axis (each 2 x (r+1) x 50 MiB at 3-4 us after its start)
+            eq("shared devices", [(s["device"], s["matched_by"], s["processes"],
+                                   s["combined_peak_bytes"], s["sum_of_peaks_bytes"])
+                                  for s in doc["shared_devices"]],
+               [(0, "ordinal and host", "pid 4242, pid 4242, pid 4242", 600 * MiB, 600 * MiB)])
             # docs/report.md, "Several traces":
             # each process's peak against the median (200 MiB), what held
             # most of it, the heavy one (300 MiB > 1.5 x 200 MiB), the timelines on one axis
@@ -373,8 +380,8 @@ def main():
                 sys.exit("text: no cross-process summary:\n" + t)
             out, _ = run([gmp, "report", "-f", "markdown"] + names, tmp)
             t = out.decode()
-            # the findings of every process, the summary, a section per process
-            eq("markdown sections", t.count("\n## "), 5)
+            # the findings of every process, the summary, the shared device, a section per process
+            eq("markdown sections", t.count("\n## "), 6)
             if t.index("\n## Findings") > t.index("\n## Across the 3 processes"):
                 sys.exit("markdown: the findings are not first")
             out, _ = run([gmp, "report", "-f", "html"] + names, tmp)
