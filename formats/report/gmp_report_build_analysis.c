@@ -179,17 +179,20 @@ static const char *iter_kind(gmp_analysis_iter_kind k)
     }
 }
 
+gmp_doc_val gmp_report_leak_owner(const gmp_report_trace *t, const gmp_analysis_leak *L)
+{
+    if (L->range)
+        return gmp_report_dv_str(t, L->range, "");
+    if (L->stack < t->nstacks)
+        return gmp_report_dv_str(t, t->stacks[L->stack].user_name, "(no stack recorded)");
+    return gmp_dv_str((gmp_str){"", 0}, "(no range, no stack)");
+}
+
 /* One probable leak: a verdict at its owner (range, else the first frame its stack shows). */
 static void leak_verdict(gmp_doc *d, gmp_doc_block *sec, const gmp_report_trace *t,
                          const gmp_report_view *v, const gmp_analysis_leak *L, uint64_t last)
 {
-    gmp_doc_val owner;
-    if (L->range)
-        owner = gmp_report_dv_str(t, L->range, "");
-    else if (L->stack < t->nstacks)
-        owner = gmp_report_dv_str(t, t->stacks[L->stack].user_name, "(no stack recorded)");
-    else
-        owner = gmp_dv_str((gmp_str){"", 0}, "(no range, no stack)");
+    gmp_doc_val owner = gmp_report_leak_owner(t, L);
     gmp_doc_block *b = gmp_doc_verdict(
         d, sec, "leaks", GMP_DOC_PROBLEM,
         "probable leak %v %v on device %v: +%v per iteration over iterations %v-%v (+%v; rising %v "

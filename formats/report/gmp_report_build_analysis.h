@@ -13,4 +13,8 @@
 void gmp_report_build_analysis(gmp_doc *d, gmp_doc_block *parent, const gmp_report_trace *t,
                                const gmp_report_view *v, const char *pfx);
 
+/* The owner a leak verdict names: its range, else the first frame its stack shows (the same words
+ * in the "Growth over iterations" section and in the findings). */
+gmp_doc_val gmp_report_leak_owner(const gmp_report_trace *t, const gmp_analysis_leak *L);
+
 #endif

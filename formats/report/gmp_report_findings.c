@@ -210,13 +210,7 @@ static void put(gmp_doc *d, gmp_doc_block *sec, const gmp_report_doc *doc, const
     case F_LEAK: {
         const gmp_analysis_leak *L = &R->leaks[f->item];
         dev = L->device;
-        gmp_doc_val owner;
-        if (L->range)
-            owner = gmp_report_dv_str(t, L->range, "");
-        else if (L->stack < t->nstacks)
-            owner = gmp_report_dv_str(t, t->stacks[L->stack].user_name, "(no stack recorded)");
-        else
-            owner = gmp_dv_str((gmp_str){"", 0}, "(no range, no stack)");
+        gmp_doc_val owner = gmp_report_leak_owner(t, L);
         sect = "Growth over iterations";
         snprintf(anchor, sizeof anchor, "%sgrowth", pfx);
         if (f->json != SIZE_MAX)
