@@ -568,11 +568,13 @@ int gmp_tui_run(const gmp_tui_opts *o, char *msg, size_t msglen)
     int quit = 0;
     while (!quit) {
         refresh_live(s);
-        gmp_tui_draw(s);
         /* while the report's verdicts are computed, redraw now and then: the findings line
-         * shows them when they are ready */
+         * shows them when they are ready. The state is read before the screen is drawn: read
+         * after, a thread that finished in between would leave a screen drawn without its
+         * verdicts and a getch() that waits for a key */
         gmp_tui_model *vm = gmp_tui_cur_model(s);
         int vrun = vm && gmp_tui_model_verdicts_state(vm) == GMP_TUI_VERDICTS_RUNNING;
+        gmp_tui_draw(s);
         timeout(s->follow || vrun ? 200 : -1);
         int c = getch();
         if (c == ERR) {
