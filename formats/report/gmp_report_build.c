@@ -1109,7 +1109,8 @@ static int same_gpu(const gmp_report_trace *ta, const gmp_report_device *a,
  * are its steps (every change, gmp_report_device); before its first event and after its exit (its
  * END record, else its last event) a process holds nothing there (its memory goes with it). Only
  * processes with a wall clock take part: without one, their times cannot be put on one axis. */
-static void shared_devices(gmp_doc *d, gmp_doc_block *s, const gmp_report_doc *doc)
+static void shared_devices(gmp_doc *d, gmp_doc_block *s, const gmp_report_doc *doc,
+                           const gmp_report_view *v)
 {
     static const gmp_doc_col cols[] = {
         {"device", "device", GMP_DOC_DEVICE, 0},
@@ -1136,7 +1137,8 @@ static void shared_devices(gmp_doc *d, gmp_doc_block *s, const gmp_report_doc *d
         if (!(t->start_wall_ns && t->start_wall_ns >= t->start_trace_ns))
             continue;
         for (size_t k = 0; k < t->ndevices; k++)
-            if (t->devices[k].id >= 0 && t->devices[k].d.allocs)
+            if (t->devices[k].id >= 0 && t->devices[k].d.allocs &&
+                gmp_report_wanted(v, t->devices[k].id))
                 m[nm++] = (share_member){i, &t->devices[k], t->start_wall_ns - t->start_trace_ns};
     }
     for (size_t a = 0; a < nm; a++) {
@@ -1356,7 +1358,7 @@ static void summary(gmp_doc *d, const gmp_report_doc *doc, const gmp_report_view
         e->flags |= GMP_DOC_DATA; /* `heavy: []` */
     }
     rank_timelines(d, s, doc, pk);
-    shared_devices(d, gmp_doc_root(d), doc); /* a section of its own, after the summary's */
+    shared_devices(d, gmp_doc_root(d), doc, v); /* a section of its own, after the summary's */
     free(pk);
 }
 

@@ -134,6 +134,11 @@ def case_gen(gmp, gen):
           "gen: %s, oracle %d at %d" % (rows, want, when))
     # a single trace has no such table
     check("shared_devices" not in report_json(gmp, [a]), "one trace: shared_devices")
+    # --device filters it as every other table: device 0 keeps the row, another device has none
+    rows0 = report_json(gmp, [a, b, "--device", "0"]).get("shared_devices")
+    check(rows0 == rows, "--device 0: %s" % rows0)
+    check(not report_json(gmp, [a, b, "--device", "1"]).get("shared_devices"),
+          "--device 1: a row for device 0")
     print("ok: %d B at %d" % (want, when))
 
 
