@@ -196,10 +196,17 @@ static void test_per_stream(void **state)
     uint32_t c = take(m, 3 * MiB, 1);
     assert_int_equal(st->segments_alloc, 2);
     assert_int_equal(addr_of(m, c), a_addr);
+    /* stream 2's cached block sorts after every stream 0 key: the best fit found for stream 0
+     * is stream 2's block, and only the stream check turns it down */
+    uint64_t b_addr = addr_of(m, b);
+    assert_int_equal(gmp_cca_free(m, b), GMP_CCA_OK);
+    uint32_t d = take(m, 3 * MiB, 0);
+    assert_int_equal(st->segments_alloc, 3);
+    assert_int_not_equal(addr_of(m, d), b_addr);
     /* small pool too */
     take(m, 1, 1);
     take(m, 1, 2);
-    assert_int_equal(st->segments_alloc, 4);
+    assert_int_equal(st->segments_alloc, 5);
     gmp_cca_destroy(m);
 }
 
