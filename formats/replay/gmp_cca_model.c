@@ -346,10 +346,12 @@ static int should_split(const gmp_cca *m, const blk *x, uint64_t size)
 
 int gmp_cca_alloc(gmp_cca *m, uint64_t orig_size, uint64_t stream, uint32_t *id)
 {
-    if (orig_size > ((uint64_t)1 << 62)) { /* no device holds it; keeps the rounding exact */
-        m->st.ooms++;
+    /* NativeCachingAllocator::allocate: a size of 0 never reaches malloc (the tensor gets a null
+     * pointer), and 1 EiB or more is refused as out of memory before it. */
+    if (orig_size == 0)
+        return GMP_CCA_EINVAL;
+    if (orig_size >= ((uint64_t)1 << 60))
         return GMP_CCA_OOM;
-    }
     /* malloc: round, pick the pool by the rounded size (get_pool), size a new segment. */
     uint64_t size = gmp_cca_round_size(m, orig_size);
     int small = size <= GMP_CCA_SMALL_SIZE;

@@ -63,7 +63,8 @@ void gmp_cca_destroy(gmp_cca *m);
 
 /* The allocator's malloc(size, stream): on GMP_CCA_OK *id names the block until gmp_cca_free.
  * GMP_CCA_OOM: PyTorch would raise OutOfMemoryError (the cached segments it released on the way
- * stay released, as in PyTorch). GMP_CCA_ENOMEM: the host is out of memory. */
+ * stay released, as in PyTorch). GMP_CCA_EINVAL: size 0, which PyTorch never passes to malloc.
+ * GMP_CCA_ENOMEM: the host is out of memory. */
 int gmp_cca_alloc(gmp_cca *m, uint64_t size, uint64_t stream, uint32_t *id);
 /* free(block): GMP_CCA_EINVAL for an id that is not allocated. */
 int gmp_cca_free(gmp_cca *m, uint32_t id);

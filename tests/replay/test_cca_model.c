@@ -72,6 +72,11 @@ static void test_small_one_byte(void **state)
     take(m, MiB + 1, 0);
     assert_int_equal(st->reserved, 22 * MiB);
     assert_int_equal(gmp_cca_round_size(m, 513), 1024);
+    /* NativeCachingAllocator::allocate: size 0 never reaches malloc; 1 EiB is refused */
+    uint32_t id;
+    assert_int_equal(gmp_cca_alloc(m, 0, 0, &id), GMP_CCA_EINVAL);
+    assert_int_equal(gmp_cca_alloc(m, (uint64_t)1 << 60, 0, &id), GMP_CCA_OOM);
+    assert_int_equal(st->reserved, 22 * MiB);
     gmp_cca_destroy(m);
 }
 
