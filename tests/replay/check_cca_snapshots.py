@@ -1,7 +1,8 @@
 """The caching-allocator model (formats/replay/gmp_cca_model.h) against what PyTorch really did.
 
-Each real snapshot of tests/data/torch-snapshots whose window starts with no memory held (no free of
-a block allocated before it) and holds segment_alloc events is replayed: its `alloc` and
+Each real snapshot of tests/data/torch-snapshots whose window holds segment_alloc events, frees only
+blocks it allocated and uses no expandable segments is replayed from an empty model (memory held
+before the window is not modelled; the peak compared is that of the window's own segments): its `alloc` and
 `free_completed` entries go through the model (loaded with ctypes from a shared build of the one
 source file), a burst of recorded `segment_free` as one empty_cache, and the model's segments are
 compared with the recorded `segment_alloc` entries. Python's own pickle module reads the snapshots
