@@ -1,0 +1,477 @@
+/* gmp_cca_model: PyTorch's CUDA caching allocator as a model (see gmp_cca_model.h for what is and
+ * is not modelled). Every rule names the function of c10/cuda/CUDACachingAllocator.cpp (PyTorch at
+ * commit 001074d25084fdb87a799823e395a50f5ec044d3) it is taken from.
+ *
+ * Blocks live in one array, recycled through a free list, so memory is bounded by the blocks that
+ * exist (allocated or cached), never by the number of calls. Each pool's cached blocks are kept in
+ * a sorted array of block indices, ordered as PyTorch's BlockPool::blocks std::set with
+ * BlockComparatorSize: by stream, then size, then address. A lookup is a binary search (the set's
+ * lower_bound); an insert or erase moves the tail of the array (memmove), which is linear in the
+ * cached blocks of the pool but cheap for the few thousand a real run caches. A balanced tree
+ * would make it logarithmic if recordings with far more cached blocks show up. */
+#include "gmp_cca_model.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define NONE UINT32_MAX
+
+typedef struct blk {
+    uint64_t addr, size, stream;
+    uint32_t prev, next; /* neighbours in the same segment (Block::prev/next), NONE at an end */
+    uint8_t small;       /* in the small pool (Block::pool->is_small) */
+    uint8_t allocated;   /* handed out (Block::allocated) */
+    uint8_t used;        /* the slot holds a block (else it is on the free list via next) */
+} blk;
+
+typedef struct pool {
+    uint32_t *v; /* cached block indices, ordered by (stream, size, addr) */
+    size_t n, cap;
+} pool;
+
+struct gmp_cca {
+    gmp_cca_config cfg;
+    uint64_t max_split; /* cfg.max_split_size, or UINT64_MAX (PyTorch's SIZE_MAX default) */
+    blk *b;
+    size_t nb, capb;
+    uint32_t free_slot; /* head of the recycled slots, NONE if none */
+    pool small, large;  /* small_blocks, large_blocks */
+    uint64_t next_addr; /* model address of the next segment; segments are never overlapped */
+    gmp_cca_stats st;
+};
+
+static int blk_less(const blk *x, const blk *y)
+{
+    /* BlockComparatorSize: stream, then size, then ptr. */
+    if (x->stream != y->stream)
+        return x->stream < y->stream;
+    if (x->size != y->size)
+        return x->size < y->size;
+    return x->addr < y->addr;
+}
+
+/* The first position whose block is not less than (stream, size, addr): std::set::lower_bound. */
+static size_t lower_bound(const gmp_cca *m, const pool *p, uint64_t stream, uint64_t size,
+                          uint64_t addr)
+{
+    blk key = {.addr = addr, .size = size, .stream = stream};
+    size_t lo = 0, hi = p->n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (blk_less(&m->b[p->v[mid]], &key))
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+/* Room for one more block, so that the insert that follows a change cannot fail halfway. */
+static int pool_reserve(pool *p)
+{
+    if (p->n == p->cap) {
+        size_t nc = p->cap ? p->cap * 2 : 64;
+        uint32_t *nv = realloc(p->v, nc * sizeof *nv);
+        if (!nv)
+            return -1;
+        p->v = nv;
+        p->cap = nc;
+    }
+    return 0;
+}
+
+/* Insert block i; the caller has called pool_reserve since the last insert. */
+static void pool_insert(gmp_cca *m, pool *p, uint32_t i)
+{
+    const blk *x = &m->b[i];
+    size_t at = lower_bound(m, p, x->stream, x->size, x->addr);
+    memmove(p->v + at + 1, p->v + at, (p->n - at) * sizeof *p->v);
+    p->v[at] = i;
+    p->n++;
+}
+
+static void pool_erase_at(pool *p, size_t at)
+{
+    memmove(p->v + at, p->v + at + 1, (p->n - at - 1) * sizeof *p->v);
+    p->n--;
+}
+
+/* Erase block i, which must be in p (its key is unique: addresses do not repeat). */
+static void pool_erase(gmp_cca *m, pool *p, uint32_t i)
+{
+    const blk *x = &m->b[i];
+    size_t at = lower_bound(m, p, x->stream, x->size, x->addr);
+    if (at < p->n && p->v[at] == i)
+        pool_erase_at(p, at);
+}
+
+static pool *pool_of(gmp_cca *m, const blk *x)
+{
+    return x->small ? &m->small : &m->large;
+}
+
+static uint32_t new_blk(gmp_cca *m)
+{
+    uint32_t i;
+    if (m->free_slot != NONE) {
+        i = m->free_slot;
+        m->free_slot = m->b[i].next;
+    } else {
+        if (m->nb == m->capb) {
+            size_t nc = m->capb ? m->capb * 2 : 256;
+            if (nc >= NONE)
+                return NONE;
+            blk *nbp = realloc(m->b, nc * sizeof *nbp);
+            if (!nbp)
+                return NONE;
+            m->b = nbp;
+            m->capb = nc;
+        }
+        i = (uint32_t)m->nb++;
+    }
+    memset(&m->b[i], 0, sizeof m->b[i]);
+    m->b[i].prev = m->b[i].next = NONE;
+    m->b[i].used = 1;
+    return i;
+}
+
+static void drop_blk(gmp_cca *m, uint32_t i)
+{
+    m->b[i].used = 0;
+    m->b[i].allocated = 0;
+    m->b[i].next = m->free_slot;
+    m->free_slot = i;
+}
+
+static int is_pow2(uint64_t x)
+{
+    return x && !(x & (x - 1));
+}
+
+static unsigned floor_log2(uint64_t x)
+{
+    unsigned r = 0;
+    while (x >>= 1)
+        r++;
+    return r;
+}
+
+/* roundup_power2_next_division: the next of `divisions` equal steps between two powers of two. */
+static uint64_t roundup_power2_next_division(uint64_t size, uint64_t divisions)
+{
+    if (is_pow2(size))
+        return size;
+    uint64_t power2_floor = (uint64_t)1 << floor_log2(size);
+    uint64_t power2_division = power2_floor >> floor_log2(divisions);
+    if (power2_division == 0)
+        return power2_floor << 1;
+    uint64_t round_size_floor = size & ~(power2_division - 1);
+    return round_size_floor == size ? size : round_size_floor + power2_division;
+}
+
+uint64_t gmp_cca_round_size(const gmp_cca *m, uint64_t size)
+{
+    /* round_size: at least kMinBlockSize, else the power-2 division when configured and the size
+     * exceeds kMinBlockSize * divisions, else a multiple of kMinBlockSize. */
+    if (size < GMP_CCA_MIN_BLOCK)
+        return GMP_CCA_MIN_BLOCK;
+    uint64_t div = m->cfg.roundup_power2_divisions;
+    if (div > 1 && size > GMP_CCA_MIN_BLOCK * div)
+        return roundup_power2_next_division(size, div);
+    return GMP_CCA_MIN_BLOCK * ((size + GMP_CCA_MIN_BLOCK - 1) / GMP_CCA_MIN_BLOCK);
+}
+
+/* get_allocation_size: the size of a new segment for a rounded request. */
+static uint64_t allocation_size(uint64_t size)
+{
+    if (size <= GMP_CCA_SMALL_SIZE)
+        return GMP_CCA_SMALL_BUFFER;
+    if (size < GMP_CCA_MIN_LARGE_ALLOC)
+        return GMP_CCA_LARGE_BUFFER;
+    return GMP_CCA_ROUND_LARGE * ((size + GMP_CCA_ROUND_LARGE - 1) / GMP_CCA_ROUND_LARGE);
+}
+
+gmp_cca *gmp_cca_create(const gmp_cca_config *cfg)
+{
+    if (!cfg || cfg->expandable_segments || cfg->garbage_collection_threshold != 0.0)
+        return NULL; /* not modelled: refuse rather than answer as if they were off */
+    if (cfg->max_split_size && cfg->max_split_size <= GMP_CCA_LARGE_BUFFER)
+        return NULL; /* CUDAAllocatorConfig: max_split_size_mb must exceed kLargeBuffer's MiB */
+    if (cfg->roundup_power2_divisions > 1 && !is_pow2(cfg->roundup_power2_divisions))
+        return NULL; /* CUDAAllocatorConfig: divisions must be a power of 2 */
+    gmp_cca *m = calloc(1, sizeof *m);
+    if (!m)
+        return NULL;
+    m->cfg = *cfg;
+    m->max_split = cfg->max_split_size ? cfg->max_split_size : UINT64_MAX;
+    m->free_slot = NONE;
+    m->next_addr = (uint64_t)1 << 32; /* a model address: nonzero, 2 MiB aligned */
+    return m;
+}
+
+void gmp_cca_destroy(gmp_cca *m)
+{
+    if (!m)
+        return;
+    free(m->b);
+    free(m->small.v);
+    free(m->large.v);
+    free(m);
+}
+
+/* get_free_block: the best fit of the pool for (stream, size), refused when max_split_size says
+ * an oversize block must not serve this request. The block leaves the pool. */
+static uint32_t get_free_block(gmp_cca *m, pool *p, uint64_t stream, uint64_t size)
+{
+    size_t at = lower_bound(m, p, stream, size, 0);
+    if (at == p->n || m->b[p->v[at]].stream != stream)
+        return NONE;
+    const blk *x = &m->b[p->v[at]];
+    /* "Do not return an oversized block for a large request" */
+    if (size < m->max_split && x->size >= m->max_split)
+        return NONE;
+    /* "Allow oversized block size to be rounded up but within a limit" */
+    if (size >= m->max_split && x->size >= size + GMP_CCA_LARGE_BUFFER)
+        return NONE;
+    uint32_t i = p->v[at];
+    pool_erase_at(p, at);
+    return i;
+}
+
+/* alloc_block (without expandable segments): cudaMalloc of a new segment, refused past the
+ * capacity as cudaMalloc (or set_fraction's allowed_memory_maximum) refuses it. */
+static int alloc_block(gmp_cca *m, uint64_t alloc_size, uint64_t stream, int small, uint32_t *out)
+{
+    if (m->cfg.capacity &&
+        (alloc_size > m->cfg.capacity || m->st.reserved > m->cfg.capacity - alloc_size))
+        return GMP_CCA_OOM;
+    uint32_t i = new_blk(m);
+    if (i == NONE)
+        return GMP_CCA_ENOMEM;
+    blk *x = &m->b[i];
+    x->addr = m->next_addr;
+    x->size = alloc_size;
+    x->stream = stream;
+    x->small = (uint8_t)small;
+    m->next_addr += alloc_size;
+    m->st.reserved += alloc_size;
+    if (m->st.reserved > m->st.peak_reserved)
+        m->st.peak_reserved = m->st.reserved;
+    m->st.segments_alloc++;
+    *out = i;
+    return GMP_CCA_OK;
+}
+
+/* release_block: cudaFree of a whole (unsplit, cached) segment. */
+static void release_block_at(gmp_cca *m, pool *p, size_t at)
+{
+    uint32_t i = p->v[at];
+    m->st.reserved -= m->b[i].size;
+    m->st.segments_freed++;
+    pool_erase_at(p, at);
+    drop_blk(m, i);
+}
+
+/* release_blocks: every cached block that is a whole segment (no prev, no next). */
+static void release_blocks(gmp_cca *m, pool *p)
+{
+    size_t w = 0;
+    for (size_t r = 0; r < p->n; r++) {
+        uint32_t i = p->v[r];
+        if (m->b[i].prev == NONE && m->b[i].next == NONE) {
+            m->st.reserved -= m->b[i].size;
+            m->st.segments_freed++;
+            drop_blk(m, i);
+        } else {
+            p->v[w++] = i;
+        }
+    }
+    p->n = w;
+}
+
+/* release_cached_blocks: the large pool, then the small one. */
+void gmp_cca_empty_cache(gmp_cca *m)
+{
+    release_blocks(m, &m->large);
+    release_blocks(m, &m->small);
+}
+
+static int whole(const gmp_cca *m, uint32_t i)
+{
+    return m->b[i].prev == NONE && m->b[i].next == NONE;
+}
+
+/* release_available_cached_blocks: with max_split_size set, free the smallest oversize cached
+ * block of the stream that covers the request, else oversize ones from the largest down until
+ * they add up to it. PyTorch would cudaFree an oversize block even if it were part of a split
+ * segment; the model stops at such a block instead (it cannot free part of a segment). */
+static int release_available_cached_blocks(gmp_cca *m, pool *p, uint64_t stream, uint64_t size)
+{
+    if (m->max_split == UINT64_MAX)
+        return 0;
+    uint64_t key = size < m->max_split ? m->max_split : size;
+    size_t at = lower_bound(m, p, stream, key, 0);
+    if (at == p->n || m->b[p->v[at]].stream != stream) {
+        if (at == 0)
+            return 0;
+        uint64_t released = 0;
+        at--;
+        for (;;) {
+            const blk *x = &m->b[p->v[at]];
+            if (released >= key || x->size < m->max_split || x->stream != stream ||
+                !whole(m, p->v[at]))
+                break;
+            released += x->size;
+            release_block_at(m, p, at);
+            if (at == 0)
+                break;
+            at--;
+        }
+        return released >= key;
+    }
+    if (!whole(m, p->v[at]))
+        return 0;
+    release_block_at(m, p, at);
+    return 1;
+}
+
+/* should_split (without expandable segments). */
+static int should_split(const gmp_cca *m, const blk *x, uint64_t size)
+{
+    uint64_t remaining = x->size - size;
+    if (x->small)
+        return remaining >= GMP_CCA_MIN_BLOCK;
+    return size < m->max_split && remaining > GMP_CCA_SMALL_SIZE;
+}
+
+int gmp_cca_alloc(gmp_cca *m, uint64_t orig_size, uint64_t stream, uint32_t *id)
+{
+    /* NativeCachingAllocator::allocate: a size of 0 never reaches malloc (the tensor gets a null
+     * pointer), and 1 EiB or more is refused as out of memory before it. */
+    if (orig_size == 0)
+        return GMP_CCA_EINVAL;
+    if (orig_size >= ((uint64_t)1 << 60))
+        return GMP_CCA_OOM;
+    /* malloc: round, pick the pool by the rounded size (get_pool), size a new segment. */
+    uint64_t size = gmp_cca_round_size(m, orig_size);
+    int small = size <= GMP_CCA_SMALL_SIZE;
+    pool *p = small ? &m->small : &m->large;
+    uint64_t alloc_size = allocation_size(size);
+
+    if (pool_reserve(p) != 0)
+        return GMP_CCA_ENOMEM;
+    uint32_t i = get_free_block(m, p, stream, size);
+    if (i == NONE) {
+        /* malloc: alloc_block || (release_available_cached_blocks && alloc_block) ||
+         * (release_cached_blocks && alloc_block(isRetry)) */
+        int rc = alloc_block(m, alloc_size, stream, small, &i);
+        if (rc == GMP_CCA_OOM && release_available_cached_blocks(m, p, stream, size))
+            rc = alloc_block(m, alloc_size, stream, small, &i);
+        if (rc == GMP_CCA_OOM) {
+            gmp_cca_empty_cache(m);
+            m->st.alloc_retries++;
+            rc = alloc_block(m, alloc_size, stream, small, &i);
+        }
+        if (rc == GMP_CCA_OOM)
+            m->st.ooms++;
+        if (rc != GMP_CCA_OK)
+            return rc;
+    }
+
+    /* alloc_found_block: the request takes the low end of the block; the rest stays cached. */
+    if (should_split(m, &m->b[i], size)) {
+        uint32_t n = new_blk(m);
+        if (n == NONE) {
+            pool_insert(m, p, i); /* the block stays whole and cached */
+            return GMP_CCA_ENOMEM;
+        }
+        blk *rem = &m->b[i], *nb = &m->b[n];
+        nb->addr = rem->addr;
+        nb->size = size;
+        nb->stream = rem->stream;
+        nb->small = rem->small;
+        nb->prev = rem->prev;
+        if (nb->prev != NONE)
+            m->b[nb->prev].next = n;
+        nb->next = i;
+        rem->prev = n;
+        rem->addr += size;
+        rem->size -= size;
+        pool_insert(m, p, i);
+        i = n;
+    }
+    m->b[i].allocated = 1;
+    m->st.allocated += m->b[i].size;
+    if (m->st.allocated > m->st.peak_allocated)
+        m->st.peak_allocated = m->st.allocated;
+    *id = i;
+    return GMP_CCA_OK;
+}
+
+/* try_merge_blocks: absorb a free neighbour of the same segment; returns its size or 0. */
+static uint64_t try_merge(gmp_cca *m, uint32_t dst, uint32_t src)
+{
+    if (src == NONE || m->b[src].allocated)
+        return 0;
+    blk *d = &m->b[dst], *s = &m->b[src];
+    pool_erase(m, pool_of(m, s), src);
+    if (d->prev == src) { /* [src dst] */
+        d->addr = s->addr;
+        d->prev = s->prev;
+        if (d->prev != NONE)
+            m->b[d->prev].next = dst;
+    } else { /* [dst src] */
+        d->next = s->next;
+        if (d->next != NONE)
+            m->b[d->next].prev = dst;
+    }
+    uint64_t sub = s->size;
+    d->size += sub;
+    drop_blk(m, src);
+    return sub;
+}
+
+int gmp_cca_free(gmp_cca *m, uint32_t id)
+{
+    if (id >= m->nb || !m->b[id].used || !m->b[id].allocated)
+        return GMP_CCA_EINVAL;
+    if (pool_reserve(pool_of(m, &m->b[id])) != 0)
+        return GMP_CCA_ENOMEM;
+    /* free: allocated_bytes drops by the block's size; then free_block merges the neighbours and
+     * caches the result (no stream uses are modelled, so no events to wait for). */
+    m->b[id].allocated = 0;
+    m->st.allocated -= m->b[id].size;
+    try_merge(m, id, m->b[id].prev);
+    try_merge(m, id, m->b[id].next);
+    pool_insert(m, pool_of(m, &m->b[id]), id);
+    return GMP_CCA_OK;
+}
+
+int gmp_cca_block(const gmp_cca *m, uint32_t id, uint64_t *addr, uint64_t *size)
+{
+    if (id >= m->nb || !m->b[id].used || !m->b[id].allocated)
+        return 0;
+    if (addr)
+        *addr = m->b[id].addr;
+    if (size)
+        *size = m->b[id].size;
+    return 1;
+}
+
+const gmp_cca_stats *gmp_cca_get_stats(const gmp_cca *m)
+{
+    return &m->st;
+}
+
+size_t gmp_cca_free_blocks(const gmp_cca *m, uint64_t *largest)
+{
+    uint64_t big = 0;
+    const pool *ps[2] = {&m->small, &m->large};
+    for (int k = 0; k < 2; k++)
+        for (size_t r = 0; r < ps[k]->n; r++)
+            if (m->b[ps[k]->v[r]].size > big)
+                big = m->b[ps[k]->v[r]].size;
+    if (largest)
+        *largest = big;
+    return m->small.n + m->large.n;
+}

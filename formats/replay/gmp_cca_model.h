@@ -1,0 +1,85 @@
+/* gmp_cca_model: a model of PyTorch's CUDA caching allocator (the native DeviceCachingAllocator of
+ * c10/cuda/CUDACachingAllocator.cpp), for replaying a recording of tensor allocations under other
+ * allocator settings ("what if"). It keeps no device memory: it hands out block ids and model
+ * addresses and counts what PyTorch's statistics would count (reserved_bytes, allocated_bytes,
+ * num_device_alloc, num_device_free) for one device.
+ *
+ * Each rule is written from PyTorch's source at commit 001074d25084fdb87a799823e395a50f5ec044d3
+ * (c10/cuda/CUDACachingAllocator.cpp; the function that holds the rule is named beside it in
+ * gmp_cca_model.c): size rounding (round_size, roundup_power2_next_division), the small and large
+ * pools and the size of a new segment (get_pool, get_allocation_size), best-fit search per stream
+ * (BlockComparatorSize, get_free_block, with max_split_size), splitting (should_split,
+ * alloc_found_block), merging on free (free_block, try_merge_blocks), and the out-of-memory path
+ * of malloc (alloc_block, release_available_cached_blocks, release_cached_blocks, release_block).
+ *
+ * Not modelled yet (fields of the config are reserved for them and must be left 0): expandable
+ * segments, garbage_collection_threshold, frees that wait for other streams (record_stream's
+ * events: a free here is free_block at once), CUDA graph private pools, empty_cache, and the
+ * per-interval form of roundup_power2_divisions (one value for every size is modelled). */
+#ifndef GMP_CCA_MODEL_H
+#define GMP_CCA_MODEL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Constants of CUDACachingAllocator.cpp (same names there). */
+#define GMP_CCA_MIN_BLOCK ((uint64_t)512)            /* kMinBlockSize */
+#define GMP_CCA_SMALL_SIZE ((uint64_t)1 << 20)       /* kSmallSize: largest small request */
+#define GMP_CCA_SMALL_BUFFER ((uint64_t)2 << 20)     /* kSmallBuffer: small segment */
+#define GMP_CCA_LARGE_BUFFER ((uint64_t)20 << 20)    /* kLargeBuffer */
+#define GMP_CCA_MIN_LARGE_ALLOC ((uint64_t)10 << 20) /* kMinLargeAlloc */
+#define GMP_CCA_ROUND_LARGE ((uint64_t)2 << 20)      /* kRoundLarge */
+
+typedef struct gmp_cca_config {
+    /* max_split_size_mb in bytes; 0 = unlimited (PyTorch's default, SIZE_MAX). Otherwise it must
+     * exceed kLargeBuffer, as CUDAAllocatorConfig requires ("max_split_size_mb too small"). */
+    uint64_t max_split_size;
+    /* Bytes cudaMalloc may hold in all (the device's free memory, or a memory fraction);
+     * 0 = unlimited. A segment that would take reserved past it fails as cudaMalloc would. */
+    uint64_t capacity;
+    /* roundup_power2_divisions:N for every size (0 or 1 = off). */
+    uint32_t roundup_power2_divisions;
+    /* Not modelled yet; must be 0 (gmp_cca_create refuses anything else). */
+    uint32_t expandable_segments;
+    double garbage_collection_threshold;
+} gmp_cca_config;
+
+typedef struct gmp_cca_stats {
+    uint64_t reserved, peak_reserved;   /* reserved_bytes: sizes of the segments held */
+    uint64_t allocated, peak_allocated; /* allocated_bytes: sizes of the blocks handed out */
+    uint64_t segments_alloc;            /* num_device_alloc: cudaMalloc calls that succeeded */
+    uint64_t segments_freed;            /* num_device_free: cudaFree calls */
+    uint64_t alloc_retries;             /* num_alloc_retries: alloc_block after release_cached */
+    uint64_t ooms;                      /* num_ooms: requests that failed */
+} gmp_cca_stats;
+
+enum { GMP_CCA_OK = 0, GMP_CCA_OOM = 1, GMP_CCA_EINVAL = 2, GMP_CCA_ENOMEM = 3 };
+
+typedef struct gmp_cca gmp_cca;
+
+/* NULL if the config asks for what is not modelled or memory is short. */
+gmp_cca *gmp_cca_create(const gmp_cca_config *cfg);
+void gmp_cca_destroy(gmp_cca *m);
+
+/* The allocator's malloc(size, stream): on GMP_CCA_OK *id names the block until gmp_cca_free.
+ * GMP_CCA_OOM: PyTorch would raise OutOfMemoryError (the cached segments it released on the way
+ * stay released, as in PyTorch). GMP_CCA_EINVAL: size 0, which PyTorch never passes to malloc.
+ * GMP_CCA_ENOMEM: the host is out of memory. */
+int gmp_cca_alloc(gmp_cca *m, uint64_t size, uint64_t stream, uint32_t *id);
+/* free(block): GMP_CCA_EINVAL for an id that is not allocated. */
+int gmp_cca_free(gmp_cca *m, uint32_t id);
+
+/* The block's model address (segments are laid out one after the other, never reused) and its
+ * size (the rounded request, or the whole block when it was not split). 0 if id is not allocated.
+ */
+int gmp_cca_block(const gmp_cca *m, uint32_t id, uint64_t *addr, uint64_t *size);
+/* release_cached_blocks: what torch.cuda.empty_cache() does to unsplit free segments. */
+void gmp_cca_empty_cache(gmp_cca *m);
+
+const gmp_cca_stats *gmp_cca_get_stats(const gmp_cca *m);
+/* Number of cached free blocks (both pools, every stream), and the largest. */
+size_t gmp_cca_free_blocks(const gmp_cca *m, uint64_t *largest);
+/* PyTorch's round_size under this config (exported for tests and the what-if report). */
+uint64_t gmp_cca_round_size(const gmp_cca *m, uint64_t size);
+
+#endif

@@ -1,0 +1,396 @@
+/* The model of PyTorch's CUDA caching allocator (formats/replay/gmp_cca_model.h): one hand-worked
+ * case per rule of c10/cuda/CUDACachingAllocator.cpp (PyTorch commit 001074d2), each built so that
+ * it fails if the rule it names were taken out of the model; and a random sequence checked
+ * against invariants any allocator keeps (live blocks never overlap, the counters add up).
+ * Run all: test_cca_model; one: test_cca_model NAME (a cmocka filter). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "gmp_cca_model.h"
+
+#define MiB ((uint64_t)1 << 20)
+
+static gmp_cca *mk(uint64_t max_split, uint64_t capacity, uint32_t div)
+{
+    gmp_cca_config c;
+    memset(&c, 0, sizeof c);
+    c.max_split_size = max_split;
+    c.capacity = capacity;
+    c.roundup_power2_divisions = div;
+    gmp_cca *m = gmp_cca_create(&c);
+    assert_non_null(m);
+    return m;
+}
+
+static uint32_t take(gmp_cca *m, uint64_t size, uint64_t stream)
+{
+    uint32_t id = 0;
+    assert_int_equal(gmp_cca_alloc(m, size, stream, &id), GMP_CCA_OK);
+    return id;
+}
+
+static uint64_t addr_of(gmp_cca *m, uint32_t id)
+{
+    uint64_t a = 0;
+    assert_true(gmp_cca_block(m, id, &a, NULL));
+    return a;
+}
+
+static uint64_t size_of(gmp_cca *m, uint32_t id)
+{
+    uint64_t s = 0;
+    assert_true(gmp_cca_block(m, id, NULL, &s));
+    return s;
+}
+
+/* round_size (512 B), get_pool / get_allocation_size (<= kSmallSize: a kSmallBuffer segment),
+ * should_split in the small pool (remaining >= kMinBlockSize): 1 byte takes a 2 MiB segment and
+ * 512 B of it; the next byte is cut from the same segment, right after. */
+static void test_small_one_byte(void **state)
+{
+    (void)state;
+    gmp_cca *m = mk(0, 0, 0);
+    uint32_t a = take(m, 1, 0);
+    const gmp_cca_stats *st = gmp_cca_get_stats(m);
+    assert_int_equal(st->reserved, 2 * MiB);
+    assert_int_equal(st->allocated, 512);
+    assert_int_equal(size_of(m, a), 512);
+    assert_int_equal(st->segments_alloc, 1);
+    uint32_t b = take(m, 1, 0);
+    assert_int_equal(st->segments_alloc, 1);
+    assert_int_equal(addr_of(m, b), addr_of(m, a) + 512);
+    assert_int_equal(st->allocated, 1024);
+    /* 1 MiB exactly is still small (<= kSmallSize); 1 MiB + 1 is large (a 20 MiB segment) */
+    take(m, MiB, 0);
+    assert_int_equal(st->reserved, 2 * MiB);
+    take(m, MiB + 1, 0);
+    assert_int_equal(st->reserved, 22 * MiB);
+    assert_int_equal(gmp_cca_round_size(m, 513), 1024);
+    /* NativeCachingAllocator::allocate: size 0 never reaches malloc; 1 EiB is refused */
+    uint32_t id;
+    assert_int_equal(gmp_cca_alloc(m, 0, 0, &id), GMP_CCA_EINVAL);
+    assert_int_equal(gmp_cca_alloc(m, (uint64_t)1 << 60, 0, &id), GMP_CCA_OOM);
+    assert_int_equal(st->reserved, 22 * MiB);
+    gmp_cca_destroy(m);
+}
+
+/* get_allocation_size (kSmallSize < size < kMinLargeAlloc: kLargeBuffer), should_split in the
+ * large pool (remaining > kSmallSize), get_free_block (best fit in the pool): 3 MiB takes a
+ * 20 MiB segment, the next 3 MiB is cut from its remainder. */
+static void test_large_split(void **state)
+{
+    (void)state;
+    gmp_cca *m = mk(0, 0, 0);
+    const gmp_cca_stats *st = gmp_cca_get_stats(m);
+    uint32_t a = take(m, 3 * MiB, 0);
+    assert_int_equal(st->reserved, 20 * MiB);
+    assert_int_equal(size_of(m, a), 3 * MiB);
+    uint32_t b = take(m, 3 * MiB, 0);
+    assert_int_equal(st->segments_alloc, 1);
+    assert_int_equal(addr_of(m, b), addr_of(m, a) + 3 * MiB);
+    assert_int_equal(st->allocated, 6 * MiB);
+    uint64_t largest = 0;
+    assert_int_equal(gmp_cca_free_blocks(m, &largest), 1);
+    assert_int_equal(largest, 14 * MiB);
+    gmp_cca_destroy(m);
+}
+
+/* get_allocation_size (>= kMinLargeAlloc: rounded up to kRoundLarge) and should_split (a large
+ * remainder of 1 MiB or less is not split off: the block keeps it, and allocated_bytes counts it).
+ */
+static void test_large_round(void **state)
+{
+    (void)state;
+    gmp_cca *m = mk(0, 0, 0);
+    const gmp_cca_stats *st = gmp_cca_get_stats(m);
+    uint32_t a = take(m, 12 * MiB, 0);
+    assert_int_equal(st->reserved, 12 * MiB);
+    assert_int_equal(size_of(m, a), 12 * MiB);
+    uint32_t b = take(m, 13 * MiB - 100, 0); /* rounds to 13 MiB; segment 14 MiB */
+    assert_int_equal(st->reserved, 26 * MiB);
+    assert_int_equal(size_of(m, b), 14 * MiB);
+    assert_int_equal(st->allocated, 26 * MiB);
+    assert_int_equal(gmp_cca_free_blocks(m, NULL), 0);
+    gmp_cca_destroy(m);
+}
+
+/* get_free_block with max_split_size: a cached block at or above it is not handed to a smaller
+ * request (so it is not split), and serves a request at or above it only within kLargeBuffer. */
+static void test_max_split(void **state)
+{
+    (void)state;
+    /* without max_split_size the cached 100 MiB block is split for a 3 MiB request */
+    gmp_cca *m = mk(0, 0, 0);
+    const gmp_cca_stats *st = gmp_cca_get_stats(m);
+    assert_int_equal(gmp_cca_free(m, take(m, 100 * MiB, 0)), GMP_CCA_OK);
+    take(m, 3 * MiB, 0);
+    assert_int_equal(st->segments_alloc, 1);
+    gmp_cca_destroy(m);
+
+    m = mk(64 * MiB, 0, 0);
+    st = gmp_cca_get_stats(m);
+    assert_int_equal(gmp_cca_free(m, take(m, 100 * MiB, 0)), GMP_CCA_OK);
+    uint32_t s = take(m, 3 * MiB, 0); /* refused the oversize block: a new 20 MiB segment */
+    assert_int_equal(st->segments_alloc, 2);
+    assert_int_equal(st->reserved, 120 * MiB);
+    uint64_t largest = 0;
+    gmp_cca_free_blocks(m, &largest);
+    assert_int_equal(largest, 100 * MiB); /* still whole */
+    uint32_t o = take(m, 70 * MiB, 0);    /* 100 >= 70 + 20: refused, a new segment */
+    assert_int_equal(st->segments_alloc, 3);
+    assert_int_equal(size_of(m, o), 70 * MiB);
+    uint32_t p = take(m, 90 * MiB, 0); /* 100 < 90 + 20: served whole, not split */
+    assert_int_equal(st->segments_alloc, 3);
+    assert_int_equal(size_of(m, p), 100 * MiB);
+    (void)s;
+    gmp_cca_destroy(m);
+}
+
+/* free_block / try_merge_blocks: a freed block merges with its free neighbours of the segment;
+ * once all are free the segment is one cached block again, and release_cached_blocks
+ * (empty_cache) can give it back. */
+static void test_free_merge(void **state)
+{
+    (void)state;
+    gmp_cca *m = mk(0, 0, 0);
+    const gmp_cca_stats *st = gmp_cca_get_stats(m);
+    uint32_t a = take(m, 3 * MiB, 0), b = take(m, 3 * MiB, 0), c = take(m, 3 * MiB, 0);
+    uint64_t largest = 0;
+    assert_int_equal(gmp_cca_free(m, b), GMP_CCA_OK);
+    assert_int_equal(gmp_cca_free_blocks(m, &largest), 2); /* b, and the 11 MiB tail */
+    assert_int_equal(gmp_cca_free(m, a), GMP_CCA_OK);
+    assert_int_equal(gmp_cca_free_blocks(m, &largest), 2); /* a+b, tail */
+    assert_int_equal(largest, 11 * MiB);
+    gmp_cca_empty_cache(m); /* nothing whole to release yet */
+    assert_int_equal(st->segments_freed, 0);
+    uint32_t d = take(m, 6 * MiB, 0); /* best fit: a+b exactly, at a's address */
+    assert_int_equal(st->segments_alloc, 1);
+    assert_int_equal(gmp_cca_free(m, d), GMP_CCA_OK);
+    assert_int_equal(gmp_cca_free(m, c), GMP_CCA_OK);
+    assert_int_equal(gmp_cca_free_blocks(m, &largest), 1);
+    assert_int_equal(largest, 20 * MiB);
+    assert_int_equal(st->allocated, 0);
+    gmp_cca_empty_cache(m);
+    assert_int_equal(st->segments_freed, 1);
+    assert_int_equal(st->reserved, 0);
+    assert_int_equal(st->peak_reserved, 20 * MiB);
+    assert_int_equal(st->peak_allocated, 9 * MiB);
+    assert_int_equal(gmp_cca_free(m, c), GMP_CCA_EINVAL); /* freed twice */
+    gmp_cca_destroy(m);
+}
+
+/* BlockComparatorSize / get_free_block: blocks are searched by (stream, size, address) and
+ * only a block of the request's stream is used. */
+static void test_per_stream(void **state)
+{
+    (void)state;
+    gmp_cca *m = mk(0, 0, 0);
+    const gmp_cca_stats *st = gmp_cca_get_stats(m);
+    uint32_t a = take(m, 3 * MiB, 1);
+    uint64_t a_addr = addr_of(m, a);
+    assert_int_equal(gmp_cca_free(m, a), GMP_CCA_OK);
+    uint32_t b = take(m, 3 * MiB, 2);
+    assert_int_equal(st->segments_alloc, 2);
+    assert_int_not_equal(addr_of(m, b), a_addr);
+    uint32_t c = take(m, 3 * MiB, 1);
+    assert_int_equal(st->segments_alloc, 2);
+    assert_int_equal(addr_of(m, c), a_addr);
+    /* stream 2's cached block sorts after every stream 0 key: the best fit found for stream 0
+     * is stream 2's block, and only the stream check turns it down */
+    uint64_t b_addr = addr_of(m, b);
+    assert_int_equal(gmp_cca_free(m, b), GMP_CCA_OK);
+    uint32_t d = take(m, 3 * MiB, 0);
+    assert_int_equal(st->segments_alloc, 3);
+    assert_int_not_equal(addr_of(m, d), b_addr);
+    /* small pool too */
+    take(m, 1, 1);
+    take(m, 1, 2);
+    assert_int_equal(st->segments_alloc, 5);
+    gmp_cca_destroy(m);
+}
+
+/* malloc's out-of-memory path: alloc_block fails past the capacity, release_cached_blocks frees
+ * the cached whole segments (both pools), alloc_block is retried and succeeds. */
+static void test_oom_release(void **state)
+{
+    (void)state;
+    gmp_cca *m = mk(0, 40 * MiB, 0);
+    const gmp_cca_stats *st = gmp_cca_get_stats(m);
+    assert_int_equal(gmp_cca_free(m, take(m, 12 * MiB, 0)), GMP_CCA_OK);
+    assert_int_equal(gmp_cca_free(m, take(m, 1, 0)), GMP_CCA_OK);
+    assert_int_equal(st->reserved, 14 * MiB);
+    uint32_t a = take(m, 30 * MiB, 0); /* 14 + 30 > 40: release both, retry */
+    assert_int_equal(st->segments_freed, 2);
+    assert_int_equal(st->alloc_retries, 1);
+    assert_int_equal(st->reserved, 30 * MiB);
+    assert_int_equal(st->peak_reserved, 30 * MiB);
+    assert_int_equal(size_of(m, a), 30 * MiB);
+    assert_int_equal(st->ooms, 0);
+    gmp_cca_destroy(m);
+}
+
+/* The capacity truly exceeded: nothing cached (or only segments still partly in use, which
+ * release_blocks keeps) leaves the request failing. */
+static void test_oom_fail(void **state)
+{
+    (void)state;
+    gmp_cca *m = mk(0, 40 * MiB, 0);
+    const gmp_cca_stats *st = gmp_cca_get_stats(m);
+    take(m, 30 * MiB, 0);
+    uint32_t id = 0;
+    assert_int_equal(gmp_cca_alloc(m, 12 * MiB, 0, &id), GMP_CCA_OOM);
+    assert_int_equal(st->ooms, 1);
+    assert_int_equal(st->reserved, 30 * MiB);
+    gmp_cca_destroy(m);
+
+    m = mk(0, 30 * MiB, 0);
+    st = gmp_cca_get_stats(m);
+    take(m, 3 * MiB, 0); /* a 20 MiB segment, split: 17 MiB cached but not whole */
+    assert_int_equal(gmp_cca_alloc(m, 18 * MiB, 0, &id), GMP_CCA_OOM); /* 20 + 18 > 30 */
+    assert_int_equal(st->segments_freed, 0);
+    assert_int_equal(st->reserved, 20 * MiB);
+    gmp_cca_destroy(m);
+}
+
+/* release_available_cached_blocks: with max_split_size set, an oversize cached block that covers
+ * the request is freed first, without release_cached_blocks (no retry is counted). */
+static void test_oom_oversize(void **state)
+{
+    (void)state;
+    gmp_cca *m = mk(64 * MiB, 110 * MiB, 0);
+    const gmp_cca_stats *st = gmp_cca_get_stats(m);
+    assert_int_equal(gmp_cca_free(m, take(m, 100 * MiB, 0)), GMP_CCA_OK);
+    assert_int_equal(gmp_cca_free(m, take(m, 1, 0)), GMP_CCA_OK); /* a cached small segment */
+    take(m, 30 * MiB, 0); /* refuses the oversize block; 102 + 30 > 110 */
+    assert_int_equal(st->segments_freed, 1);
+    assert_int_equal(st->alloc_retries, 0);
+    assert_int_equal(st->reserved, 32 * MiB); /* the small segment stayed */
+    gmp_cca_destroy(m);
+}
+
+/* round_size with roundup_power2_divisions (roundup_power2_next_division): 5 MiB + 1 with 4
+ * divisions rounds to the next quarter between 4 and 8 MiB, 6 MiB; a power of two stays. */
+static void test_roundup_power2(void **state)
+{
+    (void)state;
+    gmp_cca *m = mk(0, 0, 4);
+    assert_int_equal(gmp_cca_round_size(m, 5 * MiB + 1), 6 * MiB);
+    assert_int_equal(gmp_cca_round_size(m, 8 * MiB), 8 * MiB);
+    assert_int_equal(gmp_cca_round_size(m, 1200), 1536); /* <= 512 * 4: plain 512 multiple */
+    assert_int_equal(gmp_cca_round_size(m, 3000), 3072); /* 2048..4096 in steps of 512 */
+    uint32_t a = take(m, 5 * MiB + 1, 0);
+    assert_int_equal(size_of(m, a), 6 * MiB);
+    assert_int_equal(gmp_cca_get_stats(m)->allocated, 6 * MiB);
+    gmp_cca_destroy(m);
+    m = mk(0, 0, 0);
+    assert_int_equal(gmp_cca_round_size(m, 5 * MiB + 1), 5 * MiB + 512);
+    gmp_cca_destroy(m);
+}
+
+/* Settings that are not modelled, or that CUDAAllocatorConfig rejects, are refused. */
+static void test_config_refused(void **state)
+{
+    (void)state;
+    gmp_cca_config c;
+    memset(&c, 0, sizeof c);
+    c.expandable_segments = 1;
+    assert_null(gmp_cca_create(&c));
+    memset(&c, 0, sizeof c);
+    c.garbage_collection_threshold = 0.8;
+    assert_null(gmp_cca_create(&c));
+    memset(&c, 0, sizeof c);
+    c.max_split_size = 20 * MiB;
+    assert_null(gmp_cca_create(&c));
+    memset(&c, 0, sizeof c);
+    c.roundup_power2_divisions = 3;
+    assert_null(gmp_cca_create(&c));
+}
+
+/* Random requests on three streams, freed in random order: live blocks never overlap, the
+ * counters add up, and at the end every segment merges back whole and is released. */
+static void test_random_invariants(void **state)
+{
+    (void)state;
+    enum { N = 400 };
+    uint64_t rng = 0x9e3779b97f4a7c15ull;
+    gmp_cca *m = mk(128 * MiB, 2048 * MiB, 0);
+    const gmp_cca_stats *st = gmp_cca_get_stats(m);
+    uint32_t live[N];
+    size_t n = 0;
+    for (int step = 0; step < 20000; step++) {
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        if (n < N && (n == 0 || rng % 3 != 0)) {
+            uint64_t kind = (rng >> 8) % 4;
+            uint64_t size = kind == 0   ? (rng >> 16) % 4096 + 1
+                            : kind == 1 ? (rng >> 16) % MiB + 1
+                            : kind == 2 ? (rng >> 16) % (9 * MiB) + MiB
+                                        : (rng >> 16) % (200 * MiB) + 10 * MiB;
+            uint32_t id;
+            int rc = gmp_cca_alloc(m, size, (rng >> 40) % 3, &id);
+            assert_true(rc == GMP_CCA_OK || rc == GMP_CCA_OOM);
+            if (rc == GMP_CCA_OK)
+                live[n++] = id;
+        } else {
+            size_t k = (size_t)((rng >> 20) % n);
+            assert_int_equal(gmp_cca_free(m, live[k]), GMP_CCA_OK);
+            live[k] = live[--n];
+        }
+        if (step % 500 == 0) {
+            uint64_t sum = 0;
+            for (size_t i = 0; i < n; i++) {
+                uint64_t ai, si;
+                assert_true(gmp_cca_block(m, live[i], &ai, &si));
+                sum += si;
+                for (size_t j = i + 1; j < n; j++) {
+                    uint64_t aj, sj;
+                    assert_true(gmp_cca_block(m, live[j], &aj, &sj));
+                    assert_true(ai + si <= aj || aj + sj <= ai);
+                }
+            }
+            assert_int_equal(st->allocated, sum);
+            assert_true(st->reserved >= st->allocated);
+            assert_true(st->reserved <= 2048 * MiB);
+            assert_int_equal(st->reserved % (2 * MiB), 0);
+        }
+    }
+    while (n)
+        assert_int_equal(gmp_cca_free(m, live[--n]), GMP_CCA_OK);
+    gmp_cca_empty_cache(m);
+    assert_int_equal(st->allocated, 0);
+    assert_int_equal(st->reserved, 0);
+    assert_int_equal(st->segments_freed, st->segments_alloc);
+    assert_int_equal(gmp_cca_free_blocks(m, NULL), 0);
+    gmp_cca_destroy(m);
+}
+
+int main(int argc, char **argv)
+{
+    const struct CMUnitTest tests[] = {
+        /* one a line: CMakeLists.txt registers each line's test (clang-format would pack them) */
+        // clang-format off
+        cmocka_unit_test(test_small_one_byte),
+        cmocka_unit_test(test_large_split),
+        cmocka_unit_test(test_large_round),
+        cmocka_unit_test(test_max_split),
+        cmocka_unit_test(test_free_merge),
+        cmocka_unit_test(test_per_stream),
+        cmocka_unit_test(test_oom_release),
+        cmocka_unit_test(test_oom_fail),
+        cmocka_unit_test(test_oom_oversize),
+        cmocka_unit_test(test_roundup_power2),
+        cmocka_unit_test(test_config_refused),
+        cmocka_unit_test(test_random_invariants),
+        // clang-format on
+    };
+    if (argc > 1)
+        cmocka_set_test_filter(argv[1]);
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
