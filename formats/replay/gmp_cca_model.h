@@ -10,11 +10,13 @@
  * pools and the size of a new segment (get_pool, get_allocation_size), best-fit search per stream
  * (BlockComparatorSize, get_free_block, with max_split_size), splitting (should_split,
  * alloc_found_block), merging on free (free_block, try_merge_blocks), and the out-of-memory path
- * of malloc (alloc_block, release_available_cached_blocks, release_cached_blocks, release_block).
+ * of malloc (alloc_block, release_available_cached_blocks, release_cached_blocks, release_block),
+ * and garbage_collection_threshold (garbage_collect_cached_blocks, with BlockPool's
+ * get_free_blocks_call_count and Block::gc_count_base as the age of a cached block).
  *
- * Not modelled yet (fields of the config are reserved for them and must be left 0): expandable
- * segments, garbage_collection_threshold, frees that wait for other streams (record_stream's
- * events: a free here is free_block at once), CUDA graph private pools, empty_cache, and the
+ * Not modelled yet (the config's field is reserved and must be left 0): expandable
+ * segments. Nor frees that wait for other streams (record_stream's
+ * events: a free here is free_block at once), CUDA graph private pools, and the
  * per-interval form of roundup_power2_divisions (one value for every size is modelled). */
 #ifndef GMP_CCA_MODEL_H
 #define GMP_CCA_MODEL_H
@@ -41,6 +43,10 @@ typedef struct gmp_cca_config {
     uint32_t roundup_power2_divisions;
     /* Not modelled yet; must be 0 (gmp_cca_create refuses anything else). */
     uint32_t expandable_segments;
+    /* garbage_collection_threshold: 0 = off, else strictly between 0 and 1 (create refuses the
+     * rest, as CUDAAllocatorConfig does). PyTorch collects only under a memory fraction
+     * (set_fraction), against allowed_memory_maximum: the model collects only when capacity is
+     * set, against capacity (garbage_collect_cached_blocks). */
     double garbage_collection_threshold;
 } gmp_cca_config;
 
