@@ -22,6 +22,7 @@ typedef struct blk {
     uint8_t small;       /* in the small pool (Block::pool->is_small) */
     uint8_t allocated;   /* handed out (Block::allocated) */
     uint8_t used;        /* the slot holds a block (else it is on the free list via next) */
+    uint8_t pending;     /* freed, waiting for other streams (Block::event_count > 0) */
     uint64_t gc_base;    /* Block::gc_count_base: the pool's get_free_block count at insert */
 } blk;
 
@@ -40,6 +41,8 @@ struct gmp_cca {
     uint32_t free_slot; /* head of the recycled slots, NONE if none */
     pool small, large;  /* small_blocks, large_blocks */
     uint64_t next_addr; /* model address of the next segment; segments are never overlapped */
+    uint32_t *pend;     /* blocks freed with gmp_cca_free_deferred, in the order of their frees */
+    size_t npend, cappend;
     gmp_cca_stats st;
 };
 
@@ -230,6 +233,7 @@ void gmp_cca_destroy(gmp_cca *m)
     free(m->b);
     free(m->small.v);
     free(m->large.v);
+    free(m->pend);
     free(m);
 }
 
@@ -305,9 +309,39 @@ static void release_blocks(gmp_cca *m, pool *p)
     p->n = w;
 }
 
-/* release_cached_blocks: the large pool, then the small one. */
+static void free_block(gmp_cca *m, uint32_t id);
+
+/* synchronize_and_free_events: every pending free completes (the allocator waits for the events),
+ * in the order the frees were made. */
+static void synchronize_and_free_events(gmp_cca *m)
+{
+    size_t k = 0;
+    for (; k < m->npend; k++) {
+        uint32_t id = m->pend[k];
+        if (pool_reserve(pool_of(m, &m->b[id])) != 0)
+            break; /* host memory short: the rest stay pending (still counted as reserved) */
+        m->b[id].pending = 0;
+        free_block(m, id);
+    }
+    memmove(m->pend, m->pend + k, (m->npend - k) * sizeof *m->pend);
+    m->npend -= k;
+}
+
+void gmp_cca_process_events(gmp_cca *m)
+{
+    synchronize_and_free_events(m);
+}
+
+size_t gmp_cca_pending_frees(const gmp_cca *m)
+{
+    return m->npend;
+}
+
+/* release_cached_blocks: first synchronize_and_free_events, then the large pool, then the small
+ * one. */
 void gmp_cca_empty_cache(gmp_cca *m)
 {
+    synchronize_and_free_events(m);
     release_blocks(m, &m->large);
     release_blocks(m, &m->small);
 }
@@ -430,6 +464,8 @@ int gmp_cca_alloc(gmp_cca *m, uint64_t orig_size, uint64_t stream, uint32_t *id)
         if (rc == GMP_CCA_OOM) {
             gmp_cca_empty_cache(m);
             m->st.alloc_retries++;
+            if (pool_reserve(p) != 0) /* completed frees may have used the room reserved above */
+                return GMP_CCA_ENOMEM;
             rc = alloc_block(m, alloc_size, stream, small, &i);
         }
         if (rc == GMP_CCA_OOM)
@@ -471,8 +507,8 @@ int gmp_cca_alloc(gmp_cca *m, uint64_t orig_size, uint64_t stream, uint32_t *id)
 /* try_merge_blocks: absorb a free neighbour of the same segment; returns its size or 0. */
 static uint64_t try_merge(gmp_cca *m, uint32_t dst, uint32_t src)
 {
-    if (src == NONE || m->b[src].allocated)
-        return 0;
+    if (src == NONE || m->b[src].allocated || m->b[src].pending)
+        return 0; /* "src->allocated || src->event_count > 0 || !src->stream_uses.empty()" */
     blk *d = &m->b[dst], *s = &m->b[src];
     pool_erase(m, pool_of(m, s), src);
     if (d->prev == src) { /* [src dst] */
@@ -501,9 +537,36 @@ int gmp_cca_free(gmp_cca *m, uint32_t id)
      * caches the result (no stream uses are modelled, so no events to wait for). */
     m->b[id].allocated = 0;
     m->st.allocated -= m->b[id].size;
+    free_block(m, id);
+    return GMP_CCA_OK;
+}
+
+/* free_block: merge with the free neighbours and cache; the caller reserved room in the pool. */
+static void free_block(gmp_cca *m, uint32_t id)
+{
     try_merge(m, id, m->b[id].prev);
     try_merge(m, id, m->b[id].next);
     pool_insert(m, pool_of(m, &m->b[id]), id);
+}
+
+int gmp_cca_free_deferred(gmp_cca *m, uint32_t id)
+{
+    if (id >= m->nb || !m->b[id].used || !m->b[id].allocated)
+        return GMP_CCA_EINVAL;
+    if (m->npend == m->cappend) {
+        size_t nc = m->cappend ? m->cappend * 2 : 16;
+        uint32_t *nv = realloc(m->pend, nc * sizeof *nv);
+        if (!nv)
+            return GMP_CCA_ENOMEM;
+        m->pend = nv;
+        m->cappend = nc;
+    }
+    /* free: allocated_bytes drops now; with stream uses, insert_events holds the block back from
+     * free_block until its events complete. */
+    m->b[id].allocated = 0;
+    m->b[id].pending = 1;
+    m->st.allocated -= m->b[id].size;
+    m->pend[m->npend++] = id;
     return GMP_CCA_OK;
 }
 

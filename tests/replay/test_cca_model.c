@@ -397,6 +397,57 @@ static void test_gc_passes(void **state)
     gmp_cca_destroy(m);
 }
 
+/* free with stream uses (insert_events): the block is neither reused nor merged until its events
+ * complete (process_events); allocated bytes drop at the free. */
+static void test_deferred_free(void **state)
+{
+    (void)state;
+    gmp_cca *m = mk(0, 0, 0);
+    const gmp_cca_stats *st = gmp_cca_get_stats(m);
+    uint32_t a = take(m, 12 * MiB, 0);
+    uint64_t aa = addr_of(m, a);
+    assert_int_equal(gmp_cca_free_deferred(m, a), GMP_CCA_OK);
+    assert_int_equal(gmp_cca_free_deferred(m, a), GMP_CCA_EINVAL);
+    assert_int_equal(st->allocated, 0);
+    assert_int_equal(gmp_cca_pending_frees(m), 1);
+    assert_int_equal(gmp_cca_free_blocks(m, NULL), 0);
+    uint32_t b = take(m, 12 * MiB, 0); /* a is not cached yet: a second 12 MiB segment */
+    assert_int_equal(addr_of(m, b), aa + 12 * MiB);
+    assert_int_equal(st->reserved, 24 * MiB);
+    gmp_cca_process_events(m);
+    assert_int_equal(gmp_cca_pending_frees(m), 0);
+    uint32_t c = take(m, 12 * MiB, 0); /* now a serves it */
+    assert_int_equal(addr_of(m, c), aa);
+    assert_int_equal(st->reserved, 24 * MiB);
+    gmp_cca_destroy(m);
+
+    /* try_merge_blocks skips a block with events: 3 + 3 MiB cut from one 20 MiB segment; the
+     * first freed with events, the second freed at once merges only with the 14 MiB rest. */
+    m = mk(0, 0, 0);
+    uint32_t x = take(m, 3 * MiB, 0), y = take(m, 3 * MiB, 0);
+    assert_int_equal(gmp_cca_free_deferred(m, x), GMP_CCA_OK);
+    assert_int_equal(gmp_cca_free(m, y), GMP_CCA_OK);
+    uint64_t largest = 0;
+    assert_int_equal(gmp_cca_free_blocks(m, &largest), 1);
+    assert_int_equal(largest, 17 * MiB);
+    gmp_cca_process_events(m);
+    assert_int_equal(gmp_cca_free_blocks(m, &largest), 1);
+    assert_int_equal(largest, 20 * MiB); /* whole again */
+    gmp_cca_destroy(m);
+
+    /* release_cached_blocks synchronizes first: capacity 30 MiB, 12 MiB pending, 20 MiB asked
+     * (32 > 30): the retry completes the free, releases the 12 MiB segment, and fits. */
+    m = mk(0, 30 * MiB, 0);
+    st = gmp_cca_get_stats(m);
+    assert_int_equal(gmp_cca_free_deferred(m, take(m, 12 * MiB, 0)), GMP_CCA_OK);
+    take(m, 20 * MiB, 0);
+    assert_int_equal(st->alloc_retries, 1);
+    assert_int_equal(st->segments_freed, 1);
+    assert_int_equal(st->reserved, 20 * MiB);
+    assert_int_equal(gmp_cca_pending_frees(m), 0);
+    gmp_cca_destroy(m);
+}
+
 /* Random requests on three streams, freed in random order: live blocks never overlap, the
  * counters add up, and at the end every segment merges back whole and is released. */
 static void test_random_invariants(void **state)
@@ -474,6 +525,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_config_refused),
         cmocka_unit_test(test_gc_threshold),
         cmocka_unit_test(test_gc_passes),
+        cmocka_unit_test(test_deferred_free),
         cmocka_unit_test(test_random_invariants),
         // clang-format on
     };
