@@ -22,21 +22,27 @@ typedef struct blk {
     uint8_t small;       /* in the small pool (Block::pool->is_small) */
     uint8_t allocated;   /* handed out (Block::allocated) */
     uint8_t used;        /* the slot holds a block (else it is on the free list via next) */
+    uint8_t pending;     /* freed, waiting for other streams (Block::event_count > 0) */
+    uint64_t gc_base;    /* Block::gc_count_base: the pool's get_free_block count at insert */
 } blk;
 
 typedef struct pool {
     uint32_t *v; /* cached block indices, ordered by (stream, size, addr) */
     size_t n, cap;
+    uint64_t gfb_calls; /* BlockPool::get_free_blocks_call_count (counted only with gc on) */
 } pool;
 
 struct gmp_cca {
     gmp_cca_config cfg;
     uint64_t max_split; /* cfg.max_split_size, or UINT64_MAX (PyTorch's SIZE_MAX default) */
+    int gc;             /* set_fraction && garbage_collection_threshold > 0 */
     blk *b;
     size_t nb, capb;
     uint32_t free_slot; /* head of the recycled slots, NONE if none */
     pool small, large;  /* small_blocks, large_blocks */
     uint64_t next_addr; /* model address of the next segment; segments are never overlapped */
+    uint32_t *pend;     /* blocks freed with gmp_cca_free_deferred, in the order of their frees */
+    size_t npend, cappend;
     gmp_cca_stats st;
 };
 
@@ -80,10 +86,13 @@ static int pool_reserve(pool *p)
     return 0;
 }
 
-/* Insert block i; the caller has called pool_reserve since the last insert. */
+/* Insert block i; the caller has called pool_reserve since the last insert. As
+ * BlockPool::insert_into_blocks, the block's age counts from the pool's current get_free_block
+ * count. */
 static void pool_insert(gmp_cca *m, pool *p, uint32_t i)
 {
-    const blk *x = &m->b[i];
+    blk *x = &m->b[i];
+    x->gc_base = p->gfb_calls;
     size_t at = lower_bound(m, p, x->stream, x->size, x->addr);
     memmove(p->v + at + 1, p->v + at, (p->n - at) * sizeof *p->v);
     p->v[at] = i;
@@ -193,8 +202,13 @@ static uint64_t allocation_size(uint64_t size)
 
 gmp_cca *gmp_cca_create(const gmp_cca_config *cfg)
 {
-    if (!cfg || cfg->expandable_segments || cfg->garbage_collection_threshold != 0.0)
+    if (!cfg || cfg->expandable_segments)
         return NULL; /* not modelled: refuse rather than answer as if they were off */
+    /* CUDAAllocatorConfig::parseGarbageCollectionThreshold: 0 (off) or strictly between 0 and 1
+     * ("garbage_collect_threshold too small/too big, set it 0.0~1.0"); NaN is refused too. */
+    double gct = cfg->garbage_collection_threshold;
+    if (!(gct == 0.0 || (gct > 0.0 && gct < 1.0)))
+        return NULL;
     if (cfg->max_split_size && cfg->max_split_size <= GMP_CCA_LARGE_BUFFER)
         return NULL; /* CUDAAllocatorConfig: max_split_size_mb must exceed kLargeBuffer's MiB */
     if (cfg->roundup_power2_divisions > 1 && !is_pow2(cfg->roundup_power2_divisions))
@@ -204,6 +218,9 @@ gmp_cca *gmp_cca_create(const gmp_cca_config *cfg)
         return NULL;
     m->cfg = *cfg;
     m->max_split = cfg->max_split_size ? cfg->max_split_size : UINT64_MAX;
+    /* malloc and get_free_block run the collector only when set_fraction (a memory fraction gave
+     * allowed_memory_maximum); the model's capacity stands for that maximum. */
+    m->gc = cfg->capacity != 0 && gct > 0.0;
     m->free_slot = NONE;
     m->next_addr = (uint64_t)1 << 32; /* a model address: nonzero, 2 MiB aligned */
     return m;
@@ -216,6 +233,7 @@ void gmp_cca_destroy(gmp_cca *m)
     free(m->b);
     free(m->small.v);
     free(m->large.v);
+    free(m->pend);
     free(m);
 }
 
@@ -223,6 +241,8 @@ void gmp_cca_destroy(gmp_cca *m)
  * an oversize block must not serve this request. The block leaves the pool. */
 static uint32_t get_free_block(gmp_cca *m, pool *p, uint64_t stream, uint64_t size)
 {
+    if (m->gc)
+        p->gfb_calls++; /* "Track block reuse interval only when garbage collection is enabled" */
     size_t at = lower_bound(m, p, stream, size, 0);
     if (at == p->n || m->b[p->v[at]].stream != stream)
         return NONE;
@@ -289,9 +309,39 @@ static void release_blocks(gmp_cca *m, pool *p)
     p->n = w;
 }
 
-/* release_cached_blocks: the large pool, then the small one. */
+static void free_block(gmp_cca *m, uint32_t id);
+
+/* synchronize_and_free_events: every pending free completes (the allocator waits for the events),
+ * in the order the frees were made. */
+static void synchronize_and_free_events(gmp_cca *m)
+{
+    size_t k = 0;
+    for (; k < m->npend; k++) {
+        uint32_t id = m->pend[k];
+        if (pool_reserve(pool_of(m, &m->b[id])) != 0)
+            break; /* host memory short: the rest stay pending (still counted as reserved) */
+        m->b[id].pending = 0;
+        free_block(m, id);
+    }
+    memmove(m->pend, m->pend + k, (m->npend - k) * sizeof *m->pend);
+    m->npend -= k;
+}
+
+void gmp_cca_process_events(gmp_cca *m)
+{
+    synchronize_and_free_events(m);
+}
+
+size_t gmp_cca_pending_frees(const gmp_cca *m)
+{
+    return m->npend;
+}
+
+/* release_cached_blocks: first synchronize_and_free_events, then the large pool, then the small
+ * one. */
 void gmp_cca_empty_cache(gmp_cca *m)
 {
+    synchronize_and_free_events(m);
     release_blocks(m, &m->large);
     release_blocks(m, &m->small);
 }
@@ -299,6 +349,47 @@ void gmp_cca_empty_cache(gmp_cca *m)
 static int whole(const gmp_cca *m, uint32_t i)
 {
     return m->b[i].prev == NONE && m->b[i].next == NONE;
+}
+
+/* garbage_collect_cached_blocks: when reserved (total_allocated_memory) is above threshold x
+ * capacity (allowed_memory_maximum), cudaFree the unsplit cached blocks of the large pool whose
+ * age (Block::gc_count(): get_free_block calls of the pool since the block was cached) is at
+ * least the average age of the unsplit ones, in the pool's order, pass after pass with the
+ * average recomputed, until what was freed reaches reserved - threshold or a pass frees nothing.
+ * A pass does not stop at the target ("we don't want this GC to be triggered frequently"). */
+static void garbage_collect_cached_blocks(gmp_cca *m)
+{
+    pool *p = &m->large;
+    uint64_t gc_threshold =
+        (uint64_t)(m->cfg.garbage_collection_threshold * (double)m->cfg.capacity);
+    if (m->st.reserved <= gc_threshold)
+        return;
+    uint64_t target = m->st.reserved - gc_threshold, reclaimed = 0, total_age = 0;
+    uint64_t freeable = 0;
+    for (size_t r = 0; r < p->n; r++)
+        if (whole(m, p->v[r])) {
+            total_age += p->gfb_calls - m->b[p->v[r]].gc_base;
+            freeable++;
+        }
+    int freed = 1;
+    while (reclaimed < target && freed && freeable > 0) {
+        double age_threshold = (double)total_age / (double)freeable;
+        freed = 0;
+        size_t r = 0;
+        while (r < p->n) {
+            uint32_t i = p->v[r];
+            uint64_t age = p->gfb_calls - m->b[i].gc_base;
+            if (whole(m, i) && (double)age >= age_threshold) {
+                freed = 1;
+                reclaimed += m->b[i].size;
+                total_age -= age;
+                freeable--;
+                release_block_at(m, p, r); /* the next block moves to r */
+            } else {
+                r++;
+            }
+        }
+    }
 }
 
 /* release_available_cached_blocks: with max_split_size set, free the smallest oversize cached
@@ -362,6 +453,9 @@ int gmp_cca_alloc(gmp_cca *m, uint64_t orig_size, uint64_t stream, uint32_t *id)
         return GMP_CCA_ENOMEM;
     uint32_t i = get_free_block(m, p, stream, size);
     if (i == NONE) {
+        /* malloc: "Do garbage collection if the flag is set" before a new segment. */
+        if (m->gc)
+            garbage_collect_cached_blocks(m);
         /* malloc: alloc_block || (release_available_cached_blocks && alloc_block) ||
          * (release_cached_blocks && alloc_block(isRetry)) */
         int rc = alloc_block(m, alloc_size, stream, small, &i);
@@ -370,6 +464,8 @@ int gmp_cca_alloc(gmp_cca *m, uint64_t orig_size, uint64_t stream, uint32_t *id)
         if (rc == GMP_CCA_OOM) {
             gmp_cca_empty_cache(m);
             m->st.alloc_retries++;
+            if (pool_reserve(p) != 0) /* completed frees may have used the room reserved above */
+                return GMP_CCA_ENOMEM;
             rc = alloc_block(m, alloc_size, stream, small, &i);
         }
         if (rc == GMP_CCA_OOM)
@@ -411,8 +507,8 @@ int gmp_cca_alloc(gmp_cca *m, uint64_t orig_size, uint64_t stream, uint32_t *id)
 /* try_merge_blocks: absorb a free neighbour of the same segment; returns its size or 0. */
 static uint64_t try_merge(gmp_cca *m, uint32_t dst, uint32_t src)
 {
-    if (src == NONE || m->b[src].allocated)
-        return 0;
+    if (src == NONE || m->b[src].allocated || m->b[src].pending)
+        return 0; /* "src->allocated || src->event_count > 0 || !src->stream_uses.empty()" */
     blk *d = &m->b[dst], *s = &m->b[src];
     pool_erase(m, pool_of(m, s), src);
     if (d->prev == src) { /* [src dst] */
@@ -441,9 +537,36 @@ int gmp_cca_free(gmp_cca *m, uint32_t id)
      * caches the result (no stream uses are modelled, so no events to wait for). */
     m->b[id].allocated = 0;
     m->st.allocated -= m->b[id].size;
+    free_block(m, id);
+    return GMP_CCA_OK;
+}
+
+/* free_block: merge with the free neighbours and cache; the caller reserved room in the pool. */
+static void free_block(gmp_cca *m, uint32_t id)
+{
     try_merge(m, id, m->b[id].prev);
     try_merge(m, id, m->b[id].next);
     pool_insert(m, pool_of(m, &m->b[id]), id);
+}
+
+int gmp_cca_free_deferred(gmp_cca *m, uint32_t id)
+{
+    if (id >= m->nb || !m->b[id].used || !m->b[id].allocated)
+        return GMP_CCA_EINVAL;
+    if (m->npend == m->cappend) {
+        size_t nc = m->cappend ? m->cappend * 2 : 16;
+        uint32_t *nv = realloc(m->pend, nc * sizeof *nv);
+        if (!nv)
+            return GMP_CCA_ENOMEM;
+        m->pend = nv;
+        m->cappend = nc;
+    }
+    /* free: allocated_bytes drops now; with stream uses, insert_events holds the block back from
+     * free_block until its events complete. */
+    m->b[id].allocated = 0;
+    m->b[id].pending = 1;
+    m->st.allocated -= m->b[id].size;
+    m->pend[m->npend++] = id;
     return GMP_CCA_OK;
 }
 

@@ -10,12 +10,14 @@
  * pools and the size of a new segment (get_pool, get_allocation_size), best-fit search per stream
  * (BlockComparatorSize, get_free_block, with max_split_size), splitting (should_split,
  * alloc_found_block), merging on free (free_block, try_merge_blocks), and the out-of-memory path
- * of malloc (alloc_block, release_available_cached_blocks, release_cached_blocks, release_block).
+ * of malloc (alloc_block, release_available_cached_blocks, release_cached_blocks, release_block),
+ * and garbage_collection_threshold (garbage_collect_cached_blocks, with BlockPool's
+ * get_free_blocks_call_count and Block::gc_count_base as the age of a cached block).
  *
- * Not modelled yet (fields of the config are reserved for them and must be left 0): expandable
- * segments, garbage_collection_threshold, frees that wait for other streams (record_stream's
- * events: a free here is free_block at once), CUDA graph private pools, empty_cache, and the
- * per-interval form of roundup_power2_divisions (one value for every size is modelled). */
+ * Not modelled yet (the config's field is reserved and must be left 0): expandable
+ * segments. Nor the timing of events of frees that wait for other streams: the caller says
+ * when they complete (gmp_cca_free_deferred, gmp_cca_process_events). Nor CUDA graph private pools,
+ * and the per-interval form of roundup_power2_divisions (one value for every size is modelled). */
 #ifndef GMP_CCA_MODEL_H
 #define GMP_CCA_MODEL_H
 
@@ -41,6 +43,10 @@ typedef struct gmp_cca_config {
     uint32_t roundup_power2_divisions;
     /* Not modelled yet; must be 0 (gmp_cca_create refuses anything else). */
     uint32_t expandable_segments;
+    /* garbage_collection_threshold: 0 = off, else strictly between 0 and 1 (create refuses the
+     * rest, as CUDAAllocatorConfig does). PyTorch collects only under a memory fraction
+     * (set_fraction), against allowed_memory_maximum: the model collects only when capacity is
+     * set, against capacity (garbage_collect_cached_blocks). */
     double garbage_collection_threshold;
 } gmp_cca_config;
 
@@ -73,7 +79,19 @@ int gmp_cca_free(gmp_cca *m, uint32_t id);
  * size (the rounded request, or the whole block when it was not split). 0 if id is not allocated.
  */
 int gmp_cca_block(const gmp_cca *m, uint32_t id, uint64_t *addr, uint64_t *size);
-/* release_cached_blocks: what torch.cuda.empty_cache() does to unsplit free segments. */
+/* free(block) for a block used on other streams (record_stream): allocated bytes drop now, but the
+ * block is not cached (nor merged with) until its events complete: gmp_cca_process_events, or an
+ * empty_cache / out-of-memory retry, which synchronize first (insert_events, process_events,
+ * synchronize_and_free_events). PyTorch polls the events at each malloc; the model cannot know
+ * when they end, so the caller says it. GMP_CCA_EINVAL for an id that is not allocated. */
+int gmp_cca_free_deferred(gmp_cca *m, uint32_t id);
+/* process_events with every event complete: the pending frees finish in the order they were made
+ * (free_block: merge, cache). */
+void gmp_cca_process_events(gmp_cca *m);
+/* Frees still waiting for their events. */
+size_t gmp_cca_pending_frees(const gmp_cca *m);
+/* release_cached_blocks: what torch.cuda.empty_cache() does: the pending frees complete
+ * (synchronize_and_free_events), then unsplit free segments are released. */
 void gmp_cca_empty_cache(gmp_cca *m);
 
 const gmp_cca_stats *gmp_cca_get_stats(const gmp_cca *m);

@@ -302,7 +302,9 @@ static void test_config_refused(void **state)
     c.expandable_segments = 1;
     assert_null(gmp_cca_create(&c));
     memset(&c, 0, sizeof c);
-    c.garbage_collection_threshold = 0.8;
+    c.garbage_collection_threshold = 1.0; /* "garbage_collect_threshold too big" */
+    assert_null(gmp_cca_create(&c));
+    c.garbage_collection_threshold = -0.5; /* "too small" */
     assert_null(gmp_cca_create(&c));
     memset(&c, 0, sizeof c);
     c.max_split_size = 20 * MiB;
@@ -310,6 +312,140 @@ static void test_config_refused(void **state)
     memset(&c, 0, sizeof c);
     c.roundup_power2_divisions = 3;
     assert_null(gmp_cca_create(&c));
+}
+
+static gmp_cca *mk_gc(uint64_t capacity, double threshold)
+{
+    gmp_cca_config c;
+    memset(&c, 0, sizeof c);
+    c.capacity = capacity;
+    c.garbage_collection_threshold = threshold;
+    gmp_cca *m = gmp_cca_create(&c);
+    assert_non_null(m);
+    return m;
+}
+
+/* Cache a 12 MiB and a 14 MiB segment, both at large-pool get_free_block count 2; reuse the
+ * 12 MiB one (count 3) and cache it again; then ask for 40 MiB (count 4). */
+static const gmp_cca_stats *gc_sequence(gmp_cca *m)
+{
+    uint32_t a = take(m, 12 * MiB, 0), b = take(m, 14 * MiB, 0);
+    assert_int_equal(gmp_cca_free(m, a), GMP_CCA_OK);
+    assert_int_equal(gmp_cca_free(m, b), GMP_CCA_OK);
+    uint32_t x = take(m, 12 * MiB, 0); /* the cached 12 MiB block, whole (nothing to split) */
+    assert_int_equal(addr_of(m, x), addr_of(m, a));
+    assert_int_equal(gmp_cca_free(m, x), GMP_CCA_OK);
+    take(m, 40 * MiB, 0);
+    return gmp_cca_get_stats(m);
+}
+
+/* garbage_collect_cached_blocks: capacity 60 MiB, threshold 0.25 -> 15 MiB. At the 40 MiB request
+ * reserved is 26 MiB, so 11 MiB are to be reclaimed. Ages (gc_count): the 12 MiB block 4-3 = 1,
+ * the 14 MiB block 4-2 = 2; average 1.5, so only the 14 MiB block (2 >= 1.5) is freed, which
+ * reaches the target. Reserved 12 + 40 = 52 MiB, no retry. Without the collector (threshold 0)
+ * 26 + 40 = 66 MiB passes 60 MiB: malloc's retry frees both cached segments (reserved 40 MiB). */
+static void test_gc_threshold(void **state)
+{
+    (void)state;
+    gmp_cca *m = mk_gc(60 * MiB, 0.25);
+    const gmp_cca_stats *st = gc_sequence(m);
+    assert_int_equal(st->segments_freed, 1);
+    assert_int_equal(st->reserved, 52 * MiB);
+    assert_int_equal(st->peak_reserved, 52 * MiB);
+    assert_int_equal(st->alloc_retries, 0);
+    uint64_t largest = 0;
+    assert_int_equal(gmp_cca_free_blocks(m, &largest), 1);
+    assert_int_equal(largest, 12 * MiB); /* the younger block stays cached */
+    gmp_cca_destroy(m);
+
+    m = mk_gc(60 * MiB, 0);
+    st = gc_sequence(m);
+    assert_int_equal(st->segments_freed, 2);
+    assert_int_equal(st->alloc_retries, 1);
+    assert_int_equal(st->reserved, 40 * MiB);
+    assert_int_equal(st->peak_reserved, 40 * MiB);
+    gmp_cca_destroy(m);
+
+    /* Below the threshold (0.5 x 60 = 30 MiB > 26 MiB) nothing is collected and 66 > 60 needs
+     * the retry again. */
+    m = mk_gc(60 * MiB, 0.5);
+    st = gc_sequence(m);
+    assert_int_equal(st->segments_freed, 2);
+    assert_int_equal(st->alloc_retries, 1);
+    gmp_cca_destroy(m);
+
+    /* No capacity (PyTorch: no memory fraction, set_fraction false): no collection. */
+    m = mk_gc(0, 0.25);
+    st = gc_sequence(m);
+    assert_int_equal(st->segments_freed, 0);
+    assert_int_equal(st->reserved, 66 * MiB);
+    gmp_cca_destroy(m);
+}
+
+/* The average age is recomputed pass after pass: threshold 0.1 x 60 MiB = 6 MiB, target 20 MiB.
+ * Pass 1 (average 1.5) frees the 14 MiB block (reclaimed 14 < 20); pass 2 (average 1) frees the
+ * 12 MiB block. Both go although the target (20) is reached only by the second. */
+static void test_gc_passes(void **state)
+{
+    (void)state;
+    gmp_cca *m = mk_gc(60 * MiB, 0.1);
+    const gmp_cca_stats *st = gc_sequence(m);
+    assert_int_equal(st->segments_freed, 2);
+    assert_int_equal(st->alloc_retries, 0);
+    assert_int_equal(st->reserved, 40 * MiB);
+    assert_int_equal(gmp_cca_free_blocks(m, NULL), 0);
+    gmp_cca_destroy(m);
+}
+
+/* free with stream uses (insert_events): the block is neither reused nor merged until its events
+ * complete (process_events); allocated bytes drop at the free. */
+static void test_deferred_free(void **state)
+{
+    (void)state;
+    gmp_cca *m = mk(0, 0, 0);
+    const gmp_cca_stats *st = gmp_cca_get_stats(m);
+    uint32_t a = take(m, 12 * MiB, 0);
+    uint64_t aa = addr_of(m, a);
+    assert_int_equal(gmp_cca_free_deferred(m, a), GMP_CCA_OK);
+    assert_int_equal(gmp_cca_free_deferred(m, a), GMP_CCA_EINVAL);
+    assert_int_equal(st->allocated, 0);
+    assert_int_equal(gmp_cca_pending_frees(m), 1);
+    assert_int_equal(gmp_cca_free_blocks(m, NULL), 0);
+    uint32_t b = take(m, 12 * MiB, 0); /* a is not cached yet: a second 12 MiB segment */
+    assert_int_equal(addr_of(m, b), aa + 12 * MiB);
+    assert_int_equal(st->reserved, 24 * MiB);
+    gmp_cca_process_events(m);
+    assert_int_equal(gmp_cca_pending_frees(m), 0);
+    uint32_t c = take(m, 12 * MiB, 0); /* now a serves it */
+    assert_int_equal(addr_of(m, c), aa);
+    assert_int_equal(st->reserved, 24 * MiB);
+    gmp_cca_destroy(m);
+
+    /* try_merge_blocks skips a block with events: 3 + 3 MiB cut from one 20 MiB segment; the
+     * first freed with events, the second freed at once merges only with the 14 MiB rest. */
+    m = mk(0, 0, 0);
+    uint32_t x = take(m, 3 * MiB, 0), y = take(m, 3 * MiB, 0);
+    assert_int_equal(gmp_cca_free_deferred(m, x), GMP_CCA_OK);
+    assert_int_equal(gmp_cca_free(m, y), GMP_CCA_OK);
+    uint64_t largest = 0;
+    assert_int_equal(gmp_cca_free_blocks(m, &largest), 1);
+    assert_int_equal(largest, 17 * MiB);
+    gmp_cca_process_events(m);
+    assert_int_equal(gmp_cca_free_blocks(m, &largest), 1);
+    assert_int_equal(largest, 20 * MiB); /* whole again */
+    gmp_cca_destroy(m);
+
+    /* release_cached_blocks synchronizes first: capacity 30 MiB, 12 MiB pending, 20 MiB asked
+     * (32 > 30): the retry completes the free, releases the 12 MiB segment, and fits. */
+    m = mk(0, 30 * MiB, 0);
+    st = gmp_cca_get_stats(m);
+    assert_int_equal(gmp_cca_free_deferred(m, take(m, 12 * MiB, 0)), GMP_CCA_OK);
+    take(m, 20 * MiB, 0);
+    assert_int_equal(st->alloc_retries, 1);
+    assert_int_equal(st->segments_freed, 1);
+    assert_int_equal(st->reserved, 20 * MiB);
+    assert_int_equal(gmp_cca_pending_frees(m), 0);
+    gmp_cca_destroy(m);
 }
 
 /* Random requests on three streams, freed in random order: live blocks never overlap, the
@@ -387,6 +523,9 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_oom_oversize),
         cmocka_unit_test(test_roundup_power2),
         cmocka_unit_test(test_config_refused),
+        cmocka_unit_test(test_gc_threshold),
+        cmocka_unit_test(test_gc_passes),
+        cmocka_unit_test(test_deferred_free),
         cmocka_unit_test(test_random_invariants),
         // clang-format on
     };
