@@ -46,7 +46,7 @@ static void print_help(const gmp_cli_cmd_info *cmd, const gmp_cli_opt *opts)
            "allocations at the start).\n\n");
     printf("%s\n", GMP_CLI_INPUT_HELP);
     gmp_cli_print_options(stdout, opts);
-    printf("  --alloc-conf CONF  a PYTORCH_CUDA_ALLOC_CONF setting to try (repeatable)\n");
+    printf("      --alloc-conf CONF    a PYTORCH_CUDA_ALLOC_CONF setting to try (repeatable)\n");
     printf("\nExit status: 0 when the table was written, 1 when the recording cannot be read or\n"
            "the output cannot be written, 2 for bad arguments. See docs/whatif.md.\n");
 }
@@ -297,7 +297,7 @@ int gmp_cmd_whatif(const gmp_cli_cmd_info *cmd, int argc, char **argv)
     int npos = 0;
     const gmp_cli_opt opts[] = {
         {"capacity", 0, GMP_CLI_STRING, &capacity_s, "SIZE",
-         "memory available (default: each device's total memory)", 0},
+         "memory available (default: the device's total, else reserved + free at its OOM)", 0},
         {"format", 'f', GMP_CLI_STRING, &format, "FMT", "text, markdown or json (default text)", 0},
         {"output", 'o', GMP_CLI_STRING, &out_path, "FILE", "write to FILE instead of stdout", 0},
         {NULL, 0, GMP_CLI_FLAG, NULL, NULL, NULL, 0},

@@ -88,11 +88,13 @@ static void erase(dev *d, size_t s, size_t ncfg)
     }
 }
 
+/* Exactly the main pool's API: blocks of a CUDA graph's private pool or a MemPool carry
+ * "CUDACachingAllocator.malloc (private pool A,B)" and are left out (not modelled). */
 static int is_cca(const gmp_reader *r, uint32_t api, const char *what)
 {
     gmp_str s = gmp_reader_string(r, api);
     size_t n = strlen(what);
-    return s.ptr && s.len >= n && memcmp(s.ptr, what, n) == 0;
+    return s.ptr && s.len == n && memcmp(s.ptr, what, n) == 0;
 }
 
 void gmp_whatif_free(gmp_whatif *w)

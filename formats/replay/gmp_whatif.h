@@ -1,8 +1,9 @@
 /* gmp_whatif: replays the tensor allocations of a recording (PyTorch's caching allocator as the
- * snapshot import and the --torch-history merge write it: ALLOC/FREE records whose api begins with
- * "CUDACachingAllocator.", with their requested sizes and streams) through one caching-allocator
- * model (gmp_cca_model.h) per config and device, and collects what each config would have done.
- * Memory is bounded by the model's live blocks and one address -> block map per device and config.
+ * snapshot import and the --torch-history merge write it: ALLOC/FREE records of api
+ * "CUDACachingAllocator.malloc" and "CUDACachingAllocator.free", the main pool's, with their
+ * requested sizes and streams) through one caching-allocator model (gmp_cca_model.h) per config and
+ * device, and collects what each config would have done. Memory is bounded by the model's live
+ * blocks and one address -> block map per device and config.
  */
 #ifndef GMP_WHATIF_H
 #define GMP_WHATIF_H
