@@ -78,10 +78,15 @@ for name in snaps:
             keys = {"alloc_conf", "peak_reserved_bytes", "peak_allocated_bytes", "segments",
                     "fits", "first_failure"}
             check(keys <= set(c), name + ": config keys of " + c["alloc_conf"])
+            # a setting the model refuses says so and gives no figure; any other gives figures
+            # (expandable segments and garbage_collection_threshold may be modelled later)
             if c["alloc_conf"] in ("expandable_segments:True",
-                                   "garbage_collection_threshold:0.8"):
-                check(c["modelled"] is False and c["peak_reserved_bytes"] is None,
+                                   "garbage_collection_threshold:0.8") and not c["modelled"]:
+                check(c["peak_reserved_bytes"] is None and c["fits"] is None,
                       name + ": " + c["alloc_conf"] + " says it is not modelled, no figure")
+            else:
+                check(c["modelled"] is True and c["peak_reserved_bytes"] > 0 and
+                      c["segments"] > 0, name + ": figures for " + c["alloc_conf"])
     rec = recorded(path)
     base = name[:-len(".pickle")]
     if base in ("small-step", "transformer-train-step-adamw"):
