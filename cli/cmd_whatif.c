@@ -13,6 +13,7 @@
 #include "gmp_whatif.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #define MAX_CONFS 32
@@ -377,7 +378,9 @@ int gmp_cmd_whatif(const gmp_cli_cmd_info *cmd, int argc, char **argv)
     int own_refused = 0;
     {
         unsigned char head[GMP_CLI_INPUT_HEAD];
-        FILE *hf = fopen(argv[1], "rb");
+        struct stat sb;
+        /* a pipe is never probed (reading its head would consume it), as cli_input does */
+        FILE *hf = stat(argv[1], &sb) == 0 && S_ISREG(sb.st_mode) ? fopen(argv[1], "rb") : NULL;
         size_t hn = hf ? fread(head, 1, sizeof head, hf) : 0;
         if (hf)
             fclose(hf);
