@@ -16,6 +16,7 @@ int gmp_cmd_diff(const gmp_cli_cmd_info *cmd, int argc, char **argv);
 int gmp_cmd_info(const gmp_cli_cmd_info *cmd, int argc, char **argv);
 int gmp_cmd_diagnose(const gmp_cli_cmd_info *cmd, int argc, char **argv);
 int gmp_cmd_view(const gmp_cli_cmd_info *cmd, int argc, char **argv);
+int gmp_cmd_whatif(const gmp_cli_cmd_info *cmd, int argc, char **argv);
 
 /* run --view (cli/cmd_view.c): the viewer beside the running program. _new before the fork (the
  * traces' glob pattern, the run's start time, the log file in the current directory), _child in

@@ -29,6 +29,10 @@ static const command commands[] = {
     {{"view", "FILE... [--follow] [--color WHEN]",
       "explore recordings in the terminal: timeline, live set at a cursor, stacks; --follow a run"},
      gmp_cmd_view},
+    {{"whatif",
+      "FILE [--alloc-conf CONF]... [--capacity SIZE] [--format text|markdown|json] [-o FILE]",
+      "replay PyTorch's tensors under other allocator settings: peak reserved, what fits"},
+     gmp_cmd_whatif},
     {{"convert",
       "FILE... [--speedscope|--chrome|--pytorch-snapshot|--report|--json|--pprof|"
       "--html-view FILE]... [OPTIONS]",

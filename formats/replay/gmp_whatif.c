@@ -1,0 +1,317 @@
+/* gmp_whatif: the replay of a recording's tensor allocations through caching-allocator models
+ * (gmp_whatif.h). One open-addressing map per device from a tensor's recorded address to the
+ * block id of each config's model; it holds only the live tensors. */
+#include "gmp_whatif.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gmp_torch_layout.h"
+#include "gmp_trace.h"
+
+#define NOID UINT32_MAX
+
+typedef struct dev {
+    int present;
+    gmp_cca **models; /* ncfg; NULL: not modelled */
+    uint64_t *keys;   /* address + 1; 0 = empty slot */
+    uint32_t *ids;    /* cap * ncfg */
+    size_t cap, used;
+} dev;
+
+static size_t slot_of(uint64_t k, size_t cap)
+{
+    k ^= k >> 33;
+    k *= 0xff51afd7ed558ccdull;
+    k ^= k >> 33;
+    return (size_t)k & (cap - 1);
+}
+
+static int grow(dev *d, size_t ncfg)
+{
+    size_t ncap = d->cap ? d->cap * 2 : 1024;
+    uint64_t *nk = calloc(ncap, sizeof *nk);
+    uint32_t *ni = malloc(ncap * ncfg * sizeof *ni);
+    if (!nk || !ni) {
+        free(nk);
+        free(ni);
+        return -1;
+    }
+    for (size_t i = 0; i < d->cap; i++) {
+        if (!d->keys[i])
+            continue;
+        size_t s = slot_of(d->keys[i], ncap);
+        while (nk[s])
+            s = (s + 1) & (ncap - 1);
+        nk[s] = d->keys[i];
+        memcpy(ni + s * ncfg, d->ids + i * ncfg, ncfg * sizeof *ni);
+    }
+    free(d->keys);
+    free(d->ids);
+    d->keys = nk;
+    d->ids = ni;
+    d->cap = ncap;
+    return 0;
+}
+
+/* The slot of address a, or where it would go (cap > used always). */
+static size_t find(const dev *d, uint64_t a)
+{
+    uint64_t k = a + 1;
+    size_t s = slot_of(k, d->cap);
+    while (d->keys[s] && d->keys[s] != k)
+        s = (s + 1) & (d->cap - 1);
+    return s;
+}
+
+/* Deletion with backward shift, so that no tombstone lengthens the probes. */
+static void erase(dev *d, size_t s, size_t ncfg)
+{
+    size_t i = s;
+    for (;;) {
+        d->keys[i] = 0;
+        size_t j = i;
+        for (;;) {
+            j = (j + 1) & (d->cap - 1);
+            if (!d->keys[j])
+                return;
+            size_t h = slot_of(d->keys[j], d->cap);
+            /* move j to i unless h lies cyclically in (i, j] */
+            if (i <= j ? (i < h && h <= j) : (i < h || h <= j))
+                continue;
+            d->keys[i] = d->keys[j];
+            memcpy(d->ids + i * ncfg, d->ids + j * ncfg, ncfg * sizeof *d->ids);
+            i = j;
+            break;
+        }
+    }
+}
+
+/* Exactly the main pool's API: blocks of a CUDA graph's private pool or a MemPool carry
+ * "CUDACachingAllocator.malloc (private pool A,B)" and are left out (not modelled). */
+static int is_cca(const gmp_reader *r, uint32_t api, const char *what)
+{
+    gmp_str s = gmp_reader_string(r, api);
+    size_t n = strlen(what);
+    return s.ptr && s.len == n && memcmp(s.ptr, what, n) == 0;
+}
+
+void gmp_whatif_free(gmp_whatif *w)
+{
+    for (size_t i = 0; i < w->ndevices; i++)
+        free(w->devices[i].rows);
+    free(w->devices);
+    memset(w, 0, sizeof *w);
+}
+
+gmp_err gmp_whatif_scan(gmp_reader *r, gmp_whatif_recorded *rec, char *msg, size_t msglen)
+{
+    memset(rec, 0, GMP_WHATIF_MAX_DEVICES * sizeof *rec);
+    uint64_t *cur = calloc(GMP_WHATIF_MAX_DEVICES, sizeof *cur);
+    dev pools; /* handle -> its reserved value, in two 32-bit halves */
+    memset(&pools, 0, sizeof pools);
+    if (!cur || grow(&pools, 2) != 0) {
+        free(cur);
+        snprintf(msg, msglen, "out of memory");
+        return GMP_ERR_NOMEM;
+    }
+    gmp_err e;
+    const gmp_rec *x;
+    while ((e = gmp_reader_next(r, &x)) == GMP_OK) {
+        if (x->type == GMP_REC_OOM) {
+            const gmp_rec_oom *o = &x->u.oom;
+            if (o->device >= 0 && o->device < GMP_WHATIF_MAX_DEVICES &&
+                !rec[o->device].oom_capacity && o->free_bytes)
+                rec[o->device].oom_capacity = cur[o->device] + o->free_bytes;
+            continue;
+        }
+        if (x->type != GMP_REC_POOL)
+            continue;
+        const gmp_rec_pool *p = &x->u.pool;
+        if (p->device < 0 || p->device >= GMP_WHATIF_MAX_DEVICES)
+            continue;
+        gmp_whatif_recorded *d = &rec[p->device];
+        d->present = 1;
+        if ((pools.used + 1) * 2 > pools.cap && grow(&pools, 2) != 0) {
+            e = GMP_ERR_NOMEM;
+            break;
+        }
+        size_t s = find(&pools, p->pool);
+        uint64_t old =
+            pools.keys[s] ? ((uint64_t)pools.ids[2 * s] << 32 | pools.ids[2 * s + 1]) : 0;
+        if (p->op == GMP_POOL_CREATE) {
+            if (p->pool != GMP_TORCH_EXPANDABLE_POOL(p->device))
+                d->segments++;
+        } else if (p->op == GMP_POOL_RESERVED) {
+            if (!pools.keys[s]) {
+                pools.keys[s] = p->pool + 1;
+                pools.used++;
+            }
+            pools.ids[2 * s] = (uint32_t)(p->value >> 32);
+            pools.ids[2 * s + 1] = (uint32_t)p->value;
+            cur[p->device] += p->value - old;
+        } else if (p->op == GMP_POOL_DESTROY && pools.keys[s]) {
+            cur[p->device] -= old;
+            erase(&pools, s, 2);
+            pools.used--;
+        }
+        if (cur[p->device] > d->peak_reserved)
+            d->peak_reserved = cur[p->device];
+    }
+    free(cur);
+    free(pools.keys);
+    free(pools.ids);
+    if (e == GMP_END)
+        return GMP_OK;
+    snprintf(msg, msglen, "%s", e == GMP_ERR_NOMEM ? "out of memory" : gmp_reader_error(r));
+    return e;
+}
+
+gmp_err gmp_whatif_run(gmp_reader *r, const gmp_cca_config *cfgs, size_t ncfg, uint64_t capacity,
+                       const gmp_whatif_recorded *recorded, gmp_whatif *out, char *msg,
+                       size_t msglen)
+{
+    memset(out, 0, sizeof *out);
+    out->nconfigs = ncfg;
+    dev *ds = NULL;
+    size_t nd = 0;
+    gmp_err e;
+    const gmp_rec *rec;
+    while ((e = gmp_reader_next(r, &rec)) == GMP_OK) {
+        if (rec->type != GMP_REC_ALLOC && rec->type != GMP_REC_FREE)
+            continue;
+        const gmp_rec_mem *m = &rec->u.mem;
+        int is_alloc = rec->type == GMP_REC_ALLOC;
+        if (m->device < 0 || m->device >= GMP_TORCH_MAX_DEVICES ||
+            !is_cca(r, m->api,
+                    is_alloc ? "CUDACachingAllocator.malloc" : "CUDACachingAllocator.free"))
+            continue;
+        size_t di = (size_t)m->device;
+        if (di >= nd) {
+            dev *n = realloc(ds, (di + 1) * sizeof *n);
+            gmp_whatif_device *o = realloc(out->devices, (di + 1) * sizeof *o);
+            if (o)
+                out->devices = o;
+            if (!n || !o) {
+                if (n)
+                    ds = n;
+                e = GMP_ERR_NOMEM;
+                break;
+            }
+            ds = n;
+            memset(ds + nd, 0, (di + 1 - nd) * sizeof *ds);
+            memset(out->devices + nd, 0, (di + 1 - nd) * sizeof *o);
+            nd = out->ndevices = di + 1;
+        }
+        dev *d = &ds[di];
+        gmp_whatif_device *od = &out->devices[di];
+        if (!d->present) {
+            d->present = 1;
+            od->id = m->device;
+            const gmp_rec_device *rd = gmp_reader_device(r, (uint32_t)m->device);
+            od->total_bytes = rd ? rd->total_bytes : 0;
+            d->models = calloc(ncfg, sizeof *d->models);
+            od->rows = calloc(ncfg, sizeof *od->rows);
+            if (!d->models || !od->rows || grow(d, ncfg) != 0) {
+                e = GMP_ERR_NOMEM;
+                break;
+            }
+            uint64_t cap = capacity ? capacity : od->total_bytes;
+            if (!cap && recorded)
+                cap = recorded[di].oom_capacity;
+            for (size_t c = 0; c < ncfg; c++) {
+                gmp_cca_config cc = cfgs[c];
+                cc.capacity = cap;
+                d->models[c] = gmp_cca_create(&cc);
+                od->rows[c].modelled = d->models[c] != NULL;
+                od->rows[c].capacity = cap;
+            }
+        }
+        if (is_alloc) {
+            if (m->flags & GMP_MEMF_FAILED) {
+                /* the recorded OOM's request: each config tries it (nothing frees it later) */
+            } else if (m->size == 0) {
+                continue;
+            }
+            if ((d->used + 1) * 2 > d->cap && grow(d, ncfg) != 0) {
+                e = GMP_ERR_NOMEM;
+                break;
+            }
+            size_t s = (m->flags & GMP_MEMF_FAILED) ? (size_t)-1 : find(d, m->address);
+            int fresh = s != (size_t)-1 && !d->keys[s];
+            od->allocs++;
+            for (size_t c = 0; c < ncfg; c++) {
+                uint32_t id = NOID;
+                gmp_cca *mo = d->models[c];
+                if (mo && m->size) {
+                    /* an address allocated again without its free: the old block is freed first */
+                    if (s != (size_t)-1 && !fresh && d->ids[s * ncfg + c] != NOID)
+                        gmp_cca_free(mo, d->ids[s * ncfg + c]);
+                    int rc = gmp_cca_alloc(mo, m->size, m->stream, &id);
+                    gmp_whatif_row *w = &od->rows[c];
+                    if (rc == GMP_CCA_ENOMEM) {
+                        e = GMP_ERR_NOMEM;
+                        break;
+                    }
+                    if (rc != GMP_CCA_OK) {
+                        id = NOID;
+                        if (rc == GMP_CCA_OOM && !w->failed) {
+                            w->failed = 1;
+                            w->fail_time_ns = rec->time_ns;
+                            w->fail_size = m->size;
+                            w->fail_stack = m->stack;
+                        }
+                    } else {
+                        const gmp_cca_stats *st = gmp_cca_get_stats(mo);
+                        if (st->reserved == st->peak_reserved && st->reserved > w->peak_reserved)
+                            w->frag_at_peak = st->reserved - st->allocated;
+                        w->peak_reserved = st->peak_reserved;
+                        w->peak_allocated = st->peak_allocated;
+                        w->segments = st->segments_alloc;
+                    }
+                }
+                if (s != (size_t)-1)
+                    d->ids[s * ncfg + c] = id;
+            }
+            if (e != GMP_OK)
+                break;
+            if (fresh) {
+                d->keys[s] = m->address + 1;
+                d->used++;
+            }
+        } else {
+            if (m->flags & GMP_MEMF_FAILED)
+                continue;
+            size_t s = find(d, m->address);
+            if (!d->keys[s])
+                continue; /* a tensor whose allocation the recording lacks */
+            for (size_t c = 0; c < ncfg; c++)
+                if (d->models[c] && d->ids[s * ncfg + c] != NOID)
+                    gmp_cca_free(d->models[c], d->ids[s * ncfg + c]);
+            erase(d, s, ncfg);
+            d->used--;
+        }
+    }
+    if (e == GMP_END)
+        e = GMP_OK;
+    else if (e == GMP_ERR_NOMEM)
+        snprintf(msg, msglen, "out of memory");
+    else if (e != GMP_OK)
+        snprintf(msg, msglen, "%s", gmp_reader_error(r));
+    for (size_t i = 0; i < nd; i++) {
+        for (size_t c = 0; ds[i].models && c < ncfg; c++) {
+            gmp_whatif_row *w = &out->devices[i].rows[c];
+            w->fits =
+                w->modelled && !w->failed && (!w->capacity || w->peak_reserved <= w->capacity);
+            gmp_cca_destroy(ds[i].models[c]);
+        }
+        free(ds[i].models);
+        free(ds[i].keys);
+        free(ds[i].ids);
+    }
+    free(ds);
+    if (e != GMP_OK)
+        gmp_whatif_free(out);
+    return e;
+}

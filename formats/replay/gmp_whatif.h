@@ -1,0 +1,63 @@
+/* gmp_whatif: replays the tensor allocations of a recording (PyTorch's caching allocator as the
+ * snapshot import and the --torch-history merge write it: ALLOC/FREE records of api
+ * "CUDACachingAllocator.malloc" and "CUDACachingAllocator.free", the main pool's, with their
+ * requested sizes and streams) through one caching-allocator model (gmp_cca_model.h) per config and
+ * device, and collects what each config would have done. Memory is bounded by the model's live
+ * blocks and one address -> block map per device and config.
+ */
+#ifndef GMP_WHATIF_H
+#define GMP_WHATIF_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "gmp_cca_model.h"
+#include "gmp_error.h"
+#include "gmp_reader.h"
+
+typedef struct gmp_whatif_row {
+    int modelled; /* 0: gmp_cca_create refused the config (not modelled yet): no figures */
+    uint64_t peak_reserved, peak_allocated, segments;
+    uint64_t frag_at_peak; /* reserved - allocated when reserved reached its peak */
+    uint64_t capacity;     /* the device's memory, or --capacity; 0 unknown */
+    int fits;              /* no allocation failed and peak_reserved <= capacity */
+    int failed;            /* an allocation failed (the model's OOM under the capacity) */
+    uint64_t fail_time_ns, fail_size;
+    uint32_t fail_stack;
+} gmp_whatif_row;
+
+/* What the recording itself says of a device (gmp_whatif_scan): its reserved memory (the import's
+ * POOL records: one pool per cudaMalloc'ed segment, one per device for expandable segments). */
+typedef struct gmp_whatif_recorded {
+    int present;
+    uint64_t peak_reserved; /* the recorded reserved's maximum */
+    uint64_t segments;      /* POOL creates other than the expandable pool */
+    /* At the first recorded OOM: reserved + the driver's free bytes, i.e. what PyTorch could
+     * have held in all (0 without an OOM) */
+    uint64_t oom_capacity;
+} gmp_whatif_recorded;
+
+/* First pass: rec[0..GMP_WHATIF_MAX_DEVICES) from r, read to its end. */
+#define GMP_WHATIF_MAX_DEVICES 1024
+gmp_err gmp_whatif_scan(gmp_reader *r, gmp_whatif_recorded *rec, char *msg, size_t msglen);
+
+typedef struct gmp_whatif_device {
+    int32_t id;
+    uint64_t total_bytes; /* from the DEVICE record; 0 unknown */
+    uint64_t allocs;      /* tensor allocations replayed */
+    gmp_whatif_row *rows; /* one per config */
+} gmp_whatif_device;
+
+typedef struct gmp_whatif {
+    size_t nconfigs, ndevices;
+    gmp_whatif_device *devices; /* by device id */
+} gmp_whatif;
+
+/* Reads r to its end. capacity 0: each device's total memory from its DEVICE record, else
+ * (recorded, may be NULL) the capacity its OOM shows; none when neither is known. */
+gmp_err gmp_whatif_run(gmp_reader *r, const gmp_cca_config *cfgs, size_t ncfg, uint64_t capacity,
+                       const gmp_whatif_recorded *recorded, gmp_whatif *out, char *msg,
+                       size_t msglen);
+void gmp_whatif_free(gmp_whatif *w);
+
+#endif
