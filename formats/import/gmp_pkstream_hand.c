@@ -137,7 +137,9 @@ void gmp_pks_husk_now(gmp_pkstream *P, gmp_pkobj *o)
  * is dropped: it only saves memory. */
 void gmp_pkstream_husk(gmp_pkstream *P, gmp_pkobj *o)
 {
-    if (!P || !o)
+    /* a flat record's dict lives for the callback only (batch_read's stack) and holds nothing of
+     * its own to release: husk_now leaves it, so it is not kept for after the call either */
+    if (!P || !o || (o->type >= GMP_PK_LIST && px(o)->role))
         return;
     pk_batch *b = P->cur;
     if (!b) {

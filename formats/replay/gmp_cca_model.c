@@ -323,7 +323,8 @@ static void synchronize_and_free_events(gmp_cca *m)
         m->b[id].pending = 0;
         free_block(m, id);
     }
-    memmove(m->pend, m->pend + k, (m->npend - k) * sizeof *m->pend);
+    if (k && k < m->npend) /* (m->pend is NULL while nothing was ever deferred) */
+        memmove(m->pend, m->pend + k, (m->npend - k) * sizeof *m->pend);
     m->npend -= k;
 }
 
