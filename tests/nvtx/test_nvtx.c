@@ -946,8 +946,14 @@ static void scenario_flood(long n, long user)
     CHECK(defined_ranges(&t) <= 16384 + 8);
     CHECK(defined_strings(&t) <= 16384 + 64);
     /* and the process: 16,384 names at most (about 4.5 MiB here; without the bound, 100,000
-       emit_nvtx pushes alone grew it by about 24 MiB) */
+       emit_nvtx pushes alone grew it by about 24 MiB); under AddressSanitizer every allocation
+       carries redzones and freed memory sits in quarantine (12.1 MiB seen once), so the bound is
+       twice as loose there, still below the unbounded growth of an ASan build */
+#if defined(__SANITIZE_ADDRESS__)
+    CHECK(rss1 - rss0 < 24 * 1024);
+#else
     CHECK(rss1 - rss0 < 12 * 1024);
+#endif
     if (n < 4 || user != 20000) { /* a figure for other counts: only the bounds checked */
         ntrace_free(&t);
         return;
