@@ -6,9 +6,12 @@
 set -euo pipefail
 # python3-torch (CPU build, about 1 min): the `run --layers` hooks are tested on a real nn.Module
 # python3-numba (test-only): a Debian CUDA client run unmodified on the simulator (simcuda_agent_numba)
+# python3-pytest, python3-pip, python3-setuptools (test-only): the Python package's pytest plugin and
+# its install without a download; python3-distributed (test-only): the Dask fleet on a LocalCluster
 pkgs=(build-essential cmake pkg-config libzstd-dev zstd libdwarf-dev libelf-dev libcmocka-dev
       libunwind8 libsqlite3-dev clang clang-format libclang-rt-14-dev python3 python3-torch file
-      llvm zlib1g-dev libncurses-dev tmux python3-dev python3-numba)
+      llvm zlib1g-dev libncurses-dev tmux python3-dev python3-numba
+      python3-pytest python3-pip python3-setuptools python3-distributed)
 browser=0
 if [[ "${1:-}" == "--browser" ]]; then
   browser=1
