@@ -8,7 +8,9 @@
  * BlockComparatorSize: by stream, then size, then address. A lookup is a binary search (the set's
  * lower_bound); an insert or erase moves the tail of the array (memmove), which is linear in the
  * cached blocks of the pool but cheap for the few thousand a real run caches. A balanced tree
- * would make it logarithmic if recordings with far more cached blocks show up. */
+ * would make it logarithmic if recordings with far more cached blocks show up. The unmapped ranges
+ * of expandable segments are kept the same way, ordered as BlockPool::unmapped
+ * (BlockComparatorAddress: stream, then address). */
 #include "gmp_cca_model.h"
 
 #include <stdlib.h>
