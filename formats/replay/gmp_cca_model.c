@@ -367,6 +367,8 @@ static int alloc_block(gmp_cca *m, uint64_t alloc_size, uint64_t stream, int sma
     if (m->cfg.capacity &&
         (alloc_size > m->cfg.capacity || m->st.reserved > m->cfg.capacity - alloc_size))
         return GMP_CCA_OOM;
+    if (m->next_addr > UINT64_MAX - alloc_size)
+        return GMP_CCA_OOM; /* the model's addresses are spent: they must never repeat */
     uint32_t i = new_blk(m);
     if (i == NONE)
         return GMP_CCA_ENOMEM;
@@ -400,7 +402,9 @@ static uint64_t page_of(const blk *x)
 static uint64_t expandable_space(const gmp_cca *m, uint64_t pg)
 {
     uint64_t c = m->cfg.capacity;
-    uint64_t want = c ? c + c / 8 : (uint64_t)1 << 44;
+    uint64_t want = !c                        ? (uint64_t)1 << 44
+                    : c < ((uint64_t)1 << 60) ? c + c / 8
+                                              : (uint64_t)1 << 62;
     return (want + pg - 1) / pg * pg;
 }
 
@@ -413,8 +417,10 @@ static int allocatable(const gmp_cca *m, uint32_t i)
 /* find_expandable_block: the lowest address of the stream's expandable segments (in the pool)
  * where free and unmapped blocks in a row add up to size: each unmapped range, in address order,
  * starting from the free block before it if there is one. None: a new expandable segment, all of
- * its address space one unmapped block. NONE only if the host is out of memory. */
-static uint32_t find_expandable_block(gmp_cca *m, pool *p, uint64_t stream, uint64_t size)
+ * its address space one unmapped block. GMP_CCA_OOM when no segment's address space could hold the
+ * request, or the model's addresses are spent (every segment keeps its own range, so that blocks'
+ * addresses never repeat); GMP_CCA_ENOMEM when the host is out of memory. */
+static int find_expandable_block(gmp_cca *m, pool *p, uint64_t stream, uint64_t size, uint32_t *out)
 {
     for (size_t k = lower_bound_addr(m, p, stream, 0); k < p->nu && m->b[p->u[k]].stream == stream;
          k++) {
@@ -424,29 +430,36 @@ static uint32_t find_expandable_block(gmp_cca *m, pool *p, uint64_t stream, uint
         uint64_t bytes = 0; /* has_available_address_space */
         for (uint32_t b = c; bytes < size && allocatable(m, b); b = m->b[b].next)
             bytes += m->b[b].size;
-        if (bytes >= size)
-            return c;
+        if (bytes >= size) {
+            *out = c;
+            return GMP_CCA_OK;
+        }
     }
-    if (vec_reserve(&p->u, &p->capu, p->nu, 1) != 0)
-        return NONE;
-    uint32_t i = new_blk(m);
-    if (i == NONE)
-        return NONE;
     uint64_t pg = p == &m->small ? GMP_CCA_SMALL_BUFFER : GMP_CCA_LARGE_BUFFER;
-    blk *x = &m->b[i];
+    uint64_t space = expandable_space(m, pg);
     /* model addresses: a segment starts on a multiple of 20 MiB, so that its pages (2 or 20 MiB)
      * are aligned on absolute addresses */
-    m->next_addr =
+    uint64_t base =
         (m->next_addr + GMP_CCA_LARGE_BUFFER - 1) / GMP_CCA_LARGE_BUFFER * GMP_CCA_LARGE_BUFFER;
+    if (size > space || base < m->next_addr || base > UINT64_MAX - space)
+        return GMP_CCA_OOM;
+    if (vec_reserve(&p->u, &p->capu, p->nu, 1) != 0)
+        return GMP_CCA_ENOMEM;
+    uint32_t i = new_blk(m);
+    if (i == NONE)
+        return GMP_CCA_ENOMEM;
+    blk *x = &m->b[i];
+    m->next_addr = base;
     x->addr = m->next_addr;
-    x->size = expandable_space(m, pg);
+    x->size = space;
     x->stream = stream;
     x->small = (uint8_t)(p == &m->small);
     x->exp = 1;
     x->mapped = 0;
     m->next_addr += x->size;
     unmapped_insert(m, p, i);
-    return i;
+    *out = i;
+    return GMP_CCA_OK;
 }
 
 /* map_block: map the pages that cover the first size bytes of unmapped block i (ExpandableSegment::
@@ -504,16 +517,18 @@ static int map_block(gmp_cca *m, pool *p, uint32_t i, uint64_t size)
 static int try_allocate_expandable_block(gmp_cca *m, pool *p, uint64_t stream, uint64_t size,
                                          uint32_t *out)
 {
-    uint32_t c = find_expandable_block(m, p, stream, size);
-    if (c == NONE)
-        return GMP_CCA_ENOMEM;
-    int rc;
+    uint32_t c = NONE;
+    int rc = find_expandable_block(m, p, stream, size, &c);
+    if (rc != GMP_CCA_OK)
+        return rc;
     if (!m->b[c].mapped && (rc = map_block(m, p, c, m->b[c].size < size ? m->b[c].size : size)))
         return rc;
     while (m->b[c].size < size) {
         /* free -> unmapped -> *: map some of the unmapped block, which merges with c */
         uint32_t n = m->b[c].next;
         uint64_t rem = size - m->b[c].size;
+        if (n == NONE || m->b[n].mapped)
+            return GMP_CCA_OOM; /* not reached: find_expandable_block found the room */
         if ((rc = map_block(m, p, n, m->b[n].size < rem ? m->b[n].size : rem)) != GMP_CCA_OK)
             return rc;
         c = n;

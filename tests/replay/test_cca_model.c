@@ -617,6 +617,41 @@ static void test_exp_oom_unmap(void **state)
     gmp_cca_destroy(m);
 }
 
+/* Hostile sizes: a request larger than an expandable segment's address space, and requests that
+ * would run the model's addresses past 2^64 (with and without expandable segments), fail as out
+ * of memory instead of reusing addresses; the blocks handed out never overlap. */
+static void test_exp_hostile(void **state)
+{
+    (void)state;
+    uint32_t id;
+    gmp_cca *m = mk_exp(0, NULL); /* 16 TiB of address space per segment */
+    assert_int_equal(gmp_cca_alloc(m, (uint64_t)1 << 59, 0, &id), GMP_CCA_OOM);
+    take(m, MiB + 1, 7);
+    gmp_cca_destroy(m);
+    for (int exp = 0; exp < 2; exp++) {
+        m = exp ? mk_exp(UINT64_MAX, NULL) : mk(0, 0, 0);
+        uint64_t lo[64], hi[64];
+        int n = 0, ooms = 0;
+        for (int k = 0; k < 64; k++) {
+            int rc = gmp_cca_alloc(m, ((uint64_t)1 << 59) + 1, (uint64_t)k, &id);
+            assert_true(rc == GMP_CCA_OK || rc == GMP_CCA_OOM);
+            if (rc == GMP_CCA_OOM) {
+                ooms++;
+                continue;
+            }
+            uint64_t a = 0, sz = 0;
+            assert_true(gmp_cca_block(m, id, &a, &sz));
+            assert_true(a + sz > a); /* no wrap */
+            for (int j = 0; j < n; j++)
+                assert_true(a + sz <= lo[j] || hi[j] <= a);
+            lo[n] = a;
+            hi[n++] = a + sz;
+        }
+        assert_true(n > 0 && ooms > 0);
+        gmp_cca_destroy(m);
+    }
+}
+
 /* Random requests on three streams, freed in random order: live blocks never overlap, the
  * counters add up, and at the end every segment merges back whole and is released (for
  * expandable segments: everything mapped is unmapped, and the segments are released). */
@@ -724,6 +759,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_exp_best_fit),
         cmocka_unit_test(test_exp_oom_unmap),
         cmocka_unit_test(test_exp_random_invariants),
+        cmocka_unit_test(test_exp_hostile),
         // clang-format on
     };
     if (argc > 1)
