@@ -272,7 +272,7 @@ static uint64_t allocation_size(uint64_t size)
 gmp_cca *gmp_cca_create(const gmp_cca_config *cfg)
 {
     if (!cfg || cfg->expandable_segments > 1)
-        return NULL; /* a boolean, as CUDAAllocatorConfig::parseExpandableSegments reads it */
+        return NULL; /* a boolean: expandable_segments:True or False */
     /* CUDAAllocatorConfig::parseGarbageCollectionThreshold: 0 (off) or strictly between 0 and 1
      * ("garbage_collect_threshold too small/too big, set it 0.0~1.0"); NaN is refused too. */
     double gct = cfg->garbage_collection_threshold;

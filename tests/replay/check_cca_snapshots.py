@@ -4,8 +4,10 @@ Every real snapshot of SNAPSHOT_DIR is read with Python's own pickle module (an 
 author did not write); each device whose window holds segment events (segment_alloc / segment_free,
 or segment_map / segment_unmap for expandable segments) is replayed through the model (loaded with
 ctypes from a shared build of the one source file) under the snapshot's own allocator_settings:
-its `alloc` and `free_completed` entries in order, a burst of recorded `segment_free` as one
-empty_cache, and the recorded `oom` request tried too (it must fail). The model starts empty:
+its `alloc` and `free_completed` entries in order, and the recorded `oom` request tried too (it
+must fail). A burst of recorded `segment_free` / `segment_unmap` entries followed by a new segment
+or map (or an `oom`) is malloc's own release before its retry, which the model does by itself;
+any other burst is one torch.cuda.empty_cache(). The model starts empty:
 memory held before the window is not modelled, so the peak compared is that of the window's own
 segments. Where the recording ran out of memory, the model's capacity is what PyTorch could have
 held there (the reserve at the OOM plus the free memory the driver reported).
@@ -67,7 +69,8 @@ def own_config(settings):
     cfg.garbage_collection_threshold = settings.get("garbage_collection_threshold", 0.0) or 0.0
     div = settings.get("roundup_power2_divisions") or {}
     vals = set(div.values()) if isinstance(div, dict) else {div}
-    assert len(vals) <= 1, "a per-size roundup_power2_divisions is not modelled"
+    if len(vals) > 1:
+        return None  # a per-size roundup_power2_divisions is not modelled
     cfg.roundup_power2_divisions = vals.pop() if vals else 0
     return cfg
 
@@ -102,6 +105,8 @@ def replay(lib, trace, cfg):
     reserved = peak = 0
     last = None
     oom_failed = []
+    pre_frees = 0
+    frees = ("segment_free", "segment_unmap")
     for k, e in enumerate(trace):
         a = e["action"]
         cur[0] = k
@@ -109,21 +114,28 @@ def replay(lib, trace, cfg):
             rec.append((a, e["size"], k))
             reserved += e["size"] if a in ("segment_alloc", "segment_map") else -e["size"]
             peak = max(peak, reserved)
-            if a == "segment_free" and last != "segment_free":
-                lib.gmp_cca_empty_cache(m)
+            if a in frees and last not in frees:
+                j = k
+                while j < len(trace) and trace[j]["action"] in frees:
+                    j += 1
+                if j == len(trace) or trace[j]["action"] not in (
+                        "segment_alloc", "segment_map", "oom"):
+                    lib.gmp_cca_empty_cache(m)  # not malloc's retry: an empty_cache
         elif a == "alloc":
             out = ctypes.c_uint32()
             assert lib.gmp_cca_alloc(m, e["size"], e["stream"], ctypes.byref(out)) == 0, (k, e["size"])
             ids[e["addr"]] = out.value
         elif a == "free_completed":
-            assert e["addr"] in ids, "a free of memory allocated before the window"
+            if e["addr"] not in ids:
+                pre_frees += 1  # memory allocated before the window: the model never held it
+                continue
             assert lib.gmp_cca_free(m, ids.pop(e["addr"])) == 0
         elif a == "oom":
             out = ctypes.c_uint32()
             oom_failed.append(lib.gmp_cca_alloc(m, e["size"], e["stream"], ctypes.byref(out)) == 1)
         last = a
     res = dict(rec=rec, model=model, peak=peak, st=Stats.from_buffer_copy(st),
-               held=lib.gmp_cca_segments(m), oom_failed=oom_failed)
+               held=lib.gmp_cca_segments(m), oom_failed=oom_failed, pre_frees=pre_frees)
     lib.gmp_cca_destroy(m)
     return res
 
@@ -149,12 +161,14 @@ def parting(trace, res, pre):
                                                        trace[mo[2]]["action"],
                                                        trace[mo[2]].get("size"))
             if mo else "nothing")
-        if pre:
+        if pre or res["pre_frees"]:
             small = [s for s in pre if s.get("segment_type") == "small"]
             room = sum(s["total_size"] - s["allocated_size"] for s in small)
             why = ("memory held before the window: %d segments (%d B) the model starts without, "
-                   "%d of them in the small pool with %d B of free room at the dump" % (
-                       len(pre), sum(s["total_size"] for s in pre), len(small), room))
+                   "%d of them in the small pool with %d B of free room at the dump; %d frees "
+                   "of blocks allocated before the window" % (
+                       len(pre), sum(s["total_size"] for s in pre), len(small), room,
+                       res["pre_frees"]))
             return where, why, True
         return where, "no reason known (a rule missing from the model?)", False
     return None
@@ -181,7 +195,11 @@ def main():
                     print("     %s device %d: no segment event in the window, not compared" % (
                         base, dev))
                 continue
-            cfg = own_config(snap["allocator_settings"])
+            cfg = own_config(snap.get("allocator_settings") or {})
+            if cfg is None:
+                print("     %s device %d: a per-size roundup_power2_divisions, not modelled" % (
+                    base, dev))
+                continue
             cfg.capacity = oom_capacity(trace)
             res = replay(lib, trace, cfg)
             st, rec = res["st"], res["rec"]

@@ -617,6 +617,29 @@ static void test_exp_oom_unmap(void **state)
     gmp_cca_destroy(m);
 }
 
+/* find_expandable_block's allocatable: a block whose free waits for other streams is no room to
+ * grow into. 20 MiB fills one page; freed with gmp_cca_free_deferred, it stays out of reach, so
+ * 30 MiB maps two new pages after it in one map (reserved 60 MiB), rather than starting from the
+ * pending block and mapping page by page. Once its events complete the block is cached and a 20 MiB request takes it back. */
+static void test_exp_deferred(void **state)
+{
+    (void)state;
+    gmp_cca *m = mk_exp(0, NULL);
+    const gmp_cca_stats *st = gmp_cca_get_stats(m);
+    uint32_t a = take(m, 20 * MiB, 0);
+    uint64_t base = addr_of(m, a);
+    assert_int_equal(gmp_cca_free_deferred(m, a), GMP_CCA_OK);
+    uint32_t b = take(m, 30 * MiB, 0);
+    assert_int_equal(addr_of(m, b), base + 20 * MiB);
+    assert_int_equal(st->reserved, 60 * MiB);
+    assert_int_equal(st->segments_alloc, 2); /* one map of two pages, not a walk from the start */
+    gmp_cca_process_events(m);
+    uint32_t c = take(m, 20 * MiB, 0);
+    assert_int_equal(addr_of(m, c), base);
+    assert_int_equal(st->reserved, 60 * MiB);
+    gmp_cca_destroy(m);
+}
+
 /* Hostile sizes: a request larger than an expandable segment's address space, and requests that
  * would run the model's addresses past 2^64 (with and without expandable segments), fail as out
  * of memory instead of reusing addresses; the blocks handed out never overlap. */
@@ -760,6 +783,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_exp_oom_unmap),
         cmocka_unit_test(test_exp_random_invariants),
         cmocka_unit_test(test_exp_hostile),
+        cmocka_unit_test(test_exp_deferred),
         // clang-format on
     };
     if (argc > 1)
