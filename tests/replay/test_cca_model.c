@@ -620,7 +620,8 @@ static void test_exp_oom_unmap(void **state)
 /* find_expandable_block's allocatable: a block whose free waits for other streams is no room to
  * grow into. 20 MiB fills one page; freed with gmp_cca_free_deferred, it stays out of reach, so
  * 30 MiB maps two new pages after it in one map (reserved 60 MiB), rather than starting from the
- * pending block and mapping page by page. Once its events complete the block is cached and a 20 MiB request takes it back. */
+ * pending block and mapping page by page. Once its events complete the block is cached and a 20 MiB
+ * request takes it back. */
 static void test_exp_deferred(void **state)
 {
     (void)state;
