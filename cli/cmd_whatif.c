@@ -45,9 +45,8 @@ static void print_help(const gmp_cli_cmd_info *cmd, const gmp_cli_opt *opts)
            "garbage_collection_threshold, roundup_power2_divisions (one value for all sizes).\n"
            "Without --alloc-conf: expandable_segments:True, max_split_size_mb:128 and :512,\n"
            "garbage_collection_threshold:0.8, roundup_power2_divisions:4.\n\n"
-           "Not modelled yet (a setting that needs them gets a row saying so, not figures):\n"
-           "expandable segments; nor are frees that wait for other streams (whatif frees at\n"
-           "once), CUDA graph pools, empty_cache, or the memory held before the\n"
+           "Not modelled yet: frees that wait for other streams (whatif frees at once), CUDA\n"
+           "graph pools, empty_cache, or the memory held before the\n"
            "recorded window other than the blocks the import reconstructs (replayed as\n"
            "allocations at the start).\n\n");
     printf("%s\n", GMP_CLI_INPUT_HELP);

@@ -8,7 +8,9 @@
  * BlockComparatorSize: by stream, then size, then address. A lookup is a binary search (the set's
  * lower_bound); an insert or erase moves the tail of the array (memmove), which is linear in the
  * cached blocks of the pool but cheap for the few thousand a real run caches. A balanced tree
- * would make it logarithmic if recordings with far more cached blocks show up. */
+ * would make it logarithmic if recordings with far more cached blocks show up. The unmapped ranges
+ * of expandable segments are kept the same way, ordered as BlockPool::unmapped
+ * (BlockComparatorAddress: stream, then address). */
 #include "gmp_cca_model.h"
 
 #include <stdlib.h>
@@ -23,12 +25,17 @@ typedef struct blk {
     uint8_t allocated;   /* handed out (Block::allocated) */
     uint8_t used;        /* the slot holds a block (else it is on the free list via next) */
     uint8_t pending;     /* freed, waiting for other streams (Block::event_count > 0) */
+    uint8_t mapped;      /* Block::mapped: backed by pages (always 1 outside expandable segments) */
+    uint8_t exp;         /* part of an expandable segment (Block::expandable_segment_ != null) */
     uint64_t gc_base;    /* Block::gc_count_base: the pool's get_free_block count at insert */
 } blk;
 
 typedef struct pool {
     uint32_t *v; /* cached block indices, ordered by (stream, size, addr) */
     size_t n, cap;
+    uint32_t
+        *u; /* BlockPool::unmapped: unmapped ranges of expandable segments, by (stream, addr) */
+    size_t nu, capu;
     uint64_t gfb_calls; /* BlockPool::get_free_blocks_call_count (counted only with gc on) */
 } pool;
 
@@ -43,6 +50,10 @@ struct gmp_cca {
     uint64_t next_addr; /* model address of the next segment; segments are never overlapped */
     uint32_t *pend;     /* blocks freed with gmp_cca_free_deferred, in the order of their frees */
     size_t npend, cappend;
+    uint32_t *scratch; /* release_blocks' to_unmap; never smaller than a pool's v (pool_reserve) */
+    size_t capscratch;
+    gmp_cca_segment_fn on_segment; /* the caller's hook for segment events, or NULL */
+    void *on_segment_ctx;
     gmp_cca_stats st;
 };
 
@@ -72,18 +83,41 @@ static size_t lower_bound(const gmp_cca *m, const pool *p, uint64_t stream, uint
     return lo;
 }
 
-/* Room for one more block, so that the insert that follows a change cannot fail halfway. */
-static int pool_reserve(pool *p)
+/* Room for `more` entries in the array *v of *cap entries holding n. */
+static int vec_reserve(uint32_t **v, size_t *cap, size_t n, size_t more)
 {
-    if (p->n == p->cap) {
-        size_t nc = p->cap ? p->cap * 2 : 64;
-        uint32_t *nv = realloc(p->v, nc * sizeof *nv);
-        if (!nv)
+    if (n + more <= *cap)
+        return 0;
+    size_t nc = *cap ? *cap : 64;
+    while (nc < n + more)
+        nc *= 2;
+    uint32_t *nv = realloc(*v, nc * sizeof *nv);
+    if (!nv)
+        return -1;
+    *v = nv;
+    *cap = nc;
+    return 0;
+}
+
+/* Room for one more block in p, so that the insert that follows a change cannot fail halfway;
+ * the scratch array of release_blocks grows with the pools, so that it never has to grow there. */
+static int pool_room(gmp_cca *m, pool *p, size_t more)
+{
+    if (vec_reserve(&p->v, &p->cap, p->n, more) != 0)
+        return -1;
+    if (m->cfg.expandable_segments && m->capscratch < p->cap) {
+        uint32_t *ns = realloc(m->scratch, p->cap * sizeof *ns);
+        if (!ns)
             return -1;
-        p->v = nv;
-        p->cap = nc;
+        m->scratch = ns;
+        m->capscratch = p->cap;
     }
     return 0;
+}
+
+static int pool_reserve(gmp_cca *m, pool *p)
+{
+    return pool_room(m, p, 1);
 }
 
 /* Insert block i; the caller has called pool_reserve since the last insert. As
@@ -114,6 +148,40 @@ static void pool_erase(gmp_cca *m, pool *p, uint32_t i)
         pool_erase_at(p, at);
 }
 
+/* BlockPool::unmapped is ordered by BlockComparatorAddress: stream, then address. The first
+ * position whose block is not less than (stream, addr). */
+static size_t lower_bound_addr(const gmp_cca *m, const pool *p, uint64_t stream, uint64_t addr)
+{
+    size_t lo = 0, hi = p->nu;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        const blk *x = &m->b[p->u[mid]];
+        if (x->stream < stream || (x->stream == stream && x->addr < addr))
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+/* Insert unmapped block i; the caller reserved room in p->u. */
+static void unmapped_insert(gmp_cca *m, pool *p, uint32_t i)
+{
+    size_t at = lower_bound_addr(m, p, m->b[i].stream, m->b[i].addr);
+    memmove(p->u + at + 1, p->u + at, (p->nu - at) * sizeof *p->u);
+    p->u[at] = i;
+    p->nu++;
+}
+
+static void unmapped_erase(gmp_cca *m, pool *p, uint32_t i)
+{
+    size_t at = lower_bound_addr(m, p, m->b[i].stream, m->b[i].addr);
+    if (at < p->nu && p->u[at] == i) {
+        memmove(p->u + at, p->u + at + 1, (p->nu - at - 1) * sizeof *p->u);
+        p->nu--;
+    }
+}
+
 static pool *pool_of(gmp_cca *m, const blk *x)
 {
     return x->small ? &m->small : &m->large;
@@ -141,6 +209,7 @@ static uint32_t new_blk(gmp_cca *m)
     memset(&m->b[i], 0, sizeof m->b[i]);
     m->b[i].prev = m->b[i].next = NONE;
     m->b[i].used = 1;
+    m->b[i].mapped = 1;
     return i;
 }
 
@@ -202,8 +271,8 @@ static uint64_t allocation_size(uint64_t size)
 
 gmp_cca *gmp_cca_create(const gmp_cca_config *cfg)
 {
-    if (!cfg || cfg->expandable_segments)
-        return NULL; /* not modelled: refuse rather than answer as if they were off */
+    if (!cfg || cfg->expandable_segments > 1)
+        return NULL; /* a boolean: expandable_segments:True or False */
     /* CUDAAllocatorConfig::parseGarbageCollectionThreshold: 0 (off) or strictly between 0 and 1
      * ("garbage_collect_threshold too small/too big, set it 0.0~1.0"); NaN is refused too. */
     double gct = cfg->garbage_collection_threshold;
@@ -233,8 +302,33 @@ void gmp_cca_destroy(gmp_cca *m)
     free(m->b);
     free(m->small.v);
     free(m->large.v);
+    free(m->small.u);
+    free(m->large.u);
     free(m->pend);
+    free(m->scratch);
     free(m);
+}
+
+/* A cached block that is a whole cudaMalloc'ed segment (!Block::is_split()), which cudaFree can
+ * release (release_block). A block of an expandable segment never is: it is unmapped instead
+ * (release_block asserts !expandable_segment_; see release_blocks). */
+static int whole(const gmp_cca *m, uint32_t i)
+{
+    return m->b[i].prev == NONE && m->b[i].next == NONE && !m->b[i].exp;
+}
+
+static void hook(gmp_cca *m, int op, uint64_t addr, uint64_t size)
+{
+    if (m->on_segment)
+        m->on_segment(m->on_segment_ctx, op, addr, size);
+}
+
+/* get_free_block's expandable_size: a block followed by the unmapped rest of its expandable
+ * segment counts as the size it can grow to. */
+static uint64_t expandable_size(const gmp_cca *m, uint32_t i)
+{
+    uint32_t n = m->b[i].next;
+    return m->b[i].size + (n != NONE && !m->b[n].mapped ? m->b[n].size : 0);
 }
 
 /* get_free_block: the best fit of the pool for (stream, size), refused when max_split_size says
@@ -246,6 +340,14 @@ static uint32_t get_free_block(gmp_cca *m, pool *p, uint64_t stream, uint64_t si
     size_t at = lower_bound(m, p, stream, size, 0);
     if (at == p->n || m->b[p->v[at]].stream != stream)
         return NONE;
+    if (m->b[p->v[at]].exp) {
+        /* With expandable segments on, a block that can grow (it ends where its segment's
+         * unmapped rest begins) is passed over for the next larger block of the stream while
+         * that one's expandable_size is smaller. */
+        while (m->b[p->v[at]].exp && at + 1 < p->n && m->b[p->v[at + 1]].stream == stream &&
+               expandable_size(m, p->v[at + 1]) < expandable_size(m, p->v[at]))
+            at++;
+    }
     const blk *x = &m->b[p->v[at]];
     /* "Do not return an oversized block for a large request" */
     if (size < m->max_split && x->size >= m->max_split)
@@ -265,6 +367,8 @@ static int alloc_block(gmp_cca *m, uint64_t alloc_size, uint64_t stream, int sma
     if (m->cfg.capacity &&
         (alloc_size > m->cfg.capacity || m->st.reserved > m->cfg.capacity - alloc_size))
         return GMP_CCA_OOM;
+    if (m->next_addr > UINT64_MAX - alloc_size)
+        return GMP_CCA_OOM; /* the model's addresses are spent: they must never repeat */
     uint32_t i = new_blk(m);
     if (i == NONE)
         return GMP_CCA_ENOMEM;
@@ -278,7 +382,159 @@ static int alloc_block(gmp_cca *m, uint64_t alloc_size, uint64_t stream, int sma
     if (m->st.reserved > m->st.peak_reserved)
         m->st.peak_reserved = m->st.reserved;
     m->st.segments_alloc++;
+    hook(m, GMP_CCA_SEGMENT_ALLOC, x->addr, alloc_size);
     *out = i;
+    return GMP_CCA_OK;
+}
+
+static uint64_t try_merge(gmp_cca *m, uint32_t dst, uint32_t src);
+
+static uint64_t page_of(const blk *x)
+{
+    /* ExpandableSegment's segment_size_: "2MB for small pool, 20MB for large pool"
+     * (find_expandable_block: kSmallBuffer or kLargeBuffer) */
+    return x->small ? GMP_CCA_SMALL_BUFFER : GMP_CCA_LARGE_BUFFER;
+}
+
+/* The address space of one expandable segment: ExpandableSegment reserves pages for 1 1/8 of the
+ * device's memory (totalGlobalMem + totalGlobalMem / 8); the capacity stands for that memory.
+ * Without a capacity, 16 TiB. */
+static uint64_t expandable_space(const gmp_cca *m, uint64_t pg)
+{
+    uint64_t c = m->cfg.capacity;
+    uint64_t want = !c                        ? (uint64_t)1 << 44
+                    : c < ((uint64_t)1 << 60) ? c + c / 8
+                                              : (uint64_t)1 << 62;
+    return (want + pg - 1) / pg * pg;
+}
+
+static int allocatable(const gmp_cca *m, uint32_t i)
+{
+    /* find_expandable_block's allocatable: free, no outstanding events */
+    return i != NONE && !m->b[i].allocated && !m->b[i].pending;
+}
+
+/* find_expandable_block: the lowest address of the stream's expandable segments (in the pool)
+ * where free and unmapped blocks in a row add up to size: each unmapped range, in address order,
+ * starting from the free block before it if there is one. None: a new expandable segment, all of
+ * its address space one unmapped block. GMP_CCA_OOM when no segment's address space could hold the
+ * request, or the model's addresses are spent (every segment keeps its own range, so that blocks'
+ * addresses never repeat); GMP_CCA_ENOMEM when the host is out of memory. */
+static int find_expandable_block(gmp_cca *m, pool *p, uint64_t stream, uint64_t size, uint32_t *out)
+{
+    for (size_t k = lower_bound_addr(m, p, stream, 0); k < p->nu && m->b[p->u[k]].stream == stream;
+         k++) {
+        uint32_t c = p->u[k];
+        if (allocatable(m, m->b[c].prev))
+            c = m->b[c].prev;
+        uint64_t bytes = 0; /* has_available_address_space */
+        for (uint32_t b = c; bytes < size && allocatable(m, b); b = m->b[b].next)
+            bytes += m->b[b].size;
+        if (bytes >= size) {
+            *out = c;
+            return GMP_CCA_OK;
+        }
+    }
+    uint64_t pg = p == &m->small ? GMP_CCA_SMALL_BUFFER : GMP_CCA_LARGE_BUFFER;
+    uint64_t space = expandable_space(m, pg);
+    /* model addresses: a segment starts on a multiple of 20 MiB, so that its pages (2 or 20 MiB)
+     * are aligned on absolute addresses */
+    uint64_t base =
+        (m->next_addr + GMP_CCA_LARGE_BUFFER - 1) / GMP_CCA_LARGE_BUFFER * GMP_CCA_LARGE_BUFFER;
+    if (size > space || base < m->next_addr || base > UINT64_MAX - space)
+        return GMP_CCA_OOM;
+    if (vec_reserve(&p->u, &p->capu, p->nu, 1) != 0)
+        return GMP_CCA_ENOMEM;
+    uint32_t i = new_blk(m);
+    if (i == NONE)
+        return GMP_CCA_ENOMEM;
+    blk *x = &m->b[i];
+    m->next_addr = base;
+    x->addr = m->next_addr;
+    x->size = space;
+    x->stream = stream;
+    x->small = (uint8_t)(p == &m->small);
+    x->exp = 1;
+    x->mapped = 0;
+    m->next_addr += x->size;
+    unmapped_insert(m, p, i);
+    *out = i;
+    return GMP_CCA_OK;
+}
+
+/* map_block: map the pages that cover the first size bytes of unmapped block i (ExpandableSegment::
+ * map rounds up to whole pages; all of them or none: cuMemCreate failing past the capacity stands
+ * for the device running out), split off the unmapped rest, merge with the free blocks beside it
+ * and cache the result. Counts as a device allocation (num_device_alloc) and adds the pages to
+ * reserved. */
+static int map_block(gmp_cca *m, pool *p, uint32_t i, uint64_t size)
+{
+    uint64_t pg = page_of(&m->b[i]);
+    uint64_t len = (size + pg - 1) / pg * pg;
+    if (len > m->b[i].size)
+        len = m->b[i].size;
+    if (m->cfg.capacity && (len > m->cfg.capacity || m->st.reserved > m->cfg.capacity - len))
+        return GMP_CCA_OOM;
+    uint32_t rest = NONE;
+    if (pool_room(m, p, 1) != 0 || vec_reserve(&p->u, &p->capu, p->nu, 1) != 0)
+        return GMP_CCA_ENOMEM;
+    if (len < m->b[i].size && (rest = new_blk(m)) == NONE)
+        return GMP_CCA_ENOMEM;
+    unmapped_erase(m, p, i);
+    blk *x = &m->b[i];
+    uint64_t at = x->addr;
+    x->mapped = 1;
+    if (rest != NONE) { /* to_map -> remaining -> to_map->next */
+        blk *r = &m->b[rest];
+        r->addr = x->addr + len;
+        r->size = x->size - len;
+        r->stream = x->stream;
+        r->small = x->small;
+        r->exp = 1;
+        r->mapped = 0;
+        r->prev = i;
+        r->next = x->next;
+        if (r->next != NONE)
+            m->b[r->next].prev = rest;
+        x->next = rest;
+        x->size = len;
+        unmapped_insert(m, p, rest);
+    }
+    try_merge(m, i, m->b[i].prev);
+    try_merge(m, i, m->b[i].next);
+    pool_insert(m, p, i);
+    m->st.reserved += len;
+    if (m->st.reserved > m->st.peak_reserved)
+        m->st.peak_reserved = m->st.reserved;
+    m->st.segments_alloc++;
+    hook(m, GMP_CCA_SEGMENT_MAP, at, len);
+    return GMP_CCA_OK;
+}
+
+/* try_allocate_expandable_block: alloc_block with expandable segments on. Maps what the request
+ * (the rounded size, not get_allocation_size's) lacks at the lowest address that can take it; the
+ * pages mapped before a map that fails stay mapped. The block leaves the pool. */
+static int try_allocate_expandable_block(gmp_cca *m, pool *p, uint64_t stream, uint64_t size,
+                                         uint32_t *out)
+{
+    uint32_t c = NONE;
+    int rc = find_expandable_block(m, p, stream, size, &c);
+    if (rc != GMP_CCA_OK)
+        return rc;
+    if (!m->b[c].mapped && (rc = map_block(m, p, c, m->b[c].size < size ? m->b[c].size : size)))
+        return rc;
+    while (m->b[c].size < size) {
+        /* free -> unmapped -> *: map some of the unmapped block, which merges with c */
+        uint32_t n = m->b[c].next;
+        uint64_t rem = size - m->b[c].size;
+        if (n == NONE || m->b[n].mapped)
+            return GMP_CCA_OOM; /* not reached: find_expandable_block found the room */
+        if ((rc = map_block(m, p, n, m->b[n].size < rem ? m->b[n].size : rem)) != GMP_CCA_OK)
+            return rc;
+        c = n;
+    }
+    pool_erase(m, p, c);
+    *out = c;
     return GMP_CCA_OK;
 }
 
@@ -288,25 +544,104 @@ static void release_block_at(gmp_cca *m, pool *p, size_t at)
     uint32_t i = p->v[at];
     m->st.reserved -= m->b[i].size;
     m->st.segments_freed++;
+    hook(m, GMP_CCA_SEGMENT_FREE, m->b[i].addr, m->b[i].size);
     pool_erase_at(p, at);
     drop_blk(m, i);
 }
 
-/* release_blocks: every cached block that is a whole segment (no prev, no next). */
+/* unmap_block: a free block of an expandable segment gives back the pages that lie wholly inside
+ * it (ExpandableSegment::unmap: segmentRight(ptr) to segmentLeft(ptr + size)); the bytes before
+ * and after them stay as free mapped blocks; the unmapped range merges with the unmapped ones
+ * beside it. The block must be cached in p (p->v). If the host is out of memory, the block stays
+ * mapped (nothing is released rather than a half-done change). */
+static void unmap_block(gmp_cca *m, pool *p, uint32_t i)
+{
+    uint64_t pg = page_of(&m->b[i]);
+    uint64_t a = m->b[i].addr, end = a + m->b[i].size;
+    uint64_t ub = (a + pg - 1) / pg * pg, ue = end / pg * pg; /* segments are pg-aligned */
+    if (ub >= ue)
+        return;
+    uint32_t bf = NONE, af = NONE;
+    if (pool_room(m, p, 2) != 0 || vec_reserve(&p->u, &p->capu, p->nu, 1) != 0)
+        return;
+    if (ub > a && (bf = new_blk(m)) == NONE)
+        return;
+    if (ue < end && (af = new_blk(m)) == NONE) {
+        if (bf != NONE)
+            drop_blk(m, bf);
+        return;
+    }
+    pool_erase(m, p, i);
+    blk *x = &m->b[i];
+    if (bf != NONE) { /* prev? -> before_free -> block */
+        blk *y = &m->b[bf];
+        y->addr = a;
+        y->size = ub - a;
+        y->stream = x->stream;
+        y->small = x->small;
+        y->exp = 1;
+        y->prev = x->prev;
+        if (y->prev != NONE)
+            m->b[y->prev].next = bf;
+        y->next = i;
+        x->prev = bf;
+        pool_insert(m, p, bf);
+    }
+    if (af != NONE) { /* block -> after_free -> next? */
+        blk *y = &m->b[af];
+        y->addr = ue;
+        y->size = end - ue;
+        y->stream = x->stream;
+        y->small = x->small;
+        y->exp = 1;
+        y->next = x->next;
+        if (y->next != NONE)
+            m->b[y->next].prev = af;
+        y->prev = i;
+        x->next = af;
+        pool_insert(m, p, af);
+    }
+    x->addr = ub;
+    x->size = ue - ub;
+    x->mapped = 0;
+    try_merge(m, i, m->b[i].prev);
+    try_merge(m, i, m->b[i].next);
+    unmapped_insert(m, p, i);
+    m->st.reserved -= ue - ub;
+    m->st.segments_freed++; /* num_device_free counts unmaps too */
+    hook(m, GMP_CCA_SEGMENT_UNMAP, ub, ue - ub);
+}
+
+/* release_blocks: every cached block that is a whole segment is cudaFree'd (release_block); the
+ * free blocks of expandable segments are gathered, in the pool's order, then unmapped
+ * (unmap_block); an expandable segment left wholly unmapped is released
+ * (release_expandable_segment). */
 static void release_blocks(gmp_cca *m, pool *p)
 {
-    size_t w = 0;
+    size_t w = 0, nx = 0;
     for (size_t r = 0; r < p->n; r++) {
         uint32_t i = p->v[r];
-        if (m->b[i].prev == NONE && m->b[i].next == NONE) {
+        if (m->b[i].exp) {
+            m->scratch[nx++] = i; /* capscratch >= p->cap (pool_reserve) */
+            p->v[w++] = i;
+        } else if (whole(m, i)) {
             m->st.reserved -= m->b[i].size;
             m->st.segments_freed++;
+            hook(m, GMP_CCA_SEGMENT_FREE, m->b[i].addr, m->b[i].size);
             drop_blk(m, i);
         } else {
             p->v[w++] = i;
         }
     }
     p->n = w;
+    for (size_t k = 0; k < nx; k++) {
+        uint32_t i = m->scratch[k];
+        unmap_block(m, p, i);
+        if (!m->b[i].mapped && m->b[i].prev == NONE && m->b[i].next == NONE) {
+            unmapped_erase(m, p, i);
+            drop_blk(m, i);
+        }
+    }
 }
 
 static void free_block(gmp_cca *m, uint32_t id);
@@ -318,7 +653,7 @@ static void synchronize_and_free_events(gmp_cca *m)
     size_t k = 0;
     for (; k < m->npend; k++) {
         uint32_t id = m->pend[k];
-        if (pool_reserve(pool_of(m, &m->b[id])) != 0)
+        if (pool_reserve(m, pool_of(m, &m->b[id])) != 0)
             break; /* host memory short: the rest stay pending (still counted as reserved) */
         m->b[id].pending = 0;
         free_block(m, id);
@@ -345,11 +680,6 @@ void gmp_cca_empty_cache(gmp_cca *m)
     synchronize_and_free_events(m);
     release_blocks(m, &m->large);
     release_blocks(m, &m->small);
-}
-
-static int whole(const gmp_cca *m, uint32_t i)
-{
-    return m->b[i].prev == NONE && m->b[i].next == NONE;
 }
 
 /* garbage_collect_cached_blocks: when reserved (total_allocated_memory) is above threshold x
@@ -427,13 +757,23 @@ static int release_available_cached_blocks(gmp_cca *m, pool *p, uint64_t stream,
     return 1;
 }
 
-/* should_split (without expandable segments). */
+/* should_split: with expandable segments on, every pool splits as the small one does. */
 static int should_split(const gmp_cca *m, const blk *x, uint64_t size)
 {
     uint64_t remaining = x->size - size;
-    if (x->small)
+    if (x->small || m->cfg.expandable_segments)
         return remaining >= GMP_CCA_MIN_BLOCK;
     return size < m->max_split && remaining > GMP_CCA_SMALL_SIZE;
+}
+
+/* alloc_block: a new cudaMalloc'ed segment of alloc_size, or with expandable segments on, pages
+ * mapped for the rounded request (try_allocate_expandable_block). The block is not in the pool. */
+static int new_block(gmp_cca *m, pool *p, uint64_t alloc_size, uint64_t size, uint64_t stream,
+                     int small, uint32_t *out)
+{
+    if (m->cfg.expandable_segments)
+        return try_allocate_expandable_block(m, p, stream, size, out);
+    return alloc_block(m, alloc_size, stream, small, out);
 }
 
 int gmp_cca_alloc(gmp_cca *m, uint64_t orig_size, uint64_t stream, uint32_t *id)
@@ -450,7 +790,7 @@ int gmp_cca_alloc(gmp_cca *m, uint64_t orig_size, uint64_t stream, uint32_t *id)
     pool *p = small ? &m->small : &m->large;
     uint64_t alloc_size = allocation_size(size);
 
-    if (pool_reserve(p) != 0)
+    if (pool_reserve(m, p) != 0)
         return GMP_CCA_ENOMEM;
     uint32_t i = get_free_block(m, p, stream, size);
     if (i == NONE) {
@@ -459,15 +799,15 @@ int gmp_cca_alloc(gmp_cca *m, uint64_t orig_size, uint64_t stream, uint32_t *id)
             garbage_collect_cached_blocks(m);
         /* malloc: alloc_block || (release_available_cached_blocks && alloc_block) ||
          * (release_cached_blocks && alloc_block(isRetry)) */
-        int rc = alloc_block(m, alloc_size, stream, small, &i);
+        int rc = new_block(m, p, alloc_size, size, stream, small, &i);
         if (rc == GMP_CCA_OOM && release_available_cached_blocks(m, p, stream, size))
-            rc = alloc_block(m, alloc_size, stream, small, &i);
+            rc = new_block(m, p, alloc_size, size, stream, small, &i);
         if (rc == GMP_CCA_OOM) {
             gmp_cca_empty_cache(m);
             m->st.alloc_retries++;
-            if (pool_reserve(p) != 0) /* completed frees may have used the room reserved above */
+            if (pool_reserve(m, p) != 0) /* completed frees may have used the room reserved above */
                 return GMP_CCA_ENOMEM;
-            rc = alloc_block(m, alloc_size, stream, small, &i);
+            rc = new_block(m, p, alloc_size, size, stream, small, &i);
         }
         if (rc == GMP_CCA_OOM)
             m->st.ooms++;
@@ -487,6 +827,7 @@ int gmp_cca_alloc(gmp_cca *m, uint64_t orig_size, uint64_t stream, uint32_t *id)
         nb->size = size;
         nb->stream = rem->stream;
         nb->small = rem->small;
+        nb->exp = rem->exp;
         nb->prev = rem->prev;
         if (nb->prev != NONE)
             m->b[nb->prev].next = n;
@@ -508,10 +849,16 @@ int gmp_cca_alloc(gmp_cca *m, uint64_t orig_size, uint64_t stream, uint32_t *id)
 /* try_merge_blocks: absorb a free neighbour of the same segment; returns its size or 0. */
 static uint64_t try_merge(gmp_cca *m, uint32_t dst, uint32_t src)
 {
-    if (src == NONE || m->b[src].allocated || m->b[src].pending)
-        return 0; /* "src->allocated || src->event_count > 0 || !src->stream_uses.empty()" */
+    /* "src->allocated || src->event_count > 0 || !src->stream_uses.empty() ||
+     * dst->mapped != src->mapped" */
+    if (src == NONE || m->b[src].allocated || m->b[src].pending ||
+        m->b[src].mapped != m->b[dst].mapped)
+        return 0;
     blk *d = &m->b[dst], *s = &m->b[src];
-    pool_erase(m, pool_of(m, s), src);
+    if (s->mapped)
+        pool_erase(m, pool_of(m, s), src);
+    else
+        unmapped_erase(m, pool_of(m, s), src);
     if (d->prev == src) { /* [src dst] */
         d->addr = s->addr;
         d->prev = s->prev;
@@ -532,7 +879,7 @@ int gmp_cca_free(gmp_cca *m, uint32_t id)
 {
     if (id >= m->nb || !m->b[id].used || !m->b[id].allocated)
         return GMP_CCA_EINVAL;
-    if (pool_reserve(pool_of(m, &m->b[id])) != 0)
+    if (pool_reserve(m, pool_of(m, &m->b[id])) != 0)
         return GMP_CCA_ENOMEM;
     /* free: allocated_bytes drops by the block's size; then free_block merges the neighbours and
      * caches the result (no stream uses are modelled, so no events to wait for). */
@@ -598,4 +945,23 @@ size_t gmp_cca_free_blocks(const gmp_cca *m, uint64_t *largest)
     if (largest)
         *largest = big;
     return m->small.n + m->large.n;
+}
+
+size_t gmp_cca_segments(const gmp_cca *m)
+{
+    /* snapshot(): one segment per cudaMalloc'ed segment, and for expandable segments one per
+     * contiguous mapped range (a head block is mapped and its prev is not) */
+    size_t n = 0;
+    for (size_t i = 0; i < m->nb; i++) {
+        const blk *x = &m->b[i];
+        if (x->used && x->mapped && (x->prev == NONE || !m->b[x->prev].mapped))
+            n++;
+    }
+    return n;
+}
+
+void gmp_cca_on_segment(gmp_cca *m, gmp_cca_segment_fn fn, void *ctx)
+{
+    m->on_segment = fn;
+    m->on_segment_ctx = ctx;
 }

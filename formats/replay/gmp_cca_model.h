@@ -12,10 +12,14 @@
  * alloc_found_block), merging on free (free_block, try_merge_blocks), and the out-of-memory path
  * of malloc (alloc_block, release_available_cached_blocks, release_cached_blocks, release_block),
  * and garbage_collection_threshold (garbage_collect_cached_blocks, with BlockPool's
- * get_free_blocks_call_count and Block::gc_count_base as the age of a cached block).
+ * get_free_blocks_call_count and Block::gc_count_base as the age of a cached block), and
+ * expandable segments (ExpandableSegment, find_expandable_block, map_block,
+ * try_allocate_expandable_block, unmap_block, release_blocks, release_expandable_segment, and their
+ * cases in get_free_block, should_split and try_merge_blocks): one segment per stream and pool,
+ * its address space 1 1/8 of the capacity, mapped and unmapped in pages of 2 MiB (small pool) or
+ * 20 MiB (large pool).
  *
- * Not modelled yet (the config's field is reserved and must be left 0): expandable
- * segments. Nor the timing of events of frees that wait for other streams: the caller says
+ * Not modelled: the timing of events of frees that wait for other streams: the caller says
  * when they complete (gmp_cca_free_deferred, gmp_cca_process_events). Nor CUDA graph private pools,
  * and the per-interval form of roundup_power2_divisions (one value for every size is modelled). */
 #ifndef GMP_CCA_MODEL_H
@@ -41,7 +45,11 @@ typedef struct gmp_cca_config {
     uint64_t capacity;
     /* roundup_power2_divisions:N for every size (0 or 1 = off). */
     uint32_t roundup_power2_divisions;
-    /* Not modelled yet; must be 0 (gmp_cca_create refuses anything else). */
+    /* expandable_segments: 0 off, 1 on (gmp_cca_create refuses anything else). With a capacity,
+     * mapping pages fails past it (cuMemCreate out of memory) and each segment's address space is
+     * 1 1/8 of it (ExpandableSegment: totalGlobalMem + totalGlobalMem / 8); under a memory fraction
+     * PyTorch's alloc_block would also refuse when reserved + get_allocation_size(size) passes the
+     * fraction, which the model does not do (its capacity is the device's memory here). */
     uint32_t expandable_segments;
     /* garbage_collection_threshold: 0 = off, else strictly between 0 and 1 (create refuses the
      * rest, as CUDAAllocatorConfig does). PyTorch collects only under a memory fraction
@@ -53,17 +61,18 @@ typedef struct gmp_cca_config {
 typedef struct gmp_cca_stats {
     uint64_t reserved, peak_reserved;   /* reserved_bytes: sizes of the segments held */
     uint64_t allocated, peak_allocated; /* allocated_bytes: sizes of the blocks handed out */
-    uint64_t segments_alloc;            /* num_device_alloc: cudaMalloc calls that succeeded */
-    uint64_t segments_freed;            /* num_device_free: cudaFree calls */
-    uint64_t alloc_retries;             /* num_alloc_retries: alloc_block after release_cached */
-    uint64_t ooms;                      /* num_ooms: requests that failed */
+    uint64_t segments_alloc; /* num_device_alloc: cudaMalloc calls that succeeded, and maps of
+                              * expandable segments (map_block) */
+    uint64_t segments_freed; /* num_device_free: cudaFree calls, and unmaps (unmap_block) */
+    uint64_t alloc_retries;  /* num_alloc_retries: alloc_block after release_cached */
+    uint64_t ooms;           /* num_ooms: requests that failed */
 } gmp_cca_stats;
 
 enum { GMP_CCA_OK = 0, GMP_CCA_OOM = 1, GMP_CCA_EINVAL = 2, GMP_CCA_ENOMEM = 3 };
 
 typedef struct gmp_cca gmp_cca;
 
-/* NULL if the config asks for what is not modelled or memory is short. */
+/* NULL if the config holds a value PyTorch refuses or memory is short. */
 gmp_cca *gmp_cca_create(const gmp_cca_config *cfg);
 void gmp_cca_destroy(gmp_cca *m);
 
@@ -99,5 +108,23 @@ const gmp_cca_stats *gmp_cca_get_stats(const gmp_cca *m);
 size_t gmp_cca_free_blocks(const gmp_cca *m, uint64_t *largest);
 /* PyTorch's round_size under this config (exported for tests and the what-if report). */
 uint64_t gmp_cca_round_size(const gmp_cca *m, uint64_t size);
+
+/* The segments as torch.cuda.memory_snapshot() would list them now (DeviceCachingAllocator::
+ * snapshot): each cudaMalloc'ed segment, and for expandable segments each contiguous mapped range.
+ * Linear in the blocks. */
+size_t gmp_cca_segments(const gmp_cca *m);
+
+/* Segment events, named as PyTorch's TraceEntry actions (segment_alloc, segment_free,
+ * segment_map, segment_unmap), with the model address and size of the range. */
+enum {
+    GMP_CCA_SEGMENT_ALLOC = 0, /* alloc_block's cudaMalloc */
+    GMP_CCA_SEGMENT_FREE = 1,  /* release_block's cudaFree */
+    GMP_CCA_SEGMENT_MAP = 2,   /* map_block */
+    GMP_CCA_SEGMENT_UNMAP = 3  /* unmap_block */
+};
+typedef void (*gmp_cca_segment_fn)(void *ctx, int op, uint64_t addr, uint64_t size);
+/* Calls fn for each segment event from now on (NULL: none), as PyTorch's record_trace would
+ * record it; for tests that compare the model's segments with a recording's in order. */
+void gmp_cca_on_segment(gmp_cca *m, gmp_cca_segment_fn fn, void *ctx);
 
 #endif

@@ -144,6 +144,11 @@ gmp_err gmp_whatif_scan(gmp_reader *r, gmp_whatif_recorded *rec, char *msg, size
             if (p->pool != GMP_TORCH_EXPANDABLE_POOL(p->device))
                 d->segments++;
         } else if (p->op == GMP_POOL_RESERVED) {
+            /* a map of the expandable segments (the import's expandable pool grows once per
+             * segment_map; memory mapped before the window counts as one): PyTorch counts it in
+             * num_device_alloc, as the model does (gmp_cca_stats.segments_alloc) */
+            if (p->pool == GMP_TORCH_EXPANDABLE_POOL(p->device) && p->value > old)
+                d->segments++;
             if (!pools.keys[s]) {
                 pools.keys[s] = p->pool + 1;
                 pools.used++;

@@ -31,7 +31,8 @@ typedef struct gmp_whatif_row {
 typedef struct gmp_whatif_recorded {
     int present;
     uint64_t peak_reserved; /* the recorded reserved's maximum */
-    uint64_t segments;      /* POOL creates other than the expandable pool */
+    uint64_t segments;      /* POOL creates other than the expandable pool, and the maps of the
+                             * expandable pool (each growth of its reserve): num_device_alloc */
     /* At the first recorded OOM: reserved + the driver's free bytes, i.e. what PyTorch could
      * have held in all (0 without an OOM) */
     uint64_t oom_capacity;

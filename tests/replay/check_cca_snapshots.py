@@ -1,13 +1,22 @@
 """The caching-allocator model (formats/replay/gmp_cca_model.h) against what PyTorch really did.
 
-Each real snapshot of tests/data/torch-snapshots whose window holds segment_alloc events, frees only
-blocks it allocated and uses no expandable segments is replayed from an empty model (memory held
-before the window is not modelled; the peak compared is that of the window's own segments): its `alloc` and
-`free_completed` entries go through the model (loaded with ctypes from a shared build of the one
-source file), a burst of recorded `segment_free` as one empty_cache, and the model's segments are
-compared with the recorded `segment_alloc` entries. Python's own pickle module reads the snapshots
-(an oracle the model's author did not write). Checked: the number of segments, the peak reserved
-within the window, the multiset of segment sizes, and for small-step the segment sizes in order.
+Every real snapshot of SNAPSHOT_DIR is read with Python's own pickle module (an oracle the model's
+author did not write); each device whose window holds segment events (segment_alloc / segment_free,
+or segment_map / segment_unmap for expandable segments) is replayed through the model (loaded with
+ctypes from a shared build of the one source file) under the snapshot's own allocator_settings:
+its `alloc` and `free_completed` entries in order, and the recorded `oom` request tried too (it
+must fail). A burst of recorded `segment_free` / `segment_unmap` entries followed by a new segment
+or map (or an `oom`) is malloc's own release before its retry, which the model does by itself;
+any other burst is one torch.cuda.empty_cache(). The model starts empty:
+memory held before the window is not modelled, so the peak compared is that of the window's own
+segments. Where the recording ran out of memory, the model's capacity is what PyTorch could have
+held there (the reserve at the OOM plus the free memory the driver reported).
+
+Checked, per device: the segments created (num_device_alloc: cudaMalloc'ed or mapped) within 10%
+and the peak reserved within 2% of the recorded ones; the segment events compared in order, the
+first place where the model and the recording part printed with the request that caused it and
+the reason, and a parting that is not explained by memory held before the window is a failure;
+the recorded OOM request fails in the model too. small-step's segments must match exactly, in order.
 
 usage: check_cca_snapshots.py LIBRARY SNAPSHOT_DIR"""
 import ctypes
@@ -29,6 +38,11 @@ class Stats(ctypes.Structure):
         "segments_freed", "alloc_retries", "ooms")]
 
 
+SEGFN = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int, ctypes.c_uint64, ctypes.c_uint64)
+OPS = {0: "segment_alloc", 1: "segment_free", 2: "segment_map", 3: "segment_unmap"}
+SEG_ACTIONS = set(OPS.values())
+
+
 def load(path):
     lib = ctypes.CDLL(path)
     lib.gmp_cca_create.restype = ctypes.c_void_p
@@ -40,65 +54,181 @@ def load(path):
     lib.gmp_cca_empty_cache.argtypes = [ctypes.c_void_p]
     lib.gmp_cca_get_stats.restype = ctypes.POINTER(Stats)
     lib.gmp_cca_get_stats.argtypes = [ctypes.c_void_p]
+    lib.gmp_cca_segments.restype = ctypes.c_size_t
+    lib.gmp_cca_segments.argtypes = [ctypes.c_void_p]
+    lib.gmp_cca_on_segment.argtypes = [ctypes.c_void_p, SEGFN, ctypes.c_void_p]
     return lib
 
 
-def replay(lib, trace):
-    """Returns (recorded segment sizes, model segment sizes, recorded peak, model stats)."""
-    m = lib.gmp_cca_create(ctypes.byref(Cfg()))
-    assert m
-    st = lib.gmp_cca_get_stats(m).contents
-    ids, rec, model = {}, [], []
-    reserved = peak = 0
-    last = None
+def own_config(settings):
+    """The snapshot's allocator_settings as the model's config (what PyTorch ran with)."""
+    cfg = Cfg()
+    ms = settings.get("max_split_size", -1)
+    cfg.max_split_size = 0 if ms in (-1, None) or ms >= (1 << 63) else ms
+    cfg.expandable_segments = 1 if settings.get("expandable_segments") else 0
+    cfg.garbage_collection_threshold = settings.get("garbage_collection_threshold", 0.0) or 0.0
+    div = settings.get("roundup_power2_divisions") or {}
+    vals = set(div.values()) if isinstance(div, dict) else {div}
+    if len(vals) > 1:
+        return None  # a per-size roundup_power2_divisions is not modelled
+    cfg.roundup_power2_divisions = vals.pop() if vals else 0
+    return cfg
+
+
+def oom_capacity(trace):
+    """Reserve at the first recorded OOM plus the driver's free memory there; 0 without one."""
+    run = 0
     for e in trace:
         a = e["action"]
-        if a == "segment_alloc":
-            rec.append(e["size"])
-            reserved += e["size"]
+        if a in ("segment_alloc", "segment_map"):
+            run += e["size"]
+        elif a in ("segment_free", "segment_unmap"):
+            run -= e["size"]
+        elif a == "oom":
+            return run + e["device_free"]
+    return 0
+
+
+def replay(lib, trace, cfg):
+    m = lib.gmp_cca_create(ctypes.byref(cfg))
+    assert m
+    model = []  # (action, size, index in the trace of the request that caused it)
+    cur = [None]
+
+    def on_seg(_ctx, op, _addr, size):
+        model.append((OPS[op], size, cur[0]))
+
+    fn = SEGFN(on_seg)
+    lib.gmp_cca_on_segment(m, fn, None)
+    st = lib.gmp_cca_get_stats(m).contents
+    ids, rec = {}, []
+    reserved = peak = 0
+    last = None
+    oom_failed = []
+    pre_frees = 0
+    frees = ("segment_free", "segment_unmap")
+    for k, e in enumerate(trace):
+        a = e["action"]
+        cur[0] = k
+        if a in SEG_ACTIONS:
+            rec.append((a, e["size"], k))
+            reserved += e["size"] if a in ("segment_alloc", "segment_map") else -e["size"]
             peak = max(peak, reserved)
-        elif a == "segment_free":
-            reserved -= e["size"]
-            if last != "segment_free":
-                lib.gmp_cca_empty_cache(m)
+            if a in frees and last not in frees:
+                j = k
+                while j < len(trace) and trace[j]["action"] in frees:
+                    j += 1
+                if j == len(trace) or trace[j]["action"] not in (
+                        "segment_alloc", "segment_map", "oom"):
+                    lib.gmp_cca_empty_cache(m)  # not malloc's retry: an empty_cache
         elif a == "alloc":
-            before, r0 = st.segments_alloc, st.reserved
             out = ctypes.c_uint32()
-            assert lib.gmp_cca_alloc(m, e["size"], e["stream"], ctypes.byref(out)) == 0
+            assert lib.gmp_cca_alloc(m, e["size"], e["stream"], ctypes.byref(out)) == 0, (k, e["size"])
             ids[e["addr"]] = out.value
-            if st.segments_alloc > before:
-                model.append(st.reserved - r0)
         elif a == "free_completed":
-            assert e["addr"] in ids, "a free of memory allocated before the window"
+            if e["addr"] not in ids:
+                pre_frees += 1  # memory allocated before the window: the model never held it
+                continue
             assert lib.gmp_cca_free(m, ids.pop(e["addr"])) == 0
+        elif a == "oom":
+            out = ctypes.c_uint32()
+            oom_failed.append(lib.gmp_cca_alloc(m, e["size"], e["stream"], ctypes.byref(out)) == 1)
         last = a
-    result = (rec, model, peak, Stats.from_buffer_copy(st))
+    res = dict(rec=rec, model=model, peak=peak, st=Stats.from_buffer_copy(st),
+               held=lib.gmp_cca_segments(m), oom_failed=oom_failed, pre_frees=pre_frees)
     lib.gmp_cca_destroy(m)
-    return result
+    return res
+
+
+def pre_window(snap, dev, trace):
+    """Segments alive at the dump that the window did not create (held before it)."""
+    made = {e["addr"] for e in trace if e["action"] in ("segment_alloc", "segment_map")}
+    return [s for s in snap.get("segments", []) if s.get("device") == dev and
+            s["address"] not in made and not s.get("is_expandable")]
+
+
+def parting(trace, res, pre):
+    """Where the model's segment events and the recorded ones part, and why (None: they agree)."""
+    rec, model = res["rec"], res["model"]
+    for i in range(max(len(rec), len(model))):
+        r = rec[i] if i < len(rec) else None
+        mo = model[i] if i < len(model) else None
+        if r and mo and r[0] == mo[0] and r[1] == mo[1]:
+            continue
+        where = "event %d: recorded %s, model %s" % (
+            i, "%s %d B (trace entry %d)" % r if r else "nothing",
+            "%s %d B (for trace entry %d: %s %s B)" % (mo[0], mo[1], mo[2],
+                                                       trace[mo[2]]["action"],
+                                                       trace[mo[2]].get("size"))
+            if mo else "nothing")
+        if pre or res["pre_frees"]:
+            small = [s for s in pre if s.get("segment_type") == "small"]
+            room = sum(s["total_size"] - s["allocated_size"] for s in small)
+            why = ("memory held before the window: %d segments (%d B) the model starts without, "
+                   "%d of them in the small pool with %d B of free room at the dump; %d frees "
+                   "of blocks allocated before the window" % (
+                       len(pre), sum(s["total_size"] for s in pre), len(small), room,
+                       res["pre_frees"]))
+            return where, why, True
+        return where, "no reason known (a rule missing from the model?)", False
+    return None
 
 
 def main():
     lib = load(sys.argv[1])
     data = sys.argv[2]
-    checked = 0
-    for name in ("small-step.pickle", "transformer-train-step-adamw.pickle"):
+    fails = []
+
+    def check(cond, what):
+        print(("ok   " if cond else "FAIL ") + what)
+        if not cond:
+            fails.append(what)
+
+    devices = 0
+    for name in sorted(f for f in os.listdir(data) if f.endswith(".pickle")):
         with open(os.path.join(data, name), "rb") as f:
             snap = pickle.load(f)
-        settings = snap["allocator_settings"]
-        assert not settings["expandable_segments"] and settings["max_split_size"] == -1
-        trace = snap["device_traces"][0]
-        rec, model, peak, st = replay(lib, trace)
-        print(f"{name}: recorded {len(rec)} segments, peak reserved {peak}; "
-              f"model {len(model)} segments, peak reserved {st.peak_reserved}")
-        assert rec, name
-        assert len(model) == len(rec), (name, len(model), len(rec))
-        assert st.peak_reserved == peak, (name, st.peak_reserved, peak)
-        assert sorted(model) == sorted(rec), name
-        if name == "small-step.pickle":
-            assert model == rec, (model, rec)
-        checked += 1
-    assert checked == 2
-    print("ok")
+        base = name[:-len(".pickle")]
+        for dev, trace in enumerate(snap.get("device_traces", [])):
+            if not any(e["action"] in SEG_ACTIONS for e in trace):
+                if trace:
+                    print("     %s device %d: no segment event in the window, not compared" % (
+                        base, dev))
+                continue
+            cfg = own_config(snap.get("allocator_settings") or {})
+            if cfg is None:
+                print("     %s device %d: a per-size roundup_power2_divisions, not modelled" % (
+                    base, dev))
+                continue
+            cfg.capacity = oom_capacity(trace)
+            res = replay(lib, trace, cfg)
+            st, rec = res["st"], res["rec"]
+            nrec = sum(1 for r in rec if r[0] in ("segment_alloc", "segment_map"))
+            tag = "%s device %d" % (base, dev)
+            devices += 1
+            print("     %s (%s, capacity %d): segments recorded %d / model %d; peak reserved "
+                  "recorded %d / model %d; segments held at the end recorded %d / model %d" % (
+                      tag, snap["allocator_settings"].get("PYTORCH_CUDA_ALLOC_CONF") or "defaults",
+                      cfg.capacity, nrec, st.segments_alloc, res["peak"], st.peak_reserved,
+                      sum(1 for s in snap.get("segments", []) if s.get("device") == dev),
+                      res["held"]))
+            check(abs(st.segments_alloc - nrec) <= 0.10 * nrec, tag + ": segments within 10%")
+            check(abs(st.peak_reserved - res["peak"]) <= 0.02 * res["peak"],
+                  tag + ": peak reserved within 2%")
+            part = parting(trace, res, pre_window(snap, dev, trace))
+            if part is None:
+                print("     %s: the %d segment events agree in order (action and size)" % (
+                    tag, len(rec)))
+            else:
+                print("     %s: they part at %s\n          why: %s" % (tag, part[0], part[1]))
+            check(part is None or part[2], tag + ": segments in order, or parted for a known reason")
+            if res["oom_failed"]:
+                check(all(res["oom_failed"]), tag + ": the recorded OOM request fails in the model")
+            if base == "small-step":
+                check(part is None, tag + ": every segment exactly as recorded, in order")
+    check(devices >= 5, "%d devices with segment events compared (small-step, the train step, "
+          "qwen3's three)" % devices)
+    sys.exit(1 if fails else 0)
 
 
 if __name__ == "__main__":

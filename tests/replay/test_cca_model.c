@@ -293,14 +293,18 @@ static void test_roundup_power2(void **state)
     gmp_cca_destroy(m);
 }
 
-/* Settings that are not modelled, or that CUDAAllocatorConfig rejects, are refused. */
+/* Settings that CUDAAllocatorConfig rejects are refused; expandable segments are a boolean. */
 static void test_config_refused(void **state)
 {
     (void)state;
     gmp_cca_config c;
     memset(&c, 0, sizeof c);
-    c.expandable_segments = 1;
+    c.expandable_segments = 2;
     assert_null(gmp_cca_create(&c));
+    c.expandable_segments = 1;
+    gmp_cca *m = gmp_cca_create(&c);
+    assert_non_null(m);
+    gmp_cca_destroy(m);
     memset(&c, 0, sizeof c);
     c.garbage_collection_threshold = 1.0; /* "garbage_collect_threshold too big" */
     assert_null(gmp_cca_create(&c));
@@ -448,14 +452,239 @@ static void test_deferred_free(void **state)
     gmp_cca_destroy(m);
 }
 
-/* Random requests on three streams, freed in random order: live blocks never overlap, the
- * counters add up, and at the end every segment merges back whole and is released. */
-static void test_random_invariants(void **state)
+/* The segment events of a model (gmp_cca_on_segment), summed. */
+typedef struct seg_log {
+    uint64_t mapped, unmapped, malloced, freed; /* bytes */
+    size_t n;
+    int op[64];
+    uint64_t addr[64], size[64];
+} seg_log;
+
+static void on_seg(void *ctx, int op, uint64_t addr, uint64_t size)
+{
+    seg_log *l = ctx;
+    if (op == GMP_CCA_SEGMENT_MAP)
+        l->mapped += size;
+    else if (op == GMP_CCA_SEGMENT_UNMAP)
+        l->unmapped += size;
+    else if (op == GMP_CCA_SEGMENT_ALLOC)
+        l->malloced += size;
+    else
+        l->freed += size;
+    if (l->n < 64) {
+        l->op[l->n] = op;
+        l->addr[l->n] = addr;
+        l->size[l->n] = size;
+    }
+    l->n++;
+}
+
+static gmp_cca *mk_exp(uint64_t capacity, seg_log *log)
+{
+    gmp_cca_config c;
+    memset(&c, 0, sizeof c);
+    c.capacity = capacity;
+    c.expandable_segments = 1;
+    gmp_cca *m = gmp_cca_create(&c);
+    assert_non_null(m);
+    if (log) {
+        memset(log, 0, sizeof *log);
+        gmp_cca_on_segment(m, on_seg, log);
+    }
+    return m;
+}
+
+/* Expandable segments (try_allocate_expandable_block, map_block, find_expandable_block): a small
+ * request maps one 2 MiB page of the small pool's segment; 3 MiB maps one 20 MiB page of the large
+ * pool's; the next 3 MiB is cut from it; 30 MiB finds the 14 MiB free at the end of the mapped
+ * range and maps only one more 20 MiB page, so that the block starts right after the second 3 MiB
+ * one (without expandable segments it would cudaMalloc 30 MiB: 52 MiB reserved, not 42). Another
+ * stream gets its own segment. Each map counts as a device allocation (num_device_alloc). */
+static void test_exp_grow(void **state)
 {
     (void)state;
+    seg_log log;
+    gmp_cca *m = mk_exp(0, &log);
+    const gmp_cca_stats *st = gmp_cca_get_stats(m);
+    take(m, 1, 0);
+    assert_int_equal(st->reserved, 2 * MiB);
+    assert_int_equal(st->allocated, 512);
+    uint32_t a = take(m, 3 * MiB, 0);
+    assert_int_equal(st->reserved, 22 * MiB);
+    uint32_t b = take(m, 3 * MiB, 0);
+    assert_int_equal(addr_of(m, b), addr_of(m, a) + 3 * MiB);
+    assert_int_equal(st->segments_alloc, 2);
+    uint32_t c = take(m, 30 * MiB, 0);
+    assert_int_equal(addr_of(m, c), addr_of(m, b) + 3 * MiB);
+    assert_int_equal(size_of(m, c), 30 * MiB);
+    assert_int_equal(st->reserved, 42 * MiB);
+    assert_int_equal(st->segments_alloc, 3);
+    assert_int_equal(log.n, 3);
+    assert_int_equal(log.op[2], GMP_CCA_SEGMENT_MAP);
+    assert_int_equal(log.addr[2], addr_of(m, a) + 20 * MiB);
+    assert_int_equal(log.size[2], 20 * MiB);
+    assert_int_equal(gmp_cca_segments(m), 2); /* the small range and the large range */
+    take(m, 3 * MiB, 1);
+    assert_int_equal(st->reserved, 62 * MiB);
+    assert_int_equal(gmp_cca_segments(m), 3);
+    gmp_cca_destroy(m);
+
+    gmp_cca *n = mk(0, 0, 0); /* the same requests without expandable segments */
+    take(n, 1, 0);
+    take(n, 3 * MiB, 0);
+    take(n, 3 * MiB, 0);
+    take(n, 30 * MiB, 0);
+    assert_int_equal(gmp_cca_get_stats(n)->reserved, 52 * MiB);
+    gmp_cca_destroy(n);
+}
+
+/* should_split with expandable segments on: every pool splits as the small one (remaining >=
+ * 512 B). 12 MiB maps a 20 MiB page and takes 12 MiB of it; 7 MiB is cut from the 8 MiB left,
+ * leaving 1 MiB cached, where without expandable segments the large pool would hand out the whole
+ * 8 MiB (a remainder of 1 MiB is not above kSmallSize). */
+static void test_exp_split(void **state)
+{
+    (void)state;
+    gmp_cca *m = mk_exp(0, NULL);
+    uint32_t a = take(m, 12 * MiB, 0);
+    assert_int_equal(size_of(m, a), 12 * MiB);
+    assert_int_equal(gmp_cca_get_stats(m)->reserved, 20 * MiB);
+    uint32_t b = take(m, 7 * MiB, 0);
+    assert_int_equal(size_of(m, b), 7 * MiB);
+    uint64_t largest = 0;
+    assert_int_equal(gmp_cca_free_blocks(m, &largest), 1);
+    assert_int_equal(largest, MiB);
+    gmp_cca_destroy(m);
+}
+
+/* get_free_block with expandable segments: the free block at the end of the mapped range counts
+ * as what it can grow to, so a 6 MiB request passes over that 8 MiB block for the 10 MiB block
+ * before it (at the segment's start); plain best fit would take the 8 MiB one. */
+static void test_exp_best_fit(void **state)
+{
+    (void)state;
+    gmp_cca *m = mk_exp(0, NULL);
+    uint32_t a = take(m, 10 * MiB, 0);
+    uint64_t base = addr_of(m, a);
+    uint32_t b = take(m, 2 * MiB, 0);
+    assert_int_equal(addr_of(m, b), base + 10 * MiB);
+    assert_int_equal(gmp_cca_free(m, a), GMP_CCA_OK);
+    uint32_t c = take(m, 6 * MiB, 0);
+    assert_int_equal(addr_of(m, c), base);
+    gmp_cca_destroy(m);
+}
+
+/* The out-of-memory path with expandable segments (malloc, release_cached_blocks, unmap_block):
+ * capacity 90 MiB. 30 MiB maps two pages (40 MiB), 10 MiB takes the rest; the 30 MiB block is
+ * freed. 50 MiB would map three more pages (100 MiB > 90 MiB): the retry unmaps the one page that
+ * lies wholly inside the free 30 MiB block (the other 10 MiB stay mapped and free), and the map
+ * then fits (80 MiB). Then everything is freed and empty_cache unmaps all and releases the
+ * segment (release_expandable_segment). */
+static void test_exp_oom_unmap(void **state)
+{
+    (void)state;
+    seg_log log;
+    gmp_cca *m = mk_exp(90 * MiB, &log);
+    const gmp_cca_stats *st = gmp_cca_get_stats(m);
+    uint32_t a = take(m, 30 * MiB, 0);
+    uint64_t base = addr_of(m, a);
+    uint32_t b = take(m, 10 * MiB, 0);
+    assert_int_equal(st->reserved, 40 * MiB);
+    assert_int_equal(gmp_cca_free(m, a), GMP_CCA_OK);
+    uint32_t c = take(m, 50 * MiB, 0);
+    assert_int_equal(st->alloc_retries, 1);
+    assert_int_equal(st->reserved, 80 * MiB);
+    assert_int_equal(addr_of(m, c), base + 40 * MiB);
+    assert_int_equal(log.n, 3);
+    assert_int_equal(log.op[1], GMP_CCA_SEGMENT_UNMAP);
+    assert_int_equal(log.addr[1], base);
+    assert_int_equal(log.size[1], 20 * MiB);
+    assert_int_equal(log.op[2], GMP_CCA_SEGMENT_MAP);
+    assert_int_equal(log.size[2], 60 * MiB);
+    assert_int_equal(gmp_cca_segments(m), 1); /* mapped from base + 20 MiB to base + 100 MiB */
+    /* 30 MiB more cannot fit: [base, base + 20 MiB) unmapped + 10 MiB free is 30 MiB of address
+     * space, but mapping 20 MiB there passes 90 MiB; the request fails */
+    uint32_t id;
+    assert_int_equal(gmp_cca_alloc(m, 30 * MiB, 0, &id), GMP_CCA_OOM);
+    assert_int_equal(st->ooms, 1);
+    assert_int_equal(gmp_cca_free(m, b), GMP_CCA_OK);
+    assert_int_equal(gmp_cca_free(m, c), GMP_CCA_OK);
+    gmp_cca_empty_cache(m);
+    assert_int_equal(st->reserved, 0);
+    assert_int_equal(gmp_cca_segments(m), 0);
+    assert_int_equal(gmp_cca_free_blocks(m, NULL), 0);
+    assert_int_equal(log.mapped, log.unmapped);
+    gmp_cca_destroy(m);
+}
+
+/* find_expandable_block's allocatable: a block whose free waits for other streams is no room to
+ * grow into. 20 MiB fills one page; freed with gmp_cca_free_deferred, it stays out of reach, so
+ * 30 MiB maps two new pages after it in one map (reserved 60 MiB), rather than starting from the
+ * pending block and mapping page by page. Once its events complete the block is cached and a 20 MiB
+ * request takes it back. */
+static void test_exp_deferred(void **state)
+{
+    (void)state;
+    gmp_cca *m = mk_exp(0, NULL);
+    const gmp_cca_stats *st = gmp_cca_get_stats(m);
+    uint32_t a = take(m, 20 * MiB, 0);
+    uint64_t base = addr_of(m, a);
+    assert_int_equal(gmp_cca_free_deferred(m, a), GMP_CCA_OK);
+    uint32_t b = take(m, 30 * MiB, 0);
+    assert_int_equal(addr_of(m, b), base + 20 * MiB);
+    assert_int_equal(st->reserved, 60 * MiB);
+    assert_int_equal(st->segments_alloc, 2); /* one map of two pages, not a walk from the start */
+    gmp_cca_process_events(m);
+    uint32_t c = take(m, 20 * MiB, 0);
+    assert_int_equal(addr_of(m, c), base);
+    assert_int_equal(st->reserved, 60 * MiB);
+    gmp_cca_destroy(m);
+}
+
+/* Hostile sizes: a request larger than an expandable segment's address space, and requests that
+ * would run the model's addresses past 2^64 (with and without expandable segments), fail as out
+ * of memory instead of reusing addresses; the blocks handed out never overlap. */
+static void test_exp_hostile(void **state)
+{
+    (void)state;
+    uint32_t id;
+    gmp_cca *m = mk_exp(0, NULL); /* 16 TiB of address space per segment */
+    assert_int_equal(gmp_cca_alloc(m, (uint64_t)1 << 59, 0, &id), GMP_CCA_OOM);
+    take(m, MiB + 1, 7);
+    gmp_cca_destroy(m);
+    for (int exp = 0; exp < 2; exp++) {
+        m = exp ? mk_exp(UINT64_MAX, NULL) : mk(0, 0, 0);
+        uint64_t lo[64], hi[64];
+        int n = 0, ooms = 0;
+        for (int k = 0; k < 64; k++) {
+            int rc = gmp_cca_alloc(m, ((uint64_t)1 << 59) + 1, (uint64_t)k, &id);
+            assert_true(rc == GMP_CCA_OK || rc == GMP_CCA_OOM);
+            if (rc == GMP_CCA_OOM) {
+                ooms++;
+                continue;
+            }
+            uint64_t a = 0, sz = 0;
+            assert_true(gmp_cca_block(m, id, &a, &sz));
+            assert_true(a + sz > a); /* no wrap */
+            for (int j = 0; j < n; j++)
+                assert_true(a + sz <= lo[j] || hi[j] <= a);
+            lo[n] = a;
+            hi[n++] = a + sz;
+        }
+        assert_true(n > 0 && ooms > 0);
+        gmp_cca_destroy(m);
+    }
+}
+
+/* Random requests on three streams, freed in random order: live blocks never overlap, the
+ * counters add up, and at the end every segment merges back whole and is released (for
+ * expandable segments: everything mapped is unmapped, and the segments are released). */
+static void random_run(int expandable)
+{
     enum { N = 400 };
     uint64_t rng = 0x9e3779b97f4a7c15ull;
-    gmp_cca *m = mk(128 * MiB, 2048 * MiB, 0);
+    seg_log log;
+    gmp_cca *m = expandable ? mk_exp(2048 * MiB, &log) : mk(128 * MiB, 2048 * MiB, 0);
     const gmp_cca_stats *st = gmp_cca_get_stats(m);
     uint32_t live[N];
     size_t n = 0;
@@ -495,6 +724,8 @@ static void test_random_invariants(void **state)
             assert_true(st->reserved >= st->allocated);
             assert_true(st->reserved <= 2048 * MiB);
             assert_int_equal(st->reserved % (2 * MiB), 0);
+            if (expandable)
+                assert_int_equal(log.mapped - log.unmapped, st->reserved);
         }
     }
     while (n)
@@ -502,9 +733,29 @@ static void test_random_invariants(void **state)
     gmp_cca_empty_cache(m);
     assert_int_equal(st->allocated, 0);
     assert_int_equal(st->reserved, 0);
-    assert_int_equal(st->segments_freed, st->segments_alloc);
+    if (expandable) {
+        assert_true(log.mapped > 0);
+        assert_int_equal(log.mapped, log.unmapped);
+        assert_int_equal(log.malloced, 0);
+        assert_true(st->alloc_retries > 0); /* the out-of-memory path was taken */
+    } else {
+        assert_int_equal(st->segments_freed, st->segments_alloc);
+    }
+    assert_int_equal(gmp_cca_segments(m), 0);
     assert_int_equal(gmp_cca_free_blocks(m, NULL), 0);
     gmp_cca_destroy(m);
+}
+
+static void test_random_invariants(void **state)
+{
+    (void)state;
+    random_run(0);
+}
+
+static void test_exp_random_invariants(void **state)
+{
+    (void)state;
+    random_run(1);
 }
 
 int main(int argc, char **argv)
@@ -527,6 +778,13 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_gc_passes),
         cmocka_unit_test(test_deferred_free),
         cmocka_unit_test(test_random_invariants),
+        cmocka_unit_test(test_exp_grow),
+        cmocka_unit_test(test_exp_split),
+        cmocka_unit_test(test_exp_best_fit),
+        cmocka_unit_test(test_exp_oom_unmap),
+        cmocka_unit_test(test_exp_random_invariants),
+        cmocka_unit_test(test_exp_hostile),
+        cmocka_unit_test(test_exp_deferred),
         // clang-format on
     };
     if (argc > 1)
