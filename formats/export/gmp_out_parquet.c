@@ -192,8 +192,16 @@ static gmp_err tables_open(gmp_output_ctx *c, ptrace *t, char *msg, size_t msgle
             snprintf(msg, msglen, "parquet output: %.200s: %s", path, strerror(errno));
             return GMP_ERR_IO;
         }
-        const char *kv[] = {"gpumemprof.table", table_name[k], NULL, NULL};
-        gmp_pq_opts po = {.created_by = c->o.exporter, .kv = kv};
+        /* key_value_metadata: the table's name (static: the writer keeps the pointers) */
+        static const char *const kv[NTABLES][4] = {
+            {"gpumemprof.table", "allocations", NULL, NULL},
+            {"gpumemprof.table", "stacks", NULL, NULL},
+            {"gpumemprof.table", "frames", NULL, NULL},
+            {"gpumemprof.table", "ranges", NULL, NULL},
+            {"gpumemprof.table", "samples", NULL, NULL},
+            {"gpumemprof.table", "summary", NULL, NULL},
+        };
+        gmp_pq_opts po = {.created_by = c->o.exporter, .kv = kv[k]};
         pt->w = gmp_pq_open(pt->f, pt->cols, n, &po);
         if (!pt->w) {
             snprintf(msg, msglen, "parquet output: out of memory");

@@ -33,14 +33,7 @@ enum { CONVERTED_UTF8 = 0 };                                            /* Conve
  * then the bytes; a bool field's value is its type (1 true, 2 false); a list header (size << 4) |
  * element type, or 0xf0 | type then the size as a varint; a struct ends with a 0 byte ---- */
 
-enum {
-    CT_I16 = 4,
-    CT_I32 = 5,
-    CT_I64 = 6,
-    CT_BINARY = 8,
-    CT_LIST = 9,
-    CT_STRUCT = 12
-};
+enum { CT_I16 = 4, CT_I32 = 5, CT_I64 = 6, CT_BINARY = 8, CT_LIST = 9, CT_STRUCT = 12 };
 
 typedef struct thrift {
     gmp_obuf *b;
@@ -639,7 +632,8 @@ static void write_chunk(gmp_pq_writer *w, pq_col *c, thrift *t, uint64_t *rg_unc
     encs[ne++] = dict ? ENC_RLE_DICTIONARY : ENC_PLAIN;
     if (dict)
         encs[ne++] = ENC_PLAIN; /* the dictionary page */
-    encs[ne++] = ENC_RLE;       /* definition levels */
+    if (c->c.optional)
+        encs[ne++] = ENC_RLE; /* definition levels */
     th_list(t, 2, CT_I32, (size_t)ne);
     for (int k = 0; k < ne; k++)
         th_varint(t, zigzag(encs[k]));
