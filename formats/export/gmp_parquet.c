@@ -297,12 +297,24 @@ static void dict_add(gmp_pq_writer *w, pq_col *c, const void *v, size_t n)
     w->rg_bytes += 4;
 }
 
-static void put_le(gmp_obuf *b, uint64_t v, size_t n)
+/* gmp_obuf_add without its call when there is room (the buffer keeps a NUL after its bytes) */
+static inline void ob_add(gmp_obuf *b, const void *p, size_t n)
+{
+    if (b->p && b->cap - b->len > n) {
+        memcpy(b->p + b->len, p, n);
+        b->len += n;
+        b->p[b->len] = '\0';
+    } else {
+        gmp_obuf_add(b, p, n);
+    }
+}
+
+static inline void put_le(gmp_obuf *b, uint64_t v, size_t n)
 {
     char t[8];
     for (size_t i = 0; i < n; i++)
         t[i] = (char)(v >> (8 * i));
-    gmp_obuf_add(b, t, n);
+    ob_add(b, t, n);
 }
 
 static void int_value(gmp_pq_writer *w, gmp_pq_type type, int64_t v)
@@ -363,6 +375,10 @@ void gmp_pq_str(gmp_pq_writer *w, const char *s, size_t n)
     /* valid UTF-8 of at most GMP_PQ_MAX_STRING bytes: an invalid byte as its Latin-1 character */
     gmp_obuf *u = &w->tmp;
     u->len = 0;
+    if (n <= GMP_PQ_MAX_STRING && gmp_utf8_valid(s, n)) { /* the common case: as it is */
+        ob_add(u, s ? s : "", n);
+        n = 0;
+    }
     for (size_t i = 0; i < n;) {
         size_t k = gmp_utf8_seq_len((const unsigned char *)s + i, n - i);
         char two[2];
@@ -382,7 +398,7 @@ void gmp_pq_str(gmp_pq_writer *w, const char *s, size_t n)
     }
     size_t at = c->plain.len;
     put_le(&c->plain, u->len, 4);
-    gmp_obuf_add(&c->plain, u->p ? u->p : "", u->len);
+    ob_add(&c->plain, u->p ? u->p : "", u->len);
     if (c->plain.oom || u->oom) {
         fail(w, GMP_ERR_NOMEM, "out of memory");
         return;
