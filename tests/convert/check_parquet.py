@@ -331,11 +331,79 @@ def main_convert(gmp, data, snaps, nsys, nodedeps, work):
     want = {}
     for a in tables["allocations"]:
         want[a["rank"]] = want.get(a["rank"], 0) + 1
+    fleet_queries(gmp, nodedeps, [i for n, ins in cases if n not in ("basic", "hostile", "multi",
+                                                                    "empty") for i in ins],
+                  work, os.path.join(HERE, "..", "..", "docs", "fleet.md"))
     if by != want or len(by) != 2:
         err("multi: DuckDB hive_partitioning reads %s rows per rank, files hold %s" % (by, want))
     else:
         print("ok: multi: DuckDB reads DIR/*/allocations.parquet with hive_partitioning: rows "
               "per rank %s" % by)
+
+
+def fleet_queries(gmp, nodedeps, inputs, work, docs):
+    """The DuckDB queries of docs/fleet.md (its ```sql blocks, 'job/' read as the export) on an
+    export of several inputs: each runs, and the answers of those that have one in the report
+    are the report's."""
+    import re
+    d = os.path.join(work, "fleet")
+    gmp_testlib.run([gmp, "convert"] + inputs + ["--parquet", d, "--no-progress"])
+    rep = json.loads(gmp_testlib.run([gmp, "report", "--format", "json"] + inputs).stdout)
+    devs = {}
+    for i, p in enumerate(report_processes(rep)):
+        rank = str(p["trace"]["rank"] if p["trace"]["rank"] >= 0 else i)
+        for dv in p.get("devices", []):
+            devs[(rank, str(dv["id"]))] = dv
+    blocks = re.findall(r"```sql\n(.*?)```", open(docs).read(), re.S)
+    if len(blocks) < 5:
+        err("docs/fleet.md: %d sql blocks" % len(blocks))
+        return
+    out = subprocess.run(["node", os.path.join(HERE, "parquet_read.mjs"), nodedeps, "--sql", d] +
+                         blocks, capture_output=True, timeout=600)
+    if out.returncode != 0:
+        sys.exit("parquet_read.mjs --sql failed:\n" + out.stderr.decode(errors="replace")[-3000:])
+    res = json.loads(out.stdout)["results"]
+    seen = set()
+    for b, r in zip(blocks, res):
+        title = b.splitlines()[0].lstrip("- ").strip()
+        seen.add(title)
+        if "error" in r:
+            err("docs/fleet.md query %r: %s" % (title, r["error"]))
+            continue
+        rows = r["rows"]
+        if title == "heaviest rank":
+            top = max(devs.items(), key=lambda kv: kv[1]["peak_allocated_bytes"])
+            got = (rows[0]["rank"], rows[0]["device"], int(rows[0]["peak_allocated_bytes"]))
+            if got != (top[0][0], top[0][1], top[1]["peak_allocated_bytes"]):
+                err("fleet: heaviest rank %s, report %s" % (got, top[0]))
+        elif title == "OOM rank":
+            want = sorted((k[0], k[1], dv["ooms"]) for k, dv in devs.items() if dv["ooms"])
+            got = sorted((x["rank"], x["device"], int(x["ooms"])) for x in rows)
+            if got != want or not got:
+                err("fleet: OOM ranks %s, report %s" % (got, want))
+        elif title == "leaks per rank":
+            want = {}
+            for k, dv in devs.items():
+                want[k[0]] = want.get(k[0], 0) + dv["live_at_end_bytes"]
+            got = {x["rank"]: int(x["live_at_end"]) for x in rows}
+            if got != want:
+                err("fleet: live at end per rank %s, report %s" % (got, want))
+        elif title == "peak over time":
+            got = {}
+            for x in rows:
+                k = (x["rank"], x["device"])
+                got[k] = max(got.get(k, 0), int(x["peak_bytes"]))
+            want = {k: dv["peak_allocated_bytes"] for k, dv in devs.items()
+                    if dv["peak_allocated_bytes"]}
+            if got != want:
+                err("fleet: peak over time's maxima %s, report %s" % (got, want))
+        elif not rows:
+            err("docs/fleet.md query %r: no row" % title)
+    for t in ("heaviest rank", "OOM rank", "range grew", "leaks per rank", "peak over time"):
+        if t not in seen:
+            err("docs/fleet.md has no query %r" % t)
+    print("ok: docs/fleet.md: %d DuckDB queries run on %d inputs, answers as the report's" %
+          (len(blocks), len(inputs)))
 
 
 # ---- hostile ----

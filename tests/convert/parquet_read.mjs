@@ -9,6 +9,10 @@
 //                      "row_groups": N, "hyparquet_stats": {column: {"min", "max", "null_count"}}},
 //    ...}, "errors": [...]}
 //
+//   node parquet_read.mjs NODEDEPS --sql DIR QUERY...
+//   {"results": [{"rows": [...]} or {"error": "..."}]}: each query run by DuckDB, its paths
+//   'job/...' read as 'DIR/...' (the queries of docs/fleet.md)
+//
 //   node parquet_read.mjs NODEDEPS --hive DIR TABLE
 //   {"rows": [...]}: DuckDB's read_parquet('DIR/*/TABLE.parquet', hive_partitioning = true)
 //
@@ -50,6 +54,20 @@ async function rowsOf(sql) {
     cols.forEach((c, i) => { o[c] = canon(row[i]) })
     return o
   })
+}
+
+if (args[0] === '--sql') { // --sql DIR SQL...: each query with 'job' standing for DIR
+  const [, dir, ...queries] = args
+  const results = []
+  for (const q of queries) {
+    try {
+      results.push({ rows: await rowsOf(q.replaceAll("'job/", sqlString(dir + '/').slice(0, -1))) })
+    } catch (e) {
+      results.push({ error: e.message })
+    }
+  }
+  process.stdout.write(JSON.stringify({ results }))
+  process.exit(0)
 }
 
 if (args[0] === '--hive') {
