@@ -148,7 +148,7 @@ struct gmp_output_ctx {
 };
 
 /* ---- the rank of an input: the one place that decides it ----
- * The rank the trace's header records (the agent reads RANK, SLURM_PROCID, OMPI_COMM_WORLD_RANK or
+ * The rank the trace's header records (the agent reads RANK, OMPI_COMM_WORLD_RANK, SLURM_PROCID or
  * PMI_RANK when the recording starts), else the input's position among the inputs (snapshots and
  * nsys exports record none). */
 static int64_t trace_rank(const gmp_output_trace *t, int *from_trace)
