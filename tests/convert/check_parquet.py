@@ -20,8 +20,9 @@ tests/convert/parquet_read.mjs.
         stack; dictionary pages and statistics present; two ranks read as one table by DuckDB with
         hive_partitioning.
 
-    check_parquet.py hostile GPUMEMPROF CONVERT_DATA NODEDEPS WORK
-        Hostile and damaged inputs never crash the export (exit 0 or 1; after 1 nothing is left);
+    check_parquet.py hostile GPUMEMPROF GEN_TRACES CONVERT_DATA NODEDEPS WORK
+        Hostile and damaged inputs (the convert and report tests' odd traces, 40 randomly damaged
+        copies of a trace) never crash the export (exit 0 or 1; after 1 nothing is left behind);
         what is written is read by both readers; a directory that is not empty is refused and
         left as it was; --parquet - is refused.
 
@@ -408,7 +409,7 @@ def fleet_queries(gmp, nodedeps, inputs, work, docs):
 
 # ---- hostile ----
 
-def main_hostile(gmp, data, nodedeps, work):
+def main_hostile(gmp, gen_traces, data, nodedeps, work):
     base = open(os.path.join(data, "basic.trace"), "rb").read()
     rng = random.Random(34)
     written, failed = [], 0
@@ -434,13 +435,29 @@ def main_hostile(gmp, data, nodedeps, work):
     got = read(nodedeps, written) if written else {}
     print("ok: 40 damaged traces: %d exported (%d files read alike by both readers), %d refused "
           "with nothing left behind" % (40 - failed, len(got), failed))
-    # hostile strings: both readers (DuckDB checks UTF-8) read what the export wrote
-    d = os.path.join(work, "hostile")
-    gmp_testlib.run([gmp, "convert", os.path.join(data, "hostile.trace"), "--parquet", d,
-                     "--no-progress"])
-    got = read(nodedeps, [os.path.join(d, t + ".parquet") for t in TABLES])
-    n = sum(len(r.get("rows", [])) for r in got.values())
-    print("ok: hostile.trace: %d rows in 6 tables read alike" % n)
+    # hostile strings: both readers (DuckDB checks UTF-8) read what the export wrote; and the
+    # report tests' odd traces (hostile strings and ids, a killed process, no allocation, ranges)
+    srcs = [("hostile", os.path.join(data, "hostile.trace"))]
+    for kind in ("hostile", "killed", "noalloc", "ranges"):
+        src = os.path.join(work, "report-%s.trace" % kind)
+        gmp_testlib.run([gen_traces, "report", kind, src])
+        srcs.append(("report-" + kind, src))
+    for name, src in srcs:
+        d = os.path.join(work, name)
+        p = subprocess.run([gmp, "convert", src, "--parquet", d, "--no-progress"],
+                           capture_output=True, timeout=120)
+        if p.returncode not in (0, 1):
+            err("%s: exit %d: %s" % (name, p.returncode, p.stderr.decode(errors="replace")))
+            continue
+        if p.returncode == 1:
+            if os.path.exists(d):
+                err("%s: failed, and left %s behind" % (name, d))
+            print("ok: %s: refused (%s), nothing left behind" %
+                  (name, p.stderr.decode(errors="replace").strip()[-120:]))
+            continue
+        got = read(nodedeps, [os.path.join(d, t + ".parquet") for t in TABLES])
+        n = sum(len(r.get("rows", [])) for r in got.values())
+        print("ok: %s: %d rows in 6 tables read alike" % (name, n))
     # a directory that is not empty is refused and left as it was
     d = os.path.join(work, "notempty")
     os.makedirs(d)
@@ -492,7 +509,7 @@ def main():
     elif mode == "convert":
         main_convert(gmp_testlib.gpumemprof(args[0]), args[1], args[2], args[3], nodedeps, work)
     elif mode == "hostile":
-        main_hostile(gmp_testlib.gpumemprof(args[0]), args[1], nodedeps, work)
+        main_hostile(gmp_testlib.gpumemprof(args[0]), args[1], args[2], nodedeps, work)
     else:
         sys.exit("unknown mode %s" % mode)
     if ERRORS:
