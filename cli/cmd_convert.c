@@ -30,22 +30,27 @@ static const struct conv_output {
     const char *option;
     const char *help;
     const gmp_output *fmt;
+    void (*remove_dir)(const char *path); /* the output writes a directory: how to remove it */
 } outputs[] = {
     {"speedscope", "speedscope JSON: flame graphs of memory by range and stack, ranges per thread",
-     &gmp_out_speedscope},
+     &gmp_out_speedscope, NULL},
     {"chrome",
      "Chrome trace JSON (Perfetto, chrome://tracing): counters (a long run's merged into 2048 "
      "time buckets keeping their extremes), ranges, allocations",
-     &gmp_out_chrome},
+     &gmp_out_chrome, NULL},
     {"pytorch-snapshot", "PyTorch memory snapshot pickle (pytorch.org/memory_viz)",
-     &gmp_out_pytorch},
+     &gmp_out_pytorch, NULL},
     {"report", "report: text, Markdown or HTML by the extension (.txt, .md, .html)",
-     &gmp_out_report},
-    {"json", "report as JSON (schema gpumemprof-report/3)", &gmp_out_report_json},
+     &gmp_out_report, NULL},
+    {"json", "report as JSON (schema gpumemprof-report/3)", &gmp_out_report_json, NULL},
     {"pprof", "pprof profile.proto, gzip: inuse_space/objects at the peak, alloc_* over the run",
-     &gmp_out_pprof},
+     &gmp_out_pprof, NULL},
     {"html-view", "one offline HTML page: memory timeline (hover, zoom), breakdown at the peak",
-     &gmp_out_htmlview},
+     &gmp_out_htmlview, NULL},
+    {"parquet",
+     "Parquet tables in DIR (new or empty): allocations, stacks, frames, ranges, samples, "
+     "summary; several inputs: DIR/rank=R/ (DuckDB, Spark, Dask; docs/fleet.md)",
+     &gmp_out_parquet, gmp_out_parquet_remove},
 };
 #define NOUTPUTS (sizeof outputs / sizeof outputs[0])
 
@@ -67,6 +72,7 @@ static void print_help(const gmp_cli_cmd_info *cmd, const gmp_cli_opt *opts)
     printf("\nExamples:\n"
            "  gpumemprof convert trace.zst --speedscope mem.speedscope.json\n"
            "  gpumemprof convert rank*.zst --chrome mem.chrome.json --chrome-torch-compat\n"
+           "  gpumemprof convert rank*.zst --parquet mem.parquet/\n"
            "\nOpen speedscope files at https://www.speedscope.app or with the speedscope npm\n"
            "package; Chrome traces in https://ui.perfetto.dev or chrome://tracing.\n"
            "\nExit status: 0 when every output was written (also for a cut trace: a warning says\n"
@@ -86,8 +92,9 @@ static int same_file(const char *a, const char *b)
 typedef struct out_file {
     const struct conv_output *def;
     const char *path;
-    FILE *f;
+    FILE *f; /* NULL for an output that writes a directory */
     gmp_output_ctx *ctx;
+    int started; /* a directory output's start succeeded (it has created the directory) */
 } out_file;
 
 static void abandon(out_file *of, size_t n)
@@ -96,6 +103,9 @@ static void abandon(out_file *of, size_t n)
         if (of[i].ctx)
             of[i].def->fmt->discard(of[i].ctx);
         of[i].ctx = NULL;
+        if (of[i].def->remove_dir && of[i].started)
+            of[i].def->remove_dir(of[i].path);
+        of[i].started = 0;
         if (of[i].f && of[i].f != stdout) {
             fclose(of[i].f);
             unlink(of[i].path);
@@ -126,6 +136,8 @@ static int open_outputs(void *ctx, gmp_cli_trace *tr, size_t ntr)
         out_file *o = &C->of[C->nof++];
         o->def = &outputs[i];
         o->path = C->paths[i];
+        if (outputs[i].remove_dir)
+            continue; /* its start creates the directory */
         o->f = strcmp(C->paths[i], "-") == 0 ? stdout : fopen(C->paths[i], "w");
         if (!o->f) {
             fprintf(stderr, "gpumemprof %s: --%s %s: %s\n", C->cmd->name, outputs[i].option,
@@ -153,6 +165,14 @@ static int open_outputs(void *ctx, gmp_cli_trace *tr, size_t ntr)
     for (size_t i = 0; i < C->nof; i++) {
         out_file *o = &C->of[i];
         gmp_err e = o->def->fmt->start(&o->ctx, o->f, o->path, &C->oo);
+        o->started = e == GMP_OK;
+        if (e == GMP_ERR_EXISTS && o->def->remove_dir) {
+            fprintf(stderr,
+                    "gpumemprof %s: --%s %s: exists and is not an empty directory (the tables "
+                    "of two exports are never mixed)\n",
+                    C->cmd->name, o->def->option, o->path);
+            return 1;
+        }
         if (e == GMP_OK && o->def->fmt == &gmp_out_report && !C->static_html)
             e = gmp_out_report_set_view(o->ctx, &gmp_out_htmlview_fragment, &C->oo);
         if (e != GMP_OK) {
@@ -197,7 +217,7 @@ static int finish(void *ctx, int status)
         memset(&res, 0, sizeof res);
         gmp_err e = o->def->fmt->finish(o->ctx, &res);
         o->ctx = NULL;
-        int ce = o->f == stdout ? fflush(stdout) : fclose(o->f);
+        int ce = !o->f ? 0 : o->f == stdout ? fflush(stdout) : fclose(o->f);
         o->f = NULL;
         if (e == GMP_OK && ce != 0)
             e = GMP_ERR_IO;
@@ -209,10 +229,14 @@ static int finish(void *ctx, int status)
             fprintf(stderr, "gpumemprof %s: note: %s: %s\n", C->cmd->name, o->path, res.note);
         }
     }
-    if (status) /* no output is left behind when one failed */
-        for (size_t i = 0; i < C->nof; i++)
-            if (strcmp(C->of[i].path, "-") != 0)
+    if (status) { /* no output is left behind when one failed */
+        for (size_t i = 0; i < C->nof; i++) {
+            if (C->of[i].def->remove_dir)
+                C->of[i].def->remove_dir(C->of[i].path);
+            else if (strcmp(C->of[i].path, "-") != 0)
                 unlink(C->of[i].path);
+        }
+    }
     return status;
 }
 
@@ -285,8 +309,13 @@ int gmp_cmd_convert(const gmp_cli_cmd_info *cmd, int argc, char **argv)
     opts[no++] = (gmp_cli_opt){
         "no-progress", 0, GMP_CLI_FLAG, &no_progress, NULL, "no progress bar on a terminal", 0};
     opts[no] = (gmp_cli_opt){NULL, 0, GMP_CLI_FLAG, NULL, NULL, NULL, 0};
-    for (size_t i = 0; i < NOUTPUTS; i++)
+    for (size_t i = 0; i < NOUTPUTS; i++) {
         opts[i].help = "write this output to FILE (see above; - is stdout)";
+        if (outputs[i].remove_dir) {
+            opts[i].metavar = "DIR";
+            opts[i].help = "write these tables into DIR (see above)";
+        }
+    }
 
     int npos = 0;
     int rc = outputs_once(cmd, argc, argv);
@@ -303,6 +332,9 @@ int gmp_cmd_convert(const gmp_cli_cmd_info *cmd, int argc, char **argv)
         if (!*paths[i])
             return gmp_cli_usage_error(cmd, "--%s: empty file name", outputs[i].option);
         nout++;
+        if (outputs[i].remove_dir && strcmp(paths[i], "-") == 0)
+            return gmp_cli_usage_error(cmd, "--%s writes a directory, not stdout",
+                                       outputs[i].option);
         nstdout += strcmp(paths[i], "-") == 0;
         for (size_t j = 0; j < i; j++)
             if (paths[j] && strcmp(paths[j], "-") != 0 && same_file(paths[i], paths[j]))
@@ -313,7 +345,7 @@ int gmp_cmd_convert(const gmp_cli_cmd_info *cmd, int argc, char **argv)
         return gmp_cli_usage_error(cmd,
                                    "no output asked for (--speedscope, --chrome, "
                                    "--pytorch-snapshot, --report, --json, --pprof or --html-view "
-                                   "FILE)");
+                                   "FILE, --parquet DIR)");
     if (nstdout > 1)
         return gmp_cli_usage_error(cmd, "only one output can go to stdout (-)");
 

@@ -35,8 +35,8 @@ static const command commands[] = {
      gmp_cmd_whatif},
     {{"convert",
       "FILE... [--speedscope|--chrome|--pytorch-snapshot|--report|--json|--pprof|"
-      "--html-view FILE]... [OPTIONS]",
-      "write recordings as speedscope, Chrome/Perfetto, pprof, an HTML view and more"},
+      "--html-view FILE]... [--parquet DIR] [OPTIONS]",
+      "write recordings as speedscope, Chrome/Perfetto, pprof, an HTML view, Parquet and more"},
      gmp_cmd_convert},
     {{"dump", "FILE [--json] [--raw]", "print every record of a trace, one per line"},
      gmp_cmd_dump},

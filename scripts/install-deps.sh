@@ -63,19 +63,23 @@ if ((browser)); then
     (cd "$memviz" && npm ci --no-audit --no-fund --loglevel=error)
   fi
   # Outside checkers of convert's outputs, pinned the same way: pprof-format (decodes --pprof
-  # files) and playwright-core (drives Debian's chromium for --html-view; downloads no browser).
+  # files), playwright-core (drives Debian's chromium for --html-view; downloads no browser),
+  # and two Parquet readers for --parquet: DuckDB (@duckdb/node-api, with its prebuilt
+  # @duckdb/node-bindings-linux-x64) and hyparquet (pure JavaScript, hyparquet-compressors for
+  # zstd).
   nodedeps="$(dirname "$0")/../tests/convert/nodedeps"
   ok=1
-  for m in pprof-format playwright-core; do
-    want=$(sed -n 's/.*"'$m'": *"\([0-9.]*\)".*/\1/p' "$nodedeps/package.json" | head -n1)
-    have=$(sed -n 's/^ *"version": *"\([0-9.]*\)".*/\1/p' \
+  for m in pprof-format playwright-core @duckdb/node-api hyparquet hyparquet-compressors; do
+    want=$(sed -n 's|.*"'$m'": *"\([0-9A-Za-z.-]*\)".*|\1|p' "$nodedeps/package.json" | head -n1)
+    have=$(sed -n 's/^ *"version": *"\([0-9A-Za-z.-]*\)".*/\1/p' \
       "$nodedeps/node_modules/$m/package.json" 2>/dev/null | head -n1 || true)
     [[ -n "$want" && "$have" == "$want" ]] || ok=0
   done
   if ((ok)); then
-    echo "install-deps: pprof-format and playwright-core present"
+    echo "install-deps: pprof-format, playwright-core, @duckdb/node-api and hyparquet present"
   else
-    echo "install-deps: npm ci (pprof-format, playwright-core) in tests/convert/nodedeps"
+    echo "install-deps: npm ci (pprof-format, playwright-core, @duckdb/node-api, hyparquet) in" \
+      "tests/convert/nodedeps"
     (cd "$nodedeps" && npm ci --no-audit --no-fund --loglevel=error)
   fi
 fi

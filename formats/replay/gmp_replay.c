@@ -636,8 +636,8 @@ static gmp_err on_alloc(gmp_replay *rp, const gmp_rec *rec)
     dev_int *d = dev_get(rp, m->device);
     if (!d)
         return nomem(rp);
-    gmp_replay_mem ev = {rec, GMP_REPLAY_OK, NULL, 0, &d->pub, 0};
-    gmp_replay_alloc a;
+    gmp_replay_mem ev = {rec, GMP_REPLAY_OK, NULL, 0, &d->pub, 0, NULL};
+    gmp_replay_alloc a, dropped;
     if (m->flags & GMP_MEMF_FAILED) {
         d->pub.failed_allocs++;
         rp->sum.failed_allocs++;
@@ -668,6 +668,8 @@ static gmp_err on_alloc(gmp_replay *rp, const gmp_rec *rec)
         }
         rp->sum.replaced_allocs++;
         ev.status = GMP_REPLAY_REPLACED;
+        fill_alloc(rp, sp, old, &dropped); /* before its entry is reused */
+        ev.replaced = &dropped;
         live_remove(rp, sp, old, rec->time_ns, 0);
         e = gmp_livetab_put(&rp->live[sp], key, &fresh); /* fresh now */
         if (!e)
@@ -743,7 +745,7 @@ static gmp_err on_free(gmp_replay *rp, const gmp_rec *rec)
 {
     const gmp_rec_mem *m = &rec->u.mem;
     rp->sum.free_records++;
-    gmp_replay_mem ev = {rec, GMP_REPLAY_OK, NULL, 0, NULL, 0};
+    gmp_replay_mem ev = {rec, GMP_REPLAY_OK, NULL, 0, NULL, 0, NULL};
     gmp_replay_alloc a;
     unsigned kind = kind_slot(m->kind);
     int sp = space_of(kind);

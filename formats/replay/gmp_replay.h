@@ -106,12 +106,14 @@ typedef enum gmp_replay_status {
 typedef struct gmp_replay_mem {
     const gmp_rec *rec; /* the record as read */
     gmp_replay_status status;
-    const gmp_replay_alloc *alloc; /* ALLOC: the new allocation; FREE: the one freed (with its
-                                      allocation time, size and site); NULL when none */
-    size_t nalloc;                 /* FREE of VMM mappings: one unmap may cover several; else 1
-                                      (0 when alloc is NULL) */
-    const gmp_replay_device *dev;  /* the device's state after the event; NULL when none */
-    int counted;                   /* the event changed dev->allocated */
+    const gmp_replay_alloc *alloc;    /* ALLOC: the new allocation; FREE: the one freed (with its
+                                         allocation time, size and site); NULL when none */
+    size_t nalloc;                    /* FREE of VMM mappings: one unmap may cover several; else 1
+                                         (0 when alloc is NULL) */
+    const gmp_replay_device *dev;     /* the device's state after the event; NULL when none */
+    int counted;                      /* the event changed dev->allocated */
+    const gmp_replay_alloc *replaced; /* ALLOC with GMP_REPLAY_REPLACED: the allocation dropped
+                                         (its free was lost), as it was; else NULL */
 } gmp_replay_mem;
 
 /* A range event of one thread. */
