@@ -192,6 +192,7 @@ typedef struct gmp_report_trace {
     uint32_t producer, hostname, cmdline; /* cmdline: arguments separated by NUL bytes */
     uint32_t pid, ppid;
     int64_t rank;
+    int64_t local_rank, world_size; /* -1 and 0 when unknown (the trace header's) */
     uint64_t start_wall_ns, start_trace_ns;
     uint64_t t0_ns; /* base of relative times */
     gmp_replay_summary sum;
