@@ -1713,6 +1713,8 @@ void gmp_report_doc_free(gmp_report_doc *doc)
     for (size_t i = 0; i < doc->ntraces; i++)
         trace_free(doc->traces[i]);
     free(doc->traces);
+    if (doc->ranks_oom_free)
+        doc->ranks_oom_free(doc->ranks_oom);
     free(doc);
 }
 

@@ -261,6 +261,8 @@ typedef struct gmp_report_doc {
     gmp_report_trace **traces;
     gmp_report_opts opts;
     char title[256];
+    struct gmp_ranks_oom *ranks_oom; /* an OOM across ranks (gmp_report_ranks_oom.h); NULL none */
+    void (*ranks_oom_free)(struct gmp_ranks_oom *); /* set with it: frees it */
 } gmp_report_doc;
 
 gmp_err gmp_report_doc_new(gmp_report_doc **out, const gmp_report_opts *opts);

@@ -22,6 +22,7 @@
 
 #include "gmp_report_build_analysis.h"
 #include "gmp_report_findings.h"
+#include "gmp_report_ranks_oom.h"
 #include "gmp_report_values.h"
 
 #define SCHEMA "gpumemprof-report/3"
@@ -1380,6 +1381,7 @@ gmp_doc *gmp_report_build(const gmp_report_doc *doc, const gmp_report_view *v)
     if (doc->ntraces > 1) {
         gmp_report_build_findings(d, root, doc, SIZE_MAX, v);
         summary(d, doc, v);
+        gmp_report_ranks_oom_build(d, root, doc);
     }
     for (size_t i = 0; i < doc->ntraces; i++) {
         bld b = {d, doc->traces[i], v, {0}};
