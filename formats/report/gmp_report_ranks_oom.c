@@ -474,7 +474,10 @@ gmp_err gmp_report_ranks_oom_compute(gmp_report_doc *doc)
     R->reread_failed = !R->fail.s.has;
     R->iteration = R->fail.s.has ? P.oom_k : 0;
     uint64_t oom_ns = R->oom.time_ns;
-    uint64_t span = R->iteration && oom_ns > P.oom_iter_start ? oom_ns - P.oom_iter_start : 0;
+    /* the wall window: as long before the OOM as the failing iteration had run; 1 s without one */
+    uint64_t span = !R->iteration               ? 1000000000ull
+                    : oom_ns > P.oom_iter_start ? oom_ns - P.oom_iter_start
+                                                : 0;
     /* the healthy ranks: every one up to GMP_RANKS_OOM_MAX_COMPARED, else as many evenly spaced */
     size_t want =
         R->healthy < GMP_RANKS_OOM_MAX_COMPARED ? (size_t)R->healthy : GMP_RANKS_OOM_MAX_COMPARED;
@@ -662,7 +665,7 @@ void gmp_report_ranks_oom_build(gmp_doc *d, gmp_doc_block *parent, const gmp_rep
                         K(gmp_dv_bytes(frag), "cached_more_bytes"), gmp_dv_bytes(R->oom.requested));
         gmp_doc_item_add(d, kv, "cause", GMP_DOC_DATA, "%v",
                          K(gmp_dv_lit("fragmentation"), "differs_by"));
-    } else if (shown) {
+    } else if (shown && own && R->paths[R->diffs[0].path][0]) {
         const range_diff *x = &R->diffs[0];
         const char *p = R->paths[x->path];
         gmp_doc_verdict(d, s, "differs", GMP_DOC_PROBLEM,
@@ -675,6 +678,15 @@ void gmp_report_ranks_oom_build(gmp_doc *d, gmp_doc_block *parent, const gmp_rep
                         K(gmp_dv_bytes(x->median), "range_median_bytes"));
         gmp_doc_item_add(d, kv, "cause", GMP_DOC_DATA, "%v",
                          K(gmp_dv_lit("range_grew"), "differs_by"));
+    } else if (own) {
+        /* what grew was allocated outside every range: no range to name */
+        gmp_doc_verdict(d, s, "differs", GMP_DOC_PROBLEM,
+                        "what differs on %v: its own allocations, %v above the median of the "
+                        "others, made outside any NVTX range",
+                        gmp_report_dv_str(ft, ft->label, "?"),
+                        K(gmp_dv_bytes(own), "allocated_more_bytes"));
+        gmp_doc_item_add(d, kv, "cause", GMP_DOC_DATA, "%v",
+                         K(gmp_dv_lit("allocations"), "differs_by"));
     } else {
         gmp_doc_verdict(d, s, "differs", GMP_DOC_WARNING,
                         "%v held no more than the other ranks: the job as a whole needs more "

@@ -13,7 +13,10 @@ its 5th step. Checked:
   the 5th "step", compared with the 63 others at their own 5th step, with
   step/forward/kv_cache as the range that differs (800 MiB against a median of 0) and
   "range_grew" as the cause;
-- the text report says the same in words ("ran out of memory first", "heavy: rank 5, ").
+- the text report says the same in words ("ran out of memory first", "heavy: rank 5, ");
+- the same job of 8 ranks without NVTX ranges (GMP_TEST_NO_NVTX=1): no iteration, so the others
+  are put beside rank 6 (the failing one there) by the wall clock: iteration 0, every compared
+  rank aligned by the wall clock, rank 6 named.
 The expected figures come from rank_job's own arithmetic, not from a gpumemprof output.
 
 check_ranks_oom.py --gpumemprof BIN --agent LIB --simcuda DIR --progs DIR --tmp DIR (agentlib's
@@ -115,6 +118,28 @@ def main():
     L.check(any("what differs on rank %d, " % OOM in l and "step/forward/kv_cache" in l
                 for l in lines), "the text names the range that grew")
     print("64 ranks: run %.1f s, report json %.1f s, report text %.1f s" % (t_run, t_json, t_text))
+
+    # no NVTX: aligned by the wall clock
+    d2 = os.path.join(c.tmp, "job-wall")
+    os.makedirs(d2, exist_ok=True)
+    env.update(GMP_TEST_NO_NVTX="1", GMP_TEST_OOM_RANK="6")
+    script = " ".join("RANK=%d WORLD_SIZE=8 %s > r%d.out 2>&1 &" % (r, prog, r)
+                      for r in range(8)) + " wait"
+    rc, out, err = L.gmp_run(c, ["-q", "--stacks", "none"], ["sh", "-c", script], env=env, cwd=d2)
+    L.eq(rc, 0, "the wall-clock job's status (%s)" % err.strip())
+    traces = [os.path.join(d2, "gpumemprof.%s.rank%d.zst" % (host, r)) for r in range(8)]
+    rc, out, err = L.run([c.gmp, "report", "--format", "json"] + traces, c.env)
+    L.eq(rc, 0, "wall-clock job: report json (%s)" % err.strip())
+    ro = json.loads(out).get("ranks_oom") if rc == 0 else None
+    if L.check(ro is not None, "wall-clock job: an OOM section"):
+        L.check(ro["failing"]["label"].startswith("rank 6, "), "wall-clock job: the failing rank")
+        L.eq((ro["iteration"], ro["iteration_name"]), (0, None), "wall-clock job: no iteration")
+        L.check(ro["compared_ranks"] >= 1 and ro["aligned_by_wall_clock"] == ro["compared_ranks"]
+                and ro["aligned_by_iteration"] == 0,
+                "wall-clock job: compared by the wall clock: %s" % ro)
+        L.eq(ro["ranks"][0]["allocated_bytes"], 16 * MiB + 800 * MiB + (4 + 6 % 8) * MiB,
+             "wall-clock job: the failing rank at its OOM")
+        L.eq(ro["differs_by"], "allocations", "wall-clock job: no range to name")
     L.cleanup(c)
     L.finish("ranks_oom")
 
