@@ -593,7 +593,9 @@ void gmp_report_ranks_oom_build(gmp_doc *d, gmp_doc_block *parent, const gmp_rep
     };
     gmp_doc_block *tb = gmp_doc_table(d, s, "ranks", cols, sizeof cols / sizeof cols[0]);
     const snap *fs = &R->fail.s;
-    uint64_t f_out = R->oom.has_outside ? R->oom.outside : fs->outside;
+    /* outside the allocator: from the driver's samples on every rank alike; the OOM's own
+     * reading only when the failing rank has no sample */
+    uint64_t f_out = fs->has_outside ? fs->outside : R->oom.outside;
     int f_has_out = R->oom.has_outside || fs->has_outside;
     gmp_doc_val *r = gmp_doc_row(d, tb);
     r[0] = gmp_report_dv_str(ft, ft->label, "?");
