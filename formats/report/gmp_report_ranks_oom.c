@@ -472,6 +472,10 @@ gmp_err gmp_report_ranks_oom_compute(gmp_report_doc *doc)
     }
     R->fail.trace = fail;
     R->reread_failed = !R->fail.s.has;
+    if (e == GMP_OK && R->reread_failed) { /* not a trace file (a snapshot): nothing to compare */
+        gmp_report_ranks_oom_free(R);
+        return GMP_OK;
+    }
     R->iteration = R->fail.s.has ? P.oom_k : 0;
     uint64_t oom_ns = R->oom.time_ns;
     /* the wall window: as long before the OOM as the failing iteration had run; 1 s without one */
