@@ -634,18 +634,23 @@ void gmp_report_ranks_oom_build(gmp_doc *d, gmp_doc_block *parent, const gmp_rep
         {"median of the others", "median_bytes", GMP_DOC_BYTES, 0},
         {"more", "more_bytes", GMP_DOC_BYTES, 0},
     };
-    gmp_doc_block *rt = gmp_doc_table(d, s, "ranges", rcols, sizeof rcols / sizeof rcols[0]);
     size_t shown = R->ndiffs < GMP_RANKS_OOM_MAX_RANGES ? R->ndiffs : GMP_RANKS_OOM_MAX_RANGES;
-    for (size_t i = 0; i < shown; i++) {
-        const range_diff *x = &R->diffs[i];
-        const char *p = R->paths[x->path];
-        r = gmp_doc_row(d, rt);
-        r[0] = gmp_dv_str(gmp_doc_strdup(d, p, strlen(p)), "(no range)");
-        r[1] = gmp_dv_bytes(x->failing);
-        r[2] = gmp_dv_bytes(x->median);
-        r[3] = gmp_dv_bytes(x->failing - x->median);
+    if (shown) {
+        gmp_doc_block *rt = gmp_doc_table(d, s, "ranges", rcols, sizeof rcols / sizeof rcols[0]);
+        for (size_t i = 0; i < shown; i++) {
+            const range_diff *x = &R->diffs[i];
+            const char *p = R->paths[x->path];
+            r = gmp_doc_row(d, rt);
+            r[0] = gmp_dv_str(gmp_doc_strdup(d, p, strlen(p)), "(no range)");
+            r[1] = gmp_dv_bytes(x->failing);
+            r[2] = gmp_dv_bytes(x->median);
+            r[3] = gmp_dv_bytes(x->failing - x->median);
+        }
+        rt->total = R->ndiffs;
+    } else {
+        gmp_doc_block *e = gmp_doc_table(d, s, "ranges", NULL, 0);
+        e->flags |= GMP_DOC_DATA; /* `ranges: []` */
     }
-    rt->total = R->ndiffs;
 
     /* what differs: the largest of the three excesses over the median */
     uint64_t own = fs->allocated > m->allocated ? fs->allocated - m->allocated : 0;
