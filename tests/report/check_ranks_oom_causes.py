@@ -3,7 +3,8 @@
 four-rank traces of gen_ranks_oom.c (rank 2 runs out of memory in its 3rd "step"; the others run
 six): with a pool grown to 900 MiB around 300 MiB of blocks the cause is fragmentation (600 MiB
 free in its pool against the others' 20 MiB); with 600 MiB more driver-counted use than its pool
-the cause is memory outside the allocator. Both: the iteration is the healthy ranks' "step"
+the cause is memory outside the allocator; when it holds what the others hold and asks for 2 GiB,
+the cause is capacity (nothing differs). All: the iteration is the healthy ranks' "step"
 (rank 2 repeats it too few times for an iteration of its own), the failing rank is compared at its
 3rd step with the three others, by the iteration. Expected numbers are the generator's.
 
@@ -27,7 +28,8 @@ def eq(got, want, what):
 def main():
     gmp, gen, tmp = sys.argv[1:4]
     os.makedirs(tmp, exist_ok=True)
-    for kind, cause in (("frag", "fragmentation"), ("outside", "outside_allocator")):
+    for kind, cause in (("frag", "fragmentation"), ("outside", "outside_allocator"),
+                        ("capacity", "capacity")):
         traces = []
         for r in range(4):
             path = os.path.join(tmp, "%s.rank%d.zst" % (kind, r))
@@ -45,7 +47,11 @@ def main():
         eq((ro["compared_ranks"], ro["aligned_by_iteration"]), (3, 3), "%s: compared" % kind)
         eq(ro["differs_by"], cause, "%s: the cause" % kind)
         fail, med = ro["ranks"][0], ro["ranks"][1]
-        if kind == "frag":
+        if kind == "capacity":
+            eq((fail["allocated_bytes"], ro["ranges"]), (80 * MiB, []),
+               "capacity: the failing rank holds what the others hold")
+            eq(ro["failing"]["requested_bytes"], 2048 * MiB, "capacity: the request")
+        elif kind == "frag":
             eq((fail["allocated_bytes"], fail["reserved_bytes"], fail["cached_bytes"]),
                (300 * MiB, 900 * MiB, 600 * MiB), "frag: the failing rank at its OOM")
             eq(ro["differs"]["cached_more_bytes"], 580 * MiB, "frag: free in the pool, more")
@@ -58,8 +64,9 @@ def main():
            "%s: the median of the others at their 3rd step" % kind)
         t = subprocess.run([gmp, "report"] + traces, capture_output=True, text=True).stdout
         words = {"frag": "fragmentation: its pool held 600.00 MiB free",
-                 "outside": "600.00 MiB more memory outside the allocator"}[kind]
-        eq(any(l.strip().startswith("what differs on rank 2, ") and words in l
+                 "outside": "600.00 MiB more memory outside the allocator",
+                 "capacity": "held no more than the other ranks"}[kind]
+        eq(any(l.strip().startswith(("what differs on rank 2, ", "rank 2, ")) and words in l
                for l in t.splitlines()), True, "%s: the text says it" % kind)
     print("ranks_oom_causes: %s" % ("ok" if not failures else "%d failures" % failures))
     sys.exit(1 if failures else 0)

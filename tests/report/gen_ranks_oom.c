@@ -3,7 +3,7 @@
  * (tests/report/check_ranks_oom_causes.py; docs/report.md). Written with the project's writer and
  * tests/replay/replay_tb.h, every time fixed.
  *
- *   gen_ranks_oom frag|outside RANK OUT
+ *   gen_ranks_oom frag|outside|capacity RANK OUT
  *
  * Every rank (pid 5000 + RANK, its header's rank, local rank and world size 4; started RANK ms
  * after rank 0 on the wall clock) runs six iterations of the push/pop range "step", 1 ms apart,
@@ -15,7 +15,9 @@
  *            no block large enough): fragmentation;
  *   outside  its allocations are the others' plus 10 MiB, but the driver counts 600 MiB more in
  *            use than its pool reserved (a library's own cudaMalloc outside the trace's view):
- *            memory outside the allocator. */
+ *            memory outside the allocator;
+ *   capacity its 3rd step is every other rank's, and it asks for 2 GiB more: no rank holds more
+ *            than the others, the device is too small for what the job asks. */
 #include "replay_tb.h"
 
 #define T0 1000000000ull
@@ -45,15 +47,15 @@ static void event_rank(const char *kind, int rank, const char *out)
     tb_device(&b, 0, "Test GPU", GIB);
     uint32_t m = tb_str(&b, "cudaMallocAsync"), f = tb_str(&b, "cudaFreeAsync");
     uint32_t step = tb_range(&b, "step"), fwd = tb_range(&b, "step/forward");
-    int frag = !strcmp(kind, "frag"), failing = rank == 2;
+    int frag = !strcmp(kind, "frag"), cap = !strcmp(kind, "capacity"), failing = rank == 2;
     tb_pool(&b, 0, US(1), 0, GMP_POOL_CREATE, POOL, 0);
     tb_pool(&b, 0, US(2), 0, GMP_POOL_RESERVED, POOL, 100 * TB_MiB);
     for (int s = 1; s <= 6; s++) {
         double t = 1000.0 * s;
-        int bad = failing && s == 3;
-        uint64_t reserved = bad && frag ? 900 * TB_MiB : 100 * TB_MiB;
-        uint64_t outside = 100 * TB_MiB + (bad && !frag ? 600 * TB_MiB : 0);
-        uint64_t held = bad && frag ? 300 * TB_MiB : bad ? 90 * TB_MiB : 80 * TB_MiB;
+        int bad = failing && s == 3, odd = bad && !cap; /* the failing step differs */
+        uint64_t reserved = odd && frag ? 900 * TB_MiB : 100 * TB_MiB;
+        uint64_t outside = 100 * TB_MiB + (odd && !frag ? 600 * TB_MiB : 0);
+        uint64_t held = odd && frag ? 300 * TB_MiB : odd ? 90 * TB_MiB : 80 * TB_MiB;
         tb_range_ev(&b, 0, GMP_REC_RANGE_PUSH, US(t), step, 0);
         if (reserved != 100 * TB_MiB)
             tb_pool(&b, 0, US(t + 1), 0, GMP_POOL_RESERVED, POOL, reserved);
@@ -71,7 +73,7 @@ static void event_rank(const char *kind, int rank, const char *out)
                     7};
         tb_memrec(&b, 0, GMP_REC_ALLOC, US(t + 4), &a);
         if (bad) {
-            tb_oom(&b, 0, US(t + 5), 0, m, 200 * TB_MiB, fwd, 0);
+            tb_oom(&b, 0, US(t + 5), 0, m, cap ? 2 * GIB : 200 * TB_MiB, fwd, 0);
             break; /* the rank dies with its error */
         }
         tb_range_ev(&b, 0, GMP_REC_RANGE_POP, US(t + 6), fwd, 0);
@@ -86,8 +88,9 @@ static void event_rank(const char *kind, int rank, const char *out)
 
 int main(int argc, char **argv)
 {
-    if (argc != 4 || (strcmp(argv[1], "frag") && strcmp(argv[1], "outside"))) {
-        fprintf(stderr, "usage: gen_ranks_oom frag|outside RANK OUT\n");
+    if (argc != 4 ||
+        (strcmp(argv[1], "frag") && strcmp(argv[1], "outside") && strcmp(argv[1], "capacity"))) {
+        fprintf(stderr, "usage: gen_ranks_oom frag|outside|capacity RANK OUT\n");
         return 2;
     }
     event_rank(argv[1], atoi(argv[2]), argv[3]);
