@@ -5,11 +5,13 @@
 (torch/distributed/elastic/agent/server/local_elastic_agent.py, _start_workers: LOCAL_RANK,
 RANK, WORLD_SIZE ...), so the trace names (gpumemprof.HOST.rank0.zst .. rank3.zst) and the
 headers' rank, local rank and world size (4) check that the agent reads what torchrun really
-sets. Exit 77 (skipped) without a python3 that has torch.distributed.run.
+sets; `convert --chrome --chrome-torch-compat` of rank 3 then carries Kineto's
+"distributedInfo": {"rank": 3, "world_size": 4} (as torch/profiler/profiler.py writes it). Exit 77 (skipped) without a python3 that has torch.distributed.run.
 
 Debian's torch 1.13 passes None for --redirects/--tee when they are not given, which its own
 to_map() does not accept; the wrapper hands it Std.NONE (what the option's default means) and
 runs torchrun's main() otherwise unchanged."""
+import json
 import os
 import socket
 import subprocess
@@ -63,6 +65,14 @@ def main():
         h = L.dump(c, os.path.join(d, name)).header
         L.eq((h["rank"], h["local_rank"], h["world_size"], h["rank_var"]), (r, r, 4, "RANK"),
              "%s: the rank identity torchrun set" % name)
+    chrome = os.path.join(d, "rank3.chrome.json")
+    rc, out, err = L.run([c.gmp, "convert", os.path.join(d, want[3]), "--chrome", chrome,
+                          "--chrome-torch-compat"], c.env)
+    L.eq(rc, 0, "convert rank 3 (%s)" % err.strip())
+    if rc == 0:
+        with open(chrome) as f:
+            L.eq(json.load(f).get("distributedInfo"), {"rank": 3, "world_size": 4},
+                 "Kineto's distributedInfo")
     L.cleanup(c)
     L.finish("rank_torchrun")
 
