@@ -6,22 +6,27 @@
 #include <string.h>
 
 #include "gmp_analysis.h"
+#include "gmp_intern.h"
 #include "gmp_report_values.h"
 
 #define MAX_MATCH_IDS 64 /* range ids whose path is the iteration's (one per domain at most) */
 
 /* One range path's live bytes on the device at a moment. */
 typedef struct rbytes {
-    uint32_t range; /* in a pass: the trace's range id; afterwards: index into paths */
+    uint32_t range; /* in a pass: the trace's range id; afterwards: its path's id in paths */
     uint64_t bytes;
 } rbytes;
 
-/* The device at one moment of one rank. */
+/* The device at one moment of one rank: allocated, reserved and outside exact at that moment;
+ * the live bytes per range taken when allocated last passed `taken` by more than 1/64 of it
+ * (window_peak), so that a window whose maximum rises a little at a time costs a bounded number
+ * of tables. */
 typedef struct snap {
     int has;
     uint64_t time_ns;
     uint64_t allocated, reserved, outside;
     int has_outside;
+    uint64_t taken; /* allocated when the ranges were taken */
     size_t n;
     rbytes *v; /* sorted by range */
 } snap;
@@ -30,11 +35,11 @@ typedef struct snap {
 typedef struct rank_row {
     size_t trace;
     int by_wall; /* aligned by the wall clock (no such iteration in it) */
-    snap s;      /* ranges as indices into paths */
+    snap s;      /* ranges as ids of paths */
 } rank_row;
 
 typedef struct range_diff {
-    uint32_t path; /* index into paths */
+    uint32_t path; /* id in paths */
     uint64_t failing, median;
 } range_diff;
 
@@ -42,7 +47,6 @@ struct gmp_ranks_oom {
     size_t failing;  /* the trace that ran out of memory first */
     size_t nfailing; /* traces with an OOM */
     gmp_analysis_oom oom;
-    int has_verdict;
     char *iter_name;    /* the iteration's path or MARK name; NULL: none */
     uint64_t iteration; /* the failing rank's iteration at the OOM (1 = the first); 0: none */
     uint64_t healthy;   /* healthy traces (no OOM) */
@@ -50,11 +54,10 @@ struct gmp_ranks_oom {
     rank_row fail;      /* the failing rank at its OOM */
     size_t nrows;       /* healthy ranks compared */
     rank_row *rows;
-    size_t nby_wall; /* of them, aligned by the wall clock */
-    size_t npaths;
-    char **paths;
-    snap median;     /* allocated, reserved, outside: medians of the rows */
-    size_t heaviest; /* row with the largest allocated */
+    size_t nby_wall;  /* of them, aligned by the wall clock */
+    gmp_intern paths; /* range paths of every rank compared, each once */
+    snap median;      /* allocated, reserved, outside: medians of the rows */
+    size_t heaviest;  /* row with the largest allocated */
     size_t ndiffs;
     range_diff *diffs; /* ranges where the failing rank holds more than the median, most first */
 };
@@ -114,7 +117,7 @@ static gmp_err take(pass *P, snap *s, uint64_t t, uint64_t allocated, uint64_t r
             v[m++] = v[i];
     }
     free(s->v);
-    *s = (snap){1, t, allocated, reserved, P->outside, P->has_outside, m, v};
+    *s = (snap){1, t, allocated, reserved, P->outside, P->has_outside, allocated, m, v};
     return GMP_OK;
 }
 
@@ -138,15 +141,32 @@ static gmp_err on_def(void *ctx, gmp_replay *rp, const gmp_rec *rec)
     return GMP_OK;
 }
 
+/* A new maximum of s's window: the exact figures, and the ranges again when allocated has grown
+ * by more than 1/64 since they were taken (the first time always). */
+static void window_peak(pass *P, snap *s, uint64_t t, const gmp_replay_device *dev)
+{
+    if (s->has && dev->allocated <= s->allocated)
+        return;
+    if (!s->has || dev->allocated - s->taken > s->taken / 64) {
+        P->err = take(P, s, t, dev->allocated, dev->reserved);
+        return;
+    }
+    s->time_ns = t;
+    s->allocated = dev->allocated;
+    s->reserved = dev->reserved;
+    s->outside = P->outside;
+    s->has_outside = P->has_outside;
+}
+
 static void window_state(pass *P, uint64_t t, const gmp_replay_device *dev)
 {
     if (P->err || P->failing || !dev)
         return;
     /* a window's first event takes the state even when no maximum follows inside it */
-    if (P->k && P->starts == P->k && (!P->it.has || dev->allocated > P->it.allocated))
-        P->err = take(P, &P->it, t, dev->allocated, dev->reserved);
-    if (P->wall && t >= P->wa && (!P->wl.has || (t <= P->wb && dev->allocated > P->wl.allocated)))
-        P->err = take(P, &P->wl, t, dev->allocated, dev->reserved);
+    if (P->k && P->starts == P->k)
+        window_peak(P, &P->it, t, dev);
+    if (!P->err && P->wall && t >= P->wa && (!P->wl.has || t <= P->wb))
+        window_peak(P, &P->wl, t, dev);
 }
 
 static gmp_err on_range(void *ctx, gmp_replay *rp, const gmp_replay_range *ev)
@@ -208,24 +228,7 @@ static const gmp_replay_ops pass_ops = {
     .oom = on_oom,
 };
 
-static gmp_err add_path(gmp_ranks_oom *R, const char *s, uint32_t *out)
-{
-    for (size_t i = 0; i < R->npaths; i++)
-        if (!strcmp(R->paths[i], s)) {
-            *out = (uint32_t)i;
-            return GMP_OK;
-        }
-    char **pv = realloc(R->paths, (R->npaths + 1) * sizeof *pv);
-    if (!pv)
-        return GMP_ERR_NOMEM;
-    R->paths = pv;
-    if (!(pv[R->npaths] = strdup(s)))
-        return GMP_ERR_NOMEM;
-    *out = (uint32_t)R->npaths++;
-    return GMP_OK;
-}
-
-/* The snapshot's range ids made indices into R->paths (path text read from the trace). */
+/* The snapshot's range ids made ids of R->paths (path text read from the trace). */
 static gmp_err resolve(gmp_ranks_oom *R, gmp_reader *r, snap *s)
 {
     char buf[1024];
@@ -233,9 +236,10 @@ static gmp_err resolve(gmp_ranks_oom *R, gmp_reader *r, snap *s)
         size_t l = gmp_reader_range_path(r, s->v[i].range, buf, sizeof buf);
         if (l >= sizeof buf)
             buf[sizeof buf - 1] = 0;
-        gmp_err e = add_path(R, buf, &s->v[i].range);
-        if (e != GMP_OK)
-            return e;
+        uint32_t id = gmp_intern_add(&R->paths, buf, strlen(buf));
+        if (id == UINT32_MAX)
+            return GMP_ERR_NOMEM;
+        s->v[i].range = id;
     }
     qsort(s->v, s->n, sizeof *s->v, rb_cmp);
     return GMP_OK;
@@ -395,9 +399,7 @@ void gmp_report_ranks_oom_free(gmp_ranks_oom *R)
     for (size_t i = 0; i < R->nrows; i++)
         snap_free(&R->rows[i].s);
     free(R->rows);
-    for (size_t i = 0; i < R->npaths; i++)
-        free(R->paths[i]);
-    free(R->paths);
+    gmp_intern_free(&R->paths);
     free(R->diffs);
     free(R->iter_name);
     free(R);
@@ -437,7 +439,6 @@ gmp_err gmp_report_ranks_oom_compute(gmp_report_doc *doc)
     R->nfailing = nfail;
     R->oom = ft->analysis->ooms[0];
     R->oom.nlive = 0; /* its sites are the failing trace's: not kept here */
-    R->has_verdict = 1;
     R->healthy = doc->ntraces - nfail;
     /* the iteration: the failing trace's, else the first healthy trace's that has one */
     const gmp_report_trace *it = ft;
@@ -535,6 +536,12 @@ gmp_err gmp_report_ranks_oom_compute(gmp_report_doc *doc)
 }
 
 /* ---- the section ---- */
+
+static const char *path_of(const gmp_ranks_oom *R, uint32_t id)
+{
+    size_t n;
+    return gmp_intern_get(&R->paths, id, &n);
+}
 
 #define K(v, key) gmp_dv_k((v), (key))
 
@@ -639,7 +646,7 @@ void gmp_report_ranks_oom_build(gmp_doc *d, gmp_doc_block *parent, const gmp_rep
         gmp_doc_block *rt = gmp_doc_table(d, s, "ranges", rcols, sizeof rcols / sizeof rcols[0]);
         for (size_t i = 0; i < shown; i++) {
             const range_diff *x = &R->diffs[i];
-            const char *p = R->paths[x->path];
+            const char *p = path_of(R, x->path);
             r = gmp_doc_row(d, rt);
             r[0] = gmp_dv_str(gmp_doc_strdup(d, p, strlen(p)), "(no range)");
             r[1] = gmp_dv_bytes(x->failing);
@@ -676,9 +683,9 @@ void gmp_report_ranks_oom_build(gmp_doc *d, gmp_doc_block *parent, const gmp_rep
                         K(gmp_dv_bytes(frag), "cached_more_bytes"), gmp_dv_bytes(R->oom.requested));
         gmp_doc_item_add(d, kv, "cause", GMP_DOC_DATA, "%v",
                          K(gmp_dv_lit("fragmentation"), "differs_by"));
-    } else if (shown && own && R->paths[R->diffs[0].path][0]) {
+    } else if (shown && own && path_of(R, R->diffs[0].path)[0]) {
         const range_diff *x = &R->diffs[0];
-        const char *p = R->paths[x->path];
+        const char *p = path_of(R, x->path);
         gmp_doc_verdict(d, s, "differs", GMP_DOC_PROBLEM,
                         "what differs on %v: its own allocations, %v above the median of the "
                         "others; most of it in %v (%v against %v): the range that grew",
