@@ -460,7 +460,11 @@ static int agent_start_work(void)
     h.ppid = (uint32_t)getppid();
     h.hostname = (gmp_str){host, (uint32_t)strlen(host)};
     h.cmdline = (gmp_str){cmd, (uint32_t)cmdlen};
-    h.rank = gmp_agent_rank();
+    gmp_agent_rankinfo ri = gmp_agent_rank_info();
+    h.rank = ri.rank;
+    h.local_rank = ri.local_rank;
+    h.world_size = ri.world_size;
+    h.rank_var = (gmp_str){ri.var, (uint32_t)strlen(ri.var)};
     h.start_trace_ns = gmp_clock_ns();
     h.start_wall_ns = gmp_wall_ns();
     h.clock = (gmp_str){GMP_CLOCK_NAME, (uint32_t)strlen(GMP_CLOCK_NAME)};

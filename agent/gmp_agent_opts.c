@@ -1,4 +1,5 @@
 #include "gmp_agent_opts.h"
+#include "gmp_agent_out.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -120,6 +121,19 @@ int gmp_agent_opts_read(gmp_agent_opts *o, char *err, size_t errlen)
     if (!o->output[0]) {
         snprintf(err, errlen, "GPUMEMPROF_OUTPUT is empty");
         return -1;
+    }
+    /* the default name of a rank (GPUMEMPROF_OUTPUT unset, or run's default, which sets
+     * GPUMEMPROF_OUTPUT_RANK beside it) carries the host and the rank rather than the pid */
+    const char *rp = getenv("GPUMEMPROF_OUTPUT_RANK");
+    if ((rp || !getenv("GPUMEMPROF_OUTPUT")) && gmp_agent_rank() >= 0) {
+        if (env_str("GPUMEMPROF_OUTPUT_RANK", o->output, sizeof o->output, err, errlen) < 0)
+            return -1;
+        if (!rp)
+            strcpy(o->output, GMP_RUN_OUTPUT_RANK);
+        if (!o->output[0]) {
+            snprintf(err, errlen, "GPUMEMPROF_OUTPUT_RANK is empty");
+            return -1;
+        }
     }
     if (env_bool("GPUMEMPROF_FORCE", &o->force, err, errlen) < 0)
         return -1;

@@ -270,6 +270,9 @@ static void print_header(out *o, const gmp_rec_header *h)
     f_u64(o, "start_trace_ns", h->start_trace_ns);
     f_str(o, "clock", h->clock);
     f_str(o, "options", h->options);
+    f_s64(o, "local_rank", h->local_rank);
+    f_s64(o, "world_size", h->world_size);
+    f_str(o, "rank_var", h->rank_var);
     end_line(o);
 }
 

@@ -183,8 +183,13 @@ static void text_one(const gmp_cli_input *in, int pickle_proto, gmp_reader *r, c
         printf("pid %" PRIu32, h->pid);
         if (h->ppid)
             printf(", parent %" PRIu32, h->ppid);
-        if (h->rank >= 0)
+        if (h->rank >= 0) {
             printf(", rank %" PRId64, h->rank);
+            if (h->world_size > 0)
+                printf(" of %" PRId64, h->world_size);
+            if (h->local_rank >= 0)
+                printf(" (local %" PRId64 ")", h->local_rank);
+        }
         if (h->hostname.len) {
             printf(", host ");
             put_plain(h->hostname.ptr, h->hostname.len, 0);
@@ -282,6 +287,21 @@ static void json_one(const gmp_cli_input *in, int pickle_proto, gmp_reader *r, c
         printf("{\"pid\":%" PRIu32 ",\"ppid\":%" PRIu32 ",\"rank\":", h->pid, h->ppid);
         if (h->rank >= 0)
             printf("%" PRId64, h->rank);
+        else
+            printf("null");
+        printf(",\"local_rank\":");
+        if (h->rank >= 0 && h->local_rank >= 0)
+            printf("%" PRId64, h->local_rank);
+        else
+            printf("null");
+        printf(",\"world_size\":");
+        if (h->rank >= 0 && h->world_size > 0)
+            printf("%" PRId64, h->world_size);
+        else
+            printf("null");
+        printf(",\"rank_from\":");
+        if (h->rank >= 0 && h->rank_var.len)
+            j_str(h->rank_var.ptr, h->rank_var.len);
         else
             printf("null");
         printf(",\"host\":");

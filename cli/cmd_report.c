@@ -19,6 +19,7 @@
 #include "cli_input.h"
 #include "cli_opts.h"
 #include "cli_replay.h"
+#include "gmp_report_ranks_oom.h"
 #include "cli_report_sym.h"
 #include "gmp_export.h"
 #include "gmp_output.h"
@@ -193,8 +194,11 @@ static int finish(void *ctx, int status)
         }
         return 1;
     }
-    gmp_err e = R->vbuf ? gmp_report_write_html_timeline(R->doc, R->f, &R->view, R->vbuf)
-                        : R->writer(R->doc, R->f, &R->view);
+    /* an OOM across ranks: the failing rank beside the healthy ones (reads those traces again) */
+    gmp_err e = gmp_report_ranks_oom_compute(R->doc);
+    if (e == GMP_OK)
+        e = R->vbuf ? gmp_report_write_html_timeline(R->doc, R->f, &R->view, R->vbuf)
+                    : R->writer(R->doc, R->f, &R->view);
     gmp_report_doc_free(R->doc);
     free(R->vbuf);
     if (e != GMP_OK || fflush(R->f) != 0 || ferror(R->f)) {

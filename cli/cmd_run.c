@@ -143,7 +143,7 @@ static int valid_pattern(const char *pat)
         if (*p != '%')
             continue;
         p++;
-        if (!*p || !strchr("phrn%", *p))
+        if (!*p || !strchr("phrln%", *p))
             return 0;
     }
     return 1;
@@ -178,10 +178,13 @@ typedef struct run_opts {
     gmp_cli_run_view *view_ui; /* --view (cmd_view.c) */
 } run_opts;
 
+/* --output's default; the pointer (not the text) tells that no --output was given. */
+static const char default_output[] = GMP_RUN_OUTPUT;
+
 /* The options, up to the program's name, checked. Returns GMP_CLI_GO or the exit status. */
 static int run_parse_opts(const gmp_cli_cmd_info *cmd, int argc, char **argv, run_opts *o)
 {
-    o->output = GMP_RUN_OUTPUT;
+    o->output = default_output;
     o->stacks = "auto";
     o->unwind = "libunwind";
     o->depth = GMP_RUN_STACK_DEPTH;
@@ -190,9 +193,9 @@ static int run_parse_opts(const gmp_cli_cmd_info *cmd, int argc, char **argv, ru
     o->buffer = GMP_RUN_BUFFER_BYTES;
     gmp_cli_opt opts[] = {
         {"output", 'o', GMP_CLI_STRING, &o->output, "PATH",
-         "trace file; %p pid, %h host, %r rank, %n counter (default " GMP_RUN_OUTPUT
-         "); its directory must exist; a fixed name shared by several processes gives "
-         "NAME.2.zst ...",
+         "trace file; %p pid, %h host, %r rank, %l local rank, %n counter (default " GMP_RUN_OUTPUT
+         ", or " GMP_RUN_OUTPUT_RANK " in a rank of torchrun, srun or mpirun); its directory "
+         "must exist; a name shared by several processes gives NAME.2.zst ...",
          0},
         {"force", 0, GMP_CLI_FLAG, &o->force, NULL, "overwrite existing trace files", 0},
         {"quiet", 'q', GMP_CLI_FLAG, &o->quiet, NULL, "no summary; the agent reports errors only",
@@ -274,7 +277,7 @@ static int run_parse_opts(const gmp_cli_cmd_info *cmd, int argc, char **argv, ru
     o->command = argv + cmd_start;
     const char *stacks = o->stacks, *unwind = o->unwind, *alert = o->alert;
     if (!*o->output || !valid_pattern(o->output))
-        return gmp_cli_usage_error(cmd, "--output %s: use %%p, %%h, %%r, %%n or %%%% only",
+        return gmp_cli_usage_error(cmd, "--output %s: use %%p, %%h, %%r, %%l, %%n or %%%% only",
                                    o->output);
     if (strcmp(stacks, "none") != 0 && strcmp(stacks, "native") != 0 &&
         strcmp(stacks, "python") != 0 && strcmp(stacks, "all") != 0 && strcmp(stacks, "auto") != 0)
@@ -456,6 +459,16 @@ static int run_build_env(const gmp_cli_cmd_info *cmd, run_opts *o)
     if (!o->no_nvtx)
         setenv("NVTX_INJECTION64_PATH", agent, 1);
     setenv("GPUMEMPROF_OUTPUT", o->pattern, 1);
+    /* no --output: a process whose environment names a rank takes the rank's default name
+     * instead, in the same directory (the agent chooses: only it sees its launcher's variables) */
+    char rpat[sizeof o->pattern];
+    size_t pl = strlen(o->pattern), dl = pl - sizeof GMP_RUN_OUTPUT + 1; /* the directory's */
+    if (o->output == default_output && pl >= sizeof GMP_RUN_OUTPUT - 1 &&
+        (size_t)snprintf(rpat, sizeof rpat, "%.*s%s", (int)dl, o->pattern, GMP_RUN_OUTPUT_RANK) <
+            sizeof rpat)
+        setenv("GPUMEMPROF_OUTPUT_RANK", rpat, 1);
+    else
+        unsetenv("GPUMEMPROF_OUTPUT_RANK");
     if (gmp_cli_runlog_create(o->runlog, sizeof o->runlog) == 0)
         setenv("GPUMEMPROF_RUN_LOG", o->runlog, 1);
     else

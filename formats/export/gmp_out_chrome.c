@@ -62,6 +62,7 @@ struct gmp_output_ctx {
     uint64_t merged; /* counter changes gathered into time buckets (gmp_out_counters.h) */
     gmp_obuf traces; /* otherData.traces entries */
     int64_t rank;    /* rank of the single trace, -1 */
+    int64_t world;   /* its world size, 0 unknown */
     ctrace *t;
 };
 
@@ -859,8 +860,10 @@ static gmp_err chrome_add_trace(gmp_output_ctx *c, gmp_replay *rp, const gmp_out
         return e;
     }
     c->t = t;
-    if (c->o.ntraces == 1 && tr->header)
+    if (c->o.ntraces == 1 && tr->header) {
         c->rank = tr->header->rank;
+        c->world = tr->header->world_size;
+    }
     process_name(c, tr);
     return GMP_OK;
 }
@@ -899,6 +902,10 @@ static gmp_err chrome_finish(gmp_output_ctx *c, gmp_output_result *res)
     if (c->o.chrome_torch_compat && c->rank >= 0) {
         gmp_jw_lit(w, ",\n\"distributedInfo\":{\"rank\":"); /* as Kineto writes it (HTA reads it) */
         gmp_jw_i64(w, c->rank);
+        if (c->world > 0) { /* torch/profiler/profiler.py, _get_distributed_info: "world_size" */
+            gmp_jw_lit(w, ",\"world_size\":");
+            gmp_jw_i64(w, c->world);
+        }
         gmp_jw_char(w, '}');
     }
     gmp_jw_lit(w, "\n}\n");

@@ -1019,6 +1019,7 @@ gmp_err gmp_import_nsys(const char *in_path, int out_fd, gmp_import_nsys_stats *
     h.hostname = (gmp_str){host ? host : "", host ? (uint32_t)strlen(host) : 0};
     h.cmdline = (gmp_str){cmd ? cmd : "", cmd ? (uint32_t)strlen(cmd) : 0};
     h.rank = -1;
+    h.local_rank = -1;
     h.start_wall_ns = wall > 0 ? (uint64_t)wall : 0;
     h.start_trace_ns = 0;
     h.clock = (gmp_str){"nsys session (ns since capture start)", 37};

@@ -1773,6 +1773,7 @@ static void write_trace(imp *I, const char *source, int fd, gmp_tq *q, unsigned 
     h.hostname = cstr("");
     h.cmdline = cstr(source ? source : "");
     h.rank = -1;
+    h.local_rank = -1;
     h.start_wall_ns = I->st.has_time ? wall0 : 0;
     h.start_trace_ns = t0;
     h.clock = cstr(I->st.has_time ? "PyTorch time_us" : "PyTorch entry order (1 us apart)");

@@ -1499,10 +1499,13 @@ static gmp_err freeze(live *L)
         t->pid = h->pid;
         t->ppid = h->ppid;
         t->rank = h->rank;
+        t->local_rank = h->local_rank;
+        t->world_size = h->world_size;
         t->start_wall_ns = h->start_wall_ns;
         t->start_trace_ns = h->start_trace_ns;
     } else {
         t->rank = -1;
+        t->local_rank = -1;
     }
     /* how the recording ends: a snapshot (the importer's header options) or a trace without END
      * ends before the program (docs/report.md) */
@@ -1710,6 +1713,8 @@ void gmp_report_doc_free(gmp_report_doc *doc)
     for (size_t i = 0; i < doc->ntraces; i++)
         trace_free(doc->traces[i]);
     free(doc->traces);
+    if (doc->ranks_oom_free)
+        doc->ranks_oom_free(doc->ranks_oom);
     free(doc);
 }
 

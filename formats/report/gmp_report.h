@@ -192,6 +192,7 @@ typedef struct gmp_report_trace {
     uint32_t producer, hostname, cmdline; /* cmdline: arguments separated by NUL bytes */
     uint32_t pid, ppid;
     int64_t rank;
+    int64_t local_rank, world_size; /* -1 and 0 when unknown (the trace header's) */
     uint64_t start_wall_ns, start_trace_ns;
     uint64_t t0_ns; /* base of relative times */
     gmp_replay_summary sum;
@@ -260,6 +261,8 @@ typedef struct gmp_report_doc {
     gmp_report_trace **traces;
     gmp_report_opts opts;
     char title[256];
+    struct gmp_ranks_oom *ranks_oom; /* an OOM across ranks (gmp_report_ranks_oom.h); NULL none */
+    void (*ranks_oom_free)(struct gmp_ranks_oom *); /* set with it: frees it */
 } gmp_report_doc;
 
 gmp_err gmp_report_doc_new(gmp_report_doc **out, const gmp_report_opts *opts);

@@ -22,6 +22,7 @@
 
 #include "gmp_report_build_analysis.h"
 #include "gmp_report_findings.h"
+#include "gmp_report_ranks_oom.h"
 #include "gmp_report_values.h"
 
 #define SCHEMA "gpumemprof-report/3"
@@ -125,8 +126,14 @@ static void header(const bld *b, gmp_doc_block *sec)
                                             : "not recorded"),
                              gmp_dv_lit(c.len ? ": " : ""), cmd);
         else if (t->rank >= 0)
-            gmp_doc_item_add(d, kv, "process", 0, "%v on %v, rank %v%v%v", gmp_dv_count(t->pid),
-                             str(b, t->hostname, "?"), gmp_dv_int(t->rank),
+            /* "rank 3 of 64 (local 3)": the parts the launcher named */
+            gmp_doc_item_add(d, kv, "process", 0, "%v on %v, rank %v%v%v%v%v%v%v%v",
+                             gmp_dv_count(t->pid), str(b, t->hostname, "?"), gmp_dv_int(t->rank),
+                             gmp_dv_lit(t->world_size > 0 ? " of " : ""),
+                             t->world_size > 0 ? gmp_dv_int(t->world_size) : gmp_dv_lit(""),
+                             gmp_dv_lit(t->local_rank >= 0 ? " (local " : ""),
+                             t->local_rank >= 0 ? gmp_dv_int(t->local_rank) : gmp_dv_lit(""),
+                             gmp_dv_lit(t->local_rank >= 0 ? ")" : ""),
                              gmp_dv_lit(c.len ? ": " : ""), cmd);
         else
             gmp_doc_item_add(d, kv, "process", 0, "%v on %v%v%v", gmp_dv_count(t->pid),
@@ -1374,6 +1381,7 @@ gmp_doc *gmp_report_build(const gmp_report_doc *doc, const gmp_report_view *v)
     if (doc->ntraces > 1) {
         gmp_report_build_findings(d, root, doc, SIZE_MAX, v);
         summary(d, doc, v);
+        gmp_report_ranks_oom_build(d, root, doc);
     }
     for (size_t i = 0; i < doc->ntraces; i++) {
         bld b = {d, doc->traces[i], v, {0}};

@@ -86,7 +86,7 @@ size_t gmp_encode_bound(const gmp_rec *r)
     case GMP_REC_HEADER:
         b += str_bound(r->u.header.producer) + str_bound(r->u.header.hostname) +
              str_bound(r->u.header.cmdline) + str_bound(r->u.header.clock) +
-             str_bound(r->u.header.options);
+             str_bound(r->u.header.options) + str_bound(r->u.header.rank_var);
         break;
     case GMP_REC_STRING: b += str_bound(r->u.string.value); break;
     case GMP_REC_DEVICE: b += str_bound(r->u.device.name); break;
@@ -119,6 +119,10 @@ static void enc_payload(enc *e, const gmp_rec *r, uint64_t *prev_ns)
         put_u(e, h->start_trace_ns);
         put_str(e, h->clock);
         put_str(e, h->options);
+        /* appended fields: a reader that predates them skips them as a longer payload */
+        put_u(e, h->local_rank >= 0 ? (uint64_t)h->local_rank + 1 : 0);
+        put_u(e, h->world_size > 0 ? (uint64_t)h->world_size : 0);
+        put_str(e, h->rank_var);
         break;
     }
     case GMP_REC_STRING:
@@ -454,6 +458,17 @@ gmp_err gmp_decode(const uint8_t *src, size_t n, gmp_rec *r, uint64_t *prev_ns, 
         h->start_trace_ns = get_u(&d);
         h->clock = get_str(&d);
         h->options = get_str(&d);
+        /* appended fields, absent from traces written before them: all or none */
+        h->local_rank = -1;
+        if (!d.bad && d.p < d.end) {
+            uint64_t lr = get_u(&d);
+            uint64_t ws = get_u(&d);
+            h->rank_var = get_str(&d);
+            if (!d.bad && (lr > INT32_MAX || ws > INT32_MAX))
+                d.bad = "local rank or world size out of range";
+            h->local_rank = lr ? (int64_t)lr - 1 : -1;
+            h->world_size = (int64_t)ws;
+        }
         break;
     }
     case GMP_REC_STRING:

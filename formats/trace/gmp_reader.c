@@ -811,7 +811,7 @@ static gmp_err read_start(gmp_reader *r)
     r->header = *h;
     if (arena_str(&r->ar, &r->header.producer) || arena_str(&r->ar, &r->header.hostname) ||
         arena_str(&r->ar, &r->header.cmdline) || arena_str(&r->ar, &r->header.clock) ||
-        arena_str(&r->ar, &r->header.options))
+        arena_str(&r->ar, &r->header.options) || arena_str(&r->ar, &r->header.rank_var))
         return nomem(r);
     r->fpos += used;
     r->stats.records[GMP_REC_HEADER]++;

@@ -9,6 +9,9 @@
 
 /* GPUMEMPROF_OUTPUT, --output: the trace file's pattern (%p pid, %h host, %r rank, %n counter). */
 #define GMP_RUN_OUTPUT "gpumemprof.%p.zst"
+/* GPUMEMPROF_OUTPUT_RANK: the default pattern instead of GMP_RUN_OUTPUT for a process whose
+ * environment names a rank (torchrun, srun, mpirun: agent/gmp_agent_out.h). */
+#define GMP_RUN_OUTPUT_RANK "gpumemprof.%h.rank%r.zst"
 
 /* GPUMEMPROF_STACK_DEPTH, --stack-depth: the deepest stack recorded, in frames. */
 #define GMP_RUN_STACK_DEPTH 64

@@ -151,6 +151,13 @@ typedef struct gmp_rec_header {
     uint64_t start_trace_ns; /* trace clock at the same moment */
     gmp_str clock;           /* trace clock source, e.g. "CLOCK_MONOTONIC" */
     gmp_str options;         /* the producer's settings, "key=value" separated by spaces */
+    /* Fields appended later (absent from older traces: the reader then sets local_rank -1,
+     * world_size 0, rank_var empty). The process's place in a distributed job as its launcher
+     * named it (agent/gmp_agent_out.h): these three with rank above are the trace's rank
+     * identity, which every reader takes from here. */
+    int64_t local_rank; /* rank on this host (LOCAL_RANK, SLURM_LOCALID, ...); -1 unknown */
+    int64_t world_size; /* ranks in the job (WORLD_SIZE, SLURM_NTASKS, ...); 0 unknown */
+    gmp_str rank_var;   /* the variable rank came from ("RANK", "SLURM_PROCID"); empty: none */
 } gmp_rec_header;
 
 typedef struct gmp_rec_string {

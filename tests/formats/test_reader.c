@@ -157,6 +157,61 @@ static void build_all(tb *b, gmp_rec *v, size_t n)
     tb_frame(b);
 }
 
+/* The rank identity appended to HEADER (docs/trace-format.md): read back as written; a HEADER
+ * written before those fields (its payload ends after options) reads as "unknown"; a payload that
+ * goes on after them (a later version's fields) is read all the same. */
+static void test_header_rank_fields(void **state)
+{
+    (void)state;
+    gmp_rec h = tb_header();
+    h.u.header.rank = 37;
+    h.u.header.local_rank = 5;
+    h.u.header.world_size = 64;
+    h.u.header.rank_var = (gmp_str){"SLURM_PROCID", 12};
+    uint8_t enc[512];
+    uint64_t prev = 0;
+    size_t n = gmp_encode(enc, sizeof enc, &h, &prev);
+    assert_true(n > 20 && enc[1] < 0x80); /* a one-byte length */
+    for (int variant = 0; variant < 3; variant++) {
+        uint8_t rec[600];
+        size_t len = n;
+        memcpy(rec, enc, n);
+        if (variant == 1) { /* as written before: local_rank, world_size, rank_var cut off */
+            len = n - (1 + 1 + 1 + 12);
+            rec[1] = (uint8_t)(len - 2);
+        } else if (variant == 2) { /* two bytes of a later field */
+            rec[n] = 0x07;
+            rec[n + 1] = 0x2a;
+            len = n + 2;
+            rec[1] = (uint8_t)(len - 2);
+        }
+        tb b;
+        tb_init(&b);
+        tb_raw(&b, GMP_TRACE_MAGIC, GMP_TRACE_MAGIC_LEN);
+        tb_raw(&b, rec, len);
+        tb_frame(&b);
+        gmp_reader *r;
+        assert_int_equal(tb_open(&r, &b, SIZE_MAX, 1, 0), GMP_OK);
+        const gmp_rec_header *g = gmp_reader_header(r);
+        assert_non_null(g);
+        assert_int_equal(g->rank, 37);
+        assert_int_equal(g->pid, 4242);
+        assert_int_equal(g->options.len, 17);
+        if (variant == 1) {
+            assert_int_equal(g->local_rank, -1);
+            assert_int_equal(g->world_size, 0);
+            assert_int_equal(g->rank_var.len, 0);
+        } else {
+            assert_int_equal(g->local_rank, 5);
+            assert_int_equal(g->world_size, 64);
+            assert_int_equal(g->rank_var.len, 12);
+            assert_memory_equal(g->rank_var.ptr, "SLURM_PROCID", 12);
+        }
+        gmp_reader_close(r);
+        tb_free(&b);
+    }
+}
+
 static void test_every_record_file_order(void **state)
 {
     (void)state;
@@ -1297,6 +1352,7 @@ int main(void)
         cmocka_unit_test(test_every_record_file_order),
         cmocka_unit_test(test_every_record_time_order),
         cmocka_unit_test(test_unknown_types),
+        cmocka_unit_test(test_header_rank_fields),
         cmocka_unit_test(test_bad_input),
         cmocka_unit_test(test_version_too_new),
         cmocka_unit_test(test_not_a_trace),

@@ -61,6 +61,7 @@ gmp_rec tb_header(void)
     h.u.header.start_trace_ns = 1000;
     h.u.header.clock = (gmp_str){"CLOCK_MONOTONIC", 15};
     h.u.header.options = (gmp_str){"stacks=1 python=0", 17};
+    h.u.header.local_rank = -1;
     return h;
 }
 
@@ -218,6 +219,9 @@ int tb_rec_equal(const gmp_rec *a, const gmp_rec *b)
         FIELD(u.header.start_trace_ns);
         SFIELD(u.header.clock);
         SFIELD(u.header.options);
+        FIELD(u.header.local_rank);
+        FIELD(u.header.world_size);
+        SFIELD(u.header.rank_var);
         break;
     case GMP_REC_STRING:
         FIELD(u.string.id);

@@ -1,0 +1,40 @@
+/* gmp_report_ranks_oom: an out-of-memory error seen across the ranks of one job (docs/report.md,
+ * "An OOM across ranks"). When a report covers several traces and one of them recorded an OOM,
+ * the rank that failed first is put beside the healthy ranks at the same moment of the training
+ * loop: the same iteration (the count of the repeated range or MARK the analysis found,
+ * gmp_analysis `iter`), else the same wall-clock time (through each trace's anchor, start_wall_ns
+ * paired with start_trace_ns). For each rank: the device's allocated and reserved bytes, what the
+ * pool held free (reserved - allocated: fragmentation's room) and the memory outside the allocator
+ * (driver samples), and the live bytes per range path; then what differs on the failing rank: the
+ * ranges that hold more than the median of the healthy ranks, fragmentation, or memory outside the
+ * allocator.
+ *
+ * The per-range figures at a given iteration are not in the report model (it keeps whole-trace
+ * statistics), so this reads the traces concerned once more, one at a time (the failing one up
+ * to its OOM, and at most GMP_RANKS_OOM_MAX_COMPARED healthy ones): its memory is that of one
+ * replay plus a table of range paths per compared rank. Only gpumemprof trace files are read
+ * again; a rank given as a PyTorch snapshot or an Nsight Systems export is left out of the
+ * comparison. */
+#ifndef GMP_REPORT_RANKS_OOM_H
+#define GMP_REPORT_RANKS_OOM_H
+
+#include "gmp_doc.h"
+#include "gmp_report.h"
+
+#define GMP_RANKS_OOM_MAX_COMPARED 64 /* healthy ranks compared (evenly spaced when more) */
+#define GMP_RANKS_OOM_MAX_RANGES 8    /* ranges listed (those that differ most) */
+
+typedef struct gmp_ranks_oom gmp_ranks_oom;
+
+/* Computes the comparison for doc (after every trace was replayed) and keeps it in doc->ranks_oom
+ * (NULL when there is nothing to compare: one trace, no OOM, no healthy rank). Errors other than
+ * running out of memory leave it NULL; a trace that cannot be read again is left out. */
+gmp_err gmp_report_ranks_oom_compute(gmp_report_doc *doc);
+
+void gmp_report_ranks_oom_free(gmp_ranks_oom *r);
+
+/* The section "An OOM across ranks" (JSON: "ranks_oom") under parent; nothing when doc has no
+ * comparison. */
+void gmp_report_ranks_oom_build(gmp_doc *d, gmp_doc_block *parent, const gmp_report_doc *doc);
+
+#endif
