@@ -5,9 +5,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "gmp_pickle_stream.h"
+#include "gmp_report_whatif.h"
 
 /* A snapshot's streamed segments and trace entries are released at once: only the root's small
  * dicts (allocator_settings) are needed here. */
@@ -175,4 +177,59 @@ void gmp_cli_whatif_free(gmp_cli_whatif *x)
         gmp_whatif_free(&x->open);
     free(x->rec);
     x->rec = NULL;
+}
+
+void gmp_cli_whatif_report(gmp_report_trace *rt, const gmp_cli_trace *t)
+{
+    if (!rt->analysis || !rt->analysis->nooms)
+        return;
+    gmp_report_whatif *x = gmp_report_whatif_new();
+    if (!x)
+        return;
+    rt->whatif = x;
+    const gmp_cli_input *in = t->in;
+    gmp_cli_input fresh;
+    int own = 0;
+    char msg[1024];
+    struct stat sb;
+    if (in->kind == GMP_CLI_INPUT_TRACE && !in->trace_path[0] &&
+        (stat(t->path, &sb) != 0 || !S_ISREG(sb.st_mode))) {
+        snprintf(x->why_not, sizeof x->why_not,
+                 "not run: the trace was read from a pipe, which cannot be read again (run "
+                 "gpumemprof whatif on a file)");
+        return;
+    }
+    if (in->queue) { /* a streamed import is read once: import the recording again */
+        if (gmp_cli_input_open(&fresh, t->path, msg, sizeof msg) != GMP_OK) {
+            snprintf(x->why_not, sizeof x->why_not, "not run: %.200s", msg);
+            return;
+        }
+        in = &fresh;
+        own = 1;
+    }
+    gmp_cli_whatif *cw = malloc(sizeof *cw);
+    gmp_err e = GMP_ERR_NOMEM;
+    snprintf(msg, sizeof msg, "out of memory");
+    if (cw && gmp_cli_whatif_setup(cw, t->path, in->kind, NULL, 0, msg, sizeof msg) == 0)
+        e = gmp_cli_whatif_run(cw, in, 0, msg, sizeof msg);
+    if (e == GMP_OK && gmp_report_whatif_set_names(x, cw->names, cw->nconfigs) != 0) {
+        e = GMP_ERR_NOMEM;
+        snprintf(msg, sizeof msg, "out of memory");
+    }
+    if (e != GMP_OK) {
+        snprintf(x->why_not, sizeof x->why_not, "not run: %.200s", msg);
+    } else {
+        /* the results move to the report's trace */
+        x->w = cw->w;
+        x->open = cw->open;
+        x->has_open = cw->has_open;
+        x->async = cw->async;
+        memset(&cw->w, 0, sizeof cw->w);
+        cw->has_open = 0;
+    }
+    if (cw)
+        gmp_cli_whatif_free(cw);
+    free(cw);
+    if (own)
+        gmp_cli_input_close(&fresh);
 }

@@ -13,6 +13,8 @@
 #include <stdint.h>
 
 #include "cli_input.h"
+#include "cli_replay.h"
+#include "gmp_report.h"
 #include "gmp_whatif.h"
 #include "gmp_whatif_advice.h"
 
@@ -42,5 +44,11 @@ gmp_err gmp_cli_whatif_run(gmp_cli_whatif *x, const gmp_cli_input *in, uint64_t 
 /* The open replay of device i, NULL when not run. */
 const gmp_whatif_device *gmp_cli_whatif_open_device(const gmp_cli_whatif *x, size_t i);
 void gmp_cli_whatif_free(gmp_cli_whatif *x);
+
+/* The report's what-if (formats/report/gmp_report_whatif.h): for a trace rt that ran out of
+ * memory, the passes above over t's recording (read again: a streamed snapshot is imported again,
+ * a pipe cannot be and says so), with the recording's own settings and the standard set; the
+ * result goes to rt->whatif. Nothing for a trace without an OOM. */
+void gmp_cli_whatif_report(gmp_report_trace *rt, const gmp_cli_trace *t);
 
 #endif
