@@ -183,17 +183,22 @@ void gmp_cli_whatif_report(gmp_report_trace *rt, const gmp_cli_trace *t)
 {
     if (!rt->analysis || !rt->analysis->nooms)
         return;
+    const gmp_cli_input *in = t->in;
+    struct stat sb;
+    /* a trace read from a pipe cannot be read again: said only where the trace is known to hold
+     * PyTorch's tensors (a raw CUDA trace has nothing to replay anyway) */
+    int pipe = in->kind == GMP_CLI_INPUT_TRACE && !in->trace_path[0] &&
+               (stat(t->path, &sb) != 0 || !S_ISREG(sb.st_mode));
+    if (pipe && !rt->torch_figures)
+        return;
     gmp_report_whatif *x = gmp_report_whatif_new();
     if (!x)
         return;
     rt->whatif = x;
-    const gmp_cli_input *in = t->in;
     gmp_cli_input fresh;
     int own = 0;
     char msg[1024];
-    struct stat sb;
-    if (in->kind == GMP_CLI_INPUT_TRACE && !in->trace_path[0] &&
-        (stat(t->path, &sb) != 0 || !S_ISREG(sb.st_mode))) {
+    if (pipe) {
         snprintf(x->why_not, sizeof x->why_not,
                  "not run: the trace was read from a pipe, which cannot be read again (run "
                  "gpumemprof whatif on a file)");

@@ -112,7 +112,8 @@ rows = {r["alloc_conf"]: r for r in o.get("whatif", [])}
 own = rows.get("recorded (defaults)", {})
 check(own.get("fits") is False and own.get("first_failure_bytes") == 500 * MiB and
       own.get("peak_reserved_bytes") == 1600 * MiB,
-      "frag: the recorded settings fail on the 500 MiB request at 1600 MiB reserved, as PyTorch did")
+      "frag: the recorded settings fail on the 500 MiB request at 1600 MiB reserved, as PyTorch "
+      "did")
 check(rows.get("max_split_size_mb:512", {}).get("fits") is True and
       rows.get("roundup_power2_divisions:4", {}).get("fits") is False,
       "frag: max_split_size_mb:512 fits too, roundup_power2_divisions:4 does not")
