@@ -25,15 +25,17 @@ static void print_help(const gmp_cli_cmd_info *cmd, const gmp_cli_opt *opts)
     gmp_cli_print_usage(stdout, cmd);
     printf("\n%s.\n\n", cmd->summary);
     printf("Replays the tensor allocations and frees of a PyTorch recording (a memory snapshot,\n"
-           "or a trace merged with its --torch-history) through a model of PyTorch's CUDA\n"
-           "caching allocator, once per setting, and prints per device: peak reserved, peak\n"
+           "a trace merged with its --torch-history, or a --torch-alloc async trace, whose\n"
+           "cudaMallocAsync calls are its tensors) through a model of PyTorch's CUDA caching\n"
+           "allocator, once per setting, and prints per device: peak reserved, peak\n"
            "allocated (PyTorch's rounded blocks), segments cudaMalloc'ed, the fragmentation\n"
            "(reserved - allocated) at the reserved peak, whether it fits the device's memory\n"
            "(or --capacity) and the first allocation that would fail; then the setting with the\n"
-           "lowest peak reserved that fits.\n\n"
+           "lowest peak reserved that fits and the smallest common card that holds it (when none\n"
+           "fits, the same replay without a limit says what the cheapest setting would need).\n\n"
            "The first setting is the recording's own: a snapshot's PYTORCH_CUDA_ALLOC_CONF\n"
-           "(allocator_settings), else PyTorch's defaults, said so. CONF uses "
-           "PYTORCH_CUDA_ALLOC_CONF's syntax, key:value\n"
+           "(allocator_settings; for a trace, the TRACE.torch.pickle's beside it), else\n"
+           "PyTorch's defaults, said so. CONF uses PYTORCH_CUDA_ALLOC_CONF's syntax, key:value\n"
            "pairs separated by commas: max_split_size_mb, expandable_segments,\n"
            "garbage_collection_threshold, roundup_power2_divisions (one value for all sizes).\n"
            "Without --alloc-conf: expandable_segments:True, max_split_size_mb:128 and :512,\n"
@@ -46,8 +48,9 @@ static void print_help(const gmp_cli_cmd_info *cmd, const gmp_cli_opt *opts)
     printf("%s\n", GMP_CLI_INPUT_HELP);
     gmp_cli_print_options(stdout, opts);
     printf("      --alloc-conf CONF    a PYTORCH_CUDA_ALLOC_CONF setting to try (repeatable)\n");
-    printf("\nExit status: 0 when the table was written, 1 when the recording cannot be read or\n"
-           "the output cannot be written, 2 for bad arguments. See docs/whatif.md.\n");
+    printf("\nExit status: 0 when the table was written, 1 when the recording cannot be read,\n"
+           "holds no PyTorch tensor allocation, or the output cannot be written, 2 for bad\n"
+           "arguments. See docs/whatif.md.\n");
 }
 
 static void gib(FILE *f, uint64_t b)
