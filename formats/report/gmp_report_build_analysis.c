@@ -571,7 +571,7 @@ static void build_ooms(gmp_doc *d, gmp_doc_block *a, const gmp_report_trace *t,
         int first = 1;
         for (size_t k = 0; k < i; k++)
             first &= R->ooms[k].device != o->device || !gmp_report_wanted(v, R->ooms[k].device);
-        gmp_report_whatif_build(d, b, kv, t, o->device, first);
+        gmp_report_whatif_build(d, b, kv, t->whatif, o->device, first);
         gmp_doc_col cols[2 + GMP_REPORT_SITE_COLS];
         size_t nc = gmp_report_site_table(cols, own, 2);
         gmp_doc_block *tb = gmp_doc_table(d, b, "live", cols, nc);

@@ -200,7 +200,7 @@ static void put(gmp_doc *d, gmp_doc_block *sec, const gmp_report_doc *doc, const
         snprintf(anchor, sizeof anchor, "%soom-why", pfx);
         snprintf(path, sizeof path, "%sanalysis.ooms[%zu]", proc, f->json);
         ref = gmp_dv_ref(gmp_doc_cstr(d, sect), gmp_doc_cstr(d, anchor));
-        gmp_doc_val wi = gmp_report_whatif_phrase(d, t, dev);
+        gmp_doc_val wi = gmp_report_whatif_phrase(d, t->whatif, dev);
         gmp_doc_linef(d, &b->title,
                       "out of memory on device %v at %v: %v requested; %v%v (details: \"%v\")",
                       gmp_dv_device(dev), gmp_dv_time(when, t->t0_ns),

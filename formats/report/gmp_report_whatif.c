@@ -7,8 +7,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gmp_report.h"
-
 gmp_report_whatif *gmp_report_whatif_new(void)
 {
     return calloc(1, sizeof(gmp_report_whatif));
@@ -115,23 +113,22 @@ static void verdict_text(char *buf, size_t n, const gmp_report_whatif *x,
     }
 }
 
-gmp_doc_val gmp_report_whatif_phrase(gmp_doc *d, const gmp_report_trace *t, int32_t dev)
+gmp_doc_val gmp_report_whatif_phrase(gmp_doc *d, const gmp_report_whatif *x, int32_t dev)
 {
-    const gmp_whatif_device *open, *wd = device(t->whatif, dev, &open);
+    const gmp_whatif_device *open, *wd = device(x, dev, &open);
     if (!wd)
         return gmp_dv_none();
     gmp_whatif_advice a;
-    gmp_whatif_advise(wd, open, t->whatif->nconfigs, &a);
+    gmp_whatif_advise(wd, open, x->nconfigs, &a);
     char buf[512], out[560];
-    verdict_text(buf, sizeof buf, t->whatif, wd, &a);
+    verdict_text(buf, sizeof buf, x, wd, &a);
     snprintf(out, sizeof out, "; what if: %s", buf);
     return untrusted(d, out);
 }
 
 void gmp_report_whatif_build(gmp_doc *d, gmp_doc_block *b, gmp_doc_block *kv,
-                             const gmp_report_trace *t, int32_t dev, int table)
+                             const gmp_report_whatif *x, int32_t dev, int table)
 {
-    const gmp_report_whatif *x = t->whatif;
     if (x && x->why_not[0]) {
         gmp_doc_item_add(d, kv, "what if", 0, "%v",
                          gmp_dv_k(gmp_dv_lit(gmp_doc_cstr(d, x->why_not)), "whatif_text"));

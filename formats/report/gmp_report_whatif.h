@@ -16,8 +16,6 @@
 #include "gmp_whatif.h"
 #include "gmp_whatif_advice.h"
 
-struct gmp_report_trace;
-
 typedef struct gmp_report_whatif {
     char why_not[256]; /* "" when the replay ran, else why it did not (a pipe, an error) */
     size_t nconfigs;
@@ -34,12 +32,13 @@ gmp_report_whatif *gmp_report_whatif_new(void);
 int gmp_report_whatif_set_names(gmp_report_whatif *x, const char *const *names, size_t n);
 void gmp_report_whatif_free(gmp_report_whatif *x);
 
-/* The what-if line of an OOM on device dev, for the Findings ("what if: ..."), as a literal copied
- * into d; a NONE value when the trace has no what-if for that device. */
-gmp_doc_val gmp_report_whatif_phrase(gmp_doc *d, const struct gmp_report_trace *t, int32_t dev);
+/* The what-if line of an OOM on device dev, for the Findings ("what if: ..."), copied into d; a
+ * NONE value when x (a trace's what-if, may be NULL) has nothing for that device. */
+gmp_doc_val gmp_report_whatif_phrase(gmp_doc *d, const gmp_report_whatif *x, int32_t dev);
 /* Under the OOM's block b: the "what if" item of kv (JSON: whatif_verdict, whatif_setting) and,
- * with table, the table of settings (JSON: whatif[]). Nothing when the trace has no what-if. */
+ * with table, the table of settings (JSON: whatif[]). Nothing when x (may be NULL) has nothing
+ * for that device. */
 void gmp_report_whatif_build(gmp_doc *d, gmp_doc_block *b, gmp_doc_block *kv,
-                             const struct gmp_report_trace *t, int32_t dev, int table);
+                             const gmp_report_whatif *x, int32_t dev, int table);
 
 #endif
