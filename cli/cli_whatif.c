@@ -183,14 +183,16 @@ void gmp_cli_whatif_report(gmp_report_trace *rt, const gmp_cli_trace *t)
 {
     if (!rt->analysis || !rt->analysis->nooms)
         return;
+    /* only a recording known to hold PyTorch's tensors (a snapshot, a --torch-history merge):
+     * a trace's stream-ordered allocations may be any program's (the report cannot tell
+     * PyTorch's cudaMallocAsync backend from a CUDA program's pools); `whatif` replays them when
+     * asked */
+    if (!rt->torch_figures)
+        return;
     const gmp_cli_input *in = t->in;
     struct stat sb;
-    /* a trace read from a pipe cannot be read again: said only where the trace is known to hold
-     * PyTorch's tensors (a raw CUDA trace has nothing to replay anyway) */
     int pipe = in->kind == GMP_CLI_INPUT_TRACE && !in->trace_path[0] &&
                (stat(t->path, &sb) != 0 || !S_ISREG(sb.st_mode));
-    if (pipe && !rt->torch_figures)
-        return;
     gmp_report_whatif *x = gmp_report_whatif_new();
     if (!x)
         return;

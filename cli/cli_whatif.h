@@ -46,9 +46,11 @@ const gmp_whatif_device *gmp_cli_whatif_open_device(const gmp_cli_whatif *x, siz
 void gmp_cli_whatif_free(gmp_cli_whatif *x);
 
 /* The report's what-if (formats/report/gmp_report_whatif.h): for a trace rt that ran out of
- * memory, the passes above over t's recording (read again: a streamed snapshot is imported again,
- * a pipe cannot be and says so), with the recording's own settings and the standard set; the
- * result goes to rt->whatif. Nothing for a trace without an OOM. */
+ * memory and is known to hold PyTorch's tensors (rt->torch_figures: a snapshot, a --torch-history
+ * merge; not a --torch-alloc async trace, whose cudaMallocAsync calls the report cannot tell from
+ * another program's), the passes above over t's recording (read again: a streamed snapshot is
+ * imported again, a pipe cannot be and says so), with the recording's own settings and the standard
+ * set; the result goes to rt->whatif. Nothing for a trace without an OOM. */
 void gmp_cli_whatif_report(gmp_report_trace *rt, const gmp_cli_trace *t);
 
 #endif
