@@ -63,32 +63,8 @@ int gmp_cli_whatif_setup(gmp_cli_whatif *x, const char *path, gmp_cli_input_kind
     snprintf(x->own_name, sizeof x->own_name, "defaults (PyTorch's)");
     x->names[0] = x->own_name;
     x->nconfigs = 1;
-    /* the recording's own settings: a snapshot's PYTORCH_CUDA_ALLOC_CONF, or that of the
-     * snapshot `run --torch-history` wrote beside a trace (cli_input.h: TRACE.torch.pickle, else
-     * TRACE.oom.torch.pickle); one the model cannot take (a key it does not know, a per-size
-     * roundup list) is a row that says not modelled */
-    char conf[512];
-    int have = -1;
-    if (kind == GMP_CLI_INPUT_TORCH) {
-        have = snapshot_conf(path, conf, sizeof conf);
-    } else if (kind == GMP_CLI_INPUT_TRACE) {
-        static const char *const sides[] = {".torch.pickle", ".oom.torch.pickle"};
-        for (size_t i = 0; i < 2 && have != 0; i++) {
-            char side[4096];
-            if ((size_t)snprintf(side, sizeof side, "%s%s", path, sides[i]) < sizeof side &&
-                access(side, R_OK) == 0)
-                have = snapshot_conf(side, conf, sizeof conf);
-        }
-    }
-    if (have == 0) {
-        char e[256];
-        if (conf[0]) {
-            snprintf(x->own_name, sizeof x->own_name, "recorded (%s)", conf);
-            x->own_refused = gmp_whatif_parse_conf(conf, &x->cfgs[0], e, sizeof e) != 0;
-        } else {
-            snprintf(x->own_name, sizeof x->own_name, "recorded (defaults)");
-        }
-    }
+    snprintf(x->path, sizeof x->path, "%s", path);
+    x->kind = kind;
     if (nconf == 0) {
         confs = gmp_whatif_standard;
         nconf = GMP_WHATIF_NSTANDARD;
@@ -108,6 +84,51 @@ int gmp_cli_whatif_setup(gmp_cli_whatif *x, const char *path, gmp_cli_input_kind
     return 0;
 }
 
+/* The recording's own settings into x's first config: the PYTORCH_CUDA_ALLOC_CONF an imported
+ * snapshot's header keeps (alloc_conf=, from its allocator_settings), else that of the snapshot
+ * `run --torch-history` wrote beside a trace (cli_input.h: TRACE.torch.pickle, else
+ * TRACE.oom.torch.pickle). One the model cannot take (a key it does not know, a per-size roundup
+ * list) is a row that says not modelled. */
+static void own_settings(gmp_cli_whatif *x, const gmp_rec_header *h)
+{
+    static const char key[] = " alloc_conf=";
+    char conf[512];
+    int have = -1;
+    const char *o = h ? h->options.ptr : NULL;
+    size_t on = h ? h->options.len : 0;
+    for (size_t i = 0; o && i + sizeof key - 1 <= on; i++) {
+        if (memcmp(o + i, key, sizeof key - 1) != 0)
+            continue;
+        size_t from = i + sizeof key - 1, to = from;
+        while (to < on && o[to] != ' ')
+            to++;
+        if (to - from < sizeof conf) {
+            memcpy(conf, o + from, to - from);
+            conf[to - from] = 0;
+            have = 0;
+        }
+        break;
+    }
+    if (have != 0 && x->kind == GMP_CLI_INPUT_TRACE) {
+        static const char *const sides[] = {".torch.pickle", ".oom.torch.pickle"};
+        for (size_t i = 0; i < 2 && have != 0; i++) {
+            char side[4200];
+            if ((size_t)snprintf(side, sizeof side, "%s%s", x->path, sides[i]) < sizeof side &&
+                access(side, R_OK) == 0)
+                have = snapshot_conf(side, conf, sizeof conf);
+        }
+    }
+    if (have != 0)
+        return;
+    char e[256];
+    if (conf[0]) {
+        snprintf(x->own_name, sizeof x->own_name, "recorded (%s)", conf);
+        x->own_refused = gmp_whatif_parse_conf(conf, &x->cfgs[0], e, sizeof e) != 0;
+    } else {
+        snprintf(x->own_name, sizeof x->own_name, "recorded (defaults)");
+    }
+}
+
 gmp_err gmp_cli_whatif_run(gmp_cli_whatif *x, const gmp_cli_input *in, uint64_t capacity, char *msg,
                            size_t msglen)
 {
@@ -120,8 +141,10 @@ gmp_err gmp_cli_whatif_run(gmp_cli_whatif *x, const gmp_cli_input *in, uint64_t 
         return GMP_ERR_NOMEM;
     }
     gmp_err e = gmp_cli_input_reader(in, &r, &ro, msg, msglen);
-    if (e == GMP_OK)
+    if (e == GMP_OK) {
+        own_settings(x, gmp_reader_header(r));
         e = gmp_whatif_scan(r, x->rec, msg, msglen);
+    }
     gmp_reader_close(r);
     r = NULL;
     if (e == GMP_OK)

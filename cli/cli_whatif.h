@@ -30,11 +30,14 @@ typedef struct gmp_cli_whatif {
     gmp_whatif w;             /* under each device's capacity */
     gmp_whatif open;          /* without a capacity (has_open) */
     int has_open;
-    int async; /* the tensors are cudaMallocAsync allocations */
+    int async;       /* the tensors are cudaMallocAsync allocations */
+    char path[4096]; /* the recording given (a trace's snapshot beside it) */
+    gmp_cli_input_kind kind;
 } gmp_cli_whatif;
 
-/* The settings: the recording's own (read from path's snapshot, or its TRACE.torch.pickle), then
- * confs[0..nconf) (the standard set when nconf is 0). -1 with one line in err for a bad CONF
+/* The settings: the recording's own (read by gmp_cli_whatif_run: an imported snapshot's header
+ * keeps them, a trace's TRACE.torch.pickle has them), then confs[0..nconf) (the standard set when
+ * nconf is 0). -1 with one line in err for a bad CONF
  * (the CONF named). */
 int gmp_cli_whatif_setup(gmp_cli_whatif *x, const char *path, gmp_cli_input_kind kind,
                          const char *const *confs, size_t nconf, char *err, size_t errlen);
