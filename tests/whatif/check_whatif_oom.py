@@ -19,7 +19,9 @@ why"; docs/whatif.md).
 2. qwen3-expandable-3gpu-oom.pickle (tests/data): its device 1's OOM fits under no setting: a
    capacity verdict, with what the cheapest setting would need without the limit (more than the
    capacity) and a card larger than the device.
-3. A snapshot without an OOM: no what-if anywhere in the report (its cost is paid only for OOMs).
+3. The same OOM in a snapshot over 8 MiB, whose import `report` streams (read once): the what-if
+   imports it again and gives the same verdict.
+4. A snapshot without an OOM: no what-if anywhere in the report (its cost is paid only for OOMs).
 Each checked in the JSON report; the text, Markdown and HTML reports show the what-if table.
 
 usage: check_whatif_oom.py GPUMEMPROF SNAPSHOT_DIR WORKDIR"""
@@ -136,6 +138,37 @@ r = w["devices"][0]["recommendation"]
 check(r["alloc_conf"] == "max_split_size_mb:128" and r["peak_reserved_bytes"] == 1700 * MiB and
       r["fits_capacity"] is True and r["smallest_card"]["class"] == "16 GB",
       "frag: whatif recommends the same setting and card")
+
+# the same OOM in a snapshot over 8 MiB (device 1 churns one 2 MiB tensor): `report` streams
+# such a snapshot's import (read once), so its what-if imports the file again (cli_whatif.c)
+big = os.path.join(WORK, "frag-oom-big.pickle")
+with open(frag, "rb") as f:
+    snap = pickle.load(f)
+pad, base, t0 = [], 0x7e0000000000, 1_600_000_000_000_000
+pad.append({"action": "segment_alloc", "addr": base, "size": 20 * MiB, "stream": 0,
+            "time_us": t0, "frames": []})
+for i in range(90000):
+    fr = [{"filename": "pad_%d.py" % (i % 50), "line": i % 1000, "name": "padding_step"}]
+    for k, a in ((1, "alloc"), (2, "free_completed")):
+        pad.append({"action": a, "addr": base, "size": 2 * MiB, "stream": 0,
+                    "time_us": t0 + 2 * i + k, "frames": fr})
+snap["device_traces"].append(pad)
+snap["segments"].append({"device": 1, "address": base, "total_size": 20 * MiB,
+                         "allocated_size": 0, "active_size": 0, "requested_size": 0, "stream": 0,
+                         "segment_type": "large", "segment_pool_id": (0, 0),
+                         "is_expandable": False, "frames": [],
+                         "blocks": [{"address": base, "size": 20 * MiB, "requested_size": 0,
+                                     "state": "inactive", "frames": []}]})
+with open(big, "wb") as f:
+    pickle.dump(snap, f, protocol=4)
+check(os.path.getsize(big) > 8 * MiB, "big: the snapshot is over 8 MiB (a streamed import)")
+doc = json.loads(run("report", "--format", "json", big))
+o = doc["analysis"]["ooms"][0]
+check(o.get("whatif_verdict") == "fragmentation" and
+      o.get("whatif_setting") == "max_split_size_mb:128" and
+      o.get("whatif_peak_reserved_bytes") == 1700 * MiB,
+      "big (streamed): the same verdict, setting and peak (%r, %r, %r)" % (
+          o.get("whatif_verdict"), o.get("whatif_setting"), o.get("whatif_peak_reserved_bytes")))
 
 qwen = os.path.join(DIR, "qwen3-expandable-3gpu-oom.pickle")
 with open(qwen, "rb") as f:
