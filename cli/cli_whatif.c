@@ -135,6 +135,7 @@ gmp_err gmp_cli_whatif_run(gmp_cli_whatif *x, const gmp_cli_input *in, uint64_t 
     gmp_reader *r = NULL;
     gmp_reader_opts ro;
     memset(&ro, 0, sizeof ro);
+    x->kind = in->kind; /* what it was opened as (by content) */
     x->rec = calloc(GMP_WHATIF_MAX_DEVICES, sizeof *x->rec);
     if (!x->rec) {
         snprintf(msg, msglen, "out of memory");

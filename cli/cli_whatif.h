@@ -41,7 +41,8 @@ typedef struct gmp_cli_whatif {
  * (the CONF named). */
 int gmp_cli_whatif_setup(gmp_cli_whatif *x, const char *path, gmp_cli_input_kind kind,
                          const char *const *confs, size_t nconf, char *err, size_t errlen);
-/* Runs the passes over in's trace. capacity 0: each device's own (gmp_whatif_run). */
+/* Runs the passes over in's trace (in's kind replaces setup's). capacity 0: each device's own
+ * (gmp_whatif_run). */
 gmp_err gmp_cli_whatif_run(gmp_cli_whatif *x, const gmp_cli_input *in, uint64_t capacity, char *msg,
                            size_t msglen);
 /* The open replay of device i, NULL when not run. */

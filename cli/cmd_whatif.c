@@ -13,8 +13,6 @@
 #include "gmp_whatif.h"
 #include "gmp_whatif_advice.h"
 
-#include <sys/stat.h>
-
 #define MAX_CONFS GMP_CLI_WHATIF_MAX_CONFS
 
 /* --capacity was given (the output says where each capacity comes from) */
@@ -309,21 +307,10 @@ int gmp_cmd_whatif(const gmp_cli_cmd_info *cmd, int argc, char **argv)
         return gmp_cli_usage_error(cmd, "expected one recording");
     capacity_given = capacity != 0;
 
-    gmp_cli_input_kind kind = GMP_CLI_INPUT_UNKNOWN;
-    {
-        unsigned char head[GMP_CLI_INPUT_HEAD];
-        struct stat sb;
-        /* a pipe is never probed (reading its head would consume it), as cli_input does */
-        FILE *hf = stat(argv[1], &sb) == 0 && S_ISREG(sb.st_mode) ? fopen(argv[1], "rb") : NULL;
-        size_t hn = hf ? fread(head, 1, sizeof head, hf) : 0;
-        if (hf) {
-            fclose(hf);
-            kind = gmp_cli_input_probe(head, hn);
-        }
-    }
     static gmp_cli_whatif x; /* large: not on the stack */
     char msg[1024];
-    if (gmp_cli_whatif_setup(&x, argv[1], kind, confs, nconf, msg, sizeof msg) != 0)
+    if (gmp_cli_whatif_setup(&x, argv[1], GMP_CLI_INPUT_UNKNOWN, confs, nconf, msg, sizeof msg) !=
+        0)
         return gmp_cli_usage_error(cmd, "%s", msg);
 
     gmp_cli_input in;
