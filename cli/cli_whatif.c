@@ -118,6 +118,11 @@ static void own_settings(gmp_cli_whatif *x, const gmp_rec_header *h)
                 have = snapshot_conf(side, conf, sizeof conf);
         }
     }
+    /* the value is the recording's (untrusted): one with another character than PyTorch's
+     * syntax uses is not shown nor replayed (text outputs print the name as it is) */
+    for (size_t i = 0; have == 0 && conf[i]; i++)
+        if (!strchr("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_:.,-", conf[i]))
+            have = -1;
     if (have != 0)
         return;
     char e[256];

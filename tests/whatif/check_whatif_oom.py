@@ -170,6 +170,17 @@ check(o.get("whatif_verdict") == "fragmentation" and
       "big (streamed): the same verdict, setting and peak (%r, %r, %r)" % (
           o.get("whatif_verdict"), o.get("whatif_setting"), o.get("whatif_peak_reserved_bytes")))
 
+# a hostile PYTORCH_CUDA_ALLOC_CONF (a terminal escape): neither shown nor replayed
+hostile = os.path.join(WORK, "hostile.pickle")
+with open(frag, "rb") as f:
+    snap = pickle.load(f)
+snap["allocator_settings"]["PYTORCH_CUDA_ALLOC_CONF"] = "max_split_size_mb:64\x1b[31m"
+with open(hostile, "wb") as f:
+    pickle.dump(snap, f, protocol=4)
+out = run("whatif", hostile) + run("report", hostile)
+check("\x1b" not in out and "  defaults (PyTorch's)  " in out,
+      "hostile settings: no escape in the outputs, PyTorch's defaults replayed instead")
+
 qwen = os.path.join(DIR, "qwen3-expandable-3gpu-oom.pickle")
 with open(qwen, "rb") as f:
     snap = pickle.load(f)
