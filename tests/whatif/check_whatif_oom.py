@@ -22,7 +22,8 @@ why"; docs/whatif.md).
 3. The same OOM in a snapshot over 8 MiB, whose import `report` streams (read once): the what-if
    imports it again and gives the same verdict.
 4. A snapshot without an OOM: no what-if anywhere in the report (its cost is paid only for OOMs).
-Each checked in the JSON report; the text, Markdown and HTML reports show the what-if table.
+Each checked in the JSON report; the text, Markdown and HTML reports show the what-if table, and
+`convert --report/--json` write the same.
 
 usage: check_whatif_oom.py GPUMEMPROF SNAPSHOT_DIR WORKDIR"""
 import json
@@ -138,6 +139,14 @@ r = w["devices"][0]["recommendation"]
 check(r["alloc_conf"] == "max_split_size_mb:128" and r["peak_reserved_bytes"] == 1700 * MiB and
       r["fits_capacity"] is True and r["smallest_card"]["class"] == "16 GB",
       "frag: whatif recommends the same setting and card")
+
+# convert --report and --json write what `report` writes, the what-if included
+crep, cjson = os.path.join(WORK, "conv.txt"), os.path.join(WORK, "conv.json")
+run("convert", frag, "--report", crep, "--json", cjson, "--no-progress")
+with open(crep) as f1, open(cjson) as f2:
+    check(f1.read() == txt and json.load(f2) == json.loads(run("report", "--format", "json",
+                                                                  frag)),
+          "frag: convert --report/--json are the report's, with the what-if")
 
 # the same OOM in a snapshot over 8 MiB (device 1 churns one 2 MiB tensor): `report` streams
 # such a snapshot's import (read once), so its what-if imports the file again (cli_whatif.c)
