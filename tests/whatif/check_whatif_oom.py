@@ -21,7 +21,9 @@ why"; docs/whatif.md).
    capacity) and a card larger than the device.
 3. The same OOM in a snapshot over 8 MiB, whose import `report` streams (read once): the what-if
    imports it again and gives the same verdict.
-4. A snapshot without an OOM: no what-if anywhere in the report (its cost is paid only for OOMs).
+4. The constructed OOM with more free memory at the OOM (the model's defaults fit: not
+   reproduced) and with none reported (no capacity: no verdict); hostile recorded settings.
+5. A snapshot without an OOM: no what-if anywhere in the report (its cost is paid only for OOMs).
 Each checked in the JSON report; the text, Markdown and HTML reports show the what-if table, and
 `convert --report/--json` write the same.
 
@@ -178,6 +180,25 @@ check(o.get("whatif_verdict") == "fragmentation" and
       o.get("whatif_peak_reserved_bytes") == 1700 * MiB,
       "big (streamed): the same verdict, setting and peak (%r, %r, %r)" % (
           o.get("whatif_verdict"), o.get("whatif_setting"), o.get("whatif_peak_reserved_bytes")))
+
+# the same recording with more free memory at the OOM (600 MiB: 2200 MiB in all): the model's
+# defaults fit (1600 + a 500 MiB segment = 2100), so the model does not reproduce the OOM and says
+# so; without the driver's free memory there is no capacity and no verdict
+for free, verdict in ((600 * MiB, "not_reproduced"), (0, None)):
+    other = os.path.join(WORK, "frag-free-%d.pickle" % free)
+    with open(frag, "rb") as f:
+        snap = pickle.load(f)
+    for e in snap["device_traces"][0]:
+        if e["action"] == "oom":
+            e["device_free"] = free
+    with open(other, "wb") as f:
+        pickle.dump(snap, f, protocol=4)
+    o = json.loads(run("report", "--format", "json", other))["analysis"]["ooms"][0]
+    check(o.get("whatif_verdict") == verdict and
+          o.get("whatif_capacity_bytes") == (2200 * MiB if free else None),
+          "device_free %d MiB: verdict %r, capacity %r (%r, %r)" % (
+              free // MiB, verdict, 2200 * MiB if free else None, o.get("whatif_verdict"),
+              o.get("whatif_capacity_bytes")))
 
 # a hostile PYTORCH_CUDA_ALLOC_CONF (a terminal escape): neither shown nor replayed
 hostile = os.path.join(WORK, "hostile.pickle")
