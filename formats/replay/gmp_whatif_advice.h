@@ -69,7 +69,9 @@ typedef struct gmp_whatif_advice {
 void gmp_whatif_advise(const gmp_whatif_device *d, const gmp_whatif_device *open, size_t ncfg,
                        gmp_whatif_advice *out);
 
-/* Capacity for a replay that never runs out of memory (the `open` replay). */
-#define GMP_WHATIF_UNLIMITED UINT64_MAX
+/* Capacity of the replay "without a limit" (the `open` replay): 400 GiB, more than twice the
+ * largest card of the table, so that what fits no card still shows; finite, because a model may
+ * size what it keeps by the capacity (expandable segments reserve address space for it). */
+#define GMP_WHATIF_UNLIMITED ((uint64_t)400 << 30)
 
 #endif
