@@ -16,6 +16,7 @@
 #include "cli_opts.h"
 #include "cli_replay.h"
 #include "gmp_export.h"
+#include "cli_whatif.h"
 #include "gmp_out_report.h"
 #include "gmp_report.h"
 #include "gmp_output.h"
@@ -202,6 +203,21 @@ static gmp_err attach(void *ctx, gmp_cli_trace *t)
     return e;
 }
 
+/* A report output's trace that ran out of memory gets the what-if `report` gives it
+ * (cli_whatif.h): --report and --json write what `report` writes. */
+static gmp_err replayed(void *ctx, gmp_cli_trace *t, char *msg, size_t msglen)
+{
+    convert_run *C = ctx;
+    (void)msg;
+    (void)msglen;
+    for (size_t k = 0; k < C->nof; k++) {
+        gmp_report_trace *rt = gmp_out_report_last_trace(C->of[k].def->fmt, C->of[k].ctx);
+        if (rt)
+            gmp_cli_whatif_report(rt, t);
+    }
+    return GMP_OK;
+}
+
 /* Finishes every output (the inputs are closed); after a failure none is left behind. */
 static int finish(void *ctx, int status)
 {
@@ -373,6 +389,7 @@ int gmp_cmd_convert(const gmp_cli_cmd_info *cmd, int argc, char **argv)
         .ctx = &C,
         .open_outputs = open_outputs,
         .attach = attach,
+        .replayed = replayed,
         .finish = finish,
     };
     return gmp_cli_replay_all(argv + 1, (size_t)npos, &spec);

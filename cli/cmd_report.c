@@ -21,6 +21,7 @@
 #include "cli_replay.h"
 #include "gmp_report_ranks_oom.h"
 #include "cli_report_sym.h"
+#include "cli_whatif.h"
 #include "gmp_export.h"
 #include "gmp_output.h"
 #include "gmp_reader.h"
@@ -160,6 +161,10 @@ static gmp_err replayed(void *ctx, gmp_cli_trace *t, char *msg, size_t msglen)
     const report_run *R = ctx;
     (void)msg;
     (void)msglen;
+    /* an OOM's verdict says whether an allocator setting would have avoided it: the what-if
+     * replay, run only for a trace that ran out of memory (cli_whatif.h) */
+    if (R->doc->ntraces)
+        gmp_cli_whatif_report(R->doc->traces[R->doc->ntraces - 1], t);
     if (R->device != INT64_MIN && !gmp_replay_device_find(t->replay, (int32_t)R->device))
         fprintf(stderr, "gpumemprof report: warning: %s: no device %" PRId64 " in the trace\n",
                 t->path, R->device);

@@ -9,38 +9,31 @@
 
 #include "cli_cmds.h"
 #include "cli_input.h"
-#include "gmp_pickle_stream.h"
+#include "cli_whatif.h"
 #include "gmp_whatif.h"
+#include "gmp_whatif_advice.h"
 
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
-#define MAX_CONFS 32
+#define MAX_CONFS GMP_CLI_WHATIF_MAX_CONFS
 
 /* --capacity was given (the output says where each capacity comes from) */
 static int capacity_given;
-
-/* The standard set tried when no --alloc-conf is given. */
-static const char *const standard_set[] = {
-    "expandable_segments:True",         "max_split_size_mb:128",      "max_split_size_mb:512",
-    "garbage_collection_threshold:0.8", "roundup_power2_divisions:4",
-};
 
 static void print_help(const gmp_cli_cmd_info *cmd, const gmp_cli_opt *opts)
 {
     gmp_cli_print_usage(stdout, cmd);
     printf("\n%s.\n\n", cmd->summary);
     printf("Replays the tensor allocations and frees of a PyTorch recording (a memory snapshot,\n"
-           "or a trace merged with its --torch-history) through a model of PyTorch's CUDA\n"
-           "caching allocator, once per setting, and prints per device: peak reserved, peak\n"
+           "a trace merged with its --torch-history, or a --torch-alloc async trace, whose\n"
+           "cudaMallocAsync calls are its tensors) through a model of PyTorch's CUDA caching\n"
+           "allocator, once per setting, and prints per device: peak reserved, peak\n"
            "allocated (PyTorch's rounded blocks), segments cudaMalloc'ed, the fragmentation\n"
            "(reserved - allocated) at the reserved peak, whether it fits the device's memory\n"
            "(or --capacity) and the first allocation that would fail; then the setting with the\n"
-           "lowest peak reserved that fits.\n\n"
+           "lowest peak reserved that fits and the smallest common card that holds it (when none\n"
+           "fits, the same replay without a limit says what the cheapest setting would need).\n\n"
            "The first setting is the recording's own: a snapshot's PYTORCH_CUDA_ALLOC_CONF\n"
-           "(allocator_settings), else PyTorch's defaults, said so. CONF uses "
-           "PYTORCH_CUDA_ALLOC_CONF's syntax, key:value\n"
+           "(allocator_settings; for a trace, the TRACE.torch.pickle's beside it), else\n"
+           "PyTorch's defaults, said so. CONF uses PYTORCH_CUDA_ALLOC_CONF's syntax, key:value\n"
            "pairs separated by commas: max_split_size_mb, expandable_segments,\n"
            "garbage_collection_threshold, roundup_power2_divisions (one value for all sizes).\n"
            "Without --alloc-conf: expandable_segments:True, max_split_size_mb:128 and :512,\n"
@@ -52,125 +45,9 @@ static void print_help(const gmp_cli_cmd_info *cmd, const gmp_cli_opt *opts)
     printf("%s\n", GMP_CLI_INPUT_HELP);
     gmp_cli_print_options(stdout, opts);
     printf("      --alloc-conf CONF    a PYTORCH_CUDA_ALLOC_CONF setting to try (repeatable)\n");
-    printf("\nExit status: 0 when the table was written, 1 when the recording cannot be read or\n"
-           "the output cannot be written, 2 for bad arguments. See docs/whatif.md.\n");
-}
-
-static int parse_bool(const char *v, uint32_t *out)
-{
-    if (!strcmp(v, "True") || !strcmp(v, "true") || !strcmp(v, "1"))
-        *out = 1;
-    else if (!strcmp(v, "False") || !strcmp(v, "false") || !strcmp(v, "0"))
-        *out = 0;
-    else
-        return -1;
-    return 0;
-}
-
-/* CONF into cfg (zeroed first); on error one line in err. */
-static int parse_conf(const char *conf, gmp_cca_config *cfg, char *err, size_t errlen)
-{
-    memset(cfg, 0, sizeof *cfg);
-    char buf[512];
-    if (strlen(conf) >= sizeof buf) {
-        snprintf(err, errlen, "too long");
-        return -1;
-    }
-    strcpy(buf, conf);
-    char *save = NULL;
-    for (char *kv = strtok_r(buf, ",", &save); kv; kv = strtok_r(NULL, ",", &save)) {
-        char *colon = strchr(kv, ':');
-        if (!colon || colon == kv || !colon[1]) {
-            snprintf(err, errlen, "'%s': expected key:value", kv);
-            return -1;
-        }
-        *colon = 0;
-        const char *k = kv, *v = colon + 1;
-        char *end = NULL;
-        if (!strcmp(k, "max_split_size_mb")) {
-            unsigned long long mb = strtoull(v, &end, 10);
-            /* CUDAAllocatorConfig: max_split_size_mb must exceed kLargeBuffer (20 MiB) */
-            if (*end || v[0] == '-' || mb <= 20 || mb > (1ull << 40)) {
-                snprintf(err, errlen, "max_split_size_mb:%s: expected a number of MiB above 20", v);
-                return -1;
-            }
-            cfg->max_split_size = (uint64_t)mb << 20;
-        } else if (!strcmp(k, "expandable_segments")) {
-            if (parse_bool(v, &cfg->expandable_segments) != 0) {
-                snprintf(err, errlen, "expandable_segments:%s: expected True or False", v);
-                return -1;
-            }
-        } else if (!strcmp(k, "garbage_collection_threshold")) {
-            double t = strtod(v, &end);
-            if (*end || !(t > 0.0 && t < 1.0)) {
-                snprintf(err, errlen,
-                         "garbage_collection_threshold:%s: expected a number between 0 and 1", v);
-                return -1;
-            }
-            cfg->garbage_collection_threshold = t;
-        } else if (!strcmp(k, "roundup_power2_divisions")) {
-            unsigned long long n = strtoull(v, &end, 10);
-            /* CUDAAllocatorConfig: a power of two */
-            if (*end || v[0] == '-' || n == 0 || n > 64 || (n & (n - 1))) {
-                snprintf(err, errlen, "roundup_power2_divisions:%s: expected a power of 2 (1-64)",
-                         v);
-                return -1;
-            }
-            cfg->roundup_power2_divisions = (uint32_t)n;
-        } else {
-            snprintf(err, errlen,
-                     "'%s': unknown key (max_split_size_mb, expandable_segments, "
-                     "garbage_collection_threshold, roundup_power2_divisions)",
-                     k);
-            return -1;
-        }
-    }
-    return 0;
-}
-
-/* A snapshot's streamed segments and trace entries are released at once: only the root's small
- * dicts (allocator_settings) are needed here. */
-static int drop_item(void *ctx, int kind, uint32_t index, const gmp_pkv *item, char *err,
-                     size_t errlen)
-{
-    (void)kind;
-    (void)index;
-    (void)err;
-    (void)errlen;
-    if (item && item->v.o &&
-        (item->type == GMP_PK_LIST || item->type == GMP_PK_DICT || item->type == GMP_PK_TUPLE))
-        gmp_pkstream_husk(*(gmp_pkstream **)ctx, item->v.o);
-    return 0;
-}
-
-/* The PYTORCH_CUDA_ALLOC_CONF a snapshot recorded (allocator_settings, written by
- * torch.cuda.memory._snapshot since PyTorch 2.x) into buf; -1 when the file has none. */
-static int snapshot_conf(const char *path, char *buf, size_t n)
-{
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return -1;
-    int rc = -1;
-    gmp_pkstream *ps = NULL;
-    /* the callback's context: where the reader is (gmp_pkstream_husk needs it) */
-    gmp_pkstream_cb cb = {"segments", "device_traces", drop_item, &ps};
-    ps = gmp_pkstream_new(NULL, &cb);
-    char err[256];
-    if (ps && gmp_pkstream_run_fd(ps, fd, err, sizeof err) == GMP_OK) {
-        const gmp_pkv *v =
-            gmp_pkv_dict_get(gmp_pkv_dict_get(gmp_pkstream_root(ps), "allocator_settings"),
-                             "PYTORCH_CUDA_ALLOC_CONF");
-        size_t len = 0;
-        const char *c = gmp_pkv_str(v, &len);
-        if (c && len < n) {
-            memcpy(buf, c, len);
-            buf[len] = 0;
-            rc = 0;
-        }
-    }
-    gmp_pkstream_free(ps);
-    close(fd);
-    return rc;
+    printf("\nExit status: 0 when the table was written, 1 when the recording cannot be read,\n"
+           "holds no PyTorch tensor allocation, or the output cannot be written, 2 for bad\n"
+           "arguments. See docs/whatif.md.\n");
 }
 
 static void gib(FILE *f, uint64_t b)
@@ -192,10 +69,58 @@ static void jstr(FILE *f, const char *s)
     fputc('"', f);
 }
 
-static void out_json(FILE *f, const gmp_whatif *w, const gmp_whatif_recorded *rec,
-                     const char *const *names)
+/* The recommendation's card, for the text and Markdown. */
+static void card_text(FILE *f, const gmp_whatif_card *card)
 {
-    fprintf(f, "{\n  \"schema\": \"gpumemprof-whatif/1\",\n  \"devices\": [");
+    if (card) {
+        fprintf(f, "smallest card: %s class (%s; ", card->cls, card->cards);
+        gib(f, card->usable_bytes);
+        fprintf(f, " usable)");
+    } else {
+        size_t n;
+        const gmp_whatif_card *t = gmp_whatif_cards(&n);
+        fprintf(f, "no card of the table holds it (%s class: ", t[n - 1].cls);
+        gib(f, t[n - 1].usable_bytes);
+        fprintf(f, " usable)");
+    }
+}
+
+static void recommendation_text(FILE *f, const gmp_whatif_device *d, const gmp_whatif_advice *a,
+                                const char *const *names)
+{
+    if (a->best == SIZE_MAX) {
+        fprintf(f, "recommendation: none; no modelled setting fits");
+        if (d->rows[0].capacity) {
+            fprintf(f, " ");
+            gib(f, d->rows[0].capacity);
+        }
+        fprintf(f, " (capacity, not fragmentation)\n\n");
+        return;
+    }
+    if (a->fits_capacity) {
+        fprintf(f, "recommendation: %s (peak reserved ", names[a->best]);
+        gib(f, a->peak_reserved);
+        fprintf(f, "); ");
+    } else {
+        fprintf(f, "recommendation: none fits ");
+        gib(f, d->rows[0].capacity);
+        fprintf(f, " (capacity, not fragmentation); without that limit %s reserves at least ",
+                names[a->best]);
+        gib(f, a->peak_reserved);
+        fprintf(f, ": ");
+    }
+    card_text(f, a->card);
+    fprintf(f, "\n\n");
+}
+
+static void out_json(FILE *f, const gmp_cli_whatif *x)
+{
+    const gmp_whatif *w = &x->w;
+    const gmp_whatif_recorded *rec = x->rec;
+    const char *const *names = x->names;
+    fprintf(f,
+            "{\n  \"schema\": \"gpumemprof-whatif/1\",\n  \"tensors\": \"%s\",\n  \"devices\": [",
+            x->async ? "cudaMallocAsync" : "caching-allocator");
     int nd = 0;
     for (size_t i = 0; i < w->ndevices; i++) {
         const gmp_whatif_device *d = &w->devices[i];
@@ -233,14 +158,37 @@ static void out_json(FILE *f, const gmp_whatif *w, const gmp_whatif_recorded *re
             else
                 fprintf(f, "null}");
         }
-        fprintf(f, "\n    ]}");
+        gmp_whatif_advice a;
+        gmp_whatif_advise(d, gmp_cli_whatif_open_device(x, i), w->nconfigs, &a);
+        fprintf(f, "\n    ], \"recommendation\": ");
+        if (a.best == SIZE_MAX) {
+            fprintf(f, "null}");
+            continue;
+        }
+        fprintf(f, "{\"alloc_conf\": ");
+        jstr(f, names[a.best]);
+        fprintf(
+            f, ", \"peak_reserved_bytes\": %" PRIu64 ", \"fits_capacity\": %s, \"smallest_card\": ",
+            a.peak_reserved, a.fits_capacity ? "true" : "false");
+        if (a.card) {
+            fprintf(f, "{\"class\": ");
+            jstr(f, a.card->cls);
+            fprintf(f, ", \"cards\": ");
+            jstr(f, a.card->cards);
+            fprintf(f, ", \"total_bytes\": %" PRIu64 ", \"usable_bytes\": %" PRIu64 "}}}",
+                    a.card->total_bytes, a.card->usable_bytes);
+        } else {
+            fprintf(f, "null}}");
+        }
     }
     fprintf(f, "%s]\n}\n", nd ? "\n  " : "");
 }
 
-static void out_text(FILE *f, const gmp_whatif *w, const gmp_whatif_recorded *rec,
-                     const char *const *names, int md)
+static void out_text(FILE *f, const gmp_cli_whatif *x, int md)
 {
+    const gmp_whatif *w = &x->w;
+    const gmp_whatif_recorded *rec = x->rec;
+    const char *const *names = x->names;
     for (size_t i = 0; i < w->ndevices; i++) {
         const gmp_whatif_device *d = &w->devices[i];
         if (!d->rows)
@@ -266,7 +214,6 @@ static void out_text(FILE *f, const gmp_whatif *w, const gmp_whatif_recorded *re
         else
             fprintf(f, "  %-36s %13s %14s %9s %13s %5s  %s\n", "setting", "peak reserved",
                     "peak allocated", "segments", "frag at peak", "fits", "first failure");
-        size_t best = SIZE_MAX;
         for (size_t c = 0; c < w->nconfigs; c++) {
             const gmp_whatif_row *r = &d->rows[c];
             char rs[32], as[32], fs[32], ff[96];
@@ -299,18 +246,11 @@ static void out_text(FILE *f, const gmp_whatif *w, const gmp_whatif_recorded *re
                         : r->fits                  ? "yes"
                                                    : "no",
                         ff);
-            if (r->fits && (best == SIZE_MAX || r->peak_reserved < d->rows[best].peak_reserved))
-                best = c;
         }
         fprintf(f, "\n%s", md ? "" : "  ");
-        if (best == SIZE_MAX)
-            fprintf(f, "recommendation: none; no modelled setting fits (capacity, not "
-                       "fragmentation)\n\n");
-        else {
-            fprintf(f, "recommendation: %s (peak reserved ", names[best]);
-            gib(f, d->rows[best].peak_reserved);
-            fprintf(f, ")\n\n");
-        }
+        gmp_whatif_advice a;
+        gmp_whatif_advise(d, gmp_cli_whatif_open_device(x, i), w->nconfigs, &a);
+        recommendation_text(f, d, &a, names);
     }
 }
 
@@ -366,99 +306,47 @@ int gmp_cmd_whatif(const gmp_cli_cmd_info *cmd, int argc, char **argv)
         return gmp_cli_usage_error(cmd, "expected one recording");
     capacity_given = capacity != 0;
 
-    const char *names[MAX_CONFS];
-    gmp_cca_config cfgs[MAX_CONFS];
-    memset(cfgs, 0, sizeof cfgs);
-    names[0] = "defaults (PyTorch's)";
-    size_t ncfg = 1;
-    /* the recording's own settings: a snapshot's PYTORCH_CUDA_ALLOC_CONF; one the model cannot
-     * take (a key it does not know, a per-size roundup list) is a row that says not modelled */
-    static char own_conf[512], own_name[600];
-    int own_refused = 0;
-    {
-        unsigned char head[GMP_CLI_INPUT_HEAD];
-        struct stat sb;
-        /* a pipe is never probed (reading its head would consume it), as cli_input does */
-        FILE *hf = stat(argv[1], &sb) == 0 && S_ISREG(sb.st_mode) ? fopen(argv[1], "rb") : NULL;
-        size_t hn = hf ? fread(head, 1, sizeof head, hf) : 0;
-        if (hf)
-            fclose(hf);
-        if (gmp_cli_input_probe(head, hn) == GMP_CLI_INPUT_TORCH &&
-            snapshot_conf(argv[1], own_conf, sizeof own_conf) == 0) {
-            char err[256];
-            if (own_conf[0]) {
-                snprintf(own_name, sizeof own_name, "recorded (%s)", own_conf);
-                own_refused = parse_conf(own_conf, &cfgs[0], err, sizeof err) != 0;
-            } else {
-                snprintf(own_name, sizeof own_name, "recorded (defaults)");
-            }
-            names[0] = own_name;
-        }
-    }
-    if (nconf == 0)
-        for (size_t i = 0; i < sizeof standard_set / sizeof *standard_set; i++)
-            confs[nconf++] = standard_set[i];
-    for (size_t i = 0; i < nconf; i++) {
-        char err[256];
-        if (parse_conf(confs[i], &cfgs[ncfg], err, sizeof err) != 0)
-            return gmp_cli_usage_error(cmd, "--alloc-conf %s: %s", confs[i], err);
-        names[ncfg++] = confs[i];
-    }
+    static gmp_cli_whatif x; /* large: not on the stack */
+    char msg[1024];
+    if (gmp_cli_whatif_setup(&x, argv[1], GMP_CLI_INPUT_UNKNOWN, confs, nconf, msg, sizeof msg) !=
+        0)
+        return gmp_cli_usage_error(cmd, "%s", msg);
 
     gmp_cli_input in;
-    gmp_reader *r = NULL;
-    char msg[1024];
-    gmp_reader_opts ro;
-    memset(&ro, 0, sizeof ro);
     gmp_err e = gmp_cli_input_open(&in, argv[1], msg, sizeof msg);
     if (e == GMP_OK) {
-        e = gmp_cli_input_reader(&in, &r, &ro, msg, sizeof msg);
-        if (e != GMP_OK)
-            gmp_cli_input_close(&in);
+        e = gmp_cli_whatif_run(&x, &in, capacity, msg, sizeof msg);
+        gmp_cli_input_close(&in);
+    }
+    if (e == GMP_OK && x.w.ndevices == 0) {
+        /* nothing to replay: say why rather than print an empty table */
+        snprintf(msg, sizeof msg,
+                 "no PyTorch tensor allocations to replay; whatif needs a PyTorch snapshot, a "
+                 "trace recorded with `run --torch-history` (read with the TRACE.torch.pickle "
+                 "beside it) or with `run --torch-alloc async` (a tensor per cudaMallocAsync); "
+                 "a CUDA trace's cudaMalloc calls are the allocator's segments, not its tensors");
+        e = GMP_ERR_FORMAT;
     }
     if (e != GMP_OK) {
         fprintf(stderr, "gpumemprof %s: %s: %s\n", cmd->name, argv[1], msg);
+        gmp_cli_whatif_free(&x);
         return 1;
     }
-    gmp_whatif w;
-    gmp_whatif_recorded *rec = calloc(GMP_WHATIF_MAX_DEVICES, sizeof *rec);
-    if (!rec) {
-        e = GMP_ERR_NOMEM;
-        snprintf(msg, sizeof msg, "out of memory");
-    } else {
-        e = gmp_whatif_scan(r, rec, msg, sizeof msg);
-    }
-    gmp_reader_close(r);
-    r = NULL;
-    if (e == GMP_OK)
-        e = gmp_cli_input_reader(&in, &r, &ro, msg, sizeof msg);
-    if (e == GMP_OK)
-        e = gmp_whatif_run(r, cfgs, ncfg, capacity, rec, &w, msg, sizeof msg);
-    gmp_reader_close(r);
-    gmp_cli_input_close(&in);
-    if (e != GMP_OK) {
-        fprintf(stderr, "gpumemprof %s: %s: %s\n", cmd->name, argv[1], msg);
-        free(rec);
-        return 1;
-    }
-    for (size_t i = 0; own_refused && i < w.ndevices; i++)
-        if (w.devices[i].rows)
-            w.devices[i].rows[0].modelled = 0;
     FILE *f = stdout;
     if (out_path && strcmp(out_path, "-") != 0 && !(f = fopen(out_path, "w"))) {
         fprintf(stderr, "gpumemprof %s: %s: cannot write\n", cmd->name, out_path);
-        gmp_whatif_free(&w);
-        free(rec);
+        gmp_cli_whatif_free(&x);
         return 1;
     }
-    if (!json && w.ndevices == 0)
-        fprintf(f, "no PyTorch caching-allocator tensors in %s\n", argv[1]);
+    if (x.async && !json)
+        fprintf(f, "the tensors are the trace's stream-ordered allocations (cudaMallocAsync: "
+                   "PyTorch's cudaMallocAsync backend), replayed through the native caching "
+                   "allocator\n\n");
     if (json)
-        out_json(f, &w, rec, names);
+        out_json(f, &x);
     else
-        out_text(f, &w, rec, names, md);
-    gmp_whatif_free(&w);
-    free(rec);
+        out_text(f, &x, md);
+    gmp_cli_whatif_free(&x);
     int bad = fflush(f) != 0 || ferror(f);
     if (f != stdout)
         bad |= fclose(f) != 0;

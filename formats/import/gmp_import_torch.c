@@ -208,6 +208,10 @@ typedef struct frame {
 
 typedef struct imp {
     gmp_import_torch_stats st;
+    /* allocator_settings.PYTORCH_CUDA_ALLOC_CONF, for the header's options (alloc_conf=): only
+     * when it is made of the characters PyTorch's syntax uses (key:value pairs, commas) */
+    char alloc_conf[256];
+    int has_conf;
     char *msg;
     size_t msglen;
     gmp_err err;
@@ -985,6 +989,26 @@ static void flag_at(const gmp_pkv *v, size_t d, int *flag, uint64_t *num)
         if (num)
             *num = u;
     }
+}
+
+/* The settings the snapshot was taken under (allocator_settings, PyTorch 2.x), kept for the
+ * header's options (`whatif` replays them first). A value with another character than PyTorch's
+ * syntax needs is left out: the options are space-separated key=value pairs. */
+static void read_alloc_conf(imp *I, const gmp_pkv *root)
+{
+    size_t n = 0;
+    const char *c = gmp_pkv_str(
+        gmp_pkv_dict_get(gmp_pkv_dict_get(root, "allocator_settings"), "PYTORCH_CUDA_ALLOC_CONF"),
+        &n);
+    if (!c || n >= sizeof I->alloc_conf)
+        return;
+    for (size_t i = 0; i < n; i++)
+        if (!strchr("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_:.,-", c[i]) ||
+            !c[i])
+            return;
+    memcpy(I->alloc_conf, c, n);
+    I->alloc_conf[n] = 0;
+    I->has_conf = 1;
 }
 
 static void read_overflow(imp *I, const gmp_pkv *root)
@@ -1777,8 +1801,11 @@ static void write_trace(imp *I, const char *source, int fd, gmp_tq *q, unsigned 
     h.start_wall_ns = I->st.has_time ? wall0 : 0;
     h.start_trace_ns = t0;
     h.clock = cstr(I->st.has_time ? "PyTorch time_us" : "PyTorch entry order (1 us apart)");
-    h.options =
-        cstr(I->st.legacy ? "import=pytorch-snapshot format=legacy" : "import=pytorch-snapshot");
+    char opts[400];
+    snprintf(opts, sizeof opts, "import=pytorch-snapshot%s%s%s",
+             I->st.legacy ? " format=legacy" : "", I->has_conf ? " alloc_conf=" : "",
+             I->has_conf ? I->alloc_conf : "");
+    h.options = cstr(opts);
     gmp_writer_opts wo;
     gmp_writer_opts_default(&wo);
     wo.threaded = 0;
@@ -2124,6 +2151,7 @@ static gmp_err import_read(imp *I, int fd, const void *data, size_t n, char *msg
             goto out;
         }
         read_overflow(I, root);
+        read_alloc_conf(I, root);
         if (read_annotations(I, root) < 0)
             goto out;
     } else {

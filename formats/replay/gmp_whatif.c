@@ -97,6 +97,22 @@ static int is_cca(const gmp_reader *r, uint32_t api, const char *what)
     return s.ptr && s.len == n && memcmp(s.ptr, what, n) == 0;
 }
 
+/* A stream-ordered allocation (or its free) that stands for a tensor: on a device whose
+ * recording has no caching-allocator tensor (PyTorch's cudaMallocAsync backend calls
+ * cudaMallocAsync once per tensor: c10/cuda/CUDAMallocAsyncAllocator.cpp, mallocAsync). */
+static int is_async_api(const gmp_reader *r, uint32_t api, int is_alloc)
+{
+    return is_alloc ? is_cca(r, api, "cudaMallocAsync") || is_cca(r, api, "cudaMallocFromPoolAsync")
+                    : is_cca(r, api, "cudaFreeAsync");
+}
+
+static int async_tensor(const gmp_reader *r, const gmp_rec_mem *m, int is_alloc,
+                        const gmp_whatif_recorded *recorded)
+{
+    return recorded && m->device >= 0 && m->device < GMP_WHATIF_MAX_DEVICES &&
+           !recorded[m->device].cca_allocs && is_async_api(r, m->api, is_alloc);
+}
+
 void gmp_whatif_free(gmp_whatif *w)
 {
     for (size_t i = 0; i < w->ndevices; i++)
@@ -124,6 +140,14 @@ gmp_err gmp_whatif_scan(gmp_reader *r, gmp_whatif_recorded *rec, char *msg, size
             if (o->device >= 0 && o->device < GMP_WHATIF_MAX_DEVICES &&
                 !rec[o->device].oom_capacity && o->free_bytes)
                 rec[o->device].oom_capacity = cur[o->device] + o->free_bytes;
+            continue;
+        }
+        if (x->type == GMP_REC_ALLOC && !(x->u.mem.flags & GMP_MEMF_FAILED) &&
+            x->u.mem.device >= 0 && x->u.mem.device < GMP_WHATIF_MAX_DEVICES) {
+            if (is_cca(r, x->u.mem.api, "CUDACachingAllocator.malloc"))
+                rec[x->u.mem.device].cca_allocs++;
+            else if (is_async_api(r, x->u.mem.api, 1))
+                rec[x->u.mem.device].async_allocs++;
             continue;
         }
         if (x->type != GMP_REC_POOL)
@@ -189,8 +213,9 @@ gmp_err gmp_whatif_run(gmp_reader *r, const gmp_cca_config *cfgs, size_t ncfg, u
         const gmp_rec_mem *m = &rec->u.mem;
         int is_alloc = rec->type == GMP_REC_ALLOC;
         if (m->device < 0 || m->device >= GMP_TORCH_MAX_DEVICES ||
-            !is_cca(r, m->api,
-                    is_alloc ? "CUDACachingAllocator.malloc" : "CUDACachingAllocator.free"))
+            (!is_cca(r, m->api,
+                     is_alloc ? "CUDACachingAllocator.malloc" : "CUDACachingAllocator.free") &&
+             !async_tensor(r, m, is_alloc, recorded)))
             continue;
         size_t di = (size_t)m->device;
         if (di >= nd) {

@@ -36,6 +36,11 @@ typedef struct gmp_whatif_recorded {
     /* At the first recorded OOM: reserved + the driver's free bytes, i.e. what PyTorch could
      * have held in all (0 without an OOM) */
     uint64_t oom_capacity;
+    /* Tensor allocations: PyTorch's caching allocator's (a snapshot, a --torch-history merge),
+     * and stream-ordered ones (cudaMallocAsync, cudaMallocFromPoolAsync: PyTorch's cudaMallocAsync
+     * backend, `run --torch-alloc async`). gmp_whatif_run replays the first, or, on a device
+     * that has none of them, the second (given recorded). */
+    uint64_t cca_allocs, async_allocs;
 } gmp_whatif_recorded;
 
 /* First pass: rec[0..GMP_WHATIF_MAX_DEVICES) from r, read to its end. */
@@ -55,7 +60,9 @@ typedef struct gmp_whatif {
 } gmp_whatif;
 
 /* Reads r to its end. capacity 0: each device's total memory from its DEVICE record, else
- * (recorded, may be NULL) the capacity its OOM shows; none when neither is known. */
+ * (recorded, may be NULL) the capacity its OOM shows; none when neither is known. With recorded,
+ * a device with no caching-allocator tensor but stream-ordered allocations replays those (their
+ * frees: cudaFreeAsync) through the models: what PyTorch's native allocator would have done. */
 gmp_err gmp_whatif_run(gmp_reader *r, const gmp_cca_config *cfgs, size_t ncfg, uint64_t capacity,
                        const gmp_whatif_recorded *recorded, gmp_whatif *out, char *msg,
                        size_t msglen);

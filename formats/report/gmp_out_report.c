@@ -136,3 +136,11 @@ static gmp_err finish(gmp_output_ctx *c, gmp_output_result *res)
 
 const gmp_output gmp_out_report = {"report", start_report, add_trace, finish, discard};
 const gmp_output gmp_out_report_json = {"json", start_json, add_trace, finish, discard};
+
+struct gmp_report_trace *gmp_out_report_last_trace(const gmp_output *fmt, gmp_output_ctx *c)
+{
+    if ((fmt != &gmp_out_report && fmt != &gmp_out_report_json) || !c || !c->doc ||
+        !c->doc->ntraces)
+        return NULL;
+    return c->doc->traces[c->doc->ntraces - 1];
+}

@@ -16,4 +16,9 @@ extern const gmp_output gmp_out_report_json; /* the JSON report */
 gmp_err gmp_out_report_set_view(gmp_output_ctx *c, const gmp_output *view,
                                 const gmp_output_opts *opts);
 
+/* The report's last trace so far (after its replay: the CLI hands it the what-if of an OOM,
+ * cli/cli_whatif.h, so that the files are what `report` writes); NULL when c is not one of the
+ * two outputs above or no trace was added. */
+struct gmp_report_trace *gmp_out_report_last_trace(const gmp_output *fmt, gmp_output_ctx *c);
+
 #endif

@@ -4,6 +4,7 @@
 #include "gmp_hash.h"
 #include "gmp_map.h"
 #include "gmp_report.h"
+#include "gmp_report_whatif.h"
 
 #include <inttypes.h>
 #include <stdlib.h>
@@ -1699,6 +1700,7 @@ static void trace_free(gmp_report_trace *t)
     free(t->ooms);
     free(t->notices);
     gmp_analysis_result_free(t->analysis);
+    gmp_report_whatif_free(t->whatif);
     for (size_t i = 0; i < t->nstacks; i++)
         free(t->stacks[i].frames);
     free(t->stacks);

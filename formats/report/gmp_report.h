@@ -222,6 +222,9 @@ typedef struct gmp_report_trace {
     uint64_t bucket_ns; /* timeline bucket width */
     gmp_analysis_result *analysis; /* growth, temporaries, overhead (gmp_analysis.h); NULL none */
     struct gmp_report_live *live;  /* during the pass only */
+    /* the what-if replay of a trace with an OOM (gmp_report_whatif.h), set by the CLI after the
+     * pass and owned by the trace; NULL when not run */
+    struct gmp_report_whatif *whatif;
 } gmp_report_trace;
 
 /* Names of native frames: the one place where they come from. The offline symbolizer lives in a

@@ -19,6 +19,7 @@
 #include "gmp_report.h"
 #include "gmp_report_build_analysis.h"
 #include "gmp_report_values.h"
+#include "gmp_report_whatif.h"
 
 static const char *verdict_advice(gmp_analysis_oom_verdict v)
 {
@@ -566,6 +567,11 @@ static void build_ooms(gmp_doc *d, gmp_doc_block *a, const gmp_report_trace *t,
                            : "not known (needs the device's total and the driver's free memory)"));
         gmp_doc_item_add(d, kv, "what to try", 0, "%v",
                          gmp_dv_k(gmp_dv_lit(verdict_advice(o->verdict)), "advice"));
+        /* the what-if replay: its verdict on every OOM, its table under the device's first */
+        int first = 1;
+        for (size_t k = 0; k < i; k++)
+            first &= R->ooms[k].device != o->device || !gmp_report_wanted(v, R->ooms[k].device);
+        gmp_report_whatif_build(d, b, kv, t->whatif, o->device, first);
         gmp_doc_col cols[2 + GMP_REPORT_SITE_COLS];
         size_t nc = gmp_report_site_table(cols, own, 2);
         gmp_doc_block *tb = gmp_doc_table(d, b, "live", cols, nc);

@@ -20,6 +20,7 @@
 
 #include "gmp_report_build_analysis.h"
 #include "gmp_report_values.h"
+#include "gmp_report_whatif.h"
 
 /* Memory no allocation explains is a finding from this much, and this share of the device's
  * peak reserved memory (a CUDA context alone is a few hundred MiB on a real GPU). */
@@ -199,11 +200,13 @@ static void put(gmp_doc *d, gmp_doc_block *sec, const gmp_report_doc *doc, const
         snprintf(anchor, sizeof anchor, "%soom-why", pfx);
         snprintf(path, sizeof path, "%sanalysis.ooms[%zu]", proc, f->json);
         ref = gmp_dv_ref(gmp_doc_cstr(d, sect), gmp_doc_cstr(d, anchor));
+        gmp_doc_val wi = gmp_report_whatif_phrase(d, t->whatif, dev);
         gmp_doc_linef(d, &b->title,
-                      "out of memory on device %v at %v: %v requested; %v (details: \"%v\")",
+                      "out of memory on device %v at %v: %v requested; %v%v (details: \"%v\")",
                       gmp_dv_device(dev), gmp_dv_time(when, t->t0_ns),
                       gmp_dv_f(gmp_dv_bytes(o->requested), GMP_DOC_STRONG),
-                      gmp_dv_lit(gmp_analysis_oom_verdict_text(o->verdict)), ref);
+                      gmp_dv_lit(gmp_analysis_oom_verdict_text(o->verdict)),
+                      wi.type == GMP_DOC_NONE ? gmp_dv_lit("") : wi, ref);
         verdict = gmp_analysis_oom_verdict_name(o->verdict);
         break;
     }

@@ -122,10 +122,12 @@ def main():
                         sum(1 for p in procs for o in p["ooms"] if o["device"] == first[1])
                         if first else 0)
         # a whole page's findings: the report's (one trace), less what only the report says (the
-        # memory left at exit, growth) and where its detail is
+        # memory left at exit, growth, an OOM's what-if: the report replays the recording again
+        # for it) and where its detail is
         if not name.startswith(("report-", "convreport-")) and "processes" not in rep:
-            finds[page] = [re.sub(r'; details: "[^"]*"\)$', ")",
-                                  re.sub(r' \(details: "[^"]*"\)$', "", f["text"]))
+            finds[page] = [re.sub(r'; what if: .*$', "", re.sub(
+                                      r'; details: "[^"]*"\)$', ")",
+                                      re.sub(r' \(details: "[^"]*"\)$', "", f["text"])))
                            for f in rep["findings"] if f["kind"] in ("oom", "leak", "unexplained")]
         spec.append({"file": page, "frames": frames,
                      "report": name.startswith(("report-", "convreport-"))})

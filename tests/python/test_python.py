@@ -42,6 +42,9 @@ MODE: python     --stacks python: exact file:function:line frames, with the GIL 
                  tensors with their Python stacks inside the segments (allocated = live blocks,
                  reserved = segments), convert --pytorch-snapshot gives the blocks back, and
                  bad snapshots beside a copy of the trace give one warning and the trace alone
+      whatif     `whatif` on a --torch-history trace (merged with its snapshot) and on a
+                 --torch-alloc async trace (a cudaMallocAsync per tensor): the figures worked by
+                 hand from the allocator's rules; the raw trace alone: nothing to replay (exit 1)
       torchside  --torch-history's side effects on the stand-in torch: none in a process that never
                  uses CUDA; settings made after import torch honoured; import, fork, CUDA in the
                  child; the program's SIGTERM handler left alone; the cudaMallocAsync backend said
@@ -637,6 +640,63 @@ elif args.mode == "torchhistory":
     p, t = hist("exit", opts=(), trace="h_off.zst")
     check("without --torch-history: no history", "history_args=None" in p.stdout, True)
     check("without --torch-history: no snapshot", os.path.exists(t + ".torch.pickle"), False)
+elif args.mode == "whatif":
+    # `gpumemprof whatif` on traces (docs/whatif.md): a --torch-history trace (read merged with
+    # the TRACE.torch.pickle beside it), a --torch-alloc async trace (one cudaMallocAsync per
+    # tensor), and the same trace alone (a raw CUDA trace: nothing to replay). The stand-in's
+    # tensors (progs/py_torch_history.py): 1, 3 and 5 MiB, the 3 MiB one freed after the 5 MiB one
+    # is made. PyTorch's caching allocator under its defaults, worked by hand from the rules of
+    # docs/whatif.md: 1 MiB is a small request (at most 1 MiB: a 2 MiB segment), 3 MiB is a large
+    # one under 10 MiB (a 20 MiB segment), 5 MiB is cut from the 17 MiB left of it: peak reserved
+    # 22 MiB in 2 segments, peak allocated 9 MiB (the blocks, already multiples of 512 B).
+    stub = os.path.join(args.src, "progs", "torchstub")
+    want = (22 * MiB, 2, 9 * MiB)
+
+    def whatif(t, env=None, fmt="json"):
+        return subprocess.run([args.gpumemprof, "whatif", t, "--format", fmt], capture_output=True,
+                              text=True, env=env or base_env(), timeout=120)
+
+    def figures(doc):
+        c = doc["devices"][0]["configs"][0] if doc["devices"] else {}
+        return (c.get("peak_reserved_bytes"), c.get("segments"), c.get("peak_allocated_bytes"))
+
+    p, t = run(["--torch-history"], "py_torch_history.py", trace="w_hist.zst",
+               extra=[stub, "exit"])
+    check("history: the snapshot beside the trace", os.path.exists(t + ".torch.pickle"), True)
+    w = whatif(t)
+    check("history: whatif exit status", (w.returncode, w.stderr), (0, ""))
+    doc = json.loads(w.stdout) if w.returncode == 0 else {"devices": []}
+    check("history: the caching allocator's tensors", doc.get("tensors"), "caching-allocator")
+    check("history: the recorded settings, from the snapshot beside the trace",
+          [c["alloc_conf"] for c in doc["devices"][0]["configs"][:1]] if doc["devices"] else [],
+          ["recorded (defaults)"])
+    check("history: peak reserved, segments, peak allocated under the defaults", figures(doc),
+          want)
+    raw = base_env()
+    raw["GPUMEMPROF_TORCH_MERGE"] = "0"
+    w = whatif(t, env=raw)
+    check("raw CUDA trace: exit 1, saying why", (w.returncode, "no PyTorch tensor allocations to "
+                                                 "replay" in w.stderr, w.stdout), (1, True, ""))
+    p, t = run(["--torch-alloc", "async"], "py_torch_history.py", trace="w_async.zst",
+               extra=[stub, "exit"])
+    d = subprocess.run([args.gpumemprof, "dump", t], capture_output=True, text=True,
+                       env=base_env(), timeout=60).stdout
+    sizes = sorted(int(m) for m in re.findall(r' alloc .*api="cudaMallocAsync" .*size=(\d+)', d))
+    check("async: a cudaMallocAsync per tensor, of the size asked for", sizes,
+          [1 * MiB, 3 * MiB, 5 * MiB])
+    w = whatif(t)
+    check("async: whatif exit status", (w.returncode, w.stderr), (0, ""))
+    doc = json.loads(w.stdout) if w.returncode == 0 else {"devices": []}
+    check("async: the cudaMallocAsync tensors", doc.get("tensors"), "cudaMallocAsync")
+    check("async: replayed through the native allocator under its defaults",
+          [c["alloc_conf"] for c in doc["devices"][0]["configs"][:1]] if doc["devices"] else [],
+          ["defaults (PyTorch's)"])
+    check("async: peak reserved, segments, peak allocated under the native allocator",
+          figures(doc), want)
+    w = whatif(t, fmt="text")
+    check("async: the text says what was replayed", "the tensors are the trace's stream-ordered "
+          "allocations (cudaMallocAsync" in w.stdout, True)
+    finish()
 elif args.mode == "torchside":
     # what --torch-history must not change in a PyTorch program (the stand-in torch models the
     # CUDA initialization as PyTorch does it, progs/torchstub/torch/_C.py)

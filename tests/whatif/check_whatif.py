@@ -73,6 +73,38 @@ def whatif(path, *args):
 
 fails = []
 
+# The card classes as docs/whatif.md gives them (driver-reported total in MiB, or bytes), less the
+# 1 GiB left for the CUDA context: written here from the documented figures, not from the C table.
+CARDS = [("16 GB", 15079 << 20), ("24 GB", 23034 << 20), ("40 GB", 42411098112),
+         ("48 GB", 46068 << 20), ("80 GB", 81049 << 20), ("94 GB", 95830 << 20),
+         ("141 GB", 143771 << 20), ("192 GB", 183359 << 20)]
+
+
+def smallest_card(nbytes):
+    for cls, total in CARDS:
+        if nbytes <= total - (1 << 30):
+            return cls
+    return None
+
+
+def check_recommendation(name, d):
+    """The recommendation: the fitting modelled setting with the lowest peak reserved (the first
+    on a tie), and the smallest card whose usable memory holds that peak."""
+    rec = d["recommendation"]
+    fitting = [c for c in d["configs"] if c["modelled"] and c["fits"] is not False]
+    if not fitting:
+        check(rec is None or rec["fits_capacity"] is False,
+              name + ": device %d: nothing fits, no fitting recommendation" % d["id"])
+        return
+    best = min(fitting, key=lambda c: c["peak_reserved_bytes"])
+    check(rec is not None and rec["alloc_conf"] == best["alloc_conf"] and
+          rec["peak_reserved_bytes"] == best["peak_reserved_bytes"] and rec["fits_capacity"],
+          name + ": device %d: recommends %s, the lowest peak reserved that fits" % (
+              d["id"], best["alloc_conf"]))
+    card = smallest_card(best["peak_reserved_bytes"])
+    check((rec["smallest_card"] or {}).get("class") == card,
+          name + ": device %d: smallest card %s" % (d["id"], card))
+
 
 def check(cond, what):
     print(("ok   " if cond else "FAIL ") + what)
@@ -85,8 +117,9 @@ check(len(snaps) == 4, "four snapshots in %s" % DIR)
 for name in snaps:
     path = os.path.join(DIR, name)
     doc = whatif(path)
-    check(set(doc) == {"schema", "devices"} and doc["schema"] == "gpumemprof-whatif/1",
-          name + ": schema gpumemprof-whatif/1")
+    check(set(doc) == {"schema", "tensors", "devices"} and
+          doc["schema"] == "gpumemprof-whatif/1" and doc["tensors"] == "caching-allocator",
+          name + ": schema gpumemprof-whatif/1, the caching allocator's tensors")
     check(len(doc["devices"]) >= 1, name + ": answers for %d device(s)" % len(doc["devices"]))
     for d in doc["devices"]:
         check({"id", "configs"} <= set(d), name + ": device keys")
@@ -101,6 +134,7 @@ for name in snaps:
             # every setting of the standard set is modelled now (expandable segments included)
             check(c["modelled"] is True and c["peak_reserved_bytes"] > 0 and
                   c["segments"] > 0, name + ": figures for " + c["alloc_conf"])
+        check_recommendation(name, d)
     rec = recorded(path)
     base = name[:-len(".pickle")]
     for d in doc["devices"]:
@@ -140,6 +174,14 @@ for name in snaps:
               all(c["modelled"] and c["fits"] is False and c["first_failure"] for c in d1["configs"]),
               base + ": device 1 (capacity OOM) fits under no setting, expandable segments included")
         check(d1["capacity_bytes"] > 0, base + ": device 1's capacity from the recorded OOM")
+        # without the capacity the same settings need more than the device had: a larger card
+        r = d1["recommendation"]
+        check(r is not None and r["fits_capacity"] is False and
+              r["peak_reserved_bytes"] > d1["capacity_bytes"] and
+              r["smallest_card"]["class"] == smallest_card(r["peak_reserved_bytes"]) and
+              r["smallest_card"]["usable_bytes"] > d1["capacity_bytes"],
+              base + ": device 1: no setting fits; the smallest card that would hold it is larger "
+              "(%s)" % (r and r["smallest_card"]))
 
 small = os.path.join(DIR, "small-step.pickle")
 for args in (["--alloc-conf", "foo:1"], ["--alloc-conf", "max_split_size_mb:10"],
@@ -154,4 +196,10 @@ doc = whatif(small, "--capacity", "3.1G", "--alloc-conf", "max_split_size_mb:64"
 c = doc["devices"][0]["configs"]
 check(c[0]["alloc_conf"] == "recorded (defaults)" and c[0]["fits"] is False and c[0]["first_failure"]["size_bytes"] > 0 and c[1]["fits"] is True,
       "small-step under 3.1G: defaults fail (fragmentation), max_split_size_mb:64 fits")
+check(doc["devices"][0]["recommendation"]["alloc_conf"] == "max_split_size_mb:64",
+      "small-step under 3.1G: max_split_size_mb:64 recommended")
+p = subprocess.run([EXE, "whatif", small, "--capacity", "3.1G", "--alloc-conf",
+                    "max_split_size_mb:64"], capture_output=True, text=True, timeout=60)
+check(p.returncode == 0 and "recommendation: max_split_size_mb:64 (peak reserved 3.04 GiB); "
+      "smallest card: 16 GB class" in p.stdout, "text: the recommendation and its card")
 sys.exit(1 if fails else 0)

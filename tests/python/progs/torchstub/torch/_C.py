@@ -43,6 +43,12 @@ _rt.cudaFree.argtypes = [ctypes.c_void_p]
 _rt.cudaFree.restype = ctypes.c_int
 _rt.cudaGetDeviceCount.argtypes = [ctypes.POINTER(ctypes.c_int)]
 _rt.cudaGetDeviceCount.restype = ctypes.c_int
+if hasattr(_rt, "cudaMallocAsync"):  # CUDA 11.2+ runtimes
+    _rt.cudaMallocAsync.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.c_size_t,
+                                    ctypes.c_void_p]
+    _rt.cudaMallocAsync.restype = ctypes.c_int
+    _rt.cudaFreeAsync.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
+    _rt.cudaFreeAsync.restype = ctypes.c_int
 
 SEGMENT = 2 << 20
 LIMIT = int(os.environ.get("TORCHSTUB_LIMIT", str(1 << 40)))  # bytes of segments allowed
@@ -224,9 +230,12 @@ def malloc(nbytes):
     lazy_init_device()
     size = (int(nbytes) + 511) // 512 * 512
     if backend == "cudaMallocAsync":
+        # c10/cuda/CUDAMallocAsyncAllocator.cpp, mallocAsync: cudaMallocAsync(devPtr, size,
+        # stream) for each tensor, with the size asked for (no rounding), on the current stream
+        # (the default stream here)
         p = ctypes.c_void_p()
-        if _rt.cudaMalloc(ctypes.byref(p), size) != 0:
-            raise OutOfMemoryError("CUDA out of memory. Tried to allocate %d bytes" % size)
+        if _rt.cudaMallocAsync(ctypes.byref(p), int(nbytes), None) != 0:
+            raise OutOfMemoryError("CUDA out of memory. Tried to allocate %d bytes" % nbytes)
         return p.value, None
     with _lock:
         fr = _frames() if _State.recording else []
@@ -259,8 +268,8 @@ def malloc(nbytes):
 
 
 def free(addr, handle):
-    if handle is None:
-        _rt.cudaFree(ctypes.c_void_p(addr))
+    if handle is None:  # the cudaMallocAsync backend: freeAsync's cudaFreeAsync(ptr, stream)
+        _rt.cudaFreeAsync(ctypes.c_void_p(addr), None)
         return
     seg, block = handle
     with _lock:
