@@ -1,15 +1,39 @@
 /* cli_report_sym: see cli_report_sym.h. One symbolizer per trace (the module maps of several
- * processes must not mix), made on the first native frame of the trace. */
+ * processes must not mix), made on the first native frame of the trace; all of them share one
+ * cache of module images (gmp_sym_cache), so that the ranks of a job, which load the same
+ * libraries, read each library's symbols once. */
 #include "cli_report_sym.h"
 
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "gmp_report.h"
 #include "gmp_symbolize.h"
 
 static const char *g_debug_dir;
+static gmp_sym_cache *g_cache; /* made once (NULL when out of memory: no sharing) */
+static pthread_once_t g_cache_once = PTHREAD_ONCE_INIT;
+
+static void cache_free(void)
+{
+    gmp_sym_cache_free(g_cache);
+    g_cache = NULL;
+}
+
+static void cache_make(void)
+{
+    if (gmp_sym_cache_new(&g_cache) == GMP_OK)
+        (void)atexit(cache_free); /* else kept, reachable, for the process's life */
+}
+
+gmp_sym_cache *gmp_cli_sym_cache(void)
+{
+    pthread_once(&g_cache_once, cache_make);
+    return g_cache;
+}
 
 /* The names tables show, as gpumemprof's text report has always shown them: "function
  * (file.c:42)" when the line is known, else the symbolizer's innermost name for the address. */
@@ -28,7 +52,7 @@ static size_t resolve(void **state, const gmp_reader *r, uint64_t address, gmp_r
 {
     gmp_symbolizer *sym = *state;
     if (!sym) {
-        gmp_sym_opts so = {g_debug_dir, 0};
+        gmp_sym_opts so = {g_debug_dir, 0, gmp_cli_sym_cache()};
         if (gmp_symbolizer_new(&sym, &so) != GMP_OK)
             return 0;
         *state = sym;
@@ -74,7 +98,7 @@ int gmp_cli_symbolize_frame(void *ctx, const gmp_reader *r, uint64_t address, gm
         gmp_symbolizer_free(sc->s);
         sc->s = NULL;
         sc->r = r;
-        gmp_sym_opts so = {sc->debug_dir, 0};
+        gmp_sym_opts so = {sc->debug_dir, 0, gmp_cli_sym_cache()};
         sc->failed = gmp_symbolizer_new(&sc->s, &so) != GMP_OK;
     }
     if (sc->failed)
