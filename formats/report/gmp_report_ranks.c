@@ -878,8 +878,9 @@ typedef struct rview {
     const gmp_rank_summary *s;
     size_t i; /* place among the inputs */
     int64_t rank;
-    const char *label;
-    int32_t device; /* of the peak, -2 none */
+    const char *label; /* as the per-process report labels it: "rank R, pid P", "pid P" */
+    const char *who;   /* in the outliers: "pid P on HOST", or the label without a process */
+    int32_t device;    /* of the peak, -2 none */
     uint64_t peak, reserved, peak_ns, leaked, ooms;
     int top_ok; /* the summary's top is about this peak */
 } rview;
@@ -928,6 +929,11 @@ static uint64_t round_u(double d)
 static gmp_doc_val lab(const rview *r)
 {
     return gmp_dv_str((gmp_str){r->label, (uint32_t)strlen(r->label)}, "");
+}
+
+static gmp_doc_val who(const rview *r)
+{
+    return gmp_dv_str((gmp_str){r->who, (uint32_t)strlen(r->who)}, "");
 }
 
 /* A range path on a device across the ranks. */
@@ -1040,7 +1046,8 @@ static void ranges_table(gmp_doc *d, const rview *rv, size_t n, const gmp_report
         r[5] = gmp_dv_bytes(s->max);
         double pct = s->median > 0 ? 100.0 * ((double)s->max - s->median) / s->median : 0;
         r[6] = s->median > 0
-                   ? gmp_dv_f(gmp_dv_pct(pct), pct > 100.0 * (HEAVY_FACTOR - 1) ? GMP_DOC_WARN : 0)
+                   ? gmp_dv_f(gmp_dv_pct(pct),
+                              GMP_DOC_SIGN | (pct > 100.0 * (HEAVY_FACTOR - 1) ? GMP_DOC_WARN : 0))
                    : gmp_dv_none();
         r[7] = gmp_dv_int(rv[s->at_max].rank);
         r[8] = gmp_dv_str(rv[s->at_max].s->path, "");
@@ -1088,8 +1095,12 @@ gmp_doc *gmp_ranks_build(const gmp_rank_summary *s, size_t n, const gmp_report_v
         else
             snprintf(b, sizeof b, "pid %" PRIu32, s[i].pid);
         r->label = gmp_doc_cstr(d, b);
-        if (!r->label)
-            r->label = "";
+        if (s[i].pid || s[i].host.len)
+            snprintf(b, sizeof b, "pid %" PRIu32 " on %.*s", s[i].pid, (int)s[i].host.len,
+                     s[i].host.ptr);
+        r->who = gmp_doc_cstr(d, b);
+        if (!r->label || !r->who)
+            r->label = r->who = "";
         r->device = -2;
         for (size_t k = 0; k < s[i].ndevices; k++) {
             const gmp_rank_device *dv = &s[i].devices[k];
@@ -1116,10 +1127,14 @@ gmp_doc *gmp_ranks_build(const gmp_rank_summary *s, size_t n, const gmp_report_v
     gmp_doc_block *kv = gmp_doc_kv(d, root);
     gmp_doc_item_add(d, kv, "schema", GMP_DOC_DATA, "%v",
                      K(gmp_dv_lit(GMP_RANKS_SCHEMA), "schema"));
-    gmp_doc_item_add(d, kv, "ranks", 0,
-                     "%v traces, %v with a rank recorded (the others ranked by "
-                     "their place on the command line)",
-                     K(gmp_dv_count(n), "traces"), K(gmp_dv_count(nranked), "ranks_recorded"));
+    if (nranked == n)
+        gmp_doc_item_add(d, kv, "ranks", 0, "%v traces, each with its rank recorded",
+                         K(gmp_dv_count(n), "traces"), K(gmp_dv_count(nranked), "ranks_recorded"));
+    else
+        gmp_doc_item_add(d, kv, "ranks", 0,
+                         "%v traces, %v with a rank recorded (the others ranked by their place "
+                         "on the command line)",
+                         K(gmp_dv_count(n), "traces"), K(gmp_dv_count(nranked), "ranks_recorded"));
     gmp_doc_item_add(
         d, kv, "median peak", 0, "%v, median growth %v",
         K(gmp_dv_bytes(round_u(median)), "median_peak_bytes"),
@@ -1135,11 +1150,11 @@ gmp_doc *gmp_ranks_build(const gmp_rank_summary *s, size_t n, const gmp_report_v
     if (h->peak) {
         gmp_doc_block *b = gmp_doc_verdict(
             d, os, "heaviest", GMP_DOC_INFO,
-            "heaviest: rank %v (pid %v on %v, %v) peaks at %v on device %v, %vx the median %v; "
+            "heaviest: rank %v (%v, %v) peaks at %v on device %v, %vx the median %v; "
             "most of it %v %v (%v)",
-            K(gmp_dv_int(h->rank), "rank"), K(gmp_dv_count(h->s->pid), "pid"),
-            K(gmp_dv_str(h->s->host, "?"), "host"), K(gmp_dv_str(h->s->path, ""), "path"),
-            K(gmp_dv_bytes(h->peak), "peak_allocated_bytes"), K(gmp_dv_device(h->device), "device"),
+            K(gmp_dv_int(h->rank), "rank"), K(who(h), "process"),
+            K(gmp_dv_str(h->s->path, ""), "path"), K(gmp_dv_bytes(h->peak), "peak_allocated_bytes"),
+            K(gmp_dv_device(h->device), "device"),
             K(gmp_dv_real(median > 0 ? (double)h->peak / median : 0), "times_median"),
             gmp_dv_bytes(round_u(median)), gmp_dv_lit(h->s->top_is_frame ? "at" : "in"),
             K(h->top_ok
@@ -1156,8 +1171,9 @@ gmp_doc *gmp_ranks_build(const gmp_rank_summary *s, size_t n, const gmp_report_v
             continue;
         nheavy++;
         gmp_doc_block *b = gmp_doc_verdict(d, os, "heavy", GMP_DOC_WARNING,
-                                           "heavy: rank %v (%v) peaks at %v, %vx the median %v",
-                                           K(gmp_dv_int(r->rank), "rank"), K(lab(r), "label"),
+                                           "heavy: rank %v (%v, %v) peaks at %v, %vx the median %v",
+                                           K(gmp_dv_int(r->rank), "rank"), K(who(r), "process"),
+                                           K(gmp_dv_str(r->s->path, ""), "path"),
                                            K(gmp_dv_bytes(r->peak), "peak_allocated_bytes"),
                                            K(gmp_dv_real((double)r->peak / median), "times_median"),
                                            gmp_dv_bytes(round_u(median)));
@@ -1186,9 +1202,10 @@ gmp_doc *gmp_ranks_build(const gmp_rank_summary *s, size_t n, const gmp_report_v
         const rview *r = &rv[oi[j]];
         gmp_doc_block *b = gmp_doc_verdict(
             d, os, "oom", GMP_DOC_PROBLEM,
-            "out of memory: rank %v (%v): %v OOM%v, the first at %v on device %v (%v requested); "
-            "its peak %v, the median %v",
-            K(gmp_dv_int(r->rank), "rank"), K(lab(r), "label"), K(gmp_dv_count(r->ooms), "ooms"),
+            "out of memory: rank %v (%v, %v): %v OOM%v, the first at %v on device %v (%v "
+            "requested); its peak %v, the median %v",
+            K(gmp_dv_int(r->rank), "rank"), K(who(r), "process"),
+            K(gmp_dv_str(r->s->path, ""), "path"), K(gmp_dv_count(r->ooms), "ooms"),
             gmp_dv_lit(r->ooms == 1 ? "" : "s"),
             K(gmp_dv_time(r->s->first_oom_ns, 0), "first_oom_ns"),
             K(gmp_dv_device(r->s->first_oom_device), "device"),
@@ -1210,8 +1227,10 @@ gmp_doc *gmp_ranks_build(const gmp_rank_summary *s, size_t n, const gmp_report_v
         ngrow++;
         gmp_doc_block *b = gmp_doc_verdict(
             d, os, "growth", GMP_DOC_WARNING,
-            "growth: rank %v (%v) grows by %v over %v repetitions of %v; the median rank by %v",
-            K(gmp_dv_int(r->rank), "rank"), K(lab(r), "label"), K(gmp_dv_sbytes(g), "growth_bytes"),
+            "growth: rank %v (%v, %v) grows by %v over %v repetitions of %v; the median rank by "
+            "%v",
+            K(gmp_dv_int(r->rank), "rank"), K(who(r), "process"),
+            K(gmp_dv_str(r->s->path, ""), "path"), K(gmp_dv_sbytes(g), "growth_bytes"),
             K(gmp_dv_count(r->s->growth_repetitions), "repetitions"),
             K(gmp_dv_str(r->s->growth_range, "(no name)"), "range"),
             K(gmp_dv_sbytes((int64_t)(gmed >= 0 ? gmed + 0.5 : gmed - 0.5)),

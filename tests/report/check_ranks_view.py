@@ -12,10 +12,13 @@ medians computed here:
   - text and Markdown show the outliers and a line per rank; --per-process gives the old view,
     3 traces the old view and --cross-rank the new one;
   - traces without a rank are ranked by their place on the command line;
+  - growth that diverges: 9 steady traces and 2 that grow (tests/analysis's test_analysis
+    write-steady, write-growth, write-leak): the two named, with the growth of their own report's
+    analysis (the largest total_growth_bytes of its growing ranges);
   - a summary file cut anywhere, or otherwise not a summary, is refused with one line (exit 1),
     never a crash.
 
-check_ranks_view.py GPUMEMPROF GEN_TRACES TMPDIR"""
+check_ranks_view.py GPUMEMPROF GEN_TRACES TMPDIR [TEST_ANALYSIS]"""
 import json
 import os
 import shutil
@@ -101,7 +104,7 @@ def main():
     check(o["heaviest"]["path"] == ranks[top]["path"], "heaviest path %r" % o["heaviest"]["path"])
     heavy = [ranks[k]["path"] for k in range(12) if peaks[k] > 1.5 * med]
     check([ranks[k]["path"] for k in range(12) for h in o["heavy"]
-           if h["rank"] == ranks[k]["rank"] and h["label"] == ranks[k]["label"]] == heavy,
+           if h["rank"] == ranks[k]["rank"] and h["path"] == ranks[k]["path"]] == heavy,
           "heavy %r, want %r" % (o["heavy"], heavy))
     check(len(heavy) >= 1, "the fixture (1.81 GiB against MiB) is heavy")
     ooms = [r for r in ranks if r["ooms"]]
@@ -192,6 +195,26 @@ def main():
           == [(i, "order", unr[i]) for i in range(9)], "ranks by order: %r"
           % [(r["rank"], r["path"]) for r in u["ranks"]])
     check(u["outliers"]["heaviest"]["path"] == unr[0], "heaviest of the unranked")
+
+    # growth that diverges from the median
+    if len(sys.argv) > 4:
+        ta = sys.argv[4]
+        gt = []
+        for k in range(11):
+            p = os.path.join(d, "g%02d.zst" % k)
+            what = "write-growth" if k == 4 else "write-leak" if k == 9 else "write-steady"
+            subprocess.run([ta, what, p], check=True, stdout=subprocess.DEVNULL)
+            gt.append(p)
+        want = {}
+        for k in (4, 9):
+            rc, out, err = run([gmp, "report", "--format", "json", gt[k]], env=env)
+            want[gt[k]] = max(g["total_growth_bytes"] for g in json.loads(out)["analysis"]["growth"])
+        rc, out, err = run([gmp, "report", "--format", "json"] + gt, env=env)
+        g = json.loads(out) if rc == 0 else {"outliers": {"growth": []}, "ranks": []}
+        got = {x["path"]: x["growth_bytes"] for x in g["outliers"]["growth"]}
+        check(got == want, "growth outliers %r, want %r" % (got, want))
+        check(all(r["growth_bytes"] == want.get(r["path"], 0) or r["path"] not in want
+                  for r in g["ranks"]), "growth column")
 
     # summaries that are not: refused with one line, never a crash
     data = open(allsum, "rb").read()
