@@ -232,17 +232,18 @@ fail:
 
 int gmp_cli_report_ranks(char **paths, size_t n, const gmp_cli_ranks_opts *o)
 {
+    /* the output first: a path that cannot be written fails before any work */
+    FILE *f = stdout;
+    if (o->out_path && strcmp(o->out_path, "-") != 0 && !(f = fopen(o->out_path, "w"))) {
+        fprintf(stderr, "gpumemprof %s: %s: %s\n", o->cmd, o->out_path, strerror(errno));
+        return 1;
+    }
     gmp_rank_summary *sums = NULL;
     size_t ns = n;
     int status =
         o->reduce ? read_summaries(paths, n, o, &sums, &ns) : read_traces(paths, n, o, &sums);
     if (status)
-        return status;
-    FILE *f = stdout;
-    if (o->out_path && strcmp(o->out_path, "-") != 0 && !(f = fopen(o->out_path, "w"))) {
-        fprintf(stderr, "gpumemprof %s: %s: %s\n", o->cmd, o->out_path, strerror(errno));
-        status = 1;
-    }
+        ns = 0; /* nothing to free: the readers freed what they made */
     gmp_err e = GMP_OK;
     if (!status && o->summary_only) {
         e = gmp_rank_summary_write_json(f, sums, ns);
