@@ -16,6 +16,9 @@
 #define HEAVY_FACTOR 1.5        /* heavy: a peak more than this times the median peak */
 #define JSON_MAX_DEPTH 16
 #define JSON_MAX_STR (1u << 20)
+/* values in one document: bounds the memory a hostile file can make us take (about 80 bytes per
+ * value; a summary with 256 ranges has about 2,000) */
+#define JSON_MAX_VALUES (4u << 20)
 
 /* ---- owned strings ---- */
 
@@ -373,6 +376,7 @@ typedef struct jp {
     char *err;
     size_t errlen;
     int failed;
+    size_t values;
 } jp;
 
 static void jfail(jp *J, const char *what)
@@ -579,6 +583,10 @@ static int jvalue(jp *J, jv *out, int depth)
 {
     if (depth > JSON_MAX_DEPTH) {
         jfail(J, "nested too deep");
+        return -1;
+    }
+    if (++J->values > JSON_MAX_VALUES) {
+        jfail(J, "too many values in one file (give the summaries in several files)");
         return -1;
     }
     jws(J);
@@ -827,7 +835,7 @@ static void read_one(jp *J, const jv *o, gmp_rank_summary *s)
 gmp_err gmp_rank_summary_read_json(const char *buf, size_t len, gmp_rank_summary **arr, size_t *n,
                                    size_t *cap, char *err, size_t errlen)
 {
-    jp J = {buf, buf + len, err, errlen, 0};
+    jp J = {buf, buf + len, err, errlen, 0, 0};
     jv root;
     memset(&root, 0, sizeof root);
     if (jvalue(&J, &root, 0) == 0) {
