@@ -5,7 +5,6 @@
 #include "cli_report_sym.h"
 
 #include <inttypes.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,8 +13,9 @@
 #include "gmp_symbolize.h"
 
 static const char *g_debug_dir;
-static gmp_sym_cache *g_cache; /* made once (NULL when out of memory: no sharing) */
-static pthread_once_t g_cache_once = PTHREAD_ONCE_INIT;
+/* made by the first install, before any thread that uses it (NULL until then, or when out of
+ * memory: no sharing) */
+static gmp_sym_cache *g_cache;
 
 static void cache_free(void)
 {
@@ -23,15 +23,8 @@ static void cache_free(void)
     g_cache = NULL;
 }
 
-static void cache_make(void)
-{
-    if (gmp_sym_cache_new(&g_cache) == GMP_OK)
-        (void)atexit(cache_free); /* else kept, reachable, for the process's life */
-}
-
 gmp_sym_cache *gmp_cli_sym_cache(void)
 {
-    pthread_once(&g_cache_once, cache_make);
     return g_cache;
 }
 
@@ -87,6 +80,8 @@ static const gmp_report_symbolizer cli_symbolizer = {resolve, free_state};
 void gmp_cli_report_symbolizer_install(const char *debug_dir)
 {
     g_debug_dir = debug_dir;
+    if (!g_cache && gmp_sym_cache_new(&g_cache) == GMP_OK)
+        (void)atexit(cache_free);
     gmp_report_set_symbolizer(&cli_symbolizer);
 }
 

@@ -7,8 +7,9 @@
 /* debug_dir: separate debug files (NULL: /usr/lib/debug); kept by pointer. */
 void gmp_cli_report_symbolizer_install(const char *debug_dir);
 
-/* The module images every symbolizer of the process shares (made on first use, freed at exit;
- * NULL when out of memory). One debug_dir per process: the commands install one. */
+/* The module images every symbolizer of the process shares (made by the first install, which
+ * comes before any thread that symbolizes; freed at exit; NULL before, or when out of memory).
+ * One debug_dir per process: the commands install one. */
 struct gmp_sym_cache;
 struct gmp_sym_cache *gmp_cli_sym_cache(void);
 

@@ -262,7 +262,8 @@ gmp_err gmp_symbolizer_new(gmp_symbolizer **out, const gmp_sym_opts *o)
     snprintf(s->debug_dir, sizeof s->debug_dir, "%s",
              s->o.debug_dir ? s->o.debug_dir : "/usr/lib/debug");
     s->o.debug_dir = s->debug_dir;
-    elf_version(EV_CURRENT);
+    if (!s->o.cache) /* with a cache: done once by gmp_sym_cache_new (libelf's state is global) */
+        elf_version(EV_CURRENT);
     *out = s;
     return GMP_OK;
 }
@@ -279,6 +280,7 @@ gmp_err gmp_sym_cache_new(gmp_sym_cache **out)
         *out = NULL;
         return GMP_ERR_NOMEM;
     }
+    elf_version(EV_CURRENT); /* before any thread that loads through the cache */
     return GMP_OK;
 }
 

@@ -53,7 +53,8 @@ typedef struct gmp_sym_frame {
  * load the same libraries: each module file is read once for all of them. An image is keyed by
  * the module's build-id (any path), or, when the module has none, by its path and the file's size
  * and modification time. Safe to use from several threads at once (each with its own
- * symbolizer); symbolizers that share a cache must have the same debug_dir and no_dwarf. Free it
+ * symbolizer) once made (make it before the threads start: it sets libelf's global version);
+ * symbolizers that share a cache must have the same debug_dir and no_dwarf. Free it
  * after every symbolizer that uses it (their frames point into its images). */
 typedef struct gmp_sym_cache gmp_sym_cache;
 gmp_err gmp_sym_cache_new(gmp_sym_cache **out);
