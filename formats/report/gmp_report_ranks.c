@@ -1097,7 +1097,8 @@ gmp_doc *gmp_ranks_build(const gmp_rank_summary *s, size_t n, const gmp_report_v
         nranked += s[i].rank_source == GMP_RANK_FROM_TRACE;
         char b[160];
         if (!s[i].pid && !s[i].host.len)
-            snprintf(b, sizeof b, "trace %zu", i + 1); /* no process recorded: a snapshot */
+            snprintf(b, sizeof b, "%s %zu", /* no process recorded: a snapshot, as cli_replay.c */
+                     s[i].end == GMP_REPORT_END_SNAPSHOT ? "snapshot" : "trace", i + 1);
         else if (s[i].rank_source == GMP_RANK_FROM_TRACE)
             snprintf(b, sizeof b, "rank %" PRId64 ", pid %" PRIu32, s[i].rank, s[i].pid);
         else
@@ -1136,13 +1137,16 @@ gmp_doc *gmp_ranks_build(const gmp_rank_summary *s, size_t n, const gmp_report_v
     gmp_doc_item_add(d, kv, "schema", GMP_DOC_DATA, "%v",
                      K(gmp_dv_lit(GMP_RANKS_SCHEMA), "schema"));
     if (nranked == n)
-        gmp_doc_item_add(d, kv, "ranks", 0, "%v traces, each with its rank recorded",
-                         K(gmp_dv_count(n), "traces"), K(gmp_dv_count(nranked), "ranks_recorded"));
+        gmp_doc_item_add(d, kv, "ranks", 0, "%v trace%v, each with its rank recorded",
+                         K(gmp_dv_count(n), "traces"), gmp_dv_lit(n == 1 ? "" : "s"));
     else
         gmp_doc_item_add(d, kv, "ranks", 0,
-                         "%v traces, %v with a rank recorded (the others ranked by their place "
+                         "%v trace%v, %v with a rank recorded (the others ranked by their place "
                          "on the command line)",
-                         K(gmp_dv_count(n), "traces"), K(gmp_dv_count(nranked), "ranks_recorded"));
+                         K(gmp_dv_count(n), "traces"), gmp_dv_lit(n == 1 ? "" : "s"),
+                         gmp_dv_count(nranked));
+    gmp_doc_item_add(d, kv, "ranks recorded", GMP_DOC_DATA, "%v",
+                     K(gmp_dv_count(nranked), "ranks_recorded"));
     gmp_doc_item_add(
         d, kv, "median peak", 0, "%v, median growth %v",
         K(gmp_dv_bytes(round_u(median)), "median_peak_bytes"),
@@ -1287,7 +1291,7 @@ gmp_doc *gmp_ranks_build(const gmp_rank_summary *s, size_t n, const gmp_report_v
         c[1] = gmp_dv_lit(q->rank_source == GMP_RANK_FROM_TRACE ? "trace" : "order");
         c[2] = lab(r);
         c[3] = gmp_dv_str(q->host, "");
-        c[4] = gmp_dv_count(q->pid);
+        c[4] = q->pid || q->host.len ? gmp_dv_count(q->pid) : gmp_dv_none();
         c[5] = gmp_dv_int(q->local_rank);
         c[6] = gmp_dv_int(q->world_size);
         c[7] = r->device >= -1 ? gmp_dv_device(r->device) : gmp_dv_none();

@@ -70,6 +70,8 @@ def main():
     doc = json.loads(out)
     check(doc.get("schema") == "gpumemprof-ranks/1", "schema %r" % doc.get("schema"))
     check(doc.get("traces") == 12, "traces %r" % doc.get("traces"))
+    check(doc.get("ranks_recorded") == 11, "ranks recorded %r (the fixture has none)"
+          % doc.get("ranks_recorded"))
     ranks = doc["ranks"]
     check(len(ranks) == 12, "%d rows of ranks" % len(ranks))
     def rank_of(i):  # the trace's rank, else its place on the command line
@@ -195,6 +197,10 @@ def main():
           == [(i, "order", unr[i]) for i in range(9)], "ranks by order: %r"
           % [(r["rank"], r["path"]) for r in u["ranks"]])
     check(u["outliers"]["heaviest"]["path"] == unr[0], "heaviest of the unranked")
+    check(u.get("ranks_recorded") == 0, "unranked: ranks recorded %r" % u.get("ranks_recorded"))
+    rc, out, err = run([gmp, "report", "--format", "json"] + [t for t in traces if t != fx],
+                       env=env)
+    check(rc == 0 and json.loads(out).get("ranks_recorded") == 11, "all ranked: ranks recorded")
 
     # growth that diverges from the median
     if len(sys.argv) > 4:
