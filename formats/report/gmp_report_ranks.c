@@ -224,20 +224,45 @@ nomem:
 
 /* ---- JSON out ---- */
 
-static void jstr(FILE *f, const char *key, gmp_str s)
+/* Members of one object, ", " between them. */
+typedef struct jout {
+    FILE *f;
+    int n;
+} jout;
+
+static void jkey(jout *w, const char *key)
 {
-    fprintf(f, "\"%s\": ", key);
-    gmp_json_fputs(f, s.ptr ? s.ptr : "", s.ptr ? s.len : 0);
+    fprintf(w->f, "%s\"%s\": ", w->n++ ? ", " : "", key);
 }
 
-static void ju(FILE *f, const char *key, uint64_t v)
+static void ws(jout *w, const char *key, gmp_str s)
 {
-    fprintf(f, "\"%s\": %" PRIu64, key, v);
+    jkey(w, key);
+    gmp_json_fputs(w->f, s.ptr ? s.ptr : "", s.ptr ? s.len : 0);
 }
 
-static void ji(FILE *f, const char *key, int64_t v)
+static void wu(jout *w, const char *key, uint64_t v)
 {
-    fprintf(f, "\"%s\": %" PRId64, key, v);
+    jkey(w, key);
+    fprintf(w->f, "%" PRIu64, v);
+}
+
+static void wi(jout *w, const char *key, int64_t v)
+{
+    jkey(w, key);
+    fprintf(w->f, "%" PRId64, v);
+}
+
+static void wb(jout *w, const char *key, int v)
+{
+    jkey(w, key);
+    fputs(v ? "true" : "false", w->f);
+}
+
+static void wl(jout *w, const char *key, const char *lit)
+{
+    jkey(w, key);
+    fprintf(w->f, "\"%s\"", lit);
 }
 
 static const char *end_name(gmp_report_end e)
@@ -250,104 +275,68 @@ gmp_err gmp_rank_summary_write_json(FILE *f, const gmp_rank_summary *arr, size_t
     fprintf(f, "{\"schema\": \"%s\", \"summaries\": [", GMP_RANK_SUMMARY_SCHEMA);
     for (size_t i = 0; i < n; i++) {
         const gmp_rank_summary *s = &arr[i];
+        jout w = {f, 0};
         fputs(i ? ",\n{" : "\n{", f);
-        ju(f, "index", s->index);
-        fputs(", ", f);
-        ji(f, "rank", s->rank);
-        fprintf(f, ", \"rank_source\": \"%s\", ",
-                s->rank_source == GMP_RANK_FROM_TRACE ? "trace" : "order");
-        ji(f, "local_rank", s->local_rank);
-        fputs(", ", f);
-        ji(f, "world_size", s->world_size);
-        fputs(", ", f);
-        jstr(f, "path", s->path);
-        fputs(", ", f);
-        jstr(f, "host", s->host);
-        fputs(", ", f);
-        ju(f, "pid", s->pid);
-        fputs(", ", f);
-        ju(f, "start_wall_ns", s->start_wall_ns);
-        fputs(", ", f);
-        ju(f, "events", s->events);
-        fputs(", ", f);
-        ju(f, "lost", s->lost);
-        fputs(", ", f);
-        ju(f, "duration_ns", s->duration_ns);
-        fprintf(f, ", \"complete\": %s, \"end\": \"%s\", ", s->complete ? "true" : "false",
-                end_name(s->end));
-        ji(f, "peak_device", s->peak_device);
-        fputs(", ", f);
-        ju(f, "peak_allocated_bytes", s->peak_allocated_bytes);
-        fputs(", ", f);
-        ju(f, "peak_ns", s->peak_ns);
-        fputs(", ", f);
-        ju(f, "peak_reserved_bytes", s->peak_reserved_bytes);
-        fputs(", ", f);
-        jstr(f, "top", s->top);
-        fprintf(f, ", \"top_is_frame\": %s, ", s->top_is_frame ? "true" : "false");
-        ju(f, "top_bytes", s->top_bytes);
-        fputs(", ", f);
-        ju(f, "leaked_bytes", s->leaked_bytes);
-        fputs(", ", f);
-        ju(f, "ooms", s->ooms);
-        fputs(", ", f);
-        ju(f, "first_oom_ns", s->first_oom_ns);
-        fputs(", ", f);
-        ju(f, "first_oom_requested", s->first_oom_requested);
-        fputs(", ", f);
-        ji(f, "first_oom_device", s->first_oom_device);
-        fputs(", ", f);
-        ji(f, "growth_bytes", s->growth_bytes);
-        fputs(", ", f);
-        ju(f, "growth_repetitions", s->growth_repetitions);
-        fputs(", ", f);
-        jstr(f, "growth_range", s->growth_range);
-        fputs(", ", f);
-        ju(f, "ranges_left_out", s->ranges_left_out);
+        wu(&w, "index", s->index);
+        wi(&w, "rank", s->rank);
+        wl(&w, "rank_source", s->rank_source == GMP_RANK_FROM_TRACE ? "trace" : "order");
+        wi(&w, "local_rank", s->local_rank);
+        wi(&w, "world_size", s->world_size);
+        ws(&w, "path", s->path);
+        ws(&w, "host", s->host);
+        wu(&w, "pid", s->pid);
+        wu(&w, "start_wall_ns", s->start_wall_ns);
+        wu(&w, "events", s->events);
+        wu(&w, "lost", s->lost);
+        wu(&w, "duration_ns", s->duration_ns);
+        wb(&w, "complete", s->complete);
+        wl(&w, "end", end_name(s->end));
+        wi(&w, "peak_device", s->peak_device);
+        wu(&w, "peak_allocated_bytes", s->peak_allocated_bytes);
+        wu(&w, "peak_ns", s->peak_ns);
+        wu(&w, "peak_reserved_bytes", s->peak_reserved_bytes);
+        ws(&w, "top", s->top);
+        wb(&w, "top_is_frame", s->top_is_frame);
+        wu(&w, "top_bytes", s->top_bytes);
+        wu(&w, "leaked_bytes", s->leaked_bytes);
+        wu(&w, "ooms", s->ooms);
+        wu(&w, "first_oom_ns", s->first_oom_ns);
+        wu(&w, "first_oom_requested", s->first_oom_requested);
+        wi(&w, "first_oom_device", s->first_oom_device);
+        wi(&w, "growth_bytes", s->growth_bytes);
+        wu(&w, "growth_repetitions", s->growth_repetitions);
+        ws(&w, "growth_range", s->growth_range);
+        wu(&w, "ranges_left_out", s->ranges_left_out);
         fputs(",\n \"devices\": [", f);
         for (size_t k = 0; k < s->ndevices; k++) {
             const gmp_rank_device *d = &s->devices[k];
+            jout v = {f, 0};
             fputs(k ? ", {" : "{", f);
-            ji(f, "id", d->id);
-            fputs(", ", f);
-            jstr(f, "name", d->name);
-            fputs(", ", f);
-            ju(f, "total_bytes", d->total_bytes);
-            fputs(", ", f);
-            ju(f, "peak_allocated_bytes", d->peak_allocated_bytes);
-            fputs(", ", f);
-            ju(f, "peak_allocated_ns", d->peak_allocated_ns);
-            fputs(", ", f);
-            ju(f, "peak_reserved_bytes", d->peak_reserved_bytes);
-            fputs(", ", f);
-            ju(f, "peak_reserved_ns", d->peak_reserved_ns);
-            fputs(", ", f);
-            ju(f, "allocs", d->allocs);
-            fputs(", ", f);
-            ju(f, "ooms", d->ooms);
-            fputs(", ", f);
-            ju(f, "leaked_bytes", d->leaked_bytes);
-            fputs(", ", f);
-            ju(f, "leaked_count", d->leaked_count);
-            fputs(", ", f);
-            ju(f, "unexplained_max_bytes", d->unexplained_max_bytes);
+            wi(&v, "id", d->id);
+            ws(&v, "name", d->name);
+            wu(&v, "total_bytes", d->total_bytes);
+            wu(&v, "peak_allocated_bytes", d->peak_allocated_bytes);
+            wu(&v, "peak_allocated_ns", d->peak_allocated_ns);
+            wu(&v, "peak_reserved_bytes", d->peak_reserved_bytes);
+            wu(&v, "peak_reserved_ns", d->peak_reserved_ns);
+            wu(&v, "allocs", d->allocs);
+            wu(&v, "ooms", d->ooms);
+            wu(&v, "leaked_bytes", d->leaked_bytes);
+            wu(&v, "leaked_count", d->leaked_count);
+            wu(&v, "unexplained_max_bytes", d->unexplained_max_bytes);
             fputs("}", f);
         }
         fputs("],\n \"ranges\": [", f);
         for (size_t k = 0; k < s->nranges; k++) {
             const gmp_rank_range *r = &s->ranges[k];
+            jout v = {f, 0};
             fputs(k ? ",\n  {" : "\n  {", f);
-            jstr(f, "path", r->path);
-            fputs(", ", f);
-            ji(f, "device", r->device);
-            fputs(", ", f);
-            ju(f, "entered", r->entered);
-            fputs(", ", f);
-            ju(f, "peak_bytes", r->peak_bytes);
-            fputs(", ", f);
-            ju(f, "peak_inside_bytes", r->peak_inside_bytes);
-            fputs(", ", f);
-            ju(f, "left_bytes", r->left_bytes);
+            ws(&v, "path", r->path);
+            wi(&v, "device", r->device);
+            wu(&v, "entered", r->entered);
+            wu(&v, "peak_bytes", r->peak_bytes);
+            wu(&v, "peak_inside_bytes", r->peak_inside_bytes);
+            wu(&v, "left_bytes", r->left_bytes);
             fputs("}", f);
         }
         fputs("]}", f);
