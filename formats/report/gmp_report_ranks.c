@@ -1150,20 +1150,21 @@ gmp_doc *gmp_ranks_build(const gmp_rank_summary *s, size_t n, const gmp_report_v
     const rview *h = &rv[imax];
     if (h->peak) {
         gmp_doc_block *b = gmp_doc_verdict(
-            d, os, "heaviest", GMP_DOC_INFO,
-            "heaviest: rank %v (%v, %v) peaks at %v on device %v, %vx the median %v; "
-            "most of it %v %v (%v)",
+            d, os, "heaviest", GMP_DOC_INFO, "heaviest: rank %v (%v, %v) peaks at %v on device %v",
             K(gmp_dv_int(h->rank), "rank"), K(who(h), "process"),
             K(gmp_dv_str(h->s->path, ""), "path"), K(gmp_dv_bytes(h->peak), "peak_allocated_bytes"),
-            K(gmp_dv_device(h->device), "device"),
-            K(gmp_dv_real(median > 0 ? (double)h->peak / median : 0), "times_median"),
-            gmp_dv_bytes(round_u(median)), gmp_dv_lit(h->s->top_is_frame ? "at" : "in"),
-            K(h->top_ok
-                  ? gmp_dv_str(h->s->top, h->s->top_is_frame ? "(no stack recorded)" : "(no range)")
-                  : gmp_dv_none(),
-              "top"),
-            K(h->top_ok ? gmp_dv_bytes(h->s->top_bytes) : gmp_dv_none(), "top_bytes"));
-        (void)b;
+            K(gmp_dv_device(h->device), "device"));
+        if (median > 0)
+            gmp_doc_linef(d, &b->title, ", %vx the median %v",
+                          K(gmp_dv_real((double)h->peak / median), "times_median"),
+                          gmp_dv_bytes(round_u(median)));
+        if (h->top_ok) /* what held the peak is known for the device of the summary's peak */
+            gmp_doc_linef(
+                d, &b->title, "; most of it %v %v (%v)",
+                gmp_dv_lit(h->s->top_is_frame ? "at" : "in"),
+                K(gmp_dv_str(h->s->top, h->s->top_is_frame ? "(no stack recorded)" : "(no range)"),
+                  "top"),
+                K(gmp_dv_bytes(h->s->top_bytes), "top_bytes"));
     }
     size_t nheavy = 0, noom = 0, ngrow = 0;
     for (size_t i = 0; i < n; i++) {

@@ -9,6 +9,7 @@ medians computed here:
     the OOM rank; each range's min/median/max peak across the ranks and the rank at the max;
   - `--summary-only` per trace then `--reduce` gives the same JSON byte for byte, as do one summary
     file for all and any number of threads (--jobs);
+  - --device keeps one device's figures;
   - text and Markdown show the outliers and a line per rank; --per-process gives the old view,
     3 traces the old view and --cross-rank the new one;
   - traces without a rank are ranked by their place on the command line;
@@ -136,6 +137,18 @@ def main():
         check(g["max_path"] == traces[at], "%s: at max %s, want %s" % (k, g["max_path"], traces[at]))
     check([r["max_peak_bytes"] for r in doc["ranges"]]
           == sorted((r["max_peak_bytes"] for r in doc["ranges"]), reverse=True), "ranges order")
+
+    # --device: that device's figures only (the fixture has a device 1)
+    rc, out, err = run([gmp, "report", "--format", "json", "--device", "1"] + traces, env=env)
+    dv = json.loads(out) if rc == 0 else {"ranks": [], "outliers": {}}
+    for row, i in zip(dv["ranks"], want_order):
+        d1 = [x["peak_allocated_bytes"] for x in single[i]["devices"] if x["id"] == 1]
+        check(row["peak_allocated_bytes"] == (d1[0] if d1 else 0), "--device 1: %s's peak %r"
+              % (traces[i], row["peak_allocated_bytes"]))
+    check(dv["outliers"].get("heaviest", {}).get("device") == 1, "--device 1: heaviest %r"
+          % dv["outliers"].get("heaviest"))
+    check(all(r["device"] == 1 for r in dv.get("ranges", [])) and dv.get("ranges"),
+          "--device 1: ranges of device 1 only")
 
     # summaries and their reduction: the same bytes
     sums = []
