@@ -1,15 +1,32 @@
 /* cli_report_sym: see cli_report_sym.h. One symbolizer per trace (the module maps of several
- * processes must not mix), made on the first native frame of the trace. */
+ * processes must not mix), made on the first native frame of the trace; all of them share one
+ * cache of module images (gmp_sym_cache), so that the ranks of a job, which load the same
+ * libraries, read each library's symbols once. */
 #include "cli_report_sym.h"
 
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "gmp_report.h"
 #include "gmp_symbolize.h"
 
 static const char *g_debug_dir;
+/* made by the first install, before any thread that uses it (NULL until then, or when out of
+ * memory: no sharing) */
+static gmp_sym_cache *g_cache;
+
+static void cache_free(void)
+{
+    gmp_sym_cache_free(g_cache);
+    g_cache = NULL;
+}
+
+gmp_sym_cache *gmp_cli_sym_cache(void)
+{
+    return g_cache;
+}
 
 /* The names tables show, as gpumemprof's text report has always shown them: "function
  * (file.c:42)" when the line is known, else the symbolizer's innermost name for the address. */
@@ -28,7 +45,7 @@ static size_t resolve(void **state, const gmp_reader *r, uint64_t address, gmp_r
 {
     gmp_symbolizer *sym = *state;
     if (!sym) {
-        gmp_sym_opts so = {g_debug_dir, 0};
+        gmp_sym_opts so = {g_debug_dir, 0, gmp_cli_sym_cache()};
         if (gmp_symbolizer_new(&sym, &so) != GMP_OK)
             return 0;
         *state = sym;
@@ -63,6 +80,8 @@ static const gmp_report_symbolizer cli_symbolizer = {resolve, free_state};
 void gmp_cli_report_symbolizer_install(const char *debug_dir)
 {
     g_debug_dir = debug_dir;
+    if (!g_cache && gmp_sym_cache_new(&g_cache) == GMP_OK)
+        (void)atexit(cache_free);
     gmp_report_set_symbolizer(&cli_symbolizer);
 }
 
@@ -74,7 +93,7 @@ int gmp_cli_symbolize_frame(void *ctx, const gmp_reader *r, uint64_t address, gm
         gmp_symbolizer_free(sc->s);
         sc->s = NULL;
         sc->r = r;
-        gmp_sym_opts so = {sc->debug_dir, 0};
+        gmp_sym_opts so = {sc->debug_dir, 0, gmp_cli_sym_cache()};
         sc->failed = gmp_symbolizer_new(&sc->s, &so) != GMP_OK;
     }
     if (sc->failed)

@@ -7,6 +7,12 @@
 /* debug_dir: separate debug files (NULL: /usr/lib/debug); kept by pointer. */
 void gmp_cli_report_symbolizer_install(const char *debug_dir);
 
+/* The module images every symbolizer of the process shares (made by the first install, which
+ * comes before any thread that symbolizes; freed at exit; NULL before, or when out of memory).
+ * One debug_dir per process: the commands install one. */
+struct gmp_sym_cache;
+struct gmp_sym_cache *gmp_cli_sym_cache(void);
+
 /* The outputs' native frames (gmp_output_opts.symbolize): one symbolizer per trace (each has its
  * own module map), made on the trace's first native frame. Start with {0} (debug_dir: separate
  * debug files, NULL: /usr/lib/debug); gmp_cli_symctx_reset frees the symbolizer (between traces,

@@ -20,6 +20,7 @@
 #include "cli_opts.h"
 #include "cli_replay.h"
 #include "gmp_report_ranks_oom.h"
+#include "cli_report_ranks.h"
 #include "cli_report_sym.h"
 #include "cli_whatif.h"
 #include "gmp_export.h"
@@ -27,6 +28,7 @@
 #include "gmp_reader.h"
 #include "gmp_replay.h"
 #include "gmp_report.h"
+#include "gmp_report_ranks.h"
 
 #define DEFAULT_TOP 10
 
@@ -49,8 +51,14 @@ static void print_help(const gmp_cli_cmd_info *cmd, const gmp_cli_opt *opts)
            "per iteration, the sites that grow),\n"
            "temporary allocations per range, allocator overhead at the peaks, why each OOM\n"
            "happened. Several traces (the ranks of one job): a section\n"
-           "per process and a summary across them.\n\n" GMP_CLI_INPUT_HELP "\n",
-           cmd->summary);
+           "per process and a summary across them; more than %d traces (or --cross-rank): the\n"
+           "cross-rank view instead (the outliers, a table of the ranks, each range's spread\n"
+           "across the ranks), the traces read in parallel, each reduced to a small summary;\n"
+           "--per-process gives the sections of every process instead.\n"
+           "--summary-only writes the per-trace summaries (JSON) that --reduce turns into the\n"
+           "cross-rank view, as if made from the traces (each trace summarized where it "
+           "is).\n\n" GMP_CLI_INPUT_HELP "\n",
+           cmd->summary, GMP_RANKS_AUTO_ABOVE);
     gmp_cli_print_options(stdout, opts);
     printf("\nFormats: text (a terminal; colour when it is one, unless NO_COLOR is set),\n"
            "markdown, html (one file, plots inline, no network), json (schema\n"
@@ -251,6 +259,8 @@ int gmp_cmd_report(const gmp_cli_cmd_info *cmd, int argc, char **argv)
     const char *color_s = "auto";
     int64_t top = INT64_MIN, device = INT64_MIN, temp_us = INT64_MIN;
     int no_progress = 0, npos = 0, all_frames = 0, interactive = 0, static_html = 0;
+    int per_process = 0, cross_rank = 0, summary_only = 0, reduce = 0;
+    int64_t jobs = 0;
     const gmp_cli_opt opts[] = {
         {"format", 'f', GMP_CLI_STRING, &format, "FMT",
          "text, markdown, html or json (default: text, or from -o's extension)", 0},
@@ -272,6 +282,18 @@ int gmp_cmd_report(const gmp_cli_cmd_info *cmd, int argc, char **argv)
          "html: SVG timelines only, no script (default: also the interactive view)", 0},
         {"interactive", 0, GMP_CLI_FLAG, &interactive, NULL,
          "html: the interactive view (the default; kept for older scripts)", 0},
+        {"per-process", 0, GMP_CLI_FLAG, &per_process, NULL,
+         "several traces: every process's whole report, however many (default: the "
+         "cross-rank view above " GMP_RANKS_AUTO_ABOVE_S " traces)",
+         0},
+        {"cross-rank", 0, GMP_CLI_FLAG, &cross_rank, NULL,
+         "the cross-rank view, however few traces", 0},
+        {"summary-only", 0, GMP_CLI_FLAG, &summary_only, NULL,
+         "write each trace's per-rank summary (JSON), for --reduce", 0},
+        {"reduce", 0, GMP_CLI_FLAG, &reduce, NULL,
+         "the inputs are --summary-only files: their cross-rank view", 0},
+        {"jobs", 'j', GMP_CLI_INT, &jobs, "N",
+         "cross-rank view: traces read at once (default: one per CPU, at most 8)", 0},
         {"no-progress", 0, GMP_CLI_FLAG, &no_progress, NULL, "no progress bar on a terminal", 0},
         {"debug-dir", 0, GMP_CLI_STRING, &debug_dir, "DIR",
          "separate debug files (default /usr/lib/debug)", 0},
@@ -280,6 +302,10 @@ int gmp_cmd_report(const gmp_cli_cmd_info *cmd, int argc, char **argv)
     int rc = gmp_cli_parse_or_help(cmd, opts, print_help, argc, argv, &npos);
     if (rc != GMP_CLI_GO)
         return rc;
+    if (summary_only && format && strcmp(format, "json") != 0)
+        return gmp_cli_usage_error(cmd, "--summary-only writes JSON (--format json)");
+    if (summary_only)
+        format = "json";
     if (!format && out_path && strcmp(out_path, "-") != 0)
         format = gmp_report_format_for_path(out_path);
     if (!format)
@@ -325,12 +351,45 @@ int gmp_cmd_report(const gmp_cli_cmd_info *cmd, int argc, char **argv)
         return gmp_cli_usage_error(cmd, "--color: '%s' is not auto, always or never", color_s);
     if (npos == 0)
         return gmp_cli_usage_error(cmd, "missing TRACE");
-    rc = check_inputs_and_dirs(cmd, argv + 1, npos, debug_dir);
-    if (rc != GMP_CLI_GO)
-        return rc;
+    if (jobs < 0 || jobs > 64)
+        return gmp_cli_usage_error(cmd, "--jobs %" PRId64 ": expected 1 to 64 (0: one per CPU)",
+                                   jobs);
+    if (per_process && (cross_rank || summary_only || reduce))
+        return gmp_cli_usage_error(cmd, "--per-process: not with --cross-rank, --summary-only "
+                                        "or --reduce");
+    if (summary_only && reduce)
+        return gmp_cli_usage_error(cmd, "--summary-only and --reduce contradict each other");
     view.top = top >= 0 ? (size_t)top : json ? 0 : DEFAULT_TOP;
     view.device = device;
     view.all_frames = all_frames;
+    if (summary_only || reduce || cross_rank || (npos > GMP_RANKS_AUTO_ABOVE && !per_process)) {
+        if (!reduce) {
+            rc = check_inputs_and_dirs(cmd, argv + 1, npos, debug_dir);
+            if (rc != GMP_CLI_GO)
+                return rc;
+        }
+        gmp_cli_ranks_opts ro;
+        memset(&ro, 0, sizeof ro);
+        ro.cmd = cmd->name;
+        ro.out_path = out_path;
+        ro.format = summary_only                      ? "json"
+                    : writer == gmp_report_write_text ? "text"
+                    : writer == gmp_report_write_md   ? "markdown"
+                    : writer == gmp_report_write_html ? "html"
+                                                      : "json";
+        ro.color = color;
+        ro.view = view;
+        if (temp_us > 0)
+            ro.ropts.analysis.temp_ns = (uint64_t)temp_us * 1000u;
+        ro.debug_dir = debug_dir;
+        ro.summary_only = summary_only;
+        ro.reduce = reduce;
+        ro.jobs = (int)jobs;
+        return gmp_cli_report_ranks(argv + 1, (size_t)npos, &ro);
+    }
+    rc = check_inputs_and_dirs(cmd, argv + 1, npos, debug_dir);
+    if (rc != GMP_CLI_GO)
+        return rc;
 
     report_run R;
     memset(&R, 0, sizeof R);

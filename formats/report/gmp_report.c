@@ -1807,8 +1807,10 @@ int gmp_report_kind_holds_memory(uint32_t kind)
     return kind != GMP_MEM_VMM_MAPPING && kind != GMP_MEM_NVTX_REGION && kind != GMP_MEM_VA_RESERVE;
 }
 
-/* string order for ties: by content, so that outputs do not depend on interning order */
-static const gmp_report_trace *cmp_trace;
+/* string order for ties: by content, so that outputs do not depend on interning order. The
+ * comparator's trace is per thread: traces are reported by several threads at once
+ * (cli/cli_report_ranks.c). */
+static _Thread_local const gmp_report_trace *cmp_trace;
 
 static int strcmp_idx(uint32_t a, uint32_t b)
 {
@@ -1932,7 +1934,7 @@ gmp_report_row *gmp_report_group(const gmp_report_trace *t, const gmp_report_vie
     return a;
 }
 
-static gmp_report_sort cmp_sort;
+static _Thread_local gmp_report_sort cmp_sort; /* per thread, as cmp_trace */
 
 static int range_cmp(const void *a, const void *b)
 {

@@ -16,6 +16,7 @@
 #include <libdwarf/dwarf.h>
 #include <libdwarf/libdwarf.h>
 #include <libelf.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -193,8 +194,21 @@ typedef struct image {
     sym *syms;
     size_t nsyms;
     int has_dwarf;
+    /* in a gmp_sym_cache without a build-id: the file as it was when the module was added */
+    int has_stat;
+    uint64_t fsize;
+    int64_t mtime_s, mtime_ns;
     struct image *next;
 } image;
+
+/* Images shared by symbolizers (gmp_symbolize.h). One mutex guards the list and every load: an
+ * image is read once, by whichever symbolizer needs it first, and libdwarf and libelf are never
+ * entered by two threads at once through the cache. A loaded image is never written again. */
+struct gmp_sym_cache {
+    pthread_mutex_t mu;
+    image *images;
+    uint64_t loads;
+};
 
 typedef struct smodule {
     uint64_t lo, hi, base;
@@ -248,9 +262,47 @@ gmp_err gmp_symbolizer_new(gmp_symbolizer **out, const gmp_sym_opts *o)
     snprintf(s->debug_dir, sizeof s->debug_dir, "%s",
              s->o.debug_dir ? s->o.debug_dir : "/usr/lib/debug");
     s->o.debug_dir = s->debug_dir;
-    elf_version(EV_CURRENT);
+    if (!s->o.cache) /* with a cache: done once by gmp_sym_cache_new (libelf's state is global) */
+        elf_version(EV_CURRENT);
     *out = s;
     return GMP_OK;
+}
+
+static void image_free(image *im);
+
+gmp_err gmp_sym_cache_new(gmp_sym_cache **out)
+{
+    *out = calloc(1, sizeof **out);
+    if (!*out)
+        return GMP_ERR_NOMEM;
+    if (pthread_mutex_init(&(*out)->mu, NULL) != 0) {
+        free(*out);
+        *out = NULL;
+        return GMP_ERR_NOMEM;
+    }
+    elf_version(EV_CURRENT); /* before any thread that loads through the cache */
+    return GMP_OK;
+}
+
+void gmp_sym_cache_free(gmp_sym_cache *c)
+{
+    if (!c)
+        return;
+    while (c->images) {
+        image *im = c->images;
+        c->images = im->next;
+        image_free(im);
+    }
+    pthread_mutex_destroy(&c->mu);
+    free(c);
+}
+
+uint64_t gmp_sym_cache_loads(gmp_sym_cache *c)
+{
+    pthread_mutex_lock(&c->mu);
+    uint64_t n = c->loads;
+    pthread_mutex_unlock(&c->mu);
+    return n;
 }
 
 static void image_free(image *im)
@@ -302,6 +354,69 @@ static const char *display_name(gmp_symbolizer *s, const char *n)
     return r ? r : n;
 }
 
+static gmp_err push_module(gmp_symbolizer *s, const gmp_rec_module *m, const char *pp, image *im)
+{
+    if (!pp)
+        return GMP_ERR_NOMEM;
+    if (s->nmods == s->capmods) {
+        size_t nc = s->capmods ? s->capmods * 2 : 64;
+        smodule *nm = realloc(s->mods, nc * sizeof *nm);
+        if (!nm)
+            return GMP_ERR_NOMEM;
+        s->mods = nm;
+        s->capmods = nc;
+    }
+    smodule *sm = &s->mods[s->nmods++];
+    sm->lo = m->lo;
+    sm->hi = m->lo + m->size;
+    sm->base = m->base;
+    sm->path = pp;
+    sm->img = im;
+    return GMP_OK;
+}
+
+/* A module of a symbolizer with a cache: its image is the cache's image of the same build-id
+ * (whatever its path: the same build is the same code), or without a build-id the one of the same
+ * path whose file has the same size and modification time now (a file rebuilt in place between
+ * two runs is another image). path is the module's path (taken: freed or kept). */
+static gmp_err add_cached(gmp_symbolizer *s, const gmp_rec_module *m, char *path, const char *pp,
+                          uint32_t bl)
+{
+    gmp_sym_cache *c = s->o.cache;
+    struct stat sb;
+    int has_stat = !bl && path[0] == '/' && stat(path, &sb) == 0;
+    pthread_mutex_lock(&c->mu);
+    image *im = NULL;
+    for (image *i = c->images; i && !im; i = i->next) {
+        if (bl)
+            im = i->build_id_len == bl && !memcmp(i->build_id, m->build_id.ptr, bl) ? i : NULL;
+        else if (!i->build_id_len && !strcmp(i->path, path) && i->has_stat == has_stat &&
+                 (!has_stat ||
+                  (i->fsize == (uint64_t)sb.st_size && i->mtime_s == (int64_t)sb.st_mtim.tv_sec &&
+                   i->mtime_ns == (int64_t)sb.st_mtim.tv_nsec)))
+            im = i;
+    }
+    if (!im && (im = calloc(1, sizeof *im)) != NULL) {
+        im->path = path;
+        path = NULL;
+        memcpy(im->build_id, m->build_id.ptr, bl);
+        im->build_id_len = bl;
+        im->has_stat = has_stat;
+        if (has_stat) {
+            im->fsize = (uint64_t)sb.st_size;
+            im->mtime_s = (int64_t)sb.st_mtim.tv_sec;
+            im->mtime_ns = (int64_t)sb.st_mtim.tv_nsec;
+        }
+        im->next = c->images;
+        c->images = im;
+    }
+    pthread_mutex_unlock(&c->mu);
+    free(path);
+    if (!im)
+        return GMP_ERR_NOMEM;
+    return push_module(s, m, pp, im);
+}
+
 gmp_err gmp_symbolizer_add_module(gmp_symbolizer *s, const gmp_rec_module *m)
 {
     if (!s || !m)
@@ -312,6 +427,8 @@ gmp_err gmp_symbolizer_add_module(gmp_symbolizer *s, const gmp_rec_module *m)
     const char *pp = pool_str(&s->strs, path);
     image *im = NULL;
     uint32_t bl = m->build_id.len > 64 ? 64 : m->build_id.len;
+    if (s->o.cache)
+        return add_cached(s, m, path, pp, bl);
     for (image *i = s->images; i; i = i->next)
         if (!strcmp(i->path, path) && i->build_id_len == bl &&
             !memcmp(i->build_id, m->build_id.ptr, bl)) {
@@ -332,23 +449,7 @@ gmp_err gmp_symbolizer_add_module(gmp_symbolizer *s, const gmp_rec_module *m)
     } else {
         free(path);
     }
-    if (!pp)
-        return GMP_ERR_NOMEM;
-    if (s->nmods == s->capmods) {
-        size_t nc = s->capmods ? s->capmods * 2 : 64;
-        smodule *nm = realloc(s->mods, nc * sizeof *nm);
-        if (!nm)
-            return GMP_ERR_NOMEM;
-        s->mods = nm;
-        s->capmods = nc;
-    }
-    smodule *sm = &s->mods[s->nmods++];
-    sm->lo = m->lo;
-    sm->hi = m->lo + m->size;
-    sm->base = m->base;
-    sm->path = pp;
-    sm->img = im;
-    return GMP_OK;
+    return push_module(s, m, pp, im);
 }
 
 gmp_err gmp_symbolizer_add_reader_modules(gmp_symbolizer *s, const gmp_reader *r)
@@ -538,16 +639,12 @@ static int load_symbols(image *im, Elf *e)
 
 static uint32_t crc32_update(uint32_t crc, const uint8_t *p, size_t n)
 {
-    static uint32_t table[256];
-    static int init;
-    if (!init) {
-        for (uint32_t i = 0; i < 256; i++) {
-            uint32_t c = i;
-            for (int k = 0; k < 8; k++)
-                c = c & 1 ? 0xedb88320u ^ (c >> 1) : c >> 1;
-            table[i] = c;
-        }
-        init = 1;
+    uint32_t table[256]; /* made per call (2,048 steps): no shared state between threads */
+    for (uint32_t i = 0; i < 256; i++) {
+        uint32_t c = i;
+        for (int k = 0; k < 8; k++)
+            c = c & 1 ? 0xedb88320u ^ (c >> 1) : c >> 1;
+        table[i] = c;
     }
     crc = ~crc;
     for (size_t i = 0; i < n; i++)
@@ -1414,8 +1511,16 @@ static size_t resolve(gmp_symbolizer *s, uint64_t addr, gmp_sym_frame *out, size
     out->module = m->path;
     out->offset = addr - m->base;
     image *im = m->img;
-    if (!im->loaded)
+    if (s->o.cache) { /* shared: loaded once, under the cache's lock (read-only afterwards) */
+        pthread_mutex_lock(&s->o.cache->mu);
+        if (!im->loaded) {
+            load_image(s, im);
+            s->o.cache->loads++;
+        }
+        pthread_mutex_unlock(&s->o.cache->mu);
+    } else if (!im->loaded) {
         load_image(s, im);
+    }
     if (im->status) {
         out->status = im->status;
         return 1;

@@ -49,9 +49,23 @@ typedef struct gmp_sym_frame {
     gmp_sym_status status;
 } gmp_sym_frame;
 
+/* Module images shared by several symbolizers, e.g. one per trace of the ranks of a job, which
+ * load the same libraries: each module file is read once for all of them. An image is keyed by
+ * the module's build-id (any path), or, when the module has none, by its path and the file's size
+ * and modification time. Safe to use from several threads at once (each with its own
+ * symbolizer) once made (make it before the threads start: it sets libelf's global version);
+ * symbolizers that share a cache must have the same debug_dir and no_dwarf. Free it
+ * after every symbolizer that uses it (their frames point into its images). */
+typedef struct gmp_sym_cache gmp_sym_cache;
+gmp_err gmp_sym_cache_new(gmp_sym_cache **out);
+void gmp_sym_cache_free(gmp_sym_cache *c);
+/* Module files read through c so far. */
+uint64_t gmp_sym_cache_loads(gmp_sym_cache *c);
+
 typedef struct gmp_sym_opts {
     const char *debug_dir; /* separate debug files; NULL: /usr/lib/debug */
     int no_dwarf;          /* ELF symbols only (tests, benchmarks) */
+    gmp_sym_cache *cache;  /* NULL: the symbolizer reads its own images */
 } gmp_sym_opts;
 
 gmp_err gmp_symbolizer_new(gmp_symbolizer **out, const gmp_sym_opts *o);

@@ -1,10 +1,13 @@
 /* test_symbolize: the symbolizer on a list of known addresses of this very program (built -O1 -g):
  * return addresses in main and through an inlined function, with DWARF and with ELF symbols only;
  * an address in no module, a module whose file is missing, one whose build-id changed; the cache;
- * a symbol that looks like a C++ name and is not (kept as it is). With GMP_TEST_CXX, the same in a
+ * a symbol that looks like a C++ name and is not (kept as it is); symbolizers sharing a
+ * gmp_sym_cache from four threads (each module read once, the same frames at another load address,
+ * a module without build-id keyed by path). With GMP_TEST_CXX, the same in a
  * C++ library (sym_cxx.cc): names demangled and qualified, through DWARF and the symbol table. */
 #include <elf.h>
 #include <link.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -122,6 +125,98 @@ static void expect_frame(const gmp_sym_frame *f, const char *fn, int line, int i
     CHECK(f->inlined == inlined, "%s: inlined %d", fn, f->inlined);
 }
 
+/* Symbolizers that share a cache, one per thread, each with the program mapped at its own
+ * address (as the ranks of a job are): each must resolve its own addresses to the same frames. */
+typedef struct shared_job {
+    gmp_sym_cache *cache;
+    uint64_t a_main, a_inl, shift;
+    int main_line;
+    int ok;
+} shared_job;
+
+static void *shared_run(void *arg)
+{
+    shared_job *j = arg;
+    gmp_sym_opts o = {NULL, 0, j->cache};
+    gmp_symbolizer *s;
+    if (gmp_symbolizer_new(&s, &o) != GMP_OK)
+        return NULL;
+    gmp_rec_module m = self;
+    m.base += j->shift;
+    m.lo += j->shift;
+    gmp_symbolizer_add_module(s, &m);
+    const gmp_sym_frame *f;
+    j->ok = 1;
+    for (int rep = 0; rep < 50; rep++) {
+        size_t n = gmp_symbolize(s, j->a_main + j->shift, &f);
+        if (n != 1 || !f[0].function || strcmp(f[0].function, "main") != 0 ||
+            f[0].line != (uint32_t)j->main_line)
+            j->ok = 0;
+        n = gmp_symbolize(s, j->a_inl + j->shift, &f);
+        if (n != 2 || !f[0].function || strcmp(f[0].function, "inlined_fn") != 0 ||
+            !f[1].function || strcmp(f[1].function, "outer_fn") != 0)
+            j->ok = 0;
+        if (rep % 10 == 9) { /* a new symbolizer: a trace after another, the cache kept */
+            gmp_symbolizer_free(s);
+            if (gmp_symbolizer_new(&s, &o) != GMP_OK) {
+                j->ok = 0;
+                return NULL;
+            }
+            gmp_symbolizer_add_module(s, &m);
+        }
+    }
+    gmp_symbolizer_free(s);
+    return NULL;
+}
+
+static void check_shared(uint64_t a_main, uint64_t a_inl, int main_line)
+{
+    gmp_sym_cache *c;
+    CHECK(gmp_sym_cache_new(&c) == GMP_OK, "cache");
+    shared_job jobs[4];
+    pthread_t th[4];
+    for (int i = 0; i < 4; i++) {
+        jobs[i] = (shared_job){c, a_main, a_inl, (uint64_t)i << 32, main_line, 0};
+        CHECK(pthread_create(&th[i], NULL, shared_run, &jobs[i]) == 0, "thread");
+    }
+    for (int i = 0; i < 4; i++) {
+        pthread_join(th[i], NULL);
+        CHECK(jobs[i].ok, "shared cache, thread %d: wrong frames", i);
+    }
+    CHECK(gmp_sym_cache_loads(c) == 1, "shared cache: %llu loads of one module",
+          (unsigned long long)gmp_sym_cache_loads(c));
+    /* the same file without a build-id: keyed by path, size and time, read once more (not the
+     * image of the build-id) and then shared */
+    gmp_sym_opts o = {NULL, 0, c};
+    gmp_symbolizer *s1, *s2;
+    CHECK(gmp_symbolizer_new(&s1, &o) == GMP_OK && gmp_symbolizer_new(&s2, &o) == GMP_OK, "new");
+    gmp_rec_module nob = self;
+    nob.build_id = (gmp_str){"", 0};
+    gmp_symbolizer_add_module(s1, &nob);
+    gmp_symbolizer_add_module(s2, &nob);
+    const gmp_sym_frame *f;
+    gmp_symbolize(s1, a_main, &f);
+    CHECK(f[0].function && !strcmp(f[0].function, "main"), "no build-id: %s",
+          f[0].function ? f[0].function : "(null)");
+    gmp_symbolize(s2, a_main, &f);
+    CHECK(f[0].function && !strcmp(f[0].function, "main"), "no build-id, again");
+    CHECK(gmp_sym_cache_loads(c) == 2, "no build-id: %llu loads",
+          (unsigned long long)gmp_sym_cache_loads(c));
+    /* another build-id at the same path: another image, whose file no longer matches */
+    gmp_rec_module other = self;
+    uint8_t ob[64];
+    memcpy(ob, bid, sizeof ob);
+    ob[0] ^= 0xff;
+    other.build_id = (gmp_str){(const char *)ob, self.build_id.len};
+    gmp_symbolizer_add_module(s1, &other);
+    size_t n = gmp_symbolize(s1, a_inl, &f);
+    CHECK(n == 1 && f[0].status == GMP_SYM_CHANGED, "shared cache, changed: %s",
+          gmp_sym_status_name(f[0].status));
+    gmp_symbolizer_free(s1);
+    gmp_symbolizer_free(s2);
+    gmp_sym_cache_free(c);
+}
+
 int main(void)
 {
     /* clang-format off */
@@ -171,6 +266,8 @@ int main(void)
     CHECK(st1.modules_loaded == 1 && st1.dwarf_modules == 1, "modules loaded %llu",
           (unsigned long long)st1.modules_loaded);
 
+    check_shared(a_main, a_inl, main_line);
+
     /* no module */
     n = gmp_symbolize(s, 0x10, &f);
     CHECK(n == 1 && f[0].status == GMP_SYM_NO_MODULE && !f[0].function && !f[0].module,
@@ -199,7 +296,7 @@ int main(void)
     gmp_symbolizer_free(s);
 
     /* ELF symbols only */
-    gmp_sym_opts o = {NULL, 1};
+    gmp_sym_opts o = {NULL, 1, NULL};
     CHECK(gmp_symbolizer_new(&s, &o) == GMP_OK, "new");
     gmp_symbolizer_add_module(s, &self);
     n = gmp_symbolize(s, a_main, &f);
@@ -226,7 +323,7 @@ int main(void)
     static const char *const outer = "gmpt::Model::outer(int)";
     static const char *const step = "unsigned long gmpt::Model::step<int>(int)";
     for (int elf_only = 0; elf_only <= 1; elf_only++) {
-        gmp_sym_opts oc = {NULL, elf_only};
+        gmp_sym_opts oc = {NULL, elf_only, NULL};
         CHECK(gmp_symbolizer_new(&s, &oc) == GMP_OK, "new");
         gmp_symbolizer_add_module(s, &cxx);
         n = gmp_symbolize(s, a_fwd, &f);
