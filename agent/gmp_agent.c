@@ -545,6 +545,9 @@ static int agent_start_work(void)
             }
         }
     }
+    const char *live = getenv("GPUMEMPROF_LIVE"); /* benchmarks: 0 = no live accounting */
+    if (live && !strcmp(live, "0"))
+        gmp_live_on = 0;
     gmp_nvtx_init(&sink);
     atexit(agent_stop);
     pthread_atfork(NULL, NULL, at_fork_child);

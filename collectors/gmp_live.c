@@ -11,6 +11,8 @@
 #define NSITE (GMP_LIVE_SITES + MAXD) /* the table, then one "other" site per device */
 #define VMM_TAG (1ull << 63)
 
+int gmp_live_on = 1;
+
 static atomic_flag lk = ATOMIC_FLAG_INIT;
 
 static void lock(void)
@@ -238,7 +240,7 @@ static void add_live(uint64_t key, uint64_t size, int dev, uint32_t site, int co
 
 void gmp_live_rec(const gmp_rec *r)
 {
-    if (r->type != GMP_REC_ALLOC && r->type != GMP_REC_FREE)
+    if ((r->type != GMP_REC_ALLOC && r->type != GMP_REC_FREE) || !gmp_live_on)
         return;
     const gmp_rec_mem *m = &r->u.mem;
     if (!gmp_mem_kind_is_device(m->kind))
