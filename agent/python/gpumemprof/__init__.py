@@ -190,7 +190,7 @@ class DeviceResult:
         d = {k: getattr(self, k) for k in (
             "device", "start_bytes", "peak_bytes", "end_bytes", "peak_increase_bytes",
             "allocated_bytes", "freed_bytes", "net_bytes", "allocs", "frees", "baseline_frees")}
-        d["top_sites"] = [{"bytes": s.bytes, "allocs": s.allocs, "where": s.where,
+        d["top_sites"] = [{"bytes": s.bytes, "allocs": s.allocs, "where": s.where, "stack": s.stack,
                            "frames": [str(f) for f in s.frames]} for s in self.top_sites]
         return d
 

@@ -57,6 +57,7 @@ def used():
     return t - f
 
 
+out["oracle"] = {"base": used()}  # the context's own memory: no allocation yet
 keep = cuda.device_array(MIB // 2, dtype=np.uint8)  # SITE-KEEP
 u0 = used()
 with gpumemprof.profile("block") as p:
@@ -73,7 +74,7 @@ with gpumemprof.profile("block") as p:
     dealloc.clear()
     u_end = used()
 out["block"] = p.result.as_dict()
-out["oracle"] = {"peak": u_peak - u0, "net": u_end - u0}
+out["oracle"].update({"peak": u_peak - u0, "net": u_end - u0})
 
 # nested scopes, and a thread's allocation inside the outer one (a scope counts the process)
 with gpumemprof.profile("outer") as po:
