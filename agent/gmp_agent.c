@@ -728,13 +728,22 @@ EXPORT int gmp_api_version(void)
     return GMP_API_VERSION;
 }
 
+/* cuda_started is written under start_lock (InitializeInjection); read it the same way */
+static int cuda_on(void)
+{
+    pthread_mutex_lock(&start_lock);
+    int v = cuda_started;
+    pthread_mutex_unlock(&start_lock);
+    return v;
+}
+
 static int api_state(unsigned *flags)
 {
     unsigned f = 0;
-    int s = atomic_load(&state), r;
+    int s = atomic_load(&state), r, cuda = cuda_on();
     if (atomic_load(&api_inproc))
         f |= GMP_API_INPROC;
-    else if (cuda_started)
+    else if (cuda)
         f |= GMP_API_INJECTED;
     if (atomic_load(&api_late))
         f |= GMP_API_LATE;
@@ -746,7 +755,7 @@ static int api_state(unsigned *flags)
         r = GMP_STATE_DONE;
     else if (s == ST_ON && atomic_load(&cupti_ok))
         r = GMP_STATE_ON;
-    else if (s == ST_ON && cuda_started)
+    else if (s == ST_ON && cuda)
         r = GMP_STATE_DISABLED; /* CUPTI could not be used */
     else if (armed_env[0][0] || is_self(getenv("CUDA_INJECTION64_PATH")))
         r = GMP_STATE_WAITING;
@@ -812,13 +821,13 @@ EXPORT int gmp_start(char *msg, size_t msglen)
                 snprintf(armed_env[i], sizeof armed_env[i], "%s", vars[i]);
     }
     int s = atomic_load(&state);
-    if ((s == ST_OFF || (s == ST_ON && !cuda_started)) && !tl_starting) {
+    if ((s == ST_OFF || (s == ST_ON && !cuda_on())) && !tl_starting) {
         const char *inj = getenv("CUDA_INJECTION64_PATH");
         int injected = inj && *inj && is_self(inj); /* gpumemprof run, or an earlier gmp_start */
         if (cuda_initialized()) {
             if (!injected)
                 atomic_store(&api_inproc, 1);
-            if (!cuda_started) { /* the driver did not load us in its cuInit: start now */
+            if (!cuda_on()) { /* the driver did not load us in its cuInit: start now */
                 atomic_store(&api_inproc, 1);
                 atomic_store(&api_late, 1);
                 inject();
