@@ -223,10 +223,13 @@ if args.mode == "run":
     finish()
 
 # ---- pip ----
+# pip and venv load no agent: without the sanitizer runtime's preload
+pip_env = {k: v for k, v in env.items() if k not in ("LD_PRELOAD", "ASAN_OPTIONS")}
+pip_env["PIP_DISABLE_PIP_VERSION_CHECK"] = "1"
 target = os.path.join(work, "target")
 p = subprocess.run([args.python, "-m", "pip", "install", "-q", "--no-index", "--no-build-isolation",
                     "--target", target, args.pkg], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                   timeout=240, env=dict(env, PIP_DISABLE_PIP_VERSION_CHECK="1"))
+                   timeout=240, env=pip_env)
 if p.returncode != 0:
     fails.append("pip install --target: %s" % p.stdout.decode()[-1500:])
     finish()
@@ -240,12 +243,11 @@ check_early(out, False)
 # the same from a venv of Debian's python (its setuptools through --system-site-packages)
 venv = os.path.join(work, "venv")
 p = subprocess.run([args.python, "-m", "venv", "--system-site-packages", venv], stdout=subprocess.PIPE,
-                   stderr=subprocess.STDOUT, timeout=240)
+                   stderr=subprocess.STDOUT, timeout=240, env=pip_env)
 vpy = os.path.join(venv, "bin", "python")
 if p.returncode == 0:
     p = subprocess.run([vpy, "-m", "pip", "install", "-q", "--no-index", "--no-build-isolation", args.pkg],
-                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=240,
-                       env=dict(env, PIP_DISABLE_PIP_VERSION_CHECK="1"))
+                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=240, env=pip_env)
 if p.returncode != 0:
     fails.append("venv pip install: %s" % p.stdout.decode()[-1500:])
     finish()
