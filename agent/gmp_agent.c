@@ -911,6 +911,7 @@ EXPORT int gmp_scope_close(uint64_t scope, gmp_api_scope *info, void *devs, int 
         d.allocs = ld[i].allocs;
         d.frees = ld[i].frees;
         d.baseline_frees = ld[i].baseline_frees;
+        d.net_bytes = (int64_t)(ld[i].allocated_bytes - ld[i].freed_bytes);
         for (uint32_t k = 0; k < ld[i].nsites && k < GMP_API_MAX_SITES; k++) {
             d.sites[k].bytes = ld[i].sites[k].bytes;
             d.sites[k].allocs = ld[i].sites[k].allocs;

@@ -69,6 +69,7 @@ typedef struct gmp_api_device {
     uint64_t allocs, frees;   /* calls counted in allocated_bytes and freed_bytes */
     uint64_t baseline_frees;  /* frees of memory the agent never saw allocated */
     gmp_api_site sites[GMP_API_MAX_SITES]; /* at the peak; exact (see docs/python-api.md) */
+    int64_t net_bytes; /* allocated_bytes - freed_bytes = end_bytes - start_bytes */
 } gmp_api_device;
 
 typedef struct gmp_api_scope {

@@ -188,7 +188,7 @@ class DeviceResult:
         self.end_bytes = d.end_bytes
         self.allocated_bytes = d.allocated_bytes
         self.freed_bytes = d.freed_bytes
-        self.net_bytes = d.allocated_bytes - d.freed_bytes
+        self.net_bytes = d.net_bytes
         self.peak_increase_bytes = d.peak_bytes - d.start_bytes
         self.allocs = d.allocs
         self.frees = d.frees

@@ -29,7 +29,7 @@ class Device(ctypes.Structure):
                 ("end_bytes", ctypes.c_uint64), ("allocated_bytes", ctypes.c_uint64),
                 ("freed_bytes", ctypes.c_uint64), ("allocs", ctypes.c_uint64),
                 ("frees", ctypes.c_uint64), ("baseline_frees", ctypes.c_uint64),
-                ("sites", Site * MAX_SITES)]
+                ("sites", Site * MAX_SITES), ("net_bytes", ctypes.c_int64)]
 
 
 class Scope(ctypes.Structure):
