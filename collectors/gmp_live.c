@@ -5,8 +5,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gmp_handles.h"
-
 #define MAXD GMP_LIVE_MAX_DEV
 #define NSITE (GMP_LIVE_SITES + MAXD) /* the table, then one "other" site per device */
 #define VMM_TAG (1ull << 63)
@@ -34,8 +32,92 @@ static void unlock(void)
     atomic_flag_clear_explicit(&lk, memory_order_release);
 }
 
-/* live allocations: key (address, or VMM handle | VMM_TAG) -> size, device, handle = site index */
-static gmp_handles live;
+/* live allocations: key (address, or VMM handle | VMM_TAG; never 0) -> size, site, device. Open
+ * addressing with linear probing, load at most 1/2, backward-shift deletion (no tombstones), one
+ * multiplication as hash: the table is on every allocation's path. */
+typedef struct lent {
+    uint64_t key; /* 0: empty */
+    uint64_t size;
+    uint32_t site;
+    int32_t dev;
+} lent;
+static lent *lt;
+static size_t lcap, ln;
+static unsigned lshift; /* 64 - log2(lcap) */
+
+static size_t lhome(uint64_t key)
+{
+    return (size_t)((key * 0x9e3779b97f4a7c15ull) >> lshift);
+}
+
+static lent *lt_find(uint64_t key)
+{
+    if (!lcap)
+        return NULL;
+    for (size_t i = lhome(key);; i = (i + 1) & (lcap - 1)) {
+        if (lt[i].key == key)
+            return &lt[i];
+        if (!lt[i].key)
+            return NULL;
+    }
+}
+
+static int lt_grow(void)
+{
+    size_t nc = lcap ? 2 * lcap : 4096;
+    lent *n = calloc(nc, sizeof *n);
+    if (!n)
+        return -1;
+    lent *old = lt;
+    size_t oc = lcap;
+    lt = n;
+    lcap = nc;
+    lshift = 64 - (unsigned)__builtin_ctzll((unsigned long long)nc);
+    for (size_t i = 0; i < oc; i++) {
+        if (!old[i].key)
+            continue;
+        size_t j = lhome(old[i].key);
+        while (lt[j].key)
+            j = (j + 1) & (lcap - 1);
+        lt[j] = old[i];
+    }
+    free(old);
+    return 0;
+}
+
+/* The entry of key: existing (*found 1) or new, zeroed but for its key; NULL out of memory. */
+static lent *lt_put(uint64_t key, int *found)
+{
+    if ((ln + 1) * 2 > lcap && lt_grow() < 0)
+        return NULL;
+    size_t i = lhome(key);
+    while (lt[i].key && lt[i].key != key)
+        i = (i + 1) & (lcap - 1);
+    *found = lt[i].key != 0;
+    if (!*found) {
+        lt[i] = (lent){.key = key};
+        ln++;
+    }
+    return &lt[i];
+}
+
+static void lt_del(lent *e)
+{
+    size_t i = (size_t)(e - lt);
+    lt[i].key = 0;
+    ln--;
+    /* backward shift: later entries of the probe run move into the hole unless their home lies
+     * in (i, j] (cyclically) */
+    for (size_t j = (i + 1) & (lcap - 1); lt[j].key; j = (j + 1) & (lcap - 1)) {
+        size_t home = lhome(lt[j].key);
+        int between = i <= j ? (home > i && home <= j) : (home > i || home <= j);
+        if (between)
+            continue;
+        lt[i] = lt[j];
+        lt[j].key = 0;
+        i = j;
+    }
+}
 static uint64_t cur[MAXD], tot_alloc[MAXD], tot_freed[MAXD], n_alloc[MAXD], n_free[MAXD],
     n_base[MAXD];
 static uint64_t dev_seen; /* bit d: device d had live memory or a call */
@@ -81,11 +163,16 @@ static int open_list[GMP_LIVE_MAX_SCOPES];
 static int nopen;
 static uint64_t generation;
 
-static _Thread_local struct {
+/* The last frees, of any thread: a free whose call then fails (recorded at its entry, then again
+ * with GMP_MEMF_FAILED at its exit) is found here and its memory is live again. Not thread-local:
+ * a TLS access in the agent (a shared library) is a call on every free. */
+#define NRECENT 16
+static struct {
     uint64_t key, size;
     int32_t dev;
     uint32_t site;
-} tl_free; /* this thread's last free: restored when the call then fails */
+} recent[NRECENT];
+static unsigned recent_at;
 
 static uint64_t mix(uint64_t k)
 {
@@ -213,22 +300,23 @@ static void scopes_alloc(uint32_t site, uint64_t size, int dev)
 
 static void add_live(uint64_t key, uint64_t size, int dev, uint32_t site, int count)
 {
-    gmp_handle_ent *e = gmp_handles_put(&live, key);
+    int found;
+    lent *e = lt_put(key, &found);
     if (!e) {
         lost++;
         return;
     }
-    if (e->device >= 0) { /* a live address allocated again: its free was not seen */
-        int od = e->device;
+    if (found) { /* a live address allocated again: its free was not seen */
+        int od = e->dev;
         cur[od] -= e->size <= cur[od] ? e->size : cur[od];
-        site_bytes[e->handle] -= e->size <= site_bytes[e->handle] ? e->size : site_bytes[e->handle];
-        site_n[e->handle] -= site_n[e->handle] ? 1 : 0;
+        site_bytes[e->site] -= e->size <= site_bytes[e->site] ? e->size : site_bytes[e->site];
+        site_n[e->site] -= site_n[e->site] ? 1 : 0;
         if (nopen)
-            journal((uint32_t)e->handle, -(int64_t)e->size, -1);
+            journal(e->site, -(int64_t)e->size, -1);
     }
     e->size = size;
-    e->device = dev;
-    e->handle = site;
+    e->dev = dev;
+    e->site = site;
     cur[dev] += size;
     site_bytes[site] += size;
     site_n[site]++;
@@ -263,16 +351,18 @@ void gmp_live_rec(const gmp_rec *r)
     lock();
     if (failed) {
         /* the free was recorded at its entry, and failed: the memory is live again */
-        if (tl_free.key == key) {
-            tot_freed[tl_free.dev] -= tl_free.size;
-            n_free[tl_free.dev]--;
-            add_live(key, tl_free.size, tl_free.dev, tl_free.site, 0);
-            tl_free.key = 0;
-        }
+        for (unsigned i = 0; i < NRECENT; i++)
+            if (recent[i].key == key) {
+                tot_freed[recent[i].dev] -= recent[i].size;
+                n_free[recent[i].dev]--;
+                add_live(key, recent[i].size, recent[i].dev, recent[i].site, 0);
+                recent[i].key = 0;
+                break;
+            }
         unlock();
         return;
     }
-    gmp_handle_ent *e = gmp_handles_get(&live, key);
+    lent *e = lt_find(key);
     if (!e) {
         if (m->device >= 0 && m->device < MAXD) {
             n_base[m->device]++;
@@ -281,19 +371,20 @@ void gmp_live_rec(const gmp_rec *r)
         unlock();
         return;
     }
-    int dev = e->device;
+    int dev = e->dev;
     uint64_t size = e->size;
-    uint32_t site = (uint32_t)e->handle;
-    tl_free.key = key;
-    tl_free.size = size;
-    tl_free.dev = dev;
-    tl_free.site = site;
+    uint32_t site = e->site;
+    unsigned at = recent_at++ % NRECENT;
+    recent[at].key = key;
+    recent[at].size = size;
+    recent[at].dev = dev;
+    recent[at].site = site;
     cur[dev] -= size <= cur[dev] ? size : cur[dev];
     tot_freed[dev] += size;
     n_free[dev]++;
     site_bytes[site] -= size <= site_bytes[site] ? size : site_bytes[site];
     site_n[site] -= site_n[site] ? 1 : 0;
-    gmp_handles_del(&live, key);
+    lt_del(e);
     if (nopen)
         journal(site, -(int64_t)size, -1);
     unlock();
