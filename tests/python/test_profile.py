@@ -160,6 +160,9 @@ def check_early(out, under_run):
            outer["freed_bytes"], outer["allocs"], outer["frees"]),
           (2 * MIB, MIB, 4 * MIB, 3 * MIB, 3, 2))
     check("inner's top site", sites(inner)[1], (2 * MIB, 1, lines["SITE-INNER"]))
+    check("open_scope / close", out["manual"][:3], [MIB // 2, MIB // 2, True])
+    check("open_scope: its allocation among the sites at the peak",
+          [MIB // 2, lines["SITE-MANUAL"]] in out["manual"][3], True)
     s = out["stats"]
     check("decorator: calls", s["calls"], 3)
     check("decorator: max peak increase", s["max_peak_increase_bytes"], 3 * MIB)

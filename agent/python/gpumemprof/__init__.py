@@ -29,8 +29,9 @@ from . import _agent
 
 __product__ = "gpumemprof (CUPTI agent; github: gpumemprof run/report/view)"
 __version__ = "0.1.0"
-__all__ = ["profile", "start", "status", "current_bytes", "summary", "print_summary",
-           "Result", "DeviceResult", "Site", "Stats", "Status", "agent_path"]
+__all__ = ["profile", "open_scope", "start", "status", "current_bytes", "summary",
+           "print_summary", "Result", "DeviceResult", "Site", "Stats", "Status", "Scope",
+           "agent_path"]
 
 _lock = threading.Lock()
 _agent_obj = None
@@ -348,34 +349,56 @@ class profile:
         stack = getattr(self._tls, "s", None)
         if stack is None:
             stack = self._tls.s = []
-        a = _get()
-        handle = a.open(self.name) if a.lib is not None else 0
-        stack.append((handle, time.perf_counter()))
+        stack.append(open_scope(self.name))
         return self
 
     def __exit__(self, *exc):
-        handle, t0 = self._tls.s.pop()
-        elapsed = time.perf_counter() - t0
+        self.result = self._tls.s.pop().close()
+        return False
+
+
+class Scope:
+    """An open scope (open_scope): close() ends it and returns its Result. For code that cannot
+    use a with block (hooks that open in one callback and close in another, as trace(model)'s);
+    profile() is made of these."""
+
+    __slots__ = ("name", "handle", "t0", "result")
+
+    def __init__(self, name, handle, t0):
+        self.name, self.handle, self.t0, self.result = name, handle, t0, None
+
+    def close(self):
+        """Closes the scope (once; later calls return the same Result)."""
+        if self.result is not None:
+            return self.result
+        elapsed = time.perf_counter() - self.t0
         a = _get()
         if a.lib is None:
             self.result = Result(self.name, elapsed, {}, False, a.why)
-            return False
-        if not handle:
+        elif not self.handle:
             self.result = Result(self.name, elapsed, {}, False,
                                  "too many scopes open at once (the agent's bound is 256)")
-            return False
-        info, devs = a.close(handle)
-        if info is None:
-            self.result = Result(self.name, elapsed, {}, False, "the scope was not open")
-            return False
-        st = _agent.STATE_NAMES.get(info.state, str(info.state))
-        ok = info.state in (_agent.STATE_ON, _agent.STATE_WAITING, _agent.STATE_DONE)
-        reason = "" if ok else a.status()[2]
-        self.result = Result(self.name, info.elapsed_ns / 1e9,
-                             {d.device: DeviceResult(d, a) for d in devs}, ok, reason,
-                             late=bool(info.flags & _agent.F_LATE), lost=info.lost_events)
-        self.result.state = st
-        return False
+        else:
+            info, devs = a.close(self.handle)
+            if info is None:
+                self.result = Result(self.name, elapsed, {}, False, "the scope was not open")
+            else:
+                ok = info.state in (_agent.STATE_ON, _agent.STATE_WAITING, _agent.STATE_DONE)
+                reason = "" if ok else a.status()[2]
+                self.result = Result(self.name, info.elapsed_ns / 1e9,
+                                     {d.device: DeviceResult(d, a) for d in devs}, ok, reason,
+                                     late=bool(info.flags & _agent.F_LATE), lost=info.lost_events)
+                self.result.state = _agent.STATE_NAMES.get(info.state, str(info.state))
+        return self.result
+
+
+def open_scope(name=None):
+    """Opens a scope now (what `with profile(name)` does on entry) and returns its Scope; its
+    close() returns the Result. It may be closed on another thread (the range in the trace is
+    then left to the opening thread's next ranges: close on the opening thread to keep it)."""
+    a = _get()
+    handle = a.open(name) if a.lib is not None else 0
+    return Scope(name, handle, time.perf_counter())
 
 
 def summary():

@@ -139,6 +139,16 @@ out["inner"] = pi.result.as_dict()
 out["oracle"].update({"inner_peak": u_ipeak - u1, "outer_net": u2 - u1})
 
 
+# a scope opened and closed without a with block (hooks), closed twice: the same result
+sc = gpumemprof.open_scope("manual")
+m = cuda.device_array(MIB // 2, dtype=np.uint8)  # SITE-MANUAL
+r1 = sc.close()
+out["manual"] = [r1.peak_increase_bytes, r1.net_bytes, sc.close() is r1,
+                 [[s.bytes, s.where] for s in r1.top_sites]]
+del m
+dealloc.clear()
+
+
 @gpumemprof.profile("step")
 def step(n):
     t = cuda.device_array(n * MIB, dtype=np.uint8)  # SITE-STEP
