@@ -17,7 +17,8 @@
  *
  * Thread safety: every function may be called from any thread, at any time, also before CUDA is
  * initialized and after the agent finished (then they return the state and count nothing). None
- * of them calls CUDA or Python. */
+ * calls Python; only gmp_start calls CUDA (cuDeviceGetCount, to learn whether CUDA is initialized,
+ * then CUPTI's subscription when it is). */
 #ifndef GMP_AGENT_API_H
 #define GMP_AGENT_API_H
 
