@@ -30,7 +30,7 @@ from . import _agent
 __product__ = "gpumemprof (CUPTI agent; github: gpumemprof run/report/view)"
 __version__ = "0.1.0"
 __all__ = ["profile", "start", "status", "current_bytes", "summary", "print_summary",
-           "Result", "DeviceResult", "Site", "Stats", "Status", "agent_path"]
+           "Result", "DeviceResult", "Site", "Stats", "Status", "agent_path", "trace"]
 
 _lock = threading.Lock()
 _agent_obj = None
@@ -400,5 +400,7 @@ def _autostart():
     except Exception:  # never break the program's import
         pass
 
+
+from ._trace import trace  # noqa: E402  (trace(model): per-layer figures; _trace.py)
 
 _autostart()
