@@ -201,6 +201,7 @@ class trace:
 
     def _push(self, st, phase, m, name):
         label = name if phase == FWD else name + " (backward)"
+        self._layer(name, phase)  # rows in the order the layers are first entered
         h = self._agent.open(label)
         st.append((phase, m, name, h))
         if h:
@@ -385,8 +386,8 @@ class trace:
     # -- results ------------------------------------------------------------------------------
     @property
     def layers(self):
-        """Every layer and phase seen, forward rows first in the order first called, then
-        backward rows in the order their backward began."""
+        """Every layer and phase seen, forward rows first in the order first entered, then
+        backward rows in the order their backward first began."""
         return sorted(self._layers.values(), key=lambda l: (l.phase != FWD, l.order))
 
     def layer(self, name, phase=FWD):
