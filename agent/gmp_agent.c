@@ -545,6 +545,9 @@ static int agent_start_work(void)
             }
         }
     }
+    const char *live = getenv("GPUMEMPROF_LIVE"); /* benchmarks: 0 = no live accounting */
+    if (live && !strcmp(live, "0"))
+        gmp_live_on = 0;
     gmp_nvtx_init(&sink);
     atexit(agent_stop);
     pthread_atfork(NULL, NULL, at_fork_child);
@@ -823,16 +826,20 @@ EXPORT int gmp_scope_close(uint64_t scope, gmp_api_scope *info, void *devs, int 
     if (slot < 0 || slot >= GMP_LIVE_MAX_SCOPES)
         return -1;
     uint64_t t1 = gmp_clock_ns();
+    /* this scope's entry, read before gmp_live_close frees its slot for another opener */
+    pthread_mutex_lock(&scopes_lock);
+    int mine = scopes[slot].id == scope;
+    uint64_t t0 = mine ? scopes[slot].t0 : t1;
+    int pop = mine && scopes[slot].pushed && pthread_equal(scopes[slot].thread, pthread_self());
+    pthread_mutex_unlock(&scopes_lock);
     gmp_live_dev ld[GMP_LIVE_MAX_DEV];
     uint64_t lost = 0;
     int n = gmp_live_close(scope, ld, GMP_LIVE_MAX_DEV, &lost);
     if (n < 0)
         return -1;
     pthread_mutex_lock(&scopes_lock);
-    uint64_t t0 = scopes[slot].id == scope ? scopes[slot].t0 : t1;
-    int pop = scopes[slot].id == scope && scopes[slot].pushed &&
-              pthread_equal(scopes[slot].thread, pthread_self());
-    scopes[slot].id = 0;
+    if (scopes[slot].id == scope)
+        scopes[slot].id = 0;
     pthread_mutex_unlock(&scopes_lock);
     if (pop && atomic_load(&state) == ST_ON)
         gmp_nvtx_layer_pop();

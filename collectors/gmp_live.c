@@ -11,6 +11,8 @@
 #define NSITE (GMP_LIVE_SITES + MAXD) /* the table, then one "other" site per device */
 #define VMM_TAG (1ull << 63)
 
+int gmp_live_on = 1;
+
 static atomic_flag lk = ATOMIC_FLAG_INIT;
 
 static void lock(void)
@@ -122,8 +124,9 @@ static uint32_t site_of(uint32_t stack, int dev)
 }
 
 /* The top sites of device dev at the position pos of the journal (all changes from pos on still
- * in the ring): the sites now minus the changes after pos. */
-static uint32_t top_at(int dev, uint64_t pos, gmp_live_site *top)
+ * in the ring): the sites now minus the changes after pos, and minus pend (a change already made
+ * to the sites, not yet appended to the ring), when not NULL. */
+static uint32_t top_at(int dev, uint64_t pos, gmp_live_site *top, const jent *pend)
 {
     static int64_t sb[NSITE], sn[NSITE]; /* under the lock */
     uint32_t other = GMP_LIVE_SITES + (uint32_t)dev;
@@ -135,9 +138,9 @@ static uint32_t top_at(int dev, uint64_t pos, gmp_live_site *top)
             sn[s] = (int64_t)site_n[s];
         }
     }
-    for (uint64_t q = pos; q < jseq; q++) {
-        const jent *e = &ring[q % GMP_LIVE_RING];
-        if (site_dev[e->site] == dev) {
+    for (uint64_t q = pos; q <= jseq; q++) {
+        const jent *e = q < jseq ? &ring[q % GMP_LIVE_RING] : pend;
+        if (e && site_dev[e->site] == dev) {
             sb[e->site] -= e->delta;
             sn[e->site] -= e->n;
         }
@@ -161,9 +164,9 @@ static uint32_t top_at(int dev, uint64_t pos, gmp_live_site *top)
     return n;
 }
 
-/* Before the ring overwrites position pos: every open scope that still needs it gets its top
- * sites at its peak now; need_min is recomputed. */
-static void resolve(uint64_t pos)
+/* Before the ring overwrites position pos with pend: every open scope that still needs pos gets
+ * its top sites at its peak now; need_min is recomputed. */
+static void resolve(uint64_t pos, const jent *pend)
 {
     uint64_t m = UINT64_MAX;
     for (int k = 0; k < nopen; k++) {
@@ -173,7 +176,7 @@ static void resolve(uint64_t pos)
             if (sd->frozen)
                 continue;
             if (sd->peak_seq <= pos) {
-                sd->ntop = top_at(d, sd->peak_seq, sd->top);
+                sd->ntop = top_at(d, sd->peak_seq, sd->top, pend);
                 sd->frozen = 1;
             } else if (sd->peak_seq < m) {
                 m = sd->peak_seq;
@@ -183,11 +186,13 @@ static void resolve(uint64_t pos)
     need_min = m;
 }
 
+/* Appends a change the sites already hold (the caller updated them first). */
 static void journal(uint32_t site, int64_t delta, int32_t n)
 {
+    jent e = {site, n, delta};
     if (jseq >= GMP_LIVE_RING && jseq - GMP_LIVE_RING >= need_min)
-        resolve(jseq - GMP_LIVE_RING);
-    ring[jseq % GMP_LIVE_RING] = (jent){site, n, delta};
+        resolve(jseq - GMP_LIVE_RING, &e);
+    ring[jseq % GMP_LIVE_RING] = e;
     jseq++;
 }
 
@@ -238,7 +243,7 @@ static void add_live(uint64_t key, uint64_t size, int dev, uint32_t site, int co
 
 void gmp_live_rec(const gmp_rec *r)
 {
-    if (r->type != GMP_REC_ALLOC && r->type != GMP_REC_FREE)
+    if ((r->type != GMP_REC_ALLOC && r->type != GMP_REC_FREE) || !gmp_live_on)
         return;
     const gmp_rec_mem *m = &r->u.mem;
     if (!gmp_mem_kind_is_device(m->kind))
@@ -365,7 +370,7 @@ int gmp_live_close(uint64_t h, gmp_live_dev *devs, int max, uint64_t *lost_out)
                 o->nsites = sd->ntop;
                 memcpy(o->sites, sd->top, sd->ntop * sizeof *sd->top);
             } else {
-                o->nsites = top_at(d, sd->peak_seq, o->sites);
+                o->nsites = top_at(d, sd->peak_seq, o->sites, NULL);
             }
         }
         n++;

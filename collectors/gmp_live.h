@@ -32,6 +32,10 @@
 #define GMP_LIVE_TOP 16
 #define GMP_LIVE_MAX_SCOPES 256
 
+/* Non-zero (the default) when gmp_live_rec counts; the agent sets it to 0 for GPUMEMPROF_LIVE=0
+ * (benchmarks: the cost of the accounting, side by side). */
+extern int gmp_live_on;
+
 /* An ALLOC or FREE record just written (any other record is ignored). */
 void gmp_live_rec(const gmp_rec *r);
 

@@ -38,6 +38,8 @@ _agent_obj = None
 
 def _get():
     global _agent_obj
+    if _agent_obj is not None:
+        return _agent_obj
     with _lock:
         if _agent_obj is None:
             _agent_obj = _agent.Agent()
@@ -138,16 +140,25 @@ class Site:
     """A site holding memory at a block's peak: bytes and allocs live from it then, its stack id in
     the trace, frames (innermost first) and where: the innermost Python frame of the program's
     own code (not the standard library, site-packages or dist-packages) as "file:line", else the
-    innermost Python frame, else the innermost native frame; "(no stack)" when stacks are off."""
+    innermost Python frame, else the innermost native frame; "(no stack)" when stacks are off.
+    frames and where are read from the agent when first asked for."""
 
-    def __init__(self, nbytes, allocs, stack, frames):
+    def __init__(self, nbytes, allocs, stack, agent):
         self.bytes = nbytes
         self.allocs = allocs
         self.stack = stack
-        self.frames = frames
-        self.where = self._where()
+        self._agent = agent
+        self._frames = None
 
-    def _where(self):
+    @property
+    def frames(self):
+        if self._frames is None:
+            self._frames = ([Frame(t) for t in self._agent.stack_text(self.stack)]
+                            if self.stack else [])
+        return self._frames
+
+    @property
+    def where(self):
         py = [f for f in self.frames if f.kind == "py"]
         own = [f for f in py if not _library_file(f.file)]
         if own:
@@ -182,15 +193,13 @@ class DeviceResult:
         self.allocs = d.allocs
         self.frees = d.frees
         self.baseline_frees = d.baseline_frees
-        self.top_sites = [Site(s.bytes, s.allocs, s.stack,
-                               [Frame(t) for t in agent.stack_text(s.stack)] if s.stack else [])
-                          for s in d.sites[:d.nsites]]
+        self.top_sites = [Site(s.bytes, s.allocs, s.stack, agent) for s in d.sites[:d.nsites]]
 
     def as_dict(self):
         d = {k: getattr(self, k) for k in (
             "device", "start_bytes", "peak_bytes", "end_bytes", "peak_increase_bytes",
             "allocated_bytes", "freed_bytes", "net_bytes", "allocs", "frees", "baseline_frees")}
-        d["top_sites"] = [{"bytes": s.bytes, "allocs": s.allocs, "where": s.where,
+        d["top_sites"] = [{"bytes": s.bytes, "allocs": s.allocs, "where": s.where, "stack": s.stack,
                            "frames": [str(f) for f in s.frames]} for s in self.top_sites]
         return d
 
@@ -218,15 +227,12 @@ class Result:
                          "it started is a baseline it does not count (not in start_bytes, and "
                          "its frees are not in freed_bytes: baseline_frees counts them)"
                          if late else "")
-
-    def _sum(self, k):
-        return sum(getattr(d, k) for d in self.devices.values())
-
-    peak_bytes = property(lambda self: self._sum("peak_bytes"))
-    peak_increase_bytes = property(lambda self: self._sum("peak_increase_bytes"))
-    allocated_bytes = property(lambda self: self._sum("allocated_bytes"))
-    freed_bytes = property(lambda self: self._sum("freed_bytes"))
-    net_bytes = property(lambda self: self._sum("net_bytes"))
+        devs = devices.values()
+        self.peak_bytes = sum(d.peak_bytes for d in devs)
+        self.peak_increase_bytes = sum(d.peak_increase_bytes for d in devs)
+        self.allocated_bytes = sum(d.allocated_bytes for d in devs)
+        self.freed_bytes = sum(d.freed_bytes for d in devs)
+        self.net_bytes = sum(d.net_bytes for d in devs)
 
     @property
     def top_sites(self):

@@ -5,6 +5,7 @@ structs mirror gmp_agent_api.h field for field; gmp_scope_close is given their s
 of a later minor version fills only what this module knows."""
 import ctypes
 import os
+import threading
 
 API_MAJOR = 0  # GMP_API_VERSION // 1000: versions 1..999 are compatible
 MAX_SITES = 16  # GMP_API_MAX_SITES
@@ -122,13 +123,20 @@ class Agent:
     def open(self, name):
         return self.lib.gmp_scope_open(name.encode("utf-8", "replace") if name else None)
 
+    _tls = threading.local()  # each thread's result buffers, reused: no allocation per close
+
     def close(self, handle):
-        info = Scope(size=ctypes.sizeof(Scope), dev_size=ctypes.sizeof(Device))
-        devs = (Device * MAX_DEVICES)()
+        b = getattr(self._tls, "b", None)
+        if b is None:
+            b = self._tls.b = (Scope(size=ctypes.sizeof(Scope), dev_size=ctypes.sizeof(Device)),
+                               (Device * MAX_DEVICES)())
+        info, devs = b
         n = self.lib.gmp_scope_close(handle, ctypes.byref(info), devs, MAX_DEVICES)
         if n < 0:
             return None, []
-        return info, [devs[i] for i in range(min(n, MAX_DEVICES))]
+        # copies: the buffers are reused by the next close of this thread
+        return (Scope.from_buffer_copy(info),
+                [Device.from_buffer_copy(devs[i]) for i in range(min(n, MAX_DEVICES))])
 
     def current(self):
         d = (ctypes.c_int32 * MAX_DEVICES)()
