@@ -111,11 +111,10 @@ class Layer:
         if self._top is None or self._top[0] == 0:
             return None
         if self._site is None:
-            from . import Frame, Site
+            from . import Site
 
             nbytes, allocs, stack = self._top
-            frames = [Frame(t) for t in agent.stack_text(stack)] if stack and agent else []
-            self._site = Site(nbytes, allocs, stack, frames)
+            self._site = Site(nbytes, allocs, stack if agent is not None else 0, agent)
         return self._site
 
     def as_dict(self, agent=None):
