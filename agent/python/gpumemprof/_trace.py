@@ -204,8 +204,7 @@ class trace:
         h = self._agent.open(label)
         st.append((phase, m, name, h))
         if h:
-            with self._lock:
-                self._open.add(h)
+            self._open.add(h)  # one bytecode under the GIL: no lock
         else:
             self._layer(name, phase).lost += 1
 
@@ -213,8 +212,7 @@ class trace:
         phase, m, name, h = st.pop()
         if not h:
             return
-        with self._lock:
-            self._open.discard(h)
+        self._open.discard(h)
         frag = self._fragmentation()
         info, devs = self._agent.close(h)
         if info is not None:
@@ -241,7 +239,7 @@ class trace:
     def _pre(self, m, inputs):
         try:
             st = self._stack()
-            if not any(e[0] == FWD for e in st):
+            if st and st[-1][0] == BWD and not any(e[0] == FWD for e in st):
                 self._pop_backward(st)  # a new forward: the last backward is over
             self._push(st, FWD, m, self._names.get(m) or self._name_new(m, st))
         except Exception:
@@ -370,9 +368,8 @@ class trace:
             while st:
                 self._pop(st)
             # scopes still open on other threads (a backward that never finished): closed here
-            with self._lock:
-                left = list(self._open)
-                self._open.clear()
+            left = list(self._open)
+            self._open.clear()
             for h in left:
                 self._agent.close(h)
             s, flags, msg = self._agent.status()

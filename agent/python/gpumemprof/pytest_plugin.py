@@ -335,7 +335,9 @@ class GpuMemPlugin:
     def _markdown(self):
         lines = ["| test | baseline peak | peak | change | verdict |",
                  "|---|---:|---:|---:|---|"]
-        for nodeid, (base, peak, verdict) in self.compare.items():
+        # regressions first, then in the order the tests ran
+        order = sorted(self.compare.items(), key=lambda kv: kv[1][2] != "regression")
+        for nodeid, (base, peak, verdict) in order:
             if base is None:
                 change = "-"
             elif base == 0:
