@@ -317,8 +317,22 @@ def pytest_mode():
     # --gpumemprof-dir: the failing tests, each its figures and its top sites' stacks
     kept = sorted(os.listdir(keep)) if os.path.isdir(keep) else []
     check("--gpumemprof-dir files", kept,
-          sorted("test_gpu_budget.py_%s.json" % n for n in
+          sorted("test_gpu_budget.py_%s.%s" % (n, x) for x in ("json", "zst") for n in
                  ("test_over_budget", "test_leaks", "test_device_peak", "test_fails_by_itself")))
+    # each .zst: the test run again alone under gpumemprof run; its range has its allocations
+    for name, alloc, freed in (("test_over_budget", 5 * MiB, 5 * MiB),
+                               ("test_leaks", 1 * MiB + 256 * KiB, 256 * KiB),
+                               ("test_device_peak", 5 * MiB, 5 * MiB)):
+        t = os.path.join(keep, "test_gpu_budget.py_%s.zst" % name)
+        rp = run([args.gpumemprof, "report", "-f", "json", "--top", "0", t], env())
+        try:
+            rr = {x["path"]: (x["entered"], x["allocated_bytes"], x["freed_bytes"])
+                  for x in json.loads(rp.stdout)["ranges"]}
+        except (ValueError, KeyError) as e:
+            failures.append("kept trace %s: %s %s" % (t, e, rp.stderr[-300:]))
+            continue
+        check("kept trace %s: its range" % name, rr,
+              {"test_gpu_budget.py::%s" % name: (1, alloc, freed)})
     try:
         with open(os.path.join(keep, "test_gpu_budget.py_test_over_budget.json")) as fh:
             k = json.load(fh)
@@ -330,6 +344,8 @@ def pytest_mode():
         if "%s:%d (test_over_budget)" % (budget, mk["over_a"]) not in frames:
             failures.append("kept: the top site's stack lacks the test's line: %r" % frames[-800:])
         check("kept: range", k["trace"]["range"], "test_gpu_budget.py::test_over_budget")
+        check("kept: rerun", k["trace"].get("rerun"),
+              os.path.join(keep, "test_gpu_budget.py_test_over_budget.zst"))
     except (OSError, ValueError, KeyError, IndexError) as e:
         failures.append("--gpumemprof-dir: %s" % e)
 

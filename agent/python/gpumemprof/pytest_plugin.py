@@ -5,9 +5,10 @@ Registered as the pytest11 entry point `gpumemprof` (pyproject.toml); without an
 
   --gpumemprof                   measure every test; a table of each test's peak, allocated and
                                  leaked bytes at the end of the session
-  --gpumemprof-dir DIR           for each failing measured test, DIR/<test>.json: its figures, the
-                                 top sites at its peak with their stacks, and where its range is in
-                                 the trace when the process records one (not a trace of its own)
+  --gpumemprof-dir DIR           for each failing measured test, DIR/<test>.json (its figures, the
+                                 top sites at its peak with their stacks) and DIR/<test>.zst: a
+                                 trace of the test run again alone under `gpumemprof run` at the
+                                 end of the session (--gpumemprof-no-rerun: the JSON only)
   --gpumemprof-baseline FILE     compare each test's peak with FILE (a JSON of per-test peaks);
                                  FILE is written when it does not exist
   --gpumemprof-baseline-update   (re)write FILE with this run's peaks
@@ -43,6 +44,7 @@ from ._units import fmt_bytes, parse_size, table
 
 MARK = "gpu_memory"
 _KEY = "_gpumemprof_result"
+_CHILD = "GPUMEMPROF_PYTEST_RERUN"  # set in the re-run of a failing test (--gpumemprof-dir)
 
 
 def pytest_addoption(parser):
@@ -60,6 +62,9 @@ def pytest_addoption(parser):
                 help="growth over the baseline allowed: a percentage (default 10%%) or a size")
     g.addoption("--gpumemprof-markdown", metavar="PATH", default=None,
                 help="write the baseline comparison as a Markdown table to PATH")
+    g.addoption("--gpumemprof-no-rerun", action="store_true", default=False,
+                help="--gpumemprof-dir: keep the JSON only, do not re-run each failing test "
+                     "under `gpumemprof run` for a trace of its own")
 
 
 def pytest_configure(config):
@@ -179,9 +184,16 @@ class GpuMemPlugin:
             except (OSError, ValueError, KeyError, TypeError) as e:
                 raise pytest.UsageError("--gpumemprof-baseline %s: not a gpumemprof baseline (%s)"
                                         % (self.baseline_path, e))
+        self.rerun = not o.gpumemprof_no_rerun
+        if os.environ.get(_CHILD) == "1":
+            # the re-run of one failing test for --gpumemprof-dir: it judges the test again and
+            # writes nothing of the session's (no baseline, no table file, no re-run)
+            self.dir = self.baseline_path = self.markdown = None
+            self.update = False
         self.rows = {}  # nodeid -> _Measure, in the order measured
         self.compare = {}  # nodeid -> (baseline peak or None, peak, verdict)
         self.written = []  # files of --gpumemprof-dir
+        self.failed = []  # (item path, nodeid, json path) of the tests kept
 
     # -- which tests, and can they be measured --------------------------------------------------
     def _wants(self, item):
@@ -322,12 +334,14 @@ class GpuMemPlugin:
                    "trace": {"recording": st.message, "file_of_the_user": st.trace,
                              "range": item.nodeid,
                              "note": "the test is the range named after its id in the process's "
-                                     "trace when the process records one (gpumemprof run, "
-                                     "GPUMEMPROF_OUTPUT); this file is not a trace"}}
+                                     "trace when it records one of yours (gpumemprof run, "
+                                     "GPUMEMPROF_OUTPUT); `rerun`: the trace of the test run "
+                                     "again alone under gpumemprof run"}}
             with open(path, "w") as fh:
                 json.dump(doc, fh, indent=1)
                 fh.write("\n")
             self.written.append(path)
+            self.failed.append((os.path.abspath(str(item.fspath)), item.nodeid, path))
         except OSError as e:
             sys.stderr.write("gpumemprof: --gpumemprof-dir: %s\n" % e)
 
@@ -376,7 +390,72 @@ class GpuMemPlugin:
         for p in self.written:
             tr.write_line("gpumemprof: kept %s" % p)
 
+    def _cli(self):
+        """The gpumemprof command of the agent in use: <prefix>/bin/gpumemprof beside
+        <prefix>/lib/gpumemprof/libgpumemprof_agent.so (the build tree and cmake --install), else
+        GPUMEMPROF_CLI. Not searched on PATH: stormlog installs a command of the same name."""
+        gmp = sys.modules.get("gpumemprof")
+        agent = gmp.agent_path() if gmp is not None else None
+        cands = [os.environ.get("GPUMEMPROF_CLI", "")]
+        if agent:
+            cands.append(os.path.join(os.path.dirname(os.path.abspath(agent)), "..", "..",
+                                      "bin", "gpumemprof"))
+        for c in cands:
+            if c and os.path.isfile(c) and os.access(c, os.X_OK):
+                return os.path.normpath(c)
+        return None
+
+    def _rerun_failed(self):
+        """Each kept test again, alone, in a new process under `gpumemprof run`: DIR/<test>.zst
+        is then a trace of that test (its fixtures and the test; not the tests before it)."""
+        import subprocess
+
+        cli = self._cli()
+        cfg = self.config
+        for path, nodeid, doc_path in self.failed:
+            trace = os.path.splitext(doc_path)[0] + ".zst"
+            why = None
+            if cli is None:
+                why = ("no gpumemprof command beside the agent (%s; set GPUMEMPROF_CLI)"
+                       % sys.modules["gpumemprof"].agent_path())
+            else:
+                target = path + nodeid[nodeid.index("::"):] if "::" in nodeid else path
+                cmd = [cli, "run", "-q", "-o", trace, "--force"]
+                if os.environ.get("GPUMEMPROF_CUPTI"):
+                    cmd += ["--cupti", os.environ["GPUMEMPROF_CUPTI"]]
+                cmd += ["--", sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                        "--rootdir", str(cfg.rootpath), target]
+                if not cfg.pluginmanager.has_plugin("gpumemprof"):  # not the entry point: -p
+                    cmd[-1:-1] = ["-p", __name__]
+                env = {k: v for k, v in os.environ.items()
+                       if k not in ("CUDA_INJECTION64_PATH", "NVTX_INJECTION64_PATH")}
+                env[_CHILD] = "1"
+                try:
+                    p = subprocess.run(cmd, env=env, cwd=str(cfg.invocation_params.dir),
+                                       stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                       timeout=900)
+                    if not os.path.exists(trace):
+                        why = "gpumemprof run wrote no trace (exit %d): %s" % (
+                            p.returncode, p.stderr.decode("utf-8", "replace")[-300:])
+                except (OSError, subprocess.SubprocessError) as e:
+                    why = str(e)
+            try:
+                with open(doc_path) as fh:
+                    doc = json.load(fh)
+                if why is None:
+                    doc["trace"]["rerun"] = trace
+                    self.written.append(trace)
+                else:
+                    doc["trace"]["rerun_failed"] = why
+                with open(doc_path, "w") as fh:
+                    json.dump(doc, fh, indent=1)
+                    fh.write("\n")
+            except (OSError, ValueError, KeyError):
+                pass
+
     def pytest_sessionfinish(self, session):
+        if self.dir and self.rerun and self.failed:
+            self._rerun_failed()
         if self.baseline_path and (self.update or self.baseline is None) and self.rows:
             data = {"gpumemprof_baseline": 1,
                     "tests": {k: {"peak_bytes": m.peak, "allocated_bytes": m.allocated,
