@@ -5,10 +5,12 @@
   test_pyplugin.py --gpumemprof BIN --pkg DIR --wheel DIR --src DIR --tmp DIR [--python EXE]
                    [--preload LIB] MODE
 MODE: trace   progs/py_trace.py: a torch model whose layers' forward (and one backward) allocate
-              numba device arrays of known sizes. Without `gpumemprof run` (the package starts
-              the agent late, in the process) every layer's figures, forward and backward, are
-              the sizes numba asks for (peak, peak increase, allocated, freed, calls; the top
-              site's line); print_summary names every row. Under `gpumemprof run` the trace's
+              numba device arrays of known sizes, one layer called twice. Without `gpumemprof
+              run` (the package starts the agent late, in the process) every layer's figures,
+              forward and backward, are the sizes numba asks for (peak, peak increase,
+              allocated, freed, calls; the top site's line); print_summary names every row;
+              fragmentation is None (numba has no cache), and with PyTorch's CUDA counters stood
+              in, their reserved - allocated when each call ended, the largest over the calls. Under `gpumemprof run` the trace's
               ranges are those `run --layers` gives the same model without trace(), and under
               `run --layers` with trace() too (one range per layer, not two); the report's
               per-range figures, computed from the trace file, equal trace()'s.
@@ -111,29 +113,39 @@ def trace_mode():
     mk = markers(prog)
     where = {k: "%s:%d" % (prog, v) for k, v in mk.items()}
     # (name, phase): calls, peak, peak increase, allocated, freed, top site's line, its bytes.
-    # Forward: enc keeps 1 MiB and uses 256 KiB for a while, dec keeps 2 MiB and uses 512 KiB,
-    # head keeps 64 KiB; backward: Grow's backward (inside head's) uses 4 MiB for a while.
-    live_fwd_end = 3 * MiB + 64 * KiB
+    # Forward: enc keeps 1 MiB and uses 256 KiB for a while, norm (called twice) uses 128 KiB, dec
+    # keeps 2 MiB and uses 512 KiB, head keeps 64 KiB; backward: Grow's backward (inside head's)
+    # uses 4 MiB for a while. The top site is the one of the call with the largest peak increase
+    # (the first of equal ones).
+    F = 3 * MiB + 64 * KiB  # live once the forward is over
     want = [
         ("model", "forward", 1, 3 * MiB + 512 * KiB, 3 * MiB + 512 * KiB,
-         3 * MiB + 832 * KiB, 768 * KiB, "keep", 2 * MiB),
+         4 * MiB + 64 * KiB, 1 * MiB, "keep", 2 * MiB),
         ("model.enc", "forward", 1, 1 * MiB + 256 * KiB, 1 * MiB + 256 * KiB,
          1 * MiB + 256 * KiB, 256 * KiB, "keep", 1 * MiB),
         ("model.enc.lin", "forward", 1, 1 * MiB, 0, 0, 0, "keep", 1 * MiB),
+        ("model.norm", "forward", 2, 3 * MiB + 128 * KiB, 128 * KiB, 256 * KiB, 256 * KiB,
+         "keep", 1 * MiB),
         ("model.dec", "forward", 1, 3 * MiB + 512 * KiB, 2 * MiB + 512 * KiB,
          2 * MiB + 512 * KiB, 512 * KiB, "keep", 2 * MiB),
         ("model.dec.lin", "forward", 1, 3 * MiB, 0, 0, 0, "keep", 2 * MiB),
-        ("model.head", "forward", 1, live_fwd_end, 64 * KiB, 64 * KiB, 0, "keep", 2 * MiB),
-        ("model", "backward", 1, live_fwd_end + 4 * MiB, 4 * MiB, 4 * MiB, 4 * MiB, "bwd", 4 * MiB),
-        ("model.head", "backward", 1, live_fwd_end + 4 * MiB, 4 * MiB, 4 * MiB, 4 * MiB, "bwd",
-         4 * MiB),
-        ("model.dec", "backward", 1, live_fwd_end, 0, 0, 0, "keep", 2 * MiB),
-        ("model.dec.lin", "backward", 1, live_fwd_end, 0, 0, 0, "keep", 2 * MiB),
-        ("model.enc", "backward", 1, live_fwd_end, 0, 0, 0, "keep", 2 * MiB),
-        ("model.enc.lin", "backward", 1, live_fwd_end, 0, 0, 0, "keep", 2 * MiB),
+        ("model.head", "forward", 1, F, 64 * KiB, 64 * KiB, 0, "keep", 2 * MiB),
+        ("model", "backward", 1, F + 4 * MiB, 4 * MiB, 4 * MiB, 4 * MiB, "bwd", 4 * MiB),
+        ("model.head", "backward", 1, F + 4 * MiB, 4 * MiB, 4 * MiB, 4 * MiB, "bwd", 4 * MiB),
+        ("model.norm", "backward", 2, F, 0, 0, 0, "keep", 2 * MiB),
+        ("model.dec", "backward", 1, F, 0, 0, 0, "keep", 2 * MiB),
+        ("model.dec.lin", "backward", 1, F, 0, 0, 0, "keep", 2 * MiB),
+        ("model.enc", "backward", 1, F, 0, 0, 0, "keep", 2 * MiB),
+        ("model.enc.lin", "backward", 1, F, 0, 0, 0, "keep", 2 * MiB),
     ]
+    # frag: PyTorch's counters stood in (reserved 8 MiB, allocated = live): 8 MiB minus what was
+    # live when each call ended, the largest over the calls
+    live_end = {("model.enc", "forward"): 1 * MiB, ("model.enc.lin", "forward"): 1 * MiB,
+                ("model.norm", "forward"): 1 * MiB, ("model.dec", "forward"): 3 * MiB,
+                ("model.dec.lin", "forward"): 3 * MiB}
+    frag = {(w[0], w[1]): 8 * MiB - live_end.get((w[0], w[1]), F) for w in want}
 
-    def check_layers(label, path, late):
+    def check_layers(label, path, late, frags=None):
         try:
             with open(path) as fh:
                 d = json.load(fh)
@@ -147,13 +159,14 @@ def trace_mode():
                 (l["top_site"] or {}).get("where"), (l["top_site"] or {}).get("bytes"))
                for l in d["layers"]]
         check(label + ": layers", got, [w[:7] + (where[w[7]], w[8]) for w in want])
+        check(label + ": fragmentation", {(l["name"], l["phase"]): l["fragmentation_bytes"]
+                                          for l in d["layers"]},
+              frags or {(w[0], w[1]): None for w in want})
         for l in d["layers"]:
-            if l["net_bytes"] != l["allocated_bytes"] - l["freed_bytes"] or \
-                    l["fragmentation_bytes"] is not None or l["total_s"] <= 0 or \
+            if l["net_bytes"] != l["allocated_bytes"] - l["freed_bytes"] or l["total_s"] <= 0 or \
                     l["mean_s"] != l["total_s"] / l["calls"]:
-                failures.append("%s: %s %s: net %r, fragmentation %r (numba has no cache: "
-                                "None), time %r" % (label, l["name"], l["phase"], l["net_bytes"],
-                                                    l["fragmentation_bytes"], l["total_s"]))
+                failures.append("%s: %s %s: net %r, time %r" % (label, l["name"], l["phase"],
+                                                                 l["net_bytes"], l["total_s"]))
         return d
 
     # 1. without gpumemprof run: `import gpumemprof` starts the agent after numba initialized CUDA
@@ -171,10 +184,18 @@ def trace_mode():
         for text in ("1.25 MiB", "256.00 KiB", "py_trace.py:%d (1.00 MiB)" % mk["keep"]):
             if text not in enc:
                 failures.append("print_summary: %r not in the model.enc row %r" % (text, enc))
-        if not lines or not lines[0].startswith("gpumemprof.trace(model): 12 layer rows"):
+        if not lines or not lines[0].startswith("gpumemprof.trace(model): 14 layer rows"):
             failures.append("print_summary head: %r" % lines[:1])
         if "note: the agent started after CUDA was initialized" not in p.stdout:
             failures.append("print_summary: no note of the late start")
+
+    # frag: fragmentation_bytes from PyTorch's counters (stood in: Debian's torch has no CUDA)
+    out = os.path.join(work, "frag.json")
+    p = run([args.python, prog, out, "frag"], env(args.pkg))
+    if p.returncode != 0:
+        failures.append("frag run: exit %d, %s" % (p.returncode, (p.stdout + p.stderr)[-1500:]))
+    else:
+        check_layers("frag", out, True, frag)
 
     # 2. the trace's ranges: run --layers without trace(), run with trace(), run --layers with it
     reps = {}

@@ -4,9 +4,12 @@ the simulated device. Sizes are exact (numba asks the driver for nbytes of each 
 numba/cuda/api.py device_array); numba frees through a queue (cudadrv/driver.py
 _PendingDeallocs), so a block that drops an array flushes the queue to free it at once.
 
-  py_trace.py OUT.json [plain|trace]
+  py_trace.py OUT.json [plain|trace|frag]
 plain: the model runs without trace() (for `run --layers`: the ranges it gives);
-trace: inside gpumemprof.trace(model); the layers as JSON in OUT.json, the summary on stdout."""
+trace: inside gpumemprof.trace(model); the layers as JSON in OUT.json, the summary on stdout;
+frag: trace, with PyTorch's CUDA counters stood in (Debian's torch has no CUDA): reserved 8 MiB,
+      allocated the bytes the agent counts live, so each layer's fragmentation_bytes must be
+      8 MiB minus what was live when its call ended, the largest over its calls."""
 import json
 import sys
 
@@ -41,6 +44,16 @@ class Block(nn.Module):
         return self.lin(x) * 2
 
 
+class Norm(nn.Module):
+    """Uses 128 KiB for a while; called twice in a forward (a layer's calls accumulate)."""
+
+    def forward(self, x):
+        t = cuda.device_array(128 * KiB, dtype=np.uint8)  # @norm
+        del t
+        flush()
+        return x * 1.0
+
+
 class Grow(torch.autograd.Function):
     """x * 3, whose backward uses 4 MiB of device memory for a while."""
 
@@ -71,11 +84,14 @@ class Net(nn.Module):
         super().__init__()
         self.enc = Block(1 * MiB, 256 * KiB)
         self.dec = Block(2 * MiB, 512 * KiB)
+        self.norm = Norm()
         self.head = Head()
 
     def forward(self, x):
         x = self.enc(x)
+        x = self.norm(x)
         x = self.dec(x)
+        x = self.norm(x)
         return self.head(x)
 
 
@@ -91,6 +107,10 @@ if sys.argv[2] == "plain":
 else:
     import gpumemprof
 
+    if sys.argv[2] == "frag":
+        torch.cuda.is_initialized = lambda: True
+        torch.cuda.memory_reserved = lambda device=None: 8 * MiB
+        torch.cuda.memory_allocated = lambda device=None: gpumemprof.current_bytes().get(0, 0)
     with gpumemprof.trace(model) as t:
         step(model, x)
     t.print_summary()
