@@ -446,6 +446,16 @@ static int agent_start_work(void)
             nanosleep(&ts, NULL);
         }
     }
+    /* the variables gmp_start set in a parent process, inherited: nobody asked for a trace of this
+     * process (it did not import the package); nothing recorded, nothing said */
+    const char *armed_by = getenv("GPUMEMPROF_ARMED_BY");
+    if (armed_by && strtol(armed_by, NULL, 10) != (long)getpid() && !atomic_load(&api_inproc)) {
+        snprintf(off_why, sizeof off_why,
+                 "not profiling: the agent was armed in process %.20s (gpumemprof imported there), "
+                 "not in this one",
+                 armed_by);
+        return 0;
+    }
     char err[1200];
     if (gmp_agent_opts_read(&opts, err, sizeof err) < 0) {
         snprintf(off_why, sizeof off_why, "not profiling: %.580s", err);
@@ -683,20 +693,34 @@ static void arm(void)
     if (self_path(me, sizeof me) < 0)
         return;
     static const char *const vars[2] = {"CUDA_INJECTION64_PATH", "NVTX_INJECTION64_PATH"};
+    int any = 0;
     for (int i = 0; i < 2; i++) {
         const char *v = getenv(vars[i]);
-        if ((!v || !*v) && setenv(vars[i], me, 1) == 0)
+        if ((!v || !*v) && setenv(vars[i], me, 1) == 0) {
             snprintf(armed_env[i], sizeof armed_env[i], "%s", vars[i]);
+            any = 1;
+        }
+    }
+    if (any) {
+        /* a child process started before CUDA is initialized here inherits the variables: this
+         * mark tells its agent that it was not asked for there (agent_start_work) */
+        char pid[32];
+        snprintf(pid, sizeof pid, "%ld", (long)getpid());
+        setenv("GPUMEMPROF_ARMED_BY", pid, 1);
     }
 }
 
 static void unarm(void)
 {
+    int any = 0;
     for (int i = 0; i < 2; i++)
         if (armed_env[i][0]) {
             unsetenv(armed_env[i]);
             armed_env[i][0] = 0;
+            any = 1;
         }
+    if (any)
+        unsetenv("GPUMEMPROF_ARMED_BY");
 }
 
 EXPORT int gmp_api_version(void)
@@ -774,6 +798,19 @@ EXPORT int gmp_status(unsigned *flags, char *msg, size_t msglen)
 
 EXPORT int gmp_start(char *msg, size_t msglen)
 {
+    const char *armed_by = getenv("GPUMEMPROF_ARMED_BY");
+    if (armed_by && atomic_load(&state) == ST_OFF) {
+        /* inherited from a parent that armed the agent, and asked for here too: this process's
+         * own in-process agent, armed by it from now on */
+        static const char *const vars[2] = {"CUDA_INJECTION64_PATH", "NVTX_INJECTION64_PATH"};
+        char pid[32];
+        snprintf(pid, sizeof pid, "%ld", (long)getpid());
+        setenv("GPUMEMPROF_ARMED_BY", pid, 1);
+        atomic_store(&api_inproc, 1);
+        for (int i = 0; i < 2; i++)
+            if (is_self(getenv(vars[i])))
+                snprintf(armed_env[i], sizeof armed_env[i], "%s", vars[i]);
+    }
     int s = atomic_load(&state);
     if ((s == ST_OFF || (s == ST_ON && !cuda_started)) && !tl_starting) {
         const char *inj = getenv("CUDA_INJECTION64_PATH");

@@ -10,7 +10,10 @@ MODE: inproc  no `gpumemprof run`: `import gpumemprof` before CUDA (the agent ar
               nested scopes, a thread's allocation counted in the enclosing scope, the decorator's
               accumulation (calls, mean and max peak) and the live bytes; and `import gpumemprof`
               after numba initialized CUDA and allocated (late start): that memory is a baseline,
-              its free is counted in baseline_frees and not in freed_bytes, said so in the result
+              its free is counted in baseline_frees and not in freed_bytes, said so in the result;
+              a child process started before CUDA is initialized inherits the armed variables: it
+              records nothing and says nothing unless it imports gpumemprof itself (no trace file
+              anywhere)
       run     the same program under `gpumemprof run`: the same figures from the injected agent,
               the blocks are ranges of the trace with the allocations inside them, and the top
               site's stack id is the trace's stack of that allocation
@@ -83,7 +86,7 @@ with open(PROG) as fh:
             lines[k] = "%s:%d" % (PROG, i)
 
 
-def run_prog(mode, under_run=False, pythonpath=None, extra_env=None):
+def run_prog(mode, under_run=False, pythonpath=None, extra_env=None, cwd=None):
     e = dict(env)
     e["PYTHONPATH"] = pythonpath or args.pkg
     e.update(extra_env or {})
@@ -94,7 +97,8 @@ def run_prog(mode, under_run=False, pythonpath=None, extra_env=None):
     else:
         e["GPUMEMPROF_CUPTI"] = CUPTI  # the CUDA 12 CUPTI of the simulated wheels, as --cupti
         cmd = [args.python, PROG, mode]
-    p = subprocess.run(cmd, env=e, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=240)
+    p = subprocess.run(cmd, env=e, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=240,
+                       cwd=cwd)
     if p.returncode != 0:
         fails.append("%s %s: exit %d: %s" % (mode, "run" if under_run else "",
                                              p.returncode, p.stderr.decode()[-1500:]))
@@ -186,6 +190,16 @@ if args.mode == "inproc":
     check("late: said in the result", (late["late"]["late"], "baseline" in late["late"]["baseline"]),
           (True, True))
     check("late: its site", sites(d), [(MIB, 1, lines["SITE-LATE"])])
+    cwd = os.path.join(work, "spawn")
+    os.makedirs(cwd)
+    sp, _ = run_prog("spawn", cwd=cwd)
+    check("spawn: armed", sp["status0"], "waiting")
+    check("spawn: a child that does not import gpumemprof: runs, silent",
+          sp["plain_child"], [0, ["allocated"], ""])
+    rc, res, err = sp["gpumemprof_child"]
+    check("spawn: a child that imports gpumemprof profiles itself", [rc, res], [0, ["on", True, 2 * MIB]])
+    check("spawn: the parent", sp["parent"], ["on", MIB])
+    check("spawn: no trace file written", os.listdir(cwd), [])
     finish()
 
 # ---- run ----

@@ -5,6 +5,8 @@ reserved bytes; numba asks cuMemAlloc for nbytes, numba/cuda/cudadrv/devicearray
 size here is a multiple of the driver's 256-byte alignment, so reserved == requested).
   profile_prog.py early   import gpumemprof before CUDA is initialized
   profile_prog.py late    numba initializes CUDA and allocates first, then import gpumemprof
+  profile_prog.py spawn   import gpumemprof (armed, CUDA not initialized), then start a child that
+                          allocates without importing it and one that imports it (mode child)
 Lines marked SITE-x are looked up by the test (top sites at the peak)."""
 import json
 import sys
@@ -13,6 +15,43 @@ import threading
 MODE = sys.argv[1]
 MIB = 1 << 20
 out = {"mode": MODE}
+
+if MODE == "spawn":
+    import subprocess
+
+    import gpumemprof
+
+    out["status0"] = gpumemprof.status().state
+    code = ("import numpy as np; from numba import cuda; cuda.select_device(0); "
+            "a = cuda.device_array(1 << 20, dtype=np.uint8); print('allocated')")
+    p = subprocess.run([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    out["plain_child"] = [p.returncode, p.stdout.decode().split(), p.stderr.decode()]
+    p = subprocess.run([sys.executable, __file__, "child"], stdout=subprocess.PIPE,
+                       stderr=subprocess.PIPE)
+    out["gpumemprof_child"] = [p.returncode, json.loads(p.stdout.decode() or "null"),
+                               p.stderr.decode()]
+    import numpy as np
+    from numba import cuda
+
+    cuda.select_device(0)
+    with gpumemprof.profile("parent") as pp:
+        a = cuda.device_array(MIB, dtype=np.uint8)
+    out["parent"] = [gpumemprof.status().state, pp.result.peak_increase_bytes]
+    print(json.dumps(out))
+    sys.exit(0)
+
+if MODE == "child":
+    import gpumemprof
+
+    import numpy as np
+    from numba import cuda
+
+    cuda.select_device(0)
+    with gpumemprof.profile("child") as pc:
+        a = cuda.device_array(2 * MIB, dtype=np.uint8)
+    st = gpumemprof.status()
+    print(json.dumps([st.state, st.in_process, pc.result.peak_increase_bytes]))
+    sys.exit(0)
 
 if MODE == "late":
     import numpy as np
