@@ -423,12 +423,15 @@ class GpuMemPlugin:
                 cmd = [cli, "run", "-q", "-o", trace, "--force"]
                 if os.environ.get("GPUMEMPROF_CUPTI"):
                     cmd += ["--cupti", os.environ["GPUMEMPROF_CUPTI"]]
+                # --gpumemprof: the test is measured there too, so it is a range in the trace
                 cmd += ["--", sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                        "--rootdir", str(cfg.rootpath), target]
+                        "--gpumemprof", "--rootdir", str(cfg.rootpath), target]
                 if not cfg.pluginmanager.has_plugin("gpumemprof"):  # not the entry point: -p
                     cmd[-1:-1] = ["-p", __name__]
+                # run injects its own agent: nothing of this process's (armed) agent goes along
                 env = {k: v for k, v in os.environ.items()
-                       if k not in ("CUDA_INJECTION64_PATH", "NVTX_INJECTION64_PATH")}
+                       if k not in ("CUDA_INJECTION64_PATH", "NVTX_INJECTION64_PATH",
+                                    "GPUMEMPROF_ARMED_BY")}
                 env[_CHILD] = "1"
                 try:
                     p = subprocess.run(cmd, env=env, cwd=str(cfg.invocation_params.dir),
