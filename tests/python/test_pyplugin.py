@@ -10,7 +10,9 @@ MODE: trace   progs/py_trace.py: a torch model whose layers' forward (and one ba
               forward and backward, are the sizes numba asks for (peak, peak increase,
               allocated, freed, calls; the top site's line); print_summary names every row;
               fragmentation is None (numba has no cache), and with PyTorch's CUDA counters stood
-              in, their reserved - allocated when each call ended, the largest over the calls. Under `gpumemprof run` the trace's
+              in, their reserved - allocated when each call ended, the largest over the calls; a
+              layer that raises (its scope closed at the block's end, the exception through);
+              without an agent library the block runs unprofiled and print_summary says why. Under `gpumemprof run` the trace's
               ranges are those `run --layers` gives the same model without trace(), and under
               `run --layers` with trace() too (one range per layer, not two); the report's
               per-range figures, computed from the trace file, equal trace()'s.
@@ -196,6 +198,45 @@ def trace_mode():
         failures.append("frag run: exit %d, %s" % (p.returncode, (p.stdout + p.stderr)[-1500:]))
     else:
         check_layers("frag", out, True, frag)
+
+    # a layer that raises: its scopes close at the end of the block, the exception goes through;
+    # without an agent library the block runs unprofiled and says why
+    raising = (
+        "import numpy as np, torch, torch.nn as nn, gpumemprof\n"
+        "from numba import cuda\n"
+        "class Bad(nn.Module):\n"
+        "    def forward(self, x):\n"
+        "        self.a = cuda.device_array(1 << 20, dtype=np.uint8)\n"
+        "        raise ValueError('boom')\n"
+        "class M(nn.Module):\n"
+        "    def __init__(self):\n"
+        "        super().__init__(); self.bad = Bad(); self.lin = nn.Linear(2, 2)\n"
+        "    def forward(self, x):\n"
+        "        return self.bad(self.lin(x))\n"
+        "m = M()\n"
+        "try:\n"
+        "    with gpumemprof.trace(m) as t:\n"
+        "        m(torch.ones(2))\n"
+        "except ValueError as e:\n"
+        "    print('raised', e)\n"
+        "print([(l.name, l.calls, l.allocated_bytes) for l in t.layers])\n"
+        "with gpumemprof.profile('after') as p:\n"
+        "    cuda.device_array(4096, dtype=np.uint8)\n"
+        "print(t.ok, p.result.ok, p.result.allocated_bytes)\n")
+    p = run([args.python, "-c", raising], env(args.pkg))
+    check("a layer that raises", p.stdout.splitlines(),
+          ["raised boom", "[('m', 1, %d), ('m.lin', 1, 0), ('m.bad', 1, %d)]" % (MiB, MiB),
+           "True True 4096"])
+    bare = os.path.join(work, "bare")
+    shutil.copytree(os.path.join(args.pkg, "gpumemprof"), os.path.join(bare, "gpumemprof"),
+                    ignore=shutil.ignore_patterns("_where.py", "__pycache__"))
+    p = run([args.python, "-c", "import torch, gpumemprof\nm = torch.nn.Linear(2, 2)\n"
+             "with gpumemprof.trace(m) as t:\n    m(torch.ones(2))\nt.print_summary()\n"
+             "print(t.ok, t.layers)"], env(bare))
+    if p.returncode != 0 or "gpumemprof.trace(m): not profiled: the gpumemprof package at" \
+            not in p.stdout or "found no gpumemprof agent library" not in p.stdout or \
+            not p.stdout.endswith("False []\n"):
+        failures.append("no agent: exit %d, %r" % (p.returncode, (p.stdout + p.stderr)[-800:]))
 
     # 2. the trace's ranges: run --layers without trace(), run with trace(), run --layers with it
     reps = {}
