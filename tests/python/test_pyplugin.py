@@ -407,6 +407,9 @@ def pytest_mode():
         if "%s:%d (test_over_budget)" % (budget, mk["over_a"]) not in frames:
             failures.append("kept: the top site's stack lacks the test's line: %r" % frames[-800:])
         check("kept: range", k["trace"]["range"], "test_gpu_budget.py::test_over_budget")
+        # --gpumemprof armed the agent before collection imported the tests (CUDA initialized
+        # at their import): not a late start
+        check("kept: late", k["result"]["late"], False)
         check("kept: rerun", k["trace"].get("rerun"),
               os.path.join(keep, "test_gpu_budget.py_test_over_budget.zst"))
     except (OSError, ValueError, KeyError, IndexError) as e:
@@ -475,6 +478,8 @@ def pytest_mode():
     if "the agent never recorded during the test" not in msg:
         failures.append("no CUDA: the reason %r" % msg[-400:])
     check("no CUDA: test_plain", r.get("test_plain", ("missing",))[0], "passed")
+    check("the plugin loaded, nothing measured: the agent off",
+          r.get("test_a_plugin_alone_starts_no_agent", ("missing", ""))[0], "passed")
     check("no CUDA: exit status", p.returncode, 0)
 
 

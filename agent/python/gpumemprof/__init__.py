@@ -398,8 +398,25 @@ def print_summary(file=None):
                                                       s.mean_peak_increase_bytes))
 
 
+def _loading_pytest_plugin():
+    """pytest is importing this package to load its plugin (the pytest11 entry point, -p, a
+    conftest's pytest_plugins: pluggy's load_setuptools_entrypoints, _pytest's import_plugin):
+    the plugin starts the agent itself for the tests it measures, so that a pytest run that
+    measures nothing never arms it (pytest_plugin.py)."""
+    import sys
+
+    f = sys._getframe(1)
+    while f is not None:
+        c = f.f_code
+        if c.co_name in ("load_setuptools_entrypoints", "import_plugin") and \
+                ("pluggy" in c.co_filename or "_pytest" in c.co_filename):
+            return True
+        f = f.f_back
+    return False
+
+
 def _autostart():
-    if os.environ.get("GPUMEMPROF_NO_AUTOSTART") == "1":
+    if os.environ.get("GPUMEMPROF_NO_AUTOSTART") == "1" or _loading_pytest_plugin():
         return
     try:
         start()

@@ -31,8 +31,10 @@ earlier test as well as leaking its own shows the difference). Before the scope 
 cache (torch.cuda.empty_cache) and numba's pending deallocations are released when those
 libraries are in use, so memory they hold for reuse is not taken for a leak.
 
-The package `gpumemprof` (which starts the agent) is imported only when a test is measured: a
-pytest run that measures nothing does not start it."""
+Loading the plugin imports the package `gpumemprof` without starting the agent (its import does
+not when pytest loads a plugin): the agent is armed at configure time with --gpumemprof or a
+baseline option (before collection, so that it counts from the first CUDA call), else at the
+setup of the first marked test. A pytest run that measures nothing never starts it."""
 import json
 import os
 import re
@@ -194,6 +196,10 @@ class GpuMemPlugin:
         self.compare = {}  # nodeid -> (baseline peak or None, peak, verdict)
         self.written = []  # files of --gpumemprof-dir
         self.failed = []  # (item path, nodeid, json path) of the tests kept
+        if self.all or self.baseline_path:
+            # every test is measured: the agent armed now, before collection imports the tests
+            # (which may initialize CUDA), so that it counts from the first CUDA call
+            self._start()
 
     # -- which tests, and can they be measured --------------------------------------------------
     def _wants(self, item):
@@ -205,6 +211,14 @@ class GpuMemPlugin:
 
         return gpumemprof
 
+    def _start(self):
+        """The package's import does not start the agent when pytest loads this plugin (see
+        gpumemprof._loading_pytest_plugin): it is started here, for the tests measured."""
+        try:
+            return self._gpumemprof().start()
+        except Exception:
+            return None
+
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_setup(self, item):
         mark = item.get_closest_marker(MARK)
@@ -215,7 +229,7 @@ class GpuMemPlugin:
         except ValueError as e:
             raise pytest.UsageError("%s: @pytest.mark.gpu_memory: %s" % (item.nodeid, e))
         try:
-            st = self._gpumemprof().start()
+            st = self._gpumemprof().start()  # idempotent
         except Exception as e:  # another package named gpumemprof, a broken install
             pytest.skip("gpu_memory: the gpumemprof package cannot measure: %s" % e)
         if not st.ok:
@@ -245,6 +259,7 @@ class GpuMemPlugin:
             return
         try:
             gmp = self._gpumemprof()
+            gmp.start()  # idempotent: armed at configure or at a marked test's setup already
             prof = gmp.profile(item.nodeid)
             prof.__enter__()
         except Exception:
