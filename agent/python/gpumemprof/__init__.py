@@ -31,7 +31,7 @@ __product__ = "gpumemprof (CUPTI agent; github: gpumemprof run/report/view)"
 __version__ = "0.1.0"
 __all__ = ["profile", "open_scope", "start", "status", "current_bytes", "summary",
            "print_summary", "Result", "DeviceResult", "Site", "Stats", "Status", "Scope",
-           "agent_path"]
+           "agent_path", "trace"]
 
 _lock = threading.Lock()
 _agent_obj = None
@@ -421,13 +421,32 @@ def print_summary(file=None):
                                                       s.mean_peak_increase_bytes))
 
 
+def _loading_pytest_plugin():
+    """pytest is importing this package to load its plugin (the pytest11 entry point, -p, a
+    conftest's pytest_plugins: pluggy's load_setuptools_entrypoints, _pytest's import_plugin):
+    the plugin starts the agent itself for the tests it measures, so that a pytest run that
+    measures nothing never arms it (pytest_plugin.py)."""
+    import sys
+
+    f = sys._getframe(1)
+    while f is not None:
+        c = f.f_code
+        if c.co_name in ("load_setuptools_entrypoints", "import_plugin") and \
+                ("pluggy" in c.co_filename or "_pytest" in c.co_filename):
+            return True
+        f = f.f_back
+    return False
+
+
 def _autostart():
-    if os.environ.get("GPUMEMPROF_NO_AUTOSTART") == "1":
+    if os.environ.get("GPUMEMPROF_NO_AUTOSTART") == "1" or _loading_pytest_plugin():
         return
     try:
         start()
     except Exception:  # never break the program's import
         pass
 
+
+from ._trace import trace  # noqa: E402  (trace(model): per-layer figures; _trace.py)
 
 _autostart()
