@@ -420,9 +420,20 @@ gmp_err gmp_cli_input_open_flags(gmp_cli_input *in, const char *path, unsigned f
         close(tfd);
         return GMP_ERR_IO;
     }
-    gmp_err e =
-        import_kind(in->kind, path, wfd, flags & GMP_CLI_INPUT_COMPRESSED ? 0u : IMPORT_TEMPORARY,
-                    in->summary, sizeof in->summary);
+    unsigned iflags = flags & GMP_CLI_INPUT_COMPRESSED ? 0u : IMPORT_TEMPORARY;
+    gmp_err e;
+    if (in->kind == GMP_CLI_INPUT_TORCH) { /* as gmp_import_torch_run, keeping the settings */
+        gmp_import_torch_stats st;
+        e = gmp_import_torch_flags(path, wfd, iflags, &st, in->summary, sizeof in->summary);
+        if (e == GMP_OK) {
+            gmp_import_torch_summary(&st, in->summary, sizeof in->summary);
+            in->torch_conf_known = st.has_alloc_conf;
+            _Static_assert(sizeof in->torch_alloc_conf == sizeof st.alloc_conf, "same size");
+            memcpy(in->torch_alloc_conf, st.alloc_conf, sizeof in->torch_alloc_conf);
+        }
+    } else {
+        e = import_kind(in->kind, path, wfd, iflags, in->summary, sizeof in->summary);
+    }
     if (e != GMP_OK) {
         snprintf(msg, msglen, "%s", in->summary[0] ? in->summary : gmp_err_str(e));
         in->summary[0] = 0;

@@ -63,6 +63,10 @@ typedef struct gmp_cli_input {
     void *job;               /* GMP_CLI_INPUT_STREAM: the import writing into queue */
     struct gmp_tq *queue;    /* GMP_CLI_INPUT_STREAM: its frames, for the reader (gmp_tq.h) */
     char summary[512];       /* the importer's one-line summary ("" for a trace) */
+    /* A snapshot imported by gmp_cli_input_open (not streamed): its allocator_settings'
+     * PYTORCH_CUDA_ALLOC_CONF, torch_conf_known 0 when it has none */
+    int torch_conf_known;
+    char torch_alloc_conf[512];
 } gmp_cli_input;
 
 /* The kind of recording the head of a file begins, GMP_CLI_INPUT_UNKNOWN for none. */

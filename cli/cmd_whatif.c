@@ -9,12 +9,7 @@
 
 #include "cli_cmds.h"
 #include "cli_input.h"
-#include "gmp_pickle_stream.h"
 #include "gmp_whatif.h"
-
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #define MAX_CONFS 32
 
@@ -127,51 +122,6 @@ static int parse_conf(const char *conf, gmp_cca_config *cfg, char *err, size_t e
         }
     }
     return 0;
-}
-
-/* A snapshot's streamed segments and trace entries are released at once: only the root's small
- * dicts (allocator_settings) are needed here. */
-static int drop_item(void *ctx, int kind, uint32_t index, const gmp_pkv *item, char *err,
-                     size_t errlen)
-{
-    (void)kind;
-    (void)index;
-    (void)err;
-    (void)errlen;
-    if (item && item->v.o &&
-        (item->type == GMP_PK_LIST || item->type == GMP_PK_DICT || item->type == GMP_PK_TUPLE))
-        gmp_pkstream_husk(*(gmp_pkstream **)ctx, item->v.o);
-    return 0;
-}
-
-/* The PYTORCH_CUDA_ALLOC_CONF a snapshot recorded (allocator_settings, written by
- * torch.cuda.memory._snapshot since PyTorch 2.x) into buf; -1 when the file has none. */
-static int snapshot_conf(const char *path, char *buf, size_t n)
-{
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return -1;
-    int rc = -1;
-    gmp_pkstream *ps = NULL;
-    /* the callback's context: where the reader is (gmp_pkstream_husk needs it) */
-    gmp_pkstream_cb cb = {"segments", "device_traces", drop_item, &ps};
-    ps = gmp_pkstream_new(NULL, &cb);
-    char err[256];
-    if (ps && gmp_pkstream_run_fd(ps, fd, err, sizeof err) == GMP_OK) {
-        const gmp_pkv *v =
-            gmp_pkv_dict_get(gmp_pkv_dict_get(gmp_pkstream_root(ps), "allocator_settings"),
-                             "PYTORCH_CUDA_ALLOC_CONF");
-        size_t len = 0;
-        const char *c = gmp_pkv_str(v, &len);
-        if (c && len < n) {
-            memcpy(buf, c, len);
-            buf[len] = 0;
-            rc = 0;
-        }
-    }
-    gmp_pkstream_free(ps);
-    close(fd);
-    return rc;
 }
 
 static void gib(FILE *f, uint64_t b)
@@ -372,30 +322,11 @@ int gmp_cmd_whatif(const gmp_cli_cmd_info *cmd, int argc, char **argv)
     memset(cfgs, 0, sizeof cfgs);
     names[0] = "defaults (PyTorch's)";
     size_t ncfg = 1;
-    /* the recording's own settings: a snapshot's PYTORCH_CUDA_ALLOC_CONF; one the model cannot
-     * take (a key it does not know, a per-size roundup list) is a row that says not modelled */
-    static char own_conf[512], own_name[600];
+    /* the recording's own settings (a snapshot's PYTORCH_CUDA_ALLOC_CONF, which the import
+     * reads) go to cfgs[0] once the input is open; one the model cannot take (a key it does not
+     * know, a per-size roundup list) is a row that says not modelled */
+    static char own_name[600];
     int own_refused = 0;
-    {
-        unsigned char head[GMP_CLI_INPUT_HEAD];
-        struct stat sb;
-        /* a pipe is never probed (reading its head would consume it), as cli_input does */
-        FILE *hf = stat(argv[1], &sb) == 0 && S_ISREG(sb.st_mode) ? fopen(argv[1], "rb") : NULL;
-        size_t hn = hf ? fread(head, 1, sizeof head, hf) : 0;
-        if (hf)
-            fclose(hf);
-        if (gmp_cli_input_probe(head, hn) == GMP_CLI_INPUT_TORCH &&
-            snapshot_conf(argv[1], own_conf, sizeof own_conf) == 0) {
-            char err[256];
-            if (own_conf[0]) {
-                snprintf(own_name, sizeof own_name, "recorded (%s)", own_conf);
-                own_refused = parse_conf(own_conf, &cfgs[0], err, sizeof err) != 0;
-            } else {
-                snprintf(own_name, sizeof own_name, "recorded (defaults)");
-            }
-            names[0] = own_name;
-        }
-    }
     if (nconf == 0)
         for (size_t i = 0; i < sizeof standard_set / sizeof *standard_set; i++)
             confs[nconf++] = standard_set[i];
@@ -420,6 +351,16 @@ int gmp_cmd_whatif(const gmp_cli_cmd_info *cmd, int argc, char **argv)
     if (e != GMP_OK) {
         fprintf(stderr, "gpumemprof %s: %s: %s\n", cmd->name, argv[1], msg);
         return 1;
+    }
+    if (in.kind == GMP_CLI_INPUT_TORCH && in.torch_conf_known) {
+        char err[256];
+        if (in.torch_alloc_conf[0]) {
+            snprintf(own_name, sizeof own_name, "recorded (%s)", in.torch_alloc_conf);
+            own_refused = parse_conf(in.torch_alloc_conf, &cfgs[0], err, sizeof err) != 0;
+        } else {
+            snprintf(own_name, sizeof own_name, "recorded (defaults)");
+        }
+        names[0] = own_name;
     }
     gmp_whatif w;
     gmp_whatif_recorded *rec = calloc(GMP_WHATIF_MAX_DEVICES, sizeof *rec);

@@ -987,6 +987,21 @@ static void flag_at(const gmp_pkv *v, size_t d, int *flag, uint64_t *num)
     }
 }
 
+/* The PYTORCH_CUDA_ALLOC_CONF the snapshot recorded (allocator_settings, written by
+ * torch.cuda.memory._snapshot since PyTorch 2.x), kept only when it is a string that fits. */
+static void read_alloc_conf(imp *I, const gmp_pkv *root)
+{
+    const gmp_pkv *v =
+        gmp_pkv_dict_get(gmp_pkv_dict_get(root, "allocator_settings"), "PYTORCH_CUDA_ALLOC_CONF");
+    size_t len = 0;
+    const char *c = gmp_pkv_str(v, &len);
+    if (c && len < sizeof I->st.alloc_conf) {
+        memcpy(I->st.alloc_conf, c, len);
+        I->st.alloc_conf[len] = 0;
+        I->st.has_alloc_conf = 1;
+    }
+}
+
 static void read_overflow(imp *I, const gmp_pkv *root)
 {
     const gmp_pkv *where[2] = {gmp_pkv_dict_get(root, "allocator_settings"), root};
@@ -2123,6 +2138,7 @@ static gmp_err import_read(imp *I, int fd, const void *data, size_t n, char *msg
             goto out;
         }
         read_overflow(I, root);
+        read_alloc_conf(I, root);
         if (read_annotations(I, root) < 0)
             goto out;
     } else {

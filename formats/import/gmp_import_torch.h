@@ -56,6 +56,10 @@ typedef struct gmp_import_torch_stats {
     uint64_t annotations_ignored; /* of another shape, or without their START */
     uint64_t umeta_allocs;        /* alloc/oom entries with a user_metadata */
     uint64_t cctx_allocs;         /* alloc/oom entries inside a compiled region */
+    /* allocator_settings.PYTORCH_CUDA_ALLOC_CONF (what `gpumemprof whatif` replays first):
+     * has_alloc_conf 0 when the snapshot has none (or it does not fit alloc_conf) */
+    int has_alloc_conf;
+    char alloc_conf[512];
 } gmp_import_torch_stats;
 
 /* Non-zero when head[0..n) begins a pickle of protocol 2 to 5 (0x80, then 2..5). */
