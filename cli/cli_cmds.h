@@ -5,6 +5,8 @@
 #ifndef GMP_CLI_CMDS_H
 #define GMP_CLI_CMDS_H
 
+#include <stddef.h>
+
 #include "cli_opts.h"
 
 int gmp_cmd_dump(const gmp_cli_cmd_info *cmd, int argc, char **argv);
@@ -17,6 +19,11 @@ int gmp_cmd_info(const gmp_cli_cmd_info *cmd, int argc, char **argv);
 int gmp_cmd_diagnose(const gmp_cli_cmd_info *cmd, int argc, char **argv);
 int gmp_cmd_view(const gmp_cli_cmd_info *cmd, int argc, char **argv);
 int gmp_cmd_whatif(const gmp_cli_cmd_info *cmd, int argc, char **argv);
+
+/* A PYTORCH_CUDA_ALLOC_CONF setting as `whatif --alloc-conf` reads it (cli/cmd_whatif.c), for the
+ * views' --whatif: 0, or -1 with one line in err. */
+struct gmp_cca_config;
+int gmp_cli_whatif_conf(const char *conf, struct gmp_cca_config *cfg, char *err, size_t errlen);
 
 /* run --view (cli/cmd_view.c): the viewer beside the running program. _new before the fork (the
  * traces' glob pattern, the run's start time, the log file in the current directory), _child in

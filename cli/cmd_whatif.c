@@ -124,6 +124,11 @@ static int parse_conf(const char *conf, gmp_cca_config *cfg, char *err, size_t e
     return 0;
 }
 
+int gmp_cli_whatif_conf(const char *conf, gmp_cca_config *cfg, char *err, size_t errlen)
+{
+    return parse_conf(conf, cfg, err, errlen);
+}
+
 static void gib(FILE *f, uint64_t b)
 {
     fprintf(f, "%.2f GiB", (double)b / (1024.0 * 1024 * 1024));
