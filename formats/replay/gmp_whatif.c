@@ -341,12 +341,12 @@ gmp_err gmp_whatif_run_series(gmp_reader *r, const gmp_cca_config *cfgs, size_t 
                     /* an address allocated again without its free: the old block is freed first */
                     if (s != (size_t)-1 && !fresh && d->ids[s * ncfg + c] != NOID)
                         gmp_cca_free(mo, d->ids[s * ncfg + c]);
-                    uint64_t before = gmp_cca_get_stats(mo)->reserved;
+                    gmp_whatif_series *ser = c == series_cfg ? od->series : NULL;
+                    uint64_t before = ser ? gmp_cca_get_stats(mo)->reserved : 0;
                     int rc = gmp_cca_alloc(mo, m->size, m->stream, &id);
                     gmp_whatif_row *w = &od->rows[c];
-                    if (c == series_cfg && od->series)
-                        series_add(od->series, rec->time_ns, before,
-                                   gmp_cca_get_stats(mo)->reserved);
+                    if (ser)
+                        series_add(ser, rec->time_ns, before, gmp_cca_get_stats(mo)->reserved);
                     if (rc == GMP_CCA_ENOMEM) {
                         e = GMP_ERR_NOMEM;
                         break;
