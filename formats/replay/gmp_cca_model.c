@@ -4,11 +4,12 @@
  *
  * Blocks live in one array, recycled through a free list, so memory is bounded by the blocks that
  * exist (allocated or cached), never by the number of calls. Each pool's cached blocks are kept in
- * a sorted array of block indices, ordered as PyTorch's BlockPool::blocks std::set with
- * BlockComparatorSize: by stream, then size, then address. A lookup is a binary search (the set's
- * lower_bound); an insert or erase moves the tail of the array (memmove), which is linear in the
- * cached blocks of the pool but cheap for the few thousand a real run caches. A balanced tree
- * would make it logarithmic if recordings with far more cached blocks show up. */
+ * the order of PyTorch's BlockPool::blocks std::set with BlockComparatorSize (by stream, then size,
+ * then address) as a list of chunks of at most CHUNK block indices (pool below): a lookup is a
+ * bisection over the chunks, then within one (the set's lower_bound); an insert or erase moves at
+ * most one chunk's entries. One flat sorted array moved the tail of the whole array at each insert
+ * and erase: a long recording whose pools cache thousands of blocks spent most of its replay
+ * there. */
 #include "gmp_cca_model.h"
 
 #include <stdlib.h>
@@ -26,9 +27,22 @@ typedef struct blk {
     uint64_t gc_base;    /* Block::gc_count_base: the pool's get_free_block count at insert */
 } blk;
 
+/* A pool's cached blocks, ordered by (stream, size, addr): chunks v[0..nc), chunk k holding cn[k]
+ * (1 to CHUNK) block indices in order, every block of a chunk before every block of the next;
+ * last[k] is the key of chunk k's last block (a search reads these, all in one array, to pick
+ * its chunk). A position is flat (0..n-1 in that order): pool_at reads it. */
+#define CHUNK 256
+typedef struct pkey {
+    uint64_t stream, size, addr;
+} pkey;
+
 typedef struct pool {
-    uint32_t *v; /* cached block indices, ordered by (stream, size, addr) */
-    size_t n, cap;
+    uint32_t **v;       /* nc chunks of CHUNK entries */
+    uint32_t *cn;       /* their counts */
+    pkey *last;         /* their last blocks' keys */
+    size_t nc, capc;    /* chunks, and room for them in v, cn and last */
+    size_t n;           /* blocks cached */
+    uint32_t *spare;    /* pool_reserve's: what an insert may need (a split), so it cannot fail */
     uint64_t gfb_calls; /* BlockPool::get_free_blocks_call_count (counted only with gc on) */
 } pool;
 
@@ -46,9 +60,9 @@ struct gmp_cca {
     gmp_cca_stats st;
 };
 
-static int blk_less(const blk *x, const blk *y)
+/* BlockComparatorSize: stream, then size, then ptr. */
+static int key_less(const pkey *x, const pkey *y)
 {
-    /* BlockComparatorSize: stream, then size, then ptr. */
     if (x->stream != y->stream)
         return x->stream < y->stream;
     if (x->size != y->size)
@@ -56,34 +70,149 @@ static int blk_less(const blk *x, const blk *y)
     return x->addr < y->addr;
 }
 
-/* The first position whose block is not less than (stream, size, addr): std::set::lower_bound. */
+static int blk_less(const blk *x, const pkey *y)
+{
+    pkey k = {x->stream, x->size, x->addr};
+    return key_less(&k, y);
+}
+
+/* The chunk that holds position at (< p->n), and at's place in it. */
+static size_t pool_locate(const pool *p, size_t at, size_t *off)
+{
+    size_t ci = 0;
+    while (at >= p->cn[ci])
+        at -= p->cn[ci++];
+    *off = at;
+    return ci;
+}
+
+/* The block index at position at (< p->n). */
+static uint32_t pool_at(const pool *p, size_t at)
+{
+    size_t off, ci = pool_locate(p, at, &off);
+    return p->v[ci][off];
+}
+
+/* The first position whose block is not less than (stream, size, addr): std::set::lower_bound.
+ * The first chunk whose last block is not less, then the first such block in it. */
 static size_t lower_bound(const gmp_cca *m, const pool *p, uint64_t stream, uint64_t size,
                           uint64_t addr)
 {
-    blk key = {.addr = addr, .size = size, .stream = stream};
-    size_t lo = 0, hi = p->n;
+    pkey key = {stream, size, addr};
+    size_t lo = 0, hi = p->nc;
     while (lo < hi) {
         size_t mid = lo + (hi - lo) / 2;
-        if (blk_less(&m->b[p->v[mid]], &key))
+        if (key_less(&p->last[mid], &key))
             lo = mid + 1;
         else
             hi = mid;
     }
-    return lo;
+    size_t before = 0;
+    for (size_t i = 0; i < lo; i++)
+        before += p->cn[i];
+    if (lo == p->nc)
+        return before;
+    const uint32_t *v = p->v[lo];
+    size_t a = 0, b = p->cn[lo];
+    while (a < b) {
+        size_t mid = a + (b - a) / 2;
+        if (blk_less(&m->b[v[mid]], &key))
+            a = mid + 1;
+        else
+            b = mid;
+    }
+    return before + a;
 }
 
-/* Room for one more block, so that the insert that follows a change cannot fail halfway. */
+/* Room for one more block (a spare chunk and a place for it), so that the insert that follows a
+ * change cannot fail halfway. */
 static int pool_reserve(pool *p)
 {
-    if (p->n == p->cap) {
-        size_t nc = p->cap ? p->cap * 2 : 64;
-        uint32_t *nv = realloc(p->v, nc * sizeof *nv);
-        if (!nv)
+    if (p->nc == p->capc) {
+        size_t nc = p->capc ? p->capc * 2 : 8;
+        uint32_t **nv = realloc(p->v, nc * sizeof *nv);
+        if (nv)
+            p->v = nv;
+        uint32_t *ncn = realloc(p->cn, nc * sizeof *ncn);
+        if (ncn)
+            p->cn = ncn;
+        pkey *nl = realloc(p->last, nc * sizeof *nl);
+        if (nl)
+            p->last = nl;
+        if (!nv || !ncn || !nl)
             return -1;
-        p->v = nv;
-        p->cap = nc;
+        p->capc = nc;
     }
+    if (!p->spare && !(p->spare = malloc(CHUNK * sizeof *p->spare)))
+        return -1;
     return 0;
+}
+
+/* last[ci] after chunk ci's last block changed. */
+static void chunk_fix(const gmp_cca *m, pool *p, size_t ci)
+{
+    const blk *x = &m->b[p->v[ci][p->cn[ci] - 1]];
+    p->last[ci] = (pkey){x->stream, x->size, x->addr};
+}
+
+/* A chunk enters the list at ci (the spare, empty). */
+static void chunk_add(pool *p, size_t ci)
+{
+    memmove(p->v + ci + 1, p->v + ci, (p->nc - ci) * sizeof *p->v);
+    memmove(p->cn + ci + 1, p->cn + ci, (p->nc - ci) * sizeof *p->cn);
+    memmove(p->last + ci + 1, p->last + ci, (p->nc - ci) * sizeof *p->last);
+    p->v[ci] = p->spare;
+    p->spare = NULL;
+    p->cn[ci] = 0;
+    p->nc++;
+}
+
+/* Chunk ci leaves the list (it is empty, or merged into its neighbour): kept as the spare. */
+static void chunk_drop(pool *p, size_t ci)
+{
+    if (p->spare)
+        free(p->v[ci]);
+    else
+        p->spare = p->v[ci];
+    memmove(p->v + ci, p->v + ci + 1, (p->nc - ci - 1) * sizeof *p->v);
+    memmove(p->cn + ci, p->cn + ci + 1, (p->nc - ci - 1) * sizeof *p->cn);
+    memmove(p->last + ci, p->last + ci + 1, (p->nc - ci - 1) * sizeof *p->last);
+    p->nc--;
+}
+
+/* Insert block i at position at (<= p->n); the caller has called pool_reserve since the last
+ * insert. A full chunk is split in two halves first (its upper half into the spare). */
+static void pool_insert_at(const gmp_cca *m, pool *p, size_t at, uint32_t i)
+{
+    size_t ci, off;
+    if (p->nc == 0) {
+        chunk_add(p, 0);
+        ci = off = 0;
+    } else if (at == p->n) {
+        ci = p->nc - 1;
+        off = p->cn[ci];
+    } else {
+        ci = pool_locate(p, at, &off);
+    }
+    if (p->cn[ci] == CHUNK) {
+        chunk_add(p, ci + 1);
+        memcpy(p->v[ci + 1], p->v[ci] + CHUNK / 2, (CHUNK / 2) * sizeof **p->v);
+        p->cn[ci + 1] = CHUNK / 2;
+        p->cn[ci] = CHUNK / 2;
+        chunk_fix(m, p, ci);
+        chunk_fix(m, p, ci + 1);
+        if (off > CHUNK / 2) {
+            ci++;
+            off -= CHUNK / 2;
+        }
+    }
+    uint32_t *v = p->v[ci];
+    memmove(v + off + 1, v + off, (p->cn[ci] - off) * sizeof *v);
+    v[off] = i;
+    p->cn[ci]++;
+    p->n++;
+    if (off + 1 == p->cn[ci])
+        chunk_fix(m, p, ci);
 }
 
 /* Insert block i; the caller has called pool_reserve since the last insert. As
@@ -93,16 +222,35 @@ static void pool_insert(gmp_cca *m, pool *p, uint32_t i)
 {
     blk *x = &m->b[i];
     x->gc_base = p->gfb_calls;
-    size_t at = lower_bound(m, p, x->stream, x->size, x->addr);
-    memmove(p->v + at + 1, p->v + at, (p->n - at) * sizeof *p->v);
-    p->v[at] = i;
-    p->n++;
+    pool_insert_at(m, p, lower_bound(m, p, x->stream, x->size, x->addr), i);
 }
 
-static void pool_erase_at(pool *p, size_t at)
+static void pool_erase_at(const gmp_cca *m, pool *p, size_t at)
 {
-    memmove(p->v + at, p->v + at + 1, (p->n - at - 1) * sizeof *p->v);
+    size_t off, ci = pool_locate(p, at, &off);
+    uint32_t *v = p->v[ci];
+    memmove(v + off, v + off + 1, (p->cn[ci] - off - 1) * sizeof *v);
+    p->cn[ci]--;
     p->n--;
+    /* a chunk under a quarter full merges with a neighbour it fits in, so that the chunks stay
+     * few (at most about 4 n / CHUNK + 1) */
+    if (p->cn[ci] == 0) {
+        chunk_drop(p, ci);
+    } else if (p->cn[ci] < CHUNK / 4 && ci + 1 < p->nc && p->cn[ci] + p->cn[ci + 1] <= CHUNK) {
+        memcpy(v + p->cn[ci], p->v[ci + 1], p->cn[ci + 1] * sizeof *v);
+        p->cn[ci] += p->cn[ci + 1];
+        p->last[ci] = p->last[ci + 1];
+        chunk_drop(p, ci + 1);
+    } else if (p->cn[ci] < CHUNK / 4 && ci > 0 && p->cn[ci] + p->cn[ci - 1] <= CHUNK) {
+        memcpy(p->v[ci - 1] + p->cn[ci - 1], v, p->cn[ci] * sizeof *v);
+        p->cn[ci - 1] += p->cn[ci];
+        p->last[ci - 1] = p->last[ci];
+        if (off == p->cn[ci]) /* the erased one was the last */
+            chunk_fix(m, p, ci - 1);
+        chunk_drop(p, ci);
+    } else if (off == p->cn[ci]) {
+        chunk_fix(m, p, ci);
+    }
 }
 
 /* Erase block i, which must be in p (its key is unique: addresses do not repeat). */
@@ -110,8 +258,18 @@ static void pool_erase(gmp_cca *m, pool *p, uint32_t i)
 {
     const blk *x = &m->b[i];
     size_t at = lower_bound(m, p, x->stream, x->size, x->addr);
-    if (at < p->n && p->v[at] == i)
-        pool_erase_at(p, at);
+    if (at < p->n && pool_at(p, at) == i)
+        pool_erase_at(m, p, at);
+}
+
+static void pool_free(pool *p)
+{
+    for (size_t i = 0; i < p->nc; i++)
+        free(p->v[i]);
+    free(p->v);
+    free(p->cn);
+    free(p->last);
+    free(p->spare);
 }
 
 static pool *pool_of(gmp_cca *m, const blk *x)
@@ -231,8 +389,8 @@ void gmp_cca_destroy(gmp_cca *m)
     if (!m)
         return;
     free(m->b);
-    free(m->small.v);
-    free(m->large.v);
+    pool_free(&m->small);
+    pool_free(&m->large);
     free(m->pend);
     free(m);
 }
@@ -244,17 +402,17 @@ static uint32_t get_free_block(gmp_cca *m, pool *p, uint64_t stream, uint64_t si
     if (m->gc)
         p->gfb_calls++; /* "Track block reuse interval only when garbage collection is enabled" */
     size_t at = lower_bound(m, p, stream, size, 0);
-    if (at == p->n || m->b[p->v[at]].stream != stream)
+    uint32_t i = at < p->n ? pool_at(p, at) : NONE;
+    if (i == NONE || m->b[i].stream != stream)
         return NONE;
-    const blk *x = &m->b[p->v[at]];
+    const blk *x = &m->b[i];
     /* "Do not return an oversized block for a large request" */
     if (size < m->max_split && x->size >= m->max_split)
         return NONE;
     /* "Allow oversized block size to be rounded up but within a limit" */
     if (size >= m->max_split && x->size >= size + GMP_CCA_LARGE_BUFFER)
         return NONE;
-    uint32_t i = p->v[at];
-    pool_erase_at(p, at);
+    pool_erase_at(m, p, at);
     return i;
 }
 
@@ -285,28 +443,37 @@ static int alloc_block(gmp_cca *m, uint64_t alloc_size, uint64_t stream, int sma
 /* release_block: cudaFree of a whole (unsplit, cached) segment. */
 static void release_block_at(gmp_cca *m, pool *p, size_t at)
 {
-    uint32_t i = p->v[at];
+    uint32_t i = pool_at(p, at);
     m->st.reserved -= m->b[i].size;
     m->st.segments_freed++;
-    pool_erase_at(p, at);
+    pool_erase_at(m, p, at);
     drop_blk(m, i);
 }
 
 /* release_blocks: every cached block that is a whole segment (no prev, no next). */
 static void release_blocks(gmp_cca *m, pool *p)
 {
-    size_t w = 0;
-    for (size_t r = 0; r < p->n; r++) {
-        uint32_t i = p->v[r];
-        if (m->b[i].prev == NONE && m->b[i].next == NONE) {
-            m->st.reserved -= m->b[i].size;
-            m->st.segments_freed++;
-            drop_blk(m, i);
+    for (size_t ci = 0; ci < p->nc;) {
+        uint32_t *v = p->v[ci], w = 0;
+        for (uint32_t r = 0; r < p->cn[ci]; r++) {
+            uint32_t i = v[r];
+            if (m->b[i].prev == NONE && m->b[i].next == NONE) {
+                m->st.reserved -= m->b[i].size;
+                m->st.segments_freed++;
+                drop_blk(m, i);
+            } else {
+                v[w++] = i;
+            }
+        }
+        p->n -= p->cn[ci] - w;
+        p->cn[ci] = w;
+        if (w == 0) {
+            chunk_drop(p, ci);
         } else {
-            p->v[w++] = i;
+            chunk_fix(m, p, ci);
+            ci++;
         }
     }
-    p->n = w;
 }
 
 static void free_block(gmp_cca *m, uint32_t id);
@@ -368,8 +535,8 @@ static void garbage_collect_cached_blocks(gmp_cca *m)
     uint64_t target = m->st.reserved - gc_threshold, reclaimed = 0, total_age = 0;
     uint64_t freeable = 0;
     for (size_t r = 0; r < p->n; r++)
-        if (whole(m, p->v[r])) {
-            total_age += p->gfb_calls - m->b[p->v[r]].gc_base;
+        if (whole(m, pool_at(p, r))) {
+            total_age += p->gfb_calls - m->b[pool_at(p, r)].gc_base;
             freeable++;
         }
     int freed = 1;
@@ -378,7 +545,7 @@ static void garbage_collect_cached_blocks(gmp_cca *m)
         freed = 0;
         size_t r = 0;
         while (r < p->n) {
-            uint32_t i = p->v[r];
+            uint32_t i = pool_at(p, r);
             uint64_t age = p->gfb_calls - m->b[i].gc_base;
             if (whole(m, i) && (double)age >= age_threshold) {
                 freed = 1;
@@ -403,15 +570,15 @@ static int release_available_cached_blocks(gmp_cca *m, pool *p, uint64_t stream,
         return 0;
     uint64_t key = size < m->max_split ? m->max_split : size;
     size_t at = lower_bound(m, p, stream, key, 0);
-    if (at == p->n || m->b[p->v[at]].stream != stream) {
+    if (at == p->n || m->b[pool_at(p, at)].stream != stream) {
         if (at == 0)
             return 0;
         uint64_t released = 0;
         at--;
         for (;;) {
-            const blk *x = &m->b[p->v[at]];
+            const blk *x = &m->b[pool_at(p, at)];
             if (released >= key || x->size < m->max_split || x->stream != stream ||
-                !whole(m, p->v[at]))
+                !whole(m, pool_at(p, at)))
                 break;
             released += x->size;
             release_block_at(m, p, at);
@@ -421,7 +588,7 @@ static int release_available_cached_blocks(gmp_cca *m, pool *p, uint64_t stream,
         }
         return released >= key;
     }
-    if (!whole(m, p->v[at]))
+    if (!whole(m, pool_at(p, at)))
         return 0;
     release_block_at(m, p, at);
     return 1;
@@ -592,9 +759,10 @@ size_t gmp_cca_free_blocks(const gmp_cca *m, uint64_t *largest)
     uint64_t big = 0;
     const pool *ps[2] = {&m->small, &m->large};
     for (int k = 0; k < 2; k++)
-        for (size_t r = 0; r < ps[k]->n; r++)
-            if (m->b[ps[k]->v[r]].size > big)
-                big = m->b[ps[k]->v[r]].size;
+        for (size_t ci = 0; ci < ps[k]->nc; ci++)
+            for (uint32_t r = 0; r < ps[k]->cn[ci]; r++)
+                if (m->b[ps[k]->v[ci][r]].size > big)
+                    big = m->b[ps[k]->v[ci][r]].size;
     if (largest)
         *largest = big;
     return m->small.n + m->large.n;
