@@ -95,13 +95,6 @@ static int build(gmp_tui_state *s, size_t i)
     return 0;
 }
 
-const gmp_whatif_series *gmp_tui_whatif_series(const gmp_tui_state *s, const gmp_tui_dev *d)
-{
-    if (!s->ntr || !d || !s->tr[s->cur].whatif)
-        return NULL;
-    return gmp_whatif_reserve_replayed(s->tr[s->cur].whatif, d->id);
-}
-
 static void free_whatif(gmp_tui_state *s)
 {
     for (size_t i = 0; i < s->ntr; i++)

@@ -133,6 +133,13 @@ static const char *dev_name(const gmp_tui_state *s, const gmp_tui_dev *d, char *
     return buf;
 }
 
+const gmp_whatif_series *gmp_tui_whatif_series(const gmp_tui_state *s, const gmp_tui_dev *d)
+{
+    if (!s->ntr || !d || !s->tr[s->cur].whatif)
+        return NULL;
+    return gmp_whatif_reserve_replayed(s->tr[s->cur].whatif, d->id);
+}
+
 /* ---- timeline ---- */
 
 static void timeline(gmp_tui_state *s, int y, int h, int W)
