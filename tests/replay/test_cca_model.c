@@ -758,6 +758,72 @@ static void test_exp_random_invariants(void **state)
     random_run(1);
 }
 
+/* get_free_block's best fit over a pool of thousands of cached blocks (more than the model's
+ * chunks hold, so that they split and merge): 3000 whole segments of 10 to 1008 MiB (many of the
+ * same size) are freed in a random order, then 4000 random requests each take what a brute-force
+ * search of the cached blocks says PyTorch's std::set gives (the smallest block of at least the
+ * request, the lowest address among equal sizes; its rest cached again), or a new segment when
+ * none fits. */
+static void test_best_fit_many(void **state)
+{
+    (void)state;
+    enum { K = 3000, R = 4000 };
+    static uint64_t csize[K + R], caddr[K + R]; /* the cached blocks (size 0: gone) */
+    static uint32_t ids[K];
+    size_t nc = 0;
+    uint64_t rng = 0x2545f4914f6cdd1dull;
+    gmp_cca *m = mk(0, 0, 0);
+    const gmp_cca_stats *st = gmp_cca_get_stats(m);
+    for (size_t i = 0; i < K; i++) {
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        csize[i] = 10 * MiB + 2 * MiB * (rng % 500);
+        ids[i] = take(m, csize[i], 0);
+        caddr[i] = addr_of(m, ids[i]);
+        assert_int_equal(size_of(m, ids[i]), csize[i]);
+    }
+    nc = K;
+    for (size_t i = K; i > 1; i--) { /* freed in a random order */
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        size_t j = (size_t)(rng % i);
+        uint32_t t = ids[i - 1];
+        ids[i - 1] = ids[j];
+        ids[j] = t;
+    }
+    for (size_t i = 0; i < K; i++)
+        assert_int_equal(gmp_cca_free(m, ids[i]), GMP_CCA_OK);
+    assert_int_equal(gmp_cca_free_blocks(m, NULL), K);
+    for (size_t r = 0; r < R; r++) {
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        uint64_t want = 2 * MiB * (1 + rng % 505);
+        size_t best = SIZE_MAX;
+        for (size_t i = 0; i < nc; i++)
+            if (csize[i] >= want && (best == SIZE_MAX || csize[i] < csize[best] ||
+                                     (csize[i] == csize[best] && caddr[i] < caddr[best])))
+                best = i;
+        uint64_t segs = st->segments_alloc;
+        uint32_t id = take(m, want, 0);
+        if (best == SIZE_MAX) {
+            assert_int_equal(st->segments_alloc, segs + 1);
+            continue;
+        }
+        assert_int_equal(st->segments_alloc, segs);
+        assert_int_equal(addr_of(m, id), caddr[best]);
+        /* should_split in the large pool: the rest (a multiple of 2 MiB here) stays cached */
+        if (csize[best] > want) {
+            csize[nc] = csize[best] - want;
+            caddr[nc++] = caddr[best] + want;
+        }
+        csize[best] = 0;
+    }
+    gmp_cca_destroy(m);
+}
+
 int main(int argc, char **argv)
 {
     const struct CMUnitTest tests[] = {
@@ -785,6 +851,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_exp_random_invariants),
         cmocka_unit_test(test_exp_hostile),
         cmocka_unit_test(test_exp_deferred),
+        cmocka_unit_test(test_best_fit_many),
         // clang-format on
     };
     if (argc > 1)
