@@ -25,6 +25,7 @@
 #include "gmp_import_torch.h"
 #include "gmp_reader.h"
 #include "gmp_whatif.h"
+#include "gmp_whatif_advice.h"
 
 #ifndef GMP_BENCH_SOURCE_DIR
 #define GMP_BENCH_SOURCE_DIR "."
@@ -122,16 +123,15 @@ int main(int argc, char **argv)
         trace = path;
     }
 
-    /* the standard set of `gpumemprof whatif` (cli/cmd_whatif.c): the recording's defaults, then
-     * expandable_segments:True, max_split_size_mb:128, :512, garbage_collection_threshold:0.8,
-     * roundup_power2_divisions:4 */
-    gmp_cca_config std[6];
+    /* the standard set of `gpumemprof whatif`: the recording's defaults, then gmp_whatif_standard
+     * (formats/replay/gmp_whatif_advice.c), parsed as whatif parses it */
+    gmp_cca_config std[1 + GMP_WHATIF_NSTANDARD];
     memset(std, 0, sizeof std);
-    std[1].expandable_segments = 1;
-    std[2].max_split_size = (uint64_t)128 << 20;
-    std[3].max_split_size = (uint64_t)512 << 20;
-    std[4].garbage_collection_threshold = 0.8;
-    std[5].roundup_power2_divisions = 4;
+    for (size_t i = 0; i < GMP_WHATIF_NSTANDARD; i++) {
+        char err[256];
+        if (gmp_whatif_parse_conf(gmp_whatif_standard[i], &std[1 + i], err, sizeof err) != 0)
+            gmp_bench_die("the standard set does not parse");
+    }
     gmp_whatif_recorded *rec = calloc(GMP_WHATIF_MAX_DEVICES, sizeof *rec);
     if (!rec)
         gmp_bench_die("out of memory");
@@ -147,7 +147,7 @@ int main(int argc, char **argv)
         t[2] = gmp_bench_now_s(), c[2] = cpu_s();
         run(trace, std, 1, rec);
         t[3] = gmp_bench_now_s(), c[3] = cpu_s();
-        run(trace, std, 6, rec);
+        run(trace, std, 1 + GMP_WHATIF_NSTANDARD, rec);
         t[4] = gmp_bench_now_s(), c[4] = cpu_s();
         for (int j = 0; j < 4; j++) {
             if (t[j + 1] - t[j] < best[j])
