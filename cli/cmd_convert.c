@@ -22,9 +22,12 @@
 #include "gmp_output.h"
 #include "gmp_reader.h"
 #include "gmp_replay.h"
+#include "gmp_whatif.h"
+#include "gmp_whatif_advice.h"
 #include "cli_report_sym.h"
 
 #define DEFAULT_MAX_SPANS 200000
+#define WHATIF_MAX_INPUTS 8 /* --whatif: inputs shared (cli_input.c keeps 8) */
 
 /* The outputs: --OPTION FILE writes FILE with the format. One line per format. */
 static const struct conv_output {
@@ -288,7 +291,8 @@ int gmp_cmd_convert(const gmp_cli_cmd_info *cmd, int argc, char **argv)
     const char *paths[NOUTPUTS] = {0};
     int torch = 0, no_progress = 0, all_frames = 0, static_html = 0;
     uint64_t max_spans = DEFAULT_MAX_SPANS;
-    gmp_cli_opt opts[NOUTPUTS + 6];
+    const char *whatif_s = NULL;
+    gmp_cli_opt opts[NOUTPUTS + 7];
     size_t no = 0;
     for (size_t i = 0; i < NOUTPUTS; i++)
         opts[no++] =
@@ -324,6 +328,14 @@ int gmp_cmd_convert(const gmp_cli_cmd_info *cmd, int argc, char **argv)
                                0};
     opts[no++] = (gmp_cli_opt){
         "no-progress", 0, GMP_CLI_FLAG, &no_progress, NULL, "no progress bar on a terminal", 0};
+    opts[no++] = (gmp_cli_opt){"whatif",
+                               0,
+                               GMP_CLI_STRING,
+                               &whatif_s,
+                               "CONF",
+                               "HTML view: the reserve PyTorch's allocator would have had under "
+                               "this PYTORCH_CUDA_ALLOC_CONF beside the recorded one",
+                               0};
     opts[no] = (gmp_cli_opt){NULL, 0, GMP_CLI_FLAG, NULL, NULL, NULL, 0};
     for (size_t i = 0; i < NOUTPUTS; i++) {
         opts[i].help = "write this output to FILE (see above; - is stdout)";
@@ -371,6 +383,50 @@ int gmp_cmd_convert(const gmp_cli_cmd_info *cmd, int argc, char **argv)
                 return gmp_cli_usage_error(cmd, "--%s would overwrite the input %s",
                                            outputs[k].option, argv[i]);
 
+    gmp_cca_config wcfg;
+    if (whatif_s) {
+        char err[256];
+        size_t hv = 0;
+        while (hv < NOUTPUTS && outputs[hv].fmt != &gmp_out_htmlview)
+            hv++;
+        if (hv == NOUTPUTS || !paths[hv])
+            return gmp_cli_usage_error(cmd, "--whatif: only with --html-view");
+        if (gmp_whatif_parse_conf(whatif_s, &wcfg, err, sizeof err) != 0)
+            return gmp_cli_usage_error(cmd, "--whatif %s: %s", whatif_s, err);
+        gmp_cca *probe = gmp_cca_create(&wcfg);
+        if (!probe)
+            return gmp_cli_usage_error(cmd, "--whatif %s: not modelled yet", whatif_s);
+        gmp_cca_destroy(probe);
+        if ((size_t)npos > WHATIF_MAX_INPUTS)
+            return gmp_cli_usage_error(cmd, "--whatif: at most %d recordings", WHATIF_MAX_INPUTS);
+    }
+    /* --whatif: each input is opened here (imported once), replayed through the model, and
+     * shared, so that the conversion reads the same import */
+    gmp_cli_input win[WHATIF_MAX_INPUTS];
+    gmp_whatif_reserve wres[WHATIF_MAX_INPUTS];
+    const gmp_whatif_reserve *wptr[WHATIF_MAX_INPUTS];
+    size_t nwin = 0;
+    for (size_t i = 0; whatif_s && i < (size_t)npos; i++) {
+        char msg[1024];
+        const char *path = argv[1 + i];
+        gmp_err e = gmp_cli_input_open(&win[i], path, msg, sizeof msg);
+        if (e == GMP_OK) {
+            nwin++;
+            e = gmp_whatif_reserve_of(win[i].trace_path[0] ? win[i].trace_path : path, &wcfg, 0,
+                                      &wres[i], msg, sizeof msg);
+        }
+        if (e != GMP_OK) {
+            fprintf(stderr, "gpumemprof %s: %s: %s\n", cmd->name, path, msg);
+            for (size_t k = 0; k < i; k++)
+                gmp_whatif_reserve_free(&wres[k]);
+            for (size_t k = 0; k < nwin; k++)
+                gmp_cli_input_close(&win[k]);
+            return 1;
+        }
+        wptr[i] = &wres[i];
+        gmp_cli_input_share(&win[i]);
+    }
+
     convert_run C;
     memset(&C, 0, sizeof C);
     C.cmd = cmd;
@@ -381,6 +437,8 @@ int gmp_cmd_convert(const gmp_cli_cmd_info *cmd, int argc, char **argv)
         .chrome_torch_compat = torch,
         .max_spans = max_spans,
         .all_frames = all_frames,
+        .whatif = whatif_s ? wptr : NULL,
+        .whatif_name = whatif_s,
     };
     gmp_cli_replay_spec spec = {
         .cmd = cmd->name,
@@ -392,5 +450,11 @@ int gmp_cmd_convert(const gmp_cli_cmd_info *cmd, int argc, char **argv)
         .replayed = replayed,
         .finish = finish,
     };
-    return gmp_cli_replay_all(argv + 1, (size_t)npos, &spec);
+    rc = gmp_cli_replay_all(argv + 1, (size_t)npos, &spec);
+    for (size_t k = 0; k < nwin; k++) {
+        gmp_cli_input_unshare(&win[k]);
+        gmp_cli_input_close(&win[k]);
+        gmp_whatif_reserve_free(&wres[k]);
+    }
+    return rc;
 }

@@ -17,7 +17,9 @@
 #include "cli_cmds.h"
 #include "cli_input.h"
 #include "cli_opts.h"
+#include "gmp_cca_model.h"
 #include "gmp_tui.h"
+#include "gmp_whatif_advice.h"
 
 static void print_help(const gmp_cli_cmd_info *cmd, const gmp_cli_opt *opts)
 {
@@ -31,7 +33,10 @@ static void print_help(const gmp_cli_cmd_info *cmd, const gmp_cli_opt *opts)
            "--follow: the traces are still being written (gpumemprof run flushes every\n"
            "200 ms); the viewer reads them again as they grow and keeps the cursor at the\n"
            "end until you move it (End: back to the end). A trace that does not exist yet\n"
-           "is waited for.\n\n" GMP_CLI_INPUT_HELP "\n",
+           "is waited for.\n\n"
+           "--whatif CONF: the timeline also draws the reserve PyTorch's caching allocator would\n"
+           "have had under that PYTORCH_CUDA_ALLOC_CONF (as `gpumemprof whatif --alloc-conf`\n"
+           "replays it; docs/whatif.md) beside the recorded one.\n\n" GMP_CLI_INPUT_HELP "\n",
            cmd->summary);
     gmp_cli_print_options(stdout, opts);
     printf("\nExit status: 0 after q, 1 when a recording cannot be read or the terminal cannot\n"
@@ -41,11 +46,13 @@ static void print_help(const gmp_cli_cmd_info *cmd, const gmp_cli_opt *opts)
 int gmp_cmd_view(const gmp_cli_cmd_info *cmd, int argc, char **argv)
 {
     int follow = 0, npos = 0;
-    const char *color_s = "auto";
+    const char *color_s = "auto", *whatif_s = NULL;
     const gmp_cli_opt opts[] = {
         {"follow", 'F', GMP_CLI_FLAG, &follow, NULL, "follow traces that are still being written",
          0},
         {"color", 0, GMP_CLI_STRING, &color_s, "WHEN", "colours: auto, always, never", 0},
+        {"whatif", 0, GMP_CLI_STRING, &whatif_s, "CONF",
+         "draw the reserve PyTorch's allocator would have had under this setting", 0},
         {NULL, 0, GMP_CLI_FLAG, NULL, NULL, NULL, 0},
     };
     int rc = gmp_cli_parse_or_help(cmd, opts, print_help, argc, argv, &npos);
@@ -62,6 +69,18 @@ int gmp_cmd_view(const gmp_cli_cmd_info *cmd, int argc, char **argv)
         return gmp_cli_usage_error(cmd, "--color: '%s' is not auto, always or never", color_s);
     if (npos == 0)
         return gmp_cli_usage_error(cmd, "missing FILE");
+    gmp_cca_config wcfg;
+    if (whatif_s) {
+        char err[256];
+        if (follow)
+            return gmp_cli_usage_error(cmd, "--whatif: not with --follow");
+        if (gmp_whatif_parse_conf(whatif_s, &wcfg, err, sizeof err) != 0)
+            return gmp_cli_usage_error(cmd, "--whatif %s: %s", whatif_s, err);
+        gmp_cca *probe = gmp_cca_create(&wcfg);
+        if (!probe)
+            return gmp_cli_usage_error(cmd, "--whatif %s: not modelled yet", whatif_s);
+        gmp_cca_destroy(probe);
+    }
     size_t n = (size_t)npos;
     const char **names = calloc(n, sizeof *names), **paths = calloc(n, sizeof *paths);
     gmp_cli_input *in = NULL;
@@ -91,6 +110,8 @@ int gmp_cmd_view(const gmp_cli_cmd_info *cmd, int argc, char **argv)
     o.paths = paths;
     o.follow = follow;
     o.color = color;
+    o.whatif = whatif_s ? &wcfg : NULL;
+    o.whatif_name = whatif_s;
     char msg[512] = "";
     rc = gmp_tui_run(&o, msg, sizeof msg);
     if (rc != 0)

@@ -20,6 +20,10 @@ typedef struct gmp_tui_opts {
      * traces (appending to names/paths arrays it owns and raising *ntraces); NULL: none */
     int (*poll)(void *ctx, size_t *ntraces, const char *const **names, const char *const **paths);
     void *poll_ctx;
+    /* --whatif: the reserve this setting's model of PyTorch's caching allocator replays
+     * (gmp_whatif.h), drawn beside the recorded one; NULL none (not with follow) */
+    const struct gmp_cca_config *whatif;
+    const char *whatif_name;
 } gmp_tui_opts;
 
 /* Runs the viewer; returns the exit status (0 after `q`, 1 when the first trace cannot be read or

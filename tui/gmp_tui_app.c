@@ -14,6 +14,7 @@
 
 #include "gmp_reader.h"
 #include "gmp_tui.h"
+#include "gmp_whatif.h"
 #include "gmp_tui_state.h"
 #include "gmp_tui_term.h"
 
@@ -80,7 +81,27 @@ static int build(gmp_tui_state *s, size_t i)
     if (load(tr->path, tr->name, s->follow, &m, &sz, tr->err, sizeof tr->err) != 0)
         return -1;
     install(s, i, m, sz, now_s() - t);
+    /* --whatif: two more passes over the trace (the recorded reserve, the model's), once */
+    if (s->whatif && !s->follow && !tr->whatif && !tr->werr[0]) {
+        gmp_whatif_reserve *wr = calloc(1, sizeof *wr);
+        if (!wr)
+            snprintf(tr->werr, sizeof tr->werr, "out of memory");
+        else if (gmp_whatif_reserve_of(tr->path, s->whatif, 0, wr, tr->werr, sizeof tr->werr) !=
+                 GMP_OK)
+            free(wr);
+        else
+            tr->whatif = wr;
+    }
     return 0;
+}
+
+static void free_whatif(gmp_tui_state *s)
+{
+    for (size_t i = 0; i < s->ntr; i++)
+        if (s->tr[i].whatif) {
+            gmp_whatif_reserve_free(s->tr[i].whatif);
+            free(s->tr[i].whatif);
+        }
 }
 
 /* --follow: the index of a growing trace is rebuilt in a thread, so that keys keep working while
@@ -536,12 +557,15 @@ int gmp_tui_run(const gmp_tui_opts *o, char *msg, size_t msglen)
         s->tr[i].size = -1;
     }
     s->follow = o->follow;
+    s->whatif = o->whatif;
+    s->whatif_name = o->whatif_name;
     s->log_path = o->log_path;
     s->running = o->poll != NULL;
     s->cursor = GMP_TUI_NOEV;
     /* the first trace's index before the screen changes: its errors go to stderr as one line */
     if (s->ntr && build(s, 0) != 0 && !s->follow) {
         snprintf(msg, msglen, "%s", s->tr[0].err);
+        free_whatif(s);
         free(s->tr);
         gmp_tui_tree_free(s->tree);
         return 1;
@@ -549,6 +573,7 @@ int gmp_tui_run(const gmp_tui_opts *o, char *msg, size_t msglen)
     if (gmp_tui_term_start(o->color, msg, msglen) != 0) {
         for (size_t i = 0; i < s->ntr; i++)
             gmp_tui_model_free(s->tr[i].m);
+        free_whatif(s);
         free(s->tr);
         gmp_tui_tree_free(s->tree);
         return 1;
@@ -710,6 +735,7 @@ int gmp_tui_run(const gmp_tui_opts *o, char *msg, size_t msglen)
     }
     for (size_t i = 0; i < s->ntr; i++)
         gmp_tui_model_free(s->tr[i].m);
+    free_whatif(s);
     free(s->tr);
     free(s->live);
     free(s->match);

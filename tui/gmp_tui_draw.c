@@ -17,6 +17,7 @@
 #include "gmp_tui_state.h"
 #include "gmp_tui_term.h"
 #include "gmp_units.h"
+#include "gmp_whatif.h"
 
 /* events searched forward for the free of the allocation in focus (40 MiB of the index) */
 #define FREE_SEARCH (1u << 20)
@@ -132,6 +133,13 @@ static const char *dev_name(const gmp_tui_state *s, const gmp_tui_dev *d, char *
     return buf;
 }
 
+const gmp_whatif_series *gmp_tui_whatif_series(const gmp_tui_state *s, const gmp_tui_dev *d)
+{
+    if (!s->ntr || !d || !s->tr[s->cur].whatif)
+        return NULL;
+    return gmp_whatif_reserve_replayed(s->tr[s->cur].whatif, d->id);
+}
+
 /* ---- timeline ---- */
 
 static void timeline(gmp_tui_state *s, int y, int h, int W)
@@ -146,9 +154,12 @@ static void timeline(gmp_tui_state *s, int y, int h, int W)
     uint64_t a = s->win0, b = s->win1 > s->win0 ? s->win1 : s->win0 + 1;
     uint64_t span = b - a;
     uint64_t *am = calloc((size_t)cols, sizeof *am), *rm = calloc((size_t)cols, sizeof *rm);
-    if (!am || !rm) {
+    uint64_t *wm = calloc((size_t)cols, sizeof *wm); /* --whatif: the replayed reserve */
+    const gmp_whatif_series *ws = gmp_tui_whatif_series(s, d);
+    if (!am || !rm || !wm) {
         free(am);
         free(rm);
+        free(wm);
         return;
     }
     uint64_t ymax = 1;
@@ -160,6 +171,9 @@ static void timeline(gmp_tui_state *s, int y, int h, int W)
             ymax = am[c];
         if (rm[c] > ymax)
             ymax = rm[c];
+        wm[c] = gmp_whatif_series_max(ws, c0, c1 > c0 ? c1 - 1 : c0);
+        if (wm[c] > ymax)
+            ymax = wm[c];
     }
     uint64_t ct = gmp_tui_cursor_time(s);
     int ccol = ct < a ? -1 : ct >= b ? cols : (int)((double)(ct - a) * cols / (double)span);
@@ -171,9 +185,17 @@ static void timeline(gmp_tui_state *s, int y, int h, int W)
     char lab[32];
     put(y, 0, gmp_fmt_bytes(ymax, lab, sizeof lab), lm - 1);
     put(y + h - 1, 0, "0", lm - 1);
+    if (ws && h >= 3) { /* the legend of the replayed reserve */
+        if (gmp_tui_term_has_color())
+            attron(COLOR_PAIR(GMP_TUI_C_WHATIF) | A_BOLD);
+        put(y + 1, 0, utf8 ? "\u2501 what-if" : "= what-if", lm - 1);
+        if (gmp_tui_term_has_color())
+            attroff(COLOR_PAIR(GMP_TUI_C_WHATIF) | A_BOLD);
+    }
     for (int c = 0; c < cols; c++) {
         uint64_t al = (uint64_t)((double)am[c] / (double)ymax * h * 8 + 0.5);
         uint64_t rl = (uint64_t)((double)rm[c] / (double)ymax * h * 8 + 0.5);
+        uint64_t wl = (uint64_t)((double)wm[c] / (double)ymax * h * 8 + 0.5);
         if (am[c] && !al)
             al = 1;
         for (int r = 0; r < h; r++) {
@@ -181,7 +203,14 @@ static void timeline(gmp_tui_state *s, int y, int h, int W)
             int cur = c == ccol;
             if (cur)
                 attron(A_REVERSE);
-            if (al > base) {
+            if (wm[c] && wl > base && wl <= base + 8 && al < base + 8) {
+                /* the replayed reserve, in the cell of its level, over all but a full bar */
+                if (gmp_tui_term_has_color())
+                    attron(COLOR_PAIR(GMP_TUI_C_WHATIF) | A_BOLD);
+                put(y + r, lm + c, utf8 ? "\u2501" : "=", 1);
+                if (gmp_tui_term_has_color())
+                    attroff(COLOR_PAIR(GMP_TUI_C_WHATIF) | A_BOLD);
+            } else if (al > base) {
                 uint64_t k = al - base > 8 ? 8 : al - base;
                 if (gmp_tui_term_has_color())
                     attron(COLOR_PAIR(GMP_TUI_C_ALLOC));
@@ -232,6 +261,7 @@ static void timeline(gmp_tui_state *s, int y, int h, int W)
     }
     free(am);
     free(rm);
+    free(wm);
 }
 
 /* ---- the tree and the focus ---- */
@@ -784,6 +814,18 @@ void gmp_tui_draw(gmp_tui_state *s)
                  gmp_fmt_bytes(res, r, sizeof r),
                  gmp_fmt_bytes(d && d->d ? d->d->peak_allocated : 0, p, sizeof p),
                  d && d->d ? gmp_tui_fmt_time(s, d->d->peak_time_ns, pt, sizeof pt) : "-");
+        /* --whatif, when the row has room: the setting and its model's peak reserved */
+        const gmp_whatif_series *ws = gmp_tui_whatif_series(s, d);
+        size_t ll = strlen(line);
+        if (s->whatif && ll + 40 < (size_t)W && ll < sizeof line) {
+            char wp[32];
+            if (ws)
+                snprintf(line + ll, sizeof line - ll, "  what-if %s: peak res %s", s->whatif_name,
+                         gmp_fmt_bytes(ws->peak, wp, sizeof wp));
+            else
+                snprintf(line + ll, sizeof line - ll, "  what-if %s: %s", s->whatif_name,
+                         tr->werr[0] ? tr->werr : "no tensor of PyTorch's allocator here");
+        }
         put(1, 0, line, W);
         int th = (H - 4) / 4;
         if (th < 5)

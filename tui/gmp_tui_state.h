@@ -18,6 +18,9 @@ typedef struct gmp_tui_trace {
     char err[256];    /* why it cannot be shown */
     long long size;   /* file size when built (follow) */
     int complete;     /* it has its END record (follow stops) */
+    /* --whatif: the recorded and replayed reserves (NULL: none, or not computed: werr says why) */
+    struct gmp_whatif_reserve *whatif;
+    char werr[256];
 } gmp_tui_trace;
 
 typedef struct gmp_tui_state {
@@ -47,6 +50,8 @@ typedef struct gmp_tui_state {
     size_t verdict_shown; /* the model's verdict the last v/V showed; SIZE_MAX none */
     int tl_cols;          /* columns of the last timeline drawn (cursor moves by column) */
     double last_build_s;
+    const struct gmp_cca_config *whatif; /* --whatif (gmp_tui_opts) */
+    const char *whatif_name;
 } gmp_tui_state;
 
 gmp_tui_model *gmp_tui_cur_model(const gmp_tui_state *s);
@@ -55,6 +60,8 @@ const gmp_tui_dev *gmp_tui_cur_dev(const gmp_tui_state *s);
 const char *gmp_tui_fmt_time(const gmp_tui_state *s, uint64_t t, char *buf, size_t n);
 /* The time of the cursor's event (the first event's time when none). */
 uint64_t gmp_tui_cursor_time(const gmp_tui_state *s);
+/* --whatif: the replayed reserve of the current trace's device d, NULL when none. */
+const struct gmp_whatif_series *gmp_tui_whatif_series(const gmp_tui_state *s, const gmp_tui_dev *d);
 /* Draws every pane. */
 void gmp_tui_draw(gmp_tui_state *s);
 

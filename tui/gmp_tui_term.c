@@ -79,6 +79,7 @@ int gmp_tui_term_start(int color, char *msg, unsigned long msglen)
         init_pair(GMP_TUI_C_HOT, COLOR_RED, -1);
         init_pair(GMP_TUI_C_WARM, COLOR_YELLOW, -1);
         init_pair(GMP_TUI_C_MILD, COLOR_GREEN, -1);
+        init_pair(GMP_TUI_C_WHATIF, COLOR_CYAN, -1);
         g_color = 1;
     }
     return 0;

@@ -17,6 +17,7 @@ enum {
     GMP_TUI_C_HOT,       /* a tree row holding 40% or more of what is live (heat colours) */
     GMP_TUI_C_WARM,      /* 10% or more */
     GMP_TUI_C_MILD,      /* 1% or more (less: the terminal's default) */
+    GMP_TUI_C_WHATIF,    /* --whatif: the reserve a setting's model replays */
 };
 
 /* Starts the full-screen UI on the controlling terminal (stdin/stdout). color: 1 use colours when

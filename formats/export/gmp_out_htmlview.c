@@ -37,6 +37,7 @@
 #include "gmp_output.h"
 #include "gmp_reader.h"
 #include "gmp_units.h"
+#include "gmp_whatif.h"
 
 #define COLS0 1024          /* columns of level 0, and of a tile */
 #define MAX_LEVELS 12       /* level 11: 2 M columns */
@@ -667,6 +668,46 @@ static int peak_cmp(const void *a, const void *b)
 
 /* One device of a trace: levels, bands, breakdown; appended to c->devices. */
 /* Returns the device's index in the page's "devices". */
+/* One reserve over time as [time (as peak_at), bytes] steps: a point where the value changes. */
+static void write_series(gmp_obuf *b, const gmp_whatif_series *s, uint64_t t0)
+{
+    gmp_obuf_printf(b, "{\"peak\":%" PRIu64 ",\"pts\":[", s->peak);
+    for (size_t i = 0, k = 0; i < s->n; i++) {
+        if (i && s->max[i] == s->max[i - 1])
+            continue;
+        uint64_t t = s->t0_ns + i * s->width_ns;
+        gmp_obuf_printf(b, "%s[%" PRIu64 ",%" PRIu64 "]", k++ ? "," : "", t > t0 ? t - t0 : 0,
+                        s->max[i]);
+    }
+    uint64_t end = s->t0_ns + s->n * s->width_ns; /* the last step's end */
+    gmp_obuf_printf(b, "],\"end\":%" PRIu64 "}", end > t0 ? end - t0 : 0);
+}
+
+/* "whatif": the device's recorded reserve and the one the setting's model replays
+ * (gmp_output_opts.whatif), when the conversion has them. */
+static void write_whatif(gmp_output_ctx *c, const hv_trace *t, const hv_dev *d, uint64_t t0,
+                         gmp_obuf *b)
+{
+    if (!c->o.whatif || t->info.index >= c->o.ntraces || !c->o.whatif[t->info.index])
+        return;
+    const gmp_whatif_reserve *rs = c->o.whatif[t->info.index];
+    const gmp_whatif_series *rep = gmp_whatif_reserve_replayed(rs, d->id);
+    const gmp_whatif_series *recd = gmp_whatif_reserve_recorded(rs, d->id);
+    gmp_obuf_add(b, ",\"whatif\":{\"name\":", strlen(",\"whatif\":{\"name\":"));
+    js_cstr(b, c->o.whatif_name ? c->o.whatif_name : "");
+    gmp_obuf_add(b, ",\"replayed\":", strlen(",\"replayed\":"));
+    if (rep)
+        write_series(b, rep, t0);
+    else
+        gmp_obuf_add(b, "null", strlen("null"));
+    gmp_obuf_add(b, ",\"recorded\":", strlen(",\"recorded\":"));
+    if (recd)
+        write_series(b, recd, t0);
+    else
+        gmp_obuf_add(b, "null", strlen("null"));
+    gmp_obuf_add(b, "}", strlen("}"));
+}
+
 static size_t write_device(gmp_output_ctx *c, hv_trace *t, hv_dev *d, site_ids *ids)
 {
     const gmp_replay_summary *sum = gmp_replay_get_summary(t->rp);
@@ -760,7 +801,9 @@ static size_t write_device(gmp_output_ctx *c, hv_trace *t, hv_dev *d, site_ids *
         gmp_obuf_printf(b, "%s[%" PRIu64 ",%" PRIu64 "]", k++ ? "," : "",
                         o->time_ns > L.t0 ? o->time_ns - L.t0 : 0, o->requested);
     }
-    gmp_obuf_add(b, "],\"levels\":[", 12);
+    gmp_obuf_add(b, "]", 1);
+    write_whatif(c, t, d, L.t0, b);
+    gmp_obuf_add(b, ",\"levels\":[", strlen(",\"levels\":["));
     gmp_obuf_add(b, levels.p ? levels.p : "", levels.len);
     gmp_obuf_free(&levels);
     gmp_obuf_add(b, "],\"bands\":[", 11);

@@ -4,13 +4,14 @@
  *
  * Blocks live in one array, recycled through a free list, so memory is bounded by the blocks that
  * exist (allocated or cached), never by the number of calls. Each pool's cached blocks are kept in
- * a sorted array of block indices, ordered as PyTorch's BlockPool::blocks std::set with
- * BlockComparatorSize: by stream, then size, then address. A lookup is a binary search (the set's
- * lower_bound); an insert or erase moves the tail of the array (memmove), which is linear in the
- * cached blocks of the pool but cheap for the few thousand a real run caches. A balanced tree
- * would make it logarithmic if recordings with far more cached blocks show up. The unmapped ranges
- * of expandable segments are kept the same way, ordered as BlockPool::unmapped
- * (BlockComparatorAddress: stream, then address). */
+ * the order of PyTorch's BlockPool::blocks std::set with BlockComparatorSize (by stream, then size,
+ * then address) as a list of chunks of at most CHUNK block indices (pool below): a lookup is a
+ * bisection over the chunks, then within one (the set's lower_bound); an insert or erase moves at
+ * most one chunk's entries. One flat sorted array moved the tail of the whole array at each insert
+ * and erase: a long recording whose pools cache thousands of blocks spent most of its replay
+ * there. The unmapped ranges of expandable segments, far fewer (one or two per segment), are kept
+ * in one sorted array of block indices, ordered as BlockPool::unmapped (BlockComparatorAddress:
+ * stream, then address); an insert or erase there moves the tail of the array. */
 #include "gmp_cca_model.h"
 
 #include <stdlib.h>
@@ -30,9 +31,24 @@ typedef struct blk {
     uint64_t gc_base;    /* Block::gc_count_base: the pool's get_free_block count at insert */
 } blk;
 
+/* A pool's cached blocks, ordered by (stream, size, addr): chunks v[0..nc), chunk k holding cn[k]
+ * (1 to CHUNK) block indices in order, every block of a chunk before every block of the next;
+ * last[k] is the key of chunk k's last block (a search reads these, all in one array, to pick
+ * its chunk). A position is flat (0..n-1 in that order): pool_at reads it. */
+#define CHUNK 256
+#define SPARES 2 /* the most blocks a change inserts after one pool_room (unmap_block's two) */
+typedef struct pkey {
+    uint64_t stream, size, addr;
+} pkey;
+
 typedef struct pool {
-    uint32_t *v; /* cached block indices, ordered by (stream, size, addr) */
-    size_t n, cap;
+    uint32_t **v;            /* nc chunks of CHUNK entries */
+    uint32_t *cn;            /* their counts */
+    pkey *last;              /* their last blocks' keys */
+    size_t nc, capc;         /* chunks, and room for them in v, cn and last */
+    size_t n;                /* blocks cached */
+    uint32_t *spare[SPARES]; /* pool_room's: a chunk for each insert that may split one */
+    size_t nspare;           /* spare[0..nspare) are held */
     uint32_t
         *u; /* BlockPool::unmapped: unmapped ranges of expandable segments, by (stream, addr) */
     size_t nu, capu;
@@ -50,16 +66,16 @@ struct gmp_cca {
     uint64_t next_addr; /* model address of the next segment; segments are never overlapped */
     uint32_t *pend;     /* blocks freed with gmp_cca_free_deferred, in the order of their frees */
     size_t npend, cappend;
-    uint32_t *scratch; /* release_blocks' to_unmap; never smaller than a pool's v (pool_reserve) */
+    uint32_t *scratch; /* release_blocks' to_unmap; never smaller than a pool's n (pool_room) */
     size_t capscratch;
     gmp_cca_segment_fn on_segment; /* the caller's hook for segment events, or NULL */
     void *on_segment_ctx;
     gmp_cca_stats st;
 };
 
-static int blk_less(const blk *x, const blk *y)
+/* BlockComparatorSize: stream, then size, then ptr. */
+static int key_less(const pkey *x, const pkey *y)
 {
-    /* BlockComparatorSize: stream, then size, then ptr. */
     if (x->stream != y->stream)
         return x->stream < y->stream;
     if (x->size != y->size)
@@ -67,20 +83,58 @@ static int blk_less(const blk *x, const blk *y)
     return x->addr < y->addr;
 }
 
-/* The first position whose block is not less than (stream, size, addr): std::set::lower_bound. */
+static int blk_less(const blk *x, const pkey *y)
+{
+    pkey k = {x->stream, x->size, x->addr};
+    return key_less(&k, y);
+}
+
+/* The chunk that holds position at (< p->n), and at's place in it. */
+static size_t pool_locate(const pool *p, size_t at, size_t *off)
+{
+    size_t ci = 0;
+    while (at >= p->cn[ci])
+        at -= p->cn[ci++];
+    *off = at;
+    return ci;
+}
+
+/* The block index at position at (< p->n). */
+static uint32_t pool_at(const pool *p, size_t at)
+{
+    size_t off, ci = pool_locate(p, at, &off);
+    return p->v[ci][off];
+}
+
+/* The first position whose block is not less than (stream, size, addr): std::set::lower_bound.
+ * The first chunk whose last block is not less, then the first such block in it. */
 static size_t lower_bound(const gmp_cca *m, const pool *p, uint64_t stream, uint64_t size,
                           uint64_t addr)
 {
-    blk key = {.addr = addr, .size = size, .stream = stream};
-    size_t lo = 0, hi = p->n;
+    pkey key = {stream, size, addr};
+    size_t lo = 0, hi = p->nc;
     while (lo < hi) {
         size_t mid = lo + (hi - lo) / 2;
-        if (blk_less(&m->b[p->v[mid]], &key))
+        if (key_less(&p->last[mid], &key))
             lo = mid + 1;
         else
             hi = mid;
     }
-    return lo;
+    size_t before = 0;
+    for (size_t i = 0; i < lo; i++)
+        before += p->cn[i];
+    if (lo == p->nc)
+        return before;
+    const uint32_t *v = p->v[lo];
+    size_t a = 0, b = p->cn[lo];
+    while (a < b) {
+        size_t mid = a + (b - a) / 2;
+        if (blk_less(&m->b[v[mid]], &key))
+            a = mid + 1;
+        else
+            b = mid;
+    }
+    return before + a;
 }
 
 /* Room for `more` entries in the array *v of *cap entries holding n. */
@@ -99,18 +153,46 @@ static int vec_reserve(uint32_t **v, size_t *cap, size_t n, size_t more)
     return 0;
 }
 
-/* Room for one more block in p, so that the insert that follows a change cannot fail halfway;
- * the scratch array of release_blocks grows with the pools, so that it never has to grow there. */
+/* Room for `more` inserts in p (a spare chunk for each, as each may split a full chunk, and a
+ * place for each in the chunk list), so that the inserts that follow a change cannot fail
+ * halfway; the scratch array of release_blocks grows with the pools (at least n + more: every
+ * insert is preceded by a pool_room), so that it never has to grow there. */
 static int pool_room(gmp_cca *m, pool *p, size_t more)
 {
-    if (vec_reserve(&p->v, &p->cap, p->n, more) != 0)
+    if (more > SPARES)
         return -1;
-    if (m->cfg.expandable_segments && m->capscratch < p->cap) {
-        uint32_t *ns = realloc(m->scratch, p->cap * sizeof *ns);
+    if (p->nc + more > p->capc) {
+        size_t nc = p->capc ? p->capc * 2 : 8;
+        while (nc < p->nc + more)
+            nc *= 2;
+        uint32_t **nv = realloc(p->v, nc * sizeof *nv);
+        if (nv)
+            p->v = nv;
+        uint32_t *ncn = realloc(p->cn, nc * sizeof *ncn);
+        if (ncn)
+            p->cn = ncn;
+        pkey *nl = realloc(p->last, nc * sizeof *nl);
+        if (nl)
+            p->last = nl;
+        if (!nv || !ncn || !nl)
+            return -1;
+        p->capc = nc;
+    }
+    while (p->nspare < more) {
+        uint32_t *c = malloc(CHUNK * sizeof *c);
+        if (!c)
+            return -1;
+        p->spare[p->nspare++] = c;
+    }
+    if (m->cfg.expandable_segments && m->capscratch < p->n + more) {
+        size_t nc = m->capscratch ? m->capscratch * 2 : 64;
+        while (nc < p->n + more)
+            nc *= 2;
+        uint32_t *ns = realloc(m->scratch, nc * sizeof *ns);
         if (!ns)
             return -1;
         m->scratch = ns;
-        m->capscratch = p->cap;
+        m->capscratch = nc;
     }
     return 0;
 }
@@ -120,23 +202,108 @@ static int pool_reserve(gmp_cca *m, pool *p)
     return pool_room(m, p, 1);
 }
 
-/* Insert block i; the caller has called pool_reserve since the last insert. As
+/* last[ci] after chunk ci's last block changed. */
+static void chunk_fix(const gmp_cca *m, pool *p, size_t ci)
+{
+    const blk *x = &m->b[p->v[ci][p->cn[ci] - 1]];
+    p->last[ci] = (pkey){x->stream, x->size, x->addr};
+}
+
+/* A chunk enters the list at ci (a spare, empty); pool_room left one and a place for it. */
+static void chunk_add(pool *p, size_t ci)
+{
+    memmove(p->v + ci + 1, p->v + ci, (p->nc - ci) * sizeof *p->v);
+    memmove(p->cn + ci + 1, p->cn + ci, (p->nc - ci) * sizeof *p->cn);
+    memmove(p->last + ci + 1, p->last + ci, (p->nc - ci) * sizeof *p->last);
+    p->v[ci] = p->spare[--p->nspare];
+    p->cn[ci] = 0;
+    p->nc++;
+}
+
+/* Chunk ci leaves the list (it is empty, or merged into its neighbour): kept as a spare. */
+static void chunk_drop(pool *p, size_t ci)
+{
+    if (p->nspare < SPARES)
+        p->spare[p->nspare++] = p->v[ci];
+    else
+        free(p->v[ci]);
+    memmove(p->v + ci, p->v + ci + 1, (p->nc - ci - 1) * sizeof *p->v);
+    memmove(p->cn + ci, p->cn + ci + 1, (p->nc - ci - 1) * sizeof *p->cn);
+    memmove(p->last + ci, p->last + ci + 1, (p->nc - ci - 1) * sizeof *p->last);
+    p->nc--;
+}
+
+/* Insert block i at position at (<= p->n); pool_room has left room for this insert. A full chunk
+ * is split in two halves first (its upper half into a spare). */
+static void pool_insert_at(const gmp_cca *m, pool *p, size_t at, uint32_t i)
+{
+    size_t ci, off;
+    if (p->nc == 0) {
+        chunk_add(p, 0);
+        ci = off = 0;
+    } else if (at == p->n) {
+        ci = p->nc - 1;
+        off = p->cn[ci];
+    } else {
+        ci = pool_locate(p, at, &off);
+    }
+    if (p->cn[ci] == CHUNK) {
+        chunk_add(p, ci + 1);
+        memcpy(p->v[ci + 1], p->v[ci] + CHUNK / 2, (CHUNK / 2) * sizeof **p->v);
+        p->cn[ci + 1] = CHUNK / 2;
+        p->cn[ci] = CHUNK / 2;
+        chunk_fix(m, p, ci);
+        chunk_fix(m, p, ci + 1);
+        if (off > CHUNK / 2) {
+            ci++;
+            off -= CHUNK / 2;
+        }
+    }
+    uint32_t *v = p->v[ci];
+    memmove(v + off + 1, v + off, (p->cn[ci] - off) * sizeof *v);
+    v[off] = i;
+    p->cn[ci]++;
+    p->n++;
+    if (off + 1 == p->cn[ci])
+        chunk_fix(m, p, ci);
+}
+
+/* Insert block i; the caller has called pool_room (pool_reserve) for it. As
  * BlockPool::insert_into_blocks, the block's age counts from the pool's current get_free_block
  * count. */
 static void pool_insert(gmp_cca *m, pool *p, uint32_t i)
 {
     blk *x = &m->b[i];
     x->gc_base = p->gfb_calls;
-    size_t at = lower_bound(m, p, x->stream, x->size, x->addr);
-    memmove(p->v + at + 1, p->v + at, (p->n - at) * sizeof *p->v);
-    p->v[at] = i;
-    p->n++;
+    pool_insert_at(m, p, lower_bound(m, p, x->stream, x->size, x->addr), i);
 }
 
-static void pool_erase_at(pool *p, size_t at)
+static void pool_erase_at(const gmp_cca *m, pool *p, size_t at)
 {
-    memmove(p->v + at, p->v + at + 1, (p->n - at - 1) * sizeof *p->v);
+    size_t off, ci = pool_locate(p, at, &off);
+    uint32_t *v = p->v[ci];
+    memmove(v + off, v + off + 1, (p->cn[ci] - off - 1) * sizeof *v);
+    p->cn[ci]--;
     p->n--;
+    /* a chunk under a quarter full merges with a neighbour it fits in, so that the chunks stay
+     * few (at most about 4 n / CHUNK + 1) */
+    if (p->cn[ci] == 0) {
+        chunk_drop(p, ci);
+    } else if (p->cn[ci] < CHUNK / 4 && ci + 1 < p->nc && p->cn[ci] + p->cn[ci + 1] <= CHUNK) {
+        memcpy(v + p->cn[ci], p->v[ci + 1], p->cn[ci + 1] * sizeof *v);
+        p->cn[ci] += p->cn[ci + 1];
+        p->last[ci] = p->last[ci + 1];
+        chunk_drop(p, ci + 1);
+    } else if (p->cn[ci] < CHUNK / 4 && ci > 0 && p->cn[ci] + p->cn[ci - 1] <= CHUNK) {
+        memcpy(p->v[ci - 1] + p->cn[ci - 1], v, p->cn[ci] * sizeof *v);
+        p->cn[ci - 1] += p->cn[ci];
+        p->last[ci - 1] = p->last[ci];
+        if (off == p->cn[ci]) /* the erased one was the last */
+            chunk_fix(m, p, ci - 1);
+        chunk_drop(p, ci);
+    } else if (off == p->cn[ci]) {
+        chunk_fix(m, p, ci);
+    }
 }
 
 /* Erase block i, which must be in p (its key is unique: addresses do not repeat). */
@@ -144,8 +311,20 @@ static void pool_erase(gmp_cca *m, pool *p, uint32_t i)
 {
     const blk *x = &m->b[i];
     size_t at = lower_bound(m, p, x->stream, x->size, x->addr);
-    if (at < p->n && p->v[at] == i)
-        pool_erase_at(p, at);
+    if (at < p->n && pool_at(p, at) == i)
+        pool_erase_at(m, p, at);
+}
+
+static void pool_free(pool *p)
+{
+    for (size_t i = 0; i < p->nc; i++)
+        free(p->v[i]);
+    for (size_t i = 0; i < p->nspare; i++)
+        free(p->spare[i]);
+    free(p->v);
+    free(p->cn);
+    free(p->last);
+    free(p->u);
 }
 
 /* BlockPool::unmapped is ordered by BlockComparatorAddress: stream, then address. The first
@@ -300,10 +479,8 @@ void gmp_cca_destroy(gmp_cca *m)
     if (!m)
         return;
     free(m->b);
-    free(m->small.v);
-    free(m->large.v);
-    free(m->small.u);
-    free(m->large.u);
+    pool_free(&m->small);
+    pool_free(&m->large);
     free(m->pend);
     free(m->scratch);
     free(m);
@@ -338,25 +515,28 @@ static uint32_t get_free_block(gmp_cca *m, pool *p, uint64_t stream, uint64_t si
     if (m->gc)
         p->gfb_calls++; /* "Track block reuse interval only when garbage collection is enabled" */
     size_t at = lower_bound(m, p, stream, size, 0);
-    if (at == p->n || m->b[p->v[at]].stream != stream)
+    uint32_t i = at < p->n ? pool_at(p, at) : NONE;
+    if (i == NONE || m->b[i].stream != stream)
         return NONE;
-    if (m->b[p->v[at]].exp) {
+    if (m->b[i].exp) {
         /* With expandable segments on, a block that can grow (it ends where its segment's
          * unmapped rest begins) is passed over for the next larger block of the stream while
          * that one's expandable_size is smaller. */
-        while (m->b[p->v[at]].exp && at + 1 < p->n && m->b[p->v[at + 1]].stream == stream &&
-               expandable_size(m, p->v[at + 1]) < expandable_size(m, p->v[at]))
+        uint32_t nx;
+        while (m->b[i].exp && at + 1 < p->n && m->b[nx = pool_at(p, at + 1)].stream == stream &&
+               expandable_size(m, nx) < expandable_size(m, i)) {
             at++;
+            i = nx;
+        }
     }
-    const blk *x = &m->b[p->v[at]];
+    const blk *x = &m->b[i];
     /* "Do not return an oversized block for a large request" */
     if (size < m->max_split && x->size >= m->max_split)
         return NONE;
     /* "Allow oversized block size to be rounded up but within a limit" */
     if (size >= m->max_split && x->size >= size + GMP_CCA_LARGE_BUFFER)
         return NONE;
-    uint32_t i = p->v[at];
-    pool_erase_at(p, at);
+    pool_erase_at(m, p, at);
     return i;
 }
 
@@ -476,7 +656,10 @@ static int map_block(gmp_cca *m, pool *p, uint32_t i, uint64_t size)
     if (m->cfg.capacity && (len > m->cfg.capacity || m->st.reserved > m->cfg.capacity - len))
         return GMP_CCA_OOM;
     uint32_t rest = NONE;
-    if (pool_room(m, p, 1) != 0 || vec_reserve(&p->u, &p->capu, p->nu, 1) != 0)
+    /* room for two inserts, of which this one uses at most one: the room gmp_cca_alloc reserved
+     * for its split's insert survives the maps try_allocate_expandable_block makes (an insert may
+     * take a spare chunk; the erases that follow need not give it back) */
+    if (pool_room(m, p, 2) != 0 || vec_reserve(&p->u, &p->capu, p->nu, 1) != 0)
         return GMP_CCA_ENOMEM;
     if (len < m->b[i].size && (rest = new_blk(m)) == NONE)
         return GMP_CCA_ENOMEM;
@@ -541,18 +724,18 @@ static int try_allocate_expandable_block(gmp_cca *m, pool *p, uint64_t stream, u
 /* release_block: cudaFree of a whole (unsplit, cached) segment. */
 static void release_block_at(gmp_cca *m, pool *p, size_t at)
 {
-    uint32_t i = p->v[at];
+    uint32_t i = pool_at(p, at);
     m->st.reserved -= m->b[i].size;
     m->st.segments_freed++;
     hook(m, GMP_CCA_SEGMENT_FREE, m->b[i].addr, m->b[i].size);
-    pool_erase_at(p, at);
+    pool_erase_at(m, p, at);
     drop_blk(m, i);
 }
 
 /* unmap_block: a free block of an expandable segment gives back the pages that lie wholly inside
  * it (ExpandableSegment::unmap: segmentRight(ptr) to segmentLeft(ptr + size)); the bytes before
  * and after them stay as free mapped blocks; the unmapped range merges with the unmapped ones
- * beside it. The block must be cached in p (p->v). If the host is out of memory, the block stays
+ * beside it. The block must be cached in p. If the host is out of memory, the block stays
  * mapped (nothing is released rather than a half-done change). */
 static void unmap_block(gmp_cca *m, pool *p, uint32_t i)
 {
@@ -618,22 +801,32 @@ static void unmap_block(gmp_cca *m, pool *p, uint32_t i)
  * (release_expandable_segment). */
 static void release_blocks(gmp_cca *m, pool *p)
 {
-    size_t w = 0, nx = 0;
-    for (size_t r = 0; r < p->n; r++) {
-        uint32_t i = p->v[r];
-        if (m->b[i].exp) {
-            m->scratch[nx++] = i; /* capscratch >= p->cap (pool_reserve) */
-            p->v[w++] = i;
-        } else if (whole(m, i)) {
-            m->st.reserved -= m->b[i].size;
-            m->st.segments_freed++;
-            hook(m, GMP_CCA_SEGMENT_FREE, m->b[i].addr, m->b[i].size);
-            drop_blk(m, i);
+    size_t nx = 0;
+    for (size_t ci = 0; ci < p->nc;) { /* chunk by chunk, each compacted in place */
+        uint32_t *v = p->v[ci], w = 0;
+        for (uint32_t r = 0; r < p->cn[ci]; r++) {
+            uint32_t i = v[r];
+            if (m->b[i].exp) {
+                m->scratch[nx++] = i; /* capscratch >= p->n (pool_room) */
+                v[w++] = i;
+            } else if (whole(m, i)) {
+                m->st.reserved -= m->b[i].size;
+                m->st.segments_freed++;
+                hook(m, GMP_CCA_SEGMENT_FREE, m->b[i].addr, m->b[i].size);
+                drop_blk(m, i);
+            } else {
+                v[w++] = i;
+            }
+        }
+        p->n -= p->cn[ci] - w;
+        p->cn[ci] = w;
+        if (w == 0) {
+            chunk_drop(p, ci);
         } else {
-            p->v[w++] = i;
+            chunk_fix(m, p, ci);
+            ci++;
         }
     }
-    p->n = w;
     for (size_t k = 0; k < nx; k++) {
         uint32_t i = m->scratch[k];
         unmap_block(m, p, i);
@@ -698,8 +891,8 @@ static void garbage_collect_cached_blocks(gmp_cca *m)
     uint64_t target = m->st.reserved - gc_threshold, reclaimed = 0, total_age = 0;
     uint64_t freeable = 0;
     for (size_t r = 0; r < p->n; r++)
-        if (whole(m, p->v[r])) {
-            total_age += p->gfb_calls - m->b[p->v[r]].gc_base;
+        if (whole(m, pool_at(p, r))) {
+            total_age += p->gfb_calls - m->b[pool_at(p, r)].gc_base;
             freeable++;
         }
     int freed = 1;
@@ -708,7 +901,7 @@ static void garbage_collect_cached_blocks(gmp_cca *m)
         freed = 0;
         size_t r = 0;
         while (r < p->n) {
-            uint32_t i = p->v[r];
+            uint32_t i = pool_at(p, r);
             uint64_t age = p->gfb_calls - m->b[i].gc_base;
             if (whole(m, i) && (double)age >= age_threshold) {
                 freed = 1;
@@ -733,15 +926,15 @@ static int release_available_cached_blocks(gmp_cca *m, pool *p, uint64_t stream,
         return 0;
     uint64_t key = size < m->max_split ? m->max_split : size;
     size_t at = lower_bound(m, p, stream, key, 0);
-    if (at == p->n || m->b[p->v[at]].stream != stream) {
+    if (at == p->n || m->b[pool_at(p, at)].stream != stream) {
         if (at == 0)
             return 0;
         uint64_t released = 0;
         at--;
         for (;;) {
-            const blk *x = &m->b[p->v[at]];
+            const blk *x = &m->b[pool_at(p, at)];
             if (released >= key || x->size < m->max_split || x->stream != stream ||
-                !whole(m, p->v[at]))
+                !whole(m, pool_at(p, at)))
                 break;
             released += x->size;
             release_block_at(m, p, at);
@@ -751,7 +944,7 @@ static int release_available_cached_blocks(gmp_cca *m, pool *p, uint64_t stream,
         }
         return released >= key;
     }
-    if (!whole(m, p->v[at]))
+    if (!whole(m, pool_at(p, at)))
         return 0;
     release_block_at(m, p, at);
     return 1;
@@ -939,9 +1132,10 @@ size_t gmp_cca_free_blocks(const gmp_cca *m, uint64_t *largest)
     uint64_t big = 0;
     const pool *ps[2] = {&m->small, &m->large};
     for (int k = 0; k < 2; k++)
-        for (size_t r = 0; r < ps[k]->n; r++)
-            if (m->b[ps[k]->v[r]].size > big)
-                big = m->b[ps[k]->v[r]].size;
+        for (size_t ci = 0; ci < ps[k]->nc; ci++)
+            for (uint32_t r = 0; r < ps[k]->cn[ci]; r++)
+                if (m->b[ps[k]->v[ci][r]].size > big)
+                    big = m->b[ps[k]->v[ci][r]].size;
     if (largest)
         *largest = big;
     return m->small.n + m->large.n;

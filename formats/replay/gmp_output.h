@@ -55,6 +55,10 @@ typedef struct gmp_output_opts {
     gmp_output_symbolize_fn symbolize; /* native frames; NULL: "module+0xoffset" */
     void *symbolize_ctx;
     int all_frames; /* stacks keep every frame; else internal frames (gmp_frames.h) are folded */
+    /* HTML view: per trace (by index; NULL: none), the recorded reserve and the one a setting's
+     * model replays (gmp_whatif.h, `convert --whatif CONF`), drawn as two lines; the setting */
+    const struct gmp_whatif_reserve *const *whatif;
+    const char *whatif_name;
 } gmp_output_opts;
 
 /* One trace of the conversion, as outputs should show it. */

@@ -113,17 +113,90 @@ static int async_tensor(const gmp_reader *r, const gmp_rec_mem *m, int is_alloc,
            !recorded[m->device].cca_allocs && is_async_api(r, m->api, is_alloc);
 }
 
+/* ---- the reserve over time (gmp_whatif_series) ---- */
+
+static gmp_whatif_series *series_new(void)
+{
+    gmp_whatif_series *s = calloc(1, sizeof *s);
+    if (s && !(s->max = malloc(GMP_WHATIF_SERIES_BUCKETS * sizeof *s->max))) {
+        free(s);
+        return NULL;
+    }
+    return s;
+}
+
+void gmp_whatif_series_free(gmp_whatif_series *s)
+{
+    if (s)
+        free(s->max);
+    free(s);
+}
+
+/* The model held `before` until time t, then `after`. */
+static void series_add(gmp_whatif_series *s, uint64_t t, uint64_t before, uint64_t after)
+{
+    if (s->n == 0) {
+        s->t0_ns = t;
+        s->width_ns = 1024;
+        s->max[0] = before;
+        s->n = 1;
+    }
+    uint64_t i = t > s->t0_ns ? (t - s->t0_ns) / s->width_ns : 0;
+    while (i >= GMP_WHATIF_SERIES_BUCKETS) { /* merge pairs: the width doubles */
+        size_t k = 0;
+        for (; 2 * k < s->n; k++)
+            s->max[k] = 2 * k + 1 < s->n && s->max[2 * k + 1] > s->max[2 * k] ? s->max[2 * k + 1]
+                                                                              : s->max[2 * k];
+        s->n = k;
+        s->width_ns *= 2;
+        i = (t - s->t0_ns) / s->width_ns;
+    }
+    for (; s->n <= i; s->n++) /* buckets nothing happened in hold what was reserved */
+        s->max[s->n] = before;
+    if (after > s->max[i])
+        s->max[i] = after;
+    if (after > s->peak)
+        s->peak = after;
+}
+
+uint64_t gmp_whatif_series_max(const gmp_whatif_series *s, uint64_t t0, uint64_t t1)
+{
+    if (!s || !s->n || t1 < s->t0_ns || t1 < t0)
+        return 0;
+    uint64_t a = t0 > s->t0_ns ? (t0 - s->t0_ns) / s->width_ns : 0;
+    uint64_t b = (t1 - s->t0_ns) / s->width_ns;
+    if (a >= s->n)
+        return s->max[s->n - 1];
+    if (b >= s->n)
+        b = s->n - 1;
+    uint64_t m = 0;
+    for (uint64_t i = a; i <= b; i++)
+        if (s->max[i] > m)
+            m = s->max[i];
+    return m;
+}
+
 void gmp_whatif_free(gmp_whatif *w)
 {
-    for (size_t i = 0; i < w->ndevices; i++)
+    for (size_t i = 0; i < w->ndevices; i++) {
         free(w->devices[i].rows);
+        gmp_whatif_series_free(w->devices[i].series);
+    }
     free(w->devices);
     memset(w, 0, sizeof *w);
 }
 
 gmp_err gmp_whatif_scan(gmp_reader *r, gmp_whatif_recorded *rec, char *msg, size_t msglen)
 {
+    return gmp_whatif_scan_series(r, rec, NULL, msg, msglen);
+}
+
+gmp_err gmp_whatif_scan_series(gmp_reader *r, gmp_whatif_recorded *rec, gmp_whatif_series **series,
+                               char *msg, size_t msglen)
+{
     memset(rec, 0, GMP_WHATIF_MAX_DEVICES * sizeof *rec);
+    if (series)
+        memset(series, 0, GMP_WHATIF_MAX_DEVICES * sizeof *series);
     uint64_t *cur = calloc(GMP_WHATIF_MAX_DEVICES, sizeof *cur);
     dev pools; /* handle -> its reserved value, in two 32-bit halves */
     memset(&pools, 0, sizeof pools);
@@ -164,6 +237,7 @@ gmp_err gmp_whatif_scan(gmp_reader *r, gmp_whatif_recorded *rec, char *msg, size
         size_t s = find(&pools, p->pool);
         uint64_t old =
             pools.keys[s] ? ((uint64_t)pools.ids[2 * s] << 32 | pools.ids[2 * s + 1]) : 0;
+        uint64_t was = cur[p->device];
         if (p->op == GMP_POOL_CREATE) {
             if (p->pool != GMP_TORCH_EXPANDABLE_POOL(p->device))
                 d->segments++;
@@ -185,6 +259,14 @@ gmp_err gmp_whatif_scan(gmp_reader *r, gmp_whatif_recorded *rec, char *msg, size
             erase(&pools, s, 2);
             pools.used--;
         }
+        if (series && p->op != GMP_POOL_CREATE) {
+            gmp_whatif_series **ps = &series[p->device];
+            if (!*ps && !(*ps = series_new())) {
+                e = GMP_ERR_NOMEM;
+                break;
+            }
+            series_add(*ps, x->time_ns, was, cur[p->device]);
+        }
         if (cur[p->device] > d->peak_reserved)
             d->peak_reserved = cur[p->device];
     }
@@ -200,6 +282,13 @@ gmp_err gmp_whatif_scan(gmp_reader *r, gmp_whatif_recorded *rec, char *msg, size
 gmp_err gmp_whatif_run(gmp_reader *r, const gmp_cca_config *cfgs, size_t ncfg, uint64_t capacity,
                        const gmp_whatif_recorded *recorded, gmp_whatif *out, char *msg,
                        size_t msglen)
+{
+    return gmp_whatif_run_series(r, cfgs, ncfg, capacity, recorded, SIZE_MAX, out, msg, msglen);
+}
+
+gmp_err gmp_whatif_run_series(gmp_reader *r, const gmp_cca_config *cfgs, size_t ncfg,
+                              uint64_t capacity, const gmp_whatif_recorded *recorded,
+                              size_t series_cfg, gmp_whatif *out, char *msg, size_t msglen)
 {
     memset(out, 0, sizeof *out);
     out->nconfigs = ncfg;
@@ -257,6 +346,10 @@ gmp_err gmp_whatif_run(gmp_reader *r, const gmp_cca_config *cfgs, size_t ncfg, u
                 od->rows[c].modelled = d->models[c] != NULL;
                 od->rows[c].capacity = cap;
             }
+            if (series_cfg < ncfg && d->models[series_cfg] && !(od->series = series_new())) {
+                e = GMP_ERR_NOMEM;
+                break;
+            }
         }
         if (is_alloc) {
             if (m->flags & GMP_MEMF_FAILED) {
@@ -278,8 +371,12 @@ gmp_err gmp_whatif_run(gmp_reader *r, const gmp_cca_config *cfgs, size_t ncfg, u
                     /* an address allocated again without its free: the old block is freed first */
                     if (s != (size_t)-1 && !fresh && d->ids[s * ncfg + c] != NOID)
                         gmp_cca_free(mo, d->ids[s * ncfg + c]);
+                    gmp_whatif_series *ser = c == series_cfg ? od->series : NULL;
+                    uint64_t before = ser ? gmp_cca_get_stats(mo)->reserved : 0;
                     int rc = gmp_cca_alloc(mo, m->size, m->stream, &id);
                     gmp_whatif_row *w = &od->rows[c];
+                    if (ser)
+                        series_add(ser, rec->time_ns, before, gmp_cca_get_stats(mo)->reserved);
                     if (rc == GMP_CCA_ENOMEM) {
                         e = GMP_ERR_NOMEM;
                         break;
@@ -344,4 +441,59 @@ gmp_err gmp_whatif_run(gmp_reader *r, const gmp_cca_config *cfgs, size_t ncfg, u
     if (e != GMP_OK)
         gmp_whatif_free(out);
     return e;
+}
+
+/* ---- both reserves for the views ---- */
+
+void gmp_whatif_reserve_free(gmp_whatif_reserve *rs)
+{
+    gmp_whatif_free(&rs->w);
+    for (size_t i = 0; rs->recorded && i < GMP_WHATIF_MAX_DEVICES; i++)
+        gmp_whatif_series_free(rs->recorded[i]);
+    free(rs->recorded);
+    free(rs->rec);
+    memset(rs, 0, sizeof *rs);
+}
+
+gmp_err gmp_whatif_reserve_of(const char *path, const gmp_cca_config *cfg, uint64_t capacity,
+                              gmp_whatif_reserve *out, char *msg, size_t msglen)
+{
+    memset(out, 0, sizeof *out);
+    out->rec = calloc(GMP_WHATIF_MAX_DEVICES, sizeof *out->rec);
+    out->recorded = calloc(GMP_WHATIF_MAX_DEVICES, sizeof *out->recorded);
+    if (!out->rec || !out->recorded) {
+        gmp_whatif_reserve_free(out);
+        snprintf(msg, msglen, "out of memory");
+        return GMP_ERR_NOMEM;
+    }
+    gmp_err e = GMP_OK;
+    for (int pass = 0; pass < 2 && e == GMP_OK; pass++) {
+        gmp_reader *r = NULL;
+        if ((e = gmp_reader_open(&r, path, NULL)) != GMP_OK) {
+            const char *m = gmp_reader_open_error();
+            snprintf(msg, msglen, "%s", m && *m ? m : gmp_err_str(e));
+            break;
+        }
+        e = pass == 0
+                ? gmp_whatif_scan_series(r, out->rec, out->recorded, msg, msglen)
+                : gmp_whatif_run_series(r, cfg, 1, capacity, out->rec, 0, &out->w, msg, msglen);
+        gmp_reader_close(r);
+    }
+    if (e != GMP_OK)
+        gmp_whatif_reserve_free(out);
+    return e;
+}
+
+const gmp_whatif_series *gmp_whatif_reserve_replayed(const gmp_whatif_reserve *rs, int32_t id)
+{
+    if (!rs || id < 0 || (size_t)id >= rs->w.ndevices)
+        return NULL;
+    return rs->w.devices[id].series;
+}
+
+const gmp_whatif_series *gmp_whatif_reserve_recorded(const gmp_whatif_reserve *rs, int32_t id)
+{
+    if (!rs || !rs->recorded || id < 0 || id >= GMP_WHATIF_MAX_DEVICES)
+        return NULL;
+    return rs->recorded[id];
 }

@@ -37,6 +37,23 @@ def run(cmd):
     return gmp_testlib.run(cmd).stdout
 
 
+def recorded_peak(path, dev):
+    """PyTorch's peak reserved on device dev, by Python's pickle module: the reserve before the
+    window (the final segments less the window's net change) plus the window's running maximum."""
+    import pickle
+    with open(path, "rb") as f:
+        snap = pickle.load(f)
+    run = peak = 0
+    for e in snap["device_traces"][dev]:
+        if e["action"] in ("segment_alloc", "segment_map"):
+            run += e["size"]
+        elif e["action"] in ("segment_free", "segment_unmap"):
+            run -= e["size"]
+        peak = max(peak, run)
+    final = sum(s["total_size"] for s in snap["segments"] if s.get("device") == dev)
+    return final - run + peak
+
+
 def main():
     gmp, data, snaps, nsys, nodedeps, work = sys.argv[1:7]
     gmp = gmp_testlib.gpumemprof(gmp)
@@ -68,7 +85,30 @@ def main():
               if name in ("basic", "multi", "small-step", "gemm")]
     cases += [("convreport-" + name, inputs, frames) for name, inputs, frames in cases
               if name in ("basic", "small-step")]
+    # --whatif CONF: the recorded reserve and the one the model replays under CONF, two lines
+    train = os.path.join(snaps, "transformer-train-step-adamw.pickle")
+    qwen = os.path.join(snaps, "qwen3-expandable-3gpu-oom.pickle")
+    whatif_cases = [("whatif-train-step-own", train, "expandable_segments:False"),
+                    ("whatif-train-step-128", train, "max_split_size_mb:128"),
+                    ("whatif-qwen3", qwen, "max_split_size_mb:128")]
     spec, peaks, wcats, starts, finds = [], {}, {}, {}, {}
+    wants = {}
+    for name, inp, conf in whatif_cases:
+        page = os.path.join(work, name + ".html")
+        run([gmp, "convert", inp, "--html-view", page, "--whatif", conf, "--no-progress"])
+        w = json.loads(run([gmp, "whatif", inp, "--format", "json", "--alloc-conf", conf]))
+        first = next((o["device"] for o in json.loads(run([gmp, "report", "--format", "json",
+                                                               inp]))["ooms"][:1]), None)
+        dev = next(d for d in w["devices"] if first is None or d["id"] == first)
+        # the recorded line's top is PyTorch's peak reserved as Python's pickle module reads it;
+        # the replayed line's is whatif's figure for CONF, and under the recording's own
+        # settings (the train step's: the defaults) PyTorch's again
+        wants[page] = {"name": conf, "recorded": recorded_peak(inp, dev["id"]),
+                       "replayed": dev["configs"][1]["peak_reserved_bytes"]}
+        if name.endswith("-own"):
+            wants[page]["replayed_is_recorded"] = True
+        spec.append({"file": page, "frames": [], "report": False})
+        peaks[page] = None
     for name, inputs, frames in cases:
         for i in inputs:
             if not os.path.exists(i):
@@ -165,6 +205,25 @@ def main():
                 f.append("the report has no interactive view in its <div id=gmp-view>: %s" % ir)
             elif not ir.get("svgs") or not ir.get("h1", "").startswith("gpumemprof report"):
                 f.append("the report's own heading or static timeline is gone: %s" % ir)
+        rs = r.get("reserve")
+        if s["file"] in wants:
+            w = wants[s["file"]]
+            if not rs or rs.get("name") != w["name"] or rs.get("recorded") != w["recorded"] or \
+                    rs.get("replayed") != w["replayed"]:
+                f.append("reserve lines drawn %s, want %s" % (rs, w))
+            if w.get("replayed_is_recorded") and w["replayed"] != w["recorded"]:
+                f.append("replayed under its own settings %d, PyTorch's %d" %
+                         (w["replayed"], w["recorded"]))
+            if not r.get("replayedPixels"):
+                f.append("the replayed reserve's line is not on the canvas")
+            if f:
+                fails.append("%s: %s" % (name, "; ".join(f)))
+            else:
+                print("ok: %s: reserve lines recorded %d, replayed %d (%s), %d pixels"
+                      % (name, rs["recorded"], rs["replayed"], rs["name"], r["replayedPixels"]))
+            continue
+        if rs is not None or r.get("replayedPixels"):
+            f.append("a reserve line without --whatif: %s" % rs)
         want = peaks[s["file"]]
         start, ooms = starts[s["file"]]
         if r.get("draws") and want and r.get("start") != start:

@@ -9,6 +9,8 @@
 //   hovers       texts of the tooltip along the peak column, bottom to top
 //   zoom         the window after a mouse drag over the middle fifth, and after a wheel step
 //   link         a click on the first breakdown row selects it (class "sel") and redraws
+//   reserve      --whatif: the highest recorded and replayed reserve drawn (window.gmpReserve);
+//                replayedPixels: pixels of the replayed line's colour
 //   errors       console errors and exceptions
 //   node htmlview_check.js NODE_MODULES CHROMIUM SPEC.json
 'use strict';
@@ -52,6 +54,17 @@ const spec = JSON.parse(fs.readFileSync(specFile, 'utf8'));
       res.findingsFirst = await page.evaluate(() => {
         const f = document.getElementById('findings'), c = document.getElementById('chartwrap');
         return !!f && !!(f.compareDocumentPosition(c) & Node.DOCUMENT_POSITION_FOLLOWING);
+      });
+      // --whatif: the reserve lines as first drawn (the highest value of each in the window) and
+      // the replayed line's pixels (#8a2be2)
+      res.reserve = await page.evaluate(() => window.gmpReserve || null);
+      res.replayedPixels = await page.evaluate(() => {
+        const c = document.getElementById('chart');
+        const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;
+        let n = 0;
+        for (let i = 0; i < d.length; i += 4)
+          if (Math.abs(d[i] - 138) < 8 && Math.abs(d[i + 1] - 43) < 8 && Math.abs(d[i + 2] - 226) < 8) n++;
+        return n;
       });
       res.painted = await page.evaluate(() => {
         const c = document.getElementById('chart');

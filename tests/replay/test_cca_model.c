@@ -758,6 +758,141 @@ static void test_exp_random_invariants(void **state)
     random_run(1);
 }
 
+/* get_free_block's best fit over a pool of thousands of cached blocks (more than the model's
+ * chunks hold, so that they split and merge): 3000 whole segments of 10 to 1008 MiB (many of the
+ * same size) are freed in a random order, then 4000 random requests each take what a brute-force
+ * search of the cached blocks says PyTorch's std::set gives (the smallest block of at least the
+ * request, the lowest address among equal sizes; its rest cached again), or a new segment when
+ * none fits. */
+static void test_best_fit_many(void **state)
+{
+    (void)state;
+    enum { K = 3000, R = 4000 };
+    static uint64_t csize[K + R], caddr[K + R]; /* the cached blocks (size 0: gone) */
+    static uint32_t ids[K];
+    size_t nc = 0;
+    uint64_t rng = 0x2545f4914f6cdd1dull;
+    gmp_cca *m = mk(0, 0, 0);
+    const gmp_cca_stats *st = gmp_cca_get_stats(m);
+    for (size_t i = 0; i < K; i++) {
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        csize[i] = 10 * MiB + 2 * MiB * (rng % 500);
+        ids[i] = take(m, csize[i], 0);
+        caddr[i] = addr_of(m, ids[i]);
+        assert_int_equal(size_of(m, ids[i]), csize[i]);
+    }
+    nc = K;
+    for (size_t i = K; i > 1; i--) { /* freed in a random order */
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        size_t j = (size_t)(rng % i);
+        uint32_t t = ids[i - 1];
+        ids[i - 1] = ids[j];
+        ids[j] = t;
+    }
+    for (size_t i = 0; i < K; i++)
+        assert_int_equal(gmp_cca_free(m, ids[i]), GMP_CCA_OK);
+    assert_int_equal(gmp_cca_free_blocks(m, NULL), K);
+    for (size_t r = 0; r < R; r++) {
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        uint64_t want = 2 * MiB * (1 + rng % 505);
+        size_t best = SIZE_MAX;
+        for (size_t i = 0; i < nc; i++)
+            if (csize[i] >= want && (best == SIZE_MAX || csize[i] < csize[best] ||
+                                     (csize[i] == csize[best] && caddr[i] < caddr[best])))
+                best = i;
+        uint64_t segs = st->segments_alloc;
+        uint32_t id = take(m, want, 0);
+        if (best == SIZE_MAX) {
+            assert_int_equal(st->segments_alloc, segs + 1);
+            continue;
+        }
+        assert_int_equal(st->segments_alloc, segs);
+        assert_int_equal(addr_of(m, id), caddr[best]);
+        /* should_split in the large pool: the rest (a multiple of 2 MiB here) stays cached */
+        if (csize[best] > want) {
+            csize[nc] = csize[best] - want;
+            caddr[nc++] = caddr[best] + want;
+        }
+        csize[best] = 0;
+    }
+    gmp_cca_destroy(m);
+}
+
+/* The same best fit with expandable segments on, over more cached blocks than the model's chunks
+ * hold: 3000 small requests (512 B to 32 KiB, multiples of 512) are cut one after the other from
+ * the small pool's expandable segment (its pages mapped as it runs out), every other one is freed
+ * (each between two allocated blocks: no merge; 1500 cached blocks), then each freed size is asked
+ * for once in a random order: it must get the lowest-address cached block of exactly that size
+ * (none of these can grow into the unmapped rest, so get_free_block's expandable_size does not
+ * pass them over), and give every byte back at the end. */
+static void test_exp_best_fit_many(void **state)
+{
+    (void)state;
+    enum { K = 3000 };
+    static uint64_t csize[K], caddr[K];
+    static uint32_t ids[K];
+    static size_t order[K / 2];
+    static uint8_t taken[K];
+    uint64_t rng = 0x853c49e6748fea9bull;
+    seg_log log;
+    gmp_cca *m = mk_exp(0, &log);
+    const gmp_cca_stats *st = gmp_cca_get_stats(m);
+    for (size_t i = 0; i < K; i++) {
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        csize[i] = 512 * (1 + rng % 64);
+        ids[i] = take(m, csize[i], 0);
+        caddr[i] = addr_of(m, ids[i]);
+        assert_int_equal(size_of(m, ids[i]), csize[i]);
+        if (i > 0) /* cut one after the other */
+            assert_int_equal(caddr[i], caddr[i - 1] + csize[i - 1]);
+    }
+    assert_int_equal(log.malloced, 0);
+    size_t nfree = 0;
+    for (size_t i = 0; i + 1 < K; i += 2) {
+        assert_int_equal(gmp_cca_free(m, ids[i]), GMP_CCA_OK);
+        order[nfree++] = i;
+    }
+    assert_true(gmp_cca_free_blocks(m, NULL) >= nfree); /* and the mapped rest at the end */
+    for (size_t i = nfree; i > 1; i--) {
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        size_t j = (size_t)(rng % i), t = order[i - 1];
+        order[i - 1] = order[j];
+        order[j] = t;
+    }
+    uint64_t maps = log.mapped;
+    for (size_t r = 0; r < nfree; r++) {
+        uint64_t want = csize[order[r]];
+        size_t best = SIZE_MAX;
+        for (size_t k = 0; k < nfree; k++) {
+            size_t i = order[k];
+            if (csize[i] == want && !taken[i] && (best == SIZE_MAX || caddr[i] < caddr[best]))
+                best = i;
+        }
+        assert_true(best != SIZE_MAX);
+        ids[best] = take(m, want, 0);
+        assert_int_equal(addr_of(m, ids[best]), caddr[best]);
+        taken[best] = 1;
+    }
+    assert_int_equal(log.mapped, maps); /* every request was served from the cache */
+    for (size_t i = 0; i < K; i++)
+        assert_int_equal(gmp_cca_free(m, ids[i]), GMP_CCA_OK);
+    gmp_cca_empty_cache(m);
+    assert_int_equal(st->allocated, 0);
+    assert_int_equal(st->reserved, 0);
+    assert_int_equal(log.mapped, log.unmapped);
+    gmp_cca_destroy(m);
+}
+
 int main(int argc, char **argv)
 {
     const struct CMUnitTest tests[] = {
@@ -785,6 +920,8 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_exp_random_invariants),
         cmocka_unit_test(test_exp_hostile),
         cmocka_unit_test(test_exp_deferred),
+        cmocka_unit_test(test_best_fit_many),
+        cmocka_unit_test(test_exp_best_fit_many),
         // clang-format on
     };
     if (argc > 1)

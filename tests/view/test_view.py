@@ -52,6 +52,12 @@ frames    a stack reads as in the report: on the diff tests' trace B (gen_traces
           on `gen_traces report alike` (no ranges: by user frame) the tree's roots are the
           report JSON's live_at_peak_by_frame rows, a call site whose outer frames are such
           addresses one root, stacks of nothing but such addresses one root `?`
+whatif    (test_view.py GPUMEMPROF GEN_TRACES whatif SNAPSHOT) --whatif CONF on the real train-step
+          snapshot: row 2 gives CONF's peak reserved as `whatif --format json` computes it (under
+          the recording's own settings, the defaults: PyTorch's own peak reserved, by Python's
+          pickle module), the y axis reaches the higher of that and the recorded reserve, the
+          replayed line and its legend are drawn; nothing of it without --whatif; a setting
+          whatif refuses, or --whatif with --follow, is a usage error (status 2)
 badinput  (no terminal needed) a file that is no recording, a trace cut in its first frame, a
           corrupt zstd frame: one line on stderr and status 1 before the screen changes; not a
           terminal: status 1; a bad option: status 2
@@ -700,6 +706,55 @@ def main():
             if ("out of memory on device 0, 100.00 GiB requested: " + why) not in status or \
                     not cur or "OUT OF MEMORY asking 100.00 GiB" not in cur[0]:
                 fail("v does not show the report's OOM verdict %r at the OOM:\n%s" % (why, s))
+        elif case == "whatif":
+            snap = sys.argv[4]
+            # PyTorch's peak reserved, by Python's pickle module: the reserve before the window
+            # (the final segments less the window's net change) plus the window's running maximum
+            d = load_snapshot(snap)
+            run = top = 0
+            for e in d["device_traces"][0]:
+                run += {"segment_alloc": e["size"], "segment_free": -e["size"]}.get(e["action"], 0)
+                top = max(top, run)
+            recorded = sum(x["total_size"] for x in d["segments"] if x["device"] == 0) - run + top
+            for conf in ("expandable_segments:False", "max_split_size_mb:128"):
+                w = json.loads(subprocess.run([gmp, "whatif", snap, "--format", "json",
+                                               "--alloc-conf", conf], check=True,
+                                              capture_output=True, text=True).stdout)
+                replayed = w["devices"][0]["configs"][1]["peak_reserved_bytes"]
+                # under the recording's own settings (the defaults) the model is PyTorch
+                if conf.startswith("expandable") and replayed != recorded:
+                    fail("whatif under the defaults: %d, PyTorch's %d" % (replayed, recorded))
+                t = Term("%s view %s --whatif %s" % (gmp, snap, conf), w=160, h=40)
+                s = t.wait("what-if %s: peak res" % conf, timeout=30)
+                lines = s.splitlines()
+                want = "what-if %s: peak res %s" % (conf, fmt_bytes(replayed))
+                if want not in lines[1]:
+                    fail("row 2 lacks %r:\n%s" % (want, s))
+                # the y axis reaches the higher of the two reserves; the line and its legend (on
+                # the timeline's second row; a findings row may come before the timeline)
+                y = next((i for i, l in enumerate(lines) if l.startswith("\u2501 what-if")), 3)
+                ytop = lines[y - 1][:10].strip()
+                if ytop != fmt_bytes(max(replayed, recorded)):
+                    fail("the timeline's top %s, not max(replayed %d, recorded %d)" %
+                         (ytop, replayed, recorded))
+                if not lines[y].startswith("\u2501 what-if") or \
+                        not any("\u2501" in l[11:] for l in lines[y - 1:y + 12]):
+                    fail("no replayed reserve line or legend in the timeline:\n%s" % s)
+                t.keys("q")
+                t.close()
+                t = None
+                print("whatif %s: peak res %s (recorded %s), axis %s" %
+                      (conf, fmt_bytes(replayed), fmt_bytes(recorded), ytop))
+            t = Term("%s view %s" % (gmp, snap), w=160, h=40)
+            s = t.wait("Live at cursor", timeout=30)
+            if "what-if" in s or "\u2501" in s:
+                fail("a replayed reserve without --whatif:\n%s" % s)
+            # a setting whatif refuses, or with --follow: usage errors (status 2)
+            for args in (["--whatif", "bogus:1"], ["--whatif", "max_split_size_mb:10"],
+                         ["--follow", "--whatif", "max_split_size_mb:128"]):
+                p = subprocess.run([gmp, "view", snap] + args, capture_output=True, text=True)
+                if p.returncode != 2 or "--whatif" not in p.stderr:
+                    fail("view %s: status %d, %r" % (" ".join(args), p.returncode, p.stderr))
         elif case == "badinput":
             text = os.path.join(tmp, "notes.txt")
             open(text, "w").write("hello, not a trace\n")

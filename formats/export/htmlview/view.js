@@ -155,6 +155,31 @@
     ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
     return { w, h, pw: w - M.l - M.r, ph: h - M.t - M.b };
   }
+  // the y axis: the device's peak allocated, or higher when a reserve is drawn (--whatif)
+  function yTop(d) {
+    const w = d.whatif || {};
+    return Math.max(d.peak || 1, w.replayed ? w.replayed.peak : 0, w.recorded ? w.recorded.peak : 0);
+  }
+  // a reserve over time ({pts: [[t, bytes]...], end}) as a step line; returns its highest value
+  // in the window
+  function reserveLine(s, X, Y, colour, dash) {
+    let most = 0;
+    ctx.strokeStyle = colour;
+    ctx.lineWidth = 2;
+    ctx.setLineDash(dash);
+    ctx.beginPath();
+    for (let k = 0; k < s.pts.length; k++) {
+      const t = s.pts[k][0], t1 = k + 1 < s.pts.length ? s.pts[k + 1][0] : s.end;
+      if (t1 >= win[0] && t <= win[1]) most = Math.max(most, s.pts[k][1]);
+      const y = Y(s.pts[k][1]);
+      if (k === 0) ctx.moveTo(X(t), y); else ctx.lineTo(X(t), y);
+      ctx.lineTo(X(t1), y);
+    }
+    ctx.stroke();
+    ctx.setLineDash([]);
+    ctx.lineWidth = 1;
+    return most;
+  }
   function pickLevel(d, pw) {
     const frac = (win[1] - win[0]) / d.span;
     for (let l = 0; l < d.levels.length; l++) if (d.levels[l] * frac >= pw) return l;
@@ -176,7 +201,7 @@
     }
     level = pickLevel(d, g.pw);
     const cols = d.levels[level];
-    const span = d.span, top = d.peak || 1;
+    const span = d.span, top = yTop(d);
     const X = (t) => M.l + (t - win[0]) / (win[1] - win[0]) * g.pw;
     const c0 = Math.max(0, Math.floor(win[0] / span * cols));
     const c1 = Math.min(cols - 1, Math.floor(win[1] / span * cols));
@@ -222,6 +247,23 @@
       oomsDrawn++;
     }
     ctx.lineWidth = 1;
+    // --whatif: the recorded reserve and the one the setting's model replays, with a legend
+    const w = d.whatif;
+    window.gmpReserve = null;
+    if (w) {
+      const Y = (b) => M.t + g.ph - b / top * g.ph;
+      const shown = { name: w.name, recorded: null, replayed: null };
+      // the recorded one drawn last (dashed): both show where they coincide
+      if (w.replayed) shown.replayed = reserveLine(w.replayed, X, Y, '#8a2be2', []);
+      if (w.recorded) shown.recorded = reserveLine(w.recorded, X, Y, '#222', [5, 5]);
+      ctx.font = '11px system-ui, sans-serif';
+      ctx.fillStyle = '#222';
+      ctx.fillText('- - reserved (recorded)', M.l + 8, M.t + 28);
+      ctx.fillStyle = '#8a2be2';
+      ctx.fillText(w.replayed ? '—— reserved under ' + w.name + ' (replayed)'
+        : w.name + ': no tensor of PyTorch\'s allocator to replay', M.l + 8, M.t + 42);
+      window.gmpReserve = shown;
+    }
     if (drag && Math.abs(drag.x1 - drag.x0) > 2) {
       ctx.fillStyle = 'rgba(60,110,255,.18)';
       ctx.fillRect(Math.min(drag.x0, drag.x1), M.t, Math.abs(drag.x1 - drag.x0), g.ph);
@@ -283,7 +325,7 @@
     const c = Math.min(cols - 1, Math.max(0, Math.floor(t / d.span * cols)));
     let y = M.t + g.ph;
     for (const s of segments(column(d, level, c))) {
-      const h = s.bytes / (d.peak || 1) * g.ph;
+      const h = s.bytes / yTop(d) * g.ph;
       if (py <= y && py >= y - Math.max(h, 1)) return s;
       y -= h;
     }
