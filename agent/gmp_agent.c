@@ -12,6 +12,7 @@
  * with the forced flag and finishes the trace. A forked child stops recording into its parent's
  * file. */
 #include <dlfcn.h>
+#include <fcntl.h>
 #include <errno.h>
 #include <pthread.h>
 #include <semaphore.h>
@@ -26,11 +27,14 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "gmp_agent_api.h"
 #include "gmp_agent_opts.h"
 #include "gmp_agent_out.h"
 #include "gmp_alert.h"
 #include "gmp_clock.h"
 #include "gmp_cupti.h"
+#include "gmp_driver.h"
+#include "gmp_live.h"
 #include "gmp_nvtx.h"
 #include "gmp_pystack.h"
 #include "gmp_sampler.h"
@@ -51,6 +55,14 @@ EXPORT int gmp_range_push(const char *name);
 EXPORT int gmp_range_pop(void);
 /* A notice from the `run --layers` sitecustomize into this process's trace (see py_check). */
 EXPORT int gmp_python_notice(const char *msg);
+/* The C ABI of gmp_agent_api.h (defined at the end of this file). */
+EXPORT int gmp_api_version(void);
+EXPORT int gmp_start(char *msg, size_t msglen);
+EXPORT int gmp_status(unsigned *flags, char *msg, size_t msglen);
+EXPORT uint64_t gmp_scope_open(const char *name);
+EXPORT int gmp_scope_close(uint64_t scope, gmp_api_scope *info, void *devs, int maxdevs);
+EXPORT int gmp_current_bytes(int32_t *devices, uint64_t *bytes, int max);
+EXPORT int gmp_stack_text(uint32_t stack, char *buf, size_t buflen);
 
 enum { ST_OFF, ST_STARTING, ST_ON, ST_DISABLED, ST_DONE };
 
@@ -67,6 +79,13 @@ static char trace_path[1024];
 static char stack_why[256]; /* why native stacks are degraded or off: a NOTICE once recording */
 static int py_seen;         /* a Python interpreter was running when the agent started */
 static atomic_int py_said;  /* py_check said its line */
+/* the C ABI (gmp_agent_api.h) */
+static atomic_int api_inproc; /* gmp_start started or armed the agent in this process */
+static atomic_int api_late;   /* CUPTI subscribed by gmp_start after CUDA was initialized */
+static atomic_int cupti_ok;   /* CUPTI subscribed: the live accounting counts */
+static int trace_named;       /* trace_path is a file of the user's (not an unnamed temporary) */
+static char off_why[600];     /* why the agent does not record (GMP_STATE_DISABLED) */
+static char armed_env[2][32]; /* the variables gmp_start set, unset again once started */
 
 static _Thread_local struct {
     gmp_wthread *t;
@@ -337,6 +356,7 @@ static void term_uninstall_in_child(void)
 static void at_fork_child(void)
 {
     term_uninstall_in_child();
+    gmp_live_after_fork();
     /* The child must never write into its parent's file; it cannot use CUDA anyway. */
     if (atomic_load(&state) == ST_ON || atomic_load(&state) == ST_STARTING) {
         gmp_writer_forget_after_fork(W);
@@ -426,15 +446,43 @@ static int agent_start_work(void)
             nanosleep(&ts, NULL);
         }
     }
+    /* the variables gmp_start set in a parent process, inherited: nobody asked for a trace of this
+     * process (it did not import the package); nothing recorded, nothing said */
+    const char *armed_by = getenv("GPUMEMPROF_ARMED_BY");
+    if (armed_by && strtol(armed_by, NULL, 10) != (long)getpid() && !atomic_load(&api_inproc)) {
+        snprintf(off_why, sizeof off_why,
+                 "not profiling: the agent was armed in process %.20s (gpumemprof imported there), "
+                 "not in this one",
+                 armed_by);
+        return 0;
+    }
     char err[1200];
     if (gmp_agent_opts_read(&opts, err, sizeof err) < 0) {
+        snprintf(off_why, sizeof off_why, "not profiling: %.580s", err);
         agent_log("not profiling: %s", err);
         gmp_agent_run_log(0, err);
         return 0;
     }
-    int fd = gmp_agent_create(opts.output, opts.force, opts.suffix, trace_path, sizeof trace_path,
+    int fd;
+    if (atomic_load(&api_inproc) && !getenv("GPUMEMPROF_OUTPUT")) {
+        /* started from the program (gmp_start) with no output asked for: the trace goes to an
+         * unnamed temporary file, gone at exit (the agent needs its writer for stacks) */
+        const char *dir = getenv("TMPDIR");
+        fd = open(dir && *dir ? dir : "/tmp", O_TMPFILE | O_WRONLY | O_CLOEXEC, 0600);
+        if (fd < 0 && dir && *dir)
+            fd = open("/tmp", O_TMPFILE | O_WRONLY | O_CLOEXEC, 0600);
+        snprintf(trace_path, sizeof trace_path,
+                 "an unnamed temporary file (set GPUMEMPROF_OUTPUT to keep the trace)");
+        if (fd < 0)
+            snprintf(err, sizeof err, "cannot create a temporary file for the trace: %s",
+                     strerror(errno));
+    } else {
+        fd = gmp_agent_create(opts.output, opts.force, opts.suffix, trace_path, sizeof trace_path,
                               err, sizeof err);
+        trace_named = fd >= 0;
+    }
     if (fd < 0) {
+        snprintf(off_why, sizeof off_why, "not profiling: %.580s", err);
         agent_log("not profiling: %s", err);
         gmp_agent_run_log(0, err);
         return 0;
@@ -478,6 +526,7 @@ static int agent_start_work(void)
     if (opts.activity)
         wo.sync_lag_ns = 3ull * opts.flush_ms * 1000000ull;
     if (gmp_writer_open(&W, fd, &wo, &h) != GMP_OK) {
+        snprintf(off_why, sizeof off_why, "not profiling: cannot start the trace writer");
         agent_log("not profiling: cannot start the trace writer");
         gmp_agent_run_log(0, "cannot start the trace writer");
         return 0;
@@ -510,17 +559,24 @@ static int agent_start_work(void)
             }
         }
     }
+    const char *live = getenv("GPUMEMPROF_LIVE"); /* benchmarks: 0 = no live accounting */
+    if (live && !strcmp(live, "0"))
+        gmp_live_on = 0;
     gmp_nvtx_init(&sink);
     atexit(agent_stop);
     pthread_atfork(NULL, NULL, at_fork_child);
     return 1;
 }
 
-/* Called by the CUDA driver during cuInit, once, on the calling thread. */
-EXPORT int InitializeInjection(void)
+static void unarm(void);
+
+/* Starts CUPTI (once): from the driver's InitializeInjection, or from gmp_start when CUDA is
+ * already initialized. */
+static int inject(void)
 {
     if (!agent_start())
         return 1;
+    unarm();
     pthread_mutex_lock(&start_lock);
     int first = !cuda_started;
     cuda_started = 1;
@@ -534,13 +590,21 @@ EXPORT int InitializeInjection(void)
         gmp_alert_init(&sink, opts.alert_bytes, opts.alert_percent) < 0)
         agent_log("alerts unavailable (out of memory)");
     if (gmp_cupti_start(&sink, &co, why, sizeof why) < 0) {
+        snprintf(off_why, sizeof off_why, "%s", why);
         agent_log("%s; the program runs on without memory profiling", why);
         notice(GMP_NOTICE_ERROR, why);
         return 1;
     }
+    atomic_store(&cupti_ok, 1);
     if (opts.sample_ms && gmp_sampler_start(&sink, opts.sample_ms) < 0)
         agent_log("device memory sampling unavailable (cannot start its thread)");
     return 1;
+}
+
+/* Called by the CUDA driver during cuInit, once, on the calling thread. */
+EXPORT int InitializeInjection(void)
+{
+    return inject();
 }
 
 /* Called by every NVTX instance (one per ELF image that includes NVTX) on its first call. */
@@ -586,6 +650,315 @@ EXPORT int gmp_python_notice(const char *msg)
         return -1;
     notice(GMP_NOTICE_INFO, msg);
     return 0;
+}
+
+/* ---- the C ABI (gmp_agent_api.h) ---- */
+
+/* This library's own path (what the driver must load to reach this agent). */
+static int self_path(char *buf, size_t n)
+{
+    Dl_info di;
+    if (!dladdr((void *)&gmp_api_version, &di) || !di.dli_fname || !di.dli_fname[0])
+        return -1;
+    if (!realpath(di.dli_fname, buf))
+        snprintf(buf, n, "%s", di.dli_fname);
+    return 0;
+}
+
+/* 1 when path (a CUDA_INJECTION64_PATH value) is this very library. */
+static int is_self(const char *path)
+{
+    char me[4096], other[4096];
+    if (!path || !*path || self_path(me, sizeof me) < 0 || !realpath(path, other))
+        return 0;
+    return strcmp(me, other) == 0;
+}
+
+/* CUDA initialized in this process: a driver is loaded and answers something other than
+ * CUDA_ERROR_NOT_INITIALIZED (cuda.h: every call before cuInit returns it; cuDeviceGetCount
+ * needs no context). */
+static int cuda_initialized(void)
+{
+    int (*count)(int *);
+    *(void **)&count = gmp_driver_sym("cuDeviceGetCount");
+    if (!count)
+        return 0;
+    int n = 0;
+    return count(&n) != 3 /* CUDA_ERROR_NOT_INITIALIZED */;
+}
+
+/* The driver reads CUDA_INJECTION64_PATH in cuInit (and NVTX NVTX_INJECTION64_PATH at its first
+ * call): pointing them at this library makes the program's own initialization start the agent,
+ * whichever driver it loads. They are unset again once the agent started (unarm), so that the
+ * program's child processes are not profiled unasked. */
+static void arm(void)
+{
+    char me[4096];
+    if (self_path(me, sizeof me) < 0)
+        return;
+    static const char *const vars[2] = {"CUDA_INJECTION64_PATH", "NVTX_INJECTION64_PATH"};
+    int any = 0;
+    for (int i = 0; i < 2; i++) {
+        const char *v = getenv(vars[i]);
+        if ((!v || !*v) && setenv(vars[i], me, 1) == 0) {
+            snprintf(armed_env[i], sizeof armed_env[i], "%s", vars[i]);
+            any = 1;
+        }
+    }
+    if (any) {
+        /* a child process started before CUDA is initialized here inherits the variables: this
+         * mark tells its agent that it was not asked for there (agent_start_work) */
+        char pid[32];
+        snprintf(pid, sizeof pid, "%ld", (long)getpid());
+        setenv("GPUMEMPROF_ARMED_BY", pid, 1);
+    }
+}
+
+static void unarm(void)
+{
+    int any = 0;
+    for (int i = 0; i < 2; i++)
+        if (armed_env[i][0]) {
+            unsetenv(armed_env[i]);
+            armed_env[i][0] = 0;
+            any = 1;
+        }
+    if (any)
+        unsetenv("GPUMEMPROF_ARMED_BY");
+}
+
+EXPORT int gmp_api_version(void)
+{
+    return GMP_API_VERSION;
+}
+
+static int api_state(unsigned *flags)
+{
+    unsigned f = 0;
+    int s = atomic_load(&state), r;
+    if (atomic_load(&api_inproc))
+        f |= GMP_API_INPROC;
+    else if (cuda_started)
+        f |= GMP_API_INJECTED;
+    if (atomic_load(&api_late))
+        f |= GMP_API_LATE;
+    if (s == ST_ON && trace_named)
+        f |= GMP_API_TRACE;
+    if (s == ST_DISABLED)
+        r = GMP_STATE_DISABLED;
+    else if (s == ST_DONE)
+        r = GMP_STATE_DONE;
+    else if (s == ST_ON && atomic_load(&cupti_ok))
+        r = GMP_STATE_ON;
+    else if (s == ST_ON && cuda_started)
+        r = GMP_STATE_DISABLED; /* CUPTI could not be used */
+    else if (armed_env[0][0] || is_self(getenv("CUDA_INJECTION64_PATH")))
+        r = GMP_STATE_WAITING;
+    else
+        r = GMP_STATE_OFF;
+    if (flags)
+        *flags = f;
+    return r;
+}
+
+EXPORT int gmp_status(unsigned *flags, char *msg, size_t msglen)
+{
+    unsigned f;
+    int r = api_state(&f);
+    if (flags)
+        *flags = f;
+    if (!msg || !msglen)
+        return r;
+    const char *inj = getenv("CUDA_INJECTION64_PATH");
+    switch (r) {
+    case GMP_STATE_ON:
+        snprintf(msg, msglen, "recording (%s%s); trace: %s",
+                 (f & GMP_API_INPROC) ? "started in this process" : "started by gpumemprof run",
+                 (f & GMP_API_LATE) ? ", after CUDA was initialized: memory allocated before "
+                                      "is a baseline it does not count"
+                                    : "",
+                 trace_path);
+        break;
+    case GMP_STATE_WAITING:
+        snprintf(msg, msglen, "armed: starts when the program initializes CUDA");
+        break;
+    case GMP_STATE_DONE:
+        snprintf(msg, msglen, "finished (the process is exiting); trace: %s", trace_path);
+        break;
+    case GMP_STATE_DISABLED:
+        snprintf(msg, msglen, "%s", off_why[0] ? off_why : "disabled in this process (a fork)");
+        break;
+    default:
+        if (inj && *inj && !is_self(inj))
+            snprintf(msg, msglen,
+                     "not started: CUDA_INJECTION64_PATH names another library (%.900s), which "
+                     "the driver loads instead",
+                     inj);
+        else
+            snprintf(msg, msglen, "not started (gmp_start was not called)");
+    }
+    return r;
+}
+
+EXPORT int gmp_start(char *msg, size_t msglen)
+{
+    const char *armed_by = getenv("GPUMEMPROF_ARMED_BY");
+    if (armed_by && atomic_load(&state) == ST_OFF) {
+        /* inherited from a parent that armed the agent, and asked for here too: this process's
+         * own in-process agent, armed by it from now on */
+        static const char *const vars[2] = {"CUDA_INJECTION64_PATH", "NVTX_INJECTION64_PATH"};
+        char pid[32];
+        snprintf(pid, sizeof pid, "%ld", (long)getpid());
+        setenv("GPUMEMPROF_ARMED_BY", pid, 1);
+        atomic_store(&api_inproc, 1);
+        for (int i = 0; i < 2; i++)
+            if (is_self(getenv(vars[i])))
+                snprintf(armed_env[i], sizeof armed_env[i], "%s", vars[i]);
+    }
+    int s = atomic_load(&state);
+    if ((s == ST_OFF || (s == ST_ON && !cuda_started)) && !tl_starting) {
+        const char *inj = getenv("CUDA_INJECTION64_PATH");
+        int injected = inj && *inj && is_self(inj); /* gpumemprof run, or an earlier gmp_start */
+        if (cuda_initialized()) {
+            if (!injected)
+                atomic_store(&api_inproc, 1);
+            if (!cuda_started) { /* the driver did not load us in its cuInit: start now */
+                atomic_store(&api_inproc, 1);
+                atomic_store(&api_late, 1);
+                inject();
+            }
+        } else if (!injected) {
+            atomic_store(&api_inproc, 1);
+            arm();
+        }
+    }
+    return gmp_status(NULL, msg, msglen);
+}
+
+static struct {
+    uint64_t id;
+    uint64_t t0;
+    pthread_t thread;
+    int pushed;
+} scopes[GMP_LIVE_MAX_SCOPES];
+static pthread_mutex_t scopes_lock = PTHREAD_MUTEX_INITIALIZER;
+
+EXPORT uint64_t gmp_scope_open(const char *name)
+{
+    uint64_t id = gmp_live_open();
+    if (!id)
+        return 0;
+    int pushed = 0;
+    if (atomic_load(&state) == ST_ON && opts.nvtx)
+        pushed = gmp_nvtx_layer_push(name && *name ? name : "gpumemprof.profile") >= 0;
+    int slot = (int)(id & 0xffff) - 1;
+    pthread_mutex_lock(&scopes_lock);
+    scopes[slot].id = id;
+    scopes[slot].t0 = gmp_clock_ns();
+    scopes[slot].thread = pthread_self();
+    scopes[slot].pushed = pushed;
+    pthread_mutex_unlock(&scopes_lock);
+    return id;
+}
+
+EXPORT int gmp_scope_close(uint64_t scope, gmp_api_scope *info, void *devs, int maxdevs)
+{
+    int slot = (int)(scope & 0xffff) - 1;
+    if (slot < 0 || slot >= GMP_LIVE_MAX_SCOPES)
+        return -1;
+    uint64_t t1 = gmp_clock_ns();
+    /* this scope's entry, read before gmp_live_close frees its slot for another opener */
+    pthread_mutex_lock(&scopes_lock);
+    int mine = scopes[slot].id == scope;
+    uint64_t t0 = mine ? scopes[slot].t0 : t1;
+    int pop = mine && scopes[slot].pushed && pthread_equal(scopes[slot].thread, pthread_self());
+    pthread_mutex_unlock(&scopes_lock);
+    gmp_live_dev ld[GMP_LIVE_MAX_DEV];
+    uint64_t lost = 0;
+    int n = gmp_live_close(scope, ld, GMP_LIVE_MAX_DEV, &lost);
+    if (n < 0)
+        return -1;
+    pthread_mutex_lock(&scopes_lock);
+    if (scopes[slot].id == scope)
+        scopes[slot].id = 0;
+    pthread_mutex_unlock(&scopes_lock);
+    if (pop && atomic_load(&state) == ST_ON)
+        gmp_nvtx_layer_pop();
+    if (!info || info->size < offsetof(gmp_api_scope, pad))
+        return n;
+    unsigned f;
+    info->state = api_state(&f);
+    info->flags = f;
+    info->ndevices = (uint32_t)n;
+    info->elapsed_ns = t1 - t0;
+    info->lost_events = lost;
+    size_t stride = info->dev_size;
+    for (int i = 0; devs && i < n && i < maxdevs && i < GMP_LIVE_MAX_DEV; i++) {
+        gmp_api_device d;
+        memset(&d, 0, sizeof d);
+        d.device = ld[i].device;
+        d.nsites = ld[i].nsites;
+        d.start_bytes = ld[i].start_bytes;
+        d.peak_bytes = ld[i].peak_bytes;
+        d.end_bytes = ld[i].end_bytes;
+        d.allocated_bytes = ld[i].allocated_bytes;
+        d.freed_bytes = ld[i].freed_bytes;
+        d.allocs = ld[i].allocs;
+        d.frees = ld[i].frees;
+        d.baseline_frees = ld[i].baseline_frees;
+        for (uint32_t k = 0; k < ld[i].nsites && k < GMP_API_MAX_SITES; k++) {
+            d.sites[k].bytes = ld[i].sites[k].bytes;
+            d.sites[k].allocs = ld[i].sites[k].allocs;
+            d.sites[k].stack = ld[i].sites[k].stack;
+        }
+        memcpy((char *)devs + (size_t)i * stride, &d, stride < sizeof d ? stride : sizeof d);
+    }
+    return n;
+}
+
+EXPORT int gmp_current_bytes(int32_t *devices, uint64_t *bytes, int max)
+{
+    if (!devices || !bytes || max <= 0)
+        return 0;
+    return gmp_live_current(devices, bytes, max);
+}
+
+EXPORT int gmp_stack_text(uint32_t stack, char *buf, size_t buflen)
+{
+    if (!buf || !buflen)
+        return -1;
+    buf[0] = 0;
+    int s = atomic_load(&state);
+    if ((s != ST_ON && s != ST_DONE) || !W || !stack)
+        return -1;
+    size_t o = 0;
+    int n = 0;
+    for (uint32_t id = stack; id && n < GMP_STACK_MAX_DEPTH + 64; n++) {
+        gmp_rec_stack node;
+        char file[1024], fn[256], line[1400];
+        if (gmp_writer_stack_node(W, id, &node, file, sizeof file, fn, sizeof fn) < 0)
+            return n ? n : -1;
+        int len;
+        if (node.kind == GMP_FRAME_PYTHON) {
+            len = snprintf(line, sizeof line, "py\t%s\t%u\t%s\n", file, node.line, fn);
+        } else {
+            Dl_info di;
+            int ok = dladdr((void *)(uintptr_t)node.address, &di);
+            len = snprintf(line, sizeof line, "native\t0x%llx\t%s\t%s\n",
+                           (unsigned long long)node.address, ok && di.dli_fname ? di.dli_fname : "",
+                           ok && di.dli_sname ? di.dli_sname : "");
+        }
+        if (len < 0 || (size_t)len >= sizeof line || o + (size_t)len + 1 > buflen)
+            break;
+        for (int i = 0; i < len - 1; i++) /* one line per frame, whatever a name holds */
+            if (line[i] == '\n')
+                line[i] = '?';
+        memcpy(buf + o, line, (size_t)len);
+        o += (size_t)len;
+        buf[o] = 0;
+        id = node.parent;
+    }
+    return n;
 }
 
 /* When the library is unloaded without exit() (dlclose by a host), finish the trace too. */

@@ -938,7 +938,7 @@ static void late_release(api_desc *ra, uint32_t correlation)
     gmp_wthread *t = gmp_cupti_sink->enter();
     if (!t)
         return;
-    emit(t, &r);
+    gmp_wthread_event(t, &r); /* not emit: the live accounting counted it when it was held */
     gmp_cupti_sink->leave();
 }
 
@@ -1151,6 +1151,7 @@ static void on_api(CUpti_CallbackDomain dom, CUpti_CallbackId cbid, const CUpti_
                 if (!rt && tl.late_window && result == 0 && r.u.mem.address &&
                     atomic_load_explicit(&late_state, memory_order_relaxed) == 0) {
                     r.time_ns = gmp_clock_ns(); /* held: see late_release */
+                    gmp_live_rec(&r);           /* live now, whenever the trace gets it */
                     late_rec = r;
                     atomic_store_explicit(&late_state, 1, memory_order_release);
                 } else {

@@ -25,6 +25,7 @@
 #include <cuda_runtime_api.h>
 #include <cupti.h>
 
+#include "gmp_live.h"
 #include "gmp_sink.h"
 
 /* The CUPTI entry points we use, looked up with dlsym (gmp_cupti_start). */
@@ -102,6 +103,9 @@ static inline uint32_t api_sid(api_desc *a)
 static inline void emit(gmp_wthread *t, gmp_rec *r)
 {
     gmp_wthread_event(t, r);
+    /* every allocation and free the trace gets also goes to the live accounting (gmp_live.h) */
+    if (r->type == GMP_REC_ALLOC || r->type == GMP_REC_FREE)
+        gmp_live_rec(r);
 }
 
 /* Every capture and event call starts with the same two pointers (the generated meta headers):

@@ -16,6 +16,8 @@ qualified names from named_modules(). Backward ranges: no module backward hooks 
 (they wrap module outputs and break in-place operations such as ReLU(inplace=True)); a module's
 backward range opens when the gradient of its output is ready and closes when the backward of a
 module that is not one of its ancestors starts, or when the next forward begins. See docs/python.md.
+The modules a gpumemprof.trace(model) block hooks itself (sys._gpumemprof_traced) are left to it:
+it opens the same ranges, so each layer has one range, not two.
 Nothing here ever raises into the program: a failure disables the hooks with one line on stderr.
 
 `gpumemprof run --torch-history` (GPUMEMPROF_TORCH_HISTORY=1) uses the same path: once torch is
@@ -221,6 +223,8 @@ def _install(torch):
     def pre(m, inputs):
         if compiling is not None and compiling():
             return None  # dynamo is tracing: nothing here may run (see _compile_probe)
+        if m in getattr(sys, "_gpumemprof_traced", ()):
+            return None  # gpumemprof.trace(model) opens this module's range itself
         try:
             st = stack()
             if not any(e[0] == FWD for e in st):
@@ -234,6 +238,8 @@ def _install(torch):
     def post(m, inputs, output):
         if compiling is not None and compiling():
             return None
+        if m in getattr(sys, "_gpumemprof_traced", ()):
+            return None  # gpumemprof.trace(model): its ranges, forward and backward
         try:
             st = stack()
             for i in range(len(st) - 1, -1, -1):

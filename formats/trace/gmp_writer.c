@@ -431,6 +431,48 @@ void gmp_writer_range_path(gmp_writer *w, uint32_t range, char *buf, size_t n)
     pthread_mutex_unlock(&w->dlock);
 }
 
+static void copy_str(const itable *strings, uint32_t id, char *buf, size_t n)
+{
+    if (!buf || !n)
+        return;
+    const ientry *s = find_id(strings, id);
+    size_t len = s && s->str ? s->len : 0;
+    if (len > n - 1)
+        len = n - 1;
+    if (len)
+        memcpy(buf, s->str, len);
+    buf[len] = 0;
+}
+
+int gmp_writer_stack_node(gmp_writer *w, uint32_t id, gmp_rec_stack *out, char *file,
+                          size_t filelen, char *function, size_t funclen)
+{
+    if (!w || !out)
+        return -1;
+    int rc = -1;
+    pthread_mutex_lock(&w->dlock);
+    const ientry *e = find_id(&w->stacks, id);
+    /* entries made by gmp_writer_stack_python_new keep no key (k[3] is UINT64_MAX) */
+    if (e && e->k[3] != UINT64_MAX) {
+        memset(out, 0, sizeof *out);
+        out->id = id;
+        out->parent = (uint32_t)e->k[0];
+        out->kind = (uint32_t)e->k[1];
+        if (out->kind == GMP_FRAME_PYTHON) {
+            out->file = (uint32_t)(e->k[2] >> 32);
+            out->function = (uint32_t)e->k[2];
+            out->line = (uint32_t)e->k[3];
+            copy_str(&w->strings, out->file, file, filelen);
+            copy_str(&w->strings, out->function, function, funclen);
+        } else {
+            out->address = e->k[2];
+        }
+        rc = 0;
+    }
+    pthread_mutex_unlock(&w->dlock);
+    return rc;
+}
+
 gmp_err gmp_writer_define(gmp_writer *w, const gmp_rec *def)
 {
     if (!w || !def ||

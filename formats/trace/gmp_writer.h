@@ -87,6 +87,13 @@ uint32_t gmp_writer_stack_python_new(gmp_writer *w, uint32_t parent, uint32_t fi
  * bytes including the NUL; "" for an unknown id. */
 void gmp_writer_range_path(gmp_writer *w, uint32_t range, char *buf, size_t n);
 
+/* The node id of a stack defined with gmp_writer_stack_native or gmp_writer_stack_python, for
+ * the producer itself (the agent's own reports): its parent and frame in *out; for a Python
+ * frame, the file and function names in file and function (cut to their sizes, NUL-terminated).
+ * O(1) under the definitions' lock. 0, or -1 for an unknown id. */
+int gmp_writer_stack_node(gmp_writer *w, uint32_t id, gmp_rec_stack *out, char *file,
+                          size_t filelen, char *function, size_t funclen);
+
 /* DEVICE, THREAD or MODULE records, written as given (no deduplication). */
 gmp_err gmp_writer_define(gmp_writer *w, const gmp_rec *def);
 

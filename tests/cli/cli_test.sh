@@ -323,6 +323,13 @@ install)
     if [[ -e "$BUILD_DIR/lib/gpumemprof/libgpumemprof_agent.so" ]]; then
         [[ -e prefix/lib/gpumemprof/libgpumemprof_agent.so ]] ||
             fail "the agent is built but not installed in lib/gpumemprof"
+        # the Python package beside it finds it (relative to itself, and _where.py names it)
+        run 0 env -u CUDA_INJECTION64_PATH -u GPUMEMPROF_AGENT GPUMEMPROF_NO_AUTOSTART=1 \
+            PYTHONPATH="$WORK/prefix/lib/gpumemprof/python" python3 -c \
+            'import gpumemprof, gpumemprof._where as w; print(gpumemprof.agent_path()); print(w.AGENT)'
+        [[ "$(cat out)" == "$WORK/prefix/lib/gpumemprof/libgpumemprof_agent.so"$'\n'"$WORK/prefix/lib/gpumemprof/libgpumemprof_agent.so" ]] ||
+            fail "the installed Python package's agent: '$(cat out)'"
+        [[ -e prefix/lib/gpumemprof/python/pyproject.toml ]] || fail "no pyproject.toml installed"
     fi
     ;;
 replay_pipe)
