@@ -1,0 +1,174 @@
+#!/usr/bin/env python3
+"""gpumemprof.fleet (agent/python/gpumemprof/fleet.py; docs/fleet.md, "On a Dask cluster"): the
+cross-rank view of many traces summarized by the tasks of a Dask LocalCluster of two worker
+processes, on Debian's python3 with its python3-distributed (exit 77, skipped, without it).
+
+On 18 traces of tests/tools/gen_traces (16 ranks of a small job, `convert rank R`; the report
+fixture, which has an OOM and two devices and no rank; one more rank under a name with a
+non-ASCII character and a byte that is not UTF-8):
+  - `python3 -m gpumemprof.fleet --scheduler local:2 --format json` writes the same bytes as
+    `gpumemprof report --cross-rank --format json` over the same traces in the same order, with
+    one task per trace (--batch 1) and with the default batches; text and -o FILE too;
+  - the tasks ran in two different worker processes, neither of them the client, and every
+    trace was summarized once, in the command line's order;
+  - a trace no worker can read is named with each worker and the reason (exit 1, nothing on
+    stdout); a corrupt trace is named with the worker that ran it and gpumemprof's message;
+  - without Dask's distributed, one line says what is missing (exit 1);
+  - the batches (plan()) keep the command line's order and go only to workers that can read them.
+
+test_fleet.py --gpumemprof BIN --gen-traces BIN --pkg DIR --python PY --tmp DIR"""
+import argparse
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+
+FAILS = []
+
+
+def check(cond, what):
+    if not cond:
+        FAILS.append(what)
+        print("FAIL: " + what)
+
+
+def run(cmd, env, **kw):
+    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, **kw)
+    if p.returncode < 0:
+        FAILS.append("%s: killed by signal %d" % (cmd[:4], -p.returncode))
+    return p.returncode, p.stdout, p.stderr.decode(errors="replace")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    for o in ("--gpumemprof", "--gen-traces", "--pkg", "--python", "--tmp"):
+        ap.add_argument(o, required=True)
+    a = ap.parse_args()
+    env = dict(os.environ, LC_ALL="C", NO_COLOR="1", PYTHONPATH=a.pkg, PYTHONDONTWRITEBYTECODE="1")
+    for k in list(env):
+        if k.startswith("GPUMEMPROF_") or k in ("CUDA_INJECTION64_PATH", "LD_PRELOAD"):
+            del env[k]
+    # the package on the path is the build's, and gpumemprof beside it is the one under test
+    env["PATH"] = os.path.dirname(os.path.abspath(a.gpumemprof)) + os.pathsep + env.get("PATH", "")
+    rc, _, err = run([a.python, "-c", "import distributed"], env)
+    if rc != 0:
+        print("SKIP: %s has no Dask distributed (%s)" % (a.python, err.strip().splitlines()[-1:]))
+        sys.exit(77)
+    os.makedirs(a.tmp, exist_ok=True)
+    d = tempfile.mkdtemp(prefix="fleet-", dir=a.tmp)
+    db = os.fsencode(d)
+    traces = []
+    for r in range(16):
+        p = os.path.join(d, "rank%02d.zst" % r)
+        subprocess.run([a.gen_traces, "convert", "rank", str(r), p], check=True)
+        traces.append(p)
+    fx = os.path.join(d, "fixture.zst")
+    subprocess.run([a.gen_traces, "report", "fixture", fx], check=True)
+    traces.insert(7, fx)
+    # a name that is not plain ASCII, and one byte that is not UTF-8: the paths travel to the
+    # workers as Python strings (surrogate escapes) and come back in the summaries as gpumemprof
+    # wrote them
+    odd = os.fsdecode(db + b"/rank16-\xc3\xa9-\xff.zst")
+    subprocess.run([a.gen_traces, "convert", "rank", "16", os.fsencode(odd)], check=True)
+    traces.append(odd)
+
+    fleet = [a.python, "-m", "gpumemprof.fleet", "--scheduler", "local:2"]
+    rc, want, err = run([a.gpumemprof, "report", "--cross-rank", "--format", "json"] + traces, env)
+    check(rc == 0, "report --cross-rank: exit status %d (%s)" % (rc, err.strip()))
+    doc = json.loads(want)
+    check(len(doc["ranks"]) == len(traces), "the view has a row per trace")
+    check(any(r["ooms"] for r in doc["ranks"]), "the fixture's OOM is in the view")
+
+    # one task per trace: the tasks spread over both workers
+    rc, got, err = run(fleet + ["--batch", "1", "-v", "--format", "json"] + traces, env)
+    check(rc == 0, "fleet --batch 1: exit status %d (%s)" % (rc, err.strip()))
+    check(got == want, "fleet --batch 1: the same JSON bytes as report --cross-rank")
+    tasks = re.findall(r"^gpumemprof\.fleet: task (\d+): (\d+) traces on worker (\S+) "
+                       r"\(pid (\d+) on [^)]*\): (.*)$", err, re.M)
+    check(len(tasks) == len(traces), "one task per trace (%d tasks)" % len(tasks))
+    pids = {int(t[3]) for t in tasks}
+    workers = {t[2] for t in tasks}
+    check(len(pids) == 2 and len(workers) == 2,
+          "the tasks ran in two worker processes (pids %s)" % sorted(pids))
+    check(os.getpid() not in pids, "the tasks did not run in the test's process")
+    seen = []
+    for t in tasks:
+        seen += t[4].split(" ")
+    check(len(seen) == len(traces), "each trace summarized once (%d)" % len(seen))
+    check(seen[:len(traces) - 1] == traces[:-1], "the tasks in the command line's order")
+
+    # the default batches (one per worker), text to a file
+    out = os.path.join(d, "view.txt")
+    rc, want_t, err = run([a.gpumemprof, "report", "--cross-rank"] + traces, env)
+    check(rc == 0, "report --cross-rank text: exit status %d (%s)" % (rc, err.strip()))
+    rc, got, err = run(fleet + ["-v", "-o", out] + traces, env)
+    check(rc == 0, "fleet -o: exit status %d (%s)" % (rc, err.strip()))
+    check(got == b"", "fleet -o: nothing on stdout")
+    with open(out, "rb") as f:
+        check(f.read() == want_t, "fleet text: the same bytes as report --cross-rank")
+    n = len(re.findall(r"^gpumemprof\.fleet: task \d+: ", err, re.M))
+    check(n == 2, "the default: one batch per worker (%d tasks)" % n)
+
+    # a trace that no worker can read, and a corrupt one
+    missing = os.path.join(d, "gone", "rank99.zst")
+    rc, got, err = run(fleet + [traces[0], missing, traces[1]], env)
+    check(rc == 1, "a missing trace: exit status 1 (%d)" % rc)
+    check(got == b"", "a missing trace: nothing on stdout")
+    check(re.search(re.escape(missing) + r": not readable on any of the 2 workers \(worker tcp://"
+                    r"\S+ \(pid \d+ on [^)]*\): No such file or directory; worker ", err)
+          is not None, "a missing trace: its path, each worker and why (%s)" % err.strip())
+    bad = os.path.join(d, "bad.zst")
+    with open(bad, "wb") as f:
+        f.write(b"not a trace\n")
+    rc, got, err = run(fleet + [traces[0], bad, traces[1]], env)
+    check(rc == 1 and got == b"", "a corrupt trace: exit status 1, nothing on stdout (%d)" % rc)
+    check(re.search(r"^gpumemprof\.fleet: worker tcp://\S+ \(pid \d+ on [^)]*\): gpumemprof "
+                    r"report: " + re.escape(bad) + ": not a gpumemprof trace", err, re.M)
+          is not None, "a corrupt trace: the worker and gpumemprof's message (%s)" % err.strip())
+
+    # without distributed
+    code = ("import sys, runpy; sys.modules['distributed'] = None; "
+            "sys.argv = ['gpumemprof.fleet', '--scheduler', 'local:2', %r]; "
+            "runpy.run_module('gpumemprof.fleet', run_name='__main__')" % traces[0])
+    rc, got, err = run([a.python, "-c", code], env)
+    check(rc == 1 and got == b"", "without distributed: exit status 1 (%d)" % rc)
+    check("gpumemprof.fleet: needs Dask's distributed package" in err,
+          "without distributed: the message (%s)" % err.strip())
+
+    # plan(): consecutive traces that the same workers can read, at most --batch each
+    env1 = dict(env, GPUMEMPROF_NO_AUTOSTART="1")
+    code = r"""
+import json, sys
+from gpumemprof import fleet
+probes = {"A": {"unreadable": {2: "x", 3: "x"}, "worker": "A", "pid": 1, "host": "h"},
+          "B": {"unreadable": {0: "x", 5: "Permission denied"}, "worker": "B", "pid": 2, "host": "h"}}
+print(json.dumps(fleet.plan(["t%d" % i for i in range(7)], probes, 2)))
+probes["A"]["unreadable"][5] = "No such file or directory"
+try:
+    fleet.plan(["t%d" % i for i in range(7)], probes, 2)
+except fleet.FleetError as e:
+    print(e)
+"""
+    rc, got, err = run([a.python, "-c", code], env1)
+    lines = got.decode().splitlines()
+    check(rc == 0 and len(lines) == 2, "plan(): ran (%s)" % err.strip())
+    if rc == 0 and len(lines) == 2:
+        check(json.loads(lines[0]) == [[[0], ["A"]], [[1], ["A", "B"]], [[2, 3], ["B"]],
+                                       [[4], ["A", "B"]], [[5], ["A"]], [[6], ["A", "B"]]],
+              "plan(): batches in order, each to the workers that can read it (%s)" % lines[0])
+        check(lines[1] == "t5: not readable on any of the 2 workers (worker A (pid 1 on h): No "
+              "such file or directory; worker B (pid 2 on h): Permission denied)",
+              "plan(): a trace nobody reads (%s)" % lines[1])
+
+    if FAILS:
+        print("%d failures (files kept in %s)" % (len(FAILS), d))
+        sys.exit(1)
+    shutil.rmtree(d, ignore_errors=True)
+    print("fleet: all checks passed")
+
+
+if __name__ == "__main__":
+    main()
