@@ -8,7 +8,8 @@ fixture, which has an OOM and two devices and no rank; one more rank under a nam
 non-ASCII character and a byte that is not UTF-8):
   - `python3 -m gpumemprof.fleet --scheduler local:2 --format json` writes the same bytes as
     `gpumemprof report --cross-rank --format json` over the same traces in the same order, with
-    one task per trace (--batch 1) and with the default batches; text and -o FILE too;
+    one task per trace (--batch 1); with the default batches (one per worker) -o FILE.md the same
+    Markdown; the Python API, cross_rank() on a LocalCluster of the caller's, the same text;
   - the tasks ran in two different worker processes, neither of them the client, and every
     trace was summarized once, in the command line's order;
   - a trace no worker can read is named with each worker and the reason (exit 1, nothing on
@@ -100,17 +101,38 @@ def main():
     check(len(seen) == len(traces), "each trace summarized once (%d)" % len(seen))
     check(seen[:len(traces) - 1] == traces[:-1], "the tasks in the command line's order")
 
-    # the default batches (one per worker), text to a file
-    out = os.path.join(d, "view.txt")
-    rc, want_t, err = run([a.gpumemprof, "report", "--cross-rank"] + traces, env)
-    check(rc == 0, "report --cross-rank text: exit status %d (%s)" % (rc, err.strip()))
+    # the default batches (one per worker), Markdown to a file (the format from -o's extension)
+    out = os.path.join(d, "view.md")
+    rc, want_m, err = run([a.gpumemprof, "report", "--cross-rank", "--format", "markdown"] + traces,
+                          env)
+    check(rc == 0, "report --cross-rank markdown: exit status %d (%s)" % (rc, err.strip()))
     rc, got, err = run(fleet + ["-v", "-o", out] + traces, env)
     check(rc == 0, "fleet -o: exit status %d (%s)" % (rc, err.strip()))
     check(got == b"", "fleet -o: nothing on stdout")
     with open(out, "rb") as f:
-        check(f.read() == want_t, "fleet text: the same bytes as report --cross-rank")
+        check(f.read() == want_m, "fleet -o view.md: the same Markdown as report --cross-rank")
     n = len(re.findall(r"^gpumemprof\.fleet: task \d+: ", err, re.M))
     check(n == 2, "the default: one batch per worker (%d tasks)" % n)
+
+    # the Python API: cross_rank() on a client of the caller's, text
+    rc, want_t, err = run([a.gpumemprof, "report", "--cross-rank"] + traces, env)
+    check(rc == 0, "report --cross-rank text: exit status %d (%s)" % (rc, err.strip()))
+    code = """
+import os, sys
+from distributed import Client, LocalCluster
+from gpumemprof import fleet
+if __name__ == "__main__":
+    with LocalCluster(n_workers=2, threads_per_worker=1, dashboard_address=None) as lc, \\
+            Client(lc) as c:
+        sys.stdout.buffer.write(fleet.cross_rank([os.fsdecode(a) for a in sys.argv[1:]], c,
+                                                 fmt="text"))
+"""
+    api = os.path.join(d, "api.py")
+    with open(api, "w") as f:
+        f.write(code)
+    rc, got, err = run([a.python, api] + traces, dict(env, GPUMEMPROF_NO_AUTOSTART="1"))
+    check(rc == 0, "cross_rank(): exit status %d (%s)" % (rc, err.strip()[-500:]))
+    check(got == want_t, "cross_rank(): the same text as report --cross-rank")
 
     # a trace that no worker can read, and a corrupt one
     missing = os.path.join(d, "gone", "rank99.zst")

@@ -235,7 +235,7 @@ def summarize(client, traces, batch=0, gpumemprof=None, jobs=0, log=None):
     return outs, tasks
 
 
-def reduce(outs, fmt="json", output=None, gpumemprof=None, stdout=None):
+def reduce(outs, fmt=None, output=None, gpumemprof=None, stdout=None):
     """`gpumemprof report --reduce` (the local binary) over the batches' summaries. Writes to
     output (a path) or stdout (a file object; None: captured and returned as bytes)."""
     gmp, tried = find_gpumemprof(gpumemprof)
@@ -248,7 +248,9 @@ def reduce(outs, fmt="json", output=None, gpumemprof=None, stdout=None):
             with open(f, "wb") as fh:
                 fh.write(o)
             files.append(f)
-        cmd = [gmp, "report", "--reduce", "--no-progress", "--format", fmt]
+        cmd = [gmp, "report", "--reduce", "--no-progress"]
+        if fmt:
+            cmd += ["--format", fmt]  # else report's default: text, or from -o's extension
         if output:
             cmd += ["-o", output]
         p = subprocess.run(cmd + ["--"] + files, stdin=subprocess.DEVNULL,
@@ -261,12 +263,21 @@ def reduce(outs, fmt="json", output=None, gpumemprof=None, stdout=None):
     return p.stdout
 
 
+def _here(gpumemprof):
+    """The --gpumemprof that reduces here: a bare name, or a path that exists on this machine (it
+    names the workers' binary, which may be elsewhere here: then the usual search)."""
+    if gpumemprof and (os.sep not in gpumemprof or os.path.exists(gpumemprof)):
+        return gpumemprof
+    return None
+
+
 def cross_rank(traces, client, fmt="json", batch=0, gpumemprof=None, jobs=0):
     """The cross-rank view of the traces (paths as the workers see them) as bytes, summarized on
-    the client's cluster; the same bytes as `gpumemprof report --cross-rank --format FMT`."""
+    the client's cluster; the same bytes as `gpumemprof report --cross-rank --format FMT`.
+    gpumemprof's warnings go to stderr; a failure raises FleetError."""
     outs, _ = summarize(client, traces, batch=batch, gpumemprof=gpumemprof, jobs=jobs,
                         log=sys.stderr)
-    return reduce(outs, fmt=fmt, gpumemprof=None)
+    return reduce(outs, fmt=fmt, gpumemprof=_here(gpumemprof))
 
 
 def _local_cluster(n):
@@ -291,7 +302,8 @@ def main(argv=None):
     ap.add_argument("--batch", type=int, default=0, metavar="K",
                     help="traces per task (default: the traces divided by the workers' threads, "
                          "at most %d)" % MAX_BATCH)
-    ap.add_argument("--format", "-f", default="text", choices=FORMATS)
+    ap.add_argument("--format", "-f", choices=FORMATS,
+                    help="as report's (default: text, or from -o's extension)")
     ap.add_argument("-o", "--output", metavar="FILE", help="write to FILE instead of stdout")
     ap.add_argument("--gpumemprof", metavar="PATH",
                     help="the gpumemprof binary (on the workers: their path; also the one that "
@@ -335,11 +347,8 @@ def main(argv=None):
             for i, t in enumerate(tasks):
                 sys.stderr.write("gpumemprof.fleet: task %d: %d traces on %s: %s\n" %
                                  (i, len(t["traces"]), _who(t), " ".join(t["traces"])))
-        # the reduction runs here: a --gpumemprof that names the workers' path may not exist here
-        here = a.gpumemprof if a.gpumemprof and (os.sep not in a.gpumemprof or
-                                                 os.path.exists(a.gpumemprof)) else None
         sys.stdout.flush()
-        reduce(outs, fmt=a.format, output=a.output, gpumemprof=here,
+        reduce(outs, fmt=a.format, output=a.output, gpumemprof=_here(a.gpumemprof),
                stdout=sys.stdout.buffer if not a.output else subprocess.DEVNULL)
     except FleetError as e:
         sys.stderr.write("gpumemprof.fleet: %s\n" % e)
