@@ -12,6 +12,9 @@ non-ASCII character and a byte that is not UTF-8):
     Markdown; the Python API, cross_rank() on a LocalCluster of the caller's, the same text;
   - the tasks ran in two different worker processes, neither of them the client, and every
     trace was summarized once, in the command line's order;
+  - on a scheduler and two workers started apart (`dask scheduler`, `dask worker --no-nanny`)
+    whose Python cannot import the package and whose PATH has no gpumemprof: the same bytes with
+    --gpumemprof, the tasks in those two processes; without it, the workers named;
   - a trace no worker can read is named with each worker and the reason (exit 1, nothing on
     stdout); a corrupt trace is named with the worker that ran it and gpumemprof's message;
   - without Dask's distributed, one line says what is missing (exit 1);
@@ -133,6 +136,63 @@ if __name__ == "__main__":
     rc, got, err = run([a.python, api] + traces, dict(env, GPUMEMPROF_NO_AUTOSTART="1"))
     check(rc == 0, "cross_rank(): exit status %d (%s)" % (rc, err.strip()[-500:]))
     check(got == want_t, "cross_rank(): the same text as report --cross-rank")
+
+    # a scheduler and two workers started apart (dask scheduler, dask worker --no-nanny: the
+    # worker is the process started here), the workers without the package on their path and
+    # gpumemprof not in their PATH: the tasks travel by value, --gpumemprof names the binary
+    sched = os.path.join(d, "scheduler.json")
+    wenv = dict(env, PATH="/usr/bin:/bin")
+    del wenv["PYTHONPATH"]
+    procs = [subprocess.Popen([a.python, "-m", "distributed.cli.dask_scheduler", "--host",
+                               "127.0.0.1", "--port", "0", "--no-dashboard", "--scheduler-file",
+                               sched], env=wenv, cwd=d, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL)]
+    try:
+        for _ in range(2):
+            procs.append(subprocess.Popen([a.python, "-m", "distributed.cli.dask_worker",
+                                           "--scheduler-file", sched, "--nthreads", "1",
+                                           "--no-nanny", "--no-dashboard"], env=wenv, cwd=d,
+                                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+        wait = ("import json, sys, time\n"
+                "from distributed import Client\n"
+                "for _ in range(600):\n"
+                "    try:\n"
+                "        addr = json.load(open(sys.argv[1]))['address']; break\n"
+                "    except (OSError, ValueError, KeyError):\n"
+                "        time.sleep(0.1)\n"
+                "with Client(addr, timeout=60) as c:\n"
+                "    c.wait_for_workers(2, timeout=120)\n"
+                "    print(addr)\n")
+        rc, out, err = run([a.python, "-c", wait, sched], wenv)
+        check(rc == 0, "the scheduler and its 2 workers started (%s)" % err.strip()[-300:])
+        if rc == 0:
+            addr = out.decode().strip()
+            rc, out, err = run([a.python, "-c", "import gpumemprof"], wenv)
+            check(rc != 0, "the workers' python cannot import gpumemprof")
+            rc, got, err = run([a.python, "-m", "gpumemprof.fleet", "--scheduler", addr,
+                                "--gpumemprof", os.path.abspath(a.gpumemprof), "--batch", "3",
+                                "-v", "--format", "json"] + traces, env)
+            check(rc == 0, "fleet --scheduler %s: exit status %d (%s)" % (addr, rc, err.strip()))
+            check(got == want, "fleet on a scheduler started apart: the bytes of report")
+            pids = {int(x) for x in re.findall(r"^gpumemprof\.fleet: task \d+: \d+ traces on "
+                                               r"worker \S+ \(pid (\d+) ", err, re.M)}
+            check(pids == {p.pid for p in procs[1:]},
+                  "the tasks ran in the two workers started here (%s)" % sorted(pids))
+            # without --gpumemprof the workers find none: named before any task
+            rc, got, err = run([a.python, "-m", "gpumemprof.fleet", "--scheduler", addr]
+                               + traces[:2], env)
+            check(rc == 1 and "gpumemprof not found on worker tcp://" in err and
+                  "give --gpumemprof PATH" in err,
+                  "no gpumemprof on the workers: said (%d, %s)" % (rc, err.strip()))
+    finally:
+        for p in reversed(procs):
+            p.terminate()
+        for p in procs:
+            try:
+                p.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
 
     # a trace that no worker can read, and a corrupt one
     missing = os.path.join(d, "gone", "rank99.zst")
