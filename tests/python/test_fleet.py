@@ -211,6 +211,12 @@ if __name__ == "__main__":
                     r"report: " + re.escape(bad) + ": not a gpumemprof trace", err, re.M)
           is not None, "a corrupt trace: the worker and gpumemprof's message (%s)" % err.strip())
 
+    # a scheduler address it cannot use
+    rc, got, err = run([a.python, "-m", "gpumemprof.fleet", "--scheduler", "bogus://x", traces[0]],
+                       env)
+    check(rc == 1 and got == b"" and "gpumemprof.fleet: cannot reach the scheduler bogus://x: "
+          in err, "a bad scheduler address: one line, exit status 1 (%d, %s)" % (rc, err.strip()))
+
     # without distributed
     code = ("import sys, runpy; sys.modules['distributed'] = None; "
             "sys.argv = ['gpumemprof.fleet', '--scheduler', 'local:2', %r]; "

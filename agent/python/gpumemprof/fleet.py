@@ -335,7 +335,7 @@ def main(argv=None):
             client = Client(local)
         else:
             client = Client(a.scheduler, timeout="30s")
-    except (OSError, TimeoutError, ValueError) as e:
+    except Exception as e:  # OSError, TimeoutError, ValueError (an address it cannot parse), ...
         sys.stderr.write("gpumemprof.fleet: cannot reach the scheduler %s: %s\n" % (a.scheduler, e))
         if local is not None:
             local.close()
@@ -352,6 +352,10 @@ def main(argv=None):
                stdout=sys.stdout.buffer if not a.output else subprocess.DEVNULL)
     except FleetError as e:
         sys.stderr.write("gpumemprof.fleet: %s\n" % e)
+        return 1
+    except Exception as e:  # the cluster's own failures (a worker lost during client.run, ...)
+        sys.stderr.write("gpumemprof.fleet: the Dask cluster at %s failed: %s: %s\n" %
+                         (a.scheduler, type(e).__name__, e))
         return 1
     finally:
         client.close()
