@@ -438,8 +438,27 @@ def _loading_pytest_plugin():
     return False
 
 
+def _running_tool():
+    """The package is imported because one of its own commands runs (`python3 -m
+    gpumemprof.fleet`): runpy imports the package before the module, and such a command profiles
+    nothing, so it must not arm the agent for itself and the processes it starts. sys.orig_argv
+    (Python 3.10+) keeps the interpreter's own arguments; before 3.10 the command is not told
+    apart (it sets GPUMEMPROF_NO_AUTOSTART for its children itself)."""
+    import sys
+
+    argv = getattr(sys, "orig_argv", None) or []
+    for i, a in enumerate(argv[:-1]):
+        if a == "-m":
+            return argv[i + 1].startswith("gpumemprof.")
+        if a == "-c" or not a.startswith("-"):
+            if i > 0:
+                return False
+    return False
+
+
 def _autostart():
-    if os.environ.get("GPUMEMPROF_NO_AUTOSTART") == "1" or _loading_pytest_plugin():
+    if os.environ.get("GPUMEMPROF_NO_AUTOSTART") == "1" or _loading_pytest_plugin() or \
+            _running_tool():
         return
     try:
         start()
