@@ -13,6 +13,7 @@
 #include "gmp_render.h"
 #include "gmp_replay.h"
 #include "gmp_report_ranks.h"
+#include "gmp_report_ranks_oom.h"
 
 #define MAX_JOBS 8
 #define MAX_SUMMARY_FILE (256u << 20) /* a summary file read whole: far above 1 MiB per rank */
@@ -230,6 +231,11 @@ fail:
     return 1;
 }
 
+static void oom_section(gmp_doc *d, gmp_doc_block *parent, const void *cmp)
+{
+    gmp_ranks_oom_section(d, parent, cmp);
+}
+
 int gmp_cli_report_ranks(char **paths, size_t n, const gmp_cli_ranks_opts *o)
 {
     /* the output first: a path that cannot be written fails before any work */
@@ -248,7 +254,21 @@ int gmp_cli_report_ranks(char **paths, size_t n, const gmp_cli_ranks_opts *o)
     if (!status && o->summary_only) {
         e = gmp_rank_summary_write_json(f, sums, ns);
     } else if (!status) {
-        gmp_doc *d = gmp_ranks_build(sums, ns, &o->view);
+        /* an OOM across ranks: the traces the summaries name, read again where they are readable
+         * (the same with --reduce as from the traces: the summaries alone decide what is read) */
+        gmp_ranks_oom *cmp = NULL;
+        gmp_ranks_oom_status st = GMP_RANKS_OOM_NONE;
+        e = gmp_ranks_oom_from_summaries(sums, ns, &o->ropts, &cmp, &st);
+        gmp_ranks_build_oom bo = {cmp, oom_section, NULL};
+        if (st == GMP_RANKS_OOM_NO_FAILING_TRACE)
+            bo.note = "An OOM across ranks: not compared: the failing rank's trace cannot be "
+                      "read here as a gpumemprof trace (the comparison reads the traces again)";
+        else if (st == GMP_RANKS_OOM_NO_HEALTHY_TRACE)
+            bo.note = "An OOM across ranks: not compared: no healthy rank's trace can be read here "
+                      "and put at the same iteration or wall-clock time (the comparison reads the "
+                      "traces again)";
+        gmp_doc *d = e == GMP_OK ? gmp_ranks_build(sums, ns, &o->view, &bo) : NULL;
+        gmp_report_ranks_oom_free(cmp);
         int color = o->color;
         if (color < 0) {
             const char *term = getenv("TERM");

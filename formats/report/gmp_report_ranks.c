@@ -94,8 +94,10 @@ gmp_err gmp_rank_summary_from_trace(const gmp_report_trace *t, uint64_t index,
     s->index = index;
     s->rank = t->rank >= 0 ? t->rank : (int64_t)index;
     s->rank_source = t->rank >= 0 ? GMP_RANK_FROM_TRACE : GMP_RANK_FROM_ORDER;
-    s->local_rank = -1; /* not in the trace (yet): rank identity fills them */
-    s->world_size = -1;
+    /* the header's rank identity; -1 when the trace does not say (no header, or a header that
+     * predates them: local_rank -1, world_size 0) */
+    s->local_rank = t->has_header && t->local_rank >= 0 ? t->local_rank : -1;
+    s->world_size = t->has_header && t->world_size > 0 ? t->world_size : -1;
     s->path = own_t(t, t->path);
     s->host = own_t(t, t->hostname);
     s->pid = t->pid;
@@ -1061,7 +1063,19 @@ out:
     free(vals);
 }
 
-gmp_doc *gmp_ranks_build(const gmp_rank_summary *s, size_t n, const gmp_report_view *v)
+void gmp_rank_summary_label(const gmp_rank_summary *s, size_t i, char *b, size_t cap)
+{
+    if (!s->pid && !s->host.len)
+        snprintf(b, cap, "%s %zu", /* no process recorded: a snapshot, as cli_replay.c */
+                 s->end == GMP_REPORT_END_SNAPSHOT ? "snapshot" : "trace", i + 1);
+    else if (s->rank_source == GMP_RANK_FROM_TRACE)
+        snprintf(b, cap, "rank %" PRId64 ", pid %" PRIu32, s->rank, s->pid);
+    else
+        snprintf(b, cap, "pid %" PRIu32, s->pid);
+}
+
+gmp_doc *gmp_ranks_build(const gmp_rank_summary *s, size_t n, const gmp_report_view *v,
+                         const gmp_ranks_build_oom *oom)
 {
     gmp_doc *d = gmp_doc_new();
     if (!d)
@@ -1085,13 +1099,7 @@ gmp_doc *gmp_ranks_build(const gmp_rank_summary *s, size_t n, const gmp_report_v
         r->rank = s[i].rank_source == GMP_RANK_FROM_TRACE ? s[i].rank : (int64_t)i;
         nranked += s[i].rank_source == GMP_RANK_FROM_TRACE;
         char b[160];
-        if (!s[i].pid && !s[i].host.len)
-            snprintf(b, sizeof b, "%s %zu", /* no process recorded: a snapshot, as cli_replay.c */
-                     s[i].end == GMP_REPORT_END_SNAPSHOT ? "snapshot" : "trace", i + 1);
-        else if (s[i].rank_source == GMP_RANK_FROM_TRACE)
-            snprintf(b, sizeof b, "rank %" PRId64 ", pid %" PRIu32, s[i].rank, s[i].pid);
-        else
-            snprintf(b, sizeof b, "pid %" PRIu32, s[i].pid);
+        gmp_rank_summary_label(&s[i], i, b, sizeof b);
         r->label = gmp_doc_cstr(d, b);
         if (s[i].pid || s[i].host.len)
             snprintf(b, sizeof b, "pid %" PRIu32 " on %.*s", s[i].pid, (int)s[i].host.len,
@@ -1246,6 +1254,14 @@ gmp_doc *gmp_ranks_build(const gmp_rank_summary *s, size_t n, const gmp_report_v
                        "no rank stands out: no OOM, no peak above %vx the median, no growth "
                        "above %vx the median",
                        gmp_dv_real(HEAVY_FACTOR), gmp_dv_real(GROWTH_FACTOR));
+
+    /* an OOM across ranks: the failing rank beside the healthy ones (computed by the caller, which
+     * reads those traces again), or the one line saying why it is not there */
+    if (oom && oom->cmp && oom->section)
+        oom->section(d, root, oom->cmp);
+    else if (oom && oom->note)
+        gmp_doc_notice(d, os, "ranks_oom_note", GMP_DOC_INFO, "%v",
+                       gmp_dv_str(gmp_doc_strdup(d, oom->note, strlen(oom->note)), ""));
 
     /* the table of ranks */
     static const gmp_doc_col cols[] = {
