@@ -231,6 +231,11 @@ fail:
     return 1;
 }
 
+static void oom_finding(gmp_doc *d, gmp_doc_block *parent, const void *cmp)
+{
+    gmp_ranks_oom_finding(d, parent, cmp);
+}
+
 static void oom_section(gmp_doc *d, gmp_doc_block *parent, const void *cmp)
 {
     gmp_ranks_oom_section(d, parent, cmp);
@@ -259,7 +264,7 @@ int gmp_cli_report_ranks(char **paths, size_t n, const gmp_cli_ranks_opts *o)
         gmp_ranks_oom *cmp = NULL;
         gmp_ranks_oom_status st = GMP_RANKS_OOM_NONE;
         e = gmp_ranks_oom_from_summaries(sums, ns, &o->ropts, &cmp, &st);
-        gmp_ranks_build_oom bo = {cmp, oom_section, NULL};
+        gmp_ranks_build_oom bo = {cmp, oom_finding, oom_section, NULL};
         if (st == GMP_RANKS_OOM_NO_FAILING_TRACE)
             bo.note = "An OOM across ranks: not compared: the failing rank's trace cannot be "
                       "read here as a gpumemprof trace (the comparison reads the traces again)";

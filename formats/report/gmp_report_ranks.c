@@ -1149,6 +1149,10 @@ gmp_doc *gmp_ranks_build(const gmp_rank_summary *s, size_t n, const gmp_report_v
         K(gmp_dv_bytes(round_u(median)), "median_peak_bytes"),
         K(gmp_dv_sbytes((int64_t)(gmed >= 0 ? gmed + 0.5 : gmed - 0.5)), "median_growth_bytes"));
 
+    /* an OOM across ranks compared: its finding opens the view, as findings open every report */
+    if (oom && oom->cmp && oom->finding)
+        oom->finding(d, gmp_doc_section(d, root, NULL, 0, "Findings"), oom->cmp);
+
     /* the outliers */
     gmp_doc_block *os = gmp_doc_section(d, root, "outliers", 0, "Outliers");
     size_t imax = 0;

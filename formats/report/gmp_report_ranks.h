@@ -115,10 +115,12 @@ gmp_err gmp_rank_summary_read_json(const char *buf, size_t len, gmp_rank_summary
 void gmp_rank_summary_label(const gmp_rank_summary *s, size_t i, char *b, size_t cap);
 
 /* An OOM across ranks for the view (gmp_report_ranks_oom.h, which depends on this module, hence
- * the function): section(d, parent, cmp) adds the comparison's section (cmp NULL: none); else
- * note, one line saying why there is none when a rank ran out of memory (NULL: say nothing). */
+ * the functions): finding(d, parent, cmp) adds its line to a Findings block that then opens the
+ * view, section(d, parent, cmp) the comparison's section (cmp NULL: none); else note, one line
+ * saying why there is none when a rank ran out of memory (NULL: say nothing). */
 typedef struct gmp_ranks_build_oom {
     const void *cmp;
+    void (*finding)(gmp_doc *d, gmp_doc_block *parent, const void *cmp);
     void (*section)(gmp_doc *d, gmp_doc_block *parent, const void *cmp);
     const char *note;
 } gmp_ranks_build_oom;

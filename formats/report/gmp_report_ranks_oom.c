@@ -727,6 +727,74 @@ static gmp_doc_val own_str(gmp_doc *d, const char *p, const char *none)
     return gmp_dv_str(gmp_doc_strdup(d, p, strlen(p)), none);
 }
 
+/* What differs on the failing rank: its own allocations above the median (own), what its pool
+ * held free (fc) and that above the median's (frag), its memory outside the allocator above the
+ * median's (out); returns the cause's JSON name, as the section's verdict decides it. */
+static const char *cause_of(const gmp_ranks_oom *R, uint64_t *own, uint64_t *fc, uint64_t *frag,
+                            uint64_t *out)
+{
+    const snap *fs = &R->fail.s, *m = &R->median;
+    uint64_t f_out = fs->has_outside ? fs->outside : R->oom.outside;
+    int f_has_out = R->oom.has_outside || fs->has_outside;
+    *own = fs->allocated > m->allocated ? fs->allocated - m->allocated : 0;
+    *fc = fs->reserved > fs->allocated ? fs->reserved - fs->allocated : 0;
+    uint64_t mc = m->reserved > m->allocated ? m->reserved - m->allocated : 0;
+    *frag = *fc > mc ? *fc - mc : 0;
+    *out = f_has_out && m->has_outside && f_out > m->outside ? f_out - m->outside : 0;
+    if (*out > *own && *out >= *frag)
+        return "outside_allocator";
+    if (*frag > *own)
+        return "fragmentation";
+    if (R->ndiffs && *own && path_of(R, R->diffs[0].path)[0])
+        return "range_grew";
+    return *own ? "allocations" : "capacity";
+}
+
+void gmp_ranks_oom_finding(gmp_doc *d, gmp_doc_block *parent, const gmp_ranks_oom *R)
+{
+    if (!R || R->reread_failed)
+        return;
+    uint64_t own, fc, frag, out;
+    const char *cause = cause_of(R, &own, &fc, &frag, &out);
+    gmp_doc_block *b =
+        gmp_doc_verdict(d, parent, "findings", GMP_DOC_PROBLEM, "%v ran out of memory first, ",
+                        own_str(d, R->fail_label, "?"));
+    if (R->iteration && R->iter_name)
+        gmp_doc_linef(d, &b->title, "in the %v%v %v; ", gmp_dv_count(R->iteration),
+                      gmp_dv_lit(ordinal_suffix(R->iteration)), own_str(d, R->iter_name, ""));
+    else
+        gmp_doc_linef(d, &b->title, "%v; ", gmp_dv_lit("compared by the wall clock"));
+    if (!strcmp(cause, "range_grew"))
+        gmp_doc_linef(d, &b->title, "beside %v other ranks, %v grew (%v against their median %v)",
+                      gmp_dv_count(R->nrows), own_str(d, path_of(R, R->diffs[0].path), ""),
+                      gmp_dv_bytes(R->diffs[0].failing), gmp_dv_bytes(R->diffs[0].median));
+    else if (!strcmp(cause, "outside_allocator"))
+        gmp_doc_linef(d, &b->title,
+                      "beside %v other ranks, %v more memory outside the allocator than their "
+                      "median",
+                      gmp_dv_count(R->nrows), gmp_dv_bytes(out));
+    else if (!strcmp(cause, "fragmentation"))
+        gmp_doc_linef(d, &b->title,
+                      "beside %v other ranks, fragmentation: %v more free in its pool",
+                      gmp_dv_count(R->nrows), gmp_dv_bytes(frag));
+    else if (!strcmp(cause, "allocations"))
+        gmp_doc_linef(d, &b->title,
+                      "beside %v other ranks, %v more of its own allocations, outside any range",
+                      gmp_dv_count(R->nrows), gmp_dv_bytes(own));
+    else
+        gmp_doc_linef(d, &b->title,
+                      "it held no more than the %v other ranks: the job needs more than the device "
+                      "has",
+                      gmp_dv_count(R->nrows));
+    gmp_doc_linef(d, &b->title, " (details: \"%v\")",
+                  gmp_dv_ref("An OOM across ranks", "ranks-oom"));
+    b->flags |= GMP_DOC_ITEM;
+    gmp_doc_line *l = &b->title;
+    gmp_doc_line_add(d, l, gmp_dv_f(gmp_dv_k(gmp_dv_lit("ranks_oom"), "kind"), GMP_DOC_DATA));
+    gmp_doc_line_add(d, l, gmp_dv_f(gmp_dv_k(gmp_dv_lit(cause), "differs_by"), GMP_DOC_DATA));
+    gmp_doc_line_add(d, l, gmp_dv_f(gmp_dv_k(gmp_dv_lit("ranks_oom"), "json_path"), GMP_DOC_DATA));
+}
+
 void gmp_report_ranks_oom_build(gmp_doc *d, gmp_doc_block *parent, const gmp_report_doc *doc)
 {
     gmp_ranks_oom_section(d, parent, doc->ranks_oom);
@@ -737,6 +805,7 @@ void gmp_ranks_oom_section(gmp_doc *d, gmp_doc_block *parent, const gmp_ranks_oo
     if (!R || R->reread_failed)
         return;
     gmp_doc_block *s = gmp_doc_section(d, parent, "ranks_oom", 0, "An OOM across ranks");
+    gmp_doc_anchor(d, s, "ranks-oom");
     gmp_doc_block *kv = gmp_doc_kv(d, s);
     if (R->iteration && R->iter_name) {
         gmp_doc_item_add(d, kv, "iteration", 0, "the %v%v %v, on every rank",
@@ -837,11 +906,8 @@ void gmp_ranks_oom_section(gmp_doc *d, gmp_doc_block *parent, const gmp_ranks_oo
     }
 
     /* what differs: the largest of the three excesses over the median */
-    uint64_t own = fs->allocated > m->allocated ? fs->allocated - m->allocated : 0;
-    uint64_t fc = fs->reserved > fs->allocated ? fs->reserved - fs->allocated : 0;
-    uint64_t mc = m->reserved > m->allocated ? m->reserved - m->allocated : 0;
-    uint64_t frag = fc > mc ? fc - mc : 0;
-    uint64_t out = f_has_out && m->has_outside && f_out > m->outside ? f_out - m->outside : 0;
+    uint64_t own, fc, frag, out;
+    cause_of(R, &own, &fc, &frag, &out);
     if (out > own && out >= frag) {
         gmp_doc_verdict(d, s, "differs", GMP_DOC_PROBLEM,
                         "what differs on %v: %v more memory outside the allocator than the "

@@ -38,6 +38,10 @@ void gmp_report_ranks_oom_free(gmp_ranks_oom *r);
 void gmp_report_ranks_oom_build(gmp_doc *d, gmp_doc_block *parent, const gmp_report_doc *doc);
 /* The same section for a comparison made by either function (NULL: nothing). */
 void gmp_ranks_oom_section(gmp_doc *d, gmp_doc_block *parent, const gmp_ranks_oom *r);
+/* Its one-line finding (the cross-rank view's Findings block): the failing rank, the iteration,
+ * what differs, a reference to the section. JSON: an element of "findings" with kind
+ * "ranks_oom", differs_by and json_path. */
+void gmp_ranks_oom_finding(gmp_doc *d, gmp_doc_block *parent, const gmp_ranks_oom *r);
 
 /* What gmp_ranks_oom_from_summaries found. */
 typedef enum gmp_ranks_oom_status {

@@ -178,6 +178,11 @@ def main():
     L.eq(sorted(h["rank"] for h in outl.get("heavy", [])), [HEAVY, OOM], "the heavy ranks")
     L.eq([o["rank"] for o in outl.get("oom", [])], [OOM], "the rank that ran out of memory")
     check_oom_section(doc.get("ranks_oom"), "cross-rank view")
+    f = doc.get("findings", [])
+    L.check(len(f) == 1 and f[0]["kind"] == "ranks_oom" and f[0]["differs_by"] == "range_grew"
+            and f[0]["text"].startswith("rank %d, " % OOM) and "in the 5th step" in f[0]["text"]
+            and "step/forward/kv_cache grew" in f[0]["text"],
+            "the view's finding names rank 42, its step and the range: %s" % f)
 
     # the per-process document (--per-process): the same comparison
     rc, out, err = L.run([c.gmp, "report", "--format", "json", "--per-process"] + traces, c.env,
@@ -200,8 +205,8 @@ def main():
     t_text = time.monotonic() - t0
     L.eq(rc, 0, "report text")
     lines = out.splitlines()
-    first = [l for l in lines if "ran out of memory first" in l]
-    L.check(len(first) == 1 and first[0].strip().startswith("rank %d, " % OOM),
+    first = [l for l in lines if "ran out of memory first" in l]  # the finding, the section
+    L.check(len(first) == 2 and all(l.strip().startswith("rank %d, " % OOM) for l in first),
             "the text names the failing rank: %s" % first)
     L.check(any(l.strip().startswith("heavy: rank %d (" % HEAVY) for l in lines),
             "the text names the heavy rank")
