@@ -611,9 +611,11 @@ static gmp_err write_summary(gmp_output_ctx *c, ptrace *t)
         }
         gmp_pq_cstr(w, end);
         gmp_pq_cstr(w, t->rank_from_trace ? "trace" : "input order");
-        /* the header's rank identity: null when not recorded (local_rank -1, world_size 0) */
-        opt_i64(w, h && h->local_rank >= 0, h ? h->local_rank : 0);
-        opt_i64(w, h && h->world_size > 0, h ? h->world_size : 0);
+        /* the header's rank identity, with its rank: null when not recorded (local_rank -1,
+         * world_size 0), as the per-rank summary of the report (gmp_rank_summary_from_trace) */
+        int ident = h && h->rank >= 0;
+        opt_i64(w, ident && h->local_rank >= 0, ident ? h->local_rank : 0);
+        opt_i64(w, ident && h->world_size > 0, ident ? h->world_size : 0);
         if (h && h->hostname.len)
             gmp_pq_str(w, h->hostname.ptr, h->hostname.len);
         else

@@ -94,10 +94,11 @@ gmp_err gmp_rank_summary_from_trace(const gmp_report_trace *t, uint64_t index,
     s->index = index;
     s->rank = t->rank >= 0 ? t->rank : (int64_t)index;
     s->rank_source = t->rank >= 0 ? GMP_RANK_FROM_TRACE : GMP_RANK_FROM_ORDER;
-    /* the header's rank identity; -1 when the trace does not say (no header, or a header that
-     * predates them: local_rank -1, world_size 0) */
-    s->local_rank = t->has_header && t->local_rank >= 0 ? t->local_rank : -1;
-    s->world_size = t->has_header && t->world_size > 0 ? t->world_size : -1;
+    /* the header's rank identity, with its rank; -1 when the trace does not say (no header, no
+     * rank, or a header that predates them: local_rank -1, world_size 0) */
+    int ident = t->has_header && t->rank >= 0;
+    s->local_rank = ident && t->local_rank >= 0 ? t->local_rank : -1;
+    s->world_size = ident && t->world_size > 0 ? t->world_size : -1;
     s->path = own_t(t, t->path);
     s->host = own_t(t, t->hostname);
     s->pid = t->pid;
@@ -1291,7 +1292,17 @@ gmp_doc *gmp_ranks_build(const gmp_rank_summary *s, size_t n, const gmp_report_v
         {"trace", "path", GMP_DOC_STR, 0},
     };
     gmp_doc_block *rs_ = gmp_doc_section(d, root, NULL, 0, "Ranks");
-    gmp_doc_block *tb = gmp_doc_table(d, rs_, "ranks", cols, sizeof cols / sizeof cols[0]);
+    /* local rank, world size: each shown in every format when a trace recorded it (JSON:
+     * always, -1 when not recorded) */
+    gmp_doc_col shown[sizeof cols / sizeof cols[0]];
+    memcpy(shown, cols, sizeof cols);
+    for (size_t i = 0; i < n; i++) {
+        if (s[i].local_rank >= 0)
+            shown[5].flags &= ~(unsigned)GMP_DOC_DATA;
+        if (s[i].world_size > 0)
+            shown[6].flags &= ~(unsigned)GMP_DOC_DATA;
+    }
+    gmp_doc_block *tb = gmp_doc_table(d, rs_, "ranks", shown, sizeof cols / sizeof cols[0]);
     for (size_t i = 0; i < n; i++) {
         const rview *r = &rv[i];
         const gmp_rank_summary *q = r->s;
