@@ -244,8 +244,8 @@ static void oom_section(gmp_doc *d, gmp_doc_block *parent, const void *cmp)
 int gmp_cli_report_ranks(char **paths, size_t n, const gmp_cli_ranks_opts *o)
 {
     /* the output first: a path that cannot be written fails before any work */
-    FILE *f = stdout;
-    if (o->out_path && strcmp(o->out_path, "-") != 0 && !(f = fopen(o->out_path, "w"))) {
+    FILE *f = o->out ? o->out : stdout;
+    if (!o->out && o->out_path && strcmp(o->out_path, "-") != 0 && !(f = fopen(o->out_path, "w"))) {
         fprintf(stderr, "gpumemprof %s: %s: %s\n", o->cmd, o->out_path, strerror(errno));
         return 1;
     }
@@ -272,7 +272,7 @@ int gmp_cli_report_ranks(char **paths, size_t n, const gmp_cli_ranks_opts *o)
             bo.note = "An OOM across ranks: not compared: no healthy rank's trace can be read here "
                       "and put at the same iteration or wall-clock time (the comparison reads the "
                       "traces again)";
-        gmp_doc *d = e == GMP_OK ? gmp_ranks_build(sums, ns, &o->view, &bo) : NULL;
+        gmp_doc *d = e == GMP_OK ? gmp_ranks_build(sums, ns, &o->view, &bo, o->brief) : NULL;
         gmp_report_ranks_oom_free(cmp);
         int color = o->color;
         if (color < 0) {
@@ -294,7 +294,7 @@ int gmp_cli_report_ranks(char **paths, size_t n, const gmp_cli_ranks_opts *o)
         fprintf(stderr, "gpumemprof %s: cannot write the output\n", o->cmd);
         status = 1;
     }
-    if (f && f != stdout) {
+    if (f && f != stdout && f != o->out) {
         if (fclose(f) != 0 && !status) {
             fprintf(stderr, "gpumemprof %s: %s: cannot be written\n", o->cmd, o->out_path);
             status = 1;

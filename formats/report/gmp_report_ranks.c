@@ -1076,7 +1076,7 @@ void gmp_rank_summary_label(const gmp_rank_summary *s, size_t i, char *b, size_t
 }
 
 gmp_doc *gmp_ranks_build(const gmp_rank_summary *s, size_t n, const gmp_report_view *v,
-                         const gmp_ranks_build_oom *oom)
+                         const gmp_ranks_build_oom *oom, int brief)
 {
     gmp_doc *d = gmp_doc_new();
     if (!d)
@@ -1260,6 +1260,13 @@ gmp_doc *gmp_ranks_build(const gmp_rank_summary *s, size_t n, const gmp_report_v
                        "above %vx the median",
                        gmp_dv_real(HEAVY_FACTOR), gmp_dv_real(GROWTH_FACTOR));
 
+    if (brief) { /* the short form ends with the outliers */
+        gmp_doc_notice(d, root, NULL, GMP_DOC_INFO,
+                       "the table of the %v ranks and each range's spread across them: "
+                       "gpumemprof report",
+                       gmp_dv_count(n));
+        goto done;
+    }
     /* an OOM across ranks: the failing rank beside the healthy ones (computed by the caller, which
      * reads those traces again), or the one line saying why it is not there */
     if (oom && oom->cmp && oom->section)
@@ -1367,6 +1374,7 @@ gmp_doc *gmp_ranks_build(const gmp_rank_summary *s, size_t n, const gmp_report_v
             c[10] = gmp_dv_bytes(dv->unexplained_max_bytes);
         }
     ranges_table(d, rv, n, v);
+done:
     free(rv);
     free(pk);
     free(gr);

@@ -125,7 +125,9 @@ typedef struct gmp_ranks_build_oom {
     const char *note;
 } gmp_ranks_build_oom;
 
+/* brief: the short form (the header, the findings, the outliers, then a line saying what the
+ * full view adds), as `gpumemprof run` prints it for many processes. */
 gmp_doc *gmp_ranks_build(const gmp_rank_summary *s, size_t n, const gmp_report_view *v,
-                         const gmp_ranks_build_oom *oom);
+                         const gmp_ranks_build_oom *oom, int brief);
 
 #endif

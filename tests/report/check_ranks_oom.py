@@ -5,6 +5,8 @@
 on a 1 GiB device (64 MiB of context). Rank 5 is heavy (activations 8 times as large); rank 42
 keeps a cache in "step/forward/kv_cache" that grows by 200 MiB a step and runs out of memory in
 its 5th step. Checked:
+- `run`'s end-of-run summary (64 processes, more than 8): the cross-rank view's short form (the
+  findings, the heavy ranks, the OOM rank), no block per process, no table of ranks;
 - the default names carry the host and the rank: exactly gpumemprof.HOST.rank0.zst ..
   gpumemprof.HOST.rank63.zst, and each header has its rank, local rank and world size 64;
 - `report --format json` over the 64 traces (the cross-rank view, gpumemprof-ranks/1): every
@@ -142,12 +144,26 @@ def main():
         "RANK=%d LOCAL_RANK=%d WORLD_SIZE=%d %s > r%d.out 2>&1 &" % (r, r, RANKS, prog, r)
         for r in range(RANKS)) + " wait"
     t0 = time.monotonic()
-    rc, out, err = L.gmp_run(c, ["-q", "--stacks", "none"], ["sh", "-c", script], env=env, cwd=d,
+    rc, out, err = L.gmp_run(c, ["--stacks", "none"], ["sh", "-c", script], env=env, cwd=d,
                              timeout=120)
     t_run = time.monotonic() - t0
     L.eq(rc, 0, "the job's status (%s)" % err.strip())
+    # run's end-of-run summary of 64 processes: the cross-rank view's short form, not 64 blocks
+    L.check("gpumemprof: 64 processes recorded: the ranks side by side" in err,
+            "run's summary: the short cross-rank view")
+    L.eq([l for l in err.splitlines() if l.startswith("gpumemprof: ") and ".zst (pid " in l], [],
+         "run's summary: no block per process")
+    L.check(any(l.strip().startswith("heavy: rank %d (" % HEAVY) for l in err.splitlines())
+            and any(l.strip().startswith("out of memory: rank %d (" % OOM)
+                    for l in err.splitlines())
+            and any(l.strip().startswith("rank %d, " % OOM) and "ran out of memory first" in l
+                    for l in err.splitlines()),
+            "run's summary names the heavy rank, the OOM rank and the OOM across ranks")
+    L.check("Ranks:" not in err and "gpumemprof: next: gpumemprof convert" in err,
+            "run's summary: no table of ranks; the next commands")
     with open(os.path.join(d, "r%d.out" % OOM)) as f:
-        L.eq(f.read().strip(), "oom at step 5", "rank %d's own output" % OOM)
+        own = [l for l in f.read().splitlines() if not l.startswith("gpumemprof: ")]
+        L.eq(own, ["oom at step 5"], "rank %d's own output" % OOM)  # the agent's line aside
     want = ["gpumemprof.%s.rank%d.zst" % (host, r) for r in range(RANKS)]
     made = sorted(f for f in os.listdir(d) if f.endswith(".zst"))
     L.eq(made, sorted(want), "one trace per rank, named by host and rank")
