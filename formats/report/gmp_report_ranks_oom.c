@@ -795,17 +795,25 @@ void gmp_ranks_oom_finding(gmp_doc *d, gmp_doc_block *parent, const gmp_ranks_oo
     gmp_doc_line_add(d, l, gmp_dv_f(gmp_dv_k(gmp_dv_lit("ranks_oom"), "json_path"), GMP_DOC_DATA));
 }
 
+static void section(gmp_doc *d, gmp_doc_block *parent, const gmp_ranks_oom *R, int anchored);
+
 void gmp_report_ranks_oom_build(gmp_doc *d, gmp_doc_block *parent, const gmp_report_doc *doc)
 {
-    gmp_ranks_oom_section(d, parent, doc->ranks_oom);
+    section(d, parent, doc->ranks_oom, 0); /* the per-process report's HTML numbers its sections */
 }
 
 void gmp_ranks_oom_section(gmp_doc *d, gmp_doc_block *parent, const gmp_ranks_oom *R)
 {
+    section(d, parent, R, 1); /* the view's finding refers to it */
+}
+
+static void section(gmp_doc *d, gmp_doc_block *parent, const gmp_ranks_oom *R, int anchored)
+{
     if (!R || R->reread_failed)
         return;
     gmp_doc_block *s = gmp_doc_section(d, parent, "ranks_oom", 0, "An OOM across ranks");
-    gmp_doc_anchor(d, s, "ranks-oom");
+    if (anchored)
+        gmp_doc_anchor(d, s, "ranks-oom");
     gmp_doc_block *kv = gmp_doc_kv(d, s);
     if (R->iteration && R->iter_name) {
         gmp_doc_item_add(d, kv, "iteration", 0, "the %v%v %v, on every rank",
