@@ -55,8 +55,9 @@ typedef enum gmp_ranks_oom_status {
  * order) and the traces their paths name, read again one at a time: the failing rank (the
  * earliest OOM on the wall clock), the first healthy rank when the failing one has no iteration,
  * and at most GMP_RANKS_OOM_MAX_COMPARED healthy ranks evenly spaced over the inputs' order.
- * Memory: one trace's model and replay at a time, plus the compared ranks' range tables; nothing
- * per trace beyond the summaries. *out: NULL unless *status is GMP_RANKS_OOM_DONE. Errors: only
+ * Memory: the failing trace's model (and the first healthy one's when it gives the iteration)
+ * and one replay at a time, plus the compared ranks' range tables; nothing per trace beyond the
+ * summaries. *out: NULL unless *status is GMP_RANKS_OOM_DONE. Errors: only
  * GMP_ERR_NOMEM (a trace that cannot be read is a status). */
 struct gmp_rank_summary;
 gmp_err gmp_ranks_oom_from_summaries(const struct gmp_rank_summary *s, size_t n,
