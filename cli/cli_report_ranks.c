@@ -13,6 +13,7 @@
 #include "gmp_render.h"
 #include "gmp_replay.h"
 #include "gmp_report_ranks.h"
+#include "gmp_report_ranks_oom.h"
 
 #define MAX_JOBS 8
 #define MAX_SUMMARY_FILE (256u << 20) /* a summary file read whole: far above 1 MiB per rank */
@@ -230,11 +231,21 @@ fail:
     return 1;
 }
 
+static void oom_finding(gmp_doc *d, gmp_doc_block *parent, const void *cmp)
+{
+    gmp_ranks_oom_finding(d, parent, cmp);
+}
+
+static void oom_section(gmp_doc *d, gmp_doc_block *parent, const void *cmp)
+{
+    gmp_ranks_oom_section(d, parent, cmp);
+}
+
 int gmp_cli_report_ranks(char **paths, size_t n, const gmp_cli_ranks_opts *o)
 {
     /* the output first: a path that cannot be written fails before any work */
-    FILE *f = stdout;
-    if (o->out_path && strcmp(o->out_path, "-") != 0 && !(f = fopen(o->out_path, "w"))) {
+    FILE *f = o->out ? o->out : stdout;
+    if (!o->out && o->out_path && strcmp(o->out_path, "-") != 0 && !(f = fopen(o->out_path, "w"))) {
         fprintf(stderr, "gpumemprof %s: %s: %s\n", o->cmd, o->out_path, strerror(errno));
         return 1;
     }
@@ -248,7 +259,21 @@ int gmp_cli_report_ranks(char **paths, size_t n, const gmp_cli_ranks_opts *o)
     if (!status && o->summary_only) {
         e = gmp_rank_summary_write_json(f, sums, ns);
     } else if (!status) {
-        gmp_doc *d = gmp_ranks_build(sums, ns, &o->view);
+        /* an OOM across ranks: the traces the summaries name, read again where they are readable
+         * (the same with --reduce as from the traces: the summaries alone decide what is read) */
+        gmp_ranks_oom *cmp = NULL;
+        gmp_ranks_oom_status st = GMP_RANKS_OOM_NONE;
+        e = gmp_ranks_oom_from_summaries(sums, ns, &o->ropts, &cmp, &st);
+        gmp_ranks_build_oom bo = {cmp, oom_finding, oom_section, NULL};
+        if (st == GMP_RANKS_OOM_NO_FAILING_TRACE)
+            bo.note = "An OOM across ranks: not compared: the failing rank's trace cannot be "
+                      "read here as a gpumemprof trace (the comparison reads the traces again)";
+        else if (st == GMP_RANKS_OOM_NO_HEALTHY_TRACE)
+            bo.note = "An OOM across ranks: not compared: no healthy rank's trace can be read here "
+                      "and put at the same iteration or wall-clock time (the comparison reads the "
+                      "traces again)";
+        gmp_doc *d = e == GMP_OK ? gmp_ranks_build(sums, ns, &o->view, &bo, o->brief) : NULL;
+        gmp_report_ranks_oom_free(cmp);
         int color = o->color;
         if (color < 0) {
             const char *term = getenv("TERM");
@@ -269,7 +294,7 @@ int gmp_cli_report_ranks(char **paths, size_t n, const gmp_cli_ranks_opts *o)
         fprintf(stderr, "gpumemprof %s: cannot write the output\n", o->cmd);
         status = 1;
     }
-    if (f && f != stdout) {
+    if (f && f != stdout && f != o->out) {
         if (fclose(f) != 0 && !status) {
             fprintf(stderr, "gpumemprof %s: %s: cannot be written\n", o->cmd, o->out_path);
             status = 1;

@@ -8,6 +8,7 @@
 #define GMP_CLI_REPORT_RANKS_H
 
 #include <stddef.h>
+#include <stdio.h>
 
 #include "gmp_report.h"
 
@@ -22,6 +23,8 @@ typedef struct gmp_cli_ranks_opts {
     int summary_only; /* write the summaries (JSON) instead of the view */
     int reduce;       /* the paths are summary files, not traces */
     int jobs;         /* threads; 0: one per CPU, at most 8 */
+    FILE *out;        /* write here (not closed) instead of out_path */
+    int brief;        /* the short form: the header, the findings and the outliers only */
 } gmp_cli_ranks_opts;
 
 /* Returns the exit status (0, or 1 after a message on stderr). */

@@ -11,10 +11,12 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "cli_report_ranks.h"
 #include "gmp_doc.h"
 #include "gmp_reader.h"
 #include "gmp_render.h"
 #include "gmp_replay.h"
+#include "gmp_report_ranks.h"
 
 typedef struct range_total {
     uint32_t range;
@@ -209,9 +211,12 @@ static size_t lost_lines(gmp_doc *d, const gmp_cli_run_proc *procs, size_t nproc
     return nlost;
 }
 
-/* The summary as a document. */
+/* The summary as a document. many: more traces than the cross-rank view's threshold: a trace
+ * that recorded something gets no section (the short cross-rank view, printed before, stands for
+ * them), one that did not keeps its section saying why; useful_out: those that did. */
 static gmp_doc *summary_doc(const char *const *traces, size_t n, const gmp_cli_run_proc *procs,
-                            size_t nprocs, int started)
+                            size_t nprocs, int started, int many, const char ***useful_out,
+                            size_t *nuseful_out)
 {
     gmp_doc *d = gmp_doc_new();
     if (!d)
@@ -224,9 +229,14 @@ static gmp_doc *summary_doc(const char *const *traces, size_t n, const gmp_cli_r
         return NULL;
     }
     size_t nu = 0;
-    for (size_t i = 0; i < n; i++)
-        if (one_trace(d, traces[i]))
+    for (size_t i = 0; i < n; i++) {
+        gmp_doc *scratch = many ? gmp_doc_new() : NULL;
+        if (one_trace(scratch ? scratch : d, traces[i]))
             useful[nu++] = traces[i];
+        else if (scratch) /* its section says why nothing was recorded */
+            one_trace(d, traces[i]);
+        gmp_doc_free(scratch);
+    }
     size_t nlost = lost_lines(d, procs, nprocs);
     if (n == 0 && nlost == 0 && started)
         gmp_doc_notice(d, root, NULL, GMP_DOC_WARNING,
@@ -269,7 +279,12 @@ static gmp_doc *summary_doc(const char *const *traces, size_t n, const gmp_cli_r
             shell_word(f, useful[i], strlen(useful[i]), "");
         }
     }
-    free(useful);
+    if (useful_out) {
+        *useful_out = useful;
+        *nuseful_out = nu;
+    } else {
+        free(useful);
+    }
     if (!f || fclose(f) != 0 || !cmd) {
         free(cmd);
         gmp_doc_free(d);
@@ -288,12 +303,32 @@ static gmp_doc *summary_doc(const char *const *traces, size_t n, const gmp_cli_r
 void gmp_cli_print_run_summary(FILE *f, const char *const *traces, size_t n,
                                const gmp_cli_run_proc *procs, size_t nprocs, int started)
 {
-    gmp_doc *d = summary_doc(traces, n, procs, nprocs, started);
+    /* many processes (the ranks of a job): the cross-rank view's short form instead of a block
+     * per process */
+    int many = n > GMP_RANKS_AUTO_ABOVE;
+    const char **useful = NULL;
+    size_t nu = 0;
+    gmp_doc *d = summary_doc(traces, n, procs, nprocs, started, many, many ? &useful : NULL, &nu);
     if (!d || gmp_doc_error(d) != GMP_OK) {
         fprintf(f, "gpumemprof: the summary: %s\n", gmp_err_str(GMP_ERR_NOMEM));
         gmp_doc_free(d);
+        free(useful);
         return;
     }
+    if (many && nu) {
+        gmp_cli_ranks_opts ro;
+        memset(&ro, 0, sizeof ro);
+        ro.cmd = "run";
+        ro.format = "text";
+        ro.color = isatty(fileno(f)) && !getenv("NO_COLOR");
+        ro.view.top = 10;
+        ro.view.device = INT64_MIN;
+        ro.out = f;
+        ro.brief = 1;
+        fprintf(f, "gpumemprof: %zu processes recorded: the ranks side by side\n", nu);
+        gmp_cli_report_ranks((char **)useful, nu, &ro);
+    }
+    free(useful);
     gmp_render_opts o = {.color = isatty(fileno(f)) && !getenv("NO_COLOR"), .title = NULL};
     gmp_render_text(d, f, &o);
     gmp_doc_free(d);

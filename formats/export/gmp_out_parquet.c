@@ -94,6 +94,8 @@ static const gmp_pq_column summary_cols[] = {
     C("leaked_bytes", I64, 1, 0),
     C("recording_end", STR, 0, 0),
     C("rank_from", STR, 0, 0),
+    C("local_rank", I64, 1, 0),
+    C("world_size", I64, 1, 0),
     C("host", STR, 1, 0),
     C("pid", I64, 0, 0),
     C("input", STR, 0, 0),
@@ -609,6 +611,11 @@ static gmp_err write_summary(gmp_output_ctx *c, ptrace *t)
         }
         gmp_pq_cstr(w, end);
         gmp_pq_cstr(w, t->rank_from_trace ? "trace" : "input order");
+        /* the header's rank identity, with its rank: null when not recorded (local_rank -1,
+         * world_size 0), as the per-rank summary of the report (gmp_rank_summary_from_trace) */
+        int ident = h && h->rank >= 0;
+        opt_i64(w, ident && h->local_rank >= 0, ident ? h->local_rank : 0);
+        opt_i64(w, ident && h->world_size > 0, ident ? h->world_size : 0);
         if (h && h->hostname.len)
             gmp_pq_str(w, h->hostname.ptr, h->hostname.len);
         else

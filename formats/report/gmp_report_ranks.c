@@ -94,8 +94,11 @@ gmp_err gmp_rank_summary_from_trace(const gmp_report_trace *t, uint64_t index,
     s->index = index;
     s->rank = t->rank >= 0 ? t->rank : (int64_t)index;
     s->rank_source = t->rank >= 0 ? GMP_RANK_FROM_TRACE : GMP_RANK_FROM_ORDER;
-    s->local_rank = -1; /* not in the trace (yet): rank identity fills them */
-    s->world_size = -1;
+    /* the header's rank identity, with its rank; -1 when the trace does not say (no header, no
+     * rank, or a header that predates them: local_rank -1, world_size 0) */
+    int ident = t->has_header && t->rank >= 0;
+    s->local_rank = ident && t->local_rank >= 0 ? t->local_rank : -1;
+    s->world_size = ident && t->world_size > 0 ? t->world_size : -1;
     s->path = own_t(t, t->path);
     s->host = own_t(t, t->hostname);
     s->pid = t->pid;
@@ -1061,7 +1064,19 @@ out:
     free(vals);
 }
 
-gmp_doc *gmp_ranks_build(const gmp_rank_summary *s, size_t n, const gmp_report_view *v)
+void gmp_rank_summary_label(const gmp_rank_summary *s, size_t i, char *b, size_t cap)
+{
+    if (!s->pid && !s->host.len)
+        snprintf(b, cap, "%s %zu", /* no process recorded: a snapshot, as cli_replay.c */
+                 s->end == GMP_REPORT_END_SNAPSHOT ? "snapshot" : "trace", i + 1);
+    else if (s->rank_source == GMP_RANK_FROM_TRACE)
+        snprintf(b, cap, "rank %" PRId64 ", pid %" PRIu32, s->rank, s->pid);
+    else
+        snprintf(b, cap, "pid %" PRIu32, s->pid);
+}
+
+gmp_doc *gmp_ranks_build(const gmp_rank_summary *s, size_t n, const gmp_report_view *v,
+                         const gmp_ranks_build_oom *oom, int brief)
 {
     gmp_doc *d = gmp_doc_new();
     if (!d)
@@ -1085,13 +1100,7 @@ gmp_doc *gmp_ranks_build(const gmp_rank_summary *s, size_t n, const gmp_report_v
         r->rank = s[i].rank_source == GMP_RANK_FROM_TRACE ? s[i].rank : (int64_t)i;
         nranked += s[i].rank_source == GMP_RANK_FROM_TRACE;
         char b[160];
-        if (!s[i].pid && !s[i].host.len)
-            snprintf(b, sizeof b, "%s %zu", /* no process recorded: a snapshot, as cli_replay.c */
-                     s[i].end == GMP_REPORT_END_SNAPSHOT ? "snapshot" : "trace", i + 1);
-        else if (s[i].rank_source == GMP_RANK_FROM_TRACE)
-            snprintf(b, sizeof b, "rank %" PRId64 ", pid %" PRIu32, s[i].rank, s[i].pid);
-        else
-            snprintf(b, sizeof b, "pid %" PRIu32, s[i].pid);
+        gmp_rank_summary_label(&s[i], i, b, sizeof b);
         r->label = gmp_doc_cstr(d, b);
         if (s[i].pid || s[i].host.len)
             snprintf(b, sizeof b, "pid %" PRIu32 " on %.*s", s[i].pid, (int)s[i].host.len,
@@ -1140,6 +1149,10 @@ gmp_doc *gmp_ranks_build(const gmp_rank_summary *s, size_t n, const gmp_report_v
         d, kv, "median peak", 0, "%v, median growth %v",
         K(gmp_dv_bytes(round_u(median)), "median_peak_bytes"),
         K(gmp_dv_sbytes((int64_t)(gmed >= 0 ? gmed + 0.5 : gmed - 0.5)), "median_growth_bytes"));
+
+    /* an OOM across ranks compared: its finding opens the view, as findings open every report */
+    if (oom && oom->cmp && oom->finding)
+        oom->finding(d, gmp_doc_section(d, root, NULL, 0, "Findings"), oom->cmp);
 
     /* the outliers */
     gmp_doc_block *os = gmp_doc_section(d, root, "outliers", 0, "Outliers");
@@ -1247,6 +1260,21 @@ gmp_doc *gmp_ranks_build(const gmp_rank_summary *s, size_t n, const gmp_report_v
                        "above %vx the median",
                        gmp_dv_real(HEAVY_FACTOR), gmp_dv_real(GROWTH_FACTOR));
 
+    if (brief) { /* the short form ends with the outliers */
+        gmp_doc_notice(d, root, NULL, GMP_DOC_INFO,
+                       "the table of the %v ranks and each range's spread across them: "
+                       "gpumemprof report",
+                       gmp_dv_count(n));
+        goto done;
+    }
+    /* an OOM across ranks: the failing rank beside the healthy ones (computed by the caller, which
+     * reads those traces again), or the one line saying why it is not there */
+    if (oom && oom->cmp && oom->section)
+        oom->section(d, root, oom->cmp);
+    else if (oom && oom->note)
+        gmp_doc_notice(d, os, "ranks_oom_note", GMP_DOC_INFO, "%v",
+                       gmp_dv_str(gmp_doc_strdup(d, oom->note, strlen(oom->note)), ""));
+
     /* the table of ranks */
     static const gmp_doc_col cols[] = {
         {"rank", "rank", GMP_DOC_INT, 0},
@@ -1271,7 +1299,17 @@ gmp_doc *gmp_ranks_build(const gmp_rank_summary *s, size_t n, const gmp_report_v
         {"trace", "path", GMP_DOC_STR, 0},
     };
     gmp_doc_block *rs_ = gmp_doc_section(d, root, NULL, 0, "Ranks");
-    gmp_doc_block *tb = gmp_doc_table(d, rs_, "ranks", cols, sizeof cols / sizeof cols[0]);
+    /* local rank, world size: each shown in every format when a trace recorded it (JSON:
+     * always, -1 when not recorded) */
+    gmp_doc_col shown[sizeof cols / sizeof cols[0]];
+    memcpy(shown, cols, sizeof cols);
+    for (size_t i = 0; i < n; i++) {
+        if (s[i].local_rank >= 0)
+            shown[5].flags &= ~(unsigned)GMP_DOC_DATA;
+        if (s[i].world_size > 0)
+            shown[6].flags &= ~(unsigned)GMP_DOC_DATA;
+    }
+    gmp_doc_block *tb = gmp_doc_table(d, rs_, "ranks", shown, sizeof cols / sizeof cols[0]);
     for (size_t i = 0; i < n; i++) {
         const rview *r = &rv[i];
         const gmp_rank_summary *q = r->s;
@@ -1336,6 +1374,7 @@ gmp_doc *gmp_ranks_build(const gmp_rank_summary *s, size_t n, const gmp_report_v
             c[10] = gmp_dv_bytes(dv->unexplained_max_bytes);
         }
     ranges_table(d, rv, n, v);
+done:
     free(rv);
     free(pk);
     free(gr);

@@ -110,6 +110,24 @@ gmp_err gmp_rank_summary_read_json(const char *buf, size_t len, gmp_rank_summary
 /* The cross-rank view of n summaries (n >= 1) in the order given (the inputs' order): the
  * outliers, the table of ranks, the ranges' spread. v: top (rows of the ranges table and of the
  * ranks table; 0 all), device (only that device's figures). NULL when out of memory. */
-gmp_doc *gmp_ranks_build(const gmp_rank_summary *s, size_t n, const gmp_report_view *v);
+/* The label a report gives summary s, the i-th of its inputs (from 0): "rank R, pid P", "pid P",
+ * "snapshot I" or "trace I" (I from 1), as the per-process report labels it. */
+void gmp_rank_summary_label(const gmp_rank_summary *s, size_t i, char *b, size_t cap);
+
+/* An OOM across ranks for the view (gmp_report_ranks_oom.h, which depends on this module, hence
+ * the functions): finding(d, parent, cmp) adds its line to a Findings block that then opens the
+ * view, section(d, parent, cmp) the comparison's section (cmp NULL: none); else note, one line
+ * saying why there is none when a rank ran out of memory (NULL: say nothing). */
+typedef struct gmp_ranks_build_oom {
+    const void *cmp;
+    void (*finding)(gmp_doc *d, gmp_doc_block *parent, const void *cmp);
+    void (*section)(gmp_doc *d, gmp_doc_block *parent, const void *cmp);
+    const char *note;
+} gmp_ranks_build_oom;
+
+/* brief: the short form (the header, the findings, the outliers, then a line saying what the
+ * full view adds), as `gpumemprof run` prints it for many processes. */
+gmp_doc *gmp_ranks_build(const gmp_rank_summary *s, size_t n, const gmp_report_view *v,
+                         const gmp_ranks_build_oom *oom, int brief);
 
 #endif

@@ -7,6 +7,9 @@
 
 #include "gmp_analysis.h"
 #include "gmp_intern.h"
+#include "gmp_reader.h"
+#include "gmp_replay.h"
+#include "gmp_report_ranks.h"
 #include "gmp_report_values.h"
 
 #define MAX_MATCH_IDS 64 /* range ids whose path is the iteration's (one per domain at most) */
@@ -36,6 +39,7 @@ typedef struct rank_row {
     size_t trace;
     int by_wall; /* aligned by the wall clock (no such iteration in it) */
     snap s;      /* ranges as ids of paths */
+    char *label; /* as the report labels the trace (owned) */
 } rank_row;
 
 typedef struct range_diff {
@@ -44,8 +48,10 @@ typedef struct range_diff {
 } range_diff;
 
 struct gmp_ranks_oom {
-    size_t failing;  /* the trace that ran out of memory first */
-    size_t nfailing; /* traces with an OOM */
+    size_t failing;               /* the trace that ran out of memory first */
+    char *fail_label, *fail_path; /* its label and path (owned): the section needs no model */
+    uint64_t fail_t0;             /* its base of relative times */
+    size_t nfailing;              /* traces with an OOM */
     gmp_analysis_oom oom;
     char *iter_name;    /* the iteration's path or MARK name; NULL: none */
     uint64_t iteration; /* the failing rank's iteration at the OOM (1 = the first); 0: none */
@@ -76,7 +82,10 @@ typedef struct pass {
     uint64_t k; /* healthy: the iteration to look at (0: none) */
     int wall;   /* healthy: a wall-clock window [wa, wb] */
     uint64_t wa, wb;
-    uint64_t outside; /* the last sample's use beyond the reserved bytes */
+    uint64_t fail_wall, span; /* healthy: the failing OOM on the wall clock (UINT64_MAX: none) and
+                               * how long before it the window opens; run_pass makes [wa, wb]
+                               * from them and the trace header's anchor */
+    uint64_t outside;         /* the last sample's use beyond the reserved bytes */
     int has_outside;
     snap it, wl, oom; /* iteration k's peak, the wall window's peak, the failing rank's OOM */
     uint64_t oom_k, oom_iter_start;
@@ -255,6 +264,22 @@ static gmp_err run_pass(const char *path, pass *P, rank_row *out_row, snap *whic
     gmp_replay *rp = NULL;
     if (gmp_reader_open(&r, path, NULL) != GMP_OK)
         return GMP_OK;
+    const gmp_rec_header *h = gmp_reader_header(r);
+    if (!P->failing && P->fail_wall != UINT64_MAX && h->start_wall_ns &&
+        h->start_wall_ns >= h->start_trace_ns) {
+        /* the failing rank's OOM on this trace's clock (its anchor: start_wall_ns paired with
+         * start_trace_ns), and as much before it as the failing iteration had run */
+        uint64_t base = h->start_wall_ns - h->start_trace_ns;
+        if (P->fail_wall >= base) {
+            P->wall = 1;
+            P->wb = P->fail_wall - base;
+            P->wa = P->wb > P->span ? P->wb - P->span : 0;
+        }
+    }
+    if (!P->failing && !P->k && !P->wall) { /* nothing to align this rank by */
+        gmp_reader_close(r);
+        return GMP_OK;
+    }
     gmp_err e = gmp_replay_new(&rp, r, NULL);
     if (e == GMP_OK) {
         P->rp = rp;
@@ -396,13 +421,119 @@ void gmp_report_ranks_oom_free(gmp_ranks_oom *R)
     if (!R)
         return;
     snap_free(&R->fail.s);
-    for (size_t i = 0; i < R->nrows; i++)
+    for (size_t i = 0; i < R->nrows; i++) {
         snap_free(&R->rows[i].s);
+        free(R->rows[i].label);
+    }
     free(R->rows);
     gmp_intern_free(&R->paths);
     free(R->diffs);
     free(R->iter_name);
+    free(R->fail_label);
+    free(R->fail_path);
     free(R);
+}
+
+/* One trace of the job as the comparison sees it: from a report model (the per-process report) or
+ * from a per-rank summary (the cross-rank view). */
+typedef struct cand {
+    gmp_str path, label;
+    int oom;        /* it recorded an OOM */
+    int32_t device; /* the device it is looked at on when healthy */
+    char lbuf[160];
+} cand;
+typedef void (*cand_fn)(const void *ctx, size_t i, cand *c);
+
+/* The comparison of the n traces get() describes, fail the one that ran out first (its model ft:
+ * its first OOM, its clock), nfail those with an OOM, `it` the model whose iteration is used (NULL:
+ * none). Leaves R NULL-equivalent (nrows 0) when no healthy rank could be compared. */
+static gmp_err core(gmp_ranks_oom *R, size_t n, cand_fn get, const void *ctx, size_t fail,
+                    size_t nfail, const gmp_report_trace *ft, const gmp_report_trace *it)
+{
+    cand c;
+    R->failing = fail;
+    R->nfailing = nfail;
+    R->oom = ft->analysis->ooms[0];
+    R->oom.nlive = 0; /* its sites are the failing trace's: not kept here */
+    R->healthy = n - nfail;
+    R->fail_t0 = ft->t0_ns;
+    uint64_t fail_wall =
+        has_anchor(ft) ? ft->start_wall_ns - ft->start_trace_ns + ft->analysis->ooms[0].time_ns
+                       : UINT64_MAX;
+    get(ctx, fail, &c);
+    if (!(R->fail_label = dup_str(c.label)) || !(R->fail_path = dup_str(c.path)))
+        return GMP_ERR_NOMEM;
+    gmp_analysis_iter_kind kind =
+        it && it->analysis ? it->analysis->iter.kind : GMP_ANALYSIS_ITER_NONE;
+    if (kind != GMP_ANALYSIS_ITER_NONE &&
+        !(R->iter_name = dup_str(gmp_report_str(it, it->analysis->iter.range))))
+        return GMP_ERR_NOMEM;
+    /* the failing rank up to its OOM */
+    pass P;
+    memset(&P, 0, sizeof P);
+    P.failing = 1;
+    P.device = R->oom.device;
+    P.kind = R->iter_name ? kind : GMP_ANALYSIS_ITER_NONE;
+    P.name = R->iter_name;
+    gmp_err e = run_pass(R->fail_path, &P, &R->fail, &P.oom, R);
+    R->fail.trace = fail;
+    R->reread_failed = !R->fail.s.has;
+    if (e != GMP_OK || R->reread_failed) /* not a trace file (a snapshot): nothing to compare */
+        return e;
+    R->iteration = P.oom_k;
+    uint64_t oom_ns = R->oom.time_ns;
+    /* the wall window: as long before the OOM as the failing iteration had run; 1 s without one */
+    uint64_t span = !R->iteration               ? 1000000000ull
+                    : oom_ns > P.oom_iter_start ? oom_ns - P.oom_iter_start
+                                                : 0;
+    /* the healthy ranks: every one up to GMP_RANKS_OOM_MAX_COMPARED, else as many evenly spaced
+     * over the inputs' order (the same ones whatever order the traces were read in) */
+    size_t want =
+        R->healthy < GMP_RANKS_OOM_MAX_COMPARED ? (size_t)R->healthy : GMP_RANKS_OOM_MAX_COMPARED;
+    R->rows = calloc(want ? want : 1, sizeof *R->rows);
+    if (!R->rows)
+        return GMP_ERR_NOMEM;
+    size_t h = 0;
+    for (size_t i = 0; i < n && e == GMP_OK && R->nrows < want; i++) {
+        get(ctx, i, &c);
+        if (c.oom)
+            continue;
+        size_t hi = h++; /* this healthy trace's number: take hi when it falls on the spacing */
+        if ((hi * want) / R->healthy == ((hi + 1) * want) / R->healthy)
+            continue;
+        memset(&P, 0, sizeof P);
+        P.device = c.device;
+        P.kind = R->iter_name && R->iteration ? kind : GMP_ANALYSIS_ITER_NONE;
+        P.name = R->iter_name;
+        P.k = R->iteration;
+        P.fail_wall = fail_wall;
+        P.span = span;
+        rank_row *row = &R->rows[R->nrows];
+        char *path = dup_str(c.path);
+        e = path ? run_pass(path, &P, row, NULL, R) : GMP_ERR_NOMEM;
+        free(path);
+        if (e == GMP_OK && row->s.has) {
+            row->trace = i;
+            if (!(row->label = dup_str(c.label))) {
+                snap_free(&row->s);
+                return GMP_ERR_NOMEM;
+            }
+            R->nby_wall += (size_t)row->by_wall;
+            R->nrows++;
+        }
+    }
+    if (e == GMP_OK && R->nrows)
+        e = compare(R);
+    return e;
+}
+
+static void doc_cand(const void *ctx, size_t i, cand *c)
+{
+    const gmp_report_trace *t = ((const gmp_report_doc *)ctx)->traces[i];
+    c->path = gmp_report_str(t, t->path);
+    c->label = gmp_report_str(t, t->label);
+    c->oom = t->analysis && t->analysis->nooms;
+    c->device = main_device(t);
 }
 
 gmp_err gmp_report_ranks_oom_compute(gmp_report_doc *doc)
@@ -432,14 +563,6 @@ gmp_err gmp_report_ranks_oom_compute(gmp_report_doc *doc)
     if (fail == SIZE_MAX || nfail == doc->ntraces)
         return GMP_OK;
     const gmp_report_trace *ft = doc->traces[fail];
-    gmp_ranks_oom *R = calloc(1, sizeof *R);
-    if (!R)
-        return GMP_ERR_NOMEM;
-    R->failing = fail;
-    R->nfailing = nfail;
-    R->oom = ft->analysis->ooms[0];
-    R->oom.nlive = 0; /* its sites are the failing trace's: not kept here */
-    R->healthy = doc->ntraces - nfail;
     /* the iteration: the failing trace's, else the first healthy trace's that has one */
     const gmp_report_trace *it = ft;
     for (size_t i = 0; it->analysis->iter.kind == GMP_ANALYSIS_ITER_NONE && i < doc->ntraces; i++) {
@@ -447,91 +570,137 @@ gmp_err gmp_report_ranks_oom_compute(gmp_report_doc *doc)
         if (t->analysis && !t->analysis->nooms && t->analysis->iter.kind != GMP_ANALYSIS_ITER_NONE)
             it = t;
     }
-    gmp_analysis_iter_kind kind = it->analysis ? it->analysis->iter.kind : GMP_ANALYSIS_ITER_NONE;
-    gmp_err e = GMP_OK;
-    if (kind != GMP_ANALYSIS_ITER_NONE) {
-        gmp_str s = gmp_report_str(it, it->analysis->iter.range);
-        if (!(R->iter_name = malloc((size_t)s.len + 1)))
-            e = GMP_ERR_NOMEM;
-        else {
-            memcpy(R->iter_name, s.ptr, s.len);
-            R->iter_name[s.len] = 0;
-        }
-    }
-    /* the failing rank up to its OOM */
-    pass P;
-    memset(&P, 0, sizeof P);
-    P.failing = 1;
-    P.device = R->oom.device;
-    P.kind = R->iter_name ? kind : GMP_ANALYSIS_ITER_NONE;
-    P.name = R->iter_name;
-    if (e == GMP_OK) {
-        gmp_str fp = gmp_report_str(ft, ft->path);
-        char *path = dup_str(fp);
-        e = path ? run_pass(path, &P, &R->fail, &P.oom, R) : GMP_ERR_NOMEM;
-        free(path);
-    }
-    R->fail.trace = fail;
-    R->reread_failed = !R->fail.s.has;
-    if (e == GMP_OK && R->reread_failed) { /* not a trace file (a snapshot): nothing to compare */
-        gmp_report_ranks_oom_free(R);
-        return GMP_OK;
-    }
-    R->iteration = R->fail.s.has ? P.oom_k : 0;
-    uint64_t oom_ns = R->oom.time_ns;
-    /* the wall window: as long before the OOM as the failing iteration had run; 1 s without one */
-    uint64_t span = !R->iteration               ? 1000000000ull
-                    : oom_ns > P.oom_iter_start ? oom_ns - P.oom_iter_start
-                                                : 0;
-    /* the healthy ranks: every one up to GMP_RANKS_OOM_MAX_COMPARED, else as many evenly spaced */
-    size_t want =
-        R->healthy < GMP_RANKS_OOM_MAX_COMPARED ? (size_t)R->healthy : GMP_RANKS_OOM_MAX_COMPARED;
-    R->rows = calloc(want ? want : 1, sizeof *R->rows);
-    if (!R->rows && e == GMP_OK)
-        e = GMP_ERR_NOMEM;
-    size_t h = 0;
-    for (size_t i = 0; i < doc->ntraces && e == GMP_OK && R->nrows < want; i++) {
-        const gmp_report_trace *t = doc->traces[i];
-        if (t->analysis && t->analysis->nooms)
-            continue;
-        size_t hi = h++; /* this healthy trace's number: take hi when it falls on the spacing */
-        if ((hi * want) / R->healthy == ((hi + 1) * want) / R->healthy)
-            continue;
-        memset(&P, 0, sizeof P);
-        P.device = main_device(t);
-        P.kind = R->iter_name && R->iteration ? kind : GMP_ANALYSIS_ITER_NONE;
-        P.name = R->iter_name;
-        P.k = R->iteration;
-        if (fail_wall != UINT64_MAX && has_anchor(t)) {
-            /* the failing rank's OOM on this trace's clock, and as much before it as the failing
-             * iteration had run */
-            uint64_t base = t->start_wall_ns - t->start_trace_ns;
-            if (fail_wall >= base) {
-                P.wall = 1;
-                P.wb = fail_wall - base;
-                P.wa = P.wb > span ? P.wb - span : 0;
-            }
-        }
-        if (!P.k && !P.wall)
-            continue;
-        rank_row *row = &R->rows[R->nrows];
-        gmp_str tp = gmp_report_str(t, t->path);
-        char *path = dup_str(tp);
-        e = path ? run_pass(path, &P, row, NULL, R) : GMP_ERR_NOMEM;
-        free(path);
-        if (e == GMP_OK && row->s.has) {
-            row->trace = i;
-            R->nby_wall += (size_t)row->by_wall;
-            R->nrows++;
-        }
-    }
-    if (e == GMP_OK && R->nrows && !R->reread_failed)
-        e = compare(R);
-    if (e != GMP_OK || !R->nrows) {
+    gmp_ranks_oom *R = calloc(1, sizeof *R);
+    if (!R)
+        return GMP_ERR_NOMEM;
+    gmp_err e = core(R, doc->ntraces, doc_cand, doc, fail, nfail, ft, it);
+    if (e != GMP_OK || R->reread_failed || !R->nrows) {
         gmp_report_ranks_oom_free(R);
         return e;
     }
     doc->ranks_oom = R;
+    return GMP_OK;
+}
+
+/* ---- from per-rank summaries ---- */
+
+/* One trace replayed into a one-trace report model (its analysis: the OOM's verdict, the
+ * iteration). GMP_ERR_FORMAT when it cannot be read as a gpumemprof trace. */
+typedef struct model {
+    gmp_reader *r;
+    gmp_replay *rp;
+    gmp_report_doc *doc;
+} model;
+
+static void model_free(model *m)
+{
+    gmp_report_doc_free(m->doc);
+    gmp_replay_free(m->rp);
+    gmp_reader_close(m->r);
+    memset(m, 0, sizeof *m);
+}
+
+static gmp_err model_read(model *m, const char *path, const gmp_report_opts *ropts)
+{
+    memset(m, 0, sizeof *m);
+    if (gmp_reader_open(&m->r, path, NULL) != GMP_OK)
+        return GMP_ERR_FORMAT;
+    gmp_err e = gmp_replay_new(&m->rp, m->r, NULL);
+    if (e == GMP_OK)
+        e = gmp_report_doc_new(&m->doc, ropts);
+    if (e == GMP_OK) /* no label: no per-change steps (only a shared time axis needs them) */
+        e = gmp_report_doc_add(m->doc, m->rp, path, "");
+    if (e == GMP_OK)
+        e = gmp_replay_run(m->rp);
+    if (e == GMP_OK && (m->doc->ntraces != 1 || !m->doc->traces[0]->analysis))
+        e = GMP_ERR_FORMAT;
+    if (e != GMP_OK) {
+        model_free(m);
+        return e == GMP_ERR_NOMEM ? e : GMP_ERR_FORMAT;
+    }
+    return GMP_OK;
+}
+
+static void sum_cand(const void *ctx, size_t i, cand *c)
+{
+    const gmp_rank_summary *s = &((const gmp_rank_summary *)ctx)[i];
+    c->path = s->path;
+    gmp_rank_summary_label(s, i, c->lbuf, sizeof c->lbuf);
+    c->label = (gmp_str){c->lbuf, (uint32_t)strlen(c->lbuf)};
+    c->oom = s->ooms != 0;
+    /* as main_device: the device with the highest allocated peak */
+    c->device = 0;
+    uint64_t best = 0;
+    for (size_t k = 0; k < s->ndevices; k++)
+        if (s->devices[k].id >= 0 && s->devices[k].peak_allocated_bytes > best) {
+            best = s->devices[k].peak_allocated_bytes;
+            c->device = s->devices[k].id;
+        }
+}
+
+gmp_err gmp_ranks_oom_from_summaries(const gmp_rank_summary *s, size_t n,
+                                     const gmp_report_opts *ropts, gmp_ranks_oom **out,
+                                     gmp_ranks_oom_status *status)
+{
+    *out = NULL;
+    *status = GMP_RANKS_OOM_NONE;
+    /* the first OOM of the job: the earliest on the wall clock (start_wall_ns + first_oom_ns; a
+     * summary without a wall clock after those with one), ties and no clock by the inputs' order */
+    size_t fail = SIZE_MAX, nfail = 0;
+    uint64_t fail_wall = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (!s[i].ooms)
+            continue;
+        nfail++;
+        uint64_t w = s[i].start_wall_ns ? s[i].start_wall_ns + s[i].first_oom_ns : UINT64_MAX;
+        if (fail == SIZE_MAX || w < fail_wall) {
+            fail = i;
+            fail_wall = w;
+        }
+    }
+    if (n < 2 || fail == SIZE_MAX || nfail == n)
+        return GMP_OK;
+    *status = GMP_RANKS_OOM_NO_FAILING_TRACE;
+    model fm, hm;
+    memset(&hm, 0, sizeof hm);
+    gmp_err e = model_read(&fm, s[fail].path.ptr, ropts);
+    if (e != GMP_OK)
+        return e == GMP_ERR_NOMEM ? e : GMP_OK;
+    const gmp_report_trace *ft = fm.doc->traces[0];
+    if (!ft->analysis->nooms) { /* not the trace the summary was made from */
+        model_free(&fm);
+        return GMP_OK;
+    }
+    /* the iteration: the failing trace's, else the first healthy trace's (one trace more read,
+     * not every one: the ranks of a job run the same loop) */
+    const gmp_report_trace *it = ft;
+    if (ft->analysis->iter.kind == GMP_ANALYSIS_ITER_NONE) {
+        it = NULL;
+        for (size_t i = 0; i < n; i++)
+            if (!s[i].ooms) {
+                e = model_read(&hm, s[i].path.ptr, ropts);
+                if (e == GMP_OK)
+                    it = hm.doc->traces[0];
+                break;
+            }
+        if (e == GMP_ERR_NOMEM) {
+            model_free(&fm);
+            return e;
+        }
+        e = GMP_OK;
+    }
+    gmp_ranks_oom *R = calloc(1, sizeof *R);
+    e = R ? core(R, n, sum_cand, s, fail, nfail, ft, it) : GMP_ERR_NOMEM;
+    model_free(&hm);
+    model_free(&fm);
+    if (e == GMP_OK && !R->reread_failed && !R->nrows)
+        *status = GMP_RANKS_OOM_NO_HEALTHY_TRACE;
+    if (e != GMP_OK || R->reread_failed || !R->nrows) {
+        gmp_report_ranks_oom_free(R);
+        return e;
+    }
+    *status = GMP_RANKS_OOM_DONE;
+    *out = R;
     return GMP_OK;
 }
 
@@ -552,13 +721,99 @@ static const char *ordinal_suffix(uint64_t n)
     return n % 10 == 1 ? "st" : n % 10 == 2 ? "nd" : n % 10 == 3 ? "rd" : "th";
 }
 
-void gmp_report_ranks_oom_build(gmp_doc *d, gmp_doc_block *parent, const gmp_report_doc *doc)
+/* A label or path kept by the comparison, as a value of d ("none" shown when empty). */
+static gmp_doc_val own_str(gmp_doc *d, const char *p, const char *none)
 {
-    const gmp_ranks_oom *R = doc->ranks_oom;
+    return gmp_dv_str(gmp_doc_strdup(d, p, strlen(p)), none);
+}
+
+/* What differs on the failing rank: its own allocations above the median (own), what its pool
+ * held free (fc) and that above the median's (frag), its memory outside the allocator above the
+ * median's (out); returns the cause's JSON name, as the section's verdict decides it. */
+static const char *cause_of(const gmp_ranks_oom *R, uint64_t *own, uint64_t *fc, uint64_t *frag,
+                            uint64_t *out)
+{
+    const snap *fs = &R->fail.s, *m = &R->median;
+    uint64_t f_out = fs->has_outside ? fs->outside : R->oom.outside;
+    int f_has_out = R->oom.has_outside || fs->has_outside;
+    *own = fs->allocated > m->allocated ? fs->allocated - m->allocated : 0;
+    *fc = fs->reserved > fs->allocated ? fs->reserved - fs->allocated : 0;
+    uint64_t mc = m->reserved > m->allocated ? m->reserved - m->allocated : 0;
+    *frag = *fc > mc ? *fc - mc : 0;
+    *out = f_has_out && m->has_outside && f_out > m->outside ? f_out - m->outside : 0;
+    if (*out > *own && *out >= *frag)
+        return "outside_allocator";
+    if (*frag > *own)
+        return "fragmentation";
+    if (R->ndiffs && *own && path_of(R, R->diffs[0].path)[0])
+        return "range_grew";
+    return *own ? "allocations" : "capacity";
+}
+
+void gmp_ranks_oom_finding(gmp_doc *d, gmp_doc_block *parent, const gmp_ranks_oom *R)
+{
     if (!R || R->reread_failed)
         return;
-    const gmp_report_trace *ft = doc->traces[R->failing];
+    uint64_t own, fc, frag, out;
+    const char *cause = cause_of(R, &own, &fc, &frag, &out);
+    gmp_doc_block *b =
+        gmp_doc_verdict(d, parent, "findings", GMP_DOC_PROBLEM, "%v ran out of memory first, ",
+                        own_str(d, R->fail_label, "?"));
+    if (R->iteration && R->iter_name)
+        gmp_doc_linef(d, &b->title, "in the %v%v %v; ", gmp_dv_count(R->iteration),
+                      gmp_dv_lit(ordinal_suffix(R->iteration)), own_str(d, R->iter_name, ""));
+    else
+        gmp_doc_linef(d, &b->title, "%v; ", gmp_dv_lit("compared by the wall clock"));
+    if (!strcmp(cause, "range_grew"))
+        gmp_doc_linef(d, &b->title, "beside %v other ranks, %v grew (%v against their median %v)",
+                      gmp_dv_count(R->nrows), own_str(d, path_of(R, R->diffs[0].path), ""),
+                      gmp_dv_bytes(R->diffs[0].failing), gmp_dv_bytes(R->diffs[0].median));
+    else if (!strcmp(cause, "outside_allocator"))
+        gmp_doc_linef(d, &b->title,
+                      "beside %v other ranks, %v more memory outside the allocator than their "
+                      "median",
+                      gmp_dv_count(R->nrows), gmp_dv_bytes(out));
+    else if (!strcmp(cause, "fragmentation"))
+        gmp_doc_linef(d, &b->title,
+                      "beside %v other ranks, fragmentation: %v more free in its pool",
+                      gmp_dv_count(R->nrows), gmp_dv_bytes(frag));
+    else if (!strcmp(cause, "allocations"))
+        gmp_doc_linef(d, &b->title,
+                      "beside %v other ranks, %v more of its own allocations, outside any range",
+                      gmp_dv_count(R->nrows), gmp_dv_bytes(own));
+    else
+        gmp_doc_linef(d, &b->title,
+                      "it held no more than the %v other ranks: the job needs more than the device "
+                      "has",
+                      gmp_dv_count(R->nrows));
+    gmp_doc_linef(d, &b->title, " (details: \"%v\")",
+                  gmp_dv_ref("An OOM across ranks", "ranks-oom"));
+    b->flags |= GMP_DOC_ITEM;
+    gmp_doc_line *l = &b->title;
+    gmp_doc_line_add(d, l, gmp_dv_f(gmp_dv_k(gmp_dv_lit("ranks_oom"), "kind"), GMP_DOC_DATA));
+    gmp_doc_line_add(d, l, gmp_dv_f(gmp_dv_k(gmp_dv_lit(cause), "differs_by"), GMP_DOC_DATA));
+    gmp_doc_line_add(d, l, gmp_dv_f(gmp_dv_k(gmp_dv_lit("ranks_oom"), "json_path"), GMP_DOC_DATA));
+}
+
+static void section(gmp_doc *d, gmp_doc_block *parent, const gmp_ranks_oom *R, int anchored);
+
+void gmp_report_ranks_oom_build(gmp_doc *d, gmp_doc_block *parent, const gmp_report_doc *doc)
+{
+    section(d, parent, doc->ranks_oom, 0); /* the per-process report's HTML numbers its sections */
+}
+
+void gmp_ranks_oom_section(gmp_doc *d, gmp_doc_block *parent, const gmp_ranks_oom *R)
+{
+    section(d, parent, R, 1); /* the view's finding refers to it */
+}
+
+static void section(gmp_doc *d, gmp_doc_block *parent, const gmp_ranks_oom *R, int anchored)
+{
+    if (!R || R->reread_failed)
+        return;
     gmp_doc_block *s = gmp_doc_section(d, parent, "ranks_oom", 0, "An OOM across ranks");
+    if (anchored)
+        gmp_doc_anchor(d, s, "ranks-oom");
     gmp_doc_block *kv = gmp_doc_kv(d, s);
     if (R->iteration && R->iter_name) {
         gmp_doc_item_add(d, kv, "iteration", 0, "the %v%v %v, on every rank",
@@ -575,11 +830,11 @@ void gmp_report_ranks_oom_build(gmp_doc *d, gmp_doc_block *parent, const gmp_rep
     }
     gmp_doc_verdict(d, s, "failing", GMP_DOC_PROBLEM,
                     "%v (%v) ran out of memory first: %v asked on device %v at %v%v; %v",
-                    K(gmp_report_dv_str(ft, ft->label, "?"), "label"),
-                    K(gmp_report_dv_str(ft, ft->path, ""), "path"),
+                    K(own_str(d, R->fail_label, "?"), "label"),
+                    K(own_str(d, R->fail_path, ""), "path"),
                     K(gmp_dv_bytes(R->oom.requested), "requested_bytes"),
                     K(gmp_dv_device(R->oom.device), "device"),
-                    K(gmp_dv_time(R->oom.time_ns, ft->t0_ns), "time_ns"),
+                    K(gmp_dv_time(R->oom.time_ns, R->fail_t0), "time_ns"),
                     gmp_dv_lit(R->iteration ? ", during that iteration" : ""),
                     K(gmp_dv_lit(gmp_analysis_oom_verdict_text(R->oom.verdict)), "oom_verdict"));
     if (R->nfailing > 1)
@@ -609,7 +864,7 @@ void gmp_report_ranks_oom_build(gmp_doc *d, gmp_doc_block *parent, const gmp_rep
     uint64_t f_out = fs->has_outside ? fs->outside : R->oom.outside;
     int f_has_out = R->oom.has_outside || fs->has_outside;
     gmp_doc_val *r = gmp_doc_row(d, tb);
-    r[0] = gmp_report_dv_str(ft, ft->label, "?");
+    r[0] = own_str(d, R->fail_label, "?");
     r[1] = gmp_dv_lit("its OOM");
     r[2] = gmp_dv_f(gmp_dv_bytes(fs->allocated), GMP_DOC_BAD);
     r[3] = gmp_dv_bytes(fs->reserved);
@@ -624,9 +879,8 @@ void gmp_report_ranks_oom_build(gmp_doc *d, gmp_doc_block *parent, const gmp_rep
     r[4] = gmp_dv_bytes(m->reserved > m->allocated ? m->reserved - m->allocated : 0);
     r[5] = m->has_outside ? gmp_dv_bytes(m->outside) : gmp_dv_none();
     const rank_row *hv = &R->rows[R->heaviest];
-    const gmp_report_trace *ht = doc->traces[hv->trace];
     r = gmp_doc_row(d, tb);
-    r[0] = gmp_report_dv_str(ht, ht->label, "?");
+    r[0] = own_str(d, hv->label, "?");
     r[1] = gmp_dv_lit(hv->by_wall ? "peak before the same moment (heaviest other)"
                                   : "peak of the same iteration (heaviest other)");
     r[2] = gmp_dv_bytes(hv->s.allocated);
@@ -660,26 +914,23 @@ void gmp_report_ranks_oom_build(gmp_doc *d, gmp_doc_block *parent, const gmp_rep
     }
 
     /* what differs: the largest of the three excesses over the median */
-    uint64_t own = fs->allocated > m->allocated ? fs->allocated - m->allocated : 0;
-    uint64_t fc = fs->reserved > fs->allocated ? fs->reserved - fs->allocated : 0;
-    uint64_t mc = m->reserved > m->allocated ? m->reserved - m->allocated : 0;
-    uint64_t frag = fc > mc ? fc - mc : 0;
-    uint64_t out = f_has_out && m->has_outside && f_out > m->outside ? f_out - m->outside : 0;
+    uint64_t own, fc, frag, out;
+    cause_of(R, &own, &fc, &frag, &out);
     if (out > own && out >= frag) {
         gmp_doc_verdict(d, s, "differs", GMP_DOC_PROBLEM,
                         "what differs on %v: %v more memory outside the allocator than the "
                         "median of the others (%v against %v), while its own allocations are %v "
                         "above it",
-                        gmp_report_dv_str(ft, ft->label, "?"),
-                        K(gmp_dv_bytes(out), "outside_more_bytes"), gmp_dv_bytes(f_out),
-                        gmp_dv_bytes(m->outside), K(gmp_dv_bytes(own), "allocated_more_bytes"));
+                        own_str(d, R->fail_label, "?"), K(gmp_dv_bytes(out), "outside_more_bytes"),
+                        gmp_dv_bytes(f_out), gmp_dv_bytes(m->outside),
+                        K(gmp_dv_bytes(own), "allocated_more_bytes"));
         gmp_doc_item_add(d, kv, "cause", GMP_DOC_DATA, "%v",
                          K(gmp_dv_lit("outside_allocator"), "differs_by"));
     } else if (frag > own) {
         gmp_doc_verdict(d, s, "differs", GMP_DOC_PROBLEM,
                         "what differs on %v: fragmentation: its pool held %v free (%v more than "
                         "the median of the others) and no block of %v",
-                        gmp_report_dv_str(ft, ft->label, "?"), gmp_dv_bytes(fc),
+                        own_str(d, R->fail_label, "?"), gmp_dv_bytes(fc),
                         K(gmp_dv_bytes(frag), "cached_more_bytes"), gmp_dv_bytes(R->oom.requested));
         gmp_doc_item_add(d, kv, "cause", GMP_DOC_DATA, "%v",
                          K(gmp_dv_lit("fragmentation"), "differs_by"));
@@ -689,7 +940,7 @@ void gmp_report_ranks_oom_build(gmp_doc *d, gmp_doc_block *parent, const gmp_rep
         gmp_doc_verdict(d, s, "differs", GMP_DOC_PROBLEM,
                         "what differs on %v: its own allocations, %v above the median of the "
                         "others; most of it in %v (%v against %v): the range that grew",
-                        gmp_report_dv_str(ft, ft->label, "?"),
+                        own_str(d, R->fail_label, "?"),
                         K(gmp_dv_bytes(own), "allocated_more_bytes"),
                         K(gmp_dv_str(gmp_doc_strdup(d, p, strlen(p)), "(no range)"), "range"),
                         K(gmp_dv_bytes(x->failing), "range_bytes"),
@@ -701,7 +952,7 @@ void gmp_report_ranks_oom_build(gmp_doc *d, gmp_doc_block *parent, const gmp_rep
         gmp_doc_verdict(d, s, "differs", GMP_DOC_PROBLEM,
                         "what differs on %v: its own allocations, %v above the median of the "
                         "others, made outside any NVTX range",
-                        gmp_report_dv_str(ft, ft->label, "?"),
+                        own_str(d, R->fail_label, "?"),
                         K(gmp_dv_bytes(own), "allocated_more_bytes"));
         gmp_doc_item_add(d, kv, "cause", GMP_DOC_DATA, "%v",
                          K(gmp_dv_lit("allocations"), "differs_by"));
@@ -709,7 +960,7 @@ void gmp_report_ranks_oom_build(gmp_doc *d, gmp_doc_block *parent, const gmp_rep
         gmp_doc_verdict(d, s, "differs", GMP_DOC_WARNING,
                         "%v held no more than the other ranks: the job as a whole needs more "
                         "than the device has (capacity)",
-                        gmp_report_dv_str(ft, ft->label, "?"));
+                        own_str(d, R->fail_label, "?"));
         gmp_doc_item_add(d, kv, "cause", GMP_DOC_DATA, "%v",
                          K(gmp_dv_lit("capacity"), "differs_by"));
     }

@@ -36,5 +36,32 @@ void gmp_report_ranks_oom_free(gmp_ranks_oom *r);
 /* The section "An OOM across ranks" (JSON: "ranks_oom") under parent; nothing when doc has no
  * comparison. */
 void gmp_report_ranks_oom_build(gmp_doc *d, gmp_doc_block *parent, const gmp_report_doc *doc);
+/* The same section for a comparison made by either function (NULL: nothing). */
+void gmp_ranks_oom_section(gmp_doc *d, gmp_doc_block *parent, const gmp_ranks_oom *r);
+/* Its one-line finding (the cross-rank view's Findings block): the failing rank, the iteration,
+ * what differs, a reference to the section. JSON: an element of "findings" with kind
+ * "ranks_oom", differs_by and json_path. */
+void gmp_ranks_oom_finding(gmp_doc *d, gmp_doc_block *parent, const gmp_ranks_oom *r);
+
+/* What gmp_ranks_oom_from_summaries found. */
+typedef enum gmp_ranks_oom_status {
+    GMP_RANKS_OOM_NONE = 0,         /* no rank ran out of memory, or every rank did */
+    GMP_RANKS_OOM_DONE,             /* compared */
+    GMP_RANKS_OOM_NO_FAILING_TRACE, /* the failing rank's trace cannot be read here */
+    GMP_RANKS_OOM_NO_HEALTHY_TRACE, /* no healthy rank's trace could be read and aligned */
+} gmp_ranks_oom_status;
+
+/* The same comparison for the cross-rank view, from the n per-rank summaries (in the inputs'
+ * order) and the traces their paths name, read again one at a time: the failing rank (the
+ * earliest OOM on the wall clock), the first healthy rank when the failing one has no iteration,
+ * and at most GMP_RANKS_OOM_MAX_COMPARED healthy ranks evenly spaced over the inputs' order.
+ * Memory: the failing trace's model (and the first healthy one's when it gives the iteration)
+ * and one replay at a time, plus the compared ranks' range tables; nothing per trace beyond the
+ * summaries. *out: NULL unless *status is GMP_RANKS_OOM_DONE. Errors: only
+ * GMP_ERR_NOMEM (a trace that cannot be read is a status). */
+struct gmp_rank_summary;
+gmp_err gmp_ranks_oom_from_summaries(const struct gmp_rank_summary *s, size_t n,
+                                     const gmp_report_opts *ropts, gmp_ranks_oom **out,
+                                     gmp_ranks_oom_status *status);
 
 #endif

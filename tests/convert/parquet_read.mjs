@@ -73,8 +73,9 @@ if (args[0] === '--sql') { // --sql DIR SQL...: each query with 'job' standing f
 if (args[0] === '--hive') {
   const [, dir, table] = args
   const rows = await rowsOf(`select * from read_parquet(${sqlString(path.join(dir, '*', table + '.parquet'))}, hive_partitioning = true)`)
-  process.stdout.write(JSON.stringify({ rows }))
-  process.exit(0)
+  // exit once the whole output is written: process.exit() drops what a pipe has not taken yet
+  process.stdout.write(JSON.stringify({ rows }), () => process.exit(0))
+  await new Promise(() => {})
 }
 
 const out = { files: {}, errors: [] }
