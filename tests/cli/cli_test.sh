@@ -323,8 +323,10 @@ install)
     if [[ -e "$BUILD_DIR/lib/gpumemprof/libgpumemprof_agent.so" ]]; then
         [[ -e prefix/lib/gpumemprof/libgpumemprof_agent.so ]] ||
             fail "the agent is built but not installed in lib/gpumemprof"
-        # the Python package beside it finds it (relative to itself, and _where.py names it)
+        # the Python package beside it finds it (relative to itself, and _where.py names it);
+        # python3 loads the agent: under a sanitizer build it needs the sanitizer's runtime first
         run 0 env -u CUDA_INJECTION64_PATH -u GPUMEMPROF_AGENT GPUMEMPROF_NO_AUTOSTART=1 \
+            ${GMP_SIMCUDA_PRELOAD:+LD_PRELOAD=$GMP_SIMCUDA_PRELOAD} \
             PYTHONPATH="$WORK/prefix/lib/gpumemprof/python" python3 -c \
             'import gpumemprof, gpumemprof._where as w; print(gpumemprof.agent_path()); print(w.AGENT)'
         [[ "$(cat out)" == "$WORK/prefix/lib/gpumemprof/libgpumemprof_agent.so"$'\n'"$WORK/prefix/lib/gpumemprof/libgpumemprof_agent.so" ]] ||
