@@ -17,6 +17,7 @@ usage: check_whatif.py GPUMEMPROF SNAPSHOT_DIR"""
 import json
 import os
 import pickle
+import re
 import subprocess
 import sys
 
@@ -202,4 +203,11 @@ p = subprocess.run([EXE, "whatif", small, "--capacity", "3.1G", "--alloc-conf",
                     "max_split_size_mb:64"], capture_output=True, text=True, timeout=60)
 check(p.returncode == 0 and "recommendation: max_split_size_mb:64 (peak reserved 3.04 GiB); "
       "smallest card: 16 GB class" in p.stdout, "text: the recommendation and its card")
+# the qwen3 OOM's time in whatif's text is the moment report names (the same zero)
+qwen = os.path.join(DIR, "qwen3-expandable-3gpu-oom.pickle")
+p = subprocess.run([EXE, "whatif", qwen], capture_output=True, text=True, timeout=120)
+q = subprocess.run([EXE, "report", qwen], capture_output=True, text=True, timeout=120)
+m = re.search(r"out of memory on device 1 at (\+[0-9.]+ s)", q.stdout)
+check(p.returncode == 0 and m is not None and re.search(r"MiB at " + re.escape(m.group(1)), p.stdout),
+      "qwen3: whatif's first failure at report's OOM time (%s)" % (m and m.group(1)))
 sys.exit(1 if fails else 0)
