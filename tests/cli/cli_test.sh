@@ -324,9 +324,10 @@ install)
         [[ -e prefix/lib/gpumemprof/libgpumemprof_agent.so ]] ||
             fail "the agent is built but not installed in lib/gpumemprof"
         # the Python package beside it finds it (relative to itself, and _where.py names it);
-        # python3 loads the agent: under a sanitizer build it needs the sanitizer's runtime first
+        # python3 loads the agent: under a sanitizer build it needs the sanitizer's runtime first,
+        # and leak checks off (ctypes.util runs shell commands: their leaks are not ours)
         run 0 env -u CUDA_INJECTION64_PATH -u GPUMEMPROF_AGENT GPUMEMPROF_NO_AUTOSTART=1 \
-            ${GMP_SIMCUDA_PRELOAD:+LD_PRELOAD=$GMP_SIMCUDA_PRELOAD} \
+            ${GMP_SIMCUDA_PRELOAD:+LD_PRELOAD=$GMP_SIMCUDA_PRELOAD ASAN_OPTIONS=detect_leaks=0} \
             PYTHONPATH="$WORK/prefix/lib/gpumemprof/python" python3 -c \
             'import gpumemprof, gpumemprof._where as w; print(gpumemprof.agent_path()); print(w.AGENT)'
         [[ "$(cat out)" == "$WORK/prefix/lib/gpumemprof/libgpumemprof_agent.so"$'\n'"$WORK/prefix/lib/gpumemprof/libgpumemprof_agent.so" ]] ||
