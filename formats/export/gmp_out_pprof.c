@@ -36,14 +36,7 @@
 
 static void pb_varint(gmp_obuf *b, uint64_t v)
 {
-    char tmp[10];
-    size_t n = 0;
-    do {
-        uint8_t byte = v & 0x7f;
-        v >>= 7;
-        tmp[n++] = (char)(v ? byte | 0x80 : byte);
-    } while (v);
-    gmp_obuf_add(b, tmp, n);
+    gmp_obuf_varint(b, v);
 }
 
 static void pb_key(gmp_obuf *b, uint32_t field, uint32_t wire)

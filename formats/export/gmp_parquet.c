@@ -49,14 +49,7 @@ static void th_byte(thrift *t, uint8_t v)
 
 static void th_varint(thrift *t, uint64_t v)
 {
-    char tmp[10];
-    size_t n = 0;
-    do {
-        uint8_t byte = v & 0x7f;
-        v >>= 7;
-        tmp[n++] = (char)(v ? byte | 0x80 : byte);
-    } while (v);
-    gmp_obuf_add(t->b, tmp, n);
+    gmp_obuf_varint(t->b, v);
 }
 
 static uint64_t zigzag(int64_t v)

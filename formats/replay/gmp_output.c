@@ -235,6 +235,18 @@ static int obuf_reserve(gmp_obuf *b, size_t n)
     return 1;
 }
 
+void gmp_obuf_varint(gmp_obuf *b, uint64_t v)
+{
+    char tmp[10];
+    size_t n = 0;
+    do {
+        uint8_t byte = v & 0x7f;
+        v >>= 7;
+        tmp[n++] = (char)(v ? byte | 0x80 : byte);
+    } while (v);
+    gmp_obuf_add(b, tmp, n);
+}
+
 void gmp_obuf_add(gmp_obuf *b, const char *s, size_t n)
 {
     if (!obuf_reserve(b, n))

@@ -159,6 +159,9 @@ struct gmp_obuf {
     int oom; /* an append failed */
 };
 void gmp_obuf_add(gmp_obuf *b, const char *s, size_t n);
+/* v as an unsigned LEB128 varint (7 bits a byte, low first, high bit = more follows): protobuf's
+ * varint (pprof) and Thrift's compact-protocol integers (Parquet) alike */
+void gmp_obuf_varint(gmp_obuf *b, uint64_t v);
 void gmp_obuf_printf(gmp_obuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* s[0..n) quoted and JSON-escaped */
 void gmp_obuf_json(gmp_obuf *b, const char *s, size_t n);
