@@ -1,6 +1,8 @@
 /* gmp_live: see gmp_live.h. */
 #include "gmp_live.h"
 
+#include "gmp_handles.h"
+
 #include <sched.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,92 +34,11 @@ static void unlock(void)
     atomic_flag_clear_explicit(&lk, memory_order_release);
 }
 
-/* live allocations: key (address, or VMM handle | VMM_TAG; never 0) -> size, site, device. Open
- * addressing with linear probing, load at most 1/2, backward-shift deletion (no tombstones), one
- * multiplication as hash: the table is on every allocation's path. */
-typedef struct lent {
-    uint64_t key; /* 0: empty */
-    uint64_t size;
-    uint32_t site;
-    int32_t dev;
-} lent;
-static lent *lt;
-static size_t lcap, ln;
-static unsigned lshift; /* 64 - log2(lcap) */
+/* live allocations: key (address, or VMM handle | VMM_TAG; never 0) -> the entry's size and
+ * device, and its site index in `handle` (gmp_handles: the collector's own table, open addressing
+ * with backward-shift deletion; not thread-safe: used under lk). */
+static gmp_handles live;
 
-static size_t lhome(uint64_t key)
-{
-    return (size_t)((key * 0x9e3779b97f4a7c15ull) >> lshift);
-}
-
-static lent *lt_find(uint64_t key)
-{
-    if (!lcap)
-        return NULL;
-    for (size_t i = lhome(key);; i = (i + 1) & (lcap - 1)) {
-        if (lt[i].key == key)
-            return &lt[i];
-        if (!lt[i].key)
-            return NULL;
-    }
-}
-
-static int lt_grow(void)
-{
-    size_t nc = lcap ? 2 * lcap : 4096;
-    lent *n = calloc(nc, sizeof *n);
-    if (!n)
-        return -1;
-    lent *old = lt;
-    size_t oc = lcap;
-    lt = n;
-    lcap = nc;
-    lshift = 64 - (unsigned)__builtin_ctzll((unsigned long long)nc);
-    for (size_t i = 0; i < oc; i++) {
-        if (!old[i].key)
-            continue;
-        size_t j = lhome(old[i].key);
-        while (lt[j].key)
-            j = (j + 1) & (lcap - 1);
-        lt[j] = old[i];
-    }
-    free(old);
-    return 0;
-}
-
-/* The entry of key: existing (*found 1) or new, zeroed but for its key; NULL out of memory. */
-static lent *lt_put(uint64_t key, int *found)
-{
-    if ((ln + 1) * 2 > lcap && lt_grow() < 0)
-        return NULL;
-    size_t i = lhome(key);
-    while (lt[i].key && lt[i].key != key)
-        i = (i + 1) & (lcap - 1);
-    *found = lt[i].key != 0;
-    if (!*found) {
-        lt[i] = (lent){.key = key};
-        ln++;
-    }
-    return &lt[i];
-}
-
-static void lt_del(lent *e)
-{
-    size_t i = (size_t)(e - lt);
-    lt[i].key = 0;
-    ln--;
-    /* backward shift: later entries of the probe run move into the hole unless their home lies
-     * in (i, j] (cyclically) */
-    for (size_t j = (i + 1) & (lcap - 1); lt[j].key; j = (j + 1) & (lcap - 1)) {
-        size_t home = lhome(lt[j].key);
-        int between = i <= j ? (home > i && home <= j) : (home > i || home <= j);
-        if (between)
-            continue;
-        lt[i] = lt[j];
-        lt[j].key = 0;
-        i = j;
-    }
-}
 static uint64_t cur[MAXD], tot_alloc[MAXD], tot_freed[MAXD], n_alloc[MAXD], n_free[MAXD],
     n_base[MAXD];
 static uint64_t dev_seen; /* bit d: device d had live memory or a call */
@@ -300,23 +221,23 @@ static void scopes_alloc(uint32_t site, uint64_t size, int dev)
 
 static void add_live(uint64_t key, uint64_t size, int dev, uint32_t site, int count)
 {
-    int found;
-    lent *e = lt_put(key, &found);
+    gmp_handle_ent *e = gmp_handles_put(&live, key); /* a new entry has device -1 */
     if (!e) {
         lost++;
         return;
     }
-    if (found) { /* a live address allocated again: its free was not seen */
-        int od = e->dev;
+    if (e->device >= 0) { /* a live address allocated again: its free was not seen */
+        int od = e->device;
+        uint32_t os = (uint32_t)e->handle;
         cur[od] -= e->size <= cur[od] ? e->size : cur[od];
-        site_bytes[e->site] -= e->size <= site_bytes[e->site] ? e->size : site_bytes[e->site];
-        site_n[e->site] -= site_n[e->site] ? 1 : 0;
+        site_bytes[os] -= e->size <= site_bytes[os] ? e->size : site_bytes[os];
+        site_n[os] -= site_n[os] ? 1 : 0;
         if (nopen)
-            journal(e->site, -(int64_t)e->size, -1);
+            journal(os, -(int64_t)e->size, -1);
     }
     e->size = size;
-    e->dev = dev;
-    e->site = site;
+    e->device = dev;
+    e->handle = site;
     cur[dev] += size;
     site_bytes[site] += size;
     site_n[site]++;
@@ -362,7 +283,7 @@ void gmp_live_rec(const gmp_rec *r)
         unlock();
         return;
     }
-    lent *e = lt_find(key);
+    gmp_handle_ent *e = gmp_handles_get(&live, key);
     if (!e) {
         if (m->device >= 0 && m->device < MAXD) {
             n_base[m->device]++;
@@ -371,9 +292,9 @@ void gmp_live_rec(const gmp_rec *r)
         unlock();
         return;
     }
-    int dev = e->dev;
+    int dev = e->device;
     uint64_t size = e->size;
-    uint32_t site = e->site;
+    uint32_t site = (uint32_t)e->handle;
     unsigned at = recent_at++ % NRECENT;
     recent[at].key = key;
     recent[at].size = size;
@@ -384,7 +305,7 @@ void gmp_live_rec(const gmp_rec *r)
     n_free[dev]++;
     site_bytes[site] -= size <= site_bytes[site] ? size : site_bytes[site];
     site_n[site] -= site_n[site] ? 1 : 0;
-    lt_del(e);
+    gmp_handles_del(&live, key);
     if (nopen)
         journal(site, -(int64_t)size, -1);
     unlock();
