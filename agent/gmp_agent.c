@@ -85,7 +85,7 @@ static atomic_int api_late;   /* CUPTI subscribed by gmp_start after CUDA was in
 static atomic_int cupti_ok;   /* CUPTI subscribed: the live accounting counts */
 static int trace_named;       /* trace_path is a file of the user's (not an unnamed temporary) */
 static char off_why[600];     /* why the agent does not record (GMP_STATE_DISABLED) */
-static char armed_env[2][32]; /* the variables gmp_start set, unset again once started */
+static char armed_env[2][32]; /* the variables gmp_start set (they stay set: arm) */
 
 static _Thread_local struct {
     gmp_wthread *t;
@@ -568,15 +568,12 @@ static int agent_start_work(void)
     return 1;
 }
 
-static void unarm(void);
-
 /* Starts CUPTI (once): from the driver's InitializeInjection, or from gmp_start when CUDA is
  * already initialized. */
 static int inject(void)
 {
     if (!agent_start())
         return 1;
-    unarm();
     pthread_mutex_lock(&start_lock);
     int first = !cuda_started;
     cuda_started = 1;
@@ -689,8 +686,11 @@ static int cuda_initialized(void)
 
 /* The driver reads CUDA_INJECTION64_PATH in cuInit (and NVTX NVTX_INJECTION64_PATH at its first
  * call): pointing them at this library makes the program's own initialization start the agent,
- * whichever driver it loads. They are unset again once the agent started (unarm), so that the
- * program's child processes are not profiled unasked. */
+ * whichever driver it loads. They stay set: each NVTX instance (a library's own copy of NVTX)
+ * reads NVTX_INJECTION64_PATH at its own first call, which may come long after cuInit, and
+ * unsetenv while the program's threads run races with their getenv (glibc before 2.40). The
+ * program's child processes inherit them with GPUMEMPROF_ARMED_BY, which keeps their agent silent
+ * unless they import the package themselves (agent_start_work). */
 static void arm(void)
 {
     char me[4096];
@@ -712,19 +712,6 @@ static void arm(void)
         snprintf(pid, sizeof pid, "%ld", (long)getpid());
         setenv("GPUMEMPROF_ARMED_BY", pid, 1);
     }
-}
-
-static void unarm(void)
-{
-    int any = 0;
-    for (int i = 0; i < 2; i++)
-        if (armed_env[i][0]) {
-            unsetenv(armed_env[i]);
-            armed_env[i][0] = 0;
-            any = 1;
-        }
-    if (any)
-        unsetenv("GPUMEMPROF_ARMED_BY");
 }
 
 EXPORT int gmp_api_version(void)

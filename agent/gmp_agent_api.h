@@ -11,14 +11,19 @@
  * What a scope counts: every allocation and free of the whole process on each device while the
  * scope is open, on any thread (not only the opening thread's), as the agent records them (the
  * memory kinds the replay counts as allocated: device, async-pool, VMM physical, arrays, static
- * and graph memory). Scopes nest and may be open on several threads at once; each has its own
- * figures. A free of memory the agent never saw allocated (allocated before the agent started
- * counting: the baseline) changes no figure; it is counted in baseline_frees.
+ * and graph memory; static and graph memory come from CUPTI's activity buffers, up to a flush
+ * interval late: a scope that closes sooner misses them and a later one counts them). Scopes nest
+ * and may be open on several threads at once; each has its own figures. A free of memory the agent
+ * never saw allocated (allocated before the agent started counting: the baseline) changes no
+ * figure; it is counted in baseline_frees.
  *
  * Thread safety: every function may be called from any thread, at any time, also before CUDA is
  * initialized and after the agent finished (then they return the state and count nothing). None
  * calls Python; only gmp_start calls CUDA (cuDeviceGetCount, to learn whether CUDA is initialized,
- * then CUPTI's subscription when it is). */
+ * then CUPTI's subscription when it is). Before CUDA is initialized gmp_start sets two
+ * environment variables (setenv): call it before the program starts threads of its own, as
+ * `import gpumemprof` at the top of a program does (glibc before 2.40 lets a concurrent getenv
+ * read the environment array setenv replaces). */
 #ifndef GMP_AGENT_API_H
 #define GMP_AGENT_API_H
 

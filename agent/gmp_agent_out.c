@@ -221,9 +221,13 @@ int gmp_agent_create(const char *pattern, int force, int suffix, char *path, siz
         if (fd == -2)
             return -1;
         if (fd >= 0) {
-            if (rank_name)
-                (void)flock(fd, LOCK_EX | LOCK_NB); /* in use: see replace_stale */
-            return fd;
+            /* in use: see replace_stale. Between this process's O_EXCL create and its flock,
+             * another of the rank's processes under --force may have locked the new file as
+             * stale: it is that one's now, and this one takes NAME.2.zst ... */
+            if (!rank_name || flock(fd, LOCK_EX | LOCK_NB) == 0 || errno != EWOULDBLOCK)
+                return fd;
+            close(fd);
+            errno = EEXIST;
         }
         if (errno == EEXIST && suffix && !has_n) {
             struct stat ls;

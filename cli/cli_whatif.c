@@ -121,7 +121,8 @@ static void own_settings(gmp_cli_whatif *x, const gmp_rec_header *h)
     /* the value is the recording's (untrusted): one with another character than PyTorch's
      * syntax uses is not shown nor replayed (text outputs print the name as it is) */
     for (size_t i = 0; have == 0 && conf[i]; i++)
-        if (!strchr("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_:.,-", conf[i]))
+        if (!strchr("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_:.,-[]>",
+                    conf[i]))
             have = -1;
     if (have != 0)
         return;
@@ -132,25 +133,6 @@ static void own_settings(gmp_cli_whatif *x, const gmp_rec_header *h)
     } else {
         snprintf(x->own_name, sizeof x->own_name, "recorded (defaults)");
     }
-}
-
-/* The time zero report and view count from (gmp_report.c, the trace's t0_ns): the header's start
- * of the trace clock when it is not after the first timed record, else that record's time. The
- * reader returns records in time order, so the first one that is neither a definition (HEADER to
- * RANGE) nor LOST/END is the earliest: reading stops there. */
-static uint64_t time_zero(gmp_reader *r)
-{
-    const gmp_rec_header *h = gmp_reader_header(r);
-    const gmp_rec *x;
-    uint64_t first = 0;
-    while (gmp_reader_next(r, &x) == GMP_OK) {
-        if (x->type <= GMP_REC_RANGE || x->type == GMP_REC_LOST || x->type == GMP_REC_END)
-            continue;
-        first = x->time_ns;
-        break;
-    }
-    return h && h->start_trace_ns && (!first || h->start_trace_ns <= first) ? h->start_trace_ns
-                                                                            : first;
 }
 
 gmp_err gmp_cli_whatif_run(gmp_cli_whatif *x, const gmp_cli_input *in, uint64_t capacity, char *msg,
@@ -166,12 +148,6 @@ gmp_err gmp_cli_whatif_run(gmp_cli_whatif *x, const gmp_cli_input *in, uint64_t 
         return GMP_ERR_NOMEM;
     }
     gmp_err e = gmp_cli_input_reader(in, &r, &ro, msg, msglen);
-    if (e == GMP_OK) {
-        x->t0_ns = time_zero(r);
-        gmp_reader_close(r);
-        r = NULL;
-        e = gmp_cli_input_reader(in, &r, &ro, msg, msglen);
-    }
     if (e == GMP_OK) {
         own_settings(x, gmp_reader_header(r));
         e = gmp_whatif_scan(r, x->rec, msg, msglen);

@@ -31,7 +31,6 @@ typedef struct gmp_cli_whatif {
     gmp_whatif open;          /* without a capacity (has_open) */
     int has_open;
     int async;       /* the tensors are cudaMallocAsync allocations */
-    uint64_t t0_ns;  /* the report's time zero (text times count from it, as report and view do) */
     char path[4096]; /* the recording given (a trace's snapshot beside it) */
     gmp_cli_input_kind kind;
 } gmp_cli_whatif;

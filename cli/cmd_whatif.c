@@ -228,10 +228,12 @@ static void out_text(FILE *f, const gmp_cli_whatif *x, int md)
             snprintf(as, sizeof as, "%.2f GiB", r->peak_allocated / 1073741824.0);
             snprintf(fs, sizeof fs, "%.2f GiB", r->frag_at_peak / 1073741824.0);
             if (r->failed)
-                snprintf(ff, sizeof ff, "%.2f MiB at +%.6f s (stack %" PRIu32 ")",
-                         r->fail_size / 1048576.0,
-                         (r->fail_time_ns >= x->t0_ns ? r->fail_time_ns - x->t0_ns : 0) / 1e9,
-                         r->fail_stack);
+                snprintf(
+                    ff, sizeof ff, "%.2f MiB at +%.6f s (stack %" PRIu32 ")",
+                    r->fail_size / 1048576.0,
+                    (r->fail_time_ns >= x->rec[0].t0_ns ? r->fail_time_ns - x->rec[0].t0_ns : 0) /
+                        1e9,
+                    r->fail_stack);
             else
                 snprintf(ff, sizeof ff, "-");
             if (md)

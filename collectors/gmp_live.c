@@ -337,6 +337,10 @@ uint64_t gmp_live_open(void)
         sd->start_nf = n_free[d];
         sd->start_nb = n_base[d];
         sd->peak_seq = jseq;
+        /* nothing live at the open: its sites at that peak are none, already known (without
+         * this every device, used or not, had its sites recomputed under the lock when the
+         * journal wrapped: milliseconds of an application thread's cudaMalloc with many scopes) */
+        sd->frozen = !cur[d];
     }
     if (jseq < need_min)
         need_min = jseq;

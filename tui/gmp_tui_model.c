@@ -922,10 +922,7 @@ uint64_t gmp_tui_model_zero(const gmp_tui_model *m)
     uint64_t t0 = gmp_replay_get_summary(m->rp)->first_ns;
     if (!t0 || t0 > m->t0)
         t0 = m->t0; /* no record before the first logged event */
-    const gmp_rec_header *h = gmp_reader_header(m->r);
-    if (h && h->start_trace_ns && h->start_trace_ns <= t0)
-        t0 = h->start_trace_ns;
-    return t0;
+    return gmp_trace_zero(gmp_reader_header(m->r), t0);
 }
 
 uint64_t gmp_tui_model_t0(const gmp_tui_model *m)

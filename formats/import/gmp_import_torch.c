@@ -1003,7 +1003,8 @@ static void read_alloc_conf(imp *I, const gmp_pkv *root)
     if (!c || n >= sizeof I->alloc_conf)
         return;
     for (size_t i = 0; i < n; i++)
-        if (!strchr("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_:.,-", c[i]) ||
+        if (!strchr("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_:.,-[]>",
+                    c[i]) ||
             !c[i])
             return;
     memcpy(I->alloc_conf, c, n);

@@ -207,7 +207,11 @@ gmp_err gmp_whatif_scan_series(gmp_reader *r, gmp_whatif_recorded *rec, gmp_what
     }
     gmp_err e;
     const gmp_rec *x;
+    uint64_t first_ns = 0; /* the first timed record: neither a definition nor LOST/END */
     while ((e = gmp_reader_next(r, &x)) == GMP_OK) {
+        if (!first_ns && x->type > GMP_REC_RANGE && x->type != GMP_REC_LOST &&
+            x->type != GMP_REC_END)
+            first_ns = x->time_ns;
         if (x->type == GMP_REC_OOM) {
             const gmp_rec_oom *o = &x->u.oom;
             if (o->device >= 0 && o->device < GMP_WHATIF_MAX_DEVICES &&
@@ -273,6 +277,9 @@ gmp_err gmp_whatif_scan_series(gmp_reader *r, gmp_whatif_recorded *rec, gmp_what
     free(cur);
     free(pools.keys);
     free(pools.ids);
+    uint64_t t0 = gmp_trace_zero(gmp_reader_header(r), first_ns);
+    for (size_t i = 0; i < GMP_WHATIF_MAX_DEVICES; i++)
+        rec[i].t0_ns = t0;
     if (e == GMP_END)
         return GMP_OK;
     snprintf(msg, msglen, "%s", e == GMP_ERR_NOMEM ? "out of memory" : gmp_reader_error(r));

@@ -41,6 +41,9 @@ typedef struct gmp_whatif_recorded {
      * backend, `run --torch-alloc async`). gmp_whatif_run replays the first, or, on a device
      * that has none of them, the second (given recorded). */
     uint64_t cca_allocs, async_allocs;
+    /* The recording's time zero (gmp_trace_zero: what report and view count times from), the
+     * same in every device's entry */
+    uint64_t t0_ns;
 } gmp_whatif_recorded;
 
 /* First pass: rec[0..GMP_WHATIF_MAX_DEVICES) from r, read to its end. */

@@ -57,11 +57,14 @@ const char *gmp_whatif_verdict_name(gmp_whatif_verdict v)
     }
 }
 
+/* PyTorch's CUDAAllocatorConfig refuses anything but "True" and "False" ("Expected a single
+ * True/False argument for expandable_segments"): so does this, so that what is replayed is what
+ * PyTorch would start with */
 static int parse_bool(const char *v, uint32_t *out)
 {
-    if (!strcmp(v, "True") || !strcmp(v, "true") || !strcmp(v, "1"))
+    if (!strcmp(v, "True"))
         *out = 1;
-    else if (!strcmp(v, "False") || !strcmp(v, "false") || !strcmp(v, "0"))
+    else if (!strcmp(v, "False"))
         *out = 0;
     else
         return -1;

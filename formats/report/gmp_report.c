@@ -1520,9 +1520,7 @@ static gmp_err freeze(live *L)
         t->end == GMP_REPORT_END_SNAPSHOT ||
         (h && h->options.len >= 22 &&
          memmem(h->options.ptr, h->options.len, "merged=pytorch-history", 22) != NULL);
-    t->t0_ns = t->sum.first_ns;
-    if (h && h->start_trace_ns && h->start_trace_ns <= t->sum.first_ns)
-        t->t0_ns = h->start_trace_ns;
+    t->t0_ns = gmp_trace_zero(h, t->sum.first_ns);
 
     if ((e = freeze_devices(L)) != GMP_OK)
         return e;

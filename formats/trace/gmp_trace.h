@@ -160,6 +160,16 @@ typedef struct gmp_rec_header {
     gmp_str rank_var;   /* the variable rank came from ("RANK", "SLURM_PROCID"); empty: none */
 } gmp_rec_header;
 
+/* The time zero every reader counts "+S s" from (report, view, whatif): the trace clock's start
+ * of the header (h may be NULL) when it is not after first_ns (the first timed record; 0 none),
+ * else first_ns. */
+static inline uint64_t gmp_trace_zero(const gmp_rec_header *h, uint64_t first_ns)
+{
+    if (h && h->start_trace_ns && (!first_ns || h->start_trace_ns <= first_ns))
+        return h->start_trace_ns;
+    return first_ns;
+}
+
 typedef struct gmp_rec_string {
     uint32_t id; /* >= 1 */
     gmp_str value;

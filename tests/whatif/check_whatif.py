@@ -210,4 +210,24 @@ q = subprocess.run([EXE, "report", qwen], capture_output=True, text=True, timeou
 m = re.search(r"out of memory on device 1 at (\+[0-9.]+ s)", q.stdout)
 check(p.returncode == 0 and m is not None and re.search(r"MiB at " + re.escape(m.group(1)), p.stdout),
       "qwen3: whatif's first failure at report's OOM time (%s)" % (m and m.group(1)))
+# a recorded setting in PyTorch's per-size form (CUDAAllocatorConfig's
+# roundup_power2_divisions:[256:1,>:4]) is named and said not modelled, never replayed as the
+# defaults; and only True/False are expandable_segments values, as PyTorch's parser takes
+import tempfile
+with open(small, "rb") as f:
+    snap = pickle.load(f)
+snap.setdefault("allocator_settings", {})["PYTORCH_CUDA_ALLOC_CONF"] = \
+    "roundup_power2_divisions:[256:1,>:4]"
+with tempfile.NamedTemporaryFile(suffix=".pickle", delete=False) as f:
+    pickle.dump(snap, f, protocol=4)
+doc = whatif(f.name)
+os.unlink(f.name)
+c0 = doc["devices"][0]["configs"][0]
+check(c0["alloc_conf"] == "recorded (roundup_power2_divisions:[256:1,>:4])" and
+      c0["modelled"] is False and c0["peak_reserved_bytes"] is None,
+      "a per-size roundup_power2_divisions recorded: named, not modelled (%r)" % c0)
+p = subprocess.run([EXE, "whatif", small, "--alloc-conf", "expandable_segments:true"],
+                   capture_output=True, text=True, timeout=60)
+check(p.returncode == 2 and "expected True or False" in p.stderr,
+      "expandable_segments:true refused as PyTorch refuses it (%d %s)" % (p.returncode, p.stderr))
 sys.exit(1 if fails else 0)

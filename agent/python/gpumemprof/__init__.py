@@ -440,19 +440,21 @@ def _loading_pytest_plugin():
 
 def _running_tool():
     """The package is imported because one of its own commands runs (`python3 -m
-    gpumemprof.fleet`): runpy imports the package before the module, and such a command profiles
-    nothing, so it must not arm the agent for itself and the processes it starts. sys.orig_argv
-    (Python 3.10+) keeps the interpreter's own arguments; before 3.10 the command is not told
-    apart (it sets GPUMEMPROF_NO_AUTOSTART for its children itself)."""
+    gpumemprof.fleet`): such a command profiles nothing, so it must not arm the agent for itself
+    and the processes it starts. While -m imports the module's parent packages sys.argv[0] is
+    "-m" (runpy); sys.orig_argv (Python 3.10+) names the module, whatever options come before it
+    (`-X dev -m M`, `-mM`). Before 3.10 the command is not told apart (it sets
+    GPUMEMPROF_NO_AUTOSTART for the processes it starts itself)."""
     import sys
 
+    if sys.argv[:1] != ["-m"]:
+        return False
     argv = getattr(sys, "orig_argv", None) or []
-    for i, a in enumerate(argv[:-1]):
+    for i, a in enumerate(argv[1:], 1):
         if a == "-m":
-            return argv[i + 1].startswith("gpumemprof.")
-        if a == "-c" or not a.startswith("-"):
-            if i > 0:
-                return False
+            return i + 1 < len(argv) and argv[i + 1].startswith("gpumemprof.")
+        if a.startswith("-m"):
+            return a[2:].startswith("gpumemprof.")
     return False
 
 

@@ -3,16 +3,18 @@ the way `gpumemprof report` does ("0 B", "512 B", "4.00 MiB"), so that the pytes
 trace()'s tables read like the report's."""
 import re
 
-_UNITS = {"": 1, "b": 1,
-          "k": 1000, "kb": 1000, "m": 1000 ** 2, "mb": 1000 ** 2,
-          "g": 1000 ** 3, "gb": 1000 ** 3, "t": 1000 ** 4, "tb": 1000 ** 4,
-          "kib": 1 << 10, "mib": 1 << 20, "gib": 1 << 30, "tib": 1 << 40}
+# every unit a power of 1024, with or without i and B, as the command line's sizes
+# (gmp_cli_parse_size: `run --alert-threshold 2G`, `whatif --capacity`) and the agent's settings
+_UNITS = {"": 1, "b": 1}
+for _i, _u in enumerate("kmgt"):
+    for _s in ("", "b", "ib"):
+        _UNITS[_u + _s] = 1 << (10 * (_i + 1))
 _SIZE = re.compile(r"\s*([0-9]+(?:\.[0-9]*)?|\.[0-9]+)\s*([a-zA-Z]*)\s*$")
 
 
 def parse_size(v):
-    """Bytes from an int, or a string: a number and a unit (B; KiB, MiB, GiB, TiB are powers of
-    1024; KB, MB, GB, TB and K, M, G, T powers of 1000; case ignored). Raises ValueError on
+    """Bytes from an int, or a string: a number and a unit (B; K, M, G, T with or without i and B,
+    all powers of 1024 as on gpumemprof's command line; case ignored). Raises ValueError on
     anything else (a negative size, an unknown unit)."""
     if isinstance(v, bool):
         raise ValueError("a size, not a boolean: %r" % (v,))

@@ -230,12 +230,19 @@ def malloc(nbytes):
     lazy_init_device()
     size = (int(nbytes) + 511) // 512 * 512
     if backend == "cudaMallocAsync":
-        # c10/cuda/CUDAMallocAsyncAllocator.cpp, mallocAsync: cudaMallocAsync(devPtr, size,
-        # stream) for each tensor, with the size asked for (no rounding), on the current stream
-        # (the default stream here)
+        # c10/cuda/CUDAMallocAsyncAllocator.cpp (pytorch/pytorch at 0345947; the stored copy has
+        # no line numbers): CudaMallocAsyncAllocator::allocate calls mallocAsync only when
+        # size != 0 (an empty tensor has no memory); mallocAsync calls cudaMallocAsync(devPtr,
+        # size, stream) for each tensor, with the size asked for (no rounding), on the current
+        # stream (the default stream here), and on cudaErrorMemoryAllocation raises
+        # OutOfMemoryError "Allocation on device N would exceed allowed memory. (out of memory)"
+        # followed by its figures (left out here)
+        if int(nbytes) == 0:
+            return None, None
         p = ctypes.c_void_p()
         if _rt.cudaMallocAsync(ctypes.byref(p), int(nbytes), None) != 0:
-            raise OutOfMemoryError("CUDA out of memory. Tried to allocate %d bytes" % nbytes)
+            raise OutOfMemoryError("Allocation on device %d would exceed allowed memory. "
+                                   "(out of memory)" % 0)  # the stand-in has device 0 only
         return p.value, None
     with _lock:
         fr = _frames() if _State.recording else []
@@ -269,7 +276,8 @@ def malloc(nbytes):
 
 def free(addr, handle):
     if handle is None:  # the cudaMallocAsync backend: freeAsync's cudaFreeAsync(ptr, stream)
-        _rt.cudaFreeAsync(ctypes.c_void_p(addr), None)
+        if addr is not None:  # an empty tensor's (allocate made no call): nothing to free
+            _rt.cudaFreeAsync(ctypes.c_void_p(addr), None)
         return
     seg, block = handle
     with _lock:
